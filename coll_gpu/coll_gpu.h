@@ -1,0 +1,113 @@
+/*
+ * coll/gpu: Open MPI glue (component, module, MPI entry points).
+ *
+ * Only files in coll_gpu/ (outside engine/) include Open MPI headers. They decide per
+ * call whether the engine serves it or the previous coll module does (the fallback),
+ * and they translate engine statuses into MPI error classes.
+ */
+#ifndef MCA_COLL_GPU_H
+#define MCA_COLL_GPU_H
+
+#include "ompi_config.h"
+
+#include <stdatomic.h>
+
+#include "mpi.h"
+#include "ompi/communicator/communicator.h"
+#include "ompi/mca/coll/coll.h"
+#include "opal/mca/base/mca_base_var.h"
+
+#include "cgpu_engine.h"
+
+BEGIN_C_DECLS
+
+/** Component with its MCA parameter storage (registered in coll_gpu_component.c). */
+typedef struct mca_coll_gpu_component_t {
+    mca_coll_base_component_2_0_0_t super;
+    int priority;
+    int verbose;
+    int output; /* opal_output stream, verbosity = verbose */
+    int backend;
+    int allreduce_algorithm;
+    int alltoall_algorithm;
+    unsigned long allreduce_min_bytes; /* below: fallback */
+    unsigned long allreduce_max_bytes; /* above: fallback (0 = no limit) */
+    unsigned long alltoall_min_bytes;
+    unsigned long alltoall_max_bytes;
+    unsigned long slot_bytes;
+    int slots;
+    unsigned long stage_bytes;
+    int max_comms;
+    bool engine_up; /* cgpu_engine_init succeeded */
+} mca_coll_gpu_component_t;
+
+OMPI_MODULE_DECLSPEC extern mca_coll_gpu_component_t mca_coll_gpu_component;
+
+/** Where a module's engine communicator stands. */
+typedef enum cgpu_module_state {
+    CGPU_MODULE_UNINIT = 0, /* engine communicator not created yet (lazy) */
+    CGPU_MODULE_READY,      /* engine communicator usable */
+    CGPU_MODULE_FALLBACK,   /* creation failed on some rank: every call falls back */
+} cgpu_module_state_t;
+
+/** The per-communicator module. */
+typedef struct mca_coll_gpu_module_t {
+    mca_coll_base_module_t super;
+
+    struct ompi_communicator_t *comm; /* not retained: the comm owns us */
+
+    /* previous module's functions, retained in enable, released once */
+    mca_coll_base_module_allreduce_fn_t prev_allreduce;
+    mca_coll_base_module_t *prev_allreduce_module;
+    mca_coll_base_module_alltoall_fn_t prev_alltoall;
+    mca_coll_base_module_t *prev_alltoall_module;
+    mca_coll_base_module_allgather_fn_t prev_allgather; /* bootstrap */
+    mca_coll_base_module_t *prev_allgather_module;
+    mca_coll_base_module_barrier_fn_t prev_barrier; /* bootstrap */
+    mca_coll_base_module_t *prev_barrier_module;
+    bool prev_saved;
+
+    /* engine side */
+    cgpu_bootstrap_t bootstrap;
+    cgpu_comm_t *ecomm;
+    cgpu_module_state_t state;
+
+    /* read by pvars from any thread: atomics only (DESIGN decision 5) */
+    _Atomic unsigned long long engine_calls;
+    _Atomic unsigned long long fallback_calls;
+} mca_coll_gpu_module_t;
+
+OBJ_CLASS_DECLARATION(mca_coll_gpu_module_t);
+
+/* component / module (coll_gpu_component.c, coll_gpu_module.c) */
+int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads);
+mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority);
+
+/* the engine communicator, created at the first engine-path call (collective) */
+int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m);
+
+/* bootstrap over the previous module (coll_gpu_bootstrap.c) */
+void mca_coll_gpu_bootstrap_setup(mca_coll_gpu_module_t *m);
+
+/* MPI -> engine translation (coll_gpu_types.c) */
+bool mca_coll_gpu_map_dtype(struct ompi_datatype_t *dtype, cgpu_dtype_t *out);
+bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out);
+int mca_coll_gpu_status_to_mpi(cgpu_status_t st);
+
+/* pvars (coll_gpu_pvars.c) */
+int mca_coll_gpu_pvars_register(void);
+
+/* entry points */
+int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
+                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
+                          void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+
+/* log through opal_output at a coll_gpu_verbose level */
+void mca_coll_gpu_log(int level, const char *msg);
+
+END_C_DECLS
+
+#endif /* MCA_COLL_GPU_H */

@@ -1,0 +1,56 @@
+/*
+ * coll/gpu: MPI_Allreduce entry point.
+ *
+ * Engine or fallback is decided from (datatype, op, count, MCA params) only: MPI
+ * requires these to be the same on every rank, so every rank takes the same path
+ * (decision 2). The fallback receives exactly the caller's arguments.
+ */
+#include "coll_gpu.h"
+
+#include "opal/util/output.h"
+
+static bool is_bitwise(cgpu_op_t op)
+{
+    return CGPU_OP_BAND == op || CGPU_OP_BOR == op || CGPU_OP_BXOR == op;
+}
+
+int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                           struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                           mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    cgpu_dtype_t dt;
+    cgpu_op_t eop;
+
+    if (CGPU_ALLREDUCE_FALLBACK == c->allreduce_algorithm || count < 0) {
+        goto fallback;
+    }
+    if (!mca_coll_gpu_map_dtype(dtype, &dt) || !mca_coll_gpu_map_op(op, &eop) ||
+        !cgpu_reduce_supported(dt, eop) || (MPI_BYTE == dtype && !is_bitwise(eop))) {
+        goto fallback;
+    }
+    size_t bytes = (size_t) count * cgpu_dtype_size(dt);
+    if (bytes < c->allreduce_min_bytes ||
+        (0 != c->allreduce_max_bytes && bytes > c->allreduce_max_bytes)) {
+        goto fallback;
+    }
+    mca_coll_gpu_lazy_init(m);
+    if (CGPU_MODULE_READY != m->state) {
+        goto fallback;
+    }
+
+    cgpu_status_t st = cgpu_allreduce(m->ecomm, MPI_IN_PLACE == sbuf ? rbuf : sbuf, rbuf,
+                                      (size_t) count, dt, eop,
+                                      (cgpu_allreduce_alg_t) c->allreduce_algorithm);
+    atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
+    if (CGPU_OK != st) {
+        opal_output(0, "coll/gpu: MPI_Allreduce on %s failed in the engine: %s", comm->c_name,
+                    cgpu_status_string(st));
+    }
+    return mca_coll_gpu_status_to_mpi(st);
+
+fallback:
+    atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
+    return m->prev_allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce_module);
+}

@@ -1,0 +1,160 @@
+/*
+ * coll/gpu: MPI_Alltoall entry point.
+ *
+ * MPI lets each rank describe its blocks with its own datatypes as long as the type
+ * signatures match, so a rank-local property such as "my send type is contiguous"
+ * must not decide the path (decision 2). The decision uses only the per-peer byte
+ * count (equal on every rank) and MCA params; a non-contiguous layout is packed into
+ * a contiguous host buffer here and unpacked afterwards, so the engine sees bytes.
+ */
+#include <stdlib.h>
+
+#include "coll_gpu.h"
+
+#include "ompi/datatype/ompi_datatype.h"
+#include "opal/util/output.h"
+
+/* A buffer of count elements of dtype that is one gap-free run of bytes, and where
+ * that run starts. */
+static bool contiguous_run(const void *buf, int count, struct ompi_datatype_t *dtype,
+                           const char **start)
+{
+    ptrdiff_t tlb, text;
+    ompi_datatype_get_true_extent(dtype, &tlb, &text);
+    *start = (const char *) buf + tlb;
+    return 0 != ompi_datatype_is_contiguous_memory_layout(dtype, count < 2 ? count : 2);
+}
+
+/* Copy count elements between a typed buffer and packed bytes, in pieces whose byte
+ * count fits the int32 interface of ompi_datatype_sndrcv. */
+static int typed_copy(const char *typed, char *packed_or_typed, size_t count,
+                      struct ompi_datatype_t *dtype, bool pack)
+{
+    size_t esize;
+    ptrdiff_t lb, extent;
+    ompi_datatype_type_size(dtype, &esize);
+    ompi_datatype_get_extent(dtype, &lb, &extent);
+    size_t step = esize > 0 ? (size_t) INT_MAX / esize : count;
+    if (0 == step) {
+        return MPI_ERR_TYPE;
+    }
+    for (size_t done = 0; done < count; done += step) {
+        size_t k = count - done < step ? count - done : step;
+        int rc;
+        if (pack) {
+            rc = ompi_datatype_sndrcv(typed + done * (size_t) extent, (int32_t) k, dtype,
+                                      packed_or_typed + done * esize, (int32_t) (k * esize),
+                                      MPI_PACKED);
+        } else {
+            rc = ompi_datatype_sndrcv(typed + done * esize, (int32_t) (k * esize), MPI_PACKED,
+                                      packed_or_typed + done * (size_t) extent, (int32_t) k,
+                                      dtype);
+        }
+        if (OMPI_SUCCESS != rc) {
+            return MPI_ERR_TYPE;
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                          int rcount, struct ompi_datatype_t *rdtype,
+                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    const bool in_place = (MPI_IN_PLACE == sbuf);
+    const int n = ompi_comm_size(comm);
+    char *spack = NULL, *rpack = NULL;
+    int rc = MPI_SUCCESS;
+
+    if (CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm || rcount < 0 || scount < 0) {
+        goto fallback;
+    }
+    size_t rsize;
+    ompi_datatype_type_size(rdtype, &rsize);
+    const size_t bytes = (size_t) rcount * rsize; /* per peer, equal on every rank */
+    if (bytes < c->alltoall_min_bytes ||
+        (0 != c->alltoall_max_bytes && bytes > c->alltoall_max_bytes)) {
+        goto fallback;
+    }
+    mca_coll_gpu_lazy_init(m);
+    if (CGPU_MODULE_READY != m->state) {
+        goto fallback;
+    }
+
+    const char *sstart = NULL, *rstart = NULL;
+    const size_t total = (size_t) n * bytes;
+    bool r_contig = contiguous_run(rbuf, rcount, rdtype, &rstart);
+    bool s_contig = in_place ? r_contig : contiguous_run(sbuf, scount, sdtype, &sstart);
+    if (in_place) {
+        sstart = rstart;
+    }
+    if (total > 0 && (!s_contig || !r_contig)) {
+        /* pack what is not a gap-free run; in place shares one packed buffer */
+        if (in_place) {
+            spack = rpack = malloc(total);
+            if (NULL == spack) {
+                rc = MPI_ERR_NO_MEM;
+                goto out_agree;
+            }
+            rc = typed_copy(rbuf, spack, (size_t) rcount * (size_t) n, rdtype, true);
+        } else {
+            if (!s_contig) {
+                spack = malloc(total);
+                rc = NULL == spack
+                         ? MPI_ERR_NO_MEM
+                         : typed_copy(sbuf, spack, (size_t) scount * (size_t) n, sdtype, true);
+            }
+            if (MPI_SUCCESS == rc && !r_contig) {
+                rpack = malloc(total);
+                rc = NULL == rpack ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+            }
+        }
+    }
+
+out_agree:
+    /* A local failure to pack must not leave the other ranks waiting in the engine:
+     * run the exchange anyway (on scratch data) and report the error afterwards. */
+    {
+        char dummy;
+        const void *src = NULL != spack ? spack : sstart;
+        void *dst = NULL != rpack ? rpack : (void *) rstart;
+        char *scratch = NULL;
+        if (MPI_SUCCESS != rc && total > 0) {
+            scratch = malloc(total);
+            src = dst = (NULL != scratch) ? scratch : NULL;
+        }
+        cgpu_status_t st = CGPU_OK;
+        if (NULL == src && total > 0) {
+            /* Not even scratch memory: every rank will see this call fail or hang; say so. */
+            opal_output(0, "coll/gpu: MPI_Alltoall on %s: out of memory before the exchange",
+                        comm->c_name);
+            free(spack != rpack ? spack : NULL);
+            free(rpack);
+            return MPI_ERR_NO_MEM;
+        }
+        st = cgpu_alltoall(m->ecomm, total > 0 ? src : &dummy, total > 0 ? dst : &dummy, bytes,
+                           (cgpu_alltoall_alg_t) c->alltoall_algorithm);
+        atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
+        free(scratch);
+        if (MPI_SUCCESS == rc && CGPU_OK != st) {
+            opal_output(0, "coll/gpu: MPI_Alltoall on %s failed in the engine: %s", comm->c_name,
+                        cgpu_status_string(st));
+            rc = mca_coll_gpu_status_to_mpi(st);
+        }
+    }
+    if (MPI_SUCCESS == rc && NULL != rpack) {
+        rc = typed_copy(rpack, rbuf, (size_t) rcount * (size_t) n, rdtype, false);
+    }
+    if (spack != rpack) {
+        free(spack);
+    }
+    free(rpack);
+    return rc;
+
+fallback:
+    atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
+    return m->prev_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
+                            m->prev_alltoall_module);
+}

@@ -1,0 +1,210 @@
+/*
+ * coll/gpu: component definition and every MCA parameter (registered here, in one
+ * place, so `ompi_info --param coll gpu --level 9` shows them all).
+ */
+#include "coll_gpu.h"
+
+#include "opal/util/output.h"
+
+static int gpu_register(void);
+static int gpu_open(void);
+static int gpu_close(void);
+
+mca_coll_gpu_component_t mca_coll_gpu_component = {
+    .super = {
+        .collm_version = {
+            MCA_COLL_BASE_VERSION_2_0_0,
+            .mca_component_name = "gpu",
+            MCA_BASE_MAKE_VERSION(component, 0, 1, 0),
+            .mca_open_component = gpu_open,
+            .mca_close_component = gpu_close,
+            .mca_register_component_params = gpu_register,
+        },
+        .collm_data = {
+            MCA_BASE_METADATA_PARAM_CHECKPOINT
+        },
+        .collm_init_query = mca_coll_gpu_init_query,
+        .collm_comm_query = mca_coll_gpu_comm_query,
+    },
+    .priority = 40,
+    .verbose = 0,
+    .output = -1,
+    .backend = CGPU_BACKEND_AUTO,
+    .allreduce_algorithm = CGPU_ALLREDUCE_AUTO,
+    .alltoall_algorithm = CGPU_ALLTOALL_AUTO,
+};
+
+static const mca_base_var_enum_value_t backend_values[] = {
+    {CGPU_BACKEND_AUTO, "auto"},
+    {CGPU_BACKEND_CUDA, "cuda"},
+    {CGPU_BACKEND_HOST, "host"},
+    {0, NULL},
+};
+
+static const mca_base_var_enum_value_t allreduce_values[] = {
+    {CGPU_ALLREDUCE_AUTO, "auto"},
+    {CGPU_ALLREDUCE_RING, "ring"},
+    {CGPU_ALLREDUCE_FALLBACK, "fallback"},
+    {0, NULL},
+};
+
+static const mca_base_var_enum_value_t alltoall_values[] = {
+    {CGPU_ALLTOALL_AUTO, "auto"},
+    {CGPU_ALLTOALL_DIRECT, "direct"},
+    {CGPU_ALLTOALL_FALLBACK, "fallback"},
+    {0, NULL},
+};
+
+static void reg_int(const char *name, const char *help, mca_base_var_info_lvl_t lvl, int *storage)
+{
+    (void) mca_base_component_var_register(&mca_coll_gpu_component.super.collm_version, name,
+                                           help, MCA_BASE_VAR_TYPE_INT, NULL, 0,
+                                           MCA_BASE_VAR_FLAG_SETTABLE, lvl,
+                                           MCA_BASE_VAR_SCOPE_ALL_EQ, storage);
+}
+
+static void reg_ulong(const char *name, const char *help, unsigned long *storage)
+{
+    (void) mca_base_component_var_register(&mca_coll_gpu_component.super.collm_version, name,
+                                           help, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL, 0,
+                                           MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_6,
+                                           MCA_BASE_VAR_SCOPE_ALL_EQ, storage);
+}
+
+static void reg_enum(const char *name, const char *help, const mca_base_var_enum_value_t *vals,
+                     int *storage)
+{
+    mca_base_var_enum_t *en = NULL;
+    char enum_name[64];
+    snprintf(enum_name, sizeof(enum_name), "coll_gpu_%s", name);
+    if (OPAL_SUCCESS != mca_base_var_enum_create(enum_name, vals, &en)) {
+        en = NULL;
+    }
+    (void) mca_base_component_var_register(&mca_coll_gpu_component.super.collm_version, name,
+                                           help, MCA_BASE_VAR_TYPE_INT, en, 0,
+                                           MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
+                                           MCA_BASE_VAR_SCOPE_ALL_EQ, storage);
+    if (NULL != en) {
+        OBJ_RELEASE(en);
+    }
+}
+
+static int gpu_register(void)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    cgpu_config_t d;
+    cgpu_config_default(&d);
+
+    reg_int("priority",
+            "Priority of coll/gpu on communicators it can serve (tuned is 30; higher wins; "
+            "negative disables the component)",
+            OPAL_INFO_LVL_6, &c->priority);
+    reg_int("verbose",
+            "Verbosity of coll/gpu messages (0: warnings only, 10: decisions and set-up, "
+            "50: per-communicator details, 100: per-call trace)",
+            OPAL_INFO_LVL_9, &c->verbose);
+    reg_enum("backend",
+             "Engine backend: auto (CUDA device buffers when a GPU is usable; today only the "
+             "host backend is built, so auto leaves every call to the other components), cuda "
+             "(require it), host (serve host buffers through the engine over POSIX shared "
+             "memory; how the test suite exercises every path without a GPU). Must be the "
+             "same on every rank",
+             backend_values, &c->backend);
+    reg_enum("allreduce_algorithm",
+             "MPI_Allreduce algorithm: auto (the engine chooses by size), ring (reduce-"
+             "scatter + allgather), fallback (always the previous coll module)",
+             allreduce_values, &c->allreduce_algorithm);
+    reg_enum("alltoall_algorithm",
+             "MPI_Alltoall algorithm: auto, direct (every peer at once through each rank's "
+             "staging area), fallback (always the previous coll module)",
+             alltoall_values, &c->alltoall_algorithm);
+    c->allreduce_min_bytes = 0;
+    reg_ulong("allreduce_min_bytes",
+              "MPI_Allreduce messages smaller than this many bytes go to the previous coll "
+              "module",
+              &c->allreduce_min_bytes);
+    c->allreduce_max_bytes = 0;
+    reg_ulong("allreduce_max_bytes",
+              "MPI_Allreduce messages larger than this many bytes go to the previous coll "
+              "module (0: no limit)",
+              &c->allreduce_max_bytes);
+    c->alltoall_min_bytes = 0;
+    reg_ulong("alltoall_min_bytes",
+              "MPI_Alltoall calls whose per-peer block is smaller than this many bytes go to "
+              "the previous coll module",
+              &c->alltoall_min_bytes);
+    c->alltoall_max_bytes = 0;
+    reg_ulong("alltoall_max_bytes",
+              "MPI_Alltoall calls whose per-peer block is larger than this many bytes go to "
+              "the previous coll module (0: no limit)",
+              &c->alltoall_max_bytes);
+    c->slot_bytes = (unsigned long) d.slot_bytes;
+    reg_ulong("slot_bytes",
+              "Bytes per pipeline slot of the ring (the chunk one ring step moves); memory per "
+              "rank and communicator is slots x slot_bytes + alltoall_stage_bytes",
+              &c->slot_bytes);
+    c->slots = d.nslots;
+    reg_int("slots", "Pipeline depth of the ring: slots per connection (at least 1)",
+            OPAL_INFO_LVL_6, &c->slots);
+    c->stage_bytes = (unsigned long) d.stage_bytes;
+    reg_ulong("alltoall_stage_bytes",
+              "Bytes of each rank's alltoall staging area per communicator (split evenly "
+              "among the peers each round)",
+              &c->stage_bytes);
+    c->max_comms = d.max_comms;
+    reg_int("max_comms",
+            "Most internal communicators alive per process (each holds one shared segment); "
+            "communicators beyond it use the previous coll module (0: no cap)",
+            OPAL_INFO_LVL_6, &c->max_comms);
+    return mca_coll_gpu_pvars_register();
+}
+
+void mca_coll_gpu_log(int level, const char *msg)
+{
+    if (CGPU_LOG_WARN == level) {
+        opal_output(0, "coll/gpu: %s", msg);
+    } else {
+        opal_output_verbose(level, mca_coll_gpu_component.output, "coll/gpu: %s", msg);
+    }
+}
+
+static int gpu_open(void)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    c->output = opal_output_open(NULL);
+    opal_output_set_verbosity(c->output, c->verbose);
+
+    cgpu_config_t cfg;
+    cgpu_config_default(&cfg);
+    cfg.backend = (cgpu_backend_t) c->backend;
+    cfg.slot_bytes = c->slot_bytes;
+    cfg.nslots = c->slots;
+    cfg.stage_bytes = c->stage_bytes;
+    cfg.max_comms = c->max_comms;
+    cfg.verbose = c->verbose;
+    cfg.log = mca_coll_gpu_log;
+    cgpu_status_t st = cgpu_engine_init(&cfg);
+    c->engine_up = (CGPU_OK == st);
+    if (!c->engine_up) {
+        opal_output(0,
+                    "coll/gpu: engine not started (%s): check coll_gpu_slot_bytes (> 0), "
+                    "coll_gpu_slots (>= 1) and coll_gpu_alltoall_stage_bytes (>= 64); "
+                    "coll/gpu stays out of the way",
+                    cgpu_status_string(st));
+    }
+    return OMPI_SUCCESS;
+}
+
+static int gpu_close(void)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    if (c->engine_up) {
+        cgpu_engine_fini();
+        c->engine_up = false;
+    }
+    if (c->output >= 0) {
+        opal_output_close(c->output);
+        c->output = -1;
+    }
+    return OMPI_SUCCESS;
+}

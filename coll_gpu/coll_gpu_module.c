@@ -1,0 +1,171 @@
+/*
+ * coll/gpu: the per-communicator module: query, enable, disable, destroy, lazy init.
+ *
+ * Ownership: the communicator owns the module (Open MPI refcounts it once per function
+ * slot it serves). The module owns its retained references to the previous modules and
+ * its engine communicator. Open MPI calls coll_module_disable once per slot, so every
+ * release here is guarded to happen exactly once (decision 4).
+ */
+#include "coll_gpu.h"
+
+#include "opal/util/output.h"
+
+static void gpu_module_construct(mca_coll_gpu_module_t *m)
+{
+    m->comm = NULL;
+    m->prev_allreduce = NULL;
+    m->prev_allreduce_module = NULL;
+    m->prev_alltoall = NULL;
+    m->prev_alltoall_module = NULL;
+    m->prev_allgather = NULL;
+    m->prev_allgather_module = NULL;
+    m->prev_barrier = NULL;
+    m->prev_barrier_module = NULL;
+    m->prev_saved = false;
+    m->ecomm = NULL;
+    m->state = CGPU_MODULE_UNINIT;
+    atomic_init(&m->engine_calls, 0);
+    atomic_init(&m->fallback_calls, 0);
+}
+
+/* Drop the references taken in enable. Guarded: disable runs once per slot. */
+static void gpu_module_release_prev(mca_coll_gpu_module_t *m)
+{
+    if (!m->prev_saved) {
+        return;
+    }
+    m->prev_saved = false;
+    OBJ_RELEASE(m->prev_allreduce_module);
+    OBJ_RELEASE(m->prev_alltoall_module);
+    OBJ_RELEASE(m->prev_allgather_module);
+    OBJ_RELEASE(m->prev_barrier_module);
+    m->prev_allreduce_module = m->prev_alltoall_module = NULL;
+    m->prev_allgather_module = m->prev_barrier_module = NULL;
+}
+
+static void gpu_module_destruct(mca_coll_gpu_module_t *m)
+{
+    if (NULL != m->ecomm) {
+        cgpu_status_t st = cgpu_comm_release(&m->ecomm);
+        if (CGPU_OK != st) {
+            opal_output(0,
+                        "coll/gpu: communicator %s freed while a collective was running on "
+                        "it (%s); its engine resources are left to the engine's finalize",
+                        NULL != m->comm ? m->comm->c_name : "?", cgpu_status_string(st));
+        }
+    }
+    gpu_module_release_prev(m);
+}
+
+OBJ_CLASS_INSTANCE(mca_coll_gpu_module_t, mca_coll_base_module_t, gpu_module_construct,
+                   gpu_module_destruct);
+
+int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads)
+{
+    (void) enable_progress_threads;
+    (void) enable_mpi_threads; /* MPI_THREAD_MULTIPLE is fine: no global data-path state */
+    return OMPI_SUCCESS;
+}
+
+static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    mca_coll_base_comm_coll_t *cc = comm->c_coll;
+
+    if (NULL == cc->coll_allreduce || NULL == cc->coll_alltoall || NULL == cc->coll_allgather ||
+        NULL == cc->coll_barrier) {
+        opal_output(0,
+                    "coll/gpu: no other coll component provides allreduce/alltoall/allgather/"
+                    "barrier on communicator %s, so there is nothing to fall back on; include "
+                    "more components, e.g. --mca coll gpu,tuned,libnbc,basic,self",
+                    comm->c_name);
+        return OMPI_ERROR;
+    }
+    m->prev_allreduce = cc->coll_allreduce;
+    m->prev_allreduce_module = cc->coll_allreduce_module;
+    m->prev_alltoall = cc->coll_alltoall;
+    m->prev_alltoall_module = cc->coll_alltoall_module;
+    m->prev_allgather = cc->coll_allgather;
+    m->prev_allgather_module = cc->coll_allgather_module;
+    m->prev_barrier = cc->coll_barrier;
+    m->prev_barrier_module = cc->coll_barrier_module;
+    OBJ_RETAIN(m->prev_allreduce_module);
+    OBJ_RETAIN(m->prev_alltoall_module);
+    OBJ_RETAIN(m->prev_allgather_module);
+    OBJ_RETAIN(m->prev_barrier_module);
+    m->prev_saved = true;
+    m->comm = comm;
+    mca_coll_gpu_bootstrap_setup(m);
+    return OMPI_SUCCESS;
+}
+
+static int gpu_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
+{
+    (void) comm;
+    gpu_module_release_prev((mca_coll_gpu_module_t *) module);
+    return OMPI_SUCCESS;
+}
+
+mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    int out = c->output;
+
+    if (c->priority < 0 || !c->engine_up) {
+        opal_output_verbose(10, out, "coll/gpu: comm %s: declined (%s)", comm->c_name,
+                            c->priority < 0 ? "coll_gpu_priority < 0" : "engine not started");
+        return NULL;
+    }
+    if (OMPI_COMM_IS_INTER(comm)) {
+        opal_output_verbose(10, out, "coll/gpu: comm %s: declined (intercommunicator)",
+                            comm->c_name);
+        return NULL;
+    }
+    if (ompi_comm_size(comm) < 2) {
+        opal_output_verbose(10, out, "coll/gpu: comm %s: declined (single rank)", comm->c_name);
+        return NULL;
+    }
+    if (CGPU_BACKEND_HOST != c->backend) {
+        /* The cuda backend is not built yet: auto and cuda leave every call to others. */
+        opal_output_verbose(10, out,
+                            "coll/gpu: comm %s: declined (backend %s: no CUDA backend in this "
+                            "build; use coll_gpu_backend=host to serve host buffers)",
+                            comm->c_name, CGPU_BACKEND_CUDA == c->backend ? "cuda" : "auto");
+        return NULL;
+    }
+
+    mca_coll_gpu_module_t *m = OBJ_NEW(mca_coll_gpu_module_t);
+    if (NULL == m) {
+        return NULL;
+    }
+    m->super.coll_module_enable = gpu_module_enable;
+    m->super.coll_module_disable = gpu_module_disable;
+    m->super.coll_allreduce = mca_coll_gpu_allreduce;
+    m->super.coll_alltoall = mca_coll_gpu_alltoall;
+    *priority = c->priority;
+    opal_output_verbose(10, out, "coll/gpu: comm %s: serving %d ranks (backend host, priority %d)",
+                        comm->c_name, ompi_comm_size(comm), c->priority);
+    return &m->super;
+}
+
+int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m)
+{
+    if (CGPU_MODULE_UNINIT != m->state) {
+        return OMPI_SUCCESS;
+    }
+    /* Collective: every rank of the communicator is in this same call (the path
+     * decision before it depends only on arguments MPI requires to match). */
+    cgpu_status_t st = cgpu_comm_create(&m->bootstrap, &m->ecomm);
+    if (CGPU_OK == st) {
+        m->state = CGPU_MODULE_READY;
+        opal_output_verbose(10, mca_coll_gpu_component.output,
+                            "coll/gpu: comm %s: engine communicator ready", m->comm->c_name);
+    } else {
+        m->state = CGPU_MODULE_FALLBACK;
+        opal_output_verbose(10, mca_coll_gpu_component.output,
+                            "coll/gpu: comm %s: engine set-up failed on some rank (%s); every "
+                            "call on it uses the previous coll module",
+                            m->comm->c_name, cgpu_status_string(st));
+    }
+    return OMPI_SUCCESS;
+}

@@ -1,0 +1,78 @@
+/*
+ * coll/gpu engine: alltoall by direct exchange through each rank's staging area.
+ *
+ * Round k: every rank copies the k-th piece of each of its outgoing blocks into its own
+ * stage (one slot per destination), publishes the round number, and then copies the
+ * piece meant for it out of every peer's stage, counting itself as a reader there.
+ * Before overwriting its stage in the next round a rank waits until all peers have
+ * read the previous one. All peers are in flight at once; memory is one stage per rank
+ * whatever the message size. In place is safe: a rank stages all its pieces of a round
+ * before it overwrites the same ranges of its buffer with what it reads.
+ */
+#include <string.h>
+
+#include "cgpu_conn.h"
+
+cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,
+                            cgpu_alltoall_alg_t alg)
+{
+    if (NULL == comm || (bytes > 0 && (NULL == sbuf || NULL == rbuf))) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    if (CGPU_ALLTOALL_AUTO != alg && CGPU_ALLTOALL_DIRECT != alg) {
+        return CGPU_ERR_NOT_SUPPORTED;
+    }
+    cgpu_status_t st = cgpu_comm_enter(comm, "alltoall");
+    if (CGPU_OK != st) {
+        return st;
+    }
+    const int n = comm->size, me = comm->rank;
+    const char *in = sbuf;
+    char *out = rbuf;
+    if (0 == bytes) {
+        goto out_leave;
+    }
+    if (in != out) {
+        memcpy(out + (size_t) me * bytes, in + (size_t) me * bytes, bytes);
+    }
+    if (1 == n) {
+        goto out_leave;
+    }
+
+    size_t piece = comm->stage_bytes / (size_t) n;
+    piece &= ~(size_t) 63; /* keep every destination's slot cache-line aligned */
+    if (0 == piece) {
+        piece = comm->stage_bytes / (size_t) n;
+    }
+    if (piece > bytes) {
+        piece = bytes;
+    }
+    cgpu_seg_ctrl_t *mine = cgpu_ctrl(comm, me);
+    char *my_stage = (char *) mine + CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes;
+
+    for (size_t off = 0; off < bytes; off += piece) {
+        size_t len = bytes - off < piece ? bytes - off : piece;
+        uint64_t round = ++comm->a2a_round;
+        /* our stage is free once every peer has read round - 1 */
+        cgpu_wait_ge(&mine->a2a_readers.v, (round - 1) * (uint64_t) (n - 1));
+        for (int p = 0; p < n; ++p) {
+            if (p != me) {
+                memcpy(my_stage + (size_t) p * piece, in + (size_t) p * bytes + off, len);
+            }
+        }
+        atomic_store_explicit(&mine->a2a_posted.v, round, memory_order_release);
+        for (int k = 1; k < n; ++k) {
+            int p = (me + k) % n; /* start at different peers to spread the load */
+            cgpu_seg_ctrl_t *pc = cgpu_ctrl(comm, p);
+            cgpu_wait_ge(&pc->a2a_posted.v, round);
+            const char *pstage =
+                (const char *) pc + CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes;
+            memcpy(out + (size_t) p * bytes + off, pstage + (size_t) me * piece, len);
+            atomic_fetch_add_explicit(&pc->a2a_readers.v, 1, memory_order_acq_rel);
+        }
+    }
+
+out_leave:
+    cgpu_comm_leave(comm);
+    return st;
+}

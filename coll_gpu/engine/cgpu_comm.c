@@ -1,0 +1,314 @@
+/*
+ * coll/gpu engine: creating and releasing internal communicators.
+ *
+ * Creation is collective and ends in agreement: every rank returns the same status,
+ * because the glue turns a failure into "fallback for this communicator from now on"
+ * and ranks that disagreed on that would wait on different protocols (decision 2).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cgpu_comm_internal.h"
+
+#define CGPU_HOST_MAX 64
+#define CGPU_BOOT_ID_MAX 40
+
+/* What each rank tells the others at creation. Fixed size, no pointers. */
+typedef struct cgpu_peer_info {
+    char host[CGPU_HOST_MAX];
+    char boot_id[CGPU_BOOT_ID_MAX];
+    char seg_name[CGPU_SHM_NAME_MAX];
+    int32_t pid;
+    int32_t status; /* this rank's local result so far */
+    uint64_t slot_bytes;
+    uint64_t nslots;
+    uint64_t stage_bytes;
+} cgpu_peer_info_t;
+
+static void read_node_identity(cgpu_peer_info_t *me, int rank)
+{
+    if (0 != gethostname(me->host, sizeof(me->host))) {
+        snprintf(me->host, sizeof(me->host), "unknown");
+    }
+    me->host[sizeof(me->host) - 1] = '\0';
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (NULL != f) {
+        if (NULL == fgets(me->boot_id, sizeof(me->boot_id), f)) {
+            me->boot_id[0] = '\0';
+        }
+        fclose(f);
+    }
+    if (cgpu_engine_config()->force_node_per_rank) {
+        /* Tests of the inter-node paths on one machine: one fake node per rank. */
+        snprintf(me->host, sizeof(me->host), "fake-node-%d", rank);
+    }
+}
+
+static bool same_node(const cgpu_peer_info_t *a, const cgpu_peer_info_t *b)
+{
+    return 0 == strncmp(a->host, b->host, CGPU_HOST_MAX) &&
+           0 == strncmp(a->boot_id, b->boot_id, CGPU_BOOT_ID_MAX);
+}
+
+/* The verdict every rank computes from the same allgathered table. */
+static cgpu_status_t agree_on_table(const cgpu_peer_info_t *all, int size)
+{
+    for (int i = 0; i < size; ++i) {
+        if (CGPU_OK != all[i].status) {
+            cgpu_log(CGPU_LOG_INFO, "engine: rank %d could not set up (%s)", i,
+                     cgpu_status_string((cgpu_status_t) all[i].status));
+            return (cgpu_status_t) all[i].status;
+        }
+    }
+    for (int i = 1; i < size; ++i) {
+        if (all[i].slot_bytes != all[0].slot_bytes || all[i].nslots != all[0].nslots ||
+            all[i].stage_bytes != all[0].stage_bytes) {
+            cgpu_log(CGPU_LOG_WARN,
+                     "engine: ranks 0 and %d run with different coll_gpu_slot_bytes/"
+                     "coll_gpu_slots/coll_gpu_alltoall_stage_bytes; set them the same on "
+                     "every rank. This communicator uses the fallback.",
+                     i);
+            return CGPU_ERR_INVALID_ARG;
+        }
+        if (!same_node(&all[i], &all[0])) {
+            cgpu_log(CGPU_LOG_INFO,
+                     "engine: ranks 0 (%s) and %d (%s) are on different nodes and no "
+                     "inter-node transport is built; this communicator uses the fallback",
+                     all[0].host, i, all[i].host);
+            return CGPU_ERR_NOT_SUPPORTED;
+        }
+    }
+    return CGPU_OK;
+}
+
+void cgpu_comm_free_resources(cgpu_comm_t *comm)
+{
+    if (comm->resources_freed) {
+        return;
+    }
+    comm->resources_freed = true;
+    if (NULL != comm->peer_segs) {
+        for (int i = 0; i < comm->size; ++i) {
+            if (i != comm->rank) {
+                cgpu_shm_detach(&comm->peer_segs[i]);
+            }
+        }
+        free(comm->peer_segs);
+        comm->peer_segs = NULL;
+    }
+    cgpu_shm_detach(&comm->self_seg);
+}
+
+cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
+{
+    cgpu_status_t st = CGPU_OK, local;
+    cgpu_peer_info_t me, *all = NULL;
+    int32_t *verdicts = NULL;
+
+    if (NULL == out) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    *out = NULL;
+    if (NULL == bs || bs->size < 1 || bs->rank < 0 || bs->rank >= bs->size ||
+        NULL == bs->allgather || NULL == bs->barrier) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    const cgpu_config_t *cfg = cgpu_engine_config();
+
+    cgpu_comm_t *comm = calloc(1, sizeof(*comm));
+    all = calloc((size_t) bs->size, sizeof(*all));
+    verdicts = calloc((size_t) bs->size, sizeof(*verdicts));
+    memset(&me, 0, sizeof(me));
+    local = (NULL == comm || NULL == all || NULL == verdicts) ? CGPU_ERR_NO_MEMORY : CGPU_OK;
+    if (CGPU_OK == local && !cgpu_engine_is_up()) {
+        local = CGPU_ERR_STATE;
+    }
+
+    if (CGPU_OK == local) {
+        comm->magic = CGPU_COMM_DEAD; /* alive only once everything below worked */
+        comm->rank = bs->rank;
+        comm->size = bs->size;
+        comm->bs = *bs;
+        comm->slot_bytes = cfg->slot_bytes;
+        comm->nslots = cfg->nslots;
+        comm->stage_bytes = cfg->stage_bytes;
+        comm->seg_bytes = CGPU_SEG_CTRL_BYTES + (size_t) cfg->nslots * cfg->slot_bytes +
+                          cfg->stage_bytes;
+        comm->resources_freed = true; /* nothing to free yet */
+        local = cgpu_engine_register_comm(comm);
+        comm->registered = (CGPU_OK == local);
+        if (CGPU_ERR_NO_RESOURCE == local) {
+            cgpu_log(CGPU_LOG_WARN,
+                     "engine: %d internal communicators are alive, the cap set by "
+                     "coll_gpu_max_comms; this communicator uses the fallback (raise "
+                     "coll_gpu_max_comms or free communicators)",
+                     cfg->max_comms);
+            free(comm);
+            comm = NULL;
+        }
+    }
+    if (CGPU_OK == local && bs->size > 1) {
+        local = cgpu_shm_create(&comm->self_seg, comm->seg_bytes);
+        if (CGPU_OK == local) {
+            comm->resources_freed = false;
+            cgpu_seg_ctrl_t *ctrl = (cgpu_seg_ctrl_t *) comm->self_seg.base;
+            ctrl->magic = CGPU_SEG_MAGIC;
+        }
+    }
+
+    /* Step 1: everyone learns everyone's node, layout, segment and status. */
+    read_node_identity(&me, bs->rank);
+    me.pid = (int32_t) getpid();
+    me.status = (int32_t) local;
+    me.slot_bytes = cfg->slot_bytes;
+    me.nslots = (uint64_t) cfg->nslots;
+    me.stage_bytes = cfg->stage_bytes;
+    if (NULL != comm && NULL != comm->self_seg.base) {
+        snprintf(me.seg_name, sizeof(me.seg_name), "%s", comm->self_seg.name);
+    }
+    if (NULL == all) {
+        /* A few hundred bytes per rank could not be had: the process is about to die
+         * anyway, and without the table it cannot take part in the exchange. */
+        cgpu_log(CGPU_LOG_WARN, "engine: out of memory creating a communicator");
+        st = CGPU_ERR_NO_MEMORY;
+        goto out_release;
+    }
+    if (CGPU_OK != bs->allgather(bs->ctx, &me, all, sizeof(me))) {
+        st = CGPU_ERR_BOOTSTRAP;
+        goto out_release;
+    }
+    st = agree_on_table(all, bs->size);
+    if (CGPU_OK != st) {
+        goto out_release;
+    }
+
+    /* Step 2: map every peer's segment, then agree again that all mappings worked. */
+    if (bs->size > 1) {
+        local = CGPU_OK;
+        comm->peer_segs = calloc((size_t) bs->size, sizeof(*comm->peer_segs));
+        if (NULL == comm->peer_segs) {
+            local = CGPU_ERR_NO_MEMORY;
+        }
+        for (int i = 0; CGPU_OK == local && i < bs->size; ++i) {
+            if (i == bs->rank) {
+                comm->peer_segs[i] = comm->self_seg;
+                comm->peer_segs[i].owner = false; /* alias: self_seg does the cleanup */
+                continue;
+            }
+            local = cgpu_shm_attach(&comm->peer_segs[i], all[i].seg_name, comm->seg_bytes);
+            if (CGPU_OK == local &&
+                CGPU_SEG_MAGIC != ((cgpu_seg_ctrl_t *) comm->peer_segs[i].base)->magic) {
+                local = CGPU_ERR_SYSTEM;
+            }
+        }
+        int32_t mine = (int32_t) local;
+        if (CGPU_OK != bs->allgather(bs->ctx, &mine, verdicts, sizeof(mine))) {
+            st = CGPU_ERR_BOOTSTRAP;
+            goto out_release;
+        }
+        for (int i = 0; i < bs->size; ++i) {
+            if (CGPU_OK != verdicts[i]) {
+                st = (cgpu_status_t) verdicts[i];
+                goto out_release;
+            }
+        }
+        /* Every peer has mapped our segment: the name is no longer needed. */
+        cgpu_shm_unlink(&comm->self_seg);
+    }
+
+    comm->magic = CGPU_COMM_ALIVE;
+    atomic_store(&comm->busy, 0);
+    cgpu_log(CGPU_LOG_DEBUG, "engine: communicator ready (rank %d of %d, %zu-byte segment)",
+             comm->rank, comm->size, comm->seg_bytes);
+    *out = comm;
+    free(all);
+    free(verdicts);
+    return CGPU_OK;
+
+out_release:
+    if (NULL != comm) {
+        if (NULL != comm->peer_segs) {
+            /* peer_segs[rank] aliases self_seg: detach it only once, below */
+            comm->peer_segs[bs->rank].base = NULL;
+        }
+        cgpu_comm_free_resources(comm);
+        cgpu_shm_detach(&comm->self_seg);
+        if (comm->registered) {
+            cgpu_engine_unregister_comm(comm);
+        }
+    }
+    free(comm);
+    free(all);
+    free(verdicts);
+    return st;
+}
+
+cgpu_status_t cgpu_comm_release(cgpu_comm_t **commp)
+{
+    if (NULL == commp || NULL == *commp) {
+        return CGPU_OK;
+    }
+    cgpu_comm_t *comm = *commp;
+    if (CGPU_COMM_ALIVE != comm->magic) {
+        cgpu_log(CGPU_LOG_WARN, "engine: internal communicator released twice; ignored");
+        *commp = NULL;
+        return CGPU_ERR_STATE;
+    }
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&comm->busy, &expected, 2)) {
+        cgpu_log(CGPU_LOG_WARN,
+                 "engine: communicator (rank %d of %d) released while a collective is "
+                 "running on it; release refused",
+                 comm->rank, comm->size);
+        return CGPU_ERR_STATE;
+    }
+    comm->magic = CGPU_COMM_DEAD;
+    if (NULL != comm->peer_segs) {
+        comm->peer_segs[comm->rank].base = NULL; /* alias of self_seg */
+    }
+    cgpu_engine_unregister_comm(comm);
+    cgpu_comm_free_resources(comm);
+    free(comm);
+    *commp = NULL;
+    return CGPU_OK;
+}
+
+cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what)
+{
+    if (NULL == comm || CGPU_COMM_ALIVE != comm->magic ||
+        (comm->size > 1 && comm->resources_freed)) {
+        cgpu_log(CGPU_LOG_WARN, "engine: %s on a released internal communicator", what);
+        return CGPU_ERR_STATE;
+    }
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&comm->busy, &expected, 1)) {
+        cgpu_log(CGPU_LOG_WARN,
+                 "engine: %s entered while another collective runs on the same "
+                 "communicator (MPI forbids concurrent collectives on one communicator)",
+                 what);
+        return CGPU_ERR_STATE;
+    }
+    return CGPU_OK;
+}
+
+void cgpu_comm_leave(cgpu_comm_t *comm)
+{
+    comm->seq++;
+    if (comm->size > 1 && NULL != comm->peer_segs) {
+        atomic_store_explicit(&cgpu_ctrl(comm, comm->rank)->seq.v, comm->seq,
+                              memory_order_release);
+    }
+    atomic_store(&comm->busy, 0);
+}
+
+int cgpu_comm_rank(const cgpu_comm_t *comm)
+{
+    return comm->rank;
+}
+
+int cgpu_comm_size(const cgpu_comm_t *comm)
+{
+    return comm->size;
+}

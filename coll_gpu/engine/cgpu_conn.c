@@ -1,0 +1,65 @@
+/*
+ * coll/gpu engine: ring queue and waiting.
+ */
+#include <sched.h>
+#include <time.h>
+
+#include "cgpu_conn.h"
+
+void cgpu_wait_ge(_Atomic uint64_t *ctr, uint64_t value)
+{
+    unsigned spins = 0;
+    while (atomic_load_explicit(ctr, memory_order_acquire) < value) {
+        ++spins;
+        if (spins < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+        } else if (spins < 20000) {
+            /* Oversubscribed runs (more ranks than cores) need the peer to get the CPU. */
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static inline int ring_right(const cgpu_comm_t *comm)
+{
+    return (comm->rank + 1) % comm->size;
+}
+
+void *cgpu_ring_send_slot(cgpu_comm_t *comm)
+{
+    cgpu_seg_ctrl_t *rc = cgpu_ctrl(comm, ring_right(comm));
+    uint64_t n = comm->ring_sent;
+    if (n >= (uint64_t) comm->nslots) {
+        cgpu_wait_ge(&rc->ring_consumed.v, n + 1 - (uint64_t) comm->nslots);
+    }
+    char *base = (char *) rc + CGPU_SEG_CTRL_BYTES;
+    return base + (size_t) (n % (uint64_t) comm->nslots) * comm->slot_bytes;
+}
+
+void cgpu_ring_send_post(cgpu_comm_t *comm)
+{
+    cgpu_seg_ctrl_t *rc = cgpu_ctrl(comm, ring_right(comm));
+    comm->ring_sent++;
+    atomic_store_explicit(&rc->ring_posted.v, comm->ring_sent, memory_order_release);
+}
+
+const void *cgpu_ring_recv_slot(cgpu_comm_t *comm)
+{
+    cgpu_seg_ctrl_t *mc = cgpu_ctrl(comm, comm->rank);
+    uint64_t n = comm->ring_recvd;
+    cgpu_wait_ge(&mc->ring_posted.v, n + 1);
+    const char *base = (const char *) mc + CGPU_SEG_CTRL_BYTES;
+    return base + (size_t) (n % (uint64_t) comm->nslots) * comm->slot_bytes;
+}
+
+void cgpu_ring_recv_done(cgpu_comm_t *comm)
+{
+    cgpu_seg_ctrl_t *mc = cgpu_ctrl(comm, comm->rank);
+    comm->ring_recvd++;
+    atomic_store_explicit(&mc->ring_consumed.v, comm->ring_recvd, memory_order_release);
+}

@@ -1,0 +1,28 @@
+/*
+ * coll/gpu engine: point-to-point primitives over the mapped segments.
+ *
+ * The ring connection is a single-producer single-consumer queue of nslots slots that
+ * lives in the receiver's segment: the left neighbour fills slots and bumps
+ * ring_posted, the owner drains them and bumps ring_consumed. The same shape carries
+ * over to CUDA IPC (slots in device memory, flags in peer-mapped memory).
+ */
+#ifndef CGPU_CONN_H
+#define CGPU_CONN_H
+
+#include <stdint.h>
+
+#include "cgpu_comm_internal.h"
+
+/** Wait (spin, then yield, then sleep) until *ctr >= value. */
+void cgpu_wait_ge(_Atomic uint64_t *ctr, uint64_t value);
+
+/** Next free slot in the right neighbour's queue (waits for room). */
+void *cgpu_ring_send_slot(cgpu_comm_t *comm);
+/** Publish the slot returned by cgpu_ring_send_slot. */
+void cgpu_ring_send_post(cgpu_comm_t *comm);
+/** Next filled slot of this rank's queue (waits for the left neighbour). */
+const void *cgpu_ring_recv_slot(cgpu_comm_t *comm);
+/** Hand the slot returned by cgpu_ring_recv_slot back to the left neighbour. */
+void cgpu_ring_recv_done(cgpu_comm_t *comm);
+
+#endif /* CGPU_CONN_H */

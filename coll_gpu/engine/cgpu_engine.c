@@ -1,0 +1,134 @@
+/*
+ * coll/gpu engine: process-wide state (configuration, logging, live communicators).
+ *
+ * The list of live internal communicators exists so that cgpu_engine_fini can release
+ * what an owner forgot; it is touched only at create/release/fini, never on the data
+ * path, and its mutex is never held across a bootstrap (MPI) call.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cgpu_comm_internal.h"
+#include "cgpu_engine.h"
+
+static cgpu_config_t engine_cfg;
+static atomic_int engine_up;
+static atomic_int engine_live_comms;
+static pthread_mutex_t engine_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static cgpu_comm_t *engine_comms; /* doubly linked through comm->next/prev */
+
+void cgpu_config_default(cgpu_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->backend = CGPU_BACKEND_AUTO;
+    cfg->slot_bytes = 128 * 1024;
+    cfg->nslots = 4;
+    cfg->stage_bytes = 1024 * 1024;
+    cfg->max_comms = 1024;
+    cfg->verbose = 0;
+    cfg->log = NULL;
+    cfg->force_node_per_rank = false;
+}
+
+cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
+{
+    if (NULL == cfg) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    if (0 != atomic_load(&engine_up)) {
+        return CGPU_ERR_STATE;
+    }
+    if (0 == cfg->slot_bytes || cfg->nslots < 1 || cfg->stage_bytes < 64) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    engine_cfg = *cfg;
+    atomic_store(&engine_up, 1);
+    return CGPU_OK;
+}
+
+void cgpu_engine_fini(void)
+{
+    if (0 == atomic_exchange(&engine_up, 0)) {
+        return;
+    }
+    pthread_mutex_lock(&engine_list_lock);
+    for (cgpu_comm_t *c = engine_comms; NULL != c; c = c->next) {
+        cgpu_log(CGPU_LOG_INFO,
+                 "engine: internal communicator (rank %d of %d) still alive at finalize; "
+                 "releasing its shared memory now",
+                 c->rank, c->size);
+        cgpu_comm_free_resources(c);
+    }
+    pthread_mutex_unlock(&engine_list_lock);
+}
+
+const cgpu_config_t *cgpu_engine_config(void)
+{
+    return &engine_cfg;
+}
+
+int cgpu_engine_live_comms(void)
+{
+    return atomic_load_explicit(&engine_live_comms, memory_order_relaxed);
+}
+
+bool cgpu_engine_is_up(void)
+{
+    return 0 != atomic_load(&engine_up);
+}
+
+cgpu_status_t cgpu_engine_register_comm(cgpu_comm_t *comm)
+{
+    cgpu_status_t st = CGPU_OK;
+    pthread_mutex_lock(&engine_list_lock);
+    int live = atomic_load(&engine_live_comms);
+    if (engine_cfg.max_comms > 0 && live >= engine_cfg.max_comms) {
+        st = CGPU_ERR_NO_RESOURCE;
+    } else {
+        comm->prev = NULL;
+        comm->next = engine_comms;
+        if (NULL != engine_comms) {
+            engine_comms->prev = comm;
+        }
+        engine_comms = comm;
+        atomic_fetch_add(&engine_live_comms, 1);
+    }
+    pthread_mutex_unlock(&engine_list_lock);
+    return st;
+}
+
+void cgpu_engine_unregister_comm(cgpu_comm_t *comm)
+{
+    pthread_mutex_lock(&engine_list_lock);
+    if (NULL != comm->prev) {
+        comm->prev->next = comm->next;
+    } else if (engine_comms == comm) {
+        engine_comms = comm->next;
+    }
+    if (NULL != comm->next) {
+        comm->next->prev = comm->prev;
+    }
+    comm->next = comm->prev = NULL;
+    atomic_fetch_sub(&engine_live_comms, 1);
+    pthread_mutex_unlock(&engine_list_lock);
+}
+
+void cgpu_log(int level, const char *fmt, ...)
+{
+    if (level > CGPU_LOG_WARN && level > engine_cfg.verbose) {
+        return;
+    }
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (NULL != engine_cfg.log) {
+        engine_cfg.log(level, msg);
+    } else {
+        fprintf(stderr, "coll/gpu: %s\n", msg);
+    }
+}

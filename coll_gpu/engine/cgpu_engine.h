@@ -1,0 +1,151 @@
+/*
+ * coll/gpu engine: the MPI-agnostic interface the Open MPI glue calls.
+ *
+ * The engine includes no Open MPI header. It reaches the other ranks of a communicator
+ * only through a bootstrap (allgather and barrier on host bytes) that the glue builds
+ * from the previous coll module, so every piece below this header can be tested in one
+ * process with forked ranks and no mpirun.
+ *
+ * Object model: one process-wide context (cgpu_engine_init/fini, owned by the
+ * component), and one internal communicator (cgpu_comm_t) per MPI communicator that
+ * took the engine path, owned by the glue module and created lazily and collectively.
+ */
+#ifndef CGPU_ENGINE_H
+#define CGPU_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cgpu_status.h"
+#include "kernels/cgpu_reduce.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Which memory and transports the engine uses. */
+typedef enum cgpu_backend {
+    CGPU_BACKEND_AUTO = 0, /* cuda where a device is usable, else the component stays out */
+    CGPU_BACKEND_CUDA = 1,
+    CGPU_BACKEND_HOST = 2, /* host memory, POSIX shared memory, C loops */
+} cgpu_backend_t;
+
+/** Allreduce algorithms (MCA coll_gpu_allreduce_algorithm). */
+typedef enum cgpu_allreduce_alg {
+    CGPU_ALLREDUCE_AUTO = 0,
+    CGPU_ALLREDUCE_RING = 1,
+    CGPU_ALLREDUCE_FALLBACK = 2, /* glue-level: always the previous module */
+} cgpu_allreduce_alg_t;
+
+/** Alltoall algorithms (MCA coll_gpu_alltoall_algorithm). */
+typedef enum cgpu_alltoall_alg {
+    CGPU_ALLTOALL_AUTO = 0,
+    CGPU_ALLTOALL_DIRECT = 1,
+    CGPU_ALLTOALL_FALLBACK = 2,
+} cgpu_alltoall_alg_t;
+
+/** Log levels, compared against coll_gpu_verbose. Warnings always print. */
+enum { CGPU_LOG_WARN = 0, CGPU_LOG_INFO = 10, CGPU_LOG_DEBUG = 50, CGPU_LOG_TRACE = 100 };
+
+/** Where engine messages go (the glue routes them to Open MPI's output stream). */
+typedef void (*cgpu_log_fn_t)(int level, const char *msg);
+
+/** Process-wide tunables, filled from MCA params by the glue (or by tests). */
+typedef struct cgpu_config {
+    cgpu_backend_t backend;
+    size_t slot_bytes;        /* ring pipeline chunk: one slot of a peer's receive queue */
+    int nslots;               /* ring queue depth per connection (>= 1) */
+    size_t stage_bytes;       /* alltoall staging area per rank and communicator */
+    int max_comms;            /* cap on live internal communicators (0 = no cap) */
+    int verbose;              /* messages with level <= verbose are printed */
+    cgpu_log_fn_t log;        /* may be NULL: messages go to stderr */
+    bool force_node_per_rank; /* pretend every rank is on its own node (tests) */
+} cgpu_config_t;
+
+/** Fill @p cfg with the documented defaults. */
+void cgpu_config_default(cgpu_config_t *cfg);
+
+/**
+ * Out-of-band exchange among the ranks of one communicator. Both functions are
+ * collective over the bootstrap's ranks; the engine calls them only from inside an
+ * operation that every rank entered (lazy init, teardown agreement).
+ */
+typedef struct cgpu_bootstrap {
+    void *ctx;
+    int rank;
+    int size;
+    /** rbuf[i*bytes .. ] receives rank i's sbuf; bytes is the same on every rank. */
+    cgpu_status_t (*allgather)(void *ctx, const void *sbuf, void *rbuf, size_t bytes);
+    cgpu_status_t (*barrier)(void *ctx);
+} cgpu_bootstrap_t;
+
+/**
+ * Start the process-wide engine. Idempotent per init/fini pair; a second init without
+ * fini only updates nothing and returns CGPU_ERR_STATE.
+ */
+cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg);
+
+/**
+ * Stop the engine. Internal communicators still alive are reported (verbose) and
+ * released here, so nothing stays mapped after MPI_Finalize. Idempotent.
+ */
+void cgpu_engine_fini(void);
+
+/** The configuration the engine runs with (valid between init and fini). */
+const cgpu_config_t *cgpu_engine_config(void);
+
+/** Number of live internal communicators (an atomic load; safe from any thread). */
+int cgpu_engine_live_comms(void);
+
+/** Engine-side log helper (printf format); used by every layer below the glue. */
+void cgpu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+typedef struct cgpu_comm cgpu_comm_t;
+
+/**
+ * Build an internal communicator over the bootstrap's ranks. Collective.
+ *
+ * Every rank returns the same status: a failure on any rank (no memory, shared memory
+ * refused, ranks on different nodes without an inter-node transport) is agreed on
+ * through the bootstrap, and all ranks then return that failure and hold nothing.
+ * The bootstrap must stay valid for the life of the communicator.
+ *
+ * @param bs    exchange over the MPI communicator
+ * @param out   receives the communicator on success, NULL otherwise
+ */
+cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out);
+
+/**
+ * Release an internal communicator. Local (no communication): peers may still read
+ * this rank's shared segment through their own mappings, which stay valid until they
+ * unmap. Sets *comm to NULL; NULL or an already released pointer is a no-op.
+ *
+ * @return CGPU_OK, or CGPU_ERR_STATE if a collective is running on it (released
+ *         nothing; the caller reports the misuse).
+ */
+cgpu_status_t cgpu_comm_release(cgpu_comm_t **comm);
+
+/** Rank and size of an internal communicator. */
+int cgpu_comm_rank(const cgpu_comm_t *comm);
+int cgpu_comm_size(const cgpu_comm_t *comm);
+
+/**
+ * Allreduce on host memory. Collective. sbuf == rbuf means in place.
+ * count may be 0. (dt, op) must satisfy cgpu_reduce_supported().
+ */
+cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                             cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg);
+
+/**
+ * Alltoall of contiguous bytes: block i of sbuf (bytes each) goes to rank i and block j
+ * of rbuf comes from rank j. Collective. sbuf == rbuf means in place.
+ */
+cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,
+                            cgpu_alltoall_alg_t alg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CGPU_ENGINE_H */

@@ -1,0 +1,88 @@
+/*
+ * coll/gpu kernels: element types, reduction operators and the host reduction twin.
+ *
+ * This header is the only interface between the engine and the reduction code. It
+ * includes nothing of ours, so the same enums serve the host loops here and the CUDA
+ * kernels (which are compiled by nvcc as C++ behind an extern "C" launcher).
+ */
+#ifndef CGPU_REDUCE_H
+#define CGPU_REDUCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Element types the engine reduces. MPI datatypes are mapped onto these by the glue. */
+typedef enum cgpu_dtype {
+    CGPU_DT_INT8 = 0,
+    CGPU_DT_UINT8,
+    CGPU_DT_INT16,
+    CGPU_DT_UINT16,
+    CGPU_DT_INT32,
+    CGPU_DT_UINT32,
+    CGPU_DT_INT64,
+    CGPU_DT_UINT64,
+    CGPU_DT_FLOAT32,
+    CGPU_DT_FLOAT64,
+    CGPU_DT_LONG_DOUBLE, /* host backend only: no device arithmetic for it */
+    CGPU_DT_BOOL,        /* C _Bool: logical operators only */
+    CGPU_DT_COUNT
+} cgpu_dtype_t;
+
+/** Reduction operators: MPI's predefined ones minus MINLOC/MAXLOC/REPLACE/NO_OP. */
+typedef enum cgpu_op {
+    CGPU_OP_SUM = 0,
+    CGPU_OP_PROD,
+    CGPU_OP_MIN,
+    CGPU_OP_MAX,
+    CGPU_OP_LAND,
+    CGPU_OP_LOR,
+    CGPU_OP_LXOR,
+    CGPU_OP_BAND,
+    CGPU_OP_BOR,
+    CGPU_OP_BXOR,
+    CGPU_OP_COUNT
+} cgpu_op_t;
+
+/** Size in bytes of one element of @p dt (0 for an invalid value). */
+size_t cgpu_dtype_size(cgpu_dtype_t dt);
+
+/** Short name ("int32", "float64", ...) for logs and traces; never NULL ("invalid"). */
+const char *cgpu_dtype_name(cgpu_dtype_t dt);
+
+/** Short name ("sum", "band", ...) for logs and traces; never NULL ("invalid"). */
+const char *cgpu_op_name(cgpu_op_t op);
+
+/**
+ * Whether MPI defines @p op on @p dt (C integer: all ops; floating: SUM PROD MIN MAX;
+ * bool: LAND LOR LXOR). The glue never asks the engine for anything outside this set,
+ * so an erroneous MPI call reaches the previous module, which reports it as MPI does.
+ */
+bool cgpu_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
+
+/**
+ * dst[i] = a[i] op b[i] for i < count, on host memory.
+ *
+ * count is in elements. The buffers must be aligned for the element type. dst may be
+ * equal to a or to b (in-place accumulation); partial overlap (dst == a + k, k != 0) is
+ * not supported. With count 0 nothing is read or written and the pointers may be NULL.
+ *
+ * Signed integer SUM/PROD wrap in two's complement (computed in the unsigned type), as
+ * every MPI implementation on our targets does in practice, without relying on undefined
+ * behaviour. Floating MIN/MAX are exactly `a < b ? a : b` / `a > b ? a : b`: when a NaN is
+ * involved, or for -0.0 against +0.0, the result is b (unlike fmin/fmax or CUDA fminf).
+ * BOOL bytes other than 0 and 1 count as true; results are always 0 or 1.
+ *
+ * @return 0, or -1 if (dt, op) is not supported or out of range (nothing written).
+ */
+int cgpu_reduce_host(cgpu_dtype_t dt, cgpu_op_t op, void *dst, const void *a, const void *b,
+                     size_t count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CGPU_REDUCE_H */

@@ -1,0 +1,403 @@
+/*
+ * mpitest.c - shared helpers for the coll/gpu MPI integration tests (see mpitest.h).
+ */
+#include "mpitest.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Printing every failure of a broken build floods the log; the count stays exact. */
+#define MT_MAX_PRINTED_FAILURES 25
+
+static struct {
+    const char *prog;
+    int rank;
+    int size;
+    int verbose;
+    int skip_pvars;
+    long max_print;
+    long checks;
+    long failures;
+    long pvar_checks;
+    long pvar_skipped;
+    int mpit_ok;
+    MPI_T_pvar_session session;
+    int pvar_index[2]; /* -1 when not found */
+    int pvar_bytes[2]; /* size of one value as the pvar declares it */
+    MPI_Datatype pvar_type[2];
+} mt = {.pvar_index = {-1, -1}};
+
+static const char *const pvar_names[2] = {MT_PVAR_ENGINE_NAME, MT_PVAR_FALLBACK_NAME};
+
+int mt_world_rank(void)
+{
+    return mt.rank;
+}
+
+int mt_world_size(void)
+{
+    return mt.size;
+}
+
+long mt_failures(void)
+{
+    return mt.failures;
+}
+
+int mt_pvars_available(void)
+{
+    return mt.mpit_ok && mt.pvar_index[0] >= 0 && mt.pvar_index[1] >= 0;
+}
+
+const char *mt_mpi_errstr(int rc)
+{
+    static char buf[MPI_MAX_ERROR_STRING + 1];
+    int len = 0;
+
+    if (MPI_SUCCESS != MPI_Error_string(rc, buf, &len)) {
+        snprintf(buf, sizeof(buf), "unknown MPI error %d", rc);
+    }
+    return buf;
+}
+
+static void vreport(const char *file, int line, const char *fmt, va_list ap)
+{
+    char msg[1024];
+
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    printf("[%s rank %d/%d] FAIL %s:%d: %s\n", mt.prog, mt.rank, mt.size, file, line, msg);
+    fflush(stdout);
+}
+
+void mt_check(int ok, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+
+    mt.checks++;
+    if (ok) {
+        return;
+    }
+    mt.failures++;
+    if (mt.failures <= mt.max_print) {
+        va_start(ap, fmt);
+        vreport(file, line, fmt, ap);
+        va_end(ap);
+    } else if (mt.failures == mt.max_print + 1) {
+        printf("[%s rank %d/%d] more failures; only the first %ld are printed "
+               "(CGPU_TEST_MAX_PRINT changes that)\n",
+               mt.prog, mt.rank, mt.size, mt.max_print);
+        fflush(stdout);
+    }
+}
+
+void mt_note(const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!mt.verbose || 0 != mt.rank) {
+        return;
+    }
+    printf("[%s] ", mt.prog);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+}
+
+void *mt_xmalloc(size_t n)
+{
+    void *p = malloc(0 == n ? 1 : n);
+
+    if (NULL == p) {
+        fprintf(stderr, "[%s rank %d] out of memory allocating %zu bytes\n", mt.prog, mt.rank, n);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    return p;
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+uint64_t mt_hash(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+{
+    uint64_t h = splitmix64(a);
+
+    h = splitmix64(h ^ b);
+    h = splitmix64(h ^ c);
+    return splitmix64(h ^ d);
+}
+
+static int env_flag(const char *name)
+{
+    const char *v = getenv(name);
+
+    return NULL != v && '\0' != v[0] && 0 != strcmp(v, "0");
+}
+
+/* Finds the pvar @which by name and checks that it is what coll/gpu promises. */
+static void lookup_pvar(int which, int num)
+{
+    const char *want = pvar_names[which];
+
+    for (int i = 0; i < num; ++i) {
+        char name[256], desc[1024];
+        int name_len = sizeof(name), desc_len = sizeof(desc);
+        int verbosity, var_class, bind, readonly, continuous, atomic;
+        MPI_Datatype dtype;
+        MPI_T_enum enumtype;
+        int type_size = 0;
+
+        if (MPI_SUCCESS != MPI_T_pvar_get_info(i, name, &name_len, &verbosity, &var_class, &dtype,
+                                               &enumtype, desc, &desc_len, &bind, &readonly,
+                                               &continuous, &atomic)) {
+            continue;
+        }
+        if (0 != strcmp(name, want)) {
+            continue;
+        }
+        MT_CHECK(MPI_T_BIND_MPI_COMM == bind, "pvar %s is not bound to MPI_COMM (bind %d)", want,
+                 bind);
+        MT_CHECK(MPI_T_PVAR_CLASS_COUNTER == var_class, "pvar %s is not a COUNTER (class %d)",
+                 want, var_class);
+        MT_CHECK(MPI_UNSIGNED_LONG_LONG == dtype, "pvar %s is not MPI_UNSIGNED_LONG_LONG", want);
+        MPI_Type_size(dtype, &type_size);
+        if (MPI_T_BIND_MPI_COMM != bind || type_size <= 0 || type_size > 8) {
+            return; /* unusable; failure recorded above */
+        }
+        mt.pvar_index[which] = i;
+        mt.pvar_bytes[which] = type_size;
+        mt.pvar_type[which] = dtype;
+        return;
+    }
+    if (mt.skip_pvars) {
+        if (0 == mt.rank) {
+            printf("[%s] note: MPI_T pvar '%s' not found; pvar checks skipped "
+                   "(CGPU_TEST_SKIP_PVARS set)\n",
+                   mt.prog, want);
+        }
+        return;
+    }
+    MT_CHECK(0,
+             "MPI_T pvar '%s' not found: coll/gpu is not loaded in this process (check "
+             "--mca coll gpu,... and --mca mca_base_component_path); every check of which path "
+             "served a call is skipped",
+             want);
+}
+
+void mt_init(int *argc, char ***argv, const char *prog)
+{
+    int provided = 0, num = 0, rc;
+
+    mt.prog = prog;
+    mt.verbose = env_flag("CGPU_TEST_VERBOSE");
+    mt.skip_pvars = env_flag("CGPU_TEST_SKIP_PVARS");
+    mt.max_print = MT_MAX_PRINTED_FAILURES;
+    if (NULL != getenv("CGPU_TEST_MAX_PRINT")) {
+        mt.max_print = atol(getenv("CGPU_TEST_MAX_PRINT"));
+    }
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &mt.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mt.size);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    rc = MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
+    MT_CHECK(MPI_SUCCESS == rc, "MPI_T_init_thread returned %d", rc);
+    if (MPI_SUCCESS != rc) {
+        return;
+    }
+    rc = MPI_T_pvar_session_create(&mt.session);
+    MT_CHECK(MPI_SUCCESS == rc, "MPI_T_pvar_session_create returned %d", rc);
+    if (MPI_SUCCESS != rc) {
+        MPI_T_finalize();
+        return;
+    }
+    mt.mpit_ok = 1;
+    rc = MPI_T_pvar_get_num(&num);
+    MT_CHECK(MPI_SUCCESS == rc, "MPI_T_pvar_get_num returned %d", rc);
+    lookup_pvar(0, num);
+    lookup_pvar(1, num);
+}
+
+int mt_finalize(void)
+{
+    long local[2], sum[2], maxfail = 0, skipped = 0;
+
+    if (mt.mpit_ok) {
+        MPI_T_pvar_session_free(&mt.session);
+        MPI_T_finalize(); /* before MPI_Finalize: the other order crashes Open MPI 4.1 */
+        mt.mpit_ok = 0;
+    }
+    /* This allreduce goes through coll/gpu too; that is fine, it is one more call. */
+    MPI_Allreduce(&mt.failures, &maxfail, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+    local[0] = mt.checks;
+    local[1] = mt.failures;
+    MPI_Reduce(local, sum, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mt.pvar_skipped, &skipped, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (0 == mt.rank) {
+        printf("%s: np=%d: %ld checks, %ld failures (all ranks)", mt.prog, mt.size, sum[0],
+               sum[1]);
+        if (skipped > 0) {
+            printf(", %ld pvar checks skipped", skipped);
+        }
+        printf(": %s\n", 0 == maxfail ? "PASSED" : "FAILED");
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    return 0 == maxfail ? 0 : 1;
+}
+
+/* Reads one pvar into *val. Return: MPI error code. */
+static int read_one(mt_pvars_t *p, int which, unsigned long long *val)
+{
+    union {
+        unsigned long long ull;
+        unsigned long ul;
+        unsigned u;
+        unsigned char bytes[16];
+    } buf;
+    int rc;
+
+    memset(&buf, 0, sizeof(buf));
+    rc = MPI_T_pvar_read(mt.session, p->handle[which], &buf);
+    if (MPI_SUCCESS != rc) {
+        return rc;
+    }
+    if (MPI_UNSIGNED == mt.pvar_type[which]) {
+        *val = buf.u;
+    } else if (MPI_UNSIGNED_LONG == mt.pvar_type[which]) {
+        *val = buf.ul;
+    } else {
+        *val = buf.ull;
+    }
+    return MPI_SUCCESS;
+}
+
+void mt_pvars_open(mt_pvars_t *p, MPI_Comm comm, const char *label)
+{
+    memset(p, 0, sizeof(*p));
+    p->comm = comm;
+    snprintf(p->label, sizeof(p->label), "%s", label);
+    MPI_Comm_size(comm, &p->size);
+    if (!mt_pvars_available()) {
+        return;
+    }
+    for (int w = 0; w < 2; ++w) {
+        int count = 0;
+        int rc = MPI_T_pvar_handle_alloc(mt.session, mt.pvar_index[w], &p->comm, &p->handle[w],
+                                         &count);
+
+        if (MPI_SUCCESS != rc) {
+            /* coll/gpu declines single-rank communicators; a missing binding is fine there. */
+            if (p->size >= 2) {
+                MT_CHECK(0, "comm %s: MPI_T_pvar_handle_alloc(%s) returned %d", label,
+                         pvar_names[w], rc);
+            }
+            continue;
+        }
+        MT_CHECK(1 == count, "comm %s: pvar %s has %d values, expected 1", label, pvar_names[w],
+                 count);
+        rc = MPI_T_pvar_start(mt.session, p->handle[w]);
+        /* Continuous pvars cannot be started or stopped: they always count. */
+        if (MPI_SUCCESS != rc && MPI_T_ERR_PVAR_NO_STARTSTOP != rc) {
+            MT_CHECK(0, "comm %s: MPI_T_pvar_start(%s) returned %d", label, pvar_names[w], rc);
+        }
+        p->have[w] = 1;
+    }
+    mt_pvars_mark(p);
+}
+
+void mt_pvars_close(mt_pvars_t *p)
+{
+    for (int w = 0; w < 2; ++w) {
+        if (!p->have[w]) {
+            continue;
+        }
+        int rc = MPI_T_pvar_stop(mt.session, p->handle[w]);
+        if (MPI_SUCCESS != rc && MPI_T_ERR_PVAR_NO_STARTSTOP != rc) {
+            MT_CHECK(0, "comm %s: MPI_T_pvar_stop(%s) returned %d", p->label, pvar_names[w], rc);
+        }
+        rc = MPI_T_pvar_handle_free(mt.session, &p->handle[w]);
+        MT_CHECK(MPI_SUCCESS == rc, "comm %s: MPI_T_pvar_handle_free(%s) returned %d", p->label,
+                 pvar_names[w], rc);
+        p->have[w] = 0;
+    }
+}
+
+void mt_pvars_mark(mt_pvars_t *p)
+{
+    for (int w = 0; w < 2; ++w) {
+        p->mark[w] = 0;
+        if (p->have[w] && MPI_SUCCESS != read_one(p, w, &p->mark[w])) {
+            p->mark[w] = 0;
+        }
+    }
+}
+
+int mt_pvars_delta(mt_pvars_t *p, unsigned long long *engine, unsigned long long *fallback)
+{
+    unsigned long long now[2] = {0, 0};
+    int ret = 0;
+
+    if (!mt_pvars_available()) {
+        return -1;
+    }
+    for (int w = 0; w < 2; ++w) {
+        if (!p->have[w]) {
+            ret = (p->size >= 2) ? -1 : ret; /* single-rank comm: reads as 0 */
+            continue;
+        }
+        int rc = read_one(p, w, &now[w]);
+        if (MPI_SUCCESS != rc) {
+            if (p->size >= 2) {
+                MT_CHECK(0, "comm %s: MPI_T_pvar_read(%s) returned %d", p->label, pvar_names[w],
+                         rc);
+                ret = -1;
+            }
+            now[w] = p->mark[w];
+        }
+    }
+    *engine = now[0] - p->mark[0];
+    *fallback = now[1] - p->mark[1];
+    return ret;
+}
+
+void mt_expect_path(mt_pvars_t *p, long ncalls, mt_path_t path, const char *file, int line,
+                    const char *what)
+{
+    unsigned long long eng = 0, fb = 0;
+    unsigned long long want_eng = (MT_PATH_ENGINE == path) ? (unsigned long long) ncalls : 0;
+    unsigned long long want_fb = (MT_PATH_FALLBACK == path) ? (unsigned long long) ncalls : 0;
+
+    mt.pvar_checks++;
+    if (!mt_pvars_available()) {
+        mt.pvar_skipped++;
+        return;
+    }
+    if (0 != mt_pvars_delta(p, &eng, &fb)) {
+        mt_check(0, file, line, "comm %s (size %d): %s: cannot read the coll/gpu pvars", p->label,
+                 p->size, what);
+        mt_pvars_mark(p);
+        return;
+    }
+    if (p->size >= 2) {
+        mt_check(eng == want_eng && fb == want_fb, file, line,
+                 "comm %s (size %d): %s: %ld calls, expected all on the %s path, but "
+                 "engine_calls grew by %llu and fallback_calls by %llu",
+                 p->label, p->size, what, ncalls,
+                 MT_PATH_ENGINE == path ? "engine" : "fallback", eng, fb);
+    } else {
+        mt_check(0 == eng, file, line,
+                 "comm %s (size 1): %s: coll/gpu must decline single-rank communicators, but "
+                 "engine_calls grew by %llu",
+                 p->label, what, eng);
+    }
+    mt_pvars_mark(p);
+}
