@@ -38,6 +38,11 @@ typedef struct mca_coll_gpu_component_t {
     int slots;
     unsigned long stage_bytes;
     int max_comms;
+    int cuda_channels;
+    int cuda_threads;
+    unsigned long cuda_slot_bytes;
+    int cuda_slots;
+    unsigned long cuda_oneshot_bytes;
     bool engine_up; /* cgpu_engine_init succeeded */
 } mca_coll_gpu_component_t;
 
@@ -84,7 +89,7 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority);
 
 /* the engine communicator, created at the first engine-path call (collective) */
-int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m);
+int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf);
 
 /* bootstrap over the previous module (coll_gpu_bootstrap.c) */
 void mca_coll_gpu_bootstrap_setup(mca_coll_gpu_module_t *m);
@@ -93,6 +98,27 @@ void mca_coll_gpu_bootstrap_setup(mca_coll_gpu_module_t *m);
 bool mca_coll_gpu_map_dtype(struct ompi_datatype_t *dtype, cgpu_dtype_t *out);
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out);
 int mca_coll_gpu_status_to_mpi(cgpu_status_t st);
+
+/* host mirrors of device buffers (coll_gpu_fallback.c): the span count elements of
+ * dtype touch, copied in (receive spans too, so gaps keep their bytes) and back out */
+typedef struct mca_coll_gpu_mirror_t {
+    void *dev;       /* the user's pointer */
+    char *mem;       /* malloc'd host copy of the span */
+    ptrdiff_t first; /* offset of the span's first byte from dev */
+    size_t span;
+} mca_coll_gpu_mirror_t;
+bool mca_coll_gpu_on_device(const void *p);
+int mca_coll_gpu_mirror_in(mca_coll_gpu_mirror_t *m, const void *buf, size_t count,
+                           struct ompi_datatype_t *dtype, void **host);
+int mca_coll_gpu_mirror_out(mca_coll_gpu_mirror_t *m, int rc);
+
+/* the previous module, with device buffers staged through host memory (decision 1) */
+int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
+                                    int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                    struct ompi_communicator_t *comm);
+int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, int scount,
+                                   struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
+                                   struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm);
 
 /* pvars (coll_gpu_pvars.c) */
 int mca_coll_gpu_pvars_register(void);

@@ -35,7 +35,7 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
         (0 != c->allreduce_max_bytes && bytes > c->allreduce_max_bytes)) {
         goto fallback;
     }
-    mca_coll_gpu_lazy_init(m);
+    mca_coll_gpu_lazy_init(m, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
     if (CGPU_MODULE_READY != m->state) {
         goto fallback;
     }
@@ -51,6 +51,5 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
     return mca_coll_gpu_status_to_mpi(st);
 
 fallback:
-    atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
-    return m->prev_allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce_module);
+    return mca_coll_gpu_fallback_allreduce(m, sbuf, rbuf, count, dtype, op, comm);
 }

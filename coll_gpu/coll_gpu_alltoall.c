@@ -66,6 +66,7 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
     const bool in_place = (MPI_IN_PLACE == sbuf);
     const int n = ompi_comm_size(comm);
     char *spack = NULL, *rpack = NULL;
+    mca_coll_gpu_mirror_t ms = {0}, mr = {0};
     int rc = MPI_SUCCESS;
 
     if (CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm || rcount < 0 || scount < 0) {
@@ -78,7 +79,7 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
         (0 != c->alltoall_max_bytes && bytes > c->alltoall_max_bytes)) {
         goto fallback;
     }
-    mca_coll_gpu_lazy_init(m);
+    mca_coll_gpu_lazy_init(m, in_place ? rbuf : sbuf);
     if (CGPU_MODULE_READY != m->state) {
         goto fallback;
     }
@@ -87,6 +88,20 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
     const size_t total = (size_t) n * bytes;
     bool r_contig = contiguous_run(rbuf, rcount, rdtype, &rstart);
     bool s_contig = in_place ? r_contig : contiguous_run(sbuf, scount, sdtype, &sstart);
+    /* packing runs on the CPU: a non-contiguous device buffer is mirrored to host first */
+    if (!in_place && !s_contig && mca_coll_gpu_on_device(sbuf)) {
+        void *h;
+        rc = mca_coll_gpu_mirror_in(&ms, sbuf, (size_t) scount * (size_t) n, sdtype, &h);
+        sbuf = h;
+    }
+    if (MPI_SUCCESS == rc && !r_contig && mca_coll_gpu_on_device(rbuf)) {
+        void *h;
+        rc = mca_coll_gpu_mirror_in(&mr, rbuf, (size_t) rcount * (size_t) n, rdtype, &h);
+        rbuf = h;
+    }
+    if (MPI_SUCCESS != rc) {
+        goto out_agree;
+    }
     if (in_place) {
         sstart = rstart;
     }
@@ -132,7 +147,8 @@ out_agree:
                         comm->c_name);
             free(spack != rpack ? spack : NULL);
             free(rpack);
-            return MPI_ERR_NO_MEM;
+            free(ms.mem);
+            return mca_coll_gpu_mirror_out(&mr, MPI_ERR_NO_MEM);
         }
         st = cgpu_alltoall(m->ecomm, total > 0 ? src : &dummy, total > 0 ? dst : &dummy, bytes,
                            (cgpu_alltoall_alg_t) c->alltoall_algorithm);
@@ -151,10 +167,9 @@ out_agree:
         free(spack);
     }
     free(rpack);
-    return rc;
+    free(ms.mem);
+    return mca_coll_gpu_mirror_out(&mr, rc);
 
 fallback:
-    atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
-    return m->prev_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
-                            m->prev_alltoall_module);
+    return mca_coll_gpu_fallback_alltoall(m, sbuf, scount, sdtype, rbuf, rcount, rdtype, comm);
 }

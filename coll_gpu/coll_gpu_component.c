@@ -44,6 +44,7 @@ static const mca_base_var_enum_value_t backend_values[] = {
 static const mca_base_var_enum_value_t allreduce_values[] = {
     {CGPU_ALLREDUCE_AUTO, "auto"},
     {CGPU_ALLREDUCE_RING, "ring"},
+    {CGPU_ALLREDUCE_ONESHOT, "oneshot"},
     {CGPU_ALLREDUCE_FALLBACK, "fallback"},
     {0, NULL},
 };
@@ -104,15 +105,17 @@ static int gpu_register(void)
             "50: per-communicator details, 100: per-call trace)",
             OPAL_INFO_LVL_9, &c->verbose);
     reg_enum("backend",
-             "Engine backend: auto (CUDA device buffers when a GPU is usable; today only the "
-             "host backend is built, so auto leaves every call to the other components), cuda "
-             "(require it), host (serve host buffers through the engine over POSIX shared "
-             "memory; how the test suite exercises every path without a GPU). Must be the "
-             "same on every rank",
+             "Engine backend: auto (the cuda backend where this process sees a usable GPU, "
+             "otherwise the component declines), cuda (require a GPU on every rank; without "
+             "one the communicator uses the fallback), host (host memory, POSIX shared memory "
+             "and C loops; device buffers are staged through host memory; how the test suite "
+             "exercises every path without a GPU). Must be the same on every rank",
              backend_values, &c->backend);
     reg_enum("allreduce_algorithm",
-             "MPI_Allreduce algorithm: auto (the engine chooses by size), ring (reduce-"
-             "scatter + allgather), fallback (always the previous coll module)",
+             "MPI_Allreduce algorithm: auto (cuda: oneshot up to coll_gpu_cuda_oneshot_bytes, "
+             "ring above; host: ring), ring (reduce-scatter + allgather, pipelined), oneshot "
+             "(cuda: every rank reads every contribution; falls back to ring above "
+             "coll_gpu_cuda_oneshot_bytes), fallback (always the previous coll module)",
              allreduce_values, &c->allreduce_algorithm);
     reg_enum("alltoall_algorithm",
              "MPI_Alltoall algorithm: auto, direct (every peer at once through each rank's "
@@ -156,6 +159,27 @@ static int gpu_register(void)
             "Most internal communicators alive per process (each holds one shared segment); "
             "communicators beyond it use the previous coll module (0: no cap)",
             OPAL_INFO_LVL_6, &c->max_comms);
+    c->cuda_channels = d.cuda_channels;
+    reg_int("cuda_channels",
+            "cuda backend: most ring channels (thread blocks, each its own pipeline) per "
+            "allreduce; 1 to 32",
+            OPAL_INFO_LVL_6, &c->cuda_channels);
+    c->cuda_threads = d.cuda_threads;
+    reg_int("cuda_threads", "cuda backend: threads per block of the collective kernels (64-1024)",
+            OPAL_INFO_LVL_6, &c->cuda_threads);
+    c->cuda_slot_bytes = (unsigned long) d.cuda_slot_bytes;
+    reg_ulong("cuda_slot_bytes",
+              "cuda backend: bytes per ring slot (one step of one channel); device memory per "
+              "rank is about cuda_channels x cuda_slots x cuda_slot_bytes",
+              &c->cuda_slot_bytes);
+    c->cuda_slots = d.cuda_slots;
+    reg_int("cuda_slots", "cuda backend: ring pipeline depth per channel", OPAL_INFO_LVL_6,
+            &c->cuda_slots);
+    c->cuda_oneshot_bytes = (unsigned long) d.cuda_oneshot_bytes;
+    reg_ulong("cuda_oneshot_bytes",
+              "cuda backend: largest allreduce (bytes) the oneshot algorithm takes; also its "
+              "buffer per peer (two of them per peer and rank)",
+              &c->cuda_oneshot_bytes);
     return mca_coll_gpu_pvars_register();
 }
 
@@ -181,6 +205,11 @@ static int gpu_open(void)
     cfg.nslots = c->slots;
     cfg.stage_bytes = c->stage_bytes;
     cfg.max_comms = c->max_comms;
+    cfg.cuda_channels = c->cuda_channels;
+    cfg.cuda_threads = c->cuda_threads;
+    cfg.cuda_slot_bytes = c->cuda_slot_bytes;
+    cfg.cuda_slots = c->cuda_slots;
+    cfg.cuda_oneshot_bytes = c->cuda_oneshot_bytes;
     cfg.verbose = c->verbose;
     cfg.log = mca_coll_gpu_log;
     cgpu_status_t st = cgpu_engine_init(&cfg);
@@ -188,7 +217,9 @@ static int gpu_open(void)
     if (!c->engine_up) {
         opal_output(0,
                     "coll/gpu: engine not started (%s): check coll_gpu_slot_bytes (> 0), "
-                    "coll_gpu_slots (>= 1) and coll_gpu_alltoall_stage_bytes (>= 64); "
+                    "coll_gpu_slots (>= 1), coll_gpu_alltoall_stage_bytes (>= 64), "
+                    "coll_gpu_cuda_channels (1-32), coll_gpu_cuda_threads (64-1024), "
+                    "coll_gpu_cuda_slot_bytes (>= 4096), coll_gpu_cuda_slots (>= 1); "
                     "coll/gpu stays out of the way",
                     cgpu_status_string(st));
     }

@@ -125,11 +125,12 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
         opal_output_verbose(10, out, "coll/gpu: comm %s: declined (single rank)", comm->c_name);
         return NULL;
     }
-    if (CGPU_BACKEND_HOST != c->backend) {
-        /* The cuda backend is not built yet: auto and cuda leave every call to others. */
+    if (CGPU_BACKEND_HOST != c->backend && !cgpu_engine_cuda_usable()) {
+        /* auto/cuda without a usable GPU here: leave every call to the other components.
+         * (GPU presence must be the same on every rank of a job in auto mode.) */
         opal_output_verbose(10, out,
-                            "coll/gpu: comm %s: declined (backend %s: no CUDA backend in this "
-                            "build; use coll_gpu_backend=host to serve host buffers)",
+                            "coll/gpu: comm %s: declined (backend %s: no usable GPU or CUDA not "
+                            "built; coll_gpu_backend=host serves host buffers)",
                             comm->c_name, CGPU_BACKEND_CUDA == c->backend ? "cuda" : "auto");
         return NULL;
     }
@@ -143,19 +144,31 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     m->super.coll_allreduce = mca_coll_gpu_allreduce;
     m->super.coll_alltoall = mca_coll_gpu_alltoall;
     *priority = c->priority;
-    opal_output_verbose(10, out, "coll/gpu: comm %s: serving %d ranks (backend host, priority %d)",
-                        comm->c_name, ompi_comm_size(comm), c->priority);
+    opal_output_verbose(10, out, "coll/gpu: comm %s: serving %d ranks (backend %s, priority %d)",
+                        comm->c_name, ompi_comm_size(comm),
+                        CGPU_BACKEND_HOST == c->backend ? "host" : "cuda", c->priority);
     return &m->super;
 }
 
-int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m)
+int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
 {
     if (CGPU_MODULE_UNINIT != m->state) {
         return OMPI_SUCCESS;
     }
+    /* The engine works on the current device: make it the device of the first buffer
+     * when that is device memory (4 ranks on 2 GPUs each pick theirs), then restore. */
+    int dev = -1, prev = cgpu_engine_current_device();
+    if (CGPU_BUF_HOST == cgpu_buf_kind(buf, &dev) || dev == prev) {
+        dev = -1;
+    } else {
+        (void) cgpu_engine_set_device(dev);
+    }
     /* Collective: every rank of the communicator is in this same call (the path
      * decision before it depends only on arguments MPI requires to match). */
     cgpu_status_t st = cgpu_comm_create(&m->bootstrap, &m->ecomm);
+    if (dev >= 0 && prev >= 0) {
+        (void) cgpu_engine_set_device(prev);
+    }
     if (CGPU_OK == st) {
         m->state = CGPU_MODULE_READY;
         opal_output_verbose(10, mca_coll_gpu_component.output,

@@ -89,31 +89,16 @@ static void ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_
     }
 }
 
-cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
-                             cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
+void cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                              cgpu_dtype_t dt, cgpu_op_t op)
 {
-    if (NULL == comm || (count > 0 && (NULL == rbuf || NULL == sbuf)) ||
-        !cgpu_reduce_supported(dt, op)) {
-        return CGPU_ERR_INVALID_ARG;
-    }
-    if (CGPU_ALLREDUCE_AUTO != alg && CGPU_ALLREDUCE_RING != alg) {
-        return CGPU_ERR_NOT_SUPPORTED;
-    }
-    cgpu_status_t st = cgpu_comm_enter(comm, "allreduce");
-    if (CGPU_OK != st) {
-        return st;
-    }
     const size_t esize = cgpu_dtype_size(dt);
-    if (0 == count) {
-        goto out_leave;
-    }
     if (1 == comm->size) {
         if (sbuf != rbuf) {
             memcpy(rbuf, sbuf, count * esize);
         }
-        goto out_leave;
+        return;
     }
-
     ring_args_t a = {.in = sbuf, .out = rbuf, .count = count, .esize = esize, .dt = dt, .op = op};
     const size_t slot_elems = comm->slot_bytes / esize;
     const size_t n = (size_t) comm->size;
@@ -125,8 +110,4 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
         }
         ring_loop(comm, &a, off, per_chunk);
     }
-
-out_leave:
-    cgpu_comm_leave(comm);
-    return st;
 }

@@ -13,30 +13,16 @@
 
 #include "cgpu_conn.h"
 
-cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,
-                            cgpu_alltoall_alg_t alg)
+void cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
 {
-    if (NULL == comm || (bytes > 0 && (NULL == sbuf || NULL == rbuf))) {
-        return CGPU_ERR_INVALID_ARG;
-    }
-    if (CGPU_ALLTOALL_AUTO != alg && CGPU_ALLTOALL_DIRECT != alg) {
-        return CGPU_ERR_NOT_SUPPORTED;
-    }
-    cgpu_status_t st = cgpu_comm_enter(comm, "alltoall");
-    if (CGPU_OK != st) {
-        return st;
-    }
     const int n = comm->size, me = comm->rank;
     const char *in = sbuf;
     char *out = rbuf;
-    if (0 == bytes) {
-        goto out_leave;
-    }
     if (in != out) {
         memcpy(out + (size_t) me * bytes, in + (size_t) me * bytes, bytes);
     }
     if (1 == n) {
-        goto out_leave;
+        return;
     }
 
     size_t piece = comm->stage_bytes / (size_t) n;
@@ -71,8 +57,4 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
             atomic_fetch_add_explicit(&pc->a2a_readers.v, 1, memory_order_acq_rel);
         }
     }
-
-out_leave:
-    cgpu_comm_leave(comm);
-    return st;
 }

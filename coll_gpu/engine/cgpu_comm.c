@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cgpu_comm_internal.h"
+#include "cgpu_cuda_comm.h"
 
 #define CGPU_HOST_MAX 64
 #define CGPU_BOOT_ID_MAX 40
@@ -22,6 +23,8 @@ typedef struct cgpu_peer_info {
     char seg_name[CGPU_SHM_NAME_MAX];
     int32_t pid;
     int32_t status; /* this rank's local result so far */
+    int32_t cuda_ok; /* this process can run the cuda backend */
+    int32_t device;
     uint64_t slot_bytes;
     uint64_t nslots;
     uint64_t stage_bytes;
@@ -83,12 +86,50 @@ static cgpu_status_t agree_on_table(const cgpu_peer_info_t *all, int size)
     return CGPU_OK;
 }
 
+/* HOST or CUDA for this communicator, from the same table on every rank. */
+static cgpu_status_t agree_on_backend(const cgpu_peer_info_t *all, int size, cgpu_backend_t *out)
+{
+    cgpu_backend_t want = cgpu_engine_config()->backend;
+    bool all_cuda = true;
+    for (int i = 0; i < size; ++i) {
+        all_cuda = all_cuda && 0 != all[i].cuda_ok;
+    }
+    if (CGPU_BACKEND_HOST == want) {
+        *out = CGPU_BACKEND_HOST;
+    } else if (all_cuda) {
+        *out = CGPU_BACKEND_CUDA;
+    } else if (CGPU_BACKEND_CUDA == want) {
+        cgpu_log(CGPU_LOG_WARN, "engine: coll_gpu_backend=cuda but some rank has no usable "
+                                "GPU; this communicator uses the fallback");
+        return CGPU_ERR_NOT_SUPPORTED;
+    } else {
+        *out = CGPU_BACKEND_HOST;
+    }
+    return CGPU_OK;
+}
+
+/* Allgather one status per rank; every rank returns the first failure, or OK. */
+static cgpu_status_t agree_status(const cgpu_bootstrap_t *bs, cgpu_status_t mine, int32_t *tmp)
+{
+    int32_t v = (int32_t) mine;
+    if (CGPU_OK != bs->allgather(bs->ctx, &v, tmp, sizeof(v))) {
+        return CGPU_ERR_BOOTSTRAP;
+    }
+    for (int i = 0; i < bs->size; ++i) {
+        if (CGPU_OK != tmp[i]) {
+            return (cgpu_status_t) tmp[i];
+        }
+    }
+    return CGPU_OK;
+}
+
 void cgpu_comm_free_resources(cgpu_comm_t *comm)
 {
     if (comm->resources_freed) {
         return;
     }
     comm->resources_freed = true;
+    cgpu_cuda_comm_destroy(comm);
     if (NULL != comm->peer_segs) {
         for (int i = 0; i < comm->size; ++i) {
             if (i != comm->rank) {
@@ -165,6 +206,8 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     me.slot_bytes = cfg->slot_bytes;
     me.nslots = (uint64_t) cfg->nslots;
     me.stage_bytes = cfg->stage_bytes;
+    me.cuda_ok = (CGPU_BACKEND_HOST != cfg->backend && cgpu_cuda_available()) ? 1 : 0;
+    me.device = cgpu_cuda_current_device();
     if (NULL != comm && NULL != comm->self_seg.base) {
         snprintf(me.seg_name, sizeof(me.seg_name), "%s", comm->self_seg.name);
     }
@@ -180,6 +223,9 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         goto out_release;
     }
     st = agree_on_table(all, bs->size);
+    if (CGPU_OK == st) {
+        st = agree_on_backend(all, bs->size, &comm->backend);
+    }
     if (CGPU_OK != st) {
         goto out_release;
     }
@@ -203,25 +249,39 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
                 local = CGPU_ERR_SYSTEM;
             }
         }
-        int32_t mine = (int32_t) local;
-        if (CGPU_OK != bs->allgather(bs->ctx, &mine, verdicts, sizeof(mine))) {
-            st = CGPU_ERR_BOOTSTRAP;
+        st = agree_status(bs, local, verdicts);
+        if (CGPU_OK != st) {
             goto out_release;
-        }
-        for (int i = 0; i < bs->size; ++i) {
-            if (CGPU_OK != verdicts[i]) {
-                st = (cgpu_status_t) verdicts[i];
-                goto out_release;
-            }
         }
         /* Every peer has mapped our segment: the name is no longer needed. */
         cgpu_shm_unlink(&comm->self_seg);
     }
 
+    /* Step 3 (cuda): every rank's inbox, exported and mapped by every peer. */
+    if (CGPU_BACKEND_CUDA == comm->backend) {
+        char *handles = calloc((size_t) bs->size, CGPU_CUDA_IPC_HANDLE_BYTES);
+        char mine[CGPU_CUDA_IPC_HANDLE_BYTES];
+        memset(mine, 0, sizeof(mine));
+        local = (NULL == handles) ? CGPU_ERR_NO_MEMORY : cgpu_cuda_comm_setup(comm, mine);
+        st = agree_status(bs, local, verdicts);
+        if (CGPU_OK == st && CGPU_OK != bs->allgather(bs->ctx, mine, handles, sizeof(mine))) {
+            st = CGPU_ERR_BOOTSTRAP;
+        }
+        if (CGPU_OK == st) {
+            st = agree_status(bs, cgpu_cuda_comm_connect(comm, handles), verdicts);
+        }
+        free(handles);
+        if (CGPU_OK != st) {
+            goto out_release;
+        }
+    }
+
     comm->magic = CGPU_COMM_ALIVE;
     atomic_store(&comm->busy, 0);
-    cgpu_log(CGPU_LOG_DEBUG, "engine: communicator ready (rank %d of %d, %zu-byte segment)",
-             comm->rank, comm->size, comm->seg_bytes);
+    cgpu_log(CGPU_LOG_DEBUG,
+             "engine: communicator ready (rank %d of %d, backend %s, %zu-byte segment)",
+             comm->rank, comm->size, CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host",
+             comm->seg_bytes);
     *out = comm;
     free(all);
     free(verdicts);
@@ -234,6 +294,7 @@ out_release:
             comm->peer_segs[bs->rank].base = NULL;
         }
         cgpu_comm_free_resources(comm);
+        cgpu_cuda_comm_destroy(comm);
         cgpu_shm_detach(&comm->self_seg);
         if (comm->registered) {
             cgpu_engine_unregister_comm(comm);
@@ -270,6 +331,7 @@ cgpu_status_t cgpu_comm_release(cgpu_comm_t **commp)
     }
     cgpu_engine_unregister_comm(comm);
     cgpu_comm_free_resources(comm);
+    cgpu_cuda_comm_destroy(comm); /* single-rank communicators have no shm resources */
     free(comm);
     *commp = NULL;
     return CGPU_OK;
@@ -301,6 +363,11 @@ void cgpu_comm_leave(cgpu_comm_t *comm)
                               memory_order_release);
     }
     atomic_store(&comm->busy, 0);
+}
+
+cgpu_backend_t cgpu_comm_backend(const cgpu_comm_t *comm)
+{
+    return comm->backend;
 }
 
 int cgpu_comm_rank(const cgpu_comm_t *comm)

@@ -37,8 +37,12 @@ _Static_assert(sizeof(cgpu_seg_ctrl_t) <= CGPU_SEG_CTRL_BYTES, "control block to
 
 enum { CGPU_COMM_ALIVE = 0x414c4956, CGPU_COMM_DEAD = 0x44454144 };
 
+struct cgpu_cuda_comm;
+
 struct cgpu_comm {
     int magic; /* CGPU_COMM_ALIVE while usable */
+    cgpu_backend_t backend;       /* HOST or CUDA, agreed at create */
+    struct cgpu_cuda_comm *cuda;  /* cuda backend state (NULL for HOST) */
     int rank;
     int size;
     cgpu_bootstrap_t bs;
@@ -70,6 +74,13 @@ bool cgpu_engine_is_up(void);
 cgpu_status_t cgpu_engine_register_comm(cgpu_comm_t *comm);
 void cgpu_engine_unregister_comm(cgpu_comm_t *comm);
 void cgpu_comm_free_resources(cgpu_comm_t *comm);
+
+/* Host ring allreduce on host memory (cgpu_allreduce_ring.c). */
+void cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                              cgpu_dtype_t dt, cgpu_op_t op);
+
+/* Host direct alltoall on host memory (cgpu_alltoall_direct.c). */
+void cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
 
 /* Enter/leave a collective: detects a released communicator and concurrent use. */
 cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what);

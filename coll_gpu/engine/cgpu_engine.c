@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cgpu_comm_internal.h"
+#include "btl_glue/cgpu_cuda.h"
 #include "cgpu_engine.h"
 
 static cgpu_config_t engine_cfg;
@@ -31,6 +32,11 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->verbose = 0;
     cfg->log = NULL;
     cfg->force_node_per_rank = false;
+    cfg->cuda_channels = 16;
+    cfg->cuda_threads = 512;
+    cfg->cuda_slot_bytes = 512 * 1024;
+    cfg->cuda_slots = 4;
+    cfg->cuda_oneshot_bytes = 64 * 1024;
 }
 
 cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
@@ -41,7 +47,9 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
     if (0 != atomic_load(&engine_up)) {
         return CGPU_ERR_STATE;
     }
-    if (0 == cfg->slot_bytes || cfg->nslots < 1 || cfg->stage_bytes < 64) {
+    if (0 == cfg->slot_bytes || cfg->nslots < 1 || cfg->stage_bytes < 64 ||
+        cfg->cuda_channels < 1 || cfg->cuda_channels > 32 || cfg->cuda_threads < 64 ||
+        cfg->cuda_threads > 1024 || cfg->cuda_slot_bytes < 4096 || cfg->cuda_slots < 1) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;
@@ -131,4 +139,41 @@ void cgpu_log(int level, const char *fmt, ...)
     } else {
         fprintf(stderr, "coll/gpu: %s\n", msg);
     }
+}
+
+cgpu_buf_kind_t cgpu_buf_kind(const void *ptr, int *device)
+{
+    switch (cgpu_cuda_mem_kind(ptr, device)) {
+    case CGPU_MEM_DEVICE:
+        return CGPU_BUF_DEVICE;
+    case CGPU_MEM_MANAGED:
+        return CGPU_BUF_MANAGED;
+    default:
+        return CGPU_BUF_HOST;
+    }
+}
+
+bool cgpu_engine_cuda_usable(void)
+{
+    return cgpu_cuda_available();
+}
+
+cgpu_status_t cgpu_engine_copy(void *dst, const void *src, size_t bytes)
+{
+    int d;
+    if (CGPU_BUF_HOST == cgpu_buf_kind(dst, &d) && CGPU_BUF_HOST == cgpu_buf_kind(src, &d)) {
+        memmove(dst, src, bytes);
+        return CGPU_OK;
+    }
+    return cgpu_cuda_copy(dst, src, bytes);
+}
+
+int cgpu_engine_current_device(void)
+{
+    return cgpu_cuda_current_device();
+}
+
+cgpu_status_t cgpu_engine_set_device(int device)
+{
+    return cgpu_cuda_set_device(device);
 }

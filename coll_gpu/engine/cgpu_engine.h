@@ -36,6 +36,7 @@ typedef enum cgpu_allreduce_alg {
     CGPU_ALLREDUCE_AUTO = 0,
     CGPU_ALLREDUCE_RING = 1,
     CGPU_ALLREDUCE_FALLBACK = 2, /* glue-level: always the previous module */
+    CGPU_ALLREDUCE_ONESHOT = 3,  /* cuda: every rank reads every contribution (small) */
 } cgpu_allreduce_alg_t;
 
 /** Alltoall algorithms (MCA coll_gpu_alltoall_algorithm). */
@@ -61,6 +62,12 @@ typedef struct cgpu_config {
     int verbose;              /* messages with level <= verbose are printed */
     cgpu_log_fn_t log;        /* may be NULL: messages go to stderr */
     bool force_node_per_rank; /* pretend every rank is on its own node (tests) */
+    /* cuda backend */
+    int cuda_channels;          /* most ring channels (thread blocks) per call */
+    int cuda_threads;           /* threads per block */
+    size_t cuda_slot_bytes;     /* ring slot per channel and step */
+    int cuda_slots;             /* ring pipeline depth per channel */
+    size_t cuda_oneshot_bytes;  /* largest message of the oneshot algorithm (auto) */
 } cgpu_config_t;
 
 /** Fill @p cfg with the documented defaults. */
@@ -126,20 +133,42 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out);
  */
 cgpu_status_t cgpu_comm_release(cgpu_comm_t **comm);
 
+/** Backend an internal communicator runs on (HOST or CUDA). */
+cgpu_backend_t cgpu_comm_backend(const cgpu_comm_t *comm);
+
+/** Memory kinds as the engine sees them (per call, per rank). */
+typedef enum cgpu_buf_kind { CGPU_BUF_HOST = 0, CGPU_BUF_DEVICE = 1, CGPU_BUF_MANAGED = 2 } cgpu_buf_kind_t;
+
+/** Kind of memory @p ptr points into; HOST when CUDA is not built or not usable. */
+cgpu_buf_kind_t cgpu_buf_kind(const void *ptr, int *device);
+
+/** True when this process can use the cuda backend (runtime works, a device is seen). */
+bool cgpu_engine_cuda_usable(void);
+
+/** Synchronous copy between any two addresses (host or device). */
+cgpu_status_t cgpu_engine_copy(void *dst, const void *src, size_t bytes);
+
+/** The calling thread's current CUDA device (-1 without CUDA) and how to set it. */
+int cgpu_engine_current_device(void);
+cgpu_status_t cgpu_engine_set_device(int device);
+
 /** Rank and size of an internal communicator. */
 int cgpu_comm_rank(const cgpu_comm_t *comm);
 int cgpu_comm_size(const cgpu_comm_t *comm);
 
 /**
- * Allreduce on host memory. Collective. sbuf == rbuf means in place.
- * count may be 0. (dt, op) must satisfy cgpu_reduce_supported().
+ * Allreduce. Collective. sbuf == rbuf means in place; count may be 0; (dt, op) must
+ * satisfy cgpu_reduce_supported(). Each rank's buffers may be host or device memory,
+ * independently of the other ranks: what the communicator's backend cannot use in
+ * place is staged through memory it can use.
  */
 cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                              cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg);
 
 /**
  * Alltoall of contiguous bytes: block i of sbuf (bytes each) goes to rank i and block j
- * of rbuf comes from rank j. Collective. sbuf == rbuf means in place.
+ * of rbuf comes from rank j. Collective. sbuf == rbuf means in place. Device buffers
+ * are staged through host memory (the device alltoall is not written yet).
  */
 cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,
                             cgpu_alltoall_alg_t alg);

@@ -112,7 +112,9 @@ int mt_pvars_delta(mt_pvars_t *p, unsigned long long *engine, unsigned long long
 
 /**
  * mt_expect_path - checks the counters since the last mark, then marks again.
- * @ncalls: collective calls made on p->comm since the mark.
+ * @ncalls: collective calls made on p->comm since the mark that reach the coll layer:
+ *          Open MPI returns early, before any coll module, from MPI_Allreduce with
+ *          count 0 and from MPI_Alltoall with 0 bytes per peer; do not count those.
  * @path:   the path they must have taken.
  * On 2+ ranks: the counter of @path grew by @ncalls and the other did not move.
  * On 1 rank:   engine_calls did not move (coll/gpu declines such communicators).

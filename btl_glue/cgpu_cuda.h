@@ -1,0 +1,63 @@
+/*
+ * coll/gpu CUDA transport: the CUDA runtime behind a C interface without CUDA types.
+ *
+ * Built only with the CUDA toolkit (CGPU_HAVE_CUDA); without it every function reports
+ * "no device" so the rest of the engine needs no #ifdef. The runtime is linked
+ * statically and loads the driver itself at first use, so the plugin loads on machines
+ * without a GPU driver and simply sees no device there.
+ */
+#ifndef CGPU_CUDA_H
+#define CGPU_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cgpu_status.h"
+
+#define CGPU_CUDA_IPC_HANDLE_BYTES 64
+
+typedef enum cgpu_mem_kind {
+    CGPU_MEM_HOST = 0,    /* pageable or pinned host memory, or unknown to CUDA */
+    CGPU_MEM_DEVICE = 1,  /* cudaMalloc / cudaMallocAsync / caching allocators */
+    CGPU_MEM_MANAGED = 2, /* cudaMallocManaged */
+} cgpu_mem_kind_t;
+
+/** True when the CUDA runtime works here and sees at least one device. Cached. */
+bool cgpu_cuda_available(void);
+
+/**
+ * What kind of memory @p ptr points into (any address inside an allocation works).
+ * @param device  receives the device ordinal for DEVICE/MANAGED, -1 otherwise
+ */
+cgpu_mem_kind_t cgpu_cuda_mem_kind(const void *ptr, int *device);
+
+/** The calling thread's current device, or -1. */
+int cgpu_cuda_current_device(void);
+
+/** Make @p device current for the calling thread. */
+cgpu_status_t cgpu_cuda_set_device(int device);
+
+/** Device allocation (zero-filled) and release. */
+cgpu_status_t cgpu_cuda_malloc(void **ptr, size_t bytes);
+void cgpu_cuda_free(void *ptr);
+
+/** A stream that is ordered after work on the legacy default stream. */
+cgpu_status_t cgpu_cuda_stream_create(void **stream);
+void cgpu_cuda_stream_destroy(void *stream);
+/** Wait for everything enqueued on @p stream; converts asynchronous errors. */
+cgpu_status_t cgpu_cuda_stream_sync(void *stream);
+
+/** Copy between any two addresses (host or device), enqueued on @p stream. */
+cgpu_status_t cgpu_cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream);
+/** Synchronous copy between any two addresses. */
+cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes);
+
+/** Export / open / close a CUDA IPC handle of a device allocation. */
+cgpu_status_t cgpu_cuda_ipc_export(void *dptr, void *handle /* CGPU_CUDA_IPC_HANDLE_BYTES */);
+cgpu_status_t cgpu_cuda_ipc_open(const void *handle, void **dptr);
+void cgpu_cuda_ipc_close(void *dptr);
+
+/** Convert a CUDA error number returned by a kernel launcher; logs it with @p what. */
+cgpu_status_t cgpu_cuda_check(int err, const char *what);
+
+#endif /* CGPU_CUDA_H */

@@ -1,0 +1,139 @@
+/*
+ * coll/gpu engine: collective entry points. Validate, enter the communicator, pick the
+ * backend's algorithm, stage buffers the backend cannot use in place, leave.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cgpu_comm_internal.h"
+#include "cgpu_cuda_comm.h"
+
+/* Host copies of buffers that live on a device, for the host algorithms. */
+typedef struct host_stage {
+    void *in_copy;
+    void *out_copy;
+} host_stage_t;
+
+static cgpu_status_t stage_in(const void *sbuf, void *rbuf, size_t bytes, host_stage_t *hs,
+                              const void **in, void **out)
+{
+    int dev;
+    const bool in_place = (sbuf == rbuf);
+    bool s_dev = CGPU_BUF_HOST != cgpu_buf_kind(sbuf, &dev);
+    bool r_dev = in_place ? s_dev : CGPU_BUF_HOST != cgpu_buf_kind(rbuf, &dev);
+    memset(hs, 0, sizeof(*hs));
+    *in = sbuf;
+    *out = rbuf;
+    if (s_dev) {
+        hs->in_copy = malloc(bytes);
+        if (NULL == hs->in_copy) {
+            return CGPU_ERR_NO_MEMORY;
+        }
+        cgpu_status_t st = cgpu_engine_copy(hs->in_copy, sbuf, bytes);
+        if (CGPU_OK != st) {
+            return st;
+        }
+        *in = hs->in_copy;
+    }
+    if (r_dev) {
+        hs->out_copy = in_place ? hs->in_copy : malloc(bytes);
+        if (NULL == hs->out_copy) {
+            return CGPU_ERR_NO_MEMORY;
+        }
+        *out = hs->out_copy;
+    }
+    return CGPU_OK;
+}
+
+static cgpu_status_t stage_out(void *rbuf, size_t bytes, host_stage_t *hs, cgpu_status_t st)
+{
+    if (CGPU_OK == st && NULL != hs->out_copy) {
+        st = cgpu_engine_copy(rbuf, hs->out_copy, bytes);
+    }
+    if (hs->out_copy != hs->in_copy) {
+        free(hs->out_copy);
+    }
+    free(hs->in_copy);
+    return st;
+}
+
+cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                             cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
+{
+    if (NULL == comm || (count > 0 && (NULL == rbuf || NULL == sbuf)) ||
+        !cgpu_reduce_supported(dt, op) || CGPU_ALLREDUCE_FALLBACK == alg) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    cgpu_status_t st = cgpu_comm_enter(comm, "allreduce");
+    if (CGPU_OK != st) {
+        return st;
+    }
+    if (0 == count) {
+        goto out_leave;
+    }
+    if (CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
+        st = cgpu_cuda_allreduce(comm, sbuf, rbuf, count, dt, op, alg);
+        goto out_leave;
+    }
+    /* host algorithms; the decision above depends only on (backend, dt, op), the same
+     * on every rank, so a type the kernels lack (long double) runs here everywhere */
+    {
+        const size_t bytes = count * cgpu_dtype_size(dt);
+        host_stage_t hs;
+        const void *in;
+        void *out;
+        st = stage_in(sbuf, rbuf, bytes, &hs, &in, &out);
+        if (CGPU_OK == st) {
+            cgpu_host_ring_allreduce(comm, in, out, count, dt, op);
+        } else {
+            /* cannot stage locally: still take part, on scratch, so peers do not hang */
+            void *tmp = calloc(count, cgpu_dtype_size(dt));
+            if (NULL != tmp) {
+                cgpu_host_ring_allreduce(comm, tmp, tmp, count, dt, op);
+                free(tmp);
+            }
+        }
+        st = stage_out(rbuf, bytes, &hs, st);
+    }
+
+out_leave:
+    cgpu_comm_leave(comm);
+    return st;
+}
+
+cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,
+                            cgpu_alltoall_alg_t alg)
+{
+    if (NULL == comm || (bytes > 0 && (NULL == sbuf || NULL == rbuf)) ||
+        CGPU_ALLTOALL_FALLBACK == alg) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    cgpu_status_t st = cgpu_comm_enter(comm, "alltoall");
+    if (CGPU_OK != st) {
+        return st;
+    }
+    if (0 == bytes) {
+        goto out_leave;
+    }
+    {
+        const size_t total = bytes * (size_t) comm->size;
+        host_stage_t hs;
+        const void *in;
+        void *out;
+        st = stage_in(sbuf, rbuf, total, &hs, &in, &out);
+        if (CGPU_OK == st) {
+            cgpu_host_alltoall(comm, in, out, bytes);
+        } else {
+            void *tmp = calloc(1, total);
+            if (NULL != tmp) {
+                cgpu_host_alltoall(comm, tmp, tmp, bytes);
+                free(tmp);
+            }
+        }
+        st = stage_out(rbuf, total, &hs, st);
+    }
+
+out_leave:
+    cgpu_comm_leave(comm);
+    return st;
+}

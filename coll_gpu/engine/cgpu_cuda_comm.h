@@ -1,0 +1,30 @@
+/*
+ * coll/gpu engine: the cuda backend of an internal communicator.
+ *
+ * Each rank owns one device "inbox" (flags, ring slots, oneshot buffers) that its peers
+ * map through CUDA IPC; kernels move data by storing into peers' inboxes and signal
+ * with counters there, with no host round trip per chunk.
+ */
+#ifndef CGPU_CUDA_COMM_H
+#define CGPU_CUDA_COMM_H
+
+#include "btl_glue/cgpu_cuda.h"
+#include "cgpu_comm_internal.h"
+
+/** Allocate this rank's inbox and stream on the current device; export the IPC handle. */
+cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out);
+
+/** Map every peer's inbox from the allgathered handles (size x CGPU_CUDA_IPC_HANDLE_BYTES). */
+cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles);
+
+/** Unmap peers, free the inbox, stream and scratch. Idempotent. */
+void cgpu_cuda_comm_destroy(cgpu_comm_t *comm);
+
+/** Allreduce on the GPU (the caller has entered the communicator). */
+cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                                  cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg);
+
+/** Whether the device kernels do (dt, op). */
+bool cgpu_cuda_comm_supports(cgpu_dtype_t dt, cgpu_op_t op);
+
+#endif /* CGPU_CUDA_COMM_H */

@@ -1,0 +1,444 @@
+/*
+ * coll/gpu kernels: device reductions and the allreduce kernels (ring, oneshot).
+ *
+ * Memory model used throughout: data a peer reads is written with ordinary stores
+ * through the peer mapping; each writing thread then issues __threadfence_system(),
+ * the block synchronizes, and one thread publishes a counter with a volatile store.
+ * The reader spins on its local counter with volatile loads and reads the data with
+ * ld.global.cg (L2, never a stale L1 line from an earlier step).
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cgpu_cuda_kernels.h"
+
+namespace {
+
+/* ---- element operations (same semantics as the host twin: r = a op b) ---- */
+
+template <typename T, int OP> struct Op;
+#define CGPU_INT_OPS(T)                                                                  \
+    template <> struct Op<T, CGPU_OP_SUM> {                                              \
+        __device__ static T f(T a, T b) { return (T) (a + b); }                          \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_PROD> {                                             \
+        __device__ static T f(T a, T b) { return (T) (a * b); }                          \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_LAND> {                                             \
+        __device__ static T f(T a, T b) { return (T) ((a != 0) && (b != 0)); }           \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_LOR> {                                              \
+        __device__ static T f(T a, T b) { return (T) ((a != 0) || (b != 0)); }           \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_LXOR> {                                             \
+        __device__ static T f(T a, T b) { return (T) ((a != 0) != (b != 0)); }           \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_BAND> {                                             \
+        __device__ static T f(T a, T b) { return (T) (a & b); }                          \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_BOR> {                                              \
+        __device__ static T f(T a, T b) { return (T) (a | b); }                          \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_BXOR> {                                             \
+        __device__ static T f(T a, T b) { return (T) (a ^ b); }                          \
+    };
+/* Unsigned arithmetic for every integer op but MIN/MAX: identical bits to two's
+ * complement signed results, and no undefined overflow. Small types promote to int in
+ * C++, so SUM/PROD go through unsigned int for them. */
+template <> struct Op<uint8_t, CGPU_OP_SUM> {
+    __device__ static uint8_t f(uint8_t a, uint8_t b) { return (uint8_t) ((unsigned) a + b); }
+};
+template <> struct Op<uint8_t, CGPU_OP_PROD> {
+    __device__ static uint8_t f(uint8_t a, uint8_t b) { return (uint8_t) ((unsigned) a * b); }
+};
+template <> struct Op<uint16_t, CGPU_OP_SUM> {
+    __device__ static uint16_t f(uint16_t a, uint16_t b) { return (uint16_t) ((unsigned) a + b); }
+};
+template <> struct Op<uint16_t, CGPU_OP_PROD> {
+    __device__ static uint16_t f(uint16_t a, uint16_t b) { return (uint16_t) ((unsigned) a * b); }
+};
+#define CGPU_BIT_OPS(T)                                                                  \
+    template <> struct Op<T, CGPU_OP_LAND> {                                             \
+        __device__ static T f(T a, T b) { return (T) ((a != 0) && (b != 0)); }           \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_LOR> {                                              \
+        __device__ static T f(T a, T b) { return (T) ((a != 0) || (b != 0)); }           \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_LXOR> {                                             \
+        __device__ static T f(T a, T b) { return (T) ((a != 0) != (b != 0)); }           \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_BAND> {                                             \
+        __device__ static T f(T a, T b) { return (T) (a & b); }                          \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_BOR> {                                              \
+        __device__ static T f(T a, T b) { return (T) (a | b); }                          \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_BXOR> {                                             \
+        __device__ static T f(T a, T b) { return (T) (a ^ b); }                          \
+    };
+CGPU_BIT_OPS(uint8_t)
+CGPU_BIT_OPS(uint16_t)
+CGPU_INT_OPS(uint32_t)
+CGPU_INT_OPS(uint64_t)
+
+template <typename T> struct Op<T, CGPU_OP_MIN> {
+    __device__ static T f(T a, T b) { return a < b ? a : b; }
+};
+template <typename T> struct Op<T, CGPU_OP_MAX> {
+    __device__ static T f(T a, T b) { return a > b ? a : b; }
+};
+template <> struct Op<float, CGPU_OP_SUM> {
+    __device__ static float f(float a, float b) { return a + b; }
+};
+template <> struct Op<float, CGPU_OP_PROD> {
+    __device__ static float f(float a, float b) { return a * b; }
+};
+template <> struct Op<double, CGPU_OP_SUM> {
+    __device__ static double f(double a, double b) { return a + b; }
+};
+template <> struct Op<double, CGPU_OP_PROD> {
+    __device__ static double f(double a, double b) { return a * b; }
+};
+
+/* ---- memory helpers ---- */
+
+__device__ __forceinline__ uint64_t load_flag(const uint64_t *p)
+{
+    return *(const volatile uint64_t *) p;
+}
+
+__device__ __forceinline__ void store_flag(uint64_t *p, uint64_t v)
+{
+    *(volatile uint64_t *) p = v;
+}
+
+/* Thread 0 spins until *flag >= v; the block then proceeds together. */
+__device__ __forceinline__ void block_wait_ge(const uint64_t *flag, uint64_t v)
+{
+    if (0 == threadIdx.x) {
+        while (load_flag(flag) < v) {
+        }
+    }
+    __syncthreads();
+}
+
+/* All threads' stores are visible system-wide before thread 0 publishes. */
+__device__ __forceinline__ void block_publish(uint64_t *flag, uint64_t v)
+{
+    __threadfence_system();
+    __syncthreads();
+    if (0 == threadIdx.x) {
+        store_flag(flag, v);
+    }
+}
+
+template <typename T> union Vec {
+    uint4 u;
+    T e[sizeof(uint4) / sizeof(T)];
+};
+
+/*
+ * The one data primitive: r = src0 op src1 (or whichever of them is given), written to
+ * dst0 and/or dst1. src0 is a slot filled by a peer (read through L2 only). n elements,
+ * the whole block cooperating; 16-byte accesses when every pointer allows it.
+ */
+template <typename T, int OP>
+__device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size_t n)
+{
+    const size_t tid = threadIdx.x, nth = blockDim.x;
+    const uintptr_t mis = ((uintptr_t) dst0 | (uintptr_t) dst1 | (uintptr_t) src0 |
+                           (uintptr_t) src1) & 15;
+    size_t done = 0;
+    if (0 == mis) {
+        constexpr size_t V = sizeof(uint4) / sizeof(T);
+        const size_t nv = n / V;
+        for (size_t i = tid; i < nv; i += nth) {
+            Vec<T> a, b, r;
+            if (nullptr != src0) {
+                a.u = __ldcg((const uint4 *) src0 + i);
+            }
+            if (nullptr != src1) {
+                b.u = *((const uint4 *) src1 + i);
+            }
+            if (nullptr != src0 && nullptr != src1) {
+#pragma unroll
+                for (size_t k = 0; k < V; ++k) {
+                    r.e[k] = Op<T, OP>::f(a.e[k], b.e[k]);
+                }
+            } else {
+                r.u = nullptr != src0 ? a.u : b.u;
+            }
+            if (nullptr != dst0) {
+                *((uint4 *) dst0 + i) = r.u;
+            }
+            if (nullptr != dst1) {
+                *((uint4 *) dst1 + i) = r.u;
+            }
+        }
+        done = nv * V;
+    }
+    for (size_t i = done + tid; i < n; i += nth) {
+        T a = nullptr != src0 ? __ldcg(src0 + i) : T(0);
+        T b = nullptr != src1 ? src1[i] : T(0);
+        T r = (nullptr != src0 && nullptr != src1) ? Op<T, OP>::f(a, b)
+                                                   : (nullptr != src0 ? a : b);
+        if (nullptr != dst0) {
+            dst0[i] = r;
+        }
+        if (nullptr != dst1) {
+            dst1[i] = r;
+        }
+    }
+}
+
+/* ---- ring allreduce: one block per channel ---- */
+
+struct RingState {
+    const cgpu_cuda_ring_args_t *a;
+    int c;
+    uint64_t step; /* items this channel has sent (and received) so far in this call */
+    uint64_t *my_flags, *right_flags, *left_flags;
+};
+
+template <typename T> __device__ T *send_slot(RingState &s)
+{
+    const cgpu_cuda_ring_args_t *a = s.a;
+    uint64_t abs = a->base[s.c] + s.step;
+    /* room: the right neighbour has consumed item abs - nslots */
+    if (abs >= (uint64_t) a->nslots) {
+        block_wait_ge(s.my_flags + CGPU_CUDA_FLAG_RING_CONSUMED(s.c), abs + 1 - a->nslots);
+    }
+    char *slots = a->right_inbox + a->ring_off + (size_t) s.c * a->nslots * a->slot_bytes;
+    return (T *) (slots + (size_t) (abs % a->nslots) * a->slot_bytes);
+}
+
+template <typename T> __device__ const T *recv_slot(RingState &s)
+{
+    const cgpu_cuda_ring_args_t *a = s.a;
+    uint64_t abs = a->base[s.c] + s.step;
+    block_wait_ge(s.my_flags + CGPU_CUDA_FLAG_RING_POSTED(s.c), abs + 1);
+    const char *slots = a->my_inbox + a->ring_off + (size_t) s.c * a->nslots * a->slot_bytes;
+    return (const T *) (slots + (size_t) (abs % a->nslots) * a->slot_bytes);
+}
+
+/* Finish step: publish what we sent and/or free what we received. */
+__device__ void step_done(RingState &s, bool sent, bool received)
+{
+    uint64_t abs = s.a->base[s.c] + s.step + 1;
+    if (sent) {
+        block_publish(s.right_flags + CGPU_CUDA_FLAG_RING_POSTED(s.c), abs);
+    } else {
+        __syncthreads();
+    }
+    if (received && 0 == threadIdx.x) {
+        store_flag(s.left_flags + CGPU_CUDA_FLAG_RING_CONSUMED(s.c), abs);
+    }
+    s.step++;
+}
+
+__device__ __forceinline__ int wrap(int x, int n)
+{
+    return ((x % n) + n) % n;
+}
+
+template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_args_t a)
+{
+    RingState s;
+    s.a = &a;
+    s.c = blockIdx.x;
+    s.step = 0;
+    s.my_flags = (uint64_t *) a.my_inbox;
+    s.right_flags = (uint64_t *) a.right_inbox;
+    s.left_flags = (uint64_t *) a.left_inbox;
+    const int n = a.nranks, r = a.rank;
+    const T *in = (const T *) a.in;
+    T *out = (T *) a.out;
+    const size_t loop_elems = (size_t) a.nch * n * a.chunk;
+
+    for (int L = 0; L < a.nloops; ++L) {
+        const size_t ch_base = (size_t) L * loop_elems + (size_t) s.c * n * a.chunk;
+        auto range = [&](int j, size_t *first) -> size_t {
+            size_t st = ch_base + (size_t) j * a.chunk;
+            size_t en = st + a.chunk;
+            st = st < a.count ? st : a.count;
+            en = en < a.count ? en : a.count;
+            *first = st;
+            return en - st;
+        };
+        size_t f, cnt;
+        /* reduce-scatter */
+        cnt = range(wrap(r - 1, n), &f);
+        T *dst = send_slot<T>(s);
+        reduce_copy<T, OP>(dst, nullptr, nullptr, in + f, cnt);
+        step_done(s, true, false);
+        for (int k = 1; k < n - 1; ++k) {
+            cnt = range(wrap(r - 1 - k, n), &f);
+            const T *src = recv_slot<T>(s);
+            dst = send_slot<T>(s);
+            reduce_copy<T, OP>(dst, nullptr, src, in + f, cnt);
+            step_done(s, true, true);
+        }
+        cnt = range(r, &f);
+        {
+            const T *src = recv_slot<T>(s);
+            dst = send_slot<T>(s);
+            reduce_copy<T, OP>(out + f, dst, src, in + f, cnt);
+            step_done(s, true, true);
+        }
+        /* allgather */
+        for (int k = 1; k < n; ++k) {
+            cnt = range(wrap(r - k, n), &f);
+            const T *src = recv_slot<T>(s);
+            if (k < n - 1) {
+                dst = send_slot<T>(s);
+                reduce_copy<T, OP>(out + f, dst, src, nullptr, cnt);
+                step_done(s, true, true);
+            } else {
+                reduce_copy<T, OP>(out + f, nullptr, src, nullptr, cnt);
+                step_done(s, false, true);
+            }
+        }
+    }
+}
+
+/* ---- oneshot allreduce: every rank writes its input into every peer's inbox, then each
+ * reduces all contributions in rank order (so every rank computes identical bits) ---- */
+
+template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_oneshot_args_t a)
+{
+    const int b = blockIdx.x, n = a.nranks, me = a.rank;
+    const size_t per = (a.count + a.nblocks - 1) / a.nblocks;
+    const size_t first = (size_t) b * per < a.count ? (size_t) b * per : a.count;
+    const size_t last = first + per < a.count ? first + per : a.count;
+    const size_t cnt = last - first;
+    const int buf = (int) (a.seq & 1);
+    const T *in = (const T *) a.in;
+    T *out = (T *) a.out;
+
+    /* scatter my block to every peer, then flag it there */
+    for (int p = 0; p < n; ++p) {
+        if (p == me) {
+            continue;
+        }
+        T *dst = (T *) (a.inbox[p] + a.oneshot_off + ((size_t) buf * n + me) * a.slice_bytes);
+        reduce_copy<T, OP>(dst + first, nullptr, nullptr, in + first, cnt);
+    }
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x < (unsigned) n && (int) threadIdx.x != me) {
+        uint64_t *pf = (uint64_t *) a.inbox[threadIdx.x];
+        store_flag(pf + CGPU_CUDA_FLAG_ONESHOT(me, b), a.seq);
+    }
+    /* wait for every peer's block b */
+    const uint64_t *mf = (const uint64_t *) a.inbox[me];
+    if (threadIdx.x < (unsigned) n && (int) threadIdx.x != me) {
+        while (load_flag(mf + CGPU_CUDA_FLAG_ONESHOT(threadIdx.x, b)) < a.seq) {
+        }
+    }
+    __syncthreads();
+    /* out = c_0 op c_1 op ... op c_{n-1}, element by element */
+    auto contrib = [&](int p) -> const T * {
+        return p == me ? in
+                       : (const T *) (a.inbox[me] + a.oneshot_off +
+                                      ((size_t) buf * n + p) * a.slice_bytes);
+    };
+    for (size_t i = first + threadIdx.x; i < last; i += blockDim.x) {
+        T acc = 0 == me ? in[i] : __ldcg(contrib(0) + i);
+        for (int p = 1; p < n; ++p) {
+            T v = p == me ? in[i] : __ldcg(contrib(p) + i);
+            acc = Op<T, OP>::f(acc, v);
+        }
+        out[i] = acc;
+    }
+}
+
+/* ---- dispatch: (dtype, op) -> kernel instance ---- */
+
+template <template <typename, int> class K, typename Args>
+int launch_typed(const Args *a, cgpu_dtype_t dt, cgpu_op_t op, int blocks, int threads,
+                 cudaStream_t st);
+
+template <typename T, int OP> struct RingK {
+    static void go(const cgpu_cuda_ring_args_t *a, int blocks, int threads, cudaStream_t st)
+    {
+        ring_kernel<T, OP><<<blocks, threads, 0, st>>>(*a);
+    }
+};
+template <typename T, int OP> struct OneshotK {
+    static void go(const cgpu_cuda_oneshot_args_t *a, int blocks, int threads, cudaStream_t st)
+    {
+        oneshot_kernel<T, OP><<<blocks, threads, 0, st>>>(*a);
+    }
+};
+
+/* Integer ops other than MIN/MAX are the same bits for signed and unsigned: they use
+ * the unsigned instance of the same width (fewer kernels to compile). */
+#define CGPU_DISPATCH_INT(K, U, S)                                                       \
+    switch (op) {                                                                        \
+    case CGPU_OP_SUM: K<U, CGPU_OP_SUM>::go(a, blocks, threads, st); return 0;           \
+    case CGPU_OP_PROD: K<U, CGPU_OP_PROD>::go(a, blocks, threads, st); return 0;         \
+    case CGPU_OP_MIN: K<S, CGPU_OP_MIN>::go(a, blocks, threads, st); return 0;           \
+    case CGPU_OP_MAX: K<S, CGPU_OP_MAX>::go(a, blocks, threads, st); return 0;           \
+    case CGPU_OP_LAND: K<U, CGPU_OP_LAND>::go(a, blocks, threads, st); return 0;         \
+    case CGPU_OP_LOR: K<U, CGPU_OP_LOR>::go(a, blocks, threads, st); return 0;           \
+    case CGPU_OP_LXOR: K<U, CGPU_OP_LXOR>::go(a, blocks, threads, st); return 0;         \
+    case CGPU_OP_BAND: K<U, CGPU_OP_BAND>::go(a, blocks, threads, st); return 0;         \
+    case CGPU_OP_BOR: K<U, CGPU_OP_BOR>::go(a, blocks, threads, st); return 0;           \
+    case CGPU_OP_BXOR: K<U, CGPU_OP_BXOR>::go(a, blocks, threads, st); return 0;         \
+    default: return (int) cudaErrorInvalidValue;                                         \
+    }
+#define CGPU_DISPATCH_FLOAT(K, F)                                                        \
+    switch (op) {                                                                        \
+    case CGPU_OP_SUM: K<F, CGPU_OP_SUM>::go(a, blocks, threads, st); return 0;           \
+    case CGPU_OP_PROD: K<F, CGPU_OP_PROD>::go(a, blocks, threads, st); return 0;         \
+    case CGPU_OP_MIN: K<F, CGPU_OP_MIN>::go(a, blocks, threads, st); return 0;           \
+    case CGPU_OP_MAX: K<F, CGPU_OP_MAX>::go(a, blocks, threads, st); return 0;           \
+    default: return (int) cudaErrorInvalidValue;                                         \
+    }
+
+template <template <typename, int> class K, typename Args>
+int dispatch(const Args *a, cgpu_dtype_t dt, cgpu_op_t op, int blocks, int threads,
+             cudaStream_t st)
+{
+    switch (dt) {
+    case CGPU_DT_INT8: CGPU_DISPATCH_INT(K, uint8_t, int8_t)
+    case CGPU_DT_UINT8: CGPU_DISPATCH_INT(K, uint8_t, uint8_t)
+    case CGPU_DT_BOOL: CGPU_DISPATCH_INT(K, uint8_t, uint8_t)
+    case CGPU_DT_INT16: CGPU_DISPATCH_INT(K, uint16_t, int16_t)
+    case CGPU_DT_UINT16: CGPU_DISPATCH_INT(K, uint16_t, uint16_t)
+    case CGPU_DT_INT32: CGPU_DISPATCH_INT(K, uint32_t, int32_t)
+    case CGPU_DT_UINT32: CGPU_DISPATCH_INT(K, uint32_t, uint32_t)
+    case CGPU_DT_INT64: CGPU_DISPATCH_INT(K, uint64_t, int64_t)
+    case CGPU_DT_UINT64: CGPU_DISPATCH_INT(K, uint64_t, uint64_t)
+    case CGPU_DT_FLOAT32: CGPU_DISPATCH_FLOAT(K, float)
+    case CGPU_DT_FLOAT64: CGPU_DISPATCH_FLOAT(K, double)
+    default: return (int) cudaErrorInvalidValue;
+    }
+}
+
+} /* namespace */
+
+extern "C" int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op)
+{
+    return CGPU_DT_LONG_DOUBLE != dt && cgpu_reduce_supported(dt, op);
+}
+
+extern "C" int cgpu_cuda_ring_allreduce(const cgpu_cuda_ring_args_t *a, cgpu_dtype_t dt,
+                                        cgpu_op_t op, int threads, void *stream)
+{
+    if (!cgpu_cuda_reduce_supported(dt, op)) {
+        return (int) cudaErrorInvalidValue;
+    }
+    int rc = dispatch<RingK>(a, dt, op, a->nch, threads, (cudaStream_t) stream);
+    return 0 != rc ? rc : (int) cudaGetLastError();
+}
+
+extern "C" int cgpu_cuda_oneshot_allreduce(const cgpu_cuda_oneshot_args_t *a, cgpu_dtype_t dt,
+                                           cgpu_op_t op, int threads, void *stream)
+{
+    if (!cgpu_cuda_reduce_supported(dt, op)) {
+        return (int) cudaErrorInvalidValue;
+    }
+    int rc = dispatch<OneshotK>(a, dt, op, a->nblocks, threads, (cudaStream_t) stream);
+    return 0 != rc ? rc : (int) cudaGetLastError();
+}

@@ -1,0 +1,90 @@
+/*
+ * coll/gpu kernels: C interface of the CUDA collective kernels (cgpu_cuda_kernels.cu).
+ *
+ * Everything crossing this boundary is plain C: pointers (device or peer-mapped through
+ * CUDA IPC), sizes, and a stream passed as void * so that C files need no CUDA header.
+ * A launcher only enqueues work; the caller synchronizes and checks the status.
+ */
+#ifndef CGPU_CUDA_KERNELS_H
+#define CGPU_CUDA_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cgpu_reduce.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CGPU_CUDA_MAX_CHANNELS 32
+#define CGPU_CUDA_MAX_RANKS 64
+#define CGPU_CUDA_MAX_ONESHOT_BLOCKS 8
+#define CGPU_CUDA_FLAG_STRIDE 16 /* uint64 words between flags: 128 bytes, one line each */
+
+/*
+ * Layout of every rank's inbox (one cudaMalloc, exported with CUDA IPC). Flags are
+ * uint64 counters that only grow; each lives in the memory of the GPU that polls it and
+ * is written by exactly one peer:
+ *   ring_posted[c]   written by the left neighbour: items put in my ring slots of channel c
+ *   ring_consumed[c] written by the right neighbour: my items it has finished with
+ *   oneshot[p][b]    written by rank p: its block b of oneshot call `seq` is in my inbox
+ */
+#define CGPU_CUDA_FLAG_RING_POSTED(c) ((size_t) (c) * CGPU_CUDA_FLAG_STRIDE)
+#define CGPU_CUDA_FLAG_RING_CONSUMED(c) \
+    ((size_t) (CGPU_CUDA_MAX_CHANNELS + (c)) * CGPU_CUDA_FLAG_STRIDE)
+#define CGPU_CUDA_FLAG_ONESHOT(p, b)                                                  \
+    ((size_t) (2 * CGPU_CUDA_MAX_CHANNELS + (p) * CGPU_CUDA_MAX_ONESHOT_BLOCKS + (b)) * \
+     CGPU_CUDA_FLAG_STRIDE)
+#define CGPU_CUDA_FLAG_WORDS \
+    ((size_t) (2 * CGPU_CUDA_MAX_CHANNELS + CGPU_CUDA_MAX_RANKS * CGPU_CUDA_MAX_ONESHOT_BLOCKS) * \
+     CGPU_CUDA_FLAG_STRIDE)
+#define CGPU_CUDA_FLAG_BYTES (CGPU_CUDA_FLAG_WORDS * sizeof(uint64_t))
+
+/** Arguments of one ring allreduce launch (one block per channel). */
+typedef struct cgpu_cuda_ring_args {
+    const void *in;      /* this rank's contribution (device, local) */
+    void *out;           /* result (device, local; may equal in) */
+    size_t count;        /* elements */
+    size_t chunk;        /* elements per ring chunk in this call (same on every rank) */
+    int nloops;          /* loops every channel runs (same on every rank) */
+    int nch;             /* channels (blocks) in this call */
+    int rank, nranks;
+    int nslots;
+    size_t slot_bytes;
+    char *my_inbox;      /* this rank's inbox (flags at 0, ring slots at ring_off) */
+    char *right_inbox;   /* right neighbour's inbox, peer-mapped */
+    char *left_inbox;    /* left neighbour's inbox, peer-mapped */
+    size_t ring_off;     /* byte offset of the ring slots in an inbox */
+    uint64_t base[CGPU_CUDA_MAX_CHANNELS]; /* items each channel moved before this call */
+} cgpu_cuda_ring_args_t;
+
+/** Arguments of one oneshot allreduce launch (small messages). */
+typedef struct cgpu_cuda_oneshot_args {
+    const void *in;
+    void *out;
+    size_t count;
+    int rank, nranks;
+    int nblocks;
+    uint64_t seq;        /* this call's number (same on every rank), from 1 */
+    size_t slice_bytes;  /* capacity of one rank's contribution in an inbox buffer */
+    size_t oneshot_off;  /* byte offset of the oneshot area in an inbox */
+    char *inbox[CGPU_CUDA_MAX_RANKS]; /* every rank's inbox (own one local) */
+} cgpu_cuda_oneshot_args_t;
+
+/** Whether the device kernels implement (dt, op): all of cgpu_reduce_supported but LONG_DOUBLE. */
+int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
+
+/** Enqueue a ring allreduce; threads per block given. Returns 0 or a cudaError_t value. */
+int cgpu_cuda_ring_allreduce(const cgpu_cuda_ring_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                             int threads, void *stream);
+
+/** Enqueue a oneshot allreduce. Returns 0 or a cudaError_t value. */
+int cgpu_cuda_oneshot_allreduce(const cgpu_cuda_oneshot_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                                int threads, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CGPU_CUDA_KERNELS_H */

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# test/run_all.sh - the coll/gpu test driver.
+#
+# Runs, each counted as one test:
+#   - every executable test/unit/test_* (CUnit programs; pass = exit status 0),
+#   - every MPI test program in test/mpi/ under mpirun, once per np in the np list,
+#     with coll/gpu selected (host backend) from the plugin directory,
+#   - examples/demo at np 4, when it has been built,
+#   - a check that the MPI runs left nothing named cgpu* in /dev/shm.
+# Prints "PASS <name>" / "FAIL <name>" per test (and the log of each failed test), then
+# exactly one line "N passed, M failed". Exit status 0 only when M == 0 and N > 0.
+#
+# Environment:
+#   CGPU_PLUGIN_DIR     directory holding mca_coll_gpu.so (default: <repo>/.libs)
+#   CGPU_TEST_BIN       directory holding unit/ and mpi/ test binaries (default: <repo>/test)
+#   CGPU_TEST_NPS       np list, spaces or commas (default: "1 2 3 4 5 8")
+#   CGPU_TEST_TIMEOUT   seconds per test before it is killed (default: 300)
+#   CGPU_TEST_LOGDIR    where each test's output is kept (default: a new /tmp/cgpu-test-logs.*)
+#   CGPU_MPIRUN_EXTRA   extra mpirun arguments (word-split), e.g. "--mca coll_gpu_verbose 10"
+#   CGPU_DEMO_BIN       the demo program (default: <repo>/examples/demo)
+
+set -u
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PLUGIN_DIR=${CGPU_PLUGIN_DIR:-$REPO/.libs}
+BIN=${CGPU_TEST_BIN:-$REPO/test}
+NPS=${CGPU_TEST_NPS:-1 2 3 4 5 8}
+NPS=${NPS//,/ }
+TIMEOUT=${CGPU_TEST_TIMEOUT:-300}
+DEMO=${CGPU_DEMO_BIN:-$REPO/examples/demo}
+if [ -n "${CGPU_TEST_LOGDIR:-}" ]; then
+    LOGDIR=$CGPU_TEST_LOGDIR
+    mkdir -p "$LOGDIR" || exit 2
+else
+    LOGDIR=$(mktemp -d "${TMPDIR:-/tmp}/cgpu-test-logs.XXXXXX") || exit 2
+fi
+
+# MPI test programs that must exist; any other test/mpi/test_* executable runs too.
+MPI_TESTS=(test_allreduce test_alltoall test_fallback test_forced_fallback)
+# MCA arguments a program needs on top of the common ones.
+declare -A MPI_TEST_ARGS=(
+    [test_forced_fallback]="--mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback"
+)
+
+passed=0
+failed=0
+
+# Prints the log of a failed test, indented; long logs are cut, the file stays whole.
+show_log() {
+    local log=$1 max=200 lines
+    lines=$(wc -l <"$log")
+    echo "---- log: $log ($lines lines) ----"
+    if [ "$lines" -gt "$max" ]; then
+        head -n 60 "$log" | sed 's/^/    | /'
+        echo "    | ... ($((lines - 120)) lines cut, see the file) ..."
+        tail -n 60 "$log" | sed 's/^/    | /'
+    else
+        sed 's/^/    | /' "$log"
+    fi
+    echo "---- end of log ----"
+}
+
+record() { # name status(0 = pass) log
+    if [ "$2" -eq 0 ]; then
+        echo "PASS $1"
+        passed=$((passed + 1))
+    else
+        echo "FAIL $1"
+        failed=$((failed + 1))
+        [ -n "${3:-}" ] && [ -f "$3" ] && show_log "$3"
+    fi
+}
+
+# run_test NAME COMMAND... : runs it under the timeout, output to its log.
+run_test() {
+    local name=$1 log rc start
+    shift
+    log="$LOGDIR/${name//[^A-Za-z0-9_.=-]/_}.log"
+    start=$SECONDS
+    {
+        echo "+ $*"
+        echo "+ started $(date '+%F %T')"
+    } >"$log"
+    timeout -k 10 "$TIMEOUT" "$@" </dev/null >>"$log" 2>&1
+    rc=$?
+    {
+        echo "+ exit status $rc after $((SECONDS - start)) s"
+        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+            echo "+ TIMED OUT: killed after ${TIMEOUT} s"
+        fi
+    } >>"$log"
+    record "$name" "$rc" "$log"
+}
+
+cgpu_shm_entries() {
+    find /dev/shm -maxdepth 1 -name 'cgpu*' -printf '%f\n' 2>/dev/null | sort
+}
+
+echo "coll/gpu tests: repo $REPO"
+echo "  plugin dir: $PLUGIN_DIR"
+echo "  test binaries: $BIN"
+echo "  np list: $NPS; timeout ${TIMEOUT} s per test"
+echo "  logs: $LOGDIR"
+
+# ---- unit tests ----
+shopt -s nullglob
+for t in "$BIN"/unit/test_*; do
+    case "$t" in
+    *.c | *.h | *.o | *.lo | *.la | *.sh | *.log | *.trs | *.d) continue ;;
+    esac
+    [ -f "$t" ] && [ -x "$t" ] || continue
+    run_test "unit.$(basename "$t")" "$t"
+done
+
+# ---- MPI tests ----
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "FAIL mpirun (not found in PATH)"
+    failed=$((failed + 1))
+else
+    pkglibdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | cut -d: -f3)
+    if [ ! -f "$PLUGIN_DIR/mca_coll_gpu.so" ]; then
+        echo "WARNING: $PLUGIN_DIR/mca_coll_gpu.so not found (run make, or set CGPU_PLUGIN_DIR);"
+        echo "WARNING: the MPI tests will report that the coll/gpu pvars do not exist."
+    fi
+    MPIRUN=(mpirun --oversubscribe --bind-to none
+        --mca btl self,vader,tcp
+        --mca coll gpu,tuned,libnbc,basic,self
+        --mca coll_gpu_backend host
+        --mca mca_base_component_path "$PLUGIN_DIR:$pkglibdir")
+    if [ "$(id -u)" -eq 0 ]; then
+        MPIRUN+=(--allow-run-as-root)
+        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    fi
+    # shellcheck disable=SC2206 # word splitting of the user's extra arguments is wanted
+    [ -n "${CGPU_MPIRUN_EXTRA:-}" ] && MPIRUN+=(${CGPU_MPIRUN_EXTRA})
+
+    programs=("${MPI_TESTS[@]}")
+    for t in "$BIN"/mpi/test_*; do
+        p=$(basename "$t")
+        case "$p" in *.*) continue ;; esac
+        [ -f "$t" ] && [ -x "$t" ] || continue
+        case " ${programs[*]} " in *" $p "*) ;; *) programs+=("$p") ;; esac
+    done
+
+    shm_before=$(cgpu_shm_entries)
+    if [ -n "$shm_before" ]; then
+        echo "WARNING: /dev/shm already holds cgpu* entries before the MPI runs (not counted):"
+        echo "$shm_before" | sed 's/^/    /'
+    fi
+
+    for p in "${programs[@]}"; do
+        exe="$BIN/mpi/$p"
+        # shellcheck disable=SC2206
+        extra=(${MPI_TEST_ARGS[$p]:-})
+        for np in $NPS; do
+            name="$p.np$np"
+            if [ ! -x "$exe" ]; then
+                echo "FAIL $name"
+                echo "    $exe is not built"
+                failed=$((failed + 1))
+                continue
+            fi
+            run_test "$name" "${MPIRUN[@]}" "${extra[@]}" -np "$np" "$exe"
+        done
+    done
+
+    if [ -x "$DEMO" ]; then
+        run_test "demo.np4" "${MPIRUN[@]}" -np 4 "$DEMO"
+    fi
+
+    # ---- nothing of ours left in /dev/shm ----
+    shm_after=$(cgpu_shm_entries)
+    leaked=$(comm -13 <(echo "$shm_before") <(echo "$shm_after") | sed '/^$/d')
+    log="$LOGDIR/shm.no_cgpu_leftovers.log"
+    if [ -z "$leaked" ]; then
+        echo "no new cgpu* entries in /dev/shm" >"$log"
+        record "shm.no_cgpu_leftovers" 0
+    else
+        {
+            echo "the MPI runs left these entries in /dev/shm:"
+            echo "$leaked"
+        } >"$log"
+        record "shm.no_cgpu_leftovers" 1 "$log"
+    fi
+fi
+
+echo "logs are in $LOGDIR"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

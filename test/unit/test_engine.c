@@ -1,0 +1,1568 @@
+/*
+ * Unit test of the coll/gpu engine (coll_gpu/engine/, btl_glue/cgpu_shm.c) on the host
+ * backend, with in-process ranks made by fork().
+ *
+ * The engine reaches its peers only through a bootstrap (allgather and barrier), so the
+ * test gives every group of forked ranks one here: an anonymous MAP_SHARED mapping made
+ * before fork(), a slot of bytes per rank and a generation-counter barrier on C11
+ * atomics. Each child starts the engine, creates a communicator, runs one scenario and
+ * exits with a non-zero status if any of its checks failed; the parent waits for all of
+ * them with a deadline, kills what is left after a failure or a hang, and turns every
+ * rank's exit status into a CUnit assertion.
+ *
+ * CUnit's assertions must not be used inside a child: they would only change the
+ * child's copy of the registry. Children use CHILD_CHECK / CHILD_CHECKF, which print
+ * file:line with the rank and count the failure; the count becomes the exit status.
+ * A failed check never skips a collective by itself, so the ranks stay in lockstep and
+ * every mismatch of a run is reported, not only the first rank's.
+ *
+ * Every reference result is computed here with plain scalar code from the deterministic
+ * inputs of all ranks; nothing calls cgpu_reduce_host() to produce an expected value.
+ *
+ * The engine runs with small slots (4 KiB, 2 per queue) and a small alltoall stage
+ * (8 KiB), so that the ring pipeline loops and wraps its queue many times and an alltoall
+ * of 100000 bytes per peer takes dozens of rounds.
+ *
+ * `make check` builds it against libcgpu_engine.la. By hand, from the repository root of
+ * a tree configured without CUDA (cgpu_config.h without CGPU_HAVE_CUDA):
+ *   gcc -std=gnu11 -O2 -g -Wall -Wextra -I. -Icoll_gpu/engine coll_gpu/engine/cgpu_*.c \
+ *       btl_glue/cgpu_*.c kernels/cgpu_reduce_host.c test/unit/test_engine.c \
+ *       -lcunit -lpthread -lrt -o /tmp/test_engine && /tmp/test_engine
+ * CGPU_TEST_VERBOSE=1 prints every engine message with the rank that logged it.
+ */
+
+#include <CUnit/Basic.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "btl_glue/cgpu_shm.h"
+#include "cgpu_engine.h"
+
+enum {
+    TEST_MAX_RANKS = 8,
+    TEST_BOOT_SLOT_BYTES = 4096, /* largest allgather the bootstrap carries per rank */
+    TEST_SLOT_BYTES = 4096,      /* engine ring slot */
+    TEST_NSLOTS = 2,             /* engine ring queue depth */
+    TEST_STAGE_BYTES = 8192,     /* engine alltoall stage */
+    TEST_GUARD_BYTES = 64,       /* bytes after every receive buffer that must stay intact */
+    TEST_RUN_TIMEOUT_S = 30,     /* one group of ranks, one scenario */
+    TEST_FAIL_GRACE_MS = 1000,   /* after a rank failed, how long the others get to finish */
+    TEST_MAX_REPORTS = 20,       /* failure lines one child prints at most */
+    TEST_DTYPE_COUNT = 1201,     /* elements per dtype x op allreduce (a prime) */
+    TEST_LOCKSTEP_OPS = 2000,
+};
+
+/* Byte that fills every buffer region the engine must not write. */
+#define TEST_GUARD_FILL 0xA5
+
+#define TEST_ARRAY_LEN(arr) (sizeof(arr) / sizeof((arr)[0]))
+
+/* Group sizes every multi-rank case runs with: even, odd, a power of two and a prime. */
+static const int test_rank_counts[] = {2, 3, 4, 7};
+
+/* Set from CGPU_TEST_VERBOSE: print every engine message. */
+static bool test_verbose;
+
+/* ------------------------------------------------------------------------------------- */
+/* The bootstrap of forked ranks                                                          */
+/* ------------------------------------------------------------------------------------- */
+
+/* Shared by one group of ranks; mapped before fork(), so every child sees the same page. */
+typedef struct boot_area {
+    _Atomic unsigned int arrived;    /* ranks in the current barrier */
+    _Atomic unsigned int generation; /* completed barriers */
+    _Atomic int aborted;             /* set by the parent once a rank failed: stop waiting */
+    int size;
+    unsigned char slot[TEST_MAX_RANKS][TEST_BOOT_SLOT_BYTES];
+} boot_area_t;
+
+typedef struct boot_ctx {
+    boot_area_t *area;
+    int rank;
+} boot_ctx_t;
+
+/*
+ * Generation-counter barrier. The generation is read before arriving, and only the last
+ * rank to arrive moves it on (after resetting the arrival count), so it cannot change
+ * between a rank's read and its arrival.
+ */
+static cgpu_status_t boot_barrier(void *ctx)
+{
+    boot_area_t *area = ((boot_ctx_t *) ctx)->area;
+    const unsigned int gen = atomic_load(&area->generation);
+    unsigned int spins = 0;
+
+    if ((unsigned int) area->size - 1 == atomic_fetch_add(&area->arrived, 1)) {
+        atomic_store(&area->arrived, 0);
+        atomic_fetch_add(&area->generation, 1);
+        return CGPU_OK;
+    }
+    while (gen == atomic_load(&area->generation)) {
+        if (0 != atomic_load(&area->aborted)) {
+            return CGPU_ERR_BOOTSTRAP;
+        }
+        /* More ranks than cores: give the CPU away, and stop polling hard after a while. */
+        if (++spins < 1000) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return CGPU_OK;
+}
+
+/* Publish into our slot, wait for everyone, read every slot, wait until all have read. */
+static cgpu_status_t boot_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
+{
+    boot_ctx_t *bc = ctx;
+    boot_area_t *area = bc->area;
+    cgpu_status_t st;
+
+    if (bytes > TEST_BOOT_SLOT_BYTES) {
+        /* bytes is the same on every rank, so every rank refuses alike */
+        return CGPU_ERR_INVALID_ARG;
+    }
+    memcpy(area->slot[bc->rank], sbuf, bytes);
+    st = boot_barrier(ctx);
+    if (CGPU_OK != st) {
+        return st;
+    }
+    for (int i = 0; i < area->size; ++i) {
+        memcpy((unsigned char *) rbuf + (size_t) i * bytes, area->slot[i], bytes);
+    }
+    return boot_barrier(ctx);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Inside a child: checks, engine log capture, common set-up                              */
+/* ------------------------------------------------------------------------------------- */
+
+/* What a scenario sees of its rank. */
+typedef struct test_rank {
+    int rank;
+    int size;
+    cgpu_bootstrap_t bs;
+    boot_ctx_t boot;
+    pid_t pids[TEST_MAX_RANKS]; /* every rank's process, for the /dev/shm checks */
+    const void *arg;            /* scenario parameter from the case */
+} test_rank_t;
+
+typedef void (*test_scenario_fn_t)(test_rank_t *t);
+
+static int child_rank = -1;
+static int child_size;
+static int child_failures;
+static int child_warnings;
+static bool child_warnings_expected; /* the scenario provokes engine warnings on purpose */
+static char child_last_warning[512];
+
+static bool child_check(bool ok, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Count a failure and say where it happened; returns @p ok so callers can branch on it. */
+static bool child_check(bool ok, const char *file, int line, const char *fmt, ...)
+{
+    if (ok) {
+        return true;
+    }
+    if (child_failures < TEST_MAX_REPORTS) {
+        char msg[512];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "    %s:%d: rank %d of %d: %s\n", file, line, child_rank, child_size,
+                msg);
+    }
+    ++child_failures;
+    return false;
+}
+
+#define CHILD_CHECK(cond) child_check(!!(cond), __FILE__, __LINE__, "check failed: %s", #cond)
+#define CHILD_CHECKF(cond, ...) child_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+
+/* The engine's log sink in children: warnings are counted, everything printed on demand. */
+static void test_log(int level, const char *msg)
+{
+    if (CGPU_LOG_WARN == level) {
+        ++child_warnings;
+        snprintf(child_last_warning, sizeof(child_last_warning), "%s", msg);
+    }
+    if (test_verbose) {
+        fprintf(stderr, "    [rank %d of %d] coll/gpu (%d): %s\n", child_rank, child_size, level,
+                msg);
+    }
+}
+
+/* The configuration every scenario starts from. */
+static void child_config(cgpu_config_t *cfg)
+{
+    cgpu_config_default(cfg);
+    cfg->backend = CGPU_BACKEND_HOST;
+    cfg->slot_bytes = TEST_SLOT_BYTES;
+    cfg->nslots = TEST_NSLOTS;
+    cfg->stage_bytes = TEST_STAGE_BYTES;
+    cfg->log = test_log;
+}
+
+/* Start the engine with @p cfg and create a communicator; false after reporting why not. */
+static bool child_start(test_rank_t *t, const cgpu_config_t *cfg, cgpu_comm_t **comm)
+{
+    cgpu_status_t st = cgpu_engine_init(cfg);
+
+    if (!CHILD_CHECKF(CGPU_OK == st, "cgpu_engine_init: %s", cgpu_status_string(st))) {
+        return false;
+    }
+    st = cgpu_comm_create(&t->bs, comm);
+    if (!CHILD_CHECKF(CGPU_OK == st, "cgpu_comm_create: %s", cgpu_status_string(st))) {
+        return false;
+    }
+    return CHILD_CHECK(NULL != *comm) && CHILD_CHECK(t->rank == cgpu_comm_rank(*comm)) &&
+           CHILD_CHECK(t->size == cgpu_comm_size(*comm));
+}
+
+/* Number of names /dev/shm holds for segments of process @p pid; removes them if asked. */
+static int shm_names_of(pid_t pid, bool remove)
+{
+    char prefix[32];
+    size_t len;
+    struct dirent *e;
+    int n = 0;
+    DIR *dir = opendir("/dev/shm");
+
+    if (NULL == dir) {
+        return 0;
+    }
+    snprintf(prefix, sizeof(prefix), "cgpu-%d-", (int) pid);
+    len = strlen(prefix);
+    while (NULL != (e = readdir(dir))) {
+        if (0 == strncmp(e->d_name, prefix, len)) {
+            ++n;
+            if (remove) {
+                char name[300];
+
+                snprintf(name, sizeof(name), "/%s", e->d_name);
+                shm_unlink(name);
+            }
+        }
+    }
+    closedir(dir);
+    return n;
+}
+
+/*
+ * No rank of the group has a segment name in /dev/shm. Collective: the first barrier
+ * lets every rank finish what it was doing, the second keeps a fast rank from creating
+ * its next segment while a slow one is still looking.
+ */
+static void check_no_shm_names(test_rank_t *t, const char *when)
+{
+    CHILD_CHECKF(CGPU_OK == t->bs.barrier(t->bs.ctx), "barrier before the /dev/shm check");
+    for (int r = 0; r < t->size; ++r) {
+        int n = shm_names_of(t->pids[r], false);
+
+        CHILD_CHECKF(0 == n, "%s: rank %d (pid %d) has %d segment name(s) in /dev/shm", when, r,
+                     (int) t->pids[r], n);
+    }
+    CHILD_CHECKF(CGPU_OK == t->bs.barrier(t->bs.ctx), "barrier after the /dev/shm check");
+}
+
+/* Every rank's @p st is the same; returns false (after reporting) if not. */
+static bool check_same_status(test_rank_t *t, cgpu_status_t st, const char *what)
+{
+    int32_t mine = (int32_t) st, all[TEST_MAX_RANKS];
+    bool same = true;
+
+    if (!CHILD_CHECKF(CGPU_OK == t->bs.allgather(t->bs.ctx, &mine, all, sizeof(mine)),
+                      "allgather of the %s status", what)) {
+        return false;
+    }
+    for (int r = 0; r < t->size; ++r) {
+        same = CHILD_CHECKF(all[r] == mine, "%s: rank %d got %s, this rank got %s", what, r,
+                            cgpu_status_string((cgpu_status_t) all[r]),
+                            cgpu_status_string(st)) &&
+               same;
+    }
+    return same;
+}
+
+/* The child: run the scenario, then the checks every scenario must pass, then exit. */
+static void child_main(boot_area_t *area, int rank, int size, test_scenario_fn_t fn,
+                       const void *arg) __attribute__((noreturn));
+
+static void child_main(boot_area_t *area, int rank, int size, test_scenario_fn_t fn,
+                       const void *arg)
+{
+    test_rank_t t;
+    int32_t pid = (int32_t) getpid(), pids[TEST_MAX_RANKS];
+
+    child_rank = rank;
+    child_size = size;
+    memset(&t, 0, sizeof(t));
+    t.rank = rank;
+    t.size = size;
+    t.arg = arg;
+    t.boot.area = area;
+    t.boot.rank = rank;
+    t.bs.ctx = &t.boot;
+    t.bs.rank = rank;
+    t.bs.size = size;
+    t.bs.allgather = boot_allgather;
+    t.bs.barrier = boot_barrier;
+
+    if (CHILD_CHECK(CGPU_OK == boot_allgather(&t.boot, &pid, pids, sizeof(pid)))) {
+        for (int r = 0; r < size; ++r) {
+            t.pids[r] = (pid_t) pids[r];
+        }
+        fn(&t);
+    }
+
+    CHILD_CHECKF(0 == cgpu_shm_mapped_count(), "%d segment(s) still mapped after the scenario",
+                 cgpu_shm_mapped_count());
+    cgpu_engine_fini();
+    CHILD_CHECKF(0 == child_warnings || child_warnings_expected,
+                 "%d unexpected engine warning(s), the last: \"%s\"", child_warnings,
+                 child_last_warning);
+    /*
+     * exit(), not _exit(): stdout was flushed before fork() so nothing is printed twice,
+     * and under -fsanitize=address the leak check then runs in every rank too.
+     */
+    exit(0 == child_failures ? EXIT_SUCCESS : EXIT_FAILURE);
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* In the parent: fork a group, wait with a deadline, judge the exit statuses             */
+/* ------------------------------------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* SIGKILL the ranks still running and reap them. */
+static void kill_remaining(const pid_t *pids, bool *done, int *status, bool *killed, int n)
+{
+    for (int r = 0; r < n; ++r) {
+        if (!done[r]) {
+            kill(pids[r], SIGKILL);
+            killed[r] = true;
+        }
+    }
+    for (int r = 0; r < n; ++r) {
+        if (!done[r]) {
+            while (waitpid(pids[r], &status[r], 0) < 0 && EINTR == errno) {
+            }
+            done[r] = true;
+        }
+    }
+}
+
+/*
+ * Run @p fn in @p size forked ranks. Returns true when every rank exited with status 0
+ * within TEST_RUN_TIMEOUT_S and no rank left a segment name in /dev/shm; otherwise says
+ * on stderr which rank did what, and removes whatever the ranks left in /dev/shm.
+ */
+static bool run_ranks(const char *what, int size, test_scenario_fn_t fn, const void *arg)
+{
+    pid_t pids[TEST_MAX_RANKS];
+    int status[TEST_MAX_RANKS] = {0};
+    bool done[TEST_MAX_RANKS] = {false}, killed[TEST_MAX_RANKS] = {false};
+    int started = 0, remaining;
+    int64_t deadline, give_up_at = -1;
+    bool ok = true, timed_out = false;
+    boot_area_t *area;
+
+    if (size < 1 || size > TEST_MAX_RANKS) {
+        fprintf(stderr, "\n    %s: %d ranks is outside 1..%d\n", what, size, TEST_MAX_RANKS);
+        return false;
+    }
+    area = mmap(NULL, sizeof(*area), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (MAP_FAILED == area) {
+        fprintf(stderr, "\n    %s: cannot map the bootstrap area: %s\n", what, strerror(errno));
+        return false;
+    }
+    area->size = size;
+
+    fflush(stdout);
+    fflush(stderr);
+    for (started = 0; started < size; ++started) {
+        pid_t pid = fork();
+
+        if (0 == pid) {
+            child_main(area, started, size, fn, arg);
+        }
+        if (pid < 0) {
+            fprintf(stderr, "\n    %s: fork of rank %d failed: %s\n", what, started,
+                    strerror(errno));
+            atomic_store(&area->aborted, 1);
+            kill_remaining(pids, done, status, killed, started);
+            munmap(area, sizeof(*area));
+            return false;
+        }
+        pids[started] = pid;
+    }
+
+    deadline = now_ms() + (int64_t) TEST_RUN_TIMEOUT_S * 1000;
+    remaining = size;
+    while (remaining > 0) {
+        for (int r = 0; r < size; ++r) {
+            if (done[r] || pids[r] != waitpid(pids[r], &status[r], WNOHANG)) {
+                continue;
+            }
+            done[r] = true;
+            --remaining;
+            if ((!WIFEXITED(status[r]) || 0 != WEXITSTATUS(status[r])) && give_up_at < 0) {
+                /* Its peers may now wait forever on it: give them a moment, then stop. */
+                atomic_store(&area->aborted, 1);
+                give_up_at = now_ms() + TEST_FAIL_GRACE_MS;
+            }
+        }
+        if (0 == remaining) {
+            break;
+        }
+        if (now_ms() >= deadline) {
+            timed_out = true;
+            kill_remaining(pids, done, status, killed, size);
+            break;
+        }
+        if (give_up_at >= 0 && now_ms() >= give_up_at) {
+            kill_remaining(pids, done, status, killed, size);
+            break;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+
+    for (int r = 0; r < size; ++r) {
+        int left = shm_names_of(pids[r], true);
+
+        if (killed[r]) {
+            fprintf(stderr, "\n    %s, %d ranks: rank %d killed %s\n", what, size, r,
+                    timed_out ? "after the deadline (hang?)" : "after another rank failed");
+            ok = false;
+        } else if (WIFSIGNALED(status[r])) {
+            fprintf(stderr, "\n    %s, %d ranks: rank %d died of signal %d\n", what, size, r,
+                    WTERMSIG(status[r]));
+            ok = false;
+        } else if (!WIFEXITED(status[r]) || 0 != WEXITSTATUS(status[r])) {
+            fprintf(stderr, "\n    %s, %d ranks: rank %d exited with status %d\n", what, size, r,
+                    WEXITSTATUS(status[r]));
+            ok = false;
+        }
+        if (0 != left) {
+            fprintf(stderr, "\n    %s, %d ranks: rank %d left %d segment name(s) in /dev/shm\n",
+                    what, size, r, left);
+            ok = false;
+        }
+    }
+    munmap(area, sizeof(*area));
+    return ok;
+}
+
+/* CU_ASSERT one run per group size of test_rank_counts. */
+static void run_for_each_size(const char *what, test_scenario_fn_t fn, const void *arg)
+{
+    for (size_t k = 0; k < TEST_ARRAY_LEN(test_rank_counts); ++k) {
+        CU_ASSERT_TRUE(run_ranks(what, test_rank_counts[k], fn, arg));
+    }
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Element types, deterministic inputs and the scalar reference                           */
+/* ------------------------------------------------------------------------------------- */
+
+typedef enum test_kind {
+    TEST_KIND_SIGNED,
+    TEST_KIND_UNSIGNED,
+    TEST_KIND_FLOAT,
+    TEST_KIND_BOOL,
+} test_kind_t;
+
+/* What the test knows about each element type, independently of the engine. */
+static const struct {
+    size_t size;
+    test_kind_t kind;
+    unsigned int bits; /* value bits of the integer and bool types */
+} test_types[CGPU_DT_COUNT] = {
+    [CGPU_DT_INT8] = {sizeof(int8_t), TEST_KIND_SIGNED, 8},
+    [CGPU_DT_UINT8] = {sizeof(uint8_t), TEST_KIND_UNSIGNED, 8},
+    [CGPU_DT_INT16] = {sizeof(int16_t), TEST_KIND_SIGNED, 16},
+    [CGPU_DT_UINT16] = {sizeof(uint16_t), TEST_KIND_UNSIGNED, 16},
+    [CGPU_DT_INT32] = {sizeof(int32_t), TEST_KIND_SIGNED, 32},
+    [CGPU_DT_UINT32] = {sizeof(uint32_t), TEST_KIND_UNSIGNED, 32},
+    [CGPU_DT_INT64] = {sizeof(int64_t), TEST_KIND_SIGNED, 64},
+    [CGPU_DT_UINT64] = {sizeof(uint64_t), TEST_KIND_UNSIGNED, 64},
+    [CGPU_DT_FLOAT32] = {sizeof(float), TEST_KIND_FLOAT, 0},
+    [CGPU_DT_FLOAT64] = {sizeof(double), TEST_KIND_FLOAT, 0},
+    [CGPU_DT_LONG_DOUBLE] = {sizeof(long double), TEST_KIND_FLOAT, 0},
+    [CGPU_DT_BOOL] = {sizeof(_Bool), TEST_KIND_BOOL, 8},
+};
+
+/*
+ * Floating inputs: small dyadic values, so that any sum or product of up to
+ * TEST_MAX_RANKS of them is exact in float and the order in which the ring folds the
+ * contributions cannot change the result. No -0.0: MIN/MAX of zeros stays unambiguous.
+ */
+static const long double float_pool[8] = {-2.0L, -1.0L, -0.5L, 0.0L, 0.5L, 1.0L, 2.0L, 3.0L};
+
+/* One element: the bit pattern of an integer or bool, or a floating value. */
+typedef struct test_value {
+    uint64_t bits;
+    long double f;
+} test_value_t;
+
+/* splitmix64's finalizer: deterministic, so a failure reproduces. */
+static uint64_t mix64(uint64_t x)
+{
+    x += UINT64_C(0x9E3779B97F4A7C15);
+    x = (x ^ (x >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    x = (x ^ (x >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return x ^ (x >> 31);
+}
+
+static uint64_t width_mask(unsigned int bits)
+{
+    return (64 == bits) ? UINT64_MAX : ((UINT64_C(1) << bits) - 1);
+}
+
+/* Two's complement value of the low @p bits bits of @p pattern, computed without UB. */
+static int64_t sign_extend(uint64_t pattern, unsigned int bits)
+{
+    const uint64_t mask = width_mask(bits);
+    const uint64_t sign = UINT64_C(1) << (bits - 1);
+
+    pattern &= mask;
+    if (0 == (pattern & sign)) {
+        return (int64_t) pattern;
+    }
+    return -(int64_t) (~pattern & mask) - 1;
+}
+
+/*
+ * Element @p i of rank @p rank's contribution. Integers are 0, all ones (-1), 1 or a
+ * random pattern, so that the logical operators see both truth values and the bitwise
+ * ones see mixed bits; bools are true seven times in eight, so LAND is not always 0.
+ */
+static test_value_t input_value(cgpu_dtype_t dt, uint64_t seed, int rank, size_t i)
+{
+    const uint64_t h = mix64(mix64(seed ^ ((uint64_t) rank << 56)) ^ (uint64_t) i);
+    test_value_t v = {0, 0.0L};
+
+    switch (test_types[dt].kind) {
+    case TEST_KIND_SIGNED:
+    case TEST_KIND_UNSIGNED:
+        switch (h & 7) {
+        case 0:
+            v.bits = 0;
+            break;
+        case 1:
+            v.bits = UINT64_MAX;
+            break;
+        case 2:
+            v.bits = 1;
+            break;
+        default:
+            v.bits = h >> 8;
+            break;
+        }
+        v.bits &= width_mask(test_types[dt].bits);
+        break;
+    case TEST_KIND_FLOAT:
+        v.f = float_pool[h & 7];
+        break;
+    case TEST_KIND_BOOL:
+        v.bits = (0 != (h & 7)) ? 1 : 0;
+        break;
+    }
+    return v;
+}
+
+/* Store element @p i of a buffer of @p dt (memcpy: no alignment assumed). */
+static void store_value(cgpu_dtype_t dt, void *buf, size_t i, test_value_t v)
+{
+    unsigned char *p = (unsigned char *) buf + i * test_types[dt].size;
+
+    switch (dt) {
+    case CGPU_DT_INT8:
+    case CGPU_DT_UINT8:
+    case CGPU_DT_BOOL: {
+        uint8_t x = (uint8_t) v.bits;
+        memcpy(p, &x, sizeof(x));
+        break;
+    }
+    case CGPU_DT_INT16:
+    case CGPU_DT_UINT16: {
+        uint16_t x = (uint16_t) v.bits;
+        memcpy(p, &x, sizeof(x));
+        break;
+    }
+    case CGPU_DT_INT32:
+    case CGPU_DT_UINT32: {
+        uint32_t x = (uint32_t) v.bits;
+        memcpy(p, &x, sizeof(x));
+        break;
+    }
+    case CGPU_DT_INT64:
+    case CGPU_DT_UINT64:
+        memcpy(p, &v.bits, sizeof(v.bits));
+        break;
+    case CGPU_DT_FLOAT32: {
+        float x = (float) v.f;
+        memcpy(p, &x, sizeof(x));
+        break;
+    }
+    case CGPU_DT_FLOAT64: {
+        double x = (double) v.f;
+        memcpy(p, &x, sizeof(x));
+        break;
+    }
+    case CGPU_DT_LONG_DOUBLE:
+        memcpy(p, &v.f, sizeof(v.f));
+        break;
+    default:
+        break;
+    }
+}
+
+/* Load element @p i of a buffer of @p dt. */
+static test_value_t load_value(cgpu_dtype_t dt, const void *buf, size_t i)
+{
+    const unsigned char *p = (const unsigned char *) buf + i * test_types[dt].size;
+    test_value_t v = {0, 0.0L};
+
+    switch (dt) {
+    case CGPU_DT_INT8:
+    case CGPU_DT_UINT8:
+    case CGPU_DT_BOOL: {
+        uint8_t x;
+        memcpy(&x, p, sizeof(x));
+        v.bits = x;
+        break;
+    }
+    case CGPU_DT_INT16:
+    case CGPU_DT_UINT16: {
+        uint16_t x;
+        memcpy(&x, p, sizeof(x));
+        v.bits = x;
+        break;
+    }
+    case CGPU_DT_INT32:
+    case CGPU_DT_UINT32: {
+        uint32_t x;
+        memcpy(&x, p, sizeof(x));
+        v.bits = x;
+        break;
+    }
+    case CGPU_DT_INT64:
+    case CGPU_DT_UINT64:
+        memcpy(&v.bits, p, sizeof(v.bits));
+        break;
+    case CGPU_DT_FLOAT32: {
+        float x;
+        memcpy(&x, p, sizeof(x));
+        v.f = x;
+        break;
+    }
+    case CGPU_DT_FLOAT64: {
+        double x;
+        memcpy(&x, p, sizeof(x));
+        v.f = x;
+        break;
+    }
+    case CGPU_DT_LONG_DOUBLE:
+        memcpy(&v.f, p, sizeof(v.f));
+        break;
+    default:
+        break;
+    }
+    return v;
+}
+
+/* a op b, in plain scalar code: wrap-around modulo 2^bits, signed MIN/MAX, 0/1 logicals. */
+static test_value_t combine(cgpu_dtype_t dt, cgpu_op_t op, test_value_t a, test_value_t b)
+{
+    const unsigned int bits = test_types[dt].bits;
+    const bool ta = (0 != a.bits), tb = (0 != b.bits);
+    test_value_t r = {0, 0.0L};
+    bool a_less;
+
+    if (TEST_KIND_FLOAT == test_types[dt].kind) {
+        switch (op) {
+        case CGPU_OP_SUM:
+            r.f = a.f + b.f;
+            break;
+        case CGPU_OP_PROD:
+            r.f = a.f * b.f;
+            break;
+        case CGPU_OP_MIN:
+            r.f = (a.f < b.f) ? a.f : b.f;
+            break;
+        case CGPU_OP_MAX:
+            r.f = (a.f > b.f) ? a.f : b.f;
+            break;
+        default:
+            break;
+        }
+        return r;
+    }
+    if (TEST_KIND_SIGNED == test_types[dt].kind) {
+        a_less = sign_extend(a.bits, bits) < sign_extend(b.bits, bits);
+    } else {
+        a_less = a.bits < b.bits;
+    }
+    switch (op) {
+    case CGPU_OP_SUM:
+        r.bits = a.bits + b.bits;
+        break;
+    case CGPU_OP_PROD:
+        r.bits = a.bits * b.bits;
+        break;
+    case CGPU_OP_MIN:
+        r.bits = a_less ? a.bits : b.bits;
+        break;
+    case CGPU_OP_MAX:
+        r.bits = a_less ? b.bits : a.bits;
+        break;
+    case CGPU_OP_LAND:
+        r.bits = (ta && tb) ? 1 : 0;
+        break;
+    case CGPU_OP_LOR:
+        r.bits = (ta || tb) ? 1 : 0;
+        break;
+    case CGPU_OP_LXOR:
+        r.bits = (ta != tb) ? 1 : 0;
+        break;
+    case CGPU_OP_BAND:
+        r.bits = a.bits & b.bits;
+        break;
+    case CGPU_OP_BOR:
+        r.bits = a.bits | b.bits;
+        break;
+    case CGPU_OP_BXOR:
+        r.bits = a.bits ^ b.bits;
+        break;
+    default:
+        break;
+    }
+    r.bits &= width_mask(bits);
+    return r;
+}
+
+/* Element @p i of the allreduce result over @p size ranks. */
+static test_value_t reference_value(cgpu_dtype_t dt, cgpu_op_t op, uint64_t seed, int size,
+                                    size_t i)
+{
+    test_value_t acc = input_value(dt, seed, 0, i);
+
+    for (int r = 1; r < size; ++r) {
+        acc = combine(dt, op, acc, input_value(dt, seed, r, i));
+    }
+    return acc;
+}
+
+static bool same_value(cgpu_dtype_t dt, test_value_t expected, test_value_t got)
+{
+    if (TEST_KIND_FLOAT == test_types[dt].kind) {
+        return expected.f == got.f;
+    }
+    return expected.bits == got.bits;
+}
+
+static const char *format_value(cgpu_dtype_t dt, test_value_t v, char *buf, size_t len)
+{
+    if (TEST_KIND_FLOAT == test_types[dt].kind) {
+        snprintf(buf, len, "%Lg", v.f);
+    } else {
+        snprintf(buf, len, "0x%llx", (unsigned long long) v.bits);
+    }
+    return buf;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Checked collectives (inside a child)                                                   */
+/* ------------------------------------------------------------------------------------- */
+
+/* The guard bytes after @p buf + @p bytes are untouched. */
+static bool check_guard(const unsigned char *buf, size_t bytes, const char *what)
+{
+    for (size_t k = 0; k < TEST_GUARD_BYTES; ++k) {
+        if (TEST_GUARD_FILL != buf[bytes + k]) {
+            return CHILD_CHECKF(false, "%s: byte %zu past the end of the receive buffer written",
+                                what, k);
+        }
+    }
+    return true;
+}
+
+/*
+ * One allreduce of @p count elements on @p comm, checked element by element against the
+ * scalar reference, plus: nothing written past the end, sbuf untouched when not in place.
+ */
+static bool check_allreduce(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, size_t count,
+                            bool in_place, uint64_t seed)
+{
+    const int me = cgpu_comm_rank(comm), size = cgpu_comm_size(comm);
+    const size_t bytes = count * test_types[dt].size, total = bytes + TEST_GUARD_BYTES;
+    unsigned char *sbuf = malloc(total), *rbuf = malloc(total), *orig = malloc(total);
+    char what[96], e[64], g[64];
+    cgpu_status_t st;
+    bool ok = true;
+
+    snprintf(what, sizeof(what), "allreduce %s %s of %zu%s", cgpu_dtype_name(dt),
+             cgpu_op_name(op), count, in_place ? " in place" : "");
+    /* A rank that cannot allocate a few kilobytes cannot stay in lockstep either. */
+    if (NULL == sbuf || NULL == rbuf || NULL == orig) {
+        fprintf(stderr, "    rank %d: out of memory in %s\n", me, what);
+        exit(EXIT_FAILURE);
+    }
+    memset(sbuf, TEST_GUARD_FILL, total);
+    for (size_t i = 0; i < count; ++i) {
+        store_value(dt, sbuf, i, input_value(dt, seed, me, i));
+    }
+    memcpy(orig, sbuf, total);
+    if (in_place) {
+        memcpy(rbuf, sbuf, total);
+    } else {
+        memset(rbuf, TEST_GUARD_FILL, total);
+    }
+
+    st = cgpu_allreduce(comm, in_place ? rbuf : sbuf, rbuf, count, dt, op,
+                        CGPU_ALLREDUCE_AUTO);
+    ok = CHILD_CHECKF(CGPU_OK == st, "%s returned %s", what, cgpu_status_string(st));
+    for (size_t i = 0; ok && i < count; ++i) {
+        const test_value_t expected = reference_value(dt, op, seed, size, i);
+        const test_value_t got = load_value(dt, rbuf, i);
+
+        ok = CHILD_CHECKF(same_value(dt, expected, got), "%s: element %zu is %s, expected %s",
+                          what, i, format_value(dt, got, g, sizeof(g)),
+                          format_value(dt, expected, e, sizeof(e)));
+    }
+    ok = check_guard(rbuf, bytes, what) && ok;
+    if (!in_place) {
+        ok = CHILD_CHECKF(0 == memcmp(sbuf, orig, total), "%s: the send buffer was modified",
+                          what) &&
+             ok;
+    }
+    free(orig);
+    free(rbuf);
+    free(sbuf);
+    return ok;
+}
+
+/* Byte @p k of the block rank @p src sends to rank @p dst. */
+static unsigned char a2a_byte(uint64_t seed, int src, int dst, size_t k)
+{
+    return (unsigned char) mix64(seed ^ ((uint64_t) src << 56) ^ ((uint64_t) dst << 48) ^
+                                 (uint64_t) k);
+}
+
+/* One alltoall of @p bytes per peer, checked byte by byte against a2a_byte(src, dst, k). */
+static bool check_alltoall(cgpu_comm_t *comm, size_t bytes, bool in_place, uint64_t seed)
+{
+    const int me = cgpu_comm_rank(comm), size = cgpu_comm_size(comm);
+    const size_t all = (size_t) size * bytes, total = all + TEST_GUARD_BYTES;
+    unsigned char *sbuf = malloc(total), *rbuf = malloc(total), *orig = malloc(total);
+    char what[96];
+    cgpu_status_t st;
+    bool ok;
+
+    snprintf(what, sizeof(what), "alltoall of %zu bytes per peer%s", bytes,
+             in_place ? " in place" : "");
+    if (NULL == sbuf || NULL == rbuf || NULL == orig) {
+        fprintf(stderr, "    rank %d: out of memory in %s\n", me, what);
+        exit(EXIT_FAILURE);
+    }
+    memset(sbuf, TEST_GUARD_FILL, total);
+    for (int p = 0; p < size; ++p) {
+        for (size_t k = 0; k < bytes; ++k) {
+            sbuf[(size_t) p * bytes + k] = a2a_byte(seed, me, p, k);
+        }
+    }
+    memcpy(orig, sbuf, total);
+    if (in_place) {
+        memcpy(rbuf, sbuf, total);
+    } else {
+        memset(rbuf, TEST_GUARD_FILL, total);
+    }
+
+    st = cgpu_alltoall(comm, in_place ? rbuf : sbuf, rbuf, bytes, CGPU_ALLTOALL_AUTO);
+    ok = CHILD_CHECKF(CGPU_OK == st, "%s returned %s", what, cgpu_status_string(st));
+    for (int p = 0; ok && p < size; ++p) {
+        for (size_t k = 0; ok && k < bytes; ++k) {
+            const unsigned char got = rbuf[(size_t) p * bytes + k];
+            const unsigned char expected = a2a_byte(seed, p, me, k);
+
+            ok = CHILD_CHECKF(expected == got, "%s: byte %zu from rank %d is 0x%02x, expected "
+                              "0x%02x", what, k, p, got, expected);
+        }
+    }
+    ok = check_guard(rbuf, all, what) && ok;
+    if (!in_place) {
+        ok = CHILD_CHECKF(0 == memcmp(sbuf, orig, total), "%s: the send buffer was modified",
+                          what) &&
+             ok;
+    }
+    free(orig);
+    free(rbuf);
+    free(sbuf);
+    return ok;
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Scenarios (each runs in every rank of a group)                                         */
+/* ------------------------------------------------------------------------------------- */
+
+/*
+ * int32 SUM over counts that hit every edge of the ring's chunking: empty, one element,
+ * fewer elements than ranks (empty chunks), primes, and one slot loop (size * slot
+ * elements) and its neighbours, then several loops so the two-slot queue wraps.
+ */
+static void scenario_allreduce_int32_counts(test_rank_t *t)
+{
+    const size_t loop = (size_t) t->size * (TEST_SLOT_BYTES / sizeof(int32_t));
+    const size_t counts[] = {0,    1,        (size_t) t->size - 1, 2,        3,           5,
+                             13,   97,       1021,                 4099,     loop - 1,    loop,
+                             loop + 1,       3 * loop + 17};
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+    cgpu_status_t st;
+
+    child_config(&cfg);
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    for (size_t k = 0; k < TEST_ARRAY_LEN(counts); ++k) {
+        check_allreduce(comm, CGPU_DT_INT32, CGPU_OP_SUM, counts[k], false, 100 + k);
+        check_allreduce(comm, CGPU_DT_INT32, CGPU_OP_SUM, counts[k], true, 200 + k);
+    }
+    st = cgpu_allreduce(comm, NULL, NULL, 0, CGPU_DT_INT32, CGPU_OP_SUM, CGPU_ALLREDUCE_RING);
+    CHILD_CHECKF(CGPU_OK == st, "allreduce of 0 elements with NULL buffers: %s",
+                 cgpu_status_string(st));
+    /* one more after the empty ones, so a desynchronised queue would show */
+    check_allreduce(comm, CGPU_DT_INT32, CGPU_OP_SUM, loop + 3, false, 300);
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+}
+
+/* Every supported (dtype, op) pair, out of place and in place. */
+static void scenario_allreduce_every_dtype_and_op(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+    int pairs = 0;
+
+    child_config(&cfg);
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    for (int dt = 0; dt < CGPU_DT_COUNT; ++dt) {
+        for (int op = 0; op < CGPU_OP_COUNT; ++op) {
+            const uint64_t seed = (uint64_t) (dt * CGPU_OP_COUNT + op) << 8;
+
+            if (!cgpu_reduce_supported((cgpu_dtype_t) dt, (cgpu_op_t) op)) {
+                continue;
+            }
+            ++pairs;
+            check_allreduce(comm, (cgpu_dtype_t) dt, (cgpu_op_t) op, TEST_DTYPE_COUNT, false,
+                            seed);
+            check_allreduce(comm, (cgpu_dtype_t) dt, (cgpu_op_t) op, TEST_DTYPE_COUNT, true,
+                            seed + 1);
+        }
+    }
+    /* 8 integer types x 10 ops, 3 floating x 4, bool x 3: nothing silently skipped */
+    CHILD_CHECKF(95 == pairs, "%d supported pairs, expected 95", pairs);
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+}
+
+/* Alltoall of 0, 1, 3, 1000 and 100000 bytes per peer, out of place and in place. */
+static void scenario_alltoall_sizes(test_rank_t *t)
+{
+    static const size_t sizes[] = {0, 1, 3, 1000, 100000};
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+    cgpu_status_t st;
+
+    child_config(&cfg);
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    for (size_t k = 0; k < TEST_ARRAY_LEN(sizes); ++k) {
+        check_alltoall(comm, sizes[k], false, 10 + k);
+        check_alltoall(comm, sizes[k], true, 20 + k);
+    }
+    st = cgpu_alltoall(comm, NULL, NULL, 0, CGPU_ALLTOALL_DIRECT);
+    CHILD_CHECKF(CGPU_OK == st, "alltoall of 0 bytes with NULL buffers: %s",
+                 cgpu_status_string(st));
+    check_alltoall(comm, 4097, false, 30);
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+}
+
+/* How one rank is made to fail creation. */
+typedef enum fault_kind {
+    FAULT_SLOT_BYTES,   /* a different slot size */
+    FAULT_NSLOTS,       /* a different queue depth */
+    FAULT_STAGE_BYTES,  /* a different alltoall stage */
+    FAULT_ENGINE_DOWN,  /* its engine is not started */
+    FAULT_AT_MAX_COMMS, /* it already holds max_comms communicators, the others do not */
+} fault_kind_t;
+
+typedef struct fault_arg {
+    const char *label;
+    fault_kind_t kind;
+    bool last_rank; /* the faulty rank is the last one (else rank 0) */
+    cgpu_status_t expected;
+} fault_arg_t;
+
+/*
+ * One rank cannot take part; every rank must return the same failure, hold nothing and
+ * leave nothing in /dev/shm. Afterwards the group must still be able to build a working
+ * communicator, so the failure did not leave anything half set up.
+ */
+static void scenario_create_agrees_on_failure(test_rank_t *t)
+{
+    const fault_arg_t *fault = t->arg;
+    const int faulty = fault->last_rank ? t->size - 1 : 0;
+    const bool me_faulty = (faulty == t->rank);
+    cgpu_config_t cfg;
+    cgpu_comm_t *held = NULL, *comm = (cgpu_comm_t *) &cfg; /* must be overwritten */
+    cgpu_status_t st;
+    int held_count = 0;
+
+    child_warnings_expected = true; /* layout mismatches and caps are warnings */
+    child_config(&cfg);
+    if (me_faulty) {
+        switch (fault->kind) {
+        case FAULT_SLOT_BYTES:
+            cfg.slot_bytes *= 2;
+            break;
+        case FAULT_NSLOTS:
+            cfg.nslots += 1;
+            break;
+        case FAULT_STAGE_BYTES:
+            cfg.stage_bytes += 64;
+            break;
+        case FAULT_AT_MAX_COMMS:
+            cfg.max_comms = 1;
+            break;
+        case FAULT_ENGINE_DOWN:
+            break;
+        }
+    }
+    if (!me_faulty || FAULT_ENGINE_DOWN != fault->kind) {
+        st = cgpu_engine_init(&cfg);
+        CHILD_CHECKF(CGPU_OK == st, "cgpu_engine_init: %s", cgpu_status_string(st));
+    }
+    if (FAULT_AT_MAX_COMMS == fault->kind) {
+        st = cgpu_comm_create(&t->bs, &held);
+        CHILD_CHECKF(CGPU_OK == st, "first create: %s", cgpu_status_string(st));
+        held_count = 1;
+    }
+
+    st = cgpu_comm_create(&t->bs, &comm);
+    CHILD_CHECKF(fault->expected == st, "create returned %s, expected %s",
+                 cgpu_status_string(st), cgpu_status_string(fault->expected));
+    check_same_status(t, st, "create");
+    CHILD_CHECK(NULL == comm);
+    CHILD_CHECKF(held_count == cgpu_engine_live_comms(), "%d live communicators, expected %d",
+                 cgpu_engine_live_comms(), held_count);
+    CHILD_CHECKF(held_count * t->size == cgpu_shm_mapped_count(),
+                 "%d segments mapped, expected %d", cgpu_shm_mapped_count(),
+                 held_count * t->size);
+    check_no_shm_names(t, "after the failed create");
+
+    /* Recovery: the faulty rank comes back with the common configuration. */
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&held));
+    if (me_faulty) {
+        cgpu_engine_fini();
+        child_config(&cfg);
+        st = cgpu_engine_init(&cfg);
+        CHILD_CHECKF(CGPU_OK == st, "cgpu_engine_init after the fault: %s",
+                     cgpu_status_string(st));
+    }
+    st = cgpu_comm_create(&t->bs, &comm);
+    if (CHILD_CHECKF(CGPU_OK == st, "create after recovery: %s", cgpu_status_string(st))) {
+        check_allreduce(comm, CGPU_DT_INT64, CGPU_OP_SUM, 3001, false, 7);
+        check_alltoall(comm, 5000, false, 7);
+        CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+    }
+}
+
+/* Every rank pretends to be on its own node: no inter-node transport, so all refuse. */
+static void scenario_different_nodes_are_refused(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+    cgpu_status_t st;
+
+    child_config(&cfg);
+    cfg.force_node_per_rank = true;
+    st = cgpu_engine_init(&cfg);
+    CHILD_CHECKF(CGPU_OK == st, "cgpu_engine_init: %s", cgpu_status_string(st));
+    st = cgpu_comm_create(&t->bs, &comm);
+    CHILD_CHECKF(CGPU_ERR_NOT_SUPPORTED == st, "create returned %s, expected %s",
+                 cgpu_status_string(st), cgpu_status_string(CGPU_ERR_NOT_SUPPORTED));
+    check_same_status(t, st, "create");
+    CHILD_CHECK(NULL == comm);
+    CHILD_CHECK(0 == cgpu_engine_live_comms());
+    CHILD_CHECK(0 == cgpu_shm_mapped_count());
+    check_no_shm_names(t, "after the refused create");
+}
+
+/* Release and fini may be repeated; fini releases what the owner forgot; init works again. */
+static void scenario_release_is_idempotent(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+    cgpu_status_t st;
+    int64_t x = 1, y = 0;
+
+    child_warnings_expected = true; /* the collective on a finalized engine is a warning */
+    child_config(&cfg);
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    st = cgpu_engine_init(&cfg);
+    CHILD_CHECKF(CGPU_ERR_STATE == st, "second cgpu_engine_init returned %s, expected %s",
+                 cgpu_status_string(st), cgpu_status_string(CGPU_ERR_STATE));
+
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+    CHILD_CHECK(NULL == comm);
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+    CHILD_CHECK(NULL == comm);
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(NULL));
+    CHILD_CHECK(0 == cgpu_engine_live_comms());
+    CHILD_CHECK(0 == cgpu_shm_mapped_count());
+
+    /* fini with a communicator still alive unmaps it; the glue releases it later */
+    st = cgpu_comm_create(&t->bs, &comm);
+    CHILD_CHECKF(CGPU_OK == st, "create: %s", cgpu_status_string(st));
+    CHILD_CHECK(CGPU_OK == t->bs.barrier(t->bs.ctx)); /* nobody finis while others create */
+    cgpu_engine_fini();
+    CHILD_CHECKF(0 == cgpu_shm_mapped_count(), "%d segment(s) mapped after fini",
+                 cgpu_shm_mapped_count());
+    st = cgpu_allreduce(comm, &x, &y, 1, CGPU_DT_INT64, CGPU_OP_SUM, CGPU_ALLREDUCE_AUTO);
+    CHILD_CHECKF(CGPU_ERR_STATE == st, "allreduce after fini returned %s, expected %s",
+                 cgpu_status_string(st), cgpu_status_string(CGPU_ERR_STATE));
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+    CHILD_CHECK(NULL == comm);
+    CHILD_CHECK(0 == cgpu_engine_live_comms());
+    cgpu_engine_fini();
+    cgpu_engine_fini();
+
+    /* and the engine starts again from scratch */
+    if (child_start(t, &cfg, &comm)) {
+        check_allreduce(comm, CGPU_DT_FLOAT64, CGPU_OP_SUM, 777, true, 11);
+        CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+        CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+    }
+    cgpu_engine_fini();
+    cgpu_engine_fini();
+    CHILD_CHECK(0 == cgpu_shm_mapped_count());
+}
+
+/* Once create has returned on every rank, no rank's segment has a name any more. */
+static void scenario_no_segment_name_left(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+
+    child_config(&cfg);
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    check_no_shm_names(t, "with the communicator alive");
+    /* the unlinked segments still carry data */
+    check_allreduce(comm, CGPU_DT_UINT16, CGPU_OP_BXOR, 5000, false, 3);
+    check_alltoall(comm, 3000, true, 3);
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+}
+
+/* Each live communicator maps size segments (its own and every peer's); release unmaps. */
+static void scenario_mapped_count_returns_to_zero(test_rank_t *t)
+{
+    const int per_comm = (t->size > 1) ? t->size : 0;
+    cgpu_config_t cfg;
+    cgpu_comm_t *a = NULL, *b = NULL;
+    cgpu_status_t st;
+
+    child_config(&cfg);
+    CHILD_CHECK(0 == cgpu_shm_mapped_count());
+    if (!child_start(t, &cfg, &a)) {
+        return;
+    }
+    CHILD_CHECKF(per_comm == cgpu_shm_mapped_count(), "%d mapped with one communicator, "
+                 "expected %d", cgpu_shm_mapped_count(), per_comm);
+    st = cgpu_comm_create(&t->bs, &b);
+    CHILD_CHECKF(CGPU_OK == st, "second create: %s", cgpu_status_string(st));
+    CHILD_CHECKF(2 * per_comm == cgpu_shm_mapped_count(), "%d mapped with two communicators, "
+                 "expected %d", cgpu_shm_mapped_count(), 2 * per_comm);
+    check_allreduce(a, CGPU_DT_INT8, CGPU_OP_MAX, 100, false, 1);
+    check_allreduce(b, CGPU_DT_INT8, CGPU_OP_MIN, 100, false, 2);
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&a));
+    CHILD_CHECKF(per_comm == cgpu_shm_mapped_count(), "%d mapped after one release, expected %d",
+                 cgpu_shm_mapped_count(), per_comm);
+    check_alltoall(b, 100, false, 3);
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&b));
+    CHILD_CHECKF(0 == cgpu_shm_mapped_count(), "%d mapped after releasing all",
+                 cgpu_shm_mapped_count());
+    CHILD_CHECK(0 == cgpu_engine_live_comms());
+}
+
+/* max_comms = 2: the third create fails on every rank, and works once one is released. */
+static void scenario_max_comms_caps_live_communicators(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *c[3] = {NULL, NULL, NULL};
+    cgpu_status_t st;
+
+    child_warnings_expected = true; /* hitting the cap is a warning */
+    child_config(&cfg);
+    cfg.max_comms = 2;
+    if (!child_start(t, &cfg, &c[0])) {
+        return;
+    }
+    st = cgpu_comm_create(&t->bs, &c[1]);
+    CHILD_CHECKF(CGPU_OK == st, "second create: %s", cgpu_status_string(st));
+    CHILD_CHECK(2 == cgpu_engine_live_comms());
+
+    st = cgpu_comm_create(&t->bs, &c[2]);
+    CHILD_CHECKF(CGPU_ERR_NO_RESOURCE == st, "third create returned %s, expected %s",
+                 cgpu_status_string(st), cgpu_status_string(CGPU_ERR_NO_RESOURCE));
+    check_same_status(t, st, "third create");
+    CHILD_CHECK(NULL == c[2]);
+    CHILD_CHECK(2 == cgpu_engine_live_comms());
+    CHILD_CHECK(child_warnings > 0);
+
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&c[0]));
+    CHILD_CHECK(1 == cgpu_engine_live_comms());
+    st = cgpu_comm_create(&t->bs, &c[2]);
+    CHILD_CHECKF(CGPU_OK == st, "create after a release: %s", cgpu_status_string(st));
+    CHILD_CHECK(2 == cgpu_engine_live_comms());
+    if (NULL != c[2]) {
+        check_allreduce(c[2], CGPU_DT_UINT32, CGPU_OP_PROD, 2000, false, 5);
+        check_allreduce(c[1], CGPU_DT_UINT32, CGPU_OP_BOR, 2000, true, 6);
+    }
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&c[1]));
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&c[2]));
+    CHILD_CHECK(0 == cgpu_engine_live_comms());
+}
+
+/* Small collectives back to back, varying type, size and placement on every call. */
+static void scenario_many_collectives_in_lockstep(test_rank_t *t)
+{
+    static const struct {
+        cgpu_dtype_t dt;
+        cgpu_op_t op;
+    } pairs[] = {
+        {CGPU_DT_INT32, CGPU_OP_SUM},  {CGPU_DT_FLOAT64, CGPU_OP_MAX},
+        {CGPU_DT_UINT8, CGPU_OP_BXOR}, {CGPU_DT_INT64, CGPU_OP_PROD},
+        {CGPU_DT_BOOL, CGPU_OP_LXOR},  {CGPU_DT_FLOAT32, CGPU_OP_SUM},
+        {CGPU_DT_INT16, CGPU_OP_MIN},
+    };
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+
+    child_config(&cfg);
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    for (int i = 0; i < TEST_LOCKSTEP_OPS; ++i) {
+        const int k = i / 2;
+
+        if (0 == i % 2) {
+            const size_t pick = (size_t) k % TEST_ARRAY_LEN(pairs);
+
+            check_allreduce(comm, pairs[pick].dt, pairs[pick].op, (size_t) (k * 7) % 61,
+                            0 == k % 3, (uint64_t) i);
+        } else {
+            check_alltoall(comm, (size_t) (k * 13) % 97, 0 == k % 2, (uint64_t) i);
+        }
+    }
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+}
+
+/* A communicator of one rank maps nothing and its collectives copy (or leave in place). */
+static void scenario_single_rank_copies(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+
+    child_config(&cfg);
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    CHILD_CHECK(0 == cgpu_shm_mapped_count());
+    for (int dt = 0; dt < CGPU_DT_COUNT; ++dt) {
+        const cgpu_op_t op = (CGPU_DT_BOOL == dt) ? CGPU_OP_LOR : CGPU_OP_MAX;
+
+        check_allreduce(comm, (cgpu_dtype_t) dt, op, 5000, false, (uint64_t) dt);
+        check_allreduce(comm, (cgpu_dtype_t) dt, op, 5000, true, (uint64_t) dt + 100);
+        check_allreduce(comm, (cgpu_dtype_t) dt, op, 0, false, (uint64_t) dt);
+    }
+    check_alltoall(comm, 0, false, 1);
+    check_alltoall(comm, 100000, false, 2);
+    check_alltoall(comm, 100000, true, 3);
+    CHILD_CHECK(0 == cgpu_shm_mapped_count());
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+}
+
+/* Invalid calls are refused locally, before any communication, and leave the queue intact. */
+static void scenario_invalid_arguments_are_refused(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL, *other = NULL;
+    cgpu_bootstrap_t bad;
+    float f[4] = {0};
+    unsigned char b[64] = {0};
+    cgpu_status_t st;
+
+    child_config(&cfg);
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    st = cgpu_allreduce(comm, f, f, 4, CGPU_DT_FLOAT32, CGPU_OP_BAND, CGPU_ALLREDUCE_AUTO);
+    CHILD_CHECKF(CGPU_ERR_INVALID_ARG == st, "float32 band: %s", cgpu_status_string(st));
+    st = cgpu_allreduce(comm, f, f, 4, CGPU_DT_COUNT, CGPU_OP_SUM, CGPU_ALLREDUCE_AUTO);
+    CHILD_CHECKF(CGPU_ERR_INVALID_ARG == st, "dtype out of range: %s", cgpu_status_string(st));
+    st = cgpu_allreduce(comm, NULL, f, 4, CGPU_DT_FLOAT32, CGPU_OP_SUM, CGPU_ALLREDUCE_AUTO);
+    CHILD_CHECKF(CGPU_ERR_INVALID_ARG == st, "NULL sbuf: %s", cgpu_status_string(st));
+    st = cgpu_allreduce(NULL, f, f, 4, CGPU_DT_FLOAT32, CGPU_OP_SUM, CGPU_ALLREDUCE_AUTO);
+    CHILD_CHECKF(CGPU_ERR_INVALID_ARG == st, "NULL comm: %s", cgpu_status_string(st));
+    /* "fallback" is the glue's business: the engine refuses it (which error is its choice) */
+    st = cgpu_allreduce(comm, f, f, 4, CGPU_DT_FLOAT32, CGPU_OP_SUM, CGPU_ALLREDUCE_FALLBACK);
+    CHILD_CHECKF(CGPU_ERR_INVALID_ARG == st || CGPU_ERR_NOT_SUPPORTED == st,
+                 "allreduce alg fallback: %s", cgpu_status_string(st));
+    st = cgpu_alltoall(comm, b, b, 1, CGPU_ALLTOALL_FALLBACK);
+    CHILD_CHECKF(CGPU_ERR_INVALID_ARG == st || CGPU_ERR_NOT_SUPPORTED == st,
+                 "alltoall alg fallback: %s", cgpu_status_string(st));
+    st = cgpu_alltoall(comm, b, NULL, 1, CGPU_ALLTOALL_AUTO);
+    CHILD_CHECKF(CGPU_ERR_INVALID_ARG == st, "alltoall NULL rbuf: %s", cgpu_status_string(st));
+
+    st = cgpu_comm_create(&t->bs, NULL);
+    CHILD_CHECKF(CGPU_ERR_INVALID_ARG == st, "create with NULL out: %s", cgpu_status_string(st));
+    st = cgpu_comm_create(NULL, &other);
+    CHILD_CHECKF(CGPU_ERR_INVALID_ARG == st, "create with NULL bootstrap: %s",
+                 cgpu_status_string(st));
+    bad = t->bs;
+    bad.rank = bad.size;
+    st = cgpu_comm_create(&bad, &other);
+    CHILD_CHECKF(CGPU_ERR_INVALID_ARG == st, "create with rank == size: %s",
+                 cgpu_status_string(st));
+    bad = t->bs;
+    bad.barrier = NULL;
+    st = cgpu_comm_create(&bad, &other);
+    CHILD_CHECKF(CGPU_ERR_INVALID_ARG == st, "create without a barrier: %s",
+                 cgpu_status_string(st));
+    CHILD_CHECK(NULL == other);
+    CHILD_CHECK(1 == cgpu_engine_live_comms());
+
+    /* nothing was sent by the refused calls: the next real ones still line up */
+    check_allreduce(comm, CGPU_DT_FLOAT32, CGPU_OP_SUM, 999, false, 9);
+    check_alltoall(comm, 999, false, 9);
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+}
+
+/* cgpu_engine_init refuses configurations the engine cannot run with. */
+static void scenario_init_refuses_bad_configurations(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_status_t st;
+
+    (void) t;
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(NULL));
+    child_config(&cfg);
+    cfg.slot_bytes = 0;
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    cfg.nslots = 0;
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    cfg.stage_bytes = 63;
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    st = cgpu_engine_init(&cfg);
+    CHILD_CHECKF(CGPU_OK == st, "valid configuration refused: %s", cgpu_status_string(st));
+    CHILD_CHECK(TEST_SLOT_BYTES == cgpu_engine_config()->slot_bytes);
+    CHILD_CHECK(TEST_NSLOTS == cgpu_engine_config()->nslots);
+    CHILD_CHECK(TEST_STAGE_BYTES == cgpu_engine_config()->stage_bytes);
+    cgpu_engine_fini();
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Cases                                                                                  */
+/* ------------------------------------------------------------------------------------- */
+
+static void test_allreduce_sums_int32_for_edge_counts(void)
+{
+    run_for_each_size("allreduce int32 sum counts", scenario_allreduce_int32_counts, NULL);
+}
+
+static void test_allreduce_matches_for_every_dtype_and_op(void)
+{
+    run_for_each_size("allreduce dtype x op", scenario_allreduce_every_dtype_and_op, NULL);
+}
+
+static void test_alltoall_delivers_every_byte(void)
+{
+    run_for_each_size("alltoall sizes", scenario_alltoall_sizes, NULL);
+}
+
+static void test_create_agrees_on_failure(void)
+{
+    static const fault_arg_t faults[] = {
+        {"create, last rank with another slot_bytes", FAULT_SLOT_BYTES, true,
+         CGPU_ERR_INVALID_ARG},
+        {"create, rank 0 with another slot_bytes", FAULT_SLOT_BYTES, false,
+         CGPU_ERR_INVALID_ARG},
+        {"create, last rank with another nslots", FAULT_NSLOTS, true, CGPU_ERR_INVALID_ARG},
+        {"create, rank 0 with another stage_bytes", FAULT_STAGE_BYTES, false,
+         CGPU_ERR_INVALID_ARG},
+        {"create, last rank's engine not started", FAULT_ENGINE_DOWN, true, CGPU_ERR_STATE},
+        {"create, rank 0 at its max_comms", FAULT_AT_MAX_COMMS, false, CGPU_ERR_NO_RESOURCE},
+        {"create, last rank at its max_comms", FAULT_AT_MAX_COMMS, true, CGPU_ERR_NO_RESOURCE},
+    };
+
+    for (size_t k = 0; k < TEST_ARRAY_LEN(faults); ++k) {
+        run_for_each_size(faults[k].label, scenario_create_agrees_on_failure, &faults[k]);
+    }
+}
+
+static void test_different_nodes_are_refused_uniformly(void)
+{
+    run_for_each_size("different nodes", scenario_different_nodes_are_refused, NULL);
+}
+
+static void test_release_is_idempotent(void)
+{
+    run_for_each_size("release idempotent", scenario_release_is_idempotent, NULL);
+}
+
+static void test_no_segment_name_is_left_after_create(void)
+{
+    run_for_each_size("no segment name", scenario_no_segment_name_left, NULL);
+}
+
+static void test_mapped_segment_count_returns_to_zero(void)
+{
+    CU_ASSERT_TRUE(run_ranks("mapped count", 1, scenario_mapped_count_returns_to_zero, NULL));
+    run_for_each_size("mapped count", scenario_mapped_count_returns_to_zero, NULL);
+}
+
+static void test_max_comms_caps_live_communicators(void)
+{
+    run_for_each_size("max_comms", scenario_max_comms_caps_live_communicators, NULL);
+}
+
+static void test_many_collectives_stay_in_lockstep(void)
+{
+    run_for_each_size("lockstep", scenario_many_collectives_in_lockstep, NULL);
+}
+
+static void test_single_rank_communicator_copies(void)
+{
+    CU_ASSERT_TRUE(run_ranks("single rank", 1, scenario_single_rank_copies, NULL));
+}
+
+static void test_invalid_arguments_are_refused(void)
+{
+    CU_ASSERT_TRUE(run_ranks("invalid arguments", 2, scenario_invalid_arguments_are_refused,
+                             NULL));
+    CU_ASSERT_TRUE(run_ranks("invalid arguments", 3, scenario_invalid_arguments_are_refused,
+                             NULL));
+}
+
+static void test_init_refuses_bad_configurations(void)
+{
+    CU_ASSERT_TRUE(run_ranks("bad configurations", 1, scenario_init_refuses_bad_configurations,
+                             NULL));
+}
+
+/* ------------------------------------------------------------------------------------- */
+/* Registration                                                                           */
+/* ------------------------------------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    CU_TestFunc fn;
+} test_cases[] = {
+    {"allreduce sums int32 across ranks for counts 0, 1, fewer than ranks, primes and more "
+     "than a slot-loop",
+     test_allreduce_sums_int32_for_edge_counts},
+    {"allreduce matches a scalar reference for every dtype and supported op, in place or not",
+     test_allreduce_matches_for_every_dtype_and_op},
+    {"alltoall delivers every byte for 0, 1, 3, 1000 and 100000 bytes per peer, in place or "
+     "not",
+     test_alltoall_delivers_every_byte},
+    {"create agrees on failure when one rank cannot take part", test_create_agrees_on_failure},
+    {"different nodes are refused uniformly", test_different_nodes_are_refused_uniformly},
+    {"release is idempotent and fini releases what was forgotten", test_release_is_idempotent},
+    {"no segment name is left in /dev/shm after create",
+     test_no_segment_name_is_left_after_create},
+    {"mapped segment count returns to zero after release",
+     test_mapped_segment_count_returns_to_zero},
+    {"max_comms caps live communicators", test_max_comms_caps_live_communicators},
+    {"many consecutive collectives stay in lockstep", test_many_collectives_stay_in_lockstep},
+    {"single-rank communicator copies", test_single_rank_communicator_copies},
+    {"invalid arguments are refused before any communication",
+     test_invalid_arguments_are_refused},
+    {"init refuses configurations the engine cannot run with",
+     test_init_refuses_bad_configurations},
+};
+
+int main(void)
+{
+    CU_pSuite suite;
+    unsigned int failures;
+    const char *verbose = getenv("CGPU_TEST_VERBOSE");
+
+    test_verbose = (NULL != verbose && 0 != strcmp(verbose, "0") && '\0' != verbose[0]);
+    if (CUE_SUCCESS != CU_initialize_registry()) {
+        fprintf(stderr, "test_engine: cannot initialize the CUnit registry: %s\n",
+                CU_get_error_msg());
+        return EXIT_FAILURE;
+    }
+    suite = CU_add_suite("engine", NULL, NULL);
+    if (NULL == suite) {
+        goto out_cleanup_registry;
+    }
+    for (size_t k = 0; k < TEST_ARRAY_LEN(test_cases); ++k) {
+        if (NULL == CU_add_test(suite, test_cases[k].name, test_cases[k].fn)) {
+            goto out_cleanup_registry;
+        }
+    }
+
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    if (CUE_SUCCESS != CU_basic_run_tests()) {
+        goto out_cleanup_registry;
+    }
+    /* read before CU_cleanup_registry(), which clears the run summary */
+    failures = CU_get_number_of_failures();
+    printf("\ntest_engine: %u asserts run, %u failed\n", CU_get_number_of_asserts(), failures);
+    CU_cleanup_registry();
+    return (0 == failures) ? EXIT_SUCCESS : EXIT_FAILURE;
+
+out_cleanup_registry:
+    fprintf(stderr, "test_engine: CUnit setup failed: %s\n", CU_get_error_msg());
+    CU_cleanup_registry();
+    return EXIT_FAILURE;
+}
