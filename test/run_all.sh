@@ -118,9 +118,12 @@ if ! command -v mpirun >/dev/null 2>&1; then
     failed=$((failed + 1))
 else
     pkglibdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | cut -d: -f3)
-    if [ ! -f "$PLUGIN_DIR/mca_coll_gpu.so" ]; then
+    if [ ! -d "$PLUGIN_DIR" ]; then
+        echo "WARNING: plugin dir $PLUGIN_DIR does not exist (run make, or set CGPU_PLUGIN_DIR);"
+        echo "WARNING: mpirun fails on a missing mca_base_component_path entry, so will every MPI test."
+    elif [ ! -f "$PLUGIN_DIR/mca_coll_gpu.so" ]; then
         echo "WARNING: $PLUGIN_DIR/mca_coll_gpu.so not found (run make, or set CGPU_PLUGIN_DIR);"
-        echo "WARNING: the MPI tests will report that the coll/gpu pvars do not exist."
+        echo "WARNING: MPI_Init fails when --mca coll names a component it cannot find."
     fi
     MPIRUN=(mpirun --oversubscribe --bind-to none
         --mca btl self,vader,tcp
