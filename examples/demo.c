@@ -12,7 +12,8 @@
  * Build and run (host backend, so no GPU is needed):
  *   mpicc -std=gnu11 -O2 -o demo examples/demo.c
  *   mpirun -np 4 --mca coll gpu,tuned,libnbc,basic,self --mca coll_gpu_backend host \
- *       --mca mca_base_component_path "$PWD/.libs:$(ompi_info --path pkglibdir --parsable | cut -d: -f3)" \
+ *       --mca mca_base_component_path "$PWD/.libs:$(ompi_info --path pkglibdir --parsable | cut -d:
+ * -f3)" \
  *       ./demo
  * Exit status: 0 when every result matched.
  */
@@ -27,8 +28,8 @@
 static const char *const pvar_names[2] = {"coll_gpu_engine_calls", "coll_gpu_fallback_calls"};
 
 typedef struct {
-    int inited;                 /* MPI_T initialized and a session created */
-    int ok;                     /* both counters found and bound to the communicator */
+    int inited; /* MPI_T initialized and a session created */
+    int ok;     /* both counters found and bound to the communicator */
     MPI_T_pvar_session session;
     MPI_T_pvar_handle handle[2];
     unsigned long long last[2];
@@ -213,7 +214,8 @@ int main(int argc, char **argv)
     /* 3. alltoall: block for rank d from rank s holds s * 1000000 + d * 1000 + j */
     {
         const int n = 1024;
-        int *s = malloc((size_t) n * size * sizeof(int)), *r = malloc((size_t) n * size * sizeof(int));
+        int *s = malloc((size_t) n * size * sizeof(int)),
+            *r = malloc((size_t) n * size * sizeof(int));
 
         for (int d = 0; d < size; ++d) {
             for (int j = 0; j < n; ++j) {

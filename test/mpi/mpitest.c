@@ -165,8 +165,8 @@ static void lookup_pvar(int which, int num)
         }
         MT_CHECK(MPI_T_BIND_MPI_COMM == bind, "pvar %s is not bound to MPI_COMM (bind %d)", want,
                  bind);
-        MT_CHECK(MPI_T_PVAR_CLASS_COUNTER == var_class, "pvar %s is not a COUNTER (class %d)",
-                 want, var_class);
+        MT_CHECK(MPI_T_PVAR_CLASS_COUNTER == var_class, "pvar %s is not a COUNTER (class %d)", want,
+                 var_class);
         MT_CHECK(MPI_UNSIGNED_LONG_LONG == dtype, "pvar %s is not MPI_UNSIGNED_LONG_LONG", want);
         MPI_Type_size(dtype, &type_size);
         if (MPI_T_BIND_MPI_COMM != bind || type_size <= 0 || type_size > 8) {
@@ -242,8 +242,7 @@ int mt_finalize(void)
     MPI_Reduce(local, sum, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(&mt.pvar_skipped, &skipped, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (0 == mt.rank) {
-        printf("%s: np=%d: %ld checks, %ld failures (all ranks)", mt.prog, mt.size, sum[0],
-               sum[1]);
+        printf("%s: np=%d: %ld checks, %ld failures (all ranks)", mt.prog, mt.size, sum[0], sum[1]);
         if (skipped > 0) {
             printf(", %ld pvar checks skipped", skipped);
         }
@@ -291,8 +290,8 @@ void mt_pvars_open(mt_pvars_t *p, MPI_Comm comm, const char *label)
     }
     for (int w = 0; w < 2; ++w) {
         int count = 0;
-        int rc = MPI_T_pvar_handle_alloc(mt.session, mt.pvar_index[w], &p->comm, &p->handle[w],
-                                         &count);
+        int rc =
+            MPI_T_pvar_handle_alloc(mt.session, mt.pvar_index[w], &p->comm, &p->handle[w], &count);
 
         if (MPI_SUCCESS != rc) {
             /* coll/gpu declines single-rank communicators; a missing binding is fine there. */
@@ -391,8 +390,8 @@ void mt_expect_path(mt_pvars_t *p, long ncalls, mt_path_t path, const char *file
         mt_check(eng == want_eng && fb == want_fb, file, line,
                  "comm %s (size %d): %s: %ld calls, expected all on the %s path, but "
                  "engine_calls grew by %llu and fallback_calls by %llu",
-                 p->label, p->size, what, ncalls,
-                 MT_PATH_ENGINE == path ? "engine" : "fallback", eng, fb);
+                 p->label, p->size, what, ncalls, MT_PATH_ENGINE == path ? "engine" : "fallback",
+                 eng, fb);
     } else {
         mt_check(0 == eng, file, line,
                  "comm %s (size 1): %s: coll/gpu must decline single-rank communicators, but "

@@ -65,11 +65,11 @@ void mt_check(int ok, const char *file, int line, const char *fmt, ...)
 #define MT_CHECK(cond, ...) mt_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 
 /* MPI return-code check: records a failure with the MPI error string. */
-#define MT_CHECK_MPI(call)                                                                        \
-    do {                                                                                          \
-        int mt_rc_ = (call);                                                                      \
-        mt_check(MPI_SUCCESS == mt_rc_, __FILE__, __LINE__, "%s returned %d (%s)", #call, mt_rc_, \
-                 mt_mpi_errstr(mt_rc_));                                                          \
+#define MT_CHECK_MPI(call)                                                                         \
+    do {                                                                                           \
+        int mt_rc_ = (call);                                                                       \
+        mt_check(MPI_SUCCESS == mt_rc_, __FILE__, __LINE__, "%s returned %d (%s)", #call, mt_rc_,  \
+                 mt_mpi_errstr(mt_rc_));                                                           \
     } while (0)
 
 /** mt_mpi_errstr - the MPI error string of rc (static buffer). */
@@ -123,7 +123,8 @@ int mt_pvars_delta(mt_pvars_t *p, unsigned long long *engine, unsigned long long
 void mt_expect_path(mt_pvars_t *p, long ncalls, mt_path_t path, const char *file, int line,
                     const char *what);
 
-#define MT_EXPECT_PATH(p, n, path, what) mt_expect_path((p), (n), (path), __FILE__, __LINE__, (what))
+#define MT_EXPECT_PATH(p, n, path, what)                                                           \
+    mt_expect_path((p), (n), (path), __FILE__, __LINE__, (what))
 
 /** mt_hash - a well-mixed 64-bit hash of four values (splitmix64 based). */
 uint64_t mt_hash(uint64_t a, uint64_t b, uint64_t c, uint64_t d);

@@ -65,7 +65,7 @@ static void add_type(const char *name, MPI_Datatype dt, size_t size, int kind, i
         .name = name, .dt = dt, .size = size, .kind = kind, .fkind = fkind, .ops = opmask};
 }
 
-#define ADD_INT(dt, ctype, issigned) \
+#define ADD_INT(dt, ctype, issigned)                                                               \
     add_type(#dt, dt, sizeof(ctype), (issigned) ? K_SINT : K_UINT, 0, OPS_INT)
 
 static void build_tables(void)
@@ -530,8 +530,9 @@ static int one_call(ctx_t *c, const tinfo_t *t, int op, size_t count, int inplac
         describe(want_s, sizeof(want_s), expected, (size_t) bad, t);
         describe(got_s, sizeof(got_s), recvp, (size_t) bad, t);
     }
-    MT_CHECK(bad < 0, "comm %s size %d: MPI_Allreduce(%s, %s, count %zu%s): element %ld is %s, "
-                      "expected %s",
+    MT_CHECK(bad < 0,
+             "comm %s size %d: MPI_Allreduce(%s, %s, count %zu%s): element %ld is %s, "
+             "expected %s",
              c->label, c->size, t->name, ops[op].name, count, inplace ? ", in place" : "", bad,
              bad >= 0 ? got_s : "", bad >= 0 ? want_s : "");
     MT_CHECK(guards_intact(recv, GUARD * es) && guards_intact(recvp + count * es, GUARD * es),
@@ -637,11 +638,11 @@ static void run_suite(MPI_Comm comm, const char *label, uint64_t salt, int large
         static const struct {
             int which; /* index into a list resolved below */
             int op;
-        } big[] = {{0, O_SUM}, {1, O_SUM}, {2, O_MAX}, {3, O_BXOR},
+        } big[] = {{0, O_SUM}, {1, O_SUM}, {2, O_MAX},  {3, O_BXOR},
                    {4, O_MIN}, {5, O_LOR}, {6, O_PROD}, {7, O_BAND}};
-        const tinfo_t *bt[8] = {find_type(MPI_INT),          find_type(MPI_DOUBLE),
-                                find_type(MPI_FLOAT),        find_type(MPI_UINT8_T),
-                                find_type(MPI_LONG_LONG),    find_type(MPI_C_BOOL),
+        const tinfo_t *bt[8] = {find_type(MPI_INT),           find_type(MPI_DOUBLE),
+                                find_type(MPI_FLOAT),         find_type(MPI_UINT8_T),
+                                find_type(MPI_LONG_LONG),     find_type(MPI_C_BOOL),
                                 find_type(MPI_UNSIGNED_LONG), find_type(MPI_BYTE)};
         size_t lc = LARGE_COUNT;
 

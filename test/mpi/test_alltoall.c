@@ -261,8 +261,9 @@ static int one_call(ctx_t *c, const acase_t *ac, const types_t *t, size_t elems,
     } else {
         rc = MPI_Alltoall(send, scount, t->send, recv, rcount, t->recv, c->comm);
     }
-    MT_CHECK(MPI_SUCCESS == rc, "comm %s: MPI_Alltoall(%s, %zu elements per peer%s) returned %d (%s)",
-             c->label, ac->name, elems, inplace ? ", in place" : "", rc, mt_mpi_errstr(rc));
+    MT_CHECK(MPI_SUCCESS == rc,
+             "comm %s: MPI_Alltoall(%s, %zu elements per peer%s) returned %d (%s)", c->label,
+             ac->name, elems, inplace ? ", in place" : "", rc, mt_mpi_errstr(rc));
 
     for (int p = 0; p < c->size && bad_peer < 0; ++p) {
         for (size_t j = 0; j < elems; ++j) {

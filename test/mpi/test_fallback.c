@@ -260,8 +260,9 @@ static void run_reduce(ctx_t *c, const char *name, MPI_Datatype dt, MPI_Op op, s
             }
             MT_CHECK(bad < 0, "comm %s size %d: MPI_Allreduce(%s, count %zu%s): element %ld wrong",
                      c->label, c->size, name, n, inplace ? ", in place" : "", bad);
-            MT_CHECK(0x5a == recv[n * elem], "comm %s: MPI_Allreduce(%s, count %zu%s) wrote past "
-                                             "recvbuf[count - 1]",
+            MT_CHECK(0x5a == recv[n * elem],
+                     "comm %s: MPI_Allreduce(%s, count %zu%s) wrote past "
+                     "recvbuf[count - 1]",
                      c->label, name, n, inplace ? ", in place" : "");
             MT_CHECK(0 == memcmp(send, send_copy, n * elem + 1),
                      "comm %s: MPI_Allreduce(%s, count %zu) modified sendbuf", c->label, name, n);
@@ -289,10 +290,8 @@ static void run_erroneous(ctx_t *c, MPI_Datatype pair)
         int which; /* index into dts */
         int op;    /* index into opl */
     } bad[] = {
-        {"MPI_FLOAT with MPI_BAND", 0, 0},
-        {"MPI_DOUBLE with MPI_LXOR", 1, 1},
-        {"MPI_C_BOOL with MPI_SUM", 2, 2},
-        {"contiguous(2 x MPI_INT) with MPI_SUM", 4, 2},
+        {"MPI_FLOAT with MPI_BAND", 0, 0}, {"MPI_DOUBLE with MPI_LXOR", 1, 1},
+        {"MPI_C_BOOL with MPI_SUM", 2, 2}, {"contiguous(2 x MPI_INT) with MPI_SUM", 4, 2},
         {"MPI_INT with MPI_MINLOC", 5, 3},
     };
     MPI_Datatype dts[6] = {MPI_FLOAT, MPI_DOUBLE, MPI_C_BOOL, MPI_BYTE, pair, MPI_INT};
@@ -359,8 +358,9 @@ static void run_suite(MPI_Comm comm, const char *label, uint64_t salt)
                sizeof(unsigned), g_sum1, f_sum1, 0);
     run_reduce(&c, "contiguous(4 x MPI_UNSIGNED), user op 2x2 matrix product (non-commutative)",
                mat_type, matmul, 4 * sizeof(unsigned), g_mat, f_mat, 0);
-    MT_CHECK(!mat_wrong_type, "comm %s: the matrix user op was called with another datatype than "
-                              "the one passed to MPI_Allreduce",
+    MT_CHECK(!mat_wrong_type,
+             "comm %s: the matrix user op was called with another datatype than "
+             "the one passed to MPI_Allreduce",
              label);
     run_reduce(&c, "contiguous(2 x MPI_INT), user op (sum, max)", pair, pairop, 2 * sizeof(int),
                g_pair, f_pair, 0);

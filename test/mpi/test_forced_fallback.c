@@ -25,13 +25,22 @@ typedef struct {
     mt_pvars_t pv;
 } ctx_t;
 
-enum { C_INT_SUM, C_INT_PROD, C_DOUBLE_SUM, C_FLOAT_MAX, C_U8_BXOR, C_BOOL_LOR, C_LL_MIN, C_U_BAND,
-       C_NUM };
+enum {
+    C_INT_SUM,
+    C_INT_PROD,
+    C_DOUBLE_SUM,
+    C_FLOAT_MAX,
+    C_U8_BXOR,
+    C_BOOL_LOR,
+    C_LL_MIN,
+    C_U_BAND,
+    C_NUM
+};
 
-static const char *const case_names[C_NUM] = {
-    "MPI_INT, MPI_SUM",    "MPI_INT, MPI_PROD",     "MPI_DOUBLE, MPI_SUM",
-    "MPI_FLOAT, MPI_MAX",  "MPI_UINT8_T, MPI_BXOR", "MPI_C_BOOL, MPI_LOR",
-    "MPI_LONG_LONG, MPI_MIN", "MPI_UNSIGNED, MPI_BAND"};
+static const char *const case_names[C_NUM] = {"MPI_INT, MPI_SUM",       "MPI_INT, MPI_PROD",
+                                              "MPI_DOUBLE, MPI_SUM",    "MPI_FLOAT, MPI_MAX",
+                                              "MPI_UINT8_T, MPI_BXOR",  "MPI_C_BOOL, MPI_LOR",
+                                              "MPI_LONG_LONG, MPI_MIN", "MPI_UNSIGNED, MPI_BAND"};
 
 static size_t elem_size(int k)
 {
@@ -229,8 +238,8 @@ static void run_allreduce(ctx_t *c)
                 if (inplace) {
                     memcpy(recv, send, n * es);
                 }
-                MT_CHECK_MPI(MPI_Allreduce(inplace ? MPI_IN_PLACE : send, recv, (int) n, dt, op,
-                                           c->comm));
+                MT_CHECK_MPI(
+                    MPI_Allreduce(inplace ? MPI_IN_PLACE : send, recv, (int) n, dt, op, c->comm));
                 calls += n > 0; /* Open MPI returns before the coll modules when count is 0 */
                 MT_CHECK(0 == memcmp(recv, want, n * es),
                          "comm %s size %d: MPI_Allreduce(%s, count %zu%s): wrong result", c->label,
@@ -266,8 +275,8 @@ static void run_alltoall(ctx_t *c)
     MPI_Type_get_extent(vec, &lb, &vext);
 
     for (int strided = 0; strided < 2; ++strided) {
-        const char *name = strided ? "send vector(3 x MPI_INT, stride 2), recv contiguous(3)"
-                                   : "MPI_INT";
+        const char *name =
+            strided ? "send vector(3 x MPI_INT, stride 2), recv contiguous(3)" : "MPI_INT";
         long calls = 0;
         char what[128];
 
@@ -285,8 +294,8 @@ static void run_alltoall(ctx_t *c)
                 memset(recv, 0x5a, rbytes + sizeof(int));
                 for (int p = 0; p < c->size; ++p) {
                     for (size_t j = 0; j < n; ++j) {
-                        int v = (int) (uint32_t) mt_hash((uint64_t) c->rank, (uint64_t) p, j,
-                                                         c->salt);
+                        int v =
+                            (int) (uint32_t) mt_hash((uint64_t) c->rank, (uint64_t) p, j, c->salt);
                         size_t off = strided ? (j / 3) * (size_t) vext + (j % 3) * 2 * sizeof(int)
                                              : j * sizeof(int);
                         if (inplace) {
@@ -297,8 +306,8 @@ static void run_alltoall(ctx_t *c)
                     }
                 }
                 if (inplace) {
-                    MT_CHECK_MPI(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv,
-                                              (int) units, strided ? contig : MPI_INT, c->comm));
+                    MT_CHECK_MPI(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int) units,
+                                              strided ? contig : MPI_INT, c->comm));
                 } else {
                     MT_CHECK_MPI(MPI_Alltoall(send, (int) units, strided ? vec : MPI_INT, recv,
                                               (int) units, strided ? contig : MPI_INT, c->comm));
@@ -307,8 +316,8 @@ static void run_alltoall(ctx_t *c)
                 bad = -1;
                 for (int p = 0; p < c->size && bad < 0; ++p) {
                     for (size_t j = 0; j < n; ++j) {
-                        int v = (int) (uint32_t) mt_hash((uint64_t) p, (uint64_t) c->rank, j,
-                                                         c->salt);
+                        int v =
+                            (int) (uint32_t) mt_hash((uint64_t) p, (uint64_t) c->rank, j, c->salt);
                         if (recv[(size_t) p * n + j] != v) {
                             bad = (long) ((size_t) p * n + j);
                             break;
