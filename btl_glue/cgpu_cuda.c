@@ -91,7 +91,11 @@ cgpu_status_t cgpu_cuda_malloc(void **ptr, size_t bytes)
         (void) cudaGetLastError();
         return CGPU_ERR_NO_MEMORY;
     }
+    /* synchronously: peers write counters into this memory as soon as they map it */
     e = cudaMemset(*ptr, 0, bytes);
+    if (cudaSuccess == e) {
+        e = cudaDeviceSynchronize();
+    }
     if (cudaSuccess != e) {
         cudaFree(*ptr);
         *ptr = NULL;
@@ -146,6 +150,31 @@ cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
         return CGPU_OK;
     }
     return cgpu_cuda_check((int) cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+}
+
+cgpu_status_t cgpu_cuda_host_alloc_mapped(void **host, void **dev, size_t bytes)
+{
+    *host = *dev = NULL;
+    cudaError_t e = cudaHostAlloc(host, bytes, cudaHostAllocMapped);
+    if (cudaSuccess == e) {
+        memset(*host, 0, bytes);
+        e = cudaHostGetDevicePointer(dev, *host, 0);
+    }
+    if (cudaSuccess != e) {
+        if (NULL != *host) {
+            cudaFreeHost(*host);
+        }
+        *host = *dev = NULL;
+        return cgpu_cuda_check((int) e, "cudaHostAlloc(mapped)");
+    }
+    return CGPU_OK;
+}
+
+void cgpu_cuda_host_free(void *host)
+{
+    if (NULL != host) {
+        (void) cudaFreeHost(host);
+    }
 }
 
 cgpu_status_t cgpu_cuda_ipc_export(void *dptr, void *handle)
@@ -242,6 +271,18 @@ cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
 {
     (void) dst, (void) src, (void) bytes;
     return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_host_alloc_mapped(void **host, void **dev, size_t bytes)
+{
+    (void) bytes;
+    *host = *dev = NULL;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+void cgpu_cuda_host_free(void *host)
+{
+    (void) host;
 }
 
 cgpu_status_t cgpu_cuda_ipc_export(void *dptr, void *handle)

@@ -52,6 +52,10 @@ cgpu_status_t cgpu_cuda_copy_async(void *dst, const void *src, size_t bytes, voi
 /** Synchronous copy between any two addresses. */
 cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes);
 
+/** Pinned host memory the device can write directly; *dev is the device's view. */
+cgpu_status_t cgpu_cuda_host_alloc_mapped(void **host, void **dev, size_t bytes);
+void cgpu_cuda_host_free(void *host);
+
 /** Export / open / close a CUDA IPC handle of a device allocation. */
 cgpu_status_t cgpu_cuda_ipc_export(void *dptr, void *handle /* CGPU_CUDA_IPC_HANDLE_BYTES */);
 cgpu_status_t cgpu_cuda_ipc_open(const void *handle, void **dptr);

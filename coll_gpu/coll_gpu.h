@@ -43,6 +43,7 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_slot_bytes;
     int cuda_slots;
     unsigned long cuda_oneshot_bytes;
+    double cuda_timeout;
     bool engine_up; /* cgpu_engine_init succeeded */
 } mca_coll_gpu_component_t;
 

@@ -180,6 +180,13 @@ static int gpu_register(void)
               "cuda backend: largest allreduce (bytes) the oneshot algorithm takes; also its "
               "buffer per peer (two of them per peer and rank)",
               &c->cuda_oneshot_bytes);
+    c->cuda_timeout = d.cuda_timeout_s;
+    (void) mca_base_component_var_register(
+        &mca_coll_gpu_component.super.collm_version, "cuda_timeout",
+        "cuda backend: seconds a kernel waits for a peer before the collective fails with an "
+        "MPI error instead of hanging (0: wait forever)",
+        MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &c->cuda_timeout);
     return mca_coll_gpu_pvars_register();
 }
 
@@ -210,6 +217,7 @@ static int gpu_open(void)
     cfg.cuda_slot_bytes = c->cuda_slot_bytes;
     cfg.cuda_slots = c->cuda_slots;
     cfg.cuda_oneshot_bytes = c->cuda_oneshot_bytes;
+    cfg.cuda_timeout_s = c->cuda_timeout;
     cfg.verbose = c->verbose;
     cfg.log = mca_coll_gpu_log;
     cgpu_status_t st = cgpu_engine_init(&cfg);

@@ -112,14 +112,48 @@ __device__ __forceinline__ void store_flag(uint64_t *p, uint64_t v)
     *(volatile uint64_t *) p = v;
 }
 
-/* Thread 0 spins until *flag >= v; the block then proceeds together. */
-__device__ __forceinline__ void block_wait_ge(const uint64_t *flag, uint64_t v)
+__device__ __forceinline__ uint64_t global_ns()
 {
-    if (0 == threadIdx.x) {
-        while (load_flag(flag) < v) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+/* Spin until *flag >= v or the timeout passes (then record why and return false). */
+__device__ bool spin_ge(const uint64_t *flag, uint64_t v, unsigned long long timeout_ns,
+                        unsigned long long *err, int kind, int who)
+{
+    if (load_flag(flag) >= v) {
+        return true;
+    }
+    const uint64_t t0 = global_ns();
+    unsigned it = 0;
+    while (load_flag(flag) < v) {
+        if (0 == (++it & 1023) && 0 != timeout_ns && global_ns() - t0 > timeout_ns) {
+            if (0 == atomicCAS(err, 0ull, (unsigned long long) kind)) {
+                err[1] = (unsigned long long) who;
+                err[2] = v;
+                err[3] = load_flag(flag);
+                __threadfence_system();
+            }
+            return false;
         }
     }
+    return true;
+}
+
+/* Thread 0 waits until *flag >= v; the block then proceeds together, or, after a
+ * timeout, returns false in every thread so the kernel can end. */
+__device__ __forceinline__ bool block_wait_ge(const uint64_t *flag, uint64_t v,
+                                              unsigned long long timeout_ns,
+                                              unsigned long long *err, int kind, int who)
+{
+    __shared__ int ok;
+    if (0 == threadIdx.x) {
+        ok = spin_ge(flag, v, timeout_ns, err, kind, who) ? 1 : 0;
+    }
     __syncthreads();
+    return 0 != ok;
 }
 
 /* All threads' stores are visible system-wide before thread 0 publishes. */
@@ -205,8 +239,10 @@ template <typename T> __device__ T *send_slot(RingState &s)
     const cgpu_cuda_ring_args_t *a = s.a;
     uint64_t abs = a->base[s.c] + s.step;
     /* room: the right neighbour has consumed item abs - nslots */
-    if (abs >= (uint64_t) a->nslots) {
-        block_wait_ge(s.my_flags + CGPU_CUDA_FLAG_RING_CONSUMED(s.c), abs + 1 - a->nslots);
+    if (abs >= (uint64_t) a->nslots &&
+        !block_wait_ge(s.my_flags + CGPU_CUDA_FLAG_RING_CONSUMED(s.c), abs + 1 - a->nslots,
+                       a->timeout_ns, a->err, CGPU_CUDA_ERR_RING_CONSUMED, s.c)) {
+        return nullptr;
     }
     char *slots = a->right_inbox + a->ring_off + (size_t) s.c * a->nslots * a->slot_bytes;
     return (T *) (slots + (size_t) (abs % a->nslots) * a->slot_bytes);
@@ -216,7 +252,10 @@ template <typename T> __device__ const T *recv_slot(RingState &s)
 {
     const cgpu_cuda_ring_args_t *a = s.a;
     uint64_t abs = a->base[s.c] + s.step;
-    block_wait_ge(s.my_flags + CGPU_CUDA_FLAG_RING_POSTED(s.c), abs + 1);
+    if (!block_wait_ge(s.my_flags + CGPU_CUDA_FLAG_RING_POSTED(s.c), abs + 1, a->timeout_ns,
+                       a->err, CGPU_CUDA_ERR_RING_POSTED, s.c)) {
+        return nullptr;
+    }
     const char *slots = a->my_inbox + a->ring_off + (size_t) s.c * a->nslots * a->slot_bytes;
     return (const T *) (slots + (size_t) (abs % a->nslots) * a->slot_bytes);
 }
@@ -269,19 +308,28 @@ template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_a
         /* reduce-scatter */
         cnt = range(wrap(r - 1, n), &f);
         T *dst = send_slot<T>(s);
+        if (nullptr == dst) {
+            return;
+        }
         reduce_copy<T, OP>(dst, nullptr, nullptr, in + f, cnt);
         step_done(s, true, false);
         for (int k = 1; k < n - 1; ++k) {
             cnt = range(wrap(r - 1 - k, n), &f);
             const T *src = recv_slot<T>(s);
-            dst = send_slot<T>(s);
+            dst = nullptr == src ? nullptr : send_slot<T>(s);
+            if (nullptr == dst) {
+                return;
+            }
             reduce_copy<T, OP>(dst, nullptr, src, in + f, cnt);
             step_done(s, true, true);
         }
         cnt = range(r, &f);
         {
             const T *src = recv_slot<T>(s);
-            dst = send_slot<T>(s);
+            dst = nullptr == src ? nullptr : send_slot<T>(s);
+            if (nullptr == dst) {
+                return;
+            }
             reduce_copy<T, OP>(out + f, dst, src, in + f, cnt);
             step_done(s, true, true);
         }
@@ -289,8 +337,14 @@ template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_a
         for (int k = 1; k < n; ++k) {
             cnt = range(wrap(r - k, n), &f);
             const T *src = recv_slot<T>(s);
+            if (nullptr == src) {
+                return;
+            }
             if (k < n - 1) {
                 dst = send_slot<T>(s);
+                if (nullptr == dst) {
+                    return;
+                }
                 reduce_copy<T, OP>(out + f, dst, src, nullptr, cnt);
                 step_done(s, true, true);
             } else {
@@ -331,11 +385,20 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
     }
     /* wait for every peer's block b */
     const uint64_t *mf = (const uint64_t *) a.inbox[me];
-    if (threadIdx.x < (unsigned) n && (int) threadIdx.x != me) {
-        while (load_flag(mf + CGPU_CUDA_FLAG_ONESHOT(threadIdx.x, b)) < a.seq) {
-        }
+    __shared__ int failed;
+    if (0 == threadIdx.x) {
+        failed = 0;
     }
     __syncthreads();
+    if (threadIdx.x < (unsigned) n && (int) threadIdx.x != me &&
+        !spin_ge(mf + CGPU_CUDA_FLAG_ONESHOT(threadIdx.x, b), a.seq, a.timeout_ns, a.err,
+                 CGPU_CUDA_ERR_ONESHOT, (int) threadIdx.x)) {
+        failed = 1;
+    }
+    __syncthreads();
+    if (failed) {
+        return;
+    }
     /* out = c_0 op c_1 op ... op c_{n-1}, element by element */
     auto contrib = [&](int p) -> const T * {
         return p == me ? in

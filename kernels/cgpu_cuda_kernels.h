@@ -41,8 +41,18 @@ extern "C" {
      CGPU_CUDA_FLAG_STRIDE)
 #define CGPU_CUDA_FLAG_BYTES (CGPU_CUDA_FLAG_WORDS * sizeof(uint64_t))
 
+/*
+ * What a kernel reports when a wait outlasts timeout_ns (written to host-mapped memory
+ * the caller zeroes before the launch): err[0] = kind (0 none), err[1] = channel or
+ * peer, err[2] = value waited for, err[3] = value seen.
+ */
+enum { CGPU_CUDA_ERR_NONE = 0, CGPU_CUDA_ERR_RING_POSTED = 1, CGPU_CUDA_ERR_RING_CONSUMED = 2,
+       CGPU_CUDA_ERR_ONESHOT = 3 };
+
 /** Arguments of one ring allreduce launch (one block per channel). */
 typedef struct cgpu_cuda_ring_args {
+    unsigned long long timeout_ns; /* give up a wait after this long (0: never) */
+    unsigned long long *err;       /* device view of the host-mapped error record */
     const void *in;      /* this rank's contribution (device, local) */
     void *out;           /* result (device, local; may equal in) */
     size_t count;        /* elements */
@@ -61,6 +71,8 @@ typedef struct cgpu_cuda_ring_args {
 
 /** Arguments of one oneshot allreduce launch (small messages). */
 typedef struct cgpu_cuda_oneshot_args {
+    unsigned long long timeout_ns;
+    unsigned long long *err;
     const void *in;
     void *out;
     size_t count;

@@ -108,7 +108,9 @@ for t in "$BIN"/unit/test_*; do
     case "$t" in
     *.c | *.h | *.o | *.lo | *.la | *.sh | *.log | *.trs | *.d) continue ;;
     esac
-    [ -f "$t" ] && [ -x "$t" ] || continue
+    if [ ! -f "$t" ] || [ ! -x "$t" ]; then
+        continue
+    fi
     run_test "unit.$(basename "$t")" "$t"
 done
 
@@ -125,6 +127,7 @@ else
         echo "WARNING: $PLUGIN_DIR/mca_coll_gpu.so not found (run make, or set CGPU_PLUGIN_DIR);"
         echo "WARNING: MPI_Init fails when --mca coll names a component it cannot find."
     fi
+    # shellcheck disable=SC2054 # the commas are part of MCA values, not separators
     MPIRUN=(mpirun --oversubscribe --bind-to none
         --mca btl self,vader,tcp
         --mca coll gpu,tuned,libnbc,basic,self
@@ -141,14 +144,16 @@ else
     for t in "$BIN"/mpi/test_*; do
         p=$(basename "$t")
         case "$p" in *.*) continue ;; esac
-        [ -f "$t" ] && [ -x "$t" ] || continue
+        if [ ! -f "$t" ] || [ ! -x "$t" ]; then
+            continue
+        fi
         case " ${programs[*]} " in *" $p "*) ;; *) programs+=("$p") ;; esac
     done
 
     shm_before=$(cgpu_shm_entries)
     if [ -n "$shm_before" ]; then
         echo "WARNING: /dev/shm already holds cgpu* entries before the MPI runs (not counted):"
-        echo "$shm_before" | sed 's/^/    /'
+        while IFS= read -r e; do echo "    $e"; done <<<"$shm_before"
     fi
 
     for p in "${programs[@]}"; do

@@ -28,6 +28,9 @@ typedef struct cgpu_cuda_comm {
     uint64_t oneshot_seq;
     void *scratch; /* staging for buffers the kernels cannot use in place */
     size_t scratch_bytes;
+    volatile unsigned long long *err_host; /* kernels' error record, host view */
+    unsigned long long *err_dev;           /* the same, device view */
+    unsigned long long timeout_ns;
 } cgpu_cuda_comm_t;
 
 bool cgpu_cuda_comm_supports(cgpu_dtype_t dt, cgpu_op_t op)
@@ -58,10 +61,18 @@ cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->oneshot_off = cc->ring_off + (size_t) cc->nch_max * cc->nslots * cc->slot_bytes;
     cc->inbox_bytes = cc->oneshot_off + 2 * (size_t) comm->size * cc->oneshot_slice;
 
+    cc->timeout_ns = (unsigned long long) (cfg->cuda_timeout_s * 1e9);
     cgpu_status_t st = cgpu_cuda_stream_create(&cc->stream);
     if (CGPU_OK != st) {
         return st;
     }
+    void *eh = NULL, *ed = NULL;
+    st = cgpu_cuda_host_alloc_mapped(&eh, &ed, 64);
+    if (CGPU_OK != st) {
+        return st;
+    }
+    cc->err_host = eh;
+    cc->err_dev = ed;
     st = cgpu_cuda_malloc((void **) &cc->inbox, cc->inbox_bytes);
     if (CGPU_OK != st) {
         return st;
@@ -116,6 +127,7 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     }
     cgpu_cuda_free(cc->inbox);
     cgpu_cuda_free(cc->scratch);
+    cgpu_cuda_host_free((void *) cc->err_host);
     cgpu_cuda_stream_destroy(cc->stream);
     if (prev >= 0 && prev != cc->device) {
         (void) cgpu_cuda_set_device(prev);
@@ -165,6 +177,8 @@ static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, s
 
     cgpu_cuda_ring_args_t a;
     memset(&a, 0, sizeof(a));
+    a.timeout_ns = cc->timeout_ns;
+    a.err = cc->err_dev;
     a.in = in;
     a.out = out;
     a.count = count;
@@ -180,6 +194,9 @@ static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, s
     a.left_inbox = cc->peer_inbox[(comm->rank + comm->size - 1) % comm->size];
     a.ring_off = cc->ring_off;
     memcpy(a.base, cc->ring_base, sizeof(a.base));
+    cgpu_log(CGPU_LOG_TRACE, "cuda: ring allreduce rank %d count %zu %s/%s nch %zu chunk %zu "
+             "loops %zu base %llu", comm->rank, count, cgpu_dtype_name(dt), cgpu_op_name(op), nch,
+             chunk, nloops, (unsigned long long) cc->ring_base[0]);
     int err = cgpu_cuda_ring_allreduce(&a, dt, op, cc->threads, cc->stream);
     if (0 != err) {
         return cgpu_cuda_check(err, "ring allreduce launch");
@@ -197,6 +214,8 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     const size_t bytes = count * cgpu_dtype_size(dt);
     cgpu_cuda_oneshot_args_t a;
     memset(&a, 0, sizeof(a));
+    a.timeout_ns = cc->timeout_ns;
+    a.err = cc->err_dev;
     a.in = in;
     a.out = out;
     a.count = count;
@@ -211,6 +230,9 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     for (int i = 0; i < comm->size; ++i) {
         a.inbox[i] = cc->peer_inbox[i];
     }
+    cgpu_log(CGPU_LOG_TRACE, "cuda: oneshot allreduce rank %d count %zu %s/%s blocks %d seq %llu",
+             comm->rank, count, cgpu_dtype_name(dt), cgpu_op_name(op), a.nblocks,
+             (unsigned long long) a.seq);
     int err = cgpu_cuda_oneshot_allreduce(&a, dt, op, cc->threads, cc->stream);
     return 0 != err ? cgpu_cuda_check(err, "oneshot allreduce launch") : CGPU_OK;
 }
@@ -253,6 +275,7 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
         out = in_place ? cc->scratch : (char *) cc->scratch + bytes;
     }
 
+    cc->err_host[0] = 0;
     bool oneshot = (CGPU_ALLREDUCE_ONESHOT == alg || CGPU_ALLREDUCE_AUTO == alg) &&
                    bytes <= cc->oneshot_slice;
     st = oneshot ? launch_oneshot(comm, in, out, count, dt, op)
@@ -264,6 +287,17 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
     cgpu_status_t sync = cgpu_cuda_stream_sync(cc->stream);
     if (CGPU_OK == st) {
         st = sync;
+    }
+    if (CGPU_OK == st && 0 != cc->err_host[0]) {
+        static const char *what[] = {"", "data from the left neighbour (ring)",
+                                     "room at the right neighbour (ring)", "a peer's oneshot data"};
+        unsigned long long k = cc->err_host[0];
+        cgpu_log(CGPU_LOG_WARN,
+                 "cuda: rank %d waited more than coll_gpu_cuda_timeout for %s (channel/peer "
+                 "%llu: wanted %llu, saw %llu); the collective failed",
+                 comm->rank, k < 4 ? what[k] : "?", cc->err_host[1], cc->err_host[2],
+                 cc->err_host[3]);
+        st = CGPU_ERR_TIMEOUT;
     }
 
 out_restore:

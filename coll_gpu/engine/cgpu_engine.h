@@ -68,6 +68,7 @@ typedef struct cgpu_config {
     size_t cuda_slot_bytes;     /* ring slot per channel and step */
     int cuda_slots;             /* ring pipeline depth per channel */
     size_t cuda_oneshot_bytes;  /* largest message of the oneshot algorithm (auto) */
+    double cuda_timeout_s;      /* a kernel waiting longer on a peer fails the call (0: never) */
 } cgpu_config_t;
 
 /** Fill @p cfg with the documented defaults. */

@@ -35,7 +35,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -189,14 +188,13 @@ static bool child_check(bool ok, const char *file, int line, const char *fmt, ..
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
         va_end(ap);
-        fprintf(stderr, "    %s:%d: rank %d of %d: %s\n", file, line, child_rank, child_size,
-                msg);
+        fprintf(stderr, "    %s:%d: rank %d of %d: %s\n", file, line, child_rank, child_size, msg);
     }
     ++child_failures;
     return false;
 }
 
-#define CHILD_CHECK(cond) child_check(!!(cond), __FILE__, __LINE__, "check failed: %s", #cond)
+#define CHILD_CHECK(cond)       child_check(!!(cond), __FILE__, __LINE__, "check failed: %s", #cond)
 #define CHILD_CHECKF(cond, ...) child_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 
 /* The engine's log sink in children: warnings are counted, everything printed on demand. */
@@ -297,8 +295,7 @@ static bool check_same_status(test_rank_t *t, cgpu_status_t st, const char *what
     }
     for (int r = 0; r < t->size; ++r) {
         same = CHILD_CHECKF(all[r] == mine, "%s: rank %d got %s, this rank got %s", what, r,
-                            cgpu_status_string((cgpu_status_t) all[r]),
-                            cgpu_status_string(st)) &&
+                            cgpu_status_string((cgpu_status_t) all[r]), cgpu_status_string(st)) &&
                same;
     }
     return same;
@@ -829,8 +826,8 @@ static bool check_allreduce(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, si
     cgpu_status_t st;
     bool ok = true;
 
-    snprintf(what, sizeof(what), "allreduce %s %s of %zu%s", cgpu_dtype_name(dt),
-             cgpu_op_name(op), count, in_place ? " in place" : "");
+    snprintf(what, sizeof(what), "allreduce %s %s of %zu%s", cgpu_dtype_name(dt), cgpu_op_name(op),
+             count, in_place ? " in place" : "");
     /* A rank that cannot allocate a few kilobytes cannot stay in lockstep either. */
     if (NULL == sbuf || NULL == rbuf || NULL == orig) {
         fprintf(stderr, "    rank %d: out of memory in %s\n", me, what);
@@ -847,15 +844,14 @@ static bool check_allreduce(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, si
         memset(rbuf, TEST_GUARD_FILL, total);
     }
 
-    st = cgpu_allreduce(comm, in_place ? rbuf : sbuf, rbuf, count, dt, op,
-                        CGPU_ALLREDUCE_AUTO);
+    st = cgpu_allreduce(comm, in_place ? rbuf : sbuf, rbuf, count, dt, op, CGPU_ALLREDUCE_AUTO);
     ok = CHILD_CHECKF(CGPU_OK == st, "%s returned %s", what, cgpu_status_string(st));
     for (size_t i = 0; ok && i < count; ++i) {
         const test_value_t expected = reference_value(dt, op, seed, size, i);
         const test_value_t got = load_value(dt, rbuf, i);
 
-        ok = CHILD_CHECKF(same_value(dt, expected, got), "%s: element %zu is %s, expected %s",
-                          what, i, format_value(dt, got, g, sizeof(g)),
+        ok = CHILD_CHECKF(same_value(dt, expected, got), "%s: element %zu is %s, expected %s", what,
+                          i, format_value(dt, got, g, sizeof(g)),
                           format_value(dt, expected, e, sizeof(e)));
     }
     ok = check_guard(rbuf, bytes, what) && ok;
@@ -913,8 +909,8 @@ static bool check_alltoall(cgpu_comm_t *comm, size_t bytes, bool in_place, uint6
             const unsigned char got = rbuf[(size_t) p * bytes + k];
             const unsigned char expected = a2a_byte(seed, p, me, k);
 
-            ok = CHILD_CHECKF(expected == got, "%s: byte %zu from rank %d is 0x%02x, expected "
-                              "0x%02x", what, k, p, got, expected);
+            ok = CHILD_CHECKF(expected == got, "%s: byte %zu from rank %d is 0x%02x, not 0x%02x",
+                              what, k, p, got, expected);
         }
     }
     ok = check_guard(rbuf, all, what) && ok;
@@ -941,9 +937,14 @@ static bool check_alltoall(cgpu_comm_t *comm, size_t bytes, bool in_place, uint6
 static void scenario_allreduce_int32_counts(test_rank_t *t)
 {
     const size_t loop = (size_t) t->size * (TEST_SLOT_BYTES / sizeof(int32_t));
-    const size_t counts[] = {0,    1,        (size_t) t->size - 1, 2,        3,           5,
-                             13,   97,       1021,                 4099,     loop - 1,    loop,
-                             loop + 1,       3 * loop + 17};
+    const size_t fewer_than_ranks = (size_t) t->size - 1;
+    /* (clang-format would column-align this list into something unreadable) */
+    /* clang-format off */
+    const size_t counts[] = {
+        0, 1, fewer_than_ranks, 2, 3, 5, 13, 97, 1021, 4099, loop - 1, loop, loop + 1,
+        3 * loop + 17,
+    };
+    /* clang-format on */
     cgpu_config_t cfg;
     cgpu_comm_t *comm = NULL;
     cgpu_status_t st;
@@ -983,8 +984,7 @@ static void scenario_allreduce_every_dtype_and_op(test_rank_t *t)
                 continue;
             }
             ++pairs;
-            check_allreduce(comm, (cgpu_dtype_t) dt, (cgpu_op_t) op, TEST_DTYPE_COUNT, false,
-                            seed);
+            check_allreduce(comm, (cgpu_dtype_t) dt, (cgpu_op_t) op, TEST_DTYPE_COUNT, false, seed);
             check_allreduce(comm, (cgpu_dtype_t) dt, (cgpu_op_t) op, TEST_DTYPE_COUNT, true,
                             seed + 1);
         }
@@ -1079,15 +1079,14 @@ static void scenario_create_agrees_on_failure(test_rank_t *t)
     }
 
     st = cgpu_comm_create(&t->bs, &comm);
-    CHILD_CHECKF(fault->expected == st, "create returned %s, expected %s",
-                 cgpu_status_string(st), cgpu_status_string(fault->expected));
+    CHILD_CHECKF(fault->expected == st, "create returned %s, expected %s", cgpu_status_string(st),
+                 cgpu_status_string(fault->expected));
     check_same_status(t, st, "create");
     CHILD_CHECK(NULL == comm);
     CHILD_CHECKF(held_count == cgpu_engine_live_comms(), "%d live communicators, expected %d",
                  cgpu_engine_live_comms(), held_count);
-    CHILD_CHECKF(held_count * t->size == cgpu_shm_mapped_count(),
-                 "%d segments mapped, expected %d", cgpu_shm_mapped_count(),
-                 held_count * t->size);
+    CHILD_CHECKF(held_count * t->size == cgpu_shm_mapped_count(), "%d segments mapped, expected %d",
+                 cgpu_shm_mapped_count(), held_count * t->size);
     check_no_shm_names(t, "after the failed create");
 
     /* Recovery: the faulty rank comes back with the common configuration. */
@@ -1096,8 +1095,7 @@ static void scenario_create_agrees_on_failure(test_rank_t *t)
         cgpu_engine_fini();
         child_config(&cfg);
         st = cgpu_engine_init(&cfg);
-        CHILD_CHECKF(CGPU_OK == st, "cgpu_engine_init after the fault: %s",
-                     cgpu_status_string(st));
+        CHILD_CHECKF(CGPU_OK == st, "cgpu_engine_init after the fault: %s", cgpu_status_string(st));
     }
     st = cgpu_comm_create(&t->bs, &comm);
     if (CHILD_CHECKF(CGPU_OK == st, "create after recovery: %s", cgpu_status_string(st))) {
@@ -1210,12 +1208,12 @@ static void scenario_mapped_count_returns_to_zero(test_rank_t *t)
     if (!child_start(t, &cfg, &a)) {
         return;
     }
-    CHILD_CHECKF(per_comm == cgpu_shm_mapped_count(), "%d mapped with one communicator, "
-                 "expected %d", cgpu_shm_mapped_count(), per_comm);
+    CHILD_CHECKF(per_comm == cgpu_shm_mapped_count(), "%d mapped with one communicator, not %d",
+                 cgpu_shm_mapped_count(), per_comm);
     st = cgpu_comm_create(&t->bs, &b);
     CHILD_CHECKF(CGPU_OK == st, "second create: %s", cgpu_status_string(st));
-    CHILD_CHECKF(2 * per_comm == cgpu_shm_mapped_count(), "%d mapped with two communicators, "
-                 "expected %d", cgpu_shm_mapped_count(), 2 * per_comm);
+    CHILD_CHECKF(2 * per_comm == cgpu_shm_mapped_count(), "%d mapped with two, not %d",
+                 cgpu_shm_mapped_count(), 2 * per_comm);
     check_allreduce(a, CGPU_DT_INT8, CGPU_OP_MAX, 100, false, 1);
     check_allreduce(b, CGPU_DT_INT8, CGPU_OP_MIN, 100, false, 2);
     CHILD_CHECK(CGPU_OK == cgpu_comm_release(&a));
@@ -1292,8 +1290,8 @@ static void scenario_many_collectives_in_lockstep(test_rank_t *t)
         if (0 == i % 2) {
             const size_t pick = (size_t) k % TEST_ARRAY_LEN(pairs);
 
-            check_allreduce(comm, pairs[pick].dt, pairs[pick].op, (size_t) (k * 7) % 61,
-                            0 == k % 3, (uint64_t) i);
+            check_allreduce(comm, pairs[pick].dt, pairs[pick].op, (size_t) (k * 7) % 61, 0 == k % 3,
+                            (uint64_t) i);
         } else {
             check_alltoall(comm, (size_t) (k * 13) % 97, 0 == k % 2, (uint64_t) i);
         }
@@ -1430,13 +1428,10 @@ static void test_alltoall_delivers_every_byte(void)
 static void test_create_agrees_on_failure(void)
 {
     static const fault_arg_t faults[] = {
-        {"create, last rank with another slot_bytes", FAULT_SLOT_BYTES, true,
-         CGPU_ERR_INVALID_ARG},
-        {"create, rank 0 with another slot_bytes", FAULT_SLOT_BYTES, false,
-         CGPU_ERR_INVALID_ARG},
+        {"create, last rank with another slot_bytes", FAULT_SLOT_BYTES, true, CGPU_ERR_INVALID_ARG},
+        {"create, rank 0 with another slot_bytes", FAULT_SLOT_BYTES, false, CGPU_ERR_INVALID_ARG},
         {"create, last rank with another nslots", FAULT_NSLOTS, true, CGPU_ERR_INVALID_ARG},
-        {"create, rank 0 with another stage_bytes", FAULT_STAGE_BYTES, false,
-         CGPU_ERR_INVALID_ARG},
+        {"create, rank 0 with another stage_bytes", FAULT_STAGE_BYTES, false, CGPU_ERR_INVALID_ARG},
         {"create, last rank's engine not started", FAULT_ENGINE_DOWN, true, CGPU_ERR_STATE},
         {"create, rank 0 at its max_comms", FAULT_AT_MAX_COMMS, false, CGPU_ERR_NO_RESOURCE},
         {"create, last rank at its max_comms", FAULT_AT_MAX_COMMS, true, CGPU_ERR_NO_RESOURCE},
@@ -1485,16 +1480,14 @@ static void test_single_rank_communicator_copies(void)
 
 static void test_invalid_arguments_are_refused(void)
 {
-    CU_ASSERT_TRUE(run_ranks("invalid arguments", 2, scenario_invalid_arguments_are_refused,
-                             NULL));
-    CU_ASSERT_TRUE(run_ranks("invalid arguments", 3, scenario_invalid_arguments_are_refused,
-                             NULL));
+    CU_ASSERT_TRUE(run_ranks("invalid arguments", 2, scenario_invalid_arguments_are_refused, NULL));
+    CU_ASSERT_TRUE(run_ranks("invalid arguments", 3, scenario_invalid_arguments_are_refused, NULL));
 }
 
 static void test_init_refuses_bad_configurations(void)
 {
-    CU_ASSERT_TRUE(run_ranks("bad configurations", 1, scenario_init_refuses_bad_configurations,
-                             NULL));
+    CU_ASSERT_TRUE(
+        run_ranks("bad configurations", 1, scenario_init_refuses_bad_configurations, NULL));
 }
 
 /* ------------------------------------------------------------------------------------- */
@@ -1516,15 +1509,13 @@ static const struct {
     {"create agrees on failure when one rank cannot take part", test_create_agrees_on_failure},
     {"different nodes are refused uniformly", test_different_nodes_are_refused_uniformly},
     {"release is idempotent and fini releases what was forgotten", test_release_is_idempotent},
-    {"no segment name is left in /dev/shm after create",
-     test_no_segment_name_is_left_after_create},
+    {"no segment name is left in /dev/shm after create", test_no_segment_name_is_left_after_create},
     {"mapped segment count returns to zero after release",
      test_mapped_segment_count_returns_to_zero},
     {"max_comms caps live communicators", test_max_comms_caps_live_communicators},
     {"many consecutive collectives stay in lockstep", test_many_collectives_stay_in_lockstep},
     {"single-rank communicator copies", test_single_rank_communicator_copies},
-    {"invalid arguments are refused before any communication",
-     test_invalid_arguments_are_refused},
+    {"invalid arguments are refused before any communication", test_invalid_arguments_are_refused},
     {"init refuses configurations the engine cannot run with",
      test_init_refuses_bad_configurations},
 };
