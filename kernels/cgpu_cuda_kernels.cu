@@ -230,14 +230,15 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
 struct RingState {
     const cgpu_cuda_ring_args_t *a;
     int c;
-    uint64_t step; /* items this channel has sent (and received) so far in this call */
+    uint64_t sent;  /* items this channel has sent so far in this call */
+    uint64_t recvd; /* items it has received so far (a call ends with sent == recvd) */
     uint64_t *my_flags, *right_flags, *left_flags;
 };
 
 template <typename T> __device__ T *send_slot(RingState &s)
 {
     const cgpu_cuda_ring_args_t *a = s.a;
-    uint64_t abs = a->base[s.c] + s.step;
+    uint64_t abs = a->base[s.c] + s.sent;
     /* room: the right neighbour has consumed item abs - nslots */
     if (abs >= (uint64_t) a->nslots &&
         !block_wait_ge(s.my_flags + CGPU_CUDA_FLAG_RING_CONSUMED(s.c), abs + 1 - a->nslots,
@@ -251,7 +252,7 @@ template <typename T> __device__ T *send_slot(RingState &s)
 template <typename T> __device__ const T *recv_slot(RingState &s)
 {
     const cgpu_cuda_ring_args_t *a = s.a;
-    uint64_t abs = a->base[s.c] + s.step;
+    uint64_t abs = a->base[s.c] + s.recvd;
     if (!block_wait_ge(s.my_flags + CGPU_CUDA_FLAG_RING_POSTED(s.c), abs + 1, a->timeout_ns,
                        a->err, CGPU_CUDA_ERR_RING_POSTED, s.c)) {
         return nullptr;
@@ -263,16 +264,19 @@ template <typename T> __device__ const T *recv_slot(RingState &s)
 /* Finish step: publish what we sent and/or free what we received. */
 __device__ void step_done(RingState &s, bool sent, bool received)
 {
-    uint64_t abs = s.a->base[s.c] + s.step + 1;
+    const uint64_t base = s.a->base[s.c];
     if (sent) {
-        block_publish(s.right_flags + CGPU_CUDA_FLAG_RING_POSTED(s.c), abs);
+        s.sent++;
+        block_publish(s.right_flags + CGPU_CUDA_FLAG_RING_POSTED(s.c), base + s.sent);
     } else {
         __syncthreads();
     }
-    if (received && 0 == threadIdx.x) {
-        store_flag(s.left_flags + CGPU_CUDA_FLAG_RING_CONSUMED(s.c), abs);
+    if (received) {
+        s.recvd++;
+        if (0 == threadIdx.x) {
+            store_flag(s.left_flags + CGPU_CUDA_FLAG_RING_CONSUMED(s.c), base + s.recvd);
+        }
     }
-    s.step++;
 }
 
 __device__ __forceinline__ int wrap(int x, int n)
@@ -285,7 +289,8 @@ template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_a
     RingState s;
     s.a = &a;
     s.c = blockIdx.x;
-    s.step = 0;
+    s.sent = 0;
+    s.recvd = 0;
     s.my_flags = (uint64_t *) a.my_inbox;
     s.right_flags = (uint64_t *) a.right_inbox;
     s.left_flags = (uint64_t *) a.left_inbox;
