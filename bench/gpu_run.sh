@@ -32,14 +32,15 @@ fi
 if has smoke; then
     run host_demo 60 2 --mca coll_gpu_backend host examples/demo
     run gpu_demo 60 2 --mca coll_gpu_verbose 100 --mca coll_gpu_cuda_timeout 5 examples/demo_gpu
+    if [ "$fail" -gt 0 ]; then echo "smoke failed: stopping"; exit 1; fi
 fi
 if has test; then
-    run gpu_np2 240 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce
-    run gpu_np4_quick 200 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
-    run gpu_np3_quick 200 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
-    run gpu_np2_ring 120 2 --mca coll_gpu_allreduce_algorithm ring test/gpu/test_cuda_allreduce quick
-    run host_allreduce_np4 200 4 --mca coll_gpu_backend host test/mpi/test_allreduce
-    run host_alltoall_np4 120 4 --mca coll_gpu_backend host test/mpi/test_alltoall
+    run gpu_np2 180 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce
+    run gpu_np4_quick 150 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
+    run gpu_np3_quick 100 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
+    run gpu_np2_ring 60 2 --mca coll_gpu_allreduce_algorithm ring test/gpu/test_cuda_allreduce quick
+    run host_allreduce_np4 100 4 --mca coll_gpu_backend host test/mpi/test_allreduce
+    run host_alltoall_np4 60 4 --mca coll_gpu_backend host test/mpi/test_alltoall
 fi
 if has sanitize; then
     run sanitize 300 2 compute-sanitizer --tool memcheck --print-limit 20 test/gpu/test_cuda_allreduce quick
