@@ -177,8 +177,30 @@ template <typename T> union Vec {
  * the whole block cooperating; 16-byte accesses when every pointer allows it.
  */
 template <typename T, int OP>
+__device__ __forceinline__ uint4 combine(const uint4 &x, const uint4 &y)
+{
+    Vec<T> a, b, r;
+    a.u = x;
+    b.u = y;
+#pragma unroll
+    for (size_t k = 0; k < sizeof(uint4) / sizeof(T); ++k) {
+        r.e[k] = Op<T, OP>::f(a.e[k], b.e[k]);
+    }
+    return r.u;
+}
+
+/*
+ * The one data primitive: r = src0 op src1 (or whichever of them is given), written to
+ * dst0 and/or dst1. src0 is a slot filled by a peer (read through L2 only). n elements,
+ * the whole block cooperating; 16-byte accesses when every pointer allows it, UNROLL of
+ * them in flight per thread (all loads issued before the first store), since a remote
+ * store over NVLink and an HBM load both take long enough that one at a time starves
+ * the link.
+ */
+template <typename T, int OP>
 __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size_t n)
 {
+    constexpr int UNROLL = 4;
     const size_t tid = threadIdx.x, nth = blockDim.x;
     const uintptr_t mis = ((uintptr_t) dst0 | (uintptr_t) dst1 | (uintptr_t) src0 |
                            (uintptr_t) src1) & 15;
@@ -186,27 +208,43 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
     if (0 == mis) {
         constexpr size_t V = sizeof(uint4) / sizeof(T);
         const size_t nv = n / V;
-        for (size_t i = tid; i < nv; i += nth) {
-            Vec<T> a, b, r;
-            if (nullptr != src0) {
-                a.u = __ldcg((const uint4 *) src0 + i);
-            }
-            if (nullptr != src1) {
-                b.u = *((const uint4 *) src1 + i);
-            }
-            if (nullptr != src0 && nullptr != src1) {
+        const uint4 *s0 = (const uint4 *) src0, *s1 = (const uint4 *) src1;
+        uint4 *d0 = (uint4 *) dst0, *d1 = (uint4 *) dst1;
+        const size_t step = nth * UNROLL;
+        size_t i = tid;
+        for (; i + (UNROLL - 1) * nth < nv; i += step) {
+            uint4 a[UNROLL], b[UNROLL];
 #pragma unroll
-                for (size_t k = 0; k < V; ++k) {
-                    r.e[k] = Op<T, OP>::f(a.e[k], b.e[k]);
+            for (int u = 0; u < UNROLL; ++u) {
+                if (nullptr != s0) {
+                    a[u] = __ldcg(s0 + i + u * nth);
                 }
-            } else {
-                r.u = nullptr != src0 ? a.u : b.u;
+                if (nullptr != s1) {
+                    b[u] = s1[i + u * nth];
+                }
             }
-            if (nullptr != dst0) {
-                *((uint4 *) dst0 + i) = r.u;
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                uint4 r = (nullptr != s0 && nullptr != s1) ? combine<T, OP>(a[u], b[u])
+                                                         : (nullptr != s0 ? a[u] : b[u]);
+                if (nullptr != d0) {
+                    d0[i + u * nth] = r;
+                }
+                if (nullptr != d1) {
+                    d1[i + u * nth] = r;
+                }
             }
-            if (nullptr != dst1) {
-                *((uint4 *) dst1 + i) = r.u;
+        }
+        for (; i < nv; i += nth) {
+            uint4 a = nullptr != s0 ? __ldcg(s0 + i) : uint4();
+            uint4 b = nullptr != s1 ? s1[i] : uint4();
+            uint4 r = (nullptr != s0 && nullptr != s1) ? combine<T, OP>(a, b)
+                                                     : (nullptr != s0 ? a : b);
+            if (nullptr != d0) {
+                d0[i] = r;
+            }
+            if (nullptr != d1) {
+                d1[i] = r;
             }
         }
         done = nv * V;

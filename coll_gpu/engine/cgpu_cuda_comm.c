@@ -167,8 +167,8 @@ static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, s
     const size_t bytes = count * esize;
     const size_t align = 16 / esize > 0 ? 16 / esize : 1;
     size_t slot_elems = (cc->slot_bytes / esize) / align * align;
-    /* add channels only while each still carries >= 256 KiB per rank */
-    size_t nch = (bytes + n * (256 << 10) - 1) / (n * (256 << 10));
+    /* add channels only while each still carries >= 64 KiB per rank */
+    size_t nch = (bytes + n * (64 << 10) - 1) / (n * (64 << 10));
     nch = nch < 1 ? 1 : nch > (size_t) cc->nch_max ? (size_t) cc->nch_max : nch;
     size_t per = (count + nch * n - 1) / (nch * n);
     per = (per + align - 1) / align * align;
@@ -221,8 +221,8 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     a.count = count;
     a.rank = comm->rank;
     a.nranks = comm->size;
-    /* one block per 16 KiB, at most the flag slots we have */
-    size_t nb = (bytes + (16 << 10) - 1) / (16 << 10);
+    /* one block per 32 KiB, at most the flag slots we have */
+    size_t nb = (bytes + (32 << 10) - 1) / (32 << 10);
     a.nblocks = (int) (nb < 1 ? 1 : nb > CGPU_CUDA_MAX_ONESHOT_BLOCKS ? CGPU_CUDA_MAX_ONESHOT_BLOCKS : nb);
     a.seq = ++cc->oneshot_seq;
     a.slice_bytes = cc->oneshot_slice;
@@ -276,8 +276,12 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
     }
 
     cc->err_host[0] = 0;
+    /* oneshot moves (n-1) x bytes out of every rank, the ring 2(n-1)/n x bytes: with
+     * auto, its size limit shrinks as ranks are added (2 ranks: the whole slice) */
+    size_t oneshot_max = CGPU_ALLREDUCE_ONESHOT == alg ? cc->oneshot_slice
+                                                        : cc->oneshot_slice * 2 / (size_t) comm->size;
     bool oneshot = (CGPU_ALLREDUCE_ONESHOT == alg || CGPU_ALLREDUCE_AUTO == alg) &&
-                   bytes <= cc->oneshot_slice;
+                   bytes <= oneshot_max;
     st = oneshot ? launch_oneshot(comm, in, out, count, dt, op)
                  : launch_ring(comm, in, out, count, dt, op);
     if (CGPU_OK == st && stage_out) {

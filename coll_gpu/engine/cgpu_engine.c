@@ -36,7 +36,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_threads = 512;
     cfg->cuda_slot_bytes = 512 * 1024;
     cfg->cuda_slots = 4;
-    cfg->cuda_oneshot_bytes = 64 * 1024;
+    cfg->cuda_oneshot_bytes = 1024 * 1024;
     cfg->cuda_timeout_s = 60.0;
 }
 

@@ -68,6 +68,7 @@ static void vreport(const char *file, int line, const char *fmt, va_list ap)
 
     vsnprintf(msg, sizeof(msg), fmt, ap);
     printf("[%s rank %d/%d] FAIL %s:%d: %s\n", mt.prog, mt.rank, mt.size, file, line, msg);
+    fflush(stdout); /* an abort later must not lose it */
     fflush(stdout);
 }
 
