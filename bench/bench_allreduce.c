@@ -8,7 +8,7 @@
  * nccl-tests formula for allreduce), and our/NCCL ratios. Times are the maximum over
  * ranks of the mean over iterations. float32 SUM, out of place.
  *
- *   mpirun -np 2 --mca coll gpu,tuned,libnbc,basic,self bench/bench_allreduce [maxbytes]
+ *   mpirun -np 2 --mca coll gpu,tuned,libnbc,basic,self bench/bench_allreduce [maxbytes [minbytes]]
  */
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -54,6 +54,7 @@ int main(int argc, char **argv)
     CK(cudaGetDeviceCount(&ndev));
     CK(cudaSetDevice(rank % ndev));
     size_t maxb = argc > 1 ? strtoull(argv[1], NULL, 0) : ((size_t) 2 << 30);
+    size_t minb = argc > 2 ? strtoull(argv[2], NULL, 0) : 8;
 
     ncclUniqueId id;
     if (0 == rank) {
@@ -83,7 +84,7 @@ int main(int argc, char **argv)
         printf("%12s %10s %10s %10s %10s %8s %8s %s\n", "bytes", "ours_us", "ours_busbw",
                "nccl_us", "nccl_busbw", "bw_ratio", "lat_ratio", "check");
     }
-    for (size_t bytes = 8; bytes <= maxb; bytes *= 2) {
+    for (size_t bytes = minb; bytes <= maxb; bytes *= 2) {
         size_t cnt = bytes / sizeof(float);
         int it = iters_for(bytes), warm = 5;
         double t_ours, t_nccl;
