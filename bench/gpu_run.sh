@@ -51,10 +51,10 @@ if has bench; then
     timeout -k 5 300 "${MPIRUN[@]}" -np 2 bench/bench_allreduce ${BENCH_MAX:-2147483648} 2>&1 | tee "$out/bench_allreduce.txt"
 fi
 if has variants; then # tuning sweep: ring parameters at 1 MiB and above
-    for v in "16 512 524288" "32 512 524288" "32 1024 1048576" "24 640 524288" "32 256 262144"; do
+    for v in ${VARIANTS:-"32 512 524288" "48 512 524288" "64 512 262144" "32 512 1048576" "32 768 524288"}; do
         set -- $v
         echo "## channels $1 threads $2 slot $3"
         timeout -k 5 120 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_channels "$1" --mca coll_gpu_cuda_threads "$2" \
-            --mca coll_gpu_cuda_slot_bytes "$3" bench/bench_allreduce 1073741824 1048576 2>&1 | tee -a "$out/variants.txt"
+            --mca coll_gpu_cuda_slot_bytes "$3" bench/bench_allreduce ${VARIANT_MAX:-2147483648} ${VARIANT_MIN:-1048576} 2>&1 | tee -a "$out/variants.txt"
     done
 fi

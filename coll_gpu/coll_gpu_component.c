@@ -162,7 +162,7 @@ static int gpu_register(void)
     c->cuda_channels = d.cuda_channels;
     reg_int("cuda_channels",
             "cuda backend: most ring channels (thread blocks, each its own pipeline) per "
-            "allreduce; 1 to 32",
+            "allreduce; 1 to 64",
             OPAL_INFO_LVL_6, &c->cuda_channels);
     c->cuda_threads = d.cuda_threads;
     reg_int("cuda_threads", "cuda backend: threads per block of the collective kernels (64-1024)",
@@ -226,7 +226,7 @@ static int gpu_open(void)
         opal_output(0,
                     "coll/gpu: engine not started (%s): check coll_gpu_slot_bytes (> 0), "
                     "coll_gpu_slots (>= 1), coll_gpu_alltoall_stage_bytes (>= 64), "
-                    "coll_gpu_cuda_channels (1-32), coll_gpu_cuda_threads (64-1024), "
+                    "coll_gpu_cuda_channels (1-64), coll_gpu_cuda_threads (64-1024), "
                     "coll_gpu_cuda_slot_bytes (>= 4096), coll_gpu_cuda_slots (>= 1); "
                     "coll/gpu stays out of the way",
                     cgpu_status_string(st));

@@ -464,16 +464,38 @@ template <template <typename, int> class K, typename Args>
 int launch_typed(const Args *a, cgpu_dtype_t dt, cgpu_op_t op, int blocks, int threads,
                  cudaStream_t st);
 
+/* Threads per block, clamped to what this kernel instance can launch with (its
+ * register use decides), in whole warps: a too-large coll_gpu_cuda_threads must never
+ * turn into a launch failure on one rank and a hang on the others. */
+template <typename F> int fit_threads(F *kernel, int want)
+{
+    cudaFuncAttributes at;
+    if (cudaSuccess != cudaFuncGetAttributes(&at, kernel)) {
+        (void) cudaGetLastError();
+        return want < 256 ? want : 256;
+    }
+    int t = want < at.maxThreadsPerBlock ? want : at.maxThreadsPerBlock;
+    return t < 32 ? 32 : t / 32 * 32;
+}
+
 template <typename T, int OP> struct RingK {
     static void go(const cgpu_cuda_ring_args_t *a, int blocks, int threads, cudaStream_t st)
     {
-        ring_kernel<T, OP><<<blocks, threads, 0, st>>>(*a);
+        static int fit = 0; /* benign race: every thread computes the same value */
+        if (0 == fit || threads != fit) {
+            fit = fit_threads(ring_kernel<T, OP>, threads);
+        }
+        ring_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
     }
 };
 template <typename T, int OP> struct OneshotK {
     static void go(const cgpu_cuda_oneshot_args_t *a, int blocks, int threads, cudaStream_t st)
     {
-        oneshot_kernel<T, OP><<<blocks, threads, 0, st>>>(*a);
+        static int fit = 0;
+        if (0 == fit || threads != fit) {
+            fit = fit_threads(oneshot_kernel<T, OP>, threads);
+        }
+        oneshot_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
     }
 };
 

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define CGPU_CUDA_MAX_CHANNELS 32
+#define CGPU_CUDA_MAX_CHANNELS 64
 #define CGPU_CUDA_MAX_RANKS 64
 #define CGPU_CUDA_MAX_ONESHOT_BLOCKS 32
 #define CGPU_CUDA_FLAG_STRIDE 16 /* uint64 words between flags: 128 bytes, one line each */

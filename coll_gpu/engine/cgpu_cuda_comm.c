@@ -221,8 +221,8 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     a.count = count;
     a.rank = comm->rank;
     a.nranks = comm->size;
-    /* one block per 32 KiB, at most the flag slots we have */
-    size_t nb = (bytes + (32 << 10) - 1) / (32 << 10);
+    /* one block per 8 KiB, at most the flag slots we have */
+    size_t nb = (bytes + (8 << 10) - 1) / (8 << 10);
     a.nblocks = (int) (nb < 1 ? 1 : nb > CGPU_CUDA_MAX_ONESHOT_BLOCKS ? CGPU_CUDA_MAX_ONESHOT_BLOCKS : nb);
     a.seq = ++cc->oneshot_seq;
     a.slice_bytes = cc->oneshot_slice;

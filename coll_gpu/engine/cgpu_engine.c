@@ -32,7 +32,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->verbose = 0;
     cfg->log = NULL;
     cfg->force_node_per_rank = false;
-    cfg->cuda_channels = 16;
+    cfg->cuda_channels = 32;
     cfg->cuda_threads = 512;
     cfg->cuda_slot_bytes = 512 * 1024;
     cfg->cuda_slots = 4;
@@ -49,7 +49,7 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         return CGPU_ERR_STATE;
     }
     if (0 == cfg->slot_bytes || cfg->nslots < 1 || cfg->stage_bytes < 64 ||
-        cfg->cuda_channels < 1 || cfg->cuda_channels > 32 || cfg->cuda_threads < 64 ||
+        cfg->cuda_channels < 1 || cfg->cuda_channels > 64 || cfg->cuda_threads < 64 ||
         cfg->cuda_threads > 1024 || cfg->cuda_slot_bytes < 4096 || cfg->cuda_slots < 1) {
         return CGPU_ERR_INVALID_ARG;
     }
