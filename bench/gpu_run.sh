@@ -51,7 +51,8 @@ if has bench; then
     timeout -k 5 300 "${MPIRUN[@]}" -np 2 bench/bench_allreduce ${BENCH_MAX:-2147483648} 2>&1 | tee "$out/bench_allreduce.txt"
 fi
 if has variants; then # tuning sweep: ring parameters at 1 MiB and above
-    for v in ${VARIANTS:-"32 512 524288" "48 512 524288" "64 512 262144" "32 512 1048576" "32 768 524288"}; do
+    IFS=, read -r -a variants <<< "${VARIANTS:-32 512 524288,48 512 524288,64 512 262144,32 512 1048576,32 768 524288}"
+    for v in "${variants[@]}"; do
         set -- $v
         echo "## channels $1 threads $2 slot $3"
         timeout -k 5 120 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_channels "$1" --mca coll_gpu_cuda_threads "$2" \
