@@ -32,9 +32,9 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->verbose = 0;
     cfg->log = NULL;
     cfg->force_node_per_rank = false;
-    cfg->cuda_channels = 32;
+    cfg->cuda_channels = 64;
     cfg->cuda_threads = 512;
-    cfg->cuda_slot_bytes = 512 * 1024;
+    cfg->cuda_slot_bytes = 256 * 1024;
     cfg->cuda_slots = 4;
     cfg->cuda_oneshot_bytes = 1024 * 1024;
     cfg->cuda_timeout_s = 60.0;
