@@ -147,7 +147,7 @@ static int gpu_register(void)
               "rank and communicator is slots x slot_bytes + alltoall_stage_bytes",
               &c->slot_bytes);
     c->slots = d.nslots;
-    reg_int("slots", "Pipeline depth of the ring: slots per connection (at least 1)",
+    reg_int("slots", "Pipeline depth of the ring: slots per connection (at least 2)",
             OPAL_INFO_LVL_6, &c->slots);
     c->stage_bytes = (unsigned long) d.stage_bytes;
     reg_ulong("alltoall_stage_bytes",
@@ -173,7 +173,8 @@ static int gpu_register(void)
               "rank is about cuda_channels x cuda_slots x cuda_slot_bytes",
               &c->cuda_slot_bytes);
     c->cuda_slots = d.cuda_slots;
-    reg_int("cuda_slots", "cuda backend: ring pipeline depth per channel", OPAL_INFO_LVL_6,
+    reg_int("cuda_slots", "cuda backend: ring pipeline depth per channel (at least 2)",
+            OPAL_INFO_LVL_6,
             &c->cuda_slots);
     c->cuda_oneshot_bytes = (unsigned long) d.cuda_oneshot_bytes;
     reg_ulong("cuda_oneshot_bytes",
@@ -224,10 +225,10 @@ static int gpu_open(void)
     c->engine_up = (CGPU_OK == st);
     if (!c->engine_up) {
         opal_output(0,
-                    "coll/gpu: engine not started (%s): check coll_gpu_slot_bytes (> 0), "
-                    "coll_gpu_slots (>= 1), coll_gpu_alltoall_stage_bytes (>= 64), "
+                    "coll/gpu: engine not started (%s): check coll_gpu_slot_bytes (>= 64), "
+                    "coll_gpu_slots (>= 2), coll_gpu_alltoall_stage_bytes (>= 64), "
                     "coll_gpu_cuda_channels (1-64), coll_gpu_cuda_threads (64-1024), "
-                    "coll_gpu_cuda_slot_bytes (>= 4096), coll_gpu_cuda_slots (>= 1); "
+                    "coll_gpu_cuda_slot_bytes (>= 4096), coll_gpu_cuda_slots (>= 2); "
                     "coll/gpu stays out of the way",
                     cgpu_status_string(st));
     }

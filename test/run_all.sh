@@ -44,6 +44,7 @@ declare -A MPI_TEST_ARGS=(
 
 passed=0
 failed=0
+skipped=0
 
 # Prints the log of a failed test, indented; long logs are cut, the file stays whole.
 show_log() {
@@ -60,10 +61,14 @@ show_log() {
     echo "---- end of log ----"
 }
 
-record() { # name status(0 = pass) log
+record() { # name status(0 = pass, 77 = skipped with a printed reason) log
     if [ "$2" -eq 0 ]; then
         echo "PASS $1"
         passed=$((passed + 1))
+    elif [ "$2" -eq 77 ]; then
+        # a skip is never a pass: counted apart, with the reason the test printed
+        echo "SKIP $1 ($(grep -m1 -o 'skipped: .*' "${3:-/dev/null}" 2>/dev/null || echo 'no reason given'))"
+        skipped=$((skipped + 1))
     else
         echo "FAIL $1"
         failed=$((failed + 1))
@@ -139,6 +144,14 @@ else
     fi
     # shellcheck disable=SC2206 # word splitting of the user's extra arguments is wanted
     [ -n "${CGPU_MPIRUN_EXTRA:-}" ] && MPIRUN+=(${CGPU_MPIRUN_EXTRA})
+    # the GPU tests run the default backend (auto: cuda where a GPU is usable)
+    MPIRUN_GPU=()
+    skip_next=0
+    for a in "${MPIRUN[@]}"; do
+        if [ "$a" = coll_gpu_backend ]; then skip_next=1; unset 'MPIRUN_GPU[-1]'; continue; fi
+        if [ "$skip_next" -eq 1 ]; then skip_next=0; continue; fi
+        MPIRUN_GPU+=("$a")
+    done
 
     programs=("${MPI_TESTS[@]}")
     for t in "$BIN"/mpi/test_*; do
@@ -176,6 +189,19 @@ else
         run_test "demo.np4" "${MPIRUN[@]}" -np 4 "$DEMO"
     fi
 
+    # ---- GPU tests (cuda backend, coll_gpu_backend=auto): skipped where no GPU ----
+    for t in "$BIN"/gpu/test_*; do
+        case "$t" in *.c | *.o | *"*"*) continue ;; esac
+        [ -x "$t" ] || continue
+        run_test "gpu.$(basename "$t").np2" "${MPIRUN_GPU[@]}" -np 2 "$t"
+        run_test "gpu.$(basename "$t").np4" "${MPIRUN_GPU[@]}" -np 4 "$t" quick
+    done
+    if [ -x "$REPO/examples/demo_gpu" ] || [ -x "$BIN/../examples/demo_gpu" ]; then
+        gdemo="$BIN/../examples/demo_gpu"
+        [ -x "$gdemo" ] || gdemo="$REPO/examples/demo_gpu"
+        run_test "gpu.demo_gpu.np2" "${MPIRUN_GPU[@]}" -np 2 "$gdemo"
+    fi
+
     # ---- nothing of ours left in /dev/shm ----
     shm_after=$(cgpu_shm_entries)
     leaked=$(comm -13 <(echo "$shm_before") <(echo "$shm_after") | sed '/^$/d')
@@ -193,5 +219,5 @@ else
 fi
 
 echo "logs are in $LOGDIR"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

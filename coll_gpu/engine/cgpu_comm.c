@@ -65,6 +65,13 @@ static cgpu_status_t agree_on_table(const cgpu_peer_info_t *all, int size)
             return (cgpu_status_t) all[i].status;
         }
     }
+    if (all[0].stage_bytes < 64 * (uint64_t) size) {
+        cgpu_log(CGPU_LOG_WARN,
+                 "engine: coll_gpu_alltoall_stage_bytes (%llu) is below 64 bytes per rank for %d "
+                 "ranks; this communicator uses the fallback (raise the parameter)",
+                 (unsigned long long) all[0].stage_bytes, size);
+        return CGPU_ERR_NO_RESOURCE;
+    }
     for (int i = 1; i < size; ++i) {
         if (all[i].slot_bytes != all[0].slot_bytes || all[i].nslots != all[0].nslots ||
             all[i].stage_bytes != all[0].stage_bytes) {
@@ -203,7 +210,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     read_node_identity(&me, bs->rank);
     me.pid = (int32_t) getpid();
     me.status = (int32_t) local;
-    me.slot_bytes = cfg->slot_bytes;
+    me.slot_bytes = cfg->slot_bytes; /* as the engine rounded them */
     me.nslots = (uint64_t) cfg->nslots;
     me.stage_bytes = cfg->stage_bytes;
     me.cuda_ok = (CGPU_BACKEND_HOST != cfg->backend && cgpu_cuda_available()) ? 1 : 0;

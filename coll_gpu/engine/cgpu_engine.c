@@ -48,12 +48,17 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
     if (0 != atomic_load(&engine_up)) {
         return CGPU_ERR_STATE;
     }
-    if (0 == cfg->slot_bytes || cfg->nslots < 1 || cfg->stage_bytes < 64 ||
+    /* Rings need two slots per connection: a rank holds the slot it received while it
+     * waits for room at its right neighbour, so one slot deadlocks from 3 ranks on. */
+    if (cfg->slot_bytes < 64 || cfg->nslots < 2 || cfg->stage_bytes < 64 ||
         cfg->cuda_channels < 1 || cfg->cuda_channels > 64 || cfg->cuda_threads < 64 ||
-        cfg->cuda_threads > 1024 || cfg->cuda_slot_bytes < 4096 || cfg->cuda_slots < 1) {
+        cfg->cuda_threads > 1024 || cfg->cuda_slot_bytes < 4096 || cfg->cuda_slots < 2) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;
+    /* whole cache lines, so every slot is aligned for every element type */
+    engine_cfg.slot_bytes &= ~(size_t) 63;
+    engine_cfg.stage_bytes &= ~(size_t) 63;
     atomic_store(&engine_up, 1);
     return CGPU_OK;
 }

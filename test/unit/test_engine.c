@@ -1397,6 +1397,24 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     child_config(&cfg);
     cfg.stage_bytes = 63;
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    /* one ring slot deadlocks from 3 ranks on; a slot smaller than an element never
+     * advances: both are refused up front */
+    child_config(&cfg);
+    cfg.nslots = 1;
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    cfg.slot_bytes = 8;
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    cfg.cuda_slots = 1;
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    /* odd sizes are rounded down to whole cache lines (aligned slots for every type) */
+    child_config(&cfg);
+    cfg.slot_bytes = TEST_SLOT_BYTES + 4;
+    st = cgpu_engine_init(&cfg);
+    CHILD_CHECKF(CGPU_OK == st, "odd slot size refused: %s", cgpu_status_string(st));
+    CHILD_CHECK(TEST_SLOT_BYTES == cgpu_engine_config()->slot_bytes);
+    cgpu_engine_fini();
     child_config(&cfg);
     st = cgpu_engine_init(&cfg);
     CHILD_CHECKF(CGPU_OK == st, "valid configuration refused: %s", cgpu_status_string(st));
