@@ -39,6 +39,9 @@ if has test; then
     run gpu_np4_quick 150 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
     run gpu_np3_quick 100 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
     run gpu_np2_ring 60 2 --mca coll_gpu_allreduce_algorithm ring test/gpu/test_cuda_allreduce quick
+    run gpu_np2_tree 60 2 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
+    run gpu_np3_tree 100 3 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
+    run gpu_np4_tree 150 4 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
     run host_allreduce_np4 100 4 --mca coll_gpu_backend host test/mpi/test_allreduce
     run host_alltoall_np4 60 4 --mca coll_gpu_backend host test/mpi/test_alltoall
 fi
@@ -49,6 +52,10 @@ fi
 echo "gpu machine: $pass passed, $fail failed"
 if has bench; then
     timeout -k 5 300 "${MPIRUN[@]}" -np 2 bench/bench_allreduce ${BENCH_MAX:-2147483648} 2>&1 | tee "$out/bench_allreduce.txt"
+fi
+if has bench_tree; then # the tree (forced) against NCCL, 2 ranks, up to 256 MB
+    timeout -k 5 120 "${MPIRUN[@]}" -np 2 --mca coll_gpu_allreduce_algorithm tree \
+        bench/bench_allreduce 268435456 2>&1 | tee "$out/bench_tree.txt"
 fi
 if has variants; then # tuning sweep: ring parameters at 1 MiB and above
     IFS=, read -r -a variants <<< "${VARIANTS:-32 512 524288,48 512 524288,64 512 262144,32 512 1048576,32 768 524288}"

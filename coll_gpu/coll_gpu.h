@@ -44,6 +44,8 @@ typedef struct mca_coll_gpu_component_t {
     int cuda_slots;
     unsigned long cuda_oneshot_bytes;
     double cuda_timeout;
+    int cuda_tree_channels;
+    unsigned long cuda_tree_max_bytes;
     bool engine_up; /* cgpu_engine_init succeeded */
 } mca_coll_gpu_component_t;
 

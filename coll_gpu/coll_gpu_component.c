@@ -45,6 +45,7 @@ static const mca_base_var_enum_value_t allreduce_values[] = {
     {CGPU_ALLREDUCE_AUTO, "auto"},
     {CGPU_ALLREDUCE_RING, "ring"},
     {CGPU_ALLREDUCE_ONESHOT, "oneshot"},
+    {CGPU_ALLREDUCE_TREE, "tree"},
     {CGPU_ALLREDUCE_FALLBACK, "fallback"},
     {0, NULL},
 };
@@ -112,10 +113,13 @@ static int gpu_register(void)
              "exercises every path without a GPU). Must be the same on every rank",
              backend_values, &c->backend);
     reg_enum("allreduce_algorithm",
-             "MPI_Allreduce algorithm: auto (cuda: oneshot up to coll_gpu_cuda_oneshot_bytes, "
-             "ring above; host: ring), ring (reduce-scatter + allgather, pipelined), oneshot "
-             "(cuda: every rank reads every contribution; falls back to ring above "
-             "coll_gpu_cuda_oneshot_bytes), fallback (always the previous coll module)",
+             "MPI_Allreduce algorithm: auto (cuda: oneshot up to coll_gpu_cuda_oneshot_bytes x 2 / "
+             "ranks, then tree up to coll_gpu_cuda_tree_max_bytes with 3+ ranks, ring above; "
+             "host: ring), ring (reduce-scatter + allgather, pipelined), oneshot (cuda: every "
+             "rank reads every contribution; ring above coll_gpu_cuda_oneshot_bytes), tree "
+             "(cuda: reduce up and broadcast down a binary tree, pipelined), fallback (always "
+             "the previous coll module). The host backend runs ring for every choice but "
+             "fallback",
              allreduce_values, &c->allreduce_algorithm);
     reg_enum("alltoall_algorithm",
              "MPI_Alltoall algorithm: auto, direct (every peer at once through each rank's "
@@ -188,6 +192,16 @@ static int gpu_register(void)
         "MPI error instead of hanging (0: wait forever)",
         MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &c->cuda_timeout);
+    c->cuda_tree_channels = d.cuda_tree_channels;
+    reg_int("cuda_tree_channels",
+            "cuda backend: channels of the tree algorithm (two blocks each); 0 disables it. "
+            "Device memory: tree_channels x 3 x cuda_slots x cuda_slot_bytes per rank",
+            OPAL_INFO_LVL_6, &c->cuda_tree_channels);
+    c->cuda_tree_max_bytes = (unsigned long) d.cuda_tree_max_bytes;
+    reg_ulong("cuda_tree_max_bytes",
+              "cuda backend, auto algorithm: largest allreduce (bytes) given to the tree with 3 "
+              "or more ranks (not tuned: no machine with more than 2 GPUs was available)",
+              &c->cuda_tree_max_bytes);
     return mca_coll_gpu_pvars_register();
 }
 
@@ -219,6 +233,8 @@ static int gpu_open(void)
     cfg.cuda_slots = c->cuda_slots;
     cfg.cuda_oneshot_bytes = c->cuda_oneshot_bytes;
     cfg.cuda_timeout_s = c->cuda_timeout;
+    cfg.cuda_tree_channels = c->cuda_tree_channels;
+    cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
     cfg.verbose = c->verbose;
     cfg.log = mca_coll_gpu_log;
     cgpu_status_t st = cgpu_engine_init(&cfg);
@@ -228,7 +244,8 @@ static int gpu_open(void)
                     "coll/gpu: engine not started (%s): check coll_gpu_slot_bytes (>= 64), "
                     "coll_gpu_slots (>= 2), coll_gpu_alltoall_stage_bytes (>= 64), "
                     "coll_gpu_cuda_channels (1-64), coll_gpu_cuda_threads (64-1024), "
-                    "coll_gpu_cuda_slot_bytes (>= 4096), coll_gpu_cuda_slots (>= 2); "
+                    "coll_gpu_cuda_slot_bytes (>= 4096), coll_gpu_cuda_slots (>= 2), "
+                    "coll_gpu_cuda_tree_channels (0-64); "
                     "coll/gpu stays out of the way",
                     cgpu_status_string(st));
     }

@@ -198,18 +198,19 @@ __device__ __forceinline__ uint4 combine(const uint4 &x, const uint4 &y)
  * the link.
  */
 template <typename T, int OP>
-__device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size_t n)
+__device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size_t n,
+                            T *dst2 = nullptr)
 {
     constexpr int UNROLL = 4;
     const size_t tid = threadIdx.x, nth = blockDim.x;
-    const uintptr_t mis = ((uintptr_t) dst0 | (uintptr_t) dst1 | (uintptr_t) src0 |
-                           (uintptr_t) src1) & 15;
+    const uintptr_t mis = ((uintptr_t) dst0 | (uintptr_t) dst1 | (uintptr_t) dst2 |
+                           (uintptr_t) src0 | (uintptr_t) src1) & 15;
     size_t done = 0;
     if (0 == mis) {
         constexpr size_t V = sizeof(uint4) / sizeof(T);
         const size_t nv = n / V;
         const uint4 *s0 = (const uint4 *) src0, *s1 = (const uint4 *) src1;
-        uint4 *d0 = (uint4 *) dst0, *d1 = (uint4 *) dst1;
+        uint4 *d0 = (uint4 *) dst0, *d1 = (uint4 *) dst1, *d2 = (uint4 *) dst2;
         const size_t step = nth * UNROLL;
         size_t i = tid;
         for (; i + (UNROLL - 1) * nth < nv; i += step) {
@@ -233,6 +234,9 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
                 if (nullptr != d1) {
                     d1[i + u * nth] = r;
                 }
+                if (nullptr != d2) {
+                    d2[i + u * nth] = r;
+                }
             }
         }
         for (; i < nv; i += nth) {
@@ -245,6 +249,9 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
             }
             if (nullptr != d1) {
                 d1[i] = r;
+            }
+            if (nullptr != d2) {
+                d2[i] = r;
             }
         }
         done = nv * V;
@@ -259,6 +266,9 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
         }
         if (nullptr != dst1) {
             dst1[i] = r;
+        }
+        if (nullptr != dst2) {
+            dst2[i] = r;
         }
     }
 }
@@ -398,6 +408,136 @@ template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_a
     }
 }
 
+/* ---- tree allreduce: block 2c reduces channel c up a binary tree rooted at rank 0 (the
+ * root also starts the broadcast), block 2c+1 carries the broadcast down. Reduce and
+ * broadcast of different chunks overlap; a rank's broadcast block only ever writes a
+ * chunk of `out` after the root has its contribution to it, so in place is safe. ---- */
+
+__device__ __forceinline__ char *tree_slot(char *inbox, const cgpu_cuda_tree_args_t &a, int c,
+                                          int port, uint64_t item)
+{
+    return inbox + a.tree_off +
+           (((size_t) c * CGPU_CUDA_TREE_PORTS + port) * a.nslots + item % a.nslots) * a.slot_bytes;
+}
+
+template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_args_t a)
+{
+    const int c = blockIdx.x / 2, role = blockIdx.x % 2, r = a.rank;
+    const int parent = 0 == r ? -1 : (r - 1) / 2;
+    const int me_as_child = 0 == r ? 0 : (r - 1) - 2 * parent; /* 0 or 1 */
+    int nkids = 0;
+    for (int j = 0; j < 2; ++j) {
+        nkids += nullptr != a.child_inbox[j];
+    }
+    uint64_t *myf = (uint64_t *) a.my_inbox;
+    const T *in = (const T *) a.in;
+    T *out = (T *) a.out;
+    const uint64_t base = a.base[c];
+    if (1 == role && parent < 0) {
+        return; /* the root's reduce block starts the broadcast itself */
+    }
+    for (int k = 0; k < a.nchunks; ++k) {
+        const uint64_t item = base + k;
+        size_t first = (size_t) c * a.region + (size_t) k * a.chunk;
+        size_t last = first + a.chunk;
+        const size_t rend = ((size_t) c + 1) * a.region;
+        last = last < rend ? last : rend;
+        first = first < a.count ? first : a.count;
+        last = last < a.count ? last : a.count;
+        last = last > first ? last : first;
+        const size_t cnt = last - first;
+        T *down[2] = {nullptr, nullptr};
+
+        if (0 == role) {
+            /* inputs from the children */
+            const T *kid[2] = {nullptr, nullptr};
+            for (int j = 0; j < nkids; ++j) {
+                if (!block_wait_ge(myf + CGPU_CUDA_FLAG_TREE_POSTED(c, j), item + 1, a.timeout_ns,
+                                   a.err, CGPU_CUDA_ERR_TREE_POSTED, c)) {
+                    return;
+                }
+                kid[j] = (const T *) tree_slot(a.my_inbox, a, c, j, item);
+            }
+            /* where the partial (or, at the root, final) result goes */
+            T *up = nullptr;
+            if (parent >= 0) {
+                if (item >= (uint64_t) a.nslots &&
+                    !block_wait_ge(myf + CGPU_CUDA_FLAG_TREE_CONSUMED(c, 0), item + 1 - a.nslots,
+                                   a.timeout_ns, a.err, CGPU_CUDA_ERR_TREE_CONSUMED, c)) {
+                    return;
+                }
+                up = (T *) tree_slot(a.parent_inbox, a, c, me_as_child, item);
+            } else {
+                for (int j = 0; j < nkids; ++j) {
+                    if (item >= (uint64_t) a.nslots &&
+                        !block_wait_ge(myf + CGPU_CUDA_FLAG_TREE_CONSUMED(c, 1 + j),
+                                       item + 1 - a.nslots, a.timeout_ns, a.err,
+                                       CGPU_CUDA_ERR_TREE_CONSUMED, c)) {
+                        return;
+                    }
+                    down[j] = (T *) tree_slot(a.child_inbox[j], a, c, 2, item);
+                }
+            }
+            T *d_local = parent >= 0 ? nullptr : out + first;
+            if (0 == nkids) {
+                reduce_copy<T, OP>(up, nullptr, nullptr, in + first, cnt);
+            } else if (1 == nkids) {
+                reduce_copy<T, OP>(parent >= 0 ? up : d_local, down[0], kid[0], in + first, cnt);
+            } else {
+                /* two children: kid0 op in into out (scratch until the broadcast brings
+                 * the final chunk), then kid1 op that to its destinations */
+                reduce_copy<T, OP>(out + first, nullptr, kid[0], in + first, cnt);
+                __syncthreads();
+                reduce_copy<T, OP>(parent >= 0 ? up : d_local, down[0], kid[1], out + first, cnt,
+                                   down[1]);
+            }
+            __threadfence_system();
+            __syncthreads();
+            if (0 == threadIdx.x) {
+                if (parent >= 0) {
+                    store_flag((uint64_t *) a.parent_inbox + CGPU_CUDA_FLAG_TREE_POSTED(c, me_as_child),
+                               item + 1);
+                } else {
+                    for (int j = 0; j < nkids; ++j) {
+                        store_flag((uint64_t *) a.child_inbox[j] + CGPU_CUDA_FLAG_TREE_POSTED(c, 2),
+                                   item + 1);
+                    }
+                }
+                for (int j = 0; j < nkids; ++j) { /* children's slots are free again */
+                    store_flag((uint64_t *) a.child_inbox[j] + CGPU_CUDA_FLAG_TREE_CONSUMED(c, 0),
+                               item + 1);
+                }
+            }
+        } else {
+            /* broadcast: take the final chunk from the parent, keep it, pass it down */
+            if (!block_wait_ge(myf + CGPU_CUDA_FLAG_TREE_POSTED(c, 2), item + 1, a.timeout_ns,
+                               a.err, CGPU_CUDA_ERR_TREE_POSTED, c)) {
+                return;
+            }
+            const T *src = (const T *) tree_slot(a.my_inbox, a, c, 2, item);
+            for (int j = 0; j < nkids; ++j) {
+                if (item >= (uint64_t) a.nslots &&
+                    !block_wait_ge(myf + CGPU_CUDA_FLAG_TREE_CONSUMED(c, 1 + j), item + 1 - a.nslots,
+                                   a.timeout_ns, a.err, CGPU_CUDA_ERR_TREE_CONSUMED, c)) {
+                    return;
+                }
+                down[j] = (T *) tree_slot(a.child_inbox[j], a, c, 2, item);
+            }
+            reduce_copy<T, OP>(out + first, down[0], src, nullptr, cnt, down[1]);
+            __threadfence_system();
+            __syncthreads();
+            if (0 == threadIdx.x) {
+                for (int j = 0; j < nkids; ++j) {
+                    store_flag((uint64_t *) a.child_inbox[j] + CGPU_CUDA_FLAG_TREE_POSTED(c, 2),
+                               item + 1);
+                }
+                store_flag((uint64_t *) a.parent_inbox + CGPU_CUDA_FLAG_TREE_CONSUMED(c, 1 + me_as_child),
+                           item + 1);
+            }
+        }
+    }
+}
+
 /* ---- oneshot allreduce: every rank writes its input into every peer's inbox, then each
  * reduces all contributions in rank order (so every rank computes identical bits) ---- */
 
@@ -488,6 +628,16 @@ template <typename T, int OP> struct RingK {
         ring_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
     }
 };
+template <typename T, int OP> struct TreeK {
+    static void go(const cgpu_cuda_tree_args_t *a, int blocks, int threads, cudaStream_t st)
+    {
+        static int fit = 0;
+        if (0 == fit || threads != fit) {
+            fit = fit_threads(tree_kernel<T, OP>, threads);
+        }
+        tree_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
+    }
+};
 template <typename T, int OP> struct OneshotK {
     static void go(const cgpu_cuda_oneshot_args_t *a, int blocks, int threads, cudaStream_t st)
     {
@@ -558,6 +708,16 @@ extern "C" int cgpu_cuda_ring_allreduce(const cgpu_cuda_ring_args_t *a, cgpu_dty
         return (int) cudaErrorInvalidValue;
     }
     int rc = dispatch<RingK>(a, dt, op, a->nch, threads, (cudaStream_t) stream);
+    return 0 != rc ? rc : (int) cudaGetLastError();
+}
+
+extern "C" int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt,
+                                        cgpu_op_t op, int threads, void *stream)
+{
+    if (!cgpu_cuda_reduce_supported(dt, op)) {
+        return (int) cudaErrorInvalidValue;
+    }
+    int rc = dispatch<TreeK>(a, dt, op, 2 * a->nch, threads, (cudaStream_t) stream);
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 

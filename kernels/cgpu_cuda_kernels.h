@@ -36,8 +36,19 @@ extern "C" {
 #define CGPU_CUDA_FLAG_ONESHOT(p, b)                                                  \
     ((size_t) (2 * CGPU_CUDA_MAX_CHANNELS + (p) * CGPU_CUDA_MAX_ONESHOT_BLOCKS + (b)) * \
      CGPU_CUDA_FLAG_STRIDE)
+/* tree ports: incoming 0/1 = from child 0/1 (reduce), 2 = from the parent (broadcast);
+ * outgoing 0 = to the parent, 1/2 = to child 0/1. posted[c][in port] is written by the
+ * sender, consumed[c][out port] by the receiver, each in the poller's own memory. */
+#define CGPU_CUDA_TREE_PORTS 3
+#define CGPU_CUDA_FLAG_TREE_BASE \
+    ((size_t) 2 * CGPU_CUDA_MAX_CHANNELS + (size_t) CGPU_CUDA_MAX_RANKS * CGPU_CUDA_MAX_ONESHOT_BLOCKS)
+#define CGPU_CUDA_FLAG_TREE_POSTED(c, p) \
+    ((CGPU_CUDA_FLAG_TREE_BASE + (size_t) (c) * CGPU_CUDA_TREE_PORTS + (p)) * CGPU_CUDA_FLAG_STRIDE)
+#define CGPU_CUDA_FLAG_TREE_CONSUMED(c, q)                                                    \
+    ((CGPU_CUDA_FLAG_TREE_BASE + (size_t) (CGPU_CUDA_MAX_CHANNELS + (c)) * CGPU_CUDA_TREE_PORTS + \
+      (q)) * CGPU_CUDA_FLAG_STRIDE)
 #define CGPU_CUDA_FLAG_WORDS \
-    ((size_t) (2 * CGPU_CUDA_MAX_CHANNELS + CGPU_CUDA_MAX_RANKS * CGPU_CUDA_MAX_ONESHOT_BLOCKS) * \
+    ((CGPU_CUDA_FLAG_TREE_BASE + 2 * (size_t) CGPU_CUDA_MAX_CHANNELS * CGPU_CUDA_TREE_PORTS) * \
      CGPU_CUDA_FLAG_STRIDE)
 #define CGPU_CUDA_FLAG_BYTES (CGPU_CUDA_FLAG_WORDS * sizeof(uint64_t))
 
@@ -47,7 +58,7 @@ extern "C" {
  * peer, err[2] = value waited for, err[3] = value seen.
  */
 enum { CGPU_CUDA_ERR_NONE = 0, CGPU_CUDA_ERR_RING_POSTED = 1, CGPU_CUDA_ERR_RING_CONSUMED = 2,
-       CGPU_CUDA_ERR_ONESHOT = 3 };
+       CGPU_CUDA_ERR_ONESHOT = 3, CGPU_CUDA_ERR_TREE_POSTED = 4, CGPU_CUDA_ERR_TREE_CONSUMED = 5 };
 
 /** Arguments of one ring allreduce launch (one block per channel). */
 typedef struct cgpu_cuda_ring_args {
@@ -69,6 +80,28 @@ typedef struct cgpu_cuda_ring_args {
     uint64_t base[CGPU_CUDA_MAX_CHANNELS]; /* items each channel moved before this call */
 } cgpu_cuda_ring_args_t;
 
+/** Arguments of one tree allreduce launch (two blocks per channel: reduce up, broadcast
+ * down a binary tree rooted at rank 0, pipelined in chunks). */
+typedef struct cgpu_cuda_tree_args {
+    unsigned long long timeout_ns;
+    unsigned long long *err;
+    const void *in;
+    void *out;
+    size_t count;
+    size_t region;       /* elements per channel */
+    size_t chunk;        /* elements per pipeline step */
+    int nchunks;         /* steps every channel runs (same on every rank) */
+    int nch;
+    int rank, nranks;
+    int nslots;
+    size_t slot_bytes;
+    size_t tree_off;     /* byte offset of the tree slots in an inbox */
+    char *my_inbox;
+    char *parent_inbox;  /* NULL at the root */
+    char *child_inbox[2];/* NULL where there is no such child */
+    uint64_t base[CGPU_CUDA_MAX_CHANNELS];
+} cgpu_cuda_tree_args_t;
+
 /** Arguments of one oneshot allreduce launch (small messages). */
 typedef struct cgpu_cuda_oneshot_args {
     unsigned long long timeout_ns;
@@ -89,6 +122,10 @@ int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
 
 /** Enqueue a ring allreduce; threads per block given. Returns 0 or a cudaError_t value. */
 int cgpu_cuda_ring_allreduce(const cgpu_cuda_ring_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                             int threads, void *stream);
+
+/** Enqueue a tree allreduce (2 x nch blocks). Returns 0 or a cudaError_t value. */
+int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                              int threads, void *stream);
 
 /** Enqueue a oneshot allreduce. Returns 0 or a cudaError_t value. */

@@ -20,6 +20,10 @@ typedef struct cgpu_cuda_comm {
     size_t ring_off;
     size_t oneshot_off;
     size_t oneshot_slice;
+    size_t tree_off;
+    int tree_nch;
+    size_t tree_max_bytes;
+    uint64_t tree_base[CGPU_CUDA_MAX_CHANNELS];
     int nch_max;
     int threads;
     int nslots;
@@ -59,7 +63,11 @@ cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->oneshot_slice = (cfg->cuda_oneshot_bytes + 255) & ~(size_t) 255;
     cc->ring_off = (CGPU_CUDA_FLAG_BYTES + 4095) & ~(size_t) 4095;
     cc->oneshot_off = cc->ring_off + (size_t) cc->nch_max * cc->nslots * cc->slot_bytes;
-    cc->inbox_bytes = cc->oneshot_off + 2 * (size_t) comm->size * cc->oneshot_slice;
+    cc->tree_off = cc->oneshot_off + 2 * (size_t) comm->size * cc->oneshot_slice;
+    cc->tree_nch = cfg->cuda_tree_channels;
+    cc->tree_max_bytes = cfg->cuda_tree_max_bytes;
+    cc->inbox_bytes = cc->tree_off + (size_t) cc->tree_nch * CGPU_CUDA_TREE_PORTS * cc->nslots *
+                                         cc->slot_bytes;
 
     cc->timeout_ns = (unsigned long long) (cfg->cuda_timeout_s * 1e9);
     cgpu_status_t st = cgpu_cuda_stream_create(&cc->stream);
@@ -207,6 +215,58 @@ static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, s
     return CGPU_OK;
 }
 
+static cgpu_status_t launch_tree(cgpu_comm_t *comm, const void *in, void *out, size_t count,
+                                 cgpu_dtype_t dt, cgpu_op_t op)
+{
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    const size_t esize = cgpu_dtype_size(dt), bytes = count * esize;
+    const size_t align = 16 / esize > 0 ? 16 / esize : 1;
+    const size_t slot_elems = (cc->slot_bytes / esize) / align * align;
+    /* a channel per 256 KiB, up to the tree channels there are */
+    size_t nch = (bytes + (256 << 10) - 1) / (256 << 10);
+    nch = nch < 1 ? 1 : nch > (size_t) cc->tree_nch ? (size_t) cc->tree_nch : nch;
+    size_t region = (count + nch - 1) / nch;
+    region = (region + align - 1) / align * align;
+    size_t chunk = region < slot_elems ? region : slot_elems;
+    size_t nchunks = (region + chunk - 1) / chunk;
+    const int r = comm->rank, n = comm->size;
+
+    cgpu_cuda_tree_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.timeout_ns = cc->timeout_ns;
+    a.err = cc->err_dev;
+    a.in = in;
+    a.out = out;
+    a.count = count;
+    a.region = region;
+    a.chunk = chunk;
+    a.nchunks = (int) nchunks;
+    a.nch = (int) nch;
+    a.rank = r;
+    a.nranks = n;
+    a.nslots = cc->nslots;
+    a.slot_bytes = cc->slot_bytes;
+    a.tree_off = cc->tree_off;
+    a.my_inbox = cc->inbox;
+    a.parent_inbox = 0 == r ? NULL : cc->peer_inbox[(r - 1) / 2];
+    for (int j = 0; j < 2; ++j) {
+        int kid = 2 * r + 1 + j;
+        a.child_inbox[j] = kid < n ? cc->peer_inbox[kid] : NULL;
+    }
+    memcpy(a.base, cc->tree_base, sizeof(a.base));
+    cgpu_log(CGPU_LOG_TRACE, "cuda: tree allreduce rank %d count %zu %s/%s nch %zu chunk %zu "
+             "chunks %zu base %llu", r, count, cgpu_dtype_name(dt), cgpu_op_name(op), nch, chunk,
+             nchunks, (unsigned long long) cc->tree_base[0]);
+    int err = cgpu_cuda_tree_allreduce(&a, dt, op, cc->threads, cc->stream);
+    if (0 != err) {
+        return cgpu_cuda_check(err, "tree allreduce launch");
+    }
+    for (size_t c = 0; c < nch; ++c) {
+        cc->tree_base[c] += nchunks;
+    }
+    return CGPU_OK;
+}
+
 static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out, size_t count,
                                     cgpu_dtype_t dt, cgpu_op_t op)
 {
@@ -282,7 +342,13 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                                                         : cc->oneshot_slice * 2 / (size_t) comm->size;
     bool oneshot = (CGPU_ALLREDUCE_ONESHOT == alg || CGPU_ALLREDUCE_AUTO == alg) &&
                    bytes <= oneshot_max;
+    /* tree: forced, or auto for 3+ ranks between the oneshot limit and tree_max_bytes
+     * (fewer steps than the ring's 2(n-1) where latency still matters) */
+    bool tree = !oneshot && cc->tree_nch > 0 &&
+                (CGPU_ALLREDUCE_TREE == alg ||
+                 (CGPU_ALLREDUCE_AUTO == alg && comm->size >= 3 && bytes <= cc->tree_max_bytes));
     st = oneshot ? launch_oneshot(comm, in, out, count, dt, op)
+         : tree  ? launch_tree(comm, in, out, count, dt, op)
                  : launch_ring(comm, in, out, count, dt, op);
     if (CGPU_OK == st && stage_out) {
         st = cgpu_cuda_copy_async(rbuf, out, bytes, cc->stream);
@@ -294,12 +360,13 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
     }
     if (CGPU_OK == st && 0 != cc->err_host[0]) {
         static const char *what[] = {"", "data from the left neighbour (ring)",
-                                     "room at the right neighbour (ring)", "a peer's oneshot data"};
+                                     "room at the right neighbour (ring)", "a peer's oneshot data",
+                                     "data from a tree neighbour", "room at a tree neighbour"};
         unsigned long long k = cc->err_host[0];
         cgpu_log(CGPU_LOG_WARN,
                  "cuda: rank %d waited more than coll_gpu_cuda_timeout for %s (channel/peer "
                  "%llu: wanted %llu, saw %llu); the collective failed",
-                 comm->rank, k < 4 ? what[k] : "?", cc->err_host[1], cc->err_host[2],
+                 comm->rank, k < 6 ? what[k] : "?", cc->err_host[1], cc->err_host[2],
                  cc->err_host[3]);
         st = CGPU_ERR_TIMEOUT;
     }

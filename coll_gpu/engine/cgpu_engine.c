@@ -38,6 +38,8 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_slots = 4;
     cfg->cuda_oneshot_bytes = 1024 * 1024;
     cfg->cuda_timeout_s = 60.0;
+    cfg->cuda_tree_channels = 8;
+    cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
 }
 
 cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
@@ -52,7 +54,8 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
      * waits for room at its right neighbour, so one slot deadlocks from 3 ranks on. */
     if (cfg->slot_bytes < 64 || cfg->nslots < 2 || cfg->stage_bytes < 64 ||
         cfg->cuda_channels < 1 || cfg->cuda_channels > 64 || cfg->cuda_threads < 64 ||
-        cfg->cuda_threads > 1024 || cfg->cuda_slot_bytes < 4096 || cfg->cuda_slots < 2) {
+        cfg->cuda_threads > 1024 || cfg->cuda_slot_bytes < 4096 || cfg->cuda_slots < 2 ||
+        cfg->cuda_tree_channels < 0 || cfg->cuda_tree_channels > 64) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;

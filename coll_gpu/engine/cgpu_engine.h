@@ -37,6 +37,7 @@ typedef enum cgpu_allreduce_alg {
     CGPU_ALLREDUCE_RING = 1,
     CGPU_ALLREDUCE_FALLBACK = 2, /* glue-level: always the previous module */
     CGPU_ALLREDUCE_ONESHOT = 3,  /* cuda: every rank reads every contribution (small) */
+    CGPU_ALLREDUCE_TREE = 4,     /* cuda: reduce up / broadcast down a binary tree */
 } cgpu_allreduce_alg_t;
 
 /** Alltoall algorithms (MCA coll_gpu_alltoall_algorithm). */
@@ -69,6 +70,8 @@ typedef struct cgpu_config {
     int cuda_slots;             /* ring pipeline depth per channel */
     size_t cuda_oneshot_bytes;  /* largest message of the oneshot algorithm (auto) */
     double cuda_timeout_s;      /* a kernel waiting longer on a peer fails the call (0: never) */
+    int cuda_tree_channels;     /* tree channels (two blocks each); 0 disables the tree */
+    size_t cuda_tree_max_bytes; /* auto: tree for 3+ ranks from the oneshot limit up to this */
 } cgpu_config_t;
 
 /** Fill @p cfg with the documented defaults. */
