@@ -42,6 +42,11 @@ if has test; then
     run gpu_np2_tree 60 2 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
     run gpu_np3_tree 100 3 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
     run gpu_np4_tree 150 4 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
+    run gpu_torch_cupy_np2 120 2 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
+    if grep -q "cuda: \(ring\|oneshot\) allreduce" "$out/gpu_torch_cupy_np2.log"; then
+        echo "torch/cupy calls served by our kernels: $(grep -c 'cuda: \(ring\|oneshot\) allreduce' "$out/gpu_torch_cupy_np2.log") trace lines"
+    fi
+    grep -h "test_torch_cupy\|skipped" "$out/gpu_torch_cupy_np2.log" | head -3
     run host_allreduce_np4 100 4 --mca coll_gpu_backend host test/mpi/test_allreduce
     run host_alltoall_np4 60 4 --mca coll_gpu_backend host test/mpi/test_alltoall
 fi

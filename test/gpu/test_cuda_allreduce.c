@@ -331,6 +331,24 @@ int main(int argc, char **argv)
         MT_EXPECT_PATH(&pv, 2, MT_PATH_ENGINE, "cudaMallocAsync and managed");
     }
 
+    /* pinned host memory (cudaMallocHost) is host memory: staged into device scratch */
+    {
+        const size_t n = 150001;
+        double *p = NULL;
+        CUDA_OK(cudaMallocHost((void **) &p, n * sizeof(double)));
+        for (size_t i = 0; i < n; ++i) {
+            p[i] = (double) (i % 13) + rank;
+        }
+        MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, p, (int) n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        long bad = 0;
+        for (size_t i = 0; i < n; ++i) {
+            bad += p[i] != (double) ((i % 13) * nranks + nranks * (nranks - 1) / 2);
+        }
+        MT_CHECK(0 == bad, "pinned host buffer: %ld wrong", bad);
+        cudaFreeHost(p);
+        MT_EXPECT_PATH(&pv, 1, MT_PATH_ENGINE, "pinned host memory");
+    }
+
     /* derived datatype with a user op on device memory: staged fallback, correct result
      * (Open MPI itself rejects predefined ops on derived types) */
     {
