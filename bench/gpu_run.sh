@@ -50,6 +50,12 @@ if has test; then
     run host_allreduce_np4 100 4 --mca coll_gpu_backend host test/mpi/test_allreduce
     run host_alltoall_np4 60 4 --mca coll_gpu_backend host test/mpi/test_alltoall
 fi
+if has test_min; then # the last additions only: full matrix on 2 ranks, frameworks
+    run gpu_np2 180 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce
+    run gpu_torch_cupy_np2 150 2 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
+    echo "trace lines of our kernels in the torch/cupy run: $(grep -c 'cuda: \(ring\|oneshot\) allreduce' "$out/gpu_torch_cupy_np2.log")"
+    grep -h "test_torch_cupy\|skipped\|FAIL" "$out/gpu_torch_cupy_np2.log" | head -5
+fi
 if has sanitize; then
     run sanitize 300 2 compute-sanitizer --tool memcheck --print-limit 20 test/gpu/test_cuda_allreduce quick
     grep -E "ERROR SUMMARY" "$out/sanitize.log" | head -3

@@ -196,6 +196,9 @@ else
         run_test "gpu.$(basename "$t").np2" "${MPIRUN_GPU[@]}" -np 2 "$t"
         run_test "gpu.$(basename "$t").np4" "${MPIRUN_GPU[@]}" -np 4 "$t" quick
     done
+    if command -v python3 >/dev/null 2>&1 && [ -f "$REPO/test/gpu/test_torch_cupy.py" ]; then
+        run_test "gpu.test_torch_cupy.np2" "${MPIRUN_GPU[@]}" -np 2 python3 "$REPO/test/gpu/test_torch_cupy.py"
+    fi
     if [ -x "$REPO/examples/demo_gpu" ] || [ -x "$BIN/../examples/demo_gpu" ]; then
         gdemo="$BIN/../examples/demo_gpu"
         [ -x "$gdemo" ] || gdemo="$REPO/examples/demo_gpu"
