@@ -17,31 +17,6 @@ namespace {
 /* ---- element operations (same semantics as the host twin: r = a op b) ---- */
 
 template <typename T, int OP> struct Op;
-#define CGPU_INT_OPS(T)                                                                  \
-    template <> struct Op<T, CGPU_OP_SUM> {                                              \
-        __device__ static T f(T a, T b) { return (T) (a + b); }                          \
-    };                                                                                   \
-    template <> struct Op<T, CGPU_OP_PROD> {                                             \
-        __device__ static T f(T a, T b) { return (T) (a * b); }                          \
-    };                                                                                   \
-    template <> struct Op<T, CGPU_OP_LAND> {                                             \
-        __device__ static T f(T a, T b) { return (T) ((a != 0) && (b != 0)); }           \
-    };                                                                                   \
-    template <> struct Op<T, CGPU_OP_LOR> {                                              \
-        __device__ static T f(T a, T b) { return (T) ((a != 0) || (b != 0)); }           \
-    };                                                                                   \
-    template <> struct Op<T, CGPU_OP_LXOR> {                                             \
-        __device__ static T f(T a, T b) { return (T) ((a != 0) != (b != 0)); }           \
-    };                                                                                   \
-    template <> struct Op<T, CGPU_OP_BAND> {                                             \
-        __device__ static T f(T a, T b) { return (T) (a & b); }                          \
-    };                                                                                   \
-    template <> struct Op<T, CGPU_OP_BOR> {                                              \
-        __device__ static T f(T a, T b) { return (T) (a | b); }                          \
-    };                                                                                   \
-    template <> struct Op<T, CGPU_OP_BXOR> {                                             \
-        __device__ static T f(T a, T b) { return (T) (a ^ b); }                          \
-    };
 /* Unsigned arithmetic for every integer op but MIN/MAX: identical bits to two's
  * complement signed results, and no undefined overflow. Small types promote to int in
  * C++, so SUM/PROD go through unsigned int for them. */
@@ -76,6 +51,15 @@ template <> struct Op<uint16_t, CGPU_OP_PROD> {
     template <> struct Op<T, CGPU_OP_BXOR> {                                             \
         __device__ static T f(T a, T b) { return (T) (a ^ b); }                          \
     };
+/* 32/64-bit: no promotion surprises, plain arithmetic wraps in the unsigned type */
+#define CGPU_INT_OPS(T)                                                                  \
+    template <> struct Op<T, CGPU_OP_SUM> {                                              \
+        __device__ static T f(T a, T b) { return (T) (a + b); }                          \
+    };                                                                                   \
+    template <> struct Op<T, CGPU_OP_PROD> {                                             \
+        __device__ static T f(T a, T b) { return (T) (a * b); }                          \
+    };                                                                                   \
+    CGPU_BIT_OPS(T)
 CGPU_BIT_OPS(uint8_t)
 CGPU_BIT_OPS(uint16_t)
 CGPU_INT_OPS(uint32_t)

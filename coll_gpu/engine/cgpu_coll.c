@@ -57,6 +57,47 @@ static cgpu_status_t stage_out(void *rbuf, size_t bytes, host_stage_t *hs, cgpu_
     return st;
 }
 
+/* A host algorithm over buffers of any memory kind: what lives on a device is staged
+ * through host copies. When staging fails locally the rank still takes part, on zeroed
+ * scratch, so its peers do not hang, and the failure is returned. */
+typedef void (*host_algo_fn)(cgpu_comm_t *comm, const void *in, void *out, const void *args);
+
+static cgpu_status_t run_host_staged(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                     size_t bytes, host_algo_fn fn, const void *args)
+{
+    host_stage_t hs;
+    const void *in;
+    void *out;
+    cgpu_status_t st = stage_in(sbuf, rbuf, bytes, &hs, &in, &out);
+    if (CGPU_OK == st) {
+        fn(comm, in, out, args);
+    } else {
+        void *tmp = calloc(1, bytes);
+        if (NULL != tmp) {
+            fn(comm, tmp, tmp, args);
+            free(tmp);
+        }
+    }
+    return stage_out(rbuf, bytes, &hs, st);
+}
+
+typedef struct allreduce_args {
+    size_t count;
+    cgpu_dtype_t dt;
+    cgpu_op_t op;
+} allreduce_args_t;
+
+static void host_allreduce(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+{
+    const allreduce_args_t *a = args;
+    cgpu_host_ring_allreduce(comm, in, out, a->count, a->dt, a->op);
+}
+
+static void host_alltoall(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+{
+    cgpu_host_alltoall(comm, in, out, *(const size_t *) args);
+}
+
 cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                              cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
 {
@@ -69,34 +110,15 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
         return st;
     }
     if (0 == count) {
-        goto out_leave;
-    }
-    if (CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
+        /* nothing to move */
+    } else if (CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
         st = cgpu_cuda_allreduce(comm, sbuf, rbuf, count, dt, op, alg);
-        goto out_leave;
+    } else {
+        /* host algorithms; the decision above depends only on (backend, dt, op), the same
+         * on every rank, so a type the kernels lack (long double) runs here everywhere */
+        allreduce_args_t a = {.count = count, .dt = dt, .op = op};
+        st = run_host_staged(comm, sbuf, rbuf, count * cgpu_dtype_size(dt), host_allreduce, &a);
     }
-    /* host algorithms; the decision above depends only on (backend, dt, op), the same
-     * on every rank, so a type the kernels lack (long double) runs here everywhere */
-    {
-        const size_t bytes = count * cgpu_dtype_size(dt);
-        host_stage_t hs;
-        const void *in;
-        void *out;
-        st = stage_in(sbuf, rbuf, bytes, &hs, &in, &out);
-        if (CGPU_OK == st) {
-            cgpu_host_ring_allreduce(comm, in, out, count, dt, op);
-        } else {
-            /* cannot stage locally: still take part, on scratch, so peers do not hang */
-            void *tmp = calloc(count, cgpu_dtype_size(dt));
-            if (NULL != tmp) {
-                cgpu_host_ring_allreduce(comm, tmp, tmp, count, dt, op);
-                free(tmp);
-            }
-        }
-        st = stage_out(rbuf, bytes, &hs, st);
-    }
-
-out_leave:
     cgpu_comm_leave(comm);
     return st;
 }
@@ -112,28 +134,9 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
     if (CGPU_OK != st) {
         return st;
     }
-    if (0 == bytes) {
-        goto out_leave;
+    if (bytes > 0) {
+        st = run_host_staged(comm, sbuf, rbuf, bytes * (size_t) comm->size, host_alltoall, &bytes);
     }
-    {
-        const size_t total = bytes * (size_t) comm->size;
-        host_stage_t hs;
-        const void *in;
-        void *out;
-        st = stage_in(sbuf, rbuf, total, &hs, &in, &out);
-        if (CGPU_OK == st) {
-            cgpu_host_alltoall(comm, in, out, bytes);
-        } else {
-            void *tmp = calloc(1, total);
-            if (NULL != tmp) {
-                cgpu_host_alltoall(comm, tmp, tmp, bytes);
-                free(tmp);
-            }
-        }
-        st = stage_out(rbuf, total, &hs, st);
-    }
-
-out_leave:
     cgpu_comm_leave(comm);
     return st;
 }
