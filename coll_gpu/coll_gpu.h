@@ -46,6 +46,7 @@ typedef struct mca_coll_gpu_component_t {
     double cuda_timeout;
     int cuda_tree_channels;
     unsigned long cuda_tree_max_bytes;
+    char *profiler; /* path of a profiler plugin */
     bool engine_up; /* cgpu_engine_init succeeded */
 } mca_coll_gpu_component_t;
 

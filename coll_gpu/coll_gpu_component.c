@@ -202,6 +202,14 @@ static int gpu_register(void)
               "cuda backend, auto algorithm: largest allreduce (bytes) given to the tree with 3 "
               "or more ranks (not tuned: no machine with more than 2 GPUs was available)",
               &c->cuda_tree_max_bytes);
+    c->profiler = NULL;
+    (void) mca_base_component_var_register(
+        &mca_coll_gpu_component.super.collm_version, "profiler",
+        "Path of a profiler plugin (a shared object exporting cgpuProfiler_v1, see "
+        "include/coll_gpu_profiler_v1.h); empty: no profiler. A missing or broken plugin gives "
+        "one warning and coll/gpu runs without it",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_4,
+        MCA_BASE_VAR_SCOPE_READONLY, &c->profiler);
     return mca_coll_gpu_pvars_register();
 }
 
@@ -235,6 +243,7 @@ static int gpu_open(void)
     cfg.cuda_timeout_s = c->cuda_timeout;
     cfg.cuda_tree_channels = c->cuda_tree_channels;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
+    cfg.profiler = c->profiler;
     cfg.verbose = c->verbose;
     cfg.log = mca_coll_gpu_log;
     cgpu_status_t st = cgpu_engine_init(&cfg);

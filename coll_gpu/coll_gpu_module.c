@@ -171,6 +171,7 @@ int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
     }
     if (CGPU_OK == st) {
         m->state = CGPU_MODULE_READY;
+        cgpu_comm_profile(m->ecomm, m->comm->c_name, (uint64_t) m->comm->c_contextid);
         opal_output_verbose(10, mca_coll_gpu_component.output,
                             "coll/gpu: comm %s: engine communicator ready", m->comm->c_name);
     } else {

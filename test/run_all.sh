@@ -38,8 +38,12 @@ fi
 # MPI test programs that must exist; any other test/mpi/test_* executable runs too.
 MPI_TESTS=(test_allreduce test_alltoall test_fallback test_forced_fallback)
 # MCA arguments a program needs on top of the common ones.
+# profiler plugins: the checking one (test_profiler, test_prof) and the trace example
+export CGPU_PROF_CHECK_PLUGIN=${CGPU_PROF_CHECK_PLUGIN:-$BIN/prof/.libs/libcgpu_prof_check.so}
+export CGPU_PROF_TRACE_PLUGIN=${CGPU_PROF_TRACE_PLUGIN:-$PLUGIN_DIR/libcgpu_prof_trace.so}
 declare -A MPI_TEST_ARGS=(
     [test_forced_fallback]="--mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback"
+    [test_profiler]="--mca coll_gpu_profiler $CGPU_PROF_CHECK_PLUGIN -x CGPU_PROF_CHECK_PLUGIN"
 )
 
 passed=0
@@ -187,6 +191,20 @@ else
 
     if [ -x "$DEMO" ]; then
         run_test "demo.np4" "${MPIRUN[@]}" -np 4 "$DEMO"
+    fi
+
+    # ---- profiler: the trace plugin's output parses and nests (demo job, 4 ranks) ----
+    if command -v python3 >/dev/null 2>&1; then
+        run_test "profiler.check_trace_self_test" python3 "$REPO/test/prof/check_trace.py" --self-test
+        tdir=$(mktemp -d /tmp/cgpu-trace.XXXXXX)
+        if [ -x "$DEMO" ]; then
+            CGPU_TRACE_DIR=$tdir run_test "profiler.trace_demo.np4" "${MPIRUN[@]}" -x CGPU_TRACE_DIR \
+                --mca coll_gpu_profiler "$CGPU_PROF_TRACE_PLUGIN" -np 4 "$DEMO"
+            # shellcheck disable=SC2046 # one argument per trace file
+            run_test "profiler.trace_json_nests" python3 "$REPO/test/prof/check_trace.py" \
+                $(find "$tdir" -name 'cgpu-trace-*.json' | sort)
+        fi
+        rm -rf "$tdir"
     fi
 
     # ---- GPU tests (cuda backend, coll_gpu_backend=auto): skipped where no GPU ----

@@ -47,38 +47,52 @@ static int mod(int a, int n)
 static void ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_t per_chunk)
 {
     const int n = comm->size, r = comm->rank;
+    const int left = mod(r - 1, n), right = mod(r + 1, n);
     size_t first, cnt;
+    cgpu_prof_ev_t ev; /* one profiler event per step (nothing happens when off) */
 
     /* reduce-scatter, step 0: send our own contribution for chunk r-1 */
     chunk_range(off, a->count, per_chunk, mod(r - 1, n), &first, &cnt);
+    cgpu_step_prof_begin(comm, &ev, "send", right, 0, cnt * a->esize);
     void *dst = cgpu_ring_send_slot(comm);
+    cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
     memcpy(dst, a->in + first * a->esize, cnt * a->esize);
     cgpu_ring_send_post(comm);
+    cgpu_prof_stop(&ev);
 
     /* steps 1 .. n-2: fold our contribution into the partial result and pass it on */
     for (int s = 1; s < n - 1; ++s) {
         chunk_range(off, a->count, per_chunk, mod(r - 1 - s, n), &first, &cnt);
+        cgpu_step_prof_begin(comm, &ev, "recv_reduce_send", left, 0, cnt * a->esize);
         const void *src = cgpu_ring_recv_slot(comm);
         dst = cgpu_ring_send_slot(comm);
+        cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
         cgpu_reduce_host(a->dt, a->op, dst, src, a->in + first * a->esize, cnt);
         cgpu_ring_recv_done(comm);
         cgpu_ring_send_post(comm);
+        cgpu_prof_stop(&ev);
     }
 
     /* step n-1: chunk r is now complete; keep it and start it around the ring */
     chunk_range(off, a->count, per_chunk, r, &first, &cnt);
+    cgpu_step_prof_begin(comm, &ev, "recv_reduce_copy_send", left, 0, cnt * a->esize);
     const void *src = cgpu_ring_recv_slot(comm);
+    cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
     char *mine = a->out + first * a->esize;
     cgpu_reduce_host(a->dt, a->op, mine, src, a->in + first * a->esize, cnt);
     cgpu_ring_recv_done(comm);
     dst = cgpu_ring_send_slot(comm);
     memcpy(dst, mine, cnt * a->esize);
     cgpu_ring_send_post(comm);
+    cgpu_prof_stop(&ev);
 
     /* allgather: take each finished chunk, keep it, pass it on (except the last) */
     for (int s = 1; s < n; ++s) {
         chunk_range(off, a->count, per_chunk, mod(r - s, n), &first, &cnt);
+        cgpu_step_prof_begin(comm, &ev, s < n - 1 ? "recv_copy_send" : "recv", left, 0,
+                             cnt * a->esize);
         src = cgpu_ring_recv_slot(comm);
+        cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
         memcpy(a->out + first * a->esize, src, cnt * a->esize);
         if (s < n - 1) {
             dst = cgpu_ring_send_slot(comm);
@@ -86,6 +100,7 @@ static void ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_
             cgpu_ring_send_post(comm);
         }
         cgpu_ring_recv_done(comm);
+        cgpu_prof_stop(&ev);
     }
 }
 

@@ -50,11 +50,15 @@ void cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t 
         for (int k = 1; k < n; ++k) {
             int p = (me + k) % n; /* start at different peers to spread the load */
             cgpu_seg_ctrl_t *pc = cgpu_ctrl(comm, p);
+            cgpu_prof_ev_t ev;
+            cgpu_step_prof_begin(comm, &ev, "recv", p, 0, len);
             cgpu_wait_ge(&pc->a2a_posted.v, round);
+            cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
             const char *pstage =
                 (const char *) pc + CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes;
             memcpy(out + (size_t) p * bytes + off, pstage + (size_t) me * piece, len);
             atomic_fetch_add_explicit(&pc->a2a_readers.v, 1, memory_order_acq_rel);
+            cgpu_prof_stop(&ev);
         }
     }
 }

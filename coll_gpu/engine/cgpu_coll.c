@@ -112,12 +112,15 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
     if (0 == count) {
         /* nothing to move */
     } else if (CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
-        st = cgpu_cuda_allreduce(comm, sbuf, rbuf, count, dt, op, alg);
+        st = cgpu_cuda_allreduce(comm, sbuf, rbuf, count, dt, op, alg); /* profiles itself */
     } else {
         /* host algorithms; the decision above depends only on (backend, dt, op), the same
          * on every rank, so a type the kernels lack (long double) runs here everywhere */
         allreduce_args_t a = {.count = count, .dt = dt, .op = op};
+        cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
+                             count * cgpu_dtype_size(dt), "ring");
         st = run_host_staged(comm, sbuf, rbuf, count * cgpu_dtype_size(dt), host_allreduce, &a);
+        cgpu_coll_prof_end(comm);
     }
     cgpu_comm_leave(comm);
     return st;
@@ -135,7 +138,10 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
         return st;
     }
     if (bytes > 0) {
+        cgpu_coll_prof_begin(comm, "alltoall", bytes, "byte", "", bytes * (size_t) comm->size,
+                             "direct");
         st = run_host_staged(comm, sbuf, rbuf, bytes * (size_t) comm->size, host_alltoall, &bytes);
+        cgpu_coll_prof_end(comm);
     }
     cgpu_comm_leave(comm);
     return st;

@@ -333,6 +333,7 @@ cgpu_status_t cgpu_comm_release(cgpu_comm_t **commp)
         return CGPU_ERR_STATE;
     }
     comm->magic = CGPU_COMM_DEAD;
+    cgpu_prof_comm_fini(&comm->prof);
     if (NULL != comm->peer_segs) {
         comm->peer_segs[comm->rank].base = NULL; /* alias of self_seg */
     }
@@ -370,6 +371,64 @@ void cgpu_comm_leave(cgpu_comm_t *comm)
                               memory_order_release);
     }
     atomic_store(&comm->busy, 0);
+}
+
+void cgpu_comm_profile(cgpu_comm_t *comm, const char *name, uint64_t id)
+{
+    if (NULL == comm || NULL == cgpu_prof_active || comm->prof.on) {
+        return;
+    }
+    cgpu_prof_comm_info_v1_t info = {
+        .name = NULL != name ? name : "",
+        .comm_id = id,
+        .size = comm->size,
+        .rank = comm->rank,
+        .pid = (int64_t) getpid(),
+        .backend = CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host",
+    };
+    cgpu_prof_comm_init(&comm->prof, &info);
+}
+
+void cgpu_coll_prof_begin(cgpu_comm_t *comm, const char *kind, size_t count, const char *dtype,
+                          const char *op, size_t bytes, const char *algorithm)
+{
+    comm->prof_step = 0;
+    comm->prof.coll_on = false;
+    if (!cgpu_prof_enabled(&comm->prof)) {
+        return;
+    }
+    cgpu_prof_event_v1_t ev = {.type = CGPU_PROF_EVENT_COLL_V1, .parent = NULL};
+    ev.u.coll = (cgpu_prof_coll_v1_t){.kind = kind, .count = count, .datatype = dtype,
+                                      .op = op, .root = -1, .bytes = bytes,
+                                      .algorithm = algorithm, .seq = comm->seq + 1};
+    cgpu_prof_ev_t e;
+    cgpu_prof_start(&comm->prof, &ev, &e);
+    comm->prof.coll = e.handle;
+    comm->prof.coll_on = e.on;
+}
+
+void cgpu_coll_prof_end(cgpu_comm_t *comm)
+{
+    if (comm->prof.coll_on) {
+        cgpu_prof_ev_t e = {.handle = comm->prof.coll, .on = true};
+        cgpu_prof_stop(&e);
+        comm->prof.coll_on = false;
+    }
+}
+
+void cgpu_step_prof_begin(cgpu_comm_t *comm, cgpu_prof_ev_t *e, const char *what, int peer,
+                          int channel, size_t bytes)
+{
+    e->on = false;
+    if (!cgpu_prof_enabled(&comm->prof)) {
+        return;
+    }
+    cgpu_prof_event_v1_t ev = {.type = CGPU_PROF_EVENT_STEP_V1,
+                               .parent = comm->prof.coll_on ? comm->prof.coll : NULL};
+    ev.u.step = (cgpu_prof_step_v1_t){.what = what, .peer = peer, .channel = channel,
+                                      .bytes = bytes, .step = comm->prof_step++};
+    cgpu_prof_start(&comm->prof, &ev, e);
+    cgpu_prof_state(e, CGPU_PROF_STATE_WAIT_PEER_V1);
 }
 
 cgpu_backend_t cgpu_comm_backend(const cgpu_comm_t *comm)

@@ -10,6 +10,7 @@
 
 #include "btl_glue/cgpu_shm.h"
 #include "cgpu_engine.h"
+#include "prof/cgpu_prof.h"
 
 #define CGPU_CACHELINE 64
 #define CGPU_SEG_MAGIC 0x63677075u /* "cgpu" */
@@ -66,6 +67,9 @@ struct cgpu_comm {
 
     atomic_int busy; /* 1 while a collective runs on it */
 
+    cgpu_prof_comm_t prof; /* profiler context of this communicator (by value) */
+    uint64_t prof_step;    /* step counter within the current collective */
+
     struct cgpu_comm *next, *prev; /* engine's list of live communicators */
 };
 
@@ -81,6 +85,13 @@ void cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
 
 /* Host direct alltoall on host memory (cgpu_alltoall_direct.c). */
 void cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
+
+/* Profiler: a collective's event (steps nest in it) and one step's event. */
+void cgpu_coll_prof_begin(cgpu_comm_t *comm, const char *kind, size_t count, const char *dtype,
+                          const char *op, size_t bytes, const char *algorithm);
+void cgpu_coll_prof_end(cgpu_comm_t *comm);
+void cgpu_step_prof_begin(cgpu_comm_t *comm, cgpu_prof_ev_t *e, const char *what, int peer,
+                          int channel, size_t bytes);
 
 /* Enter/leave a collective: detects a released communicator and concurrent use. */
 cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what);

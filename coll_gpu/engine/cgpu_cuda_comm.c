@@ -347,6 +347,15 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
     bool tree = !oneshot && cc->tree_nch > 0 &&
                 (CGPU_ALLREDUCE_TREE == alg ||
                  (CGPU_ALLREDUCE_AUTO == alg && comm->size >= 3 && bytes <= cc->tree_max_bytes));
+    const char *alg_name = oneshot ? "oneshot" : tree ? "tree" : "ring";
+    cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op), bytes,
+                         alg_name);
+    cgpu_prof_ev_t kev = {.on = false};
+    if (cgpu_prof_enabled(&comm->prof)) {
+        cgpu_prof_event_v1_t ev = {.type = CGPU_PROF_EVENT_KERNEL_V1, .parent = comm->prof.coll};
+        ev.u.kernel = (cgpu_prof_kernel_v1_t){.name = alg_name, .blocks = 0, .threads = cc->threads};
+        cgpu_prof_start(&comm->prof, &ev, &kev);
+    }
     st = oneshot ? launch_oneshot(comm, in, out, count, dt, op)
          : tree  ? launch_tree(comm, in, out, count, dt, op)
                  : launch_ring(comm, in, out, count, dt, op);
@@ -355,6 +364,8 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
     }
     /* MPI semantics: the result is in the buffer when the call returns */
     cgpu_status_t sync = cgpu_cuda_stream_sync(cc->stream);
+    cgpu_prof_stop(&kev); /* launch to completion */
+    cgpu_coll_prof_end(comm);
     if (CGPU_OK == st) {
         st = sync;
     }

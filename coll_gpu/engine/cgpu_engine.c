@@ -14,6 +14,7 @@
 #include "cgpu_comm_internal.h"
 #include "btl_glue/cgpu_cuda.h"
 #include "cgpu_engine.h"
+#include "prof/cgpu_prof.h"
 
 static cgpu_config_t engine_cfg;
 static atomic_int engine_up;
@@ -62,6 +63,7 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
     /* whole cache lines, so every slot is aligned for every element type */
     engine_cfg.slot_bytes &= ~(size_t) 63;
     engine_cfg.stage_bytes &= ~(size_t) 63;
+    cgpu_prof_load(cfg->profiler);
     atomic_store(&engine_up, 1);
     return CGPU_OK;
 }
@@ -77,9 +79,11 @@ void cgpu_engine_fini(void)
                  "engine: internal communicator (rank %d of %d) still alive at finalize; "
                  "releasing its shared memory now",
                  c->rank, c->size);
+        cgpu_prof_comm_fini(&c->prof);
         cgpu_comm_free_resources(c);
     }
     pthread_mutex_unlock(&engine_list_lock);
+    cgpu_prof_unload();
 }
 
 const cgpu_config_t *cgpu_engine_config(void)

@@ -71,6 +71,7 @@ typedef struct cgpu_config {
     size_t cuda_oneshot_bytes;  /* largest message of the oneshot algorithm (auto) */
     double cuda_timeout_s;      /* a kernel waiting longer on a peer fails the call (0: never) */
     int cuda_tree_channels;     /* tree channels (two blocks each); 0 disables the tree */
+    const char *profiler;       /* path of a profiler plugin (NULL/"" = none) */
     size_t cuda_tree_max_bytes; /* auto: tree for 3+ ranks from the oneshot limit up to this */
 } cgpu_config_t;
 
@@ -155,6 +156,13 @@ cgpu_status_t cgpu_engine_copy(void *dst, const void *src, size_t bytes);
 /** The calling thread's current CUDA device (-1 without CUDA) and how to set it. */
 int cgpu_engine_current_device(void);
 cgpu_status_t cgpu_engine_set_device(int device);
+
+/**
+ * Tell the profiler plugin (if one is loaded) about a new communicator: its MPI name and
+ * a process-unique id. Calls the plugin's init; its context then travels with every
+ * event of this communicator. Call once, right after cgpu_comm_create.
+ */
+void cgpu_comm_profile(cgpu_comm_t *comm, const char *name, uint64_t id);
 
 /** Rank and size of an internal communicator. */
 int cgpu_comm_rank(const cgpu_comm_t *comm);

@@ -1,0 +1,150 @@
+/*
+ * Profiler plugin test: run with --mca coll_gpu_profiler <check plugin> and the same path
+ * as argv[1]. Four threads (MPI_THREAD_MULTIPLE) each drive their own duplicate of
+ * MPI_COMM_WORLD, named "check-K", with allreduce and alltoall whose counts carry K, so
+ * the checking plugin can tell if an event reaches the wrong communicator's context.
+ * Every result is checked against a host reference; at the end the plugin must report
+ * at least CGPU_PROF_MIN_EVENTS events (default 100,000), no mismatch, and every started
+ * event stopped. Exit 0 on success on every rank.
+ */
+#include <dlfcn.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NTHREADS 4
+
+typedef void (*report_fn)(unsigned long long *, unsigned long long *, unsigned long long *,
+                          unsigned long long *);
+
+static int rank, size, iters;
+
+typedef struct {
+    MPI_Comm comm;
+    int tag;
+    long failures;
+} thread_arg_t;
+
+static void *worker(void *p)
+{
+    thread_arg_t *t = p;
+    const int K = t->tag;
+    for (int it = 0; it < iters; ++it) {
+        int count = K + 1000 * (it % 3); /* count % 1000 == K on this communicator */
+        int *a = malloc(sizeof(int) * (size_t) count), *b = malloc(sizeof(int) * (size_t) count);
+        for (int i = 0; i < count; ++i) {
+            a[i] = rank + i + it;
+        }
+        if (MPI_SUCCESS != MPI_Allreduce(a, b, count, MPI_INT, MPI_SUM, t->comm)) {
+            t->failures++;
+        }
+        for (int i = 0; i < count; ++i) {
+            if (b[i] != size * (i + it) + size * (size - 1) / 2) {
+                t->failures++;
+                break;
+            }
+        }
+        free(a);
+        free(b);
+        /* alltoall: K (+1000 j) bytes per peer */
+        size_t per = (size_t) count;
+        unsigned char *s = malloc(per * (size_t) size), *r = malloc(per * (size_t) size);
+        for (int q = 0; q < size; ++q) {
+            memset(s + (size_t) q * per, (rank * 7 + q * 3 + it) & 0xff, per);
+        }
+        if (MPI_SUCCESS != MPI_Alltoall(s, (int) per, MPI_BYTE, r, (int) per, MPI_BYTE, t->comm)) {
+            t->failures++;
+        }
+        for (int q = 0; q < size; ++q) {
+            unsigned char e = (unsigned char) ((q * 7 + rank * 3 + it) & 0xff);
+            if (r[(size_t) q * per] != e || r[(size_t) q * per + per - 1] != e) {
+                t->failures++;
+                break;
+            }
+        }
+        free(s);
+        free(r);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    long failures = 0;
+    unsigned long long min_events = getenv("CGPU_PROF_MIN_EVENTS")
+                                        ? strtoull(getenv("CGPU_PROF_MIN_EVENTS"), NULL, 10)
+                                        : 100000ull;
+    const char *plugin = argc > 1 ? argv[1] : getenv("CGPU_PROF_CHECK_PLUGIN");
+    if (provided < MPI_THREAD_MULTIPLE || NULL == plugin) {
+        if (0 == rank) {
+            printf("test_profiler: %s\n", NULL == plugin
+                                               ? "usage: test_profiler <check plugin path> (or "
+                                                 "CGPU_PROF_CHECK_PLUGIN)"
+                                               : "MPI_THREAD_MULTIPLE not provided");
+        }
+        MPI_Finalize();
+        return 1;
+    }
+    void *dl = dlopen(plugin, RTLD_NOW | RTLD_NOLOAD);
+    report_fn report = NULL != dl ? (report_fn) dlsym(dl, "cgpu_check_plugin_report") : NULL;
+
+    /* events per thread pair ~ (2 + steps) per iteration: size the run from the target */
+    int per_iter = 2 + 2 * (size - 1) + (size - 1); /* coll events + ring steps + a2a steps */
+    iters = (int) (min_events / (unsigned long long) (NTHREADS * per_iter)) + 50;
+    if (size < 2) {
+        iters = 10; /* coll/gpu declines single-rank communicators: nothing to profile */
+    }
+
+    thread_arg_t args[NTHREADS];
+    pthread_t th[NTHREADS];
+    for (int k = 0; k < NTHREADS; ++k) {
+        char name[32];
+        MPI_Comm_dup(MPI_COMM_WORLD, &args[k].comm);
+        snprintf(name, sizeof(name), "check-%d", k + 1);
+        MPI_Comm_set_name(args[k].comm, name);
+        args[k].tag = k + 1;
+        args[k].failures = 0;
+    }
+    for (int k = 0; k < NTHREADS; ++k) {
+        pthread_create(&th[k], NULL, worker, &args[k]);
+    }
+    for (int k = 0; k < NTHREADS; ++k) {
+        pthread_join(th[k], NULL);
+        failures += args[k].failures;
+        MPI_Comm_free(&args[k].comm);
+    }
+    if (failures) {
+        printf("rank %d: %ld wrong results\n", rank, failures);
+    }
+
+    if (size >= 2) {
+        unsigned long long ev = 0, mis = 0, unm = 0, live = 0;
+        if (NULL == report) {
+            printf("rank %d: the check plugin %s is not loaded in this process (coll/gpu did not "
+                   "load coll_gpu_profiler?)\n", rank, plugin);
+            failures++;
+        } else {
+            report(&ev, &mis, &unm, &live);
+            if (ev < min_events || 0 != mis || 0 != unm) {
+                failures++;
+            }
+            printf("rank %d: %llu events, %llu mismatches, %llu unmatched starts, %llu live "
+                   "contexts%s\n", rank, ev, mis, unm, live,
+                   (ev < min_events || mis || unm) ? "  <- FAIL" : "");
+        }
+    }
+    fflush(stdout);
+    long all = 0;
+    MPI_Allreduce(&failures, &all, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+    if (0 == rank) {
+        printf("test_profiler: np=%d: %s\n", size, 0 == all ? "PASSED" : "FAILED");
+    }
+    MPI_Finalize();
+    return 0 == all ? 0 : 1;
+}
