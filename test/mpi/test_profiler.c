@@ -19,19 +19,21 @@
 typedef void (*report_fn)(unsigned long long *, unsigned long long *, unsigned long long *,
                           unsigned long long *);
 
-static int rank, size, iters;
+static int size, iters;
 
 typedef struct {
     MPI_Comm comm;
     int tag;
+    int rank;  /* in comm */
+    int iters;
     long failures;
 } thread_arg_t;
 
 static void *worker(void *p)
 {
     thread_arg_t *t = p;
-    const int K = t->tag;
-    for (int it = 0; it < iters; ++it) {
+    const int K = t->tag, rank = t->rank;
+    for (int it = 0; it < t->iters; ++it) {
         int count = K + 1000 * (it % 3); /* count % 1000 == K on this communicator */
         int *a = malloc(sizeof(int) * (size_t) count), *b = malloc(sizeof(int) * (size_t) count);
         for (int i = 0; i < count; ++i) {
@@ -72,7 +74,7 @@ static void *worker(void *p)
 
 int main(int argc, char **argv)
 {
-    int provided;
+    int provided, rank;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -109,11 +111,21 @@ int main(int argc, char **argv)
         snprintf(name, sizeof(name), "check-%d", k + 1);
         MPI_Comm_set_name(args[k].comm, name);
         args[k].tag = k + 1;
+        args[k].rank = rank;
+        args[k].iters = iters;
         args[k].failures = 0;
     }
+    /* a split communicator, driven by the main thread while the 4 workers run */
+    thread_arg_t split = {.tag = NTHREADS + 1, .iters = iters / 4 + 1, .failures = 0};
+    MPI_Comm_split(MPI_COMM_WORLD, 0, size - 1 - rank, &split.comm); /* reversed ranks */
+    MPI_Comm_set_name(split.comm, "check-5");
+    MPI_Comm_rank(split.comm, &split.rank);
     for (int k = 0; k < NTHREADS; ++k) {
         pthread_create(&th[k], NULL, worker, &args[k]);
     }
+    worker(&split);
+    failures += split.failures;
+    MPI_Comm_free(&split.comm);
     for (int k = 0; k < NTHREADS; ++k) {
         pthread_join(th[k], NULL);
         failures += args[k].failures;
