@@ -195,6 +195,11 @@ static void lookup_pvar(int which, int num)
 
 void mt_init(int *argc, char ***argv, const char *prog)
 {
+    mt_init_thread(argc, argv, prog, MPI_THREAD_SINGLE);
+}
+
+void mt_init_thread(int *argc, char ***argv, const char *prog, int required)
+{
     int provided = 0, num = 0, rc;
 
     mt.prog = prog;
@@ -204,10 +209,12 @@ void mt_init(int *argc, char ***argv, const char *prog)
     if (NULL != getenv("CGPU_TEST_MAX_PRINT")) {
         mt.max_print = atol(getenv("CGPU_TEST_MAX_PRINT"));
     }
-    MPI_Init(argc, argv);
+    MPI_Init_thread(argc, argv, required, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &mt.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mt.size);
     setvbuf(stdout, NULL, _IOLBF, 0);
+    MT_CHECK(provided >= required, "MPI thread level %d requested, %d provided", required,
+             provided);
 
     rc = MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     MT_CHECK(MPI_SUCCESS == rc, "MPI_T_init_thread returned %d", rc);

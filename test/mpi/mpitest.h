@@ -50,6 +50,9 @@ typedef struct {
  */
 void mt_init(int *argc, char ***argv, const char *prog);
 
+/** mt_init_thread - mt_init with MPI_Init_thread at the @required level (checked). */
+void mt_init_thread(int *argc, char ***argv, const char *prog, int required);
+
 /**
  * mt_finalize - frees the MPI_T session, MPI_T_finalize (must come before MPI_Finalize
  * in Open MPI 4.1), agrees on the failure count with an MPI_Allreduce(MPI_MAX) on
