@@ -10,7 +10,8 @@ if [ "${CGPU_SKIP_APT:-0}" != 1 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
         build-essential autoconf automake libtool pkg-config \
-        openmpi-bin libopenmpi-dev libhwloc-dev libfabric-dev libcunit1-dev >/dev/null
+        openmpi-bin libopenmpi-dev libhwloc-dev libfabric-dev libcunit1-dev \
+        python3 valgrind >/dev/null
 fi
 ./autogen.sh >/dev/null 2>&1
 ./configure --enable-werror --with-plugin-dir="$HOME/.openmpi/components" ${CGPU_CONFIGURE_FLAGS:-}

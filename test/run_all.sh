@@ -123,6 +123,10 @@ for t in "$BIN"/unit/test_*; do
     run_test "unit.$(basename "$t")" "$t"
 done
 
+# ---- memory checking of the engine: ASan/LSan/UBSan build and valgrind memcheck ----
+run_test "sanitize.asan_unit_tests" bash "$REPO/test/sanitize.sh" asan
+run_test "sanitize.valgrind_unit_tests" bash "$REPO/test/sanitize.sh" valgrind
+
 # ---- MPI tests ----
 if ! command -v mpirun >/dev/null 2>&1; then
     echo "FAIL mpirun (not found in PATH)"

@@ -516,6 +516,15 @@ static const struct {
     [CGPU_DT_BOOL] = {sizeof(_Bool), TEST_KIND_BOOL, 8},
 };
 
+/* valgrind emulates x87 arithmetic in 64-bit precision, so long double results differ
+ * from the reference there; its runner sets CGPU_TEST_NO_LONG_DOUBLE=1 (the ASan and
+ * plain runs keep long double). */
+static bool skip_dtype(cgpu_dtype_t dt)
+{
+    const char *e = getenv("CGPU_TEST_NO_LONG_DOUBLE");
+    return CGPU_DT_LONG_DOUBLE == dt && NULL != e && '1' == e[0];
+}
+
 /*
  * Floating inputs: small dyadic values, so that any sum or product of up to
  * TEST_MAX_RANKS of them is exact in float and the order in which the ring folds the
@@ -977,6 +986,9 @@ static void scenario_allreduce_every_dtype_and_op(test_rank_t *t)
         return;
     }
     for (int dt = 0; dt < CGPU_DT_COUNT; ++dt) {
+        if (skip_dtype((cgpu_dtype_t) dt)) {
+            continue;
+        }
         for (int op = 0; op < CGPU_OP_COUNT; ++op) {
             const uint64_t seed = (uint64_t) (dt * CGPU_OP_COUNT + op) << 8;
 
@@ -989,8 +1001,10 @@ static void scenario_allreduce_every_dtype_and_op(test_rank_t *t)
                             seed + 1);
         }
     }
-    /* 8 integer types x 10 ops, 3 floating x 4, bool x 3: nothing silently skipped */
-    CHILD_CHECKF(95 == pairs, "%d supported pairs, expected 95", pairs);
+    /* 8 integer types x 10 ops, 3 floating x 4, bool x 3: nothing silently skipped (but
+     * long double's 4 under valgrind, announced by its runner) */
+    const int expected_pairs = skip_dtype(CGPU_DT_LONG_DOUBLE) ? 91 : 95;
+    CHILD_CHECKF(expected_pairs == pairs, "%d supported pairs, expected %d", pairs, expected_pairs);
     CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
 }
 
@@ -1311,6 +1325,9 @@ static void scenario_single_rank_copies(test_rank_t *t)
     }
     CHILD_CHECK(0 == cgpu_shm_mapped_count());
     for (int dt = 0; dt < CGPU_DT_COUNT; ++dt) {
+        if (skip_dtype((cgpu_dtype_t) dt)) {
+            continue;
+        }
         const cgpu_op_t op = (CGPU_DT_BOOL == dt) ? CGPU_OP_LOR : CGPU_OP_MAX;
 
         check_allreduce(comm, (cgpu_dtype_t) dt, op, 5000, false, (uint64_t) dt);

@@ -122,6 +122,7 @@ static void test_check_plugin_catches_a_context_from_another_communicator(void)
     report(&ev, &mis, &unm, &live);
     CU_ASSERT_TRUE(unm > unm0);
     CU_ASSERT_EQUAL(live, live0);
+    free(e.handle); /* the deliberately unstopped event's record (the plugin's malloc) */
     cgpu_prof_unload();
 }
 
