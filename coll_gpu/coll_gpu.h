@@ -47,6 +47,7 @@ typedef struct mca_coll_gpu_component_t {
     int cuda_tree_channels;
     unsigned long cuda_tree_max_bytes;
     char *profiler; /* path of a profiler plugin */
+    bool stage_host_buffers; /* testing: stage host buffers as if they were on a device */
     bool engine_up; /* cgpu_engine_init succeeded */
 } mca_coll_gpu_component_t;
 
@@ -65,15 +66,10 @@ typedef struct mca_coll_gpu_module_t {
 
     struct ompi_communicator_t *comm; /* not retained: the comm owns us */
 
-    /* previous module's functions, retained in enable, released once */
-    mca_coll_base_module_allreduce_fn_t prev_allreduce;
-    mca_coll_base_module_t *prev_allreduce_module;
-    mca_coll_base_module_alltoall_fn_t prev_alltoall;
-    mca_coll_base_module_t *prev_alltoall_module;
-    mca_coll_base_module_allgather_fn_t prev_allgather; /* bootstrap */
-    mca_coll_base_module_t *prev_allgather_module;
-    mca_coll_base_module_barrier_fn_t prev_barrier; /* bootstrap */
-    mca_coll_base_module_t *prev_barrier_module;
+    /* the previous modules' functions (a copy of the communicator's table at enable);
+     * the modules of the slots listed in coll_gpu_module.c are retained there and
+     * released exactly once */
+    mca_coll_base_comm_coll_t prev;
     bool prev_saved;
 
     /* engine side */
@@ -115,6 +111,31 @@ bool mca_coll_gpu_on_device(const void *p);
 int mca_coll_gpu_mirror_in(mca_coll_gpu_mirror_t *m, const void *buf, size_t count,
                            struct ompi_datatype_t *dtype, void **host);
 int mca_coll_gpu_mirror_out(mca_coll_gpu_mirror_t *m, int rc);
+
+/*
+ * Calls into the previous module, counted per thread: a previous module may build one
+ * collective out of others on the same communicator (reduce_scatter out of reduce and
+ * scatterv), which then reach our slots again. Such nested calls go straight through:
+ * their buffers were staged by the outer call, and they are not the user's calls.
+ */
+extern __thread int mca_coll_gpu_depth;
+#define MCA_COLL_GPU_PREV(call)                                                           \
+    __extension__({                                                                       \
+        int prev_rc_;                                                                     \
+        ++mca_coll_gpu_depth;                                                             \
+        prev_rc_ = (call);                                                                \
+        --mca_coll_gpu_depth;                                                             \
+        prev_rc_;                                                                         \
+    })
+static inline bool mca_coll_gpu_nested(void)
+{
+    return mca_coll_gpu_depth > 0;
+}
+
+/* every other blocking collective: the previous module on host copies of device
+ * buffers (coll_gpu_staged.c) */
+void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m);
+void mca_coll_gpu_staged_enable(mca_coll_gpu_module_t *m);
 
 /* the previous module, with device buffers staged through host memory (decision 1) */
 int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,

@@ -23,6 +23,10 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
     cgpu_dtype_t dt;
     cgpu_op_t eop;
 
+    if (mca_coll_gpu_nested()) { /* a previous module's own building block */
+        return MCA_COLL_GPU_PREV(m->prev.coll_allreduce(sbuf, rbuf, count, dtype, op, comm,
+                                                        m->prev.coll_allreduce_module));
+    }
     if (CGPU_ALLREDUCE_FALLBACK == c->allreduce_algorithm || count < 0) {
         goto fallback;
     }

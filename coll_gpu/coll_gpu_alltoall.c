@@ -69,6 +69,10 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
     mca_coll_gpu_mirror_t ms = {0}, mr = {0};
     int rc = MPI_SUCCESS;
 
+    if (mca_coll_gpu_nested()) { /* a previous module's own building block */
+        return MCA_COLL_GPU_PREV(m->prev.coll_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                                       comm, m->prev.coll_alltoall_module));
+    }
     if (CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm || rcount < 0 || scount < 0) {
         goto fallback;
     }

@@ -10,15 +10,15 @@ static cgpu_status_t boot_allgather(void *ctx, const void *sbuf, void *rbuf, siz
     if (bytes > (size_t) INT_MAX) {
         return CGPU_ERR_INVALID_ARG;
     }
-    int rc = m->prev_allgather(sbuf, (int) bytes, MPI_BYTE, rbuf, (int) bytes, MPI_BYTE, m->comm,
-                               m->prev_allgather_module);
+    int rc = MCA_COLL_GPU_PREV(m->prev.coll_allgather(sbuf, (int) bytes, MPI_BYTE, rbuf, (int) bytes, MPI_BYTE, m->comm,
+                               m->prev.coll_allgather_module));
     return OMPI_SUCCESS == rc ? CGPU_OK : CGPU_ERR_BOOTSTRAP;
 }
 
 static cgpu_status_t boot_barrier(void *ctx)
 {
     mca_coll_gpu_module_t *m = ctx;
-    int rc = m->prev_barrier(m->comm, m->prev_barrier_module);
+    int rc = MCA_COLL_GPU_PREV(m->prev.coll_barrier(m->comm, m->prev.coll_barrier_module));
     return OMPI_SUCCESS == rc ? CGPU_OK : CGPU_ERR_BOOTSTRAP;
 }
 

@@ -202,6 +202,14 @@ static int gpu_register(void)
               "cuda backend, auto algorithm: largest allreduce (bytes) given to the tree with 3 "
               "or more ranks (not tuned: no machine with more than 2 GPUs was available)",
               &c->cuda_tree_max_bytes);
+    c->stage_host_buffers = false;
+    (void) mca_base_component_var_register(
+        &mca_coll_gpu_component.super.collm_version, "stage_host_buffers",
+        "Testing only: treat host buffers like device buffers on the staged paths (copy them "
+        "through host mirrors before the previous coll module sees them), so the staging "
+        "code is exercised on machines without a GPU",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_9,
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &c->stage_host_buffers);
     c->profiler = NULL;
     (void) mca_base_component_var_register(
         &mca_coll_gpu_component.super.collm_version, "profiler",

@@ -24,10 +24,16 @@ static size_t span_of(size_t count, struct ompi_datatype_t *dtype, ptrdiff_t *fi
     return 0 == count ? 0 : (count - 1) * (size_t) extent + (size_t) textent;
 }
 
+__thread int mca_coll_gpu_depth;
+
 bool mca_coll_gpu_on_device(const void *p)
 {
     int dev;
-    return NULL != p && MPI_IN_PLACE != p && CGPU_BUF_HOST != cgpu_buf_kind(p, &dev);
+    if (NULL == p || MPI_IN_PLACE == p) {
+        return false;
+    }
+    /* testing: coll_gpu_stage_host_buffers sends host buffers through the staging code */
+    return mca_coll_gpu_component.stage_host_buffers || CGPU_BUF_HOST != cgpu_buf_kind(p, &dev);
 }
 
 int mca_coll_gpu_mirror_in(mca_coll_gpu_mirror_t *m, const void *buf, size_t count, struct ompi_datatype_t *dtype,
@@ -66,9 +72,11 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
                                     int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                     struct ompi_communicator_t *comm)
 {
-    atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
-    if (!cgpu_engine_cuda_usable() || (!mca_coll_gpu_on_device(sbuf) && !mca_coll_gpu_on_device(rbuf))) {
-        return m->prev_allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce_module);
+    if (!mca_coll_gpu_nested()) {
+        atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
+    }
+    if (mca_coll_gpu_nested() || (!mca_coll_gpu_on_device(sbuf) && !mca_coll_gpu_on_device(rbuf))) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev.coll_allreduce_module));
     }
     mca_coll_gpu_mirror_t ms = {0}, mr = {0};
     void *hs = (void *) sbuf, *hr = rbuf;
@@ -83,7 +91,7 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
      * protocol: take part anyway on the (possibly unstaged) host copies is impossible,
      * so report and let the error handler decide */
     if (MPI_SUCCESS == rc) {
-        rc = m->prev_allreduce(hs, hr, count, dtype, op, comm, m->prev_allreduce_module);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_allreduce(hs, hr, count, dtype, op, comm, m->prev.coll_allreduce_module));
     } else {
         opal_output(0, "coll/gpu: MPI_Allreduce on %s: cannot stage device buffers to host "
                        "for the fallback", comm->c_name);
@@ -96,10 +104,12 @@ int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, i
                                    struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
                                    struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm)
 {
-    atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
-    if (!cgpu_engine_cuda_usable() || (!mca_coll_gpu_on_device(sbuf) && !mca_coll_gpu_on_device(rbuf))) {
-        return m->prev_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
-                                m->prev_alltoall_module);
+    if (!mca_coll_gpu_nested()) {
+        atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
+    }
+    if (mca_coll_gpu_nested() || (!mca_coll_gpu_on_device(sbuf) && !mca_coll_gpu_on_device(rbuf))) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
+                                m->prev.coll_alltoall_module));
     }
     const size_t n = (size_t) ompi_comm_size(comm);
     mca_coll_gpu_mirror_t ms = {0}, mr = {0};
@@ -112,8 +122,8 @@ int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, i
         rc = mca_coll_gpu_mirror_in(&mr, rbuf, (size_t) rcount * n, rdtype, &hr);
     }
     if (MPI_SUCCESS == rc) {
-        rc = m->prev_alltoall(hs, scount, sdtype, hr, rcount, rdtype, comm,
-                              m->prev_alltoall_module);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_alltoall(hs, scount, sdtype, hr, rcount, rdtype, comm,
+                              m->prev.coll_alltoall_module));
     } else {
         opal_output(0, "coll/gpu: MPI_Alltoall on %s: cannot stage device buffers to host "
                        "for the fallback", comm->c_name);

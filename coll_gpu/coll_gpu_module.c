@@ -10,22 +10,35 @@
 
 #include "opal/util/output.h"
 
+#include <stddef.h>
+#include <string.h>
+
 static void gpu_module_construct(mca_coll_gpu_module_t *m)
 {
     m->comm = NULL;
-    m->prev_allreduce = NULL;
-    m->prev_allreduce_module = NULL;
-    m->prev_alltoall = NULL;
-    m->prev_alltoall_module = NULL;
-    m->prev_allgather = NULL;
-    m->prev_allgather_module = NULL;
-    m->prev_barrier = NULL;
-    m->prev_barrier_module = NULL;
+    memset(&m->prev, 0, sizeof(m->prev));
     m->prev_saved = false;
     m->ecomm = NULL;
     m->state = CGPU_MODULE_UNINIT;
     atomic_init(&m->engine_calls, 0);
     atomic_init(&m->fallback_calls, 0);
+}
+
+/* The slots whose previous modules we call: the ones we serve, plus allgather and
+ * barrier for the bootstrap. */
+#define PREV_SLOT(name) offsetof(mca_coll_base_comm_coll_t, coll_##name##_module)
+static const size_t prev_slots[] = {
+    PREV_SLOT(allreduce), PREV_SLOT(alltoall),  PREV_SLOT(allgather),      PREV_SLOT(barrier),
+    PREV_SLOT(bcast),     PREV_SLOT(reduce),    PREV_SLOT(allgatherv),     PREV_SLOT(gather),
+    PREV_SLOT(gatherv),   PREV_SLOT(scatter),   PREV_SLOT(scatterv),       PREV_SLOT(alltoallv),
+    PREV_SLOT(reduce_scatter), PREV_SLOT(reduce_scatter_block), PREV_SLOT(scan),
+    PREV_SLOT(exscan),
+};
+#define PREV_NSLOTS (sizeof(prev_slots) / sizeof(prev_slots[0]))
+
+static mca_coll_base_module_t **prev_slot(mca_coll_gpu_module_t *m, size_t i)
+{
+    return (mca_coll_base_module_t **) ((char *) &m->prev + prev_slots[i]);
 }
 
 /* Drop the references taken in enable. Guarded: disable runs once per slot. */
@@ -35,12 +48,13 @@ static void gpu_module_release_prev(mca_coll_gpu_module_t *m)
         return;
     }
     m->prev_saved = false;
-    OBJ_RELEASE(m->prev_allreduce_module);
-    OBJ_RELEASE(m->prev_alltoall_module);
-    OBJ_RELEASE(m->prev_allgather_module);
-    OBJ_RELEASE(m->prev_barrier_module);
-    m->prev_allreduce_module = m->prev_alltoall_module = NULL;
-    m->prev_allgather_module = m->prev_barrier_module = NULL;
+    for (size_t i = 0; i < PREV_NSLOTS; ++i) {
+        mca_coll_base_module_t **slot = prev_slot(m, i);
+        if (NULL != *slot) {
+            OBJ_RELEASE(*slot);
+            *slot = NULL;
+        }
+    }
 }
 
 static void gpu_module_destruct(mca_coll_gpu_module_t *m)
@@ -81,19 +95,15 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
                     comm->c_name);
         return OMPI_ERROR;
     }
-    m->prev_allreduce = cc->coll_allreduce;
-    m->prev_allreduce_module = cc->coll_allreduce_module;
-    m->prev_alltoall = cc->coll_alltoall;
-    m->prev_alltoall_module = cc->coll_alltoall_module;
-    m->prev_allgather = cc->coll_allgather;
-    m->prev_allgather_module = cc->coll_allgather_module;
-    m->prev_barrier = cc->coll_barrier;
-    m->prev_barrier_module = cc->coll_barrier_module;
-    OBJ_RETAIN(m->prev_allreduce_module);
-    OBJ_RETAIN(m->prev_alltoall_module);
-    OBJ_RETAIN(m->prev_allgather_module);
-    OBJ_RETAIN(m->prev_barrier_module);
+    m->prev = *cc;
+    for (size_t i = 0; i < PREV_NSLOTS; ++i) {
+        mca_coll_base_module_t **slot = prev_slot(m, i);
+        if (NULL != *slot) {
+            OBJ_RETAIN(*slot);
+        }
+    }
     m->prev_saved = true;
+    mca_coll_gpu_staged_enable(m);
     m->comm = comm;
     mca_coll_gpu_bootstrap_setup(m);
     return OMPI_SUCCESS;
@@ -143,6 +153,7 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     m->super.coll_module_disable = gpu_module_disable;
     m->super.coll_allreduce = mca_coll_gpu_allreduce;
     m->super.coll_alltoall = mca_coll_gpu_alltoall;
+    mca_coll_gpu_staged_install(m);
     *priority = c->priority;
     opal_output_verbose(10, out, "coll/gpu: comm %s: serving %d ranks (backend %s, priority %d)",
                         comm->c_name, ompi_comm_size(comm),

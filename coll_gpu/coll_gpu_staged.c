@@ -1,0 +1,475 @@
+/*
+ * coll/gpu: every other blocking collective, made safe for device buffers.
+ *
+ * Stock Open MPI (built without CUDA) crashes when coll/tuned touches a device pointer.
+ * For the collectives the engine does not run yet, coll/gpu takes the slot and hands
+ * the call to the previous module, with each device buffer replaced by a host copy of
+ * the span its datatype touches (received spans copied back afterwards). Host buffers
+ * pass straight through. Each rank stages only its own buffers and every rank calls the
+ * previous module, so ranks never disagree on the protocol (decision 2).
+ */
+#include <stdlib.h>
+
+#include "coll_gpu.h"
+
+#include "ompi/datatype/ompi_datatype.h"
+#include "opal/util/output.h"
+
+/* One buffer of a call: staged through host memory when it lives on a device. */
+typedef struct staged_buf {
+    mca_coll_gpu_mirror_t mirror;
+    bool used;
+} staged_buf_t;
+
+static int stage(staged_buf_t *s, const void *buf, size_t count, struct ompi_datatype_t *dtype,
+                 void **host)
+{
+    s->used = false;
+    *host = (void *) buf;
+    if (!mca_coll_gpu_on_device(buf)) {
+        return MPI_SUCCESS;
+    }
+    int rc = mca_coll_gpu_mirror_in(&s->mirror, buf, count, dtype, host);
+    s->used = (MPI_SUCCESS == rc);
+    return rc;
+}
+
+/* Copy a received buffer back (copy_back) or just drop the host copy. */
+static int unstage(staged_buf_t *s, int rc, bool copy_back)
+{
+    if (!s->used) {
+        return rc;
+    }
+    s->used = false;
+    if (copy_back) {
+        return mca_coll_gpu_mirror_out(&s->mirror, rc);
+    }
+    free(s->mirror.mem);
+    s->mirror.mem = NULL;
+    return rc;
+}
+
+/* Elements a (counts, displs) layout spans: the furthest displs[i] + counts[i]. */
+static size_t v_span(const int *counts, const int *displs, int n)
+{
+    size_t end = 0;
+    for (int i = 0; i < n; ++i) {
+        size_t e = (size_t) (displs[i] + counts[i]);
+        if (counts[i] > 0 && e > end) {
+            end = e;
+        }
+    }
+    return end;
+}
+
+static size_t sum_counts(const int *counts, int n)
+{
+    size_t s = 0;
+    for (int i = 0; i < n; ++i) {
+        s += (size_t) counts[i];
+    }
+    return s;
+}
+
+#define M(module) ((mca_coll_gpu_module_t *) (module))
+
+/* The staging failed on this rank: say so; the caller returns the error (the other ranks
+ * then fail in the previous module's protocol or complete: an MPI error either way). */
+static int staging_failed(struct ompi_communicator_t *comm, const char *what, int rc)
+{
+    opal_output(0, "coll/gpu: %s on %s: cannot stage device buffers through host memory (%d)",
+                what, comm->c_name, rc);
+    return rc;
+}
+
+/* Straight to the previous module: a nested call, or no buffer on a device. */
+static bool passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b)
+{
+    if (mca_coll_gpu_nested()) {
+        return true;
+    }
+    atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
+    return !mca_coll_gpu_on_device(a) && !mca_coll_gpu_on_device(b);
+}
+
+static int gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
+                     struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    if (passthrough(m, buf, NULL)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_bcast(buf, count, dt, root, comm, m->prev.coll_bcast_module));
+    }
+    staged_buf_t b;
+    void *h;
+    int rc = stage(&b, buf, (size_t) count, dt, &h);
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, "MPI_Bcast", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_bcast(h, count, dt, root, comm, m->prev.coll_bcast_module));
+    return unstage(&b, rc, ompi_comm_rank(comm) != root);
+}
+
+static int gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                      struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                      mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    const bool is_root = ompi_comm_rank(comm) == root;
+    if (passthrough(m, sbuf, is_root ? rbuf : NULL)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_reduce(sbuf, rbuf, count, dt, op, root, comm, m->prev.coll_reduce_module));
+    }
+    staged_buf_t s, r = {.used = false};
+    void *hs, *hr = rbuf;
+    int rc = stage(&s, sbuf, (size_t) count, dt, &hs);
+    if (MPI_SUCCESS == rc && is_root) {
+        rc = stage(&r, rbuf, (size_t) count, dt, &hr);
+    }
+    if (MPI_SUCCESS != rc) {
+        unstage(&s, rc, false);
+        return staging_failed(comm, "MPI_Reduce", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_reduce(hs, hr, count, dt, op, root, comm, m->prev.coll_reduce_module));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+static int gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                         int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                         mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    if (passthrough(m, sbuf, rbuf)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+                                      m->prev.coll_allgather_module));
+    }
+    const size_t n = (size_t) ompi_comm_size(comm);
+    staged_buf_t s, r;
+    void *hs, *hr;
+    int rc = stage(&s, sbuf, (size_t) scount, sdt, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = stage(&r, rbuf, (size_t) rcount * n, rdt, &hr);
+        if (MPI_SUCCESS != rc) {
+            unstage(&s, rc, false);
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, "MPI_Allgather", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_allgather(hs, scount, sdt, hr, rcount, rdt, comm, m->prev.coll_allgather_module));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+static int gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                          const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
+                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    if (passthrough(m, sbuf, rbuf)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
+                                       m->prev.coll_allgatherv_module));
+    }
+    const int n = ompi_comm_size(comm);
+    staged_buf_t s, r;
+    void *hs, *hr;
+    int rc = stage(&s, sbuf, (size_t) scount, sdt, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = stage(&r, rbuf, v_span(rcounts, displs, n), rdt, &hr);
+        if (MPI_SUCCESS != rc) {
+            unstage(&s, rc, false);
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, "MPI_Allgatherv", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_allgatherv(hs, scount, sdt, hr, rcounts, displs, rdt, comm,
+                                 m->prev.coll_allgatherv_module));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+static int gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                      int rcount, struct ompi_datatype_t *rdt, int root,
+                      struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    const bool is_root = ompi_comm_rank(comm) == root;
+    if (passthrough(m, sbuf, is_root ? rbuf : NULL)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_gather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
+                                   m->prev.coll_gather_module));
+    }
+    staged_buf_t s, r = {.used = false};
+    void *hs, *hr = rbuf;
+    int rc = stage(&s, sbuf, (size_t) scount, sdt, &hs);
+    if (MPI_SUCCESS == rc && is_root) {
+        rc = stage(&r, rbuf, (size_t) rcount * (size_t) ompi_comm_size(comm), rdt, &hr);
+        if (MPI_SUCCESS != rc) {
+            unstage(&s, rc, false);
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, "MPI_Gather", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_gather(hs, scount, sdt, hr, rcount, rdt, root, comm, m->prev.coll_gather_module));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+static int gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                       const int *rcounts, const int *displs, struct ompi_datatype_t *rdt, int root,
+                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    const bool is_root = ompi_comm_rank(comm) == root;
+    if (passthrough(m, sbuf, is_root ? rbuf : NULL)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_gatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm,
+                                    m->prev.coll_gatherv_module));
+    }
+    staged_buf_t s, r = {.used = false};
+    void *hs, *hr = rbuf;
+    int rc = stage(&s, sbuf, (size_t) scount, sdt, &hs);
+    if (MPI_SUCCESS == rc && is_root) {
+        rc = stage(&r, rbuf, v_span(rcounts, displs, ompi_comm_size(comm)), rdt, &hr);
+        if (MPI_SUCCESS != rc) {
+            unstage(&s, rc, false);
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, "MPI_Gatherv", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_gatherv(hs, scount, sdt, hr, rcounts, displs, rdt, root, comm,
+                              m->prev.coll_gatherv_module));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+static int gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                       int rcount, struct ompi_datatype_t *rdt, int root,
+                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    const bool is_root = ompi_comm_rank(comm) == root;
+    if (passthrough(m, is_root ? sbuf : NULL, rbuf)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
+                                    m->prev.coll_scatter_module));
+    }
+    staged_buf_t s = {.used = false}, r;
+    void *hs = (void *) sbuf, *hr;
+    int rc = MPI_SUCCESS;
+    if (is_root) {
+        rc = stage(&s, sbuf, (size_t) scount * (size_t) ompi_comm_size(comm), sdt, &hs);
+    }
+    if (MPI_SUCCESS == rc) {
+        rc = stage(&r, rbuf, (size_t) rcount, rdt, &hr);
+        if (MPI_SUCCESS != rc) {
+            unstage(&s, rc, false);
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, "MPI_Scatter", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_scatter(hs, scount, sdt, hr, rcount, rdt, root, comm,
+                              m->prev.coll_scatter_module));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+static int gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
+                        struct ompi_datatype_t *sdt, void *rbuf, int rcount,
+                        struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    const bool is_root = ompi_comm_rank(comm) == root;
+    if (passthrough(m, is_root ? sbuf : NULL, rbuf)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_scatterv(sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root, comm,
+                                     m->prev.coll_scatterv_module));
+    }
+    staged_buf_t s = {.used = false}, r;
+    void *hs = (void *) sbuf, *hr;
+    int rc = MPI_SUCCESS;
+    if (is_root) {
+        rc = stage(&s, sbuf, v_span(scounts, displs, ompi_comm_size(comm)), sdt, &hs);
+    }
+    if (MPI_SUCCESS == rc) {
+        rc = stage(&r, rbuf, (size_t) rcount, rdt, &hr);
+        if (MPI_SUCCESS != rc) {
+            unstage(&s, rc, false);
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, "MPI_Scatterv", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_scatterv(hs, scounts, displs, sdt, hr, rcount, rdt, root, comm,
+                               m->prev.coll_scatterv_module));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+static int gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                         struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                         const int *rdispls, struct ompi_datatype_t *rdt,
+                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    if (passthrough(m, sbuf, rbuf)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt,
+                                      comm, m->prev.coll_alltoallv_module));
+    }
+    const int n = ompi_comm_size(comm);
+    staged_buf_t s, r;
+    void *hs, *hr;
+    int rc = stage(&s, sbuf, MPI_IN_PLACE == sbuf ? 0 : v_span(scounts, sdispls, n), sdt, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = stage(&r, rbuf, v_span(rcounts, rdispls, n), rdt, &hr);
+        if (MPI_SUCCESS != rc) {
+            unstage(&s, rc, false);
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, "MPI_Alltoallv", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_alltoallv(hs, scounts, sdispls, sdt, hr, rcounts, rdispls, rdt, comm,
+                                m->prev.coll_alltoallv_module));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+static int gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                              struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                              struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    if (passthrough(m, sbuf, rbuf)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter(sbuf, rbuf, rcounts, dt, op, comm,
+                                           m->prev.coll_reduce_scatter_module));
+    }
+    const size_t total = sum_counts(rcounts, ompi_comm_size(comm));
+    const size_t mine = (size_t) rcounts[ompi_comm_rank(comm)];
+    staged_buf_t s, r;
+    void *hs, *hr;
+    int rc = stage(&s, sbuf, total, dt, &hs);
+    if (MPI_SUCCESS == rc) { /* in place: the receive buffer holds all the input */
+        rc = stage(&r, rbuf, MPI_IN_PLACE == sbuf ? total : mine, dt, &hr);
+        if (MPI_SUCCESS != rc) {
+            unstage(&s, rc, false);
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, "MPI_Reduce_scatter", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter(hs, hr, rcounts, dt, op, comm,
+                                     m->prev.coll_reduce_scatter_module));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+static int gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                    struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                                    struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    if (passthrough(m, sbuf, rbuf)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter_block(sbuf, rbuf, rcount, dt, op, comm,
+                                                 m->prev.coll_reduce_scatter_block_module));
+    }
+    const size_t total = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    staged_buf_t s, r;
+    void *hs, *hr;
+    int rc = stage(&s, sbuf, total, dt, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = stage(&r, rbuf, MPI_IN_PLACE == sbuf ? total : (size_t) rcount, dt, &hr);
+        if (MPI_SUCCESS != rc) {
+            unstage(&s, rc, false);
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, "MPI_Reduce_scatter_block", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter_block(hs, hr, rcount, dt, op, comm,
+                                           m->prev.coll_reduce_scatter_block_module));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+/* scan and exscan have the same shape */
+static int scan_like(bool ex, const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                     struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                     mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    mca_coll_base_module_scan_fn_t fn = ex ? m->prev.coll_exscan : m->prev.coll_scan;
+    mca_coll_base_module_t *pm = ex ? m->prev.coll_exscan_module : m->prev.coll_scan_module;
+    if (passthrough(m, sbuf, rbuf)) {
+        return MCA_COLL_GPU_PREV(fn(sbuf, rbuf, count, dt, op, comm, pm));
+    }
+    staged_buf_t s, r;
+    void *hs, *hr;
+    int rc = stage(&s, sbuf, (size_t) count, dt, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = stage(&r, rbuf, (size_t) count, dt, &hr);
+        if (MPI_SUCCESS != rc) {
+            unstage(&s, rc, false);
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, ex ? "MPI_Exscan" : "MPI_Scan", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(fn(hs, hr, count, dt, op, comm, pm));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+static int gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                    struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                    mca_coll_base_module_t *module)
+{
+    return scan_like(false, sbuf, rbuf, count, dt, op, comm, module);
+}
+
+static int gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                      mca_coll_base_module_t *module)
+{
+    return scan_like(true, sbuf, rbuf, count, dt, op, comm, module);
+}
+
+/* At enable: a slot whose previous module provides nothing stays empty in ours too, so
+ * Open MPI never routes a call to a wrapper with nothing to call. */
+void mca_coll_gpu_staged_enable(mca_coll_gpu_module_t *m)
+{
+#define CGPU_KEEP_IF_PREV(name)                \
+    if (NULL == m->prev.coll_##name) {         \
+        m->super.coll_##name = NULL;           \
+    }
+    CGPU_KEEP_IF_PREV(bcast)
+    CGPU_KEEP_IF_PREV(reduce)
+    CGPU_KEEP_IF_PREV(allgatherv)
+    CGPU_KEEP_IF_PREV(gather)
+    CGPU_KEEP_IF_PREV(gatherv)
+    CGPU_KEEP_IF_PREV(scatter)
+    CGPU_KEEP_IF_PREV(scatterv)
+    CGPU_KEEP_IF_PREV(alltoallv)
+    CGPU_KEEP_IF_PREV(reduce_scatter)
+    CGPU_KEEP_IF_PREV(reduce_scatter_block)
+    CGPU_KEEP_IF_PREV(scan)
+    CGPU_KEEP_IF_PREV(exscan)
+#undef CGPU_KEEP_IF_PREV
+}
+
+void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
+{
+    m->super.coll_bcast = gpu_bcast;
+    m->super.coll_reduce = gpu_reduce;
+    m->super.coll_allgather = gpu_allgather;
+    m->super.coll_allgatherv = gpu_allgatherv;
+    m->super.coll_gather = gpu_gather;
+    m->super.coll_gatherv = gpu_gatherv;
+    m->super.coll_scatter = gpu_scatter;
+    m->super.coll_scatterv = gpu_scatterv;
+    m->super.coll_alltoallv = gpu_alltoallv;
+    m->super.coll_reduce_scatter = gpu_reduce_scatter;
+    m->super.coll_reduce_scatter_block = gpu_reduce_scatter_block;
+    m->super.coll_scan = gpu_scan;
+    m->super.coll_exscan = gpu_exscan;
+}
