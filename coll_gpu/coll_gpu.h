@@ -48,6 +48,8 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_tree_max_bytes;
     char *profiler; /* path of a profiler plugin */
     bool stage_host_buffers; /* testing: stage host buffers as if they were on a device */
+    double ras_timeout;
+    bool ras_abort_on_timeout;
     bool engine_up; /* cgpu_engine_init succeeded */
 } mca_coll_gpu_component_t;
 

@@ -202,6 +202,21 @@ static int gpu_register(void)
               "cuda backend, auto algorithm: largest allreduce (bytes) given to the tree with 3 "
               "or more ranks (not tuned: no machine with more than 2 GPUs was available)",
               &c->cuda_tree_max_bytes);
+    c->ras_timeout = d.ras_timeout_s;
+    (void) mca_base_component_var_register(
+        &mca_coll_gpu_component.super.collm_version, "ras_timeout",
+        "RAS watchdog: seconds without progress after which a running collective is reported "
+        "(once, with the communicator, operation, sequence number and the ranks that have not "
+        "arrived); 0 disables the watchdog thread",
+        MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_4,
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &c->ras_timeout);
+    c->ras_abort_on_timeout = d.ras_abort_on_timeout;
+    (void) mca_base_component_var_register(
+        &mca_coll_gpu_component.super.collm_version, "ras_abort_on_timeout",
+        "RAS watchdog: also fail the stuck collective (host backend) with an MPI error instead "
+        "of waiting forever; the communicator is then failed (free it and make a new one)",
+        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_4,
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &c->ras_abort_on_timeout);
     c->stage_host_buffers = false;
     (void) mca_base_component_var_register(
         &mca_coll_gpu_component.super.collm_version, "stage_host_buffers",
@@ -252,6 +267,8 @@ static int gpu_open(void)
     cfg.cuda_tree_channels = c->cuda_tree_channels;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
     cfg.profiler = c->profiler;
+    cfg.ras_timeout_s = c->ras_timeout;
+    cfg.ras_abort_on_timeout = c->ras_abort_on_timeout;
     cfg.verbose = c->verbose;
     cfg.log = mca_coll_gpu_log;
     cgpu_status_t st = cgpu_engine_init(&cfg);

@@ -176,17 +176,20 @@ int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
     }
     /* Collective: every rank of the communicator is in this same call (the path
      * decision before it depends only on arguments MPI requires to match). */
-    cgpu_status_t st = cgpu_comm_create(&m->bootstrap, &m->ecomm);
+    cgpu_comm_t *ec = NULL;
+    cgpu_status_t st = cgpu_comm_create(&m->bootstrap, &ec);
     if (dev >= 0 && prev >= 0) {
         (void) cgpu_engine_set_device(prev);
     }
     if (CGPU_OK == st) {
-        m->state = CGPU_MODULE_READY;
-        cgpu_comm_profile(m->ecomm, m->comm->c_name, (uint64_t) m->comm->c_contextid);
+        cgpu_comm_profile(ec, m->comm->c_name, (uint64_t) m->comm->c_contextid);
+        /* published last: pvar readers on other threads load it atomically */
+        __atomic_store_n(&m->ecomm, ec, __ATOMIC_RELEASE);
+        __atomic_store_n(&m->state, CGPU_MODULE_READY, __ATOMIC_RELEASE);
         opal_output_verbose(10, mca_coll_gpu_component.output,
                             "coll/gpu: comm %s: engine communicator ready", m->comm->c_name);
     } else {
-        m->state = CGPU_MODULE_FALLBACK;
+        __atomic_store_n(&m->state, CGPU_MODULE_FALLBACK, __ATOMIC_RELEASE);
         opal_output_verbose(10, mca_coll_gpu_component.output,
                             "coll/gpu: comm %s: engine set-up failed on some rank (%s); every "
                             "call on it uses the previous coll module",

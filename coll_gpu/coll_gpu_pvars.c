@@ -4,6 +4,9 @@
  * A read loads one atomic of the module and nothing else: no lock, no progress, no
  * MPI or CUDA call (decision 5), so a tool may poll at any rate from any thread.
  */
+#include <stdint.h>
+#include <stdio.h>
+
 #include "coll_gpu.h"
 
 #include "opal/mca/base/mca_base_pvar.h"
@@ -63,6 +66,135 @@ static int notify_comm(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event
     return OPAL_SUCCESS;
 }
 
+/* ---- RAS: health of each communicator (engine atomics) ---- */
+
+static int read_ras(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    const cgpu_ras_item_t item = (cgpu_ras_item_t) (intptr_t) pvar->ctx;
+    mca_coll_gpu_module_t *m = module_of((struct ompi_communicator_t *) obj);
+    cgpu_comm_t *ec = NULL == m ? NULL : __atomic_load_n(&m->ecomm, __ATOMIC_ACQUIRE);
+    uint64_t v = 0;
+    if (NULL != ec) {
+        v = cgpu_comm_ras(ec, item);
+    } else if (CGPU_RAS_STATE == item && NULL != m) {
+        v = CGPU_MODULE_FALLBACK == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE)
+                ? CGPU_RAS_DEGRADED
+                : CGPU_RAS_INITIALIZING;
+    }
+    if (CGPU_RAS_STATE == item || CGPU_RAS_ALGORITHM == item || CGPU_RAS_TRANSPORT == item) {
+        *(int *) value = (int) v;
+    } else {
+        *(unsigned long long *) value = (unsigned long long) v;
+    }
+    return OPAL_SUCCESS;
+}
+
+static int read_process(const struct mca_base_pvar_t *pvar, void *value, void *obj)
+{
+    (void) obj;
+    *(unsigned long long *) value = 0 == (intptr_t) pvar->ctx
+                                        ? cgpu_engine_watchdog_firings()
+                                        : (unsigned long long) cgpu_engine_shm_segments();
+    return OPAL_SUCCESS;
+}
+
+static const mca_base_var_enum_value_t state_values[] = {
+    {CGPU_RAS_INITIALIZING, "initializing"}, {CGPU_RAS_READY, "ready"},
+    {CGPU_RAS_DEGRADED, "degraded"},         {CGPU_RAS_FAILED, "failed"},
+    {0, NULL},
+};
+static const mca_base_var_enum_value_t alg_values[] = {
+    {CGPU_RAS_ALG_NONE, "none"}, {CGPU_RAS_ALG_RING, "ring"},     {CGPU_RAS_ALG_ONESHOT, "oneshot"},
+    {CGPU_RAS_ALG_TREE, "tree"}, {CGPU_RAS_ALG_DIRECT, "direct"}, {0, NULL},
+};
+static const mca_base_var_enum_value_t transport_values[] = {
+    {CGPU_RAS_TRANSPORT_SHM, "shm"}, {CGPU_RAS_TRANSPORT_CUDA_IPC, "cuda_ipc"}, {0, NULL},
+};
+
+typedef struct ras_pvar {
+    const char *name;
+    cgpu_ras_item_t item;
+    int var_class;
+    const mca_base_var_enum_value_t *values; /* STATE class only */
+    const char *desc;
+} ras_pvar_t;
+
+static const ras_pvar_t ras_pvars[] = {
+    {"state", CGPU_RAS_STATE, MCA_BASE_PVAR_CLASS_STATE, state_values,
+     "Health of this communicator's engine: initializing (not used yet), ready, degraded "
+     "(set-up failed on some rank: every call uses the previous coll module), failed (a "
+     "collective timed out or hit a device error: calls return errors)"},
+    {"allreduce_started", CGPU_RAS_ALLREDUCE_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+     "MPI_Allreduce calls the engine started on this communicator"},
+    {"allreduce_completed", CGPU_RAS_ALLREDUCE_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+     "MPI_Allreduce calls the engine completed successfully on this communicator"},
+    {"alltoall_started", CGPU_RAS_ALLTOALL_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+     "MPI_Alltoall calls the engine started on this communicator"},
+    {"alltoall_completed", CGPU_RAS_ALLTOALL_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+     "MPI_Alltoall calls the engine completed successfully on this communicator"},
+    {"bytes", CGPU_RAS_BYTES, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+     "Bytes this rank contributed to the engine's completed collectives on this communicator"},
+    {"last_seq", CGPU_RAS_LAST_SEQ, MCA_BASE_PVAR_CLASS_LEVEL, NULL,
+     "Sequence number of the last engine collective completed on this communicator"},
+    {"idle_us", CGPU_RAS_IDLE_US, MCA_BASE_PVAR_CLASS_LEVEL, NULL,
+     "Microseconds since the running engine collective last made progress (0 when none runs)"},
+    {"peers_missing", CGPU_RAS_PEERS_MISSING, MCA_BASE_PVAR_CLASS_LEVEL, NULL,
+     "Peers that have not yet entered the engine collective this rank is running"},
+    {"peers_missing_mask", CGPU_RAS_PEERS_MISSING_MASK, MCA_BASE_PVAR_CLASS_LEVEL, NULL,
+     "Which peers have not yet entered it: bit r set for rank r (ranks 0 to 63)"},
+    {"errors_timeout", CGPU_RAS_ERR_TIMEOUT, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+     "Engine collectives on this communicator that failed by timeout"},
+    {"errors_device", CGPU_RAS_ERR_DEVICE, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+     "Engine collectives on this communicator that failed with a CUDA error"},
+    {"errors_other", CGPU_RAS_ERR_OTHER, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+     "Engine collectives on this communicator that failed otherwise (memory, misuse)"},
+    {"algorithm", CGPU_RAS_ALGORITHM, MCA_BASE_PVAR_CLASS_STATE, alg_values,
+     "Algorithm of the running (or last) engine collective on this communicator"},
+    {"transport", CGPU_RAS_TRANSPORT, MCA_BASE_PVAR_CLASS_STATE, transport_values,
+     "Transport this communicator's engine uses between ranks"},
+};
+
+static int register_ras_pvars(const mca_base_component_t *comp)
+{
+    for (size_t i = 0; i < sizeof(ras_pvars) / sizeof(ras_pvars[0]); ++i) {
+        const ras_pvar_t *p = &ras_pvars[i];
+        mca_base_var_enum_t *en = NULL;
+        if (NULL != p->values) {
+            char ename[64];
+            snprintf(ename, sizeof(ename), "coll_gpu_%s", p->name);
+            if (OPAL_SUCCESS != mca_base_var_enum_create(ename, p->values, &en)) {
+                en = NULL;
+            }
+        }
+        int rc = mca_base_component_pvar_register(
+            comp, p->name, p->desc, OPAL_INFO_LVL_4, p->var_class,
+            NULL != p->values ? MCA_BASE_VAR_TYPE_INT : MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, en,
+            MCA_BASE_VAR_BIND_MPI_COMM, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+            read_ras, NULL, notify_comm, (void *) (intptr_t) p->item);
+        if (NULL != en) {
+            OBJ_RELEASE(en);
+        }
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    int rc = mca_base_component_pvar_register(
+        comp, "watchdog_firings",
+        "Collectives the RAS watchdog reported as stuck (no progress for coll_gpu_ras_timeout)",
+        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
+        MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+        read_process, NULL, NULL, (void *) (intptr_t) 0);
+    if (rc < 0) {
+        return rc;
+    }
+    rc = mca_base_component_pvar_register(
+        comp, "shm_segments", "Shared-memory segments this process has mapped (its own and peers')",
+        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
+        MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
+        read_process, NULL, NULL, (void *) (intptr_t) 1);
+    return rc < 0 ? rc : OMPI_SUCCESS;
+}
+
 int mca_coll_gpu_pvars_register(void)
 {
     const mca_base_component_t *comp = &mca_coll_gpu_component.super.collm_version;
@@ -93,5 +225,5 @@ int mca_coll_gpu_pvars_register(void)
         OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
         MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
         read_live_comms, NULL, NULL, NULL);
-    return rc < 0 ? rc : OMPI_SUCCESS;
+    return rc < 0 ? rc : register_ras_pvars(comp);
 }

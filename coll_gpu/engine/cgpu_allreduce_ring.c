@@ -44,7 +44,8 @@ static int mod(int a, int n)
     return ((a % n) + n) % n;
 }
 
-static void ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_t per_chunk)
+/* false when the watchdog aborted the collective (its state is then unusable) */
+static bool ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_t per_chunk)
 {
     const int n = comm->size, r = comm->rank;
     const int left = mod(r - 1, n), right = mod(r + 1, n);
@@ -55,6 +56,9 @@ static void ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_
     chunk_range(off, a->count, per_chunk, mod(r - 1, n), &first, &cnt);
     cgpu_step_prof_begin(comm, &ev, "send", right, 0, cnt * a->esize);
     void *dst = cgpu_ring_send_slot(comm);
+    if (NULL == dst) {
+        goto out_abort;
+    }
     cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
     memcpy(dst, a->in + first * a->esize, cnt * a->esize);
     cgpu_ring_send_post(comm);
@@ -65,7 +69,10 @@ static void ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_
         chunk_range(off, a->count, per_chunk, mod(r - 1 - s, n), &first, &cnt);
         cgpu_step_prof_begin(comm, &ev, "recv_reduce_send", left, 0, cnt * a->esize);
         const void *src = cgpu_ring_recv_slot(comm);
-        dst = cgpu_ring_send_slot(comm);
+        dst = NULL == src ? NULL : cgpu_ring_send_slot(comm);
+        if (NULL == dst) {
+            goto out_abort;
+        }
         cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
         cgpu_reduce_host(a->dt, a->op, dst, src, a->in + first * a->esize, cnt);
         cgpu_ring_recv_done(comm);
@@ -77,11 +84,17 @@ static void ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_
     chunk_range(off, a->count, per_chunk, r, &first, &cnt);
     cgpu_step_prof_begin(comm, &ev, "recv_reduce_copy_send", left, 0, cnt * a->esize);
     const void *src = cgpu_ring_recv_slot(comm);
+    if (NULL == src) {
+        goto out_abort;
+    }
     cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
     char *mine = a->out + first * a->esize;
     cgpu_reduce_host(a->dt, a->op, mine, src, a->in + first * a->esize, cnt);
     cgpu_ring_recv_done(comm);
     dst = cgpu_ring_send_slot(comm);
+    if (NULL == dst) {
+        goto out_abort;
+    }
     memcpy(dst, mine, cnt * a->esize);
     cgpu_ring_send_post(comm);
     cgpu_prof_stop(&ev);
@@ -92,28 +105,40 @@ static void ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_
         cgpu_step_prof_begin(comm, &ev, s < n - 1 ? "recv_copy_send" : "recv", left, 0,
                              cnt * a->esize);
         src = cgpu_ring_recv_slot(comm);
+        if (NULL == src) {
+            goto out_abort;
+        }
         cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
         memcpy(a->out + first * a->esize, src, cnt * a->esize);
         if (s < n - 1) {
             dst = cgpu_ring_send_slot(comm);
+            if (NULL == dst) {
+                goto out_abort;
+            }
             memcpy(dst, src, cnt * a->esize);
             cgpu_ring_send_post(comm);
         }
         cgpu_ring_recv_done(comm);
         cgpu_prof_stop(&ev);
     }
+    return true;
+
+out_abort:
+    cgpu_prof_stop(&ev);
+    return false;
 }
 
-void cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
-                              cgpu_dtype_t dt, cgpu_op_t op)
+cgpu_status_t cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                       size_t count, cgpu_dtype_t dt, cgpu_op_t op)
 {
     const size_t esize = cgpu_dtype_size(dt);
     if (1 == comm->size) {
         if (sbuf != rbuf) {
             memcpy(rbuf, sbuf, count * esize);
         }
-        return;
+        return CGPU_OK;
     }
+    atomic_store_explicit(&comm->ras.alg, CGPU_RAS_ALG_RING, memory_order_relaxed);
     ring_args_t a = {.in = sbuf, .out = rbuf, .count = count, .esize = esize, .dt = dt, .op = op};
     const size_t slot_elems = comm->slot_bytes / esize;
     const size_t n = (size_t) comm->size;
@@ -123,6 +148,9 @@ void cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
         if (per_chunk > slot_elems) {
             per_chunk = slot_elems;
         }
-        ring_loop(comm, &a, off, per_chunk);
+        if (!ring_loop(comm, &a, off, per_chunk)) {
+            return CGPU_ERR_TIMEOUT;
+        }
     }
+    return CGPU_OK;
 }

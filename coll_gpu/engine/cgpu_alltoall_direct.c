@@ -13,7 +13,7 @@
 
 #include "cgpu_conn.h"
 
-void cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
+cgpu_status_t cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
 {
     const int n = comm->size, me = comm->rank;
     const char *in = sbuf;
@@ -22,8 +22,9 @@ void cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t 
         memcpy(out + (size_t) me * bytes, in + (size_t) me * bytes, bytes);
     }
     if (1 == n) {
-        return;
+        return CGPU_OK;
     }
+    atomic_store_explicit(&comm->ras.alg, CGPU_RAS_ALG_DIRECT, memory_order_relaxed);
 
     size_t piece = comm->stage_bytes / (size_t) n;
     piece &= ~(size_t) 63; /* keep every destination's slot cache-line aligned */
@@ -40,7 +41,9 @@ void cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t 
         size_t len = bytes - off < piece ? bytes - off : piece;
         uint64_t round = ++comm->a2a_round;
         /* our stage is free once every peer has read round - 1 */
-        cgpu_wait_ge(&mine->a2a_readers.v, (round - 1) * (uint64_t) (n - 1));
+        if (!cgpu_wait_ge(comm, &mine->a2a_readers.v, (round - 1) * (uint64_t) (n - 1))) {
+            return CGPU_ERR_TIMEOUT;
+        }
         for (int p = 0; p < n; ++p) {
             if (p != me) {
                 memcpy(my_stage + (size_t) p * piece, in + (size_t) p * bytes + off, len);
@@ -52,13 +55,18 @@ void cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t 
             cgpu_seg_ctrl_t *pc = cgpu_ctrl(comm, p);
             cgpu_prof_ev_t ev;
             cgpu_step_prof_begin(comm, &ev, "recv", p, 0, len);
-            cgpu_wait_ge(&pc->a2a_posted.v, round);
+            if (!cgpu_wait_ge(comm, &pc->a2a_posted.v, round)) {
+                cgpu_prof_stop(&ev);
+                return CGPU_ERR_TIMEOUT;
+            }
             cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
             const char *pstage =
                 (const char *) pc + CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes;
             memcpy(out + (size_t) p * bytes + off, pstage + (size_t) me * piece, len);
             atomic_fetch_add_explicit(&pc->a2a_readers.v, 1, memory_order_acq_rel);
+            cgpu_ras_progress(comm);
             cgpu_prof_stop(&ev);
         }
     }
+    return CGPU_OK;
 }

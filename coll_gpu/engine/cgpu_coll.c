@@ -60,7 +60,8 @@ static cgpu_status_t stage_out(void *rbuf, size_t bytes, host_stage_t *hs, cgpu_
 /* A host algorithm over buffers of any memory kind: what lives on a device is staged
  * through host copies. When staging fails locally the rank still takes part, on zeroed
  * scratch, so its peers do not hang, and the failure is returned. */
-typedef void (*host_algo_fn)(cgpu_comm_t *comm, const void *in, void *out, const void *args);
+typedef cgpu_status_t (*host_algo_fn)(cgpu_comm_t *comm, const void *in, void *out,
+                                      const void *args);
 
 static cgpu_status_t run_host_staged(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                      size_t bytes, host_algo_fn fn, const void *args)
@@ -70,11 +71,11 @@ static cgpu_status_t run_host_staged(cgpu_comm_t *comm, const void *sbuf, void *
     void *out;
     cgpu_status_t st = stage_in(sbuf, rbuf, bytes, &hs, &in, &out);
     if (CGPU_OK == st) {
-        fn(comm, in, out, args);
+        st = fn(comm, in, out, args);
     } else {
         void *tmp = calloc(1, bytes);
         if (NULL != tmp) {
-            fn(comm, tmp, tmp, args);
+            (void) fn(comm, tmp, tmp, args);
             free(tmp);
         }
     }
@@ -87,15 +88,16 @@ typedef struct allreduce_args {
     cgpu_op_t op;
 } allreduce_args_t;
 
-static void host_allreduce(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+static cgpu_status_t host_allreduce(cgpu_comm_t *comm, const void *in, void *out,
+                                    const void *args)
 {
     const allreduce_args_t *a = args;
-    cgpu_host_ring_allreduce(comm, in, out, a->count, a->dt, a->op);
+    return cgpu_host_ring_allreduce(comm, in, out, a->count, a->dt, a->op);
 }
 
-static void host_alltoall(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+static cgpu_status_t host_alltoall(cgpu_comm_t *comm, const void *in, void *out, const void *args)
 {
-    cgpu_host_alltoall(comm, in, out, *(const size_t *) args);
+    return cgpu_host_alltoall(comm, in, out, *(const size_t *) args);
 }
 
 cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
@@ -105,7 +107,8 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
         !cgpu_reduce_supported(dt, op) || CGPU_ALLREDUCE_FALLBACK == alg) {
         return CGPU_ERR_INVALID_ARG;
     }
-    cgpu_status_t st = cgpu_comm_enter(comm, "allreduce");
+    const size_t bytes = count * cgpu_dtype_size(dt);
+    cgpu_status_t st = cgpu_comm_enter(comm, "allreduce", CGPU_KIND_ALLREDUCE, bytes);
     if (CGPU_OK != st) {
         return st;
     }
@@ -122,7 +125,7 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
         st = run_host_staged(comm, sbuf, rbuf, count * cgpu_dtype_size(dt), host_allreduce, &a);
         cgpu_coll_prof_end(comm);
     }
-    cgpu_comm_leave(comm);
+    cgpu_comm_leave(comm, st, bytes);
     return st;
 }
 
@@ -133,7 +136,8 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
         CGPU_ALLTOALL_FALLBACK == alg) {
         return CGPU_ERR_INVALID_ARG;
     }
-    cgpu_status_t st = cgpu_comm_enter(comm, "alltoall");
+    cgpu_status_t st =
+        cgpu_comm_enter(comm, "alltoall", CGPU_KIND_ALLTOALL, bytes * (size_t) comm->size);
     if (CGPU_OK != st) {
         return st;
     }
@@ -143,6 +147,6 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
         st = run_host_staged(comm, sbuf, rbuf, bytes * (size_t) comm->size, host_alltoall, &bytes);
         cgpu_coll_prof_end(comm);
     }
-    cgpu_comm_leave(comm);
+    cgpu_comm_leave(comm, st, bytes * (size_t) comm->size);
     return st;
 }

@@ -285,6 +285,9 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
 
     comm->magic = CGPU_COMM_ALIVE;
     atomic_store(&comm->busy, 0);
+    atomic_store(&comm->ras.state, CGPU_RAS_READY);
+    snprintf(comm->ras.name, sizeof(comm->ras.name), "(rank %d of %d)", comm->rank, comm->size);
+    cgpu_watchdog_start();
     cgpu_log(CGPU_LOG_DEBUG,
              "engine: communicator ready (rank %d of %d, backend %s, %zu-byte segment)",
              comm->rank, comm->size, CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host",
@@ -345,12 +348,20 @@ cgpu_status_t cgpu_comm_release(cgpu_comm_t **commp)
     return CGPU_OK;
 }
 
-cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what)
+cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, size_t bytes)
 {
+    (void) bytes;
     if (NULL == comm || CGPU_COMM_ALIVE != comm->magic ||
         (comm->size > 1 && comm->resources_freed)) {
         cgpu_log(CGPU_LOG_WARN, "engine: %s on a released internal communicator", what);
         return CGPU_ERR_STATE;
+    }
+    if (CGPU_RAS_FAILED == atomic_load(&comm->ras.state)) {
+        cgpu_log(CGPU_LOG_WARN,
+                 "engine: %s on communicator %s, which failed earlier (a collective timed out "
+                 "or hit a device error); free it and create a new one",
+                 what, comm->ras.name);
+        return CGPU_ERR_PEER;
     }
     int expected = 0;
     if (!atomic_compare_exchange_strong(&comm->busy, &expected, 1)) {
@@ -360,22 +371,121 @@ cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what)
                  what);
         return CGPU_ERR_STATE;
     }
+    cgpu_ras_t *r = &comm->ras;
+    r->kind = kind;
+    atomic_store_explicit(&r->last_progress_ns, cgpu_now_ns(), memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->started[kind], 1, memory_order_relaxed);
+    atomic_store_explicit(&r->cur_seq, comm->seq + 1, memory_order_release);
+    if (comm->size > 1 && NULL != comm->peer_segs) {
+        /* peers (and their watchdogs) see which collective this rank has reached */
+        atomic_store_explicit(&cgpu_ctrl(comm, comm->rank)->entered.v, comm->seq + 1,
+                              memory_order_release);
+    }
     return CGPU_OK;
 }
 
-void cgpu_comm_leave(cgpu_comm_t *comm)
+void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes)
 {
+    cgpu_ras_t *r = &comm->ras;
     comm->seq++;
     if (comm->size > 1 && NULL != comm->peer_segs) {
         atomic_store_explicit(&cgpu_ctrl(comm, comm->rank)->seq.v, comm->seq,
                               memory_order_release);
     }
+    if (CGPU_OK == st) {
+        atomic_fetch_add_explicit(&r->bytes, bytes, memory_order_relaxed);
+        atomic_fetch_add_explicit(&r->completed[r->kind], 1, memory_order_relaxed);
+    } else {
+        atomic_ullong *cls = CGPU_ERR_TIMEOUT == st  ? &r->err_timeout
+                             : CGPU_ERR_DEVICE == st ? &r->err_device
+                                                     : &r->err_other;
+        atomic_fetch_add_explicit(cls, 1, memory_order_relaxed);
+        if (CGPU_ERR_TIMEOUT == st || CGPU_ERR_DEVICE == st) {
+            /* its pipelines stopped midway: this communicator cannot line up again */
+            atomic_store(&r->state, CGPU_RAS_FAILED);
+        }
+    }
+    atomic_store_explicit(&r->cur_seq, 0, memory_order_release);
     atomic_store(&comm->busy, 0);
+}
+
+void cgpu_ras_progress(cgpu_comm_t *comm)
+{
+    atomic_store_explicit(&comm->ras.last_progress_ns, cgpu_now_ns(), memory_order_relaxed);
+}
+
+uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item)
+{
+    cgpu_comm_t *c = (cgpu_comm_t *) comm; /* atomics only: no state changes */
+    const cgpu_ras_t *r = &c->ras;
+    uint64_t cur, v = 0;
+    switch (item) {
+    case CGPU_RAS_STATE:
+        return (uint64_t) atomic_load(&c->ras.state);
+    case CGPU_RAS_ALLREDUCE_STARTED:
+        return atomic_load_explicit(&c->ras.started[CGPU_KIND_ALLREDUCE], memory_order_relaxed);
+    case CGPU_RAS_ALLREDUCE_COMPLETED:
+        return atomic_load_explicit(&c->ras.completed[CGPU_KIND_ALLREDUCE], memory_order_relaxed);
+    case CGPU_RAS_ALLTOALL_STARTED:
+        return atomic_load_explicit(&c->ras.started[CGPU_KIND_ALLTOALL], memory_order_relaxed);
+    case CGPU_RAS_ALLTOALL_COMPLETED:
+        return atomic_load_explicit(&c->ras.completed[CGPU_KIND_ALLTOALL], memory_order_relaxed);
+    case CGPU_RAS_BYTES:
+        return atomic_load_explicit(&c->ras.bytes, memory_order_relaxed);
+    case CGPU_RAS_LAST_SEQ:
+        return c->size > 1 && NULL != c->peer_segs
+                   ? atomic_load_explicit(&cgpu_ctrl(c, c->rank)->seq.v, memory_order_acquire)
+                   : 0;
+    case CGPU_RAS_IDLE_US:
+        if (0 == atomic_load_explicit(&c->ras.cur_seq, memory_order_acquire)) {
+            return 0;
+        }
+        v = cgpu_now_ns();
+        cur = atomic_load_explicit(&c->ras.last_progress_ns, memory_order_relaxed);
+        return v > cur ? (v - cur) / 1000 : 0;
+    case CGPU_RAS_PEERS_MISSING:
+    case CGPU_RAS_PEERS_MISSING_MASK:
+        cur = atomic_load_explicit(&c->ras.cur_seq, memory_order_acquire);
+        if (0 == cur || c->size < 2 || NULL == c->peer_segs || c->resources_freed) {
+            return 0;
+        }
+        for (int p = 0; p < c->size; ++p) {
+            if (p == c->rank ||
+                atomic_load_explicit(&cgpu_ctrl(c, p)->entered.v, memory_order_acquire) >= cur) {
+                continue;
+            }
+            if (CGPU_RAS_PEERS_MISSING == item) {
+                ++v;
+            } else if (p < 64) {
+                v |= 1ull << p;
+            }
+        }
+        return v;
+    case CGPU_RAS_ERR_TIMEOUT:
+        return atomic_load_explicit(&c->ras.err_timeout, memory_order_relaxed);
+    case CGPU_RAS_ERR_DEVICE:
+        return atomic_load_explicit(&c->ras.err_device, memory_order_relaxed);
+    case CGPU_RAS_ERR_OTHER:
+        return atomic_load_explicit(&c->ras.err_other, memory_order_relaxed);
+    case CGPU_RAS_ALGORITHM:
+        return (uint64_t) atomic_load_explicit(&c->ras.alg, memory_order_relaxed);
+    case CGPU_RAS_TRANSPORT:
+        return CGPU_BACKEND_CUDA == c->backend ? CGPU_RAS_TRANSPORT_CUDA_IPC
+                                               : CGPU_RAS_TRANSPORT_SHM;
+    case CGPU_RAS_ITEMS:
+        break;
+    }
+    (void) r;
+    return 0;
 }
 
 void cgpu_comm_profile(cgpu_comm_t *comm, const char *name, uint64_t id)
 {
-    if (NULL == comm || NULL == cgpu_prof_active || comm->prof.on) {
+    if (NULL == comm) {
+        return;
+    }
+    snprintf(comm->ras.name, sizeof(comm->ras.name), "%s", NULL != name ? name : "");
+    if (NULL == cgpu_prof_active || comm->prof.on) {
         return;
     }
     cgpu_prof_comm_info_v1_t info = {

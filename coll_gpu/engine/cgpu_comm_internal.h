@@ -31,6 +31,7 @@ typedef struct cgpu_seg_ctrl {
     cgpu_counter_t a2a_posted;    /* writer: owner; alltoall rounds staged in my segment */
     cgpu_counter_t a2a_readers;   /* writers: all peers (fetch_add); reads of my stage */
     cgpu_counter_t seq;           /* writer: owner; last completed collective */
+    cgpu_counter_t entered;       /* writer: owner; last collective it entered (RAS) */
     uint32_t magic;
 } cgpu_seg_ctrl_t;
 
@@ -39,6 +40,24 @@ _Static_assert(sizeof(cgpu_seg_ctrl_t) <= CGPU_SEG_CTRL_BYTES, "control block to
 enum { CGPU_COMM_ALIVE = 0x414c4956, CGPU_COMM_DEAD = 0x44454144 };
 
 struct cgpu_cuda_comm;
+
+/* Health of a communicator: written by the collective's thread (and the watchdog), read by
+ * pvars and the watchdog with plain atomic loads (DESIGN decision 5). */
+enum { CGPU_KIND_ALLREDUCE = 0, CGPU_KIND_ALLTOALL = 1, CGPU_KINDS = 2 };
+typedef struct cgpu_ras {
+    atomic_int state;                      /* cgpu_ras_state_t */
+    atomic_ullong started[CGPU_KINDS];
+    atomic_ullong completed[CGPU_KINDS];
+    atomic_ullong bytes;
+    atomic_ullong cur_seq;                 /* collective in progress (0: none) */
+    atomic_ullong last_progress_ns;
+    atomic_ullong err_timeout, err_device, err_other;
+    atomic_int alg;                        /* cgpu_ras_alg_t */
+    atomic_int abort;                      /* set by the watchdog: give up waiting */
+    atomic_ullong reported_seq;            /* the watchdog reported this collective */
+    int kind;                              /* kind of the collective in progress */
+    char name[64];                         /* MPI name, for reports */
+} cgpu_ras_t;
 
 struct cgpu_comm {
     int magic; /* CGPU_COMM_ALIVE while usable */
@@ -68,6 +87,7 @@ struct cgpu_comm {
     atomic_int busy; /* 1 while a collective runs on it */
 
     cgpu_prof_comm_t prof; /* profiler context of this communicator (by value) */
+    cgpu_ras_t ras;        /* health, for pvars and the watchdog */
     uint64_t prof_step;    /* step counter within the current collective */
 
     struct cgpu_comm *next, *prev; /* engine's list of live communicators */
@@ -80,11 +100,11 @@ void cgpu_engine_unregister_comm(cgpu_comm_t *comm);
 void cgpu_comm_free_resources(cgpu_comm_t *comm);
 
 /* Host ring allreduce on host memory (cgpu_allreduce_ring.c). */
-void cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
-                              cgpu_dtype_t dt, cgpu_op_t op);
+cgpu_status_t cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                       size_t count, cgpu_dtype_t dt, cgpu_op_t op);
 
 /* Host direct alltoall on host memory (cgpu_alltoall_direct.c). */
-void cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
+cgpu_status_t cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
 
 /* Profiler: a collective's event (steps nest in it) and one step's event. */
 void cgpu_coll_prof_begin(cgpu_comm_t *comm, const char *kind, size_t count, const char *dtype,
@@ -93,9 +113,20 @@ void cgpu_coll_prof_end(cgpu_comm_t *comm);
 void cgpu_step_prof_begin(cgpu_comm_t *comm, cgpu_prof_ev_t *e, const char *what, int peer,
                           int channel, size_t bytes);
 
-/* Enter/leave a collective: detects a released communicator and concurrent use. */
-cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what);
-void cgpu_comm_leave(cgpu_comm_t *comm);
+/* Enter/leave a collective: detects a released or failed communicator and concurrent
+ * use; keeps the health counters (kind: CGPU_KIND_*, bytes: this rank's contribution). */
+cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, size_t bytes);
+void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes);
+
+/* Note progress (a step completed) for the watchdog. */
+void cgpu_ras_progress(cgpu_comm_t *comm);
+/* Engine-internal: the watchdog thread (cgpu_ras.c). */
+void cgpu_watchdog_start(void);
+void cgpu_watchdog_stop(void);
+uint64_t cgpu_now_ns(void);
+/* Call fn on every live internal communicator, under the engine's list lock (not a data
+ * path lock: only create, release and the watchdog take it). */
+void cgpu_engine_for_each_comm(void (*fn)(cgpu_comm_t *comm, void *arg), void *arg);
 
 static inline cgpu_seg_ctrl_t *cgpu_ctrl(cgpu_comm_t *comm, int rank)
 {

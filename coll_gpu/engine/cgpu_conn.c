@@ -6,10 +6,13 @@
 
 #include "cgpu_conn.h"
 
-void cgpu_wait_ge(_Atomic uint64_t *ctr, uint64_t value)
+bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value)
 {
     unsigned spins = 0;
     while (atomic_load_explicit(ctr, memory_order_acquire) < value) {
+        if (0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed)) {
+            return false;
+        }
         ++spins;
         if (spins < 256) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,6 +26,7 @@ void cgpu_wait_ge(_Atomic uint64_t *ctr, uint64_t value)
             nanosleep(&ts, NULL);
         }
     }
+    return true;
 }
 
 static inline int ring_right(const cgpu_comm_t *comm)
@@ -34,8 +38,9 @@ void *cgpu_ring_send_slot(cgpu_comm_t *comm)
 {
     cgpu_seg_ctrl_t *rc = cgpu_ctrl(comm, ring_right(comm));
     uint64_t n = comm->ring_sent;
-    if (n >= (uint64_t) comm->nslots) {
-        cgpu_wait_ge(&rc->ring_consumed.v, n + 1 - (uint64_t) comm->nslots);
+    if (n >= (uint64_t) comm->nslots &&
+        !cgpu_wait_ge(comm, &rc->ring_consumed.v, n + 1 - (uint64_t) comm->nslots)) {
+        return NULL;
     }
     char *base = (char *) rc + CGPU_SEG_CTRL_BYTES;
     return base + (size_t) (n % (uint64_t) comm->nslots) * comm->slot_bytes;
@@ -46,13 +51,16 @@ void cgpu_ring_send_post(cgpu_comm_t *comm)
     cgpu_seg_ctrl_t *rc = cgpu_ctrl(comm, ring_right(comm));
     comm->ring_sent++;
     atomic_store_explicit(&rc->ring_posted.v, comm->ring_sent, memory_order_release);
+    cgpu_ras_progress(comm);
 }
 
 const void *cgpu_ring_recv_slot(cgpu_comm_t *comm)
 {
     cgpu_seg_ctrl_t *mc = cgpu_ctrl(comm, comm->rank);
     uint64_t n = comm->ring_recvd;
-    cgpu_wait_ge(&mc->ring_posted.v, n + 1);
+    if (!cgpu_wait_ge(comm, &mc->ring_posted.v, n + 1)) {
+        return NULL;
+    }
     const char *base = (const char *) mc + CGPU_SEG_CTRL_BYTES;
     return base + (size_t) (n % (uint64_t) comm->nslots) * comm->slot_bytes;
 }

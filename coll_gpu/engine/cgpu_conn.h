@@ -9,18 +9,22 @@
 #ifndef CGPU_CONN_H
 #define CGPU_CONN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cgpu_comm_internal.h"
 
-/** Wait (spin, then yield, then sleep) until *ctr >= value. */
-void cgpu_wait_ge(_Atomic uint64_t *ctr, uint64_t value);
+/**
+ * Wait (spin, then yield, then sleep) until *ctr >= value. Returns false, at once, if the
+ * watchdog aborted the communicator's collective (coll_gpu_ras_abort_on_timeout).
+ */
+bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value);
 
-/** Next free slot in the right neighbour's queue (waits for room). */
+/** Next free slot in the right neighbour's queue (waits for room); NULL if aborted. */
 void *cgpu_ring_send_slot(cgpu_comm_t *comm);
 /** Publish the slot returned by cgpu_ring_send_slot. */
 void cgpu_ring_send_post(cgpu_comm_t *comm);
-/** Next filled slot of this rank's queue (waits for the left neighbour). */
+/** Next filled slot of this rank's queue (waits for the left neighbour); NULL if aborted. */
 const void *cgpu_ring_recv_slot(cgpu_comm_t *comm);
 /** Hand the slot returned by cgpu_ring_recv_slot back to the left neighbour. */
 void cgpu_ring_recv_done(cgpu_comm_t *comm);

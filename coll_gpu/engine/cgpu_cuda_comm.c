@@ -348,6 +348,9 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                 (CGPU_ALLREDUCE_TREE == alg ||
                  (CGPU_ALLREDUCE_AUTO == alg && comm->size >= 3 && bytes <= cc->tree_max_bytes));
     const char *alg_name = oneshot ? "oneshot" : tree ? "tree" : "ring";
+    atomic_store_explicit(&comm->ras.alg,
+                          oneshot ? CGPU_RAS_ALG_ONESHOT : tree ? CGPU_RAS_ALG_TREE : CGPU_RAS_ALG_RING,
+                          memory_order_relaxed);
     cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op), bytes,
                          alg_name);
     cgpu_prof_ev_t kev = {.on = false};

@@ -41,6 +41,8 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_timeout_s = 60.0;
     cfg->cuda_tree_channels = 8;
     cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
+    cfg->ras_timeout_s = 300.0;
+    cfg->ras_abort_on_timeout = false;
 }
 
 cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
@@ -68,11 +70,21 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
     return CGPU_OK;
 }
 
+void cgpu_engine_for_each_comm(void (*fn)(cgpu_comm_t *comm, void *arg), void *arg)
+{
+    pthread_mutex_lock(&engine_list_lock);
+    for (cgpu_comm_t *c = engine_comms; NULL != c; c = c->next) {
+        fn(c, arg);
+    }
+    pthread_mutex_unlock(&engine_list_lock);
+}
+
 void cgpu_engine_fini(void)
 {
     if (0 == atomic_exchange(&engine_up, 0)) {
         return;
     }
+    cgpu_watchdog_stop();
     pthread_mutex_lock(&engine_list_lock);
     for (cgpu_comm_t *c = engine_comms; NULL != c; c = c->next) {
         cgpu_log(CGPU_LOG_INFO,

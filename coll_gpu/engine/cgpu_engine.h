@@ -72,6 +72,8 @@ typedef struct cgpu_config {
     double cuda_timeout_s;      /* a kernel waiting longer on a peer fails the call (0: never) */
     int cuda_tree_channels;     /* tree channels (two blocks each); 0 disables the tree */
     const char *profiler;       /* path of a profiler plugin (NULL/"" = none) */
+    double ras_timeout_s;       /* watchdog: report a collective stuck this long (0: off) */
+    bool ras_abort_on_timeout;  /* ... and fail it (and the communicator) instead of waiting */
     size_t cuda_tree_max_bytes; /* auto: tree for 3+ ranks from the oneshot limit up to this */
 } cgpu_config_t;
 
@@ -163,6 +165,45 @@ cgpu_status_t cgpu_engine_set_device(int device);
  * event of this communicator. Call once, right after cgpu_comm_create.
  */
 void cgpu_comm_profile(cgpu_comm_t *comm, const char *name, uint64_t id);
+
+/** Health items of a communicator (RAS). Reading one loads atomics and nothing else. */
+typedef enum cgpu_ras_item {
+    CGPU_RAS_STATE = 0,          /* cgpu_ras_state_t */
+    CGPU_RAS_ALLREDUCE_STARTED,
+    CGPU_RAS_ALLREDUCE_COMPLETED,
+    CGPU_RAS_ALLTOALL_STARTED,
+    CGPU_RAS_ALLTOALL_COMPLETED,
+    CGPU_RAS_BYTES,              /* bytes this rank contributed to completed collectives */
+    CGPU_RAS_LAST_SEQ,           /* sequence number of the last completed collective */
+    CGPU_RAS_IDLE_US,            /* time since the running collective last progressed (0: none) */
+    CGPU_RAS_PEERS_MISSING,      /* peers not yet in the running collective */
+    CGPU_RAS_PEERS_MISSING_MASK, /* which (bit r = rank r, ranks 0-63) */
+    CGPU_RAS_ERR_TIMEOUT,
+    CGPU_RAS_ERR_DEVICE,
+    CGPU_RAS_ERR_OTHER,
+    CGPU_RAS_ALGORITHM,          /* cgpu_ras_alg_t of the running or last collective */
+    CGPU_RAS_TRANSPORT,          /* cgpu_ras_transport_t */
+    CGPU_RAS_ITEMS
+} cgpu_ras_item_t;
+
+typedef enum cgpu_ras_state {
+    CGPU_RAS_INITIALIZING = 0, /* (glue) no engine communicator yet */
+    CGPU_RAS_READY = 1,
+    CGPU_RAS_DEGRADED = 2,     /* (glue) set-up failed: every call uses the fallback */
+    CGPU_RAS_FAILED = 3,       /* a collective failed or was aborted: calls return errors */
+} cgpu_ras_state_t;
+
+typedef enum cgpu_ras_alg { CGPU_RAS_ALG_NONE = 0, CGPU_RAS_ALG_RING, CGPU_RAS_ALG_ONESHOT,
+                            CGPU_RAS_ALG_TREE, CGPU_RAS_ALG_DIRECT } cgpu_ras_alg_t;
+typedef enum cgpu_ras_transport { CGPU_RAS_TRANSPORT_SHM = 0, CGPU_RAS_TRANSPORT_CUDA_IPC = 1 }
+    cgpu_ras_transport_t;
+
+/** Read one health item (atomic loads only; safe from any thread at any rate). */
+uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item);
+
+/** Process-wide health: watchdog reports so far, shared segments mapped. */
+uint64_t cgpu_engine_watchdog_firings(void);
+int cgpu_engine_shm_segments(void);
 
 /** Rank and size of an internal communicator. */
 int cgpu_comm_rank(const cgpu_comm_t *comm);
