@@ -198,6 +198,14 @@ else
         run_test "demo.np4" "${MPIRUN[@]}" -np 4 "$DEMO"
     fi
 
+    # ---- RAS watchdog: a rank enters 2.5-3 s late with a 1 s timeout ----
+    if [ -x "$BIN/mpi/test_ras" ]; then
+        run_test "test_ras.watchdog.np3" "${MPIRUN[@]}" --mca coll_gpu_ras_timeout 1 -np 3 \
+            "$BIN/mpi/test_ras" watchdog
+        run_test "test_ras.abort.np3" "${MPIRUN[@]}" --mca coll_gpu_ras_timeout 1 \
+            --mca coll_gpu_ras_abort_on_timeout 1 -np 3 "$BIN/mpi/test_ras" abort
+    fi
+
     # ---- profiler: the trace plugin's output parses and nests (demo job, 4 ranks) ----
     if command -v python3 >/dev/null 2>&1; then
         run_test "profiler.check_trace_self_test" python3 "$REPO/test/prof/check_trace.py" --self-test
