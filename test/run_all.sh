@@ -206,6 +206,26 @@ else
             --mca coll_gpu_ras_abort_on_timeout 1 -np 3 "$BIN/mpi/test_ras" abort
     fi
 
+    # ---- the LD_PRELOAD health monitor on an unmodified program (the demo job) ----
+    MONITOR=${CGPU_MONITOR_LIB:-$PLUGIN_DIR/libcgpu_monitor.so}
+    if [ -x "$DEMO" ] && [ -f "$MONITOR" ]; then
+        mdir=$(mktemp -d /tmp/cgpu-monitor.XXXXXX)
+        CGPU_MONITOR_OUT="$mdir/health.%r" CGPU_MONITOR_HZ=50 run_test "monitor.demo.np4" \
+            "${MPIRUN[@]}" -x LD_PRELOAD="$MONITOR" -x CGPU_MONITOR_OUT -x CGPU_MONITOR_HZ -np 4 "$DEMO"
+        log="$LOGDIR/monitor.health_lines.log"
+        bad=0
+        for r in 0 1 2 3; do
+            f="$mdir/health.$r"
+            if ! grep -q 'cgpu-health .* state=1 .*allreduce_started=[1-9]' "$f" 2>/dev/null; then
+                echo "rank $r: no health line showing a ready communicator that ran allreduces" >>"$log"
+                bad=1
+            fi
+        done
+        [ "$bad" -eq 0 ] && echo "every rank wrote health lines" >"$log"
+        record "monitor.health_lines" "$bad" "$log"
+        rm -rf "$mdir"
+    fi
+
     # ---- profiler: the trace plugin's output parses and nests (demo job, 4 ranks) ----
     if command -v python3 >/dev/null 2>&1; then
         run_test "profiler.check_trace_self_test" python3 "$REPO/test/prof/check_trace.py" --self-test
