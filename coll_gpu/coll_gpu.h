@@ -73,6 +73,7 @@ typedef struct mca_coll_gpu_module_t {
      * released exactly once */
     mca_coll_base_comm_coll_t prev;
     bool prev_saved;
+    bool misuse_reported;
 
     /* engine side */
     cgpu_bootstrap_t bootstrap;

@@ -44,10 +44,14 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
         goto fallback;
     }
 
+    /* held for the call: a communicator freed by another thread meanwhile (erroneous)
+     * must not free the module under us; its teardown then waits for this release */
+    OBJ_RETAIN(m);
     cgpu_status_t st = cgpu_allreduce(m->ecomm, MPI_IN_PLACE == sbuf ? rbuf : sbuf, rbuf,
                                       (size_t) count, dt, eop,
                                       (cgpu_allreduce_alg_t) c->allreduce_algorithm);
     atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
+    OBJ_RELEASE(m);
     if (CGPU_OK != st) {
         opal_output(0, "coll/gpu: MPI_Allreduce on %s failed in the engine: %s", comm->c_name,
                     cgpu_status_string(st));

@@ -154,9 +154,11 @@ out_agree:
             free(ms.mem);
             return mca_coll_gpu_mirror_out(&mr, MPI_ERR_NO_MEM);
         }
+        OBJ_RETAIN(m); /* as in allreduce: the module outlives a concurrent free */
         st = cgpu_alltoall(m->ecomm, total > 0 ? src : &dummy, total > 0 ? dst : &dummy, bytes,
                            (cgpu_alltoall_alg_t) c->alltoall_algorithm);
         atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
+        OBJ_RELEASE(m);
         free(scratch);
         if (MPI_SUCCESS == rc && CGPU_OK != st) {
             opal_output(0, "coll/gpu: MPI_Alltoall on %s failed in the engine: %s", comm->c_name,

@@ -2,9 +2,10 @@
  * coll/gpu: the per-communicator module: query, enable, disable, destroy, lazy init.
  *
  * Ownership: the communicator owns the module (Open MPI refcounts it once per function
- * slot it serves). The module owns its retained references to the previous modules and
- * its engine communicator. Open MPI calls coll_module_disable once per slot, so every
- * release here is guarded to happen exactly once (decision 4).
+ * slot it serves; an engine-path call holds one more reference while it runs). The module
+ * owns its retained references to the previous modules and its engine communicator, and
+ * releases them in its destructor, which runs exactly once, when the last reference goes.
+ * Open MPI calls coll_module_disable once per slot: it releases nothing (decision 4).
  */
 #include "coll_gpu.h"
 
@@ -18,6 +19,7 @@ static void gpu_module_construct(mca_coll_gpu_module_t *m)
     m->comm = NULL;
     memset(&m->prev, 0, sizeof(m->prev));
     m->prev_saved = false;
+    m->misuse_reported = false;
     m->ecomm = NULL;
     m->state = CGPU_MODULE_UNINIT;
     atomic_init(&m->engine_calls, 0);
@@ -109,10 +111,22 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     return OMPI_SUCCESS;
 }
 
+/* Open MPI calls this once per slot we own, while it frees the communicator. The
+ * previous modules are released in the destructor (exactly once, when the last
+ * reference goes): a collective another thread may still be running on this
+ * communicator (erroneous, but it must not crash) can still call them. */
 static int gpu_module_disable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
 {
-    (void) comm;
-    gpu_module_release_prev((mca_coll_gpu_module_t *) module);
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    cgpu_comm_t *ec = __atomic_load_n(&m->ecomm, __ATOMIC_ACQUIRE);
+    if (NULL != ec && cgpu_comm_busy(ec) && !m->misuse_reported) {
+        m->misuse_reported = true;
+        opal_output(0,
+                    "coll/gpu: communicator %s is being freed while another thread is inside a "
+                    "collective on it (MPI forbids this); its resources are released when that "
+                    "collective ends",
+                    NULL != comm ? comm->c_name : "?");
+    }
     return OMPI_SUCCESS;
 }
 

@@ -541,6 +541,11 @@ void cgpu_step_prof_begin(cgpu_comm_t *comm, cgpu_prof_ev_t *e, const char *what
     cgpu_prof_state(e, CGPU_PROF_STATE_WAIT_PEER_V1);
 }
 
+bool cgpu_comm_busy(const cgpu_comm_t *comm)
+{
+    return 0 != atomic_load(&((cgpu_comm_t *) comm)->busy);
+}
+
 cgpu_backend_t cgpu_comm_backend(const cgpu_comm_t *comm)
 {
     return comm->backend;

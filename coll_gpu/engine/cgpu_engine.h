@@ -140,6 +140,9 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out);
  */
 cgpu_status_t cgpu_comm_release(cgpu_comm_t **comm);
 
+/** True while a collective runs on the communicator (an atomic load). */
+bool cgpu_comm_busy(const cgpu_comm_t *comm);
+
 /** Backend an internal communicator runs on (HOST or CUDA). */
 cgpu_backend_t cgpu_comm_backend(const cgpu_comm_t *comm);
 
