@@ -198,6 +198,11 @@ else
         run_test "demo.np4" "${MPIRUN[@]}" -np 4 "$DEMO"
     fi
 
+    # ---- alltoall at scale: 16 ranks (oversubscribed), bounded resources ----
+    if [ -x "$BIN/mpi/test_a2a_scale" ]; then
+        run_test "test_a2a_scale.np16" "${MPIRUN[@]}" -np 16 "$BIN/mpi/test_a2a_scale"
+    fi
+
     # ---- RAS watchdog: a rank enters 2.5-3 s late with a 1 s timeout ----
     if [ -x "$BIN/mpi/test_ras" ]; then
         run_test "test_ras.watchdog.np3" "${MPIRUN[@]}" --mca coll_gpu_ras_timeout 1 -np 3 \
