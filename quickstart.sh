@@ -14,7 +14,8 @@ if [ "${CGPU_SKIP_APT:-0}" != 1 ]; then
         python3 valgrind >/dev/null
 fi
 ./autogen.sh >/dev/null 2>&1
-./configure --enable-werror --with-plugin-dir="$HOME/.openmpi/components" ${CGPU_CONFIGURE_FLAGS:-}
+./configure --enable-werror --prefix="$HOME/.local" \
+    --with-plugin-dir="$HOME/.openmpi/components" ${CGPU_CONFIGURE_FLAGS:-}
 make -j"$(nproc)"
 make install
 echo
