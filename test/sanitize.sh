@@ -23,7 +23,7 @@ asan)
     out=$(mktemp -d /tmp/cgpu-asan.XXXXXX)
     # host backend only: the CUDA runtime is not instrumented and not needed here
     sed '/CGPU_HAVE_CUDA/d' "$build/cgpu_config.h" > "$out/cgpu_config.h"
-    srcs=("$repo"/coll_gpu/engine/*.c "$repo"/btl_glue/*.c "$repo"/kernels/cgpu_reduce_host.c "$repo"/prof/cgpu_prof.c)
+    srcs=("$repo"/coll_gpu/engine/*.c "$repo"/ras/*.c "$repo"/btl_glue/*.c "$repo"/kernels/cgpu_reduce_host.c "$repo"/prof/cgpu_prof.c)
     flags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
            -fno-sanitize-recover=all -I"$out" -I"$repo" -I"$repo/coll_gpu/engine")
     rc=0
