@@ -30,6 +30,8 @@ typedef struct mca_coll_gpu_component_t {
     int backend;
     int allreduce_algorithm;
     int alltoall_algorithm;
+    int bcast_algorithm;
+    int allgather_algorithm;
     unsigned long allreduce_min_bytes; /* below: fallback */
     unsigned long allreduce_max_bytes; /* above: fallback (0 = no limit) */
     unsigned long alltoall_min_bytes;
@@ -147,6 +149,25 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
 int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, int scount,
                                    struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
                                    struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm);
+
+/* datatype layout helpers (coll_gpu_pack.c) */
+bool mca_coll_gpu_contiguous_run(const void *buf, int count, struct ompi_datatype_t *dtype,
+                                 const char **start);
+int mca_coll_gpu_typed_copy(const char *typed, char *packed_or_typed, size_t count,
+                            struct ompi_datatype_t *dtype, bool pack);
+
+/* the staged fallbacks of the collectives that also have engine paths */
+int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
+                              struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                  void *rbuf, int rcount, struct ompi_datatype_t *rdt,
+                                  struct ompi_communicator_t *comm,
+                                  mca_coll_base_module_t *module);
+int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
+                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                           int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                           mca_coll_base_module_t *module);
 
 /* pvars (coll_gpu_pvars.c) */
 int mca_coll_gpu_pvars_register(void);

@@ -14,49 +14,6 @@
 #include "ompi/datatype/ompi_datatype.h"
 #include "opal/util/output.h"
 
-/* A buffer of count elements of dtype that is one gap-free run of bytes, and where
- * that run starts. */
-static bool contiguous_run(const void *buf, int count, struct ompi_datatype_t *dtype,
-                           const char **start)
-{
-    ptrdiff_t tlb, text;
-    ompi_datatype_get_true_extent(dtype, &tlb, &text);
-    *start = (const char *) buf + tlb;
-    return 0 != ompi_datatype_is_contiguous_memory_layout(dtype, count < 2 ? count : 2);
-}
-
-/* Copy count elements between a typed buffer and packed bytes, in pieces whose byte
- * count fits the int32 interface of ompi_datatype_sndrcv. */
-static int typed_copy(const char *typed, char *packed_or_typed, size_t count,
-                      struct ompi_datatype_t *dtype, bool pack)
-{
-    size_t esize;
-    ptrdiff_t lb, extent;
-    ompi_datatype_type_size(dtype, &esize);
-    ompi_datatype_get_extent(dtype, &lb, &extent);
-    size_t step = esize > 0 ? (size_t) INT_MAX / esize : count;
-    if (0 == step) {
-        return MPI_ERR_TYPE;
-    }
-    for (size_t done = 0; done < count; done += step) {
-        size_t k = count - done < step ? count - done : step;
-        int rc;
-        if (pack) {
-            rc = ompi_datatype_sndrcv(typed + done * (size_t) extent, (int32_t) k, dtype,
-                                      packed_or_typed + done * esize, (int32_t) (k * esize),
-                                      MPI_PACKED);
-        } else {
-            rc = ompi_datatype_sndrcv(typed + done * esize, (int32_t) (k * esize), MPI_PACKED,
-                                      packed_or_typed + done * (size_t) extent, (int32_t) k,
-                                      dtype);
-        }
-        if (OMPI_SUCCESS != rc) {
-            return MPI_ERR_TYPE;
-        }
-    }
-    return MPI_SUCCESS;
-}
-
 int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
                           int rcount, struct ompi_datatype_t *rdtype,
                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
@@ -90,8 +47,8 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
 
     const char *sstart = NULL, *rstart = NULL;
     const size_t total = (size_t) n * bytes;
-    bool r_contig = contiguous_run(rbuf, rcount, rdtype, &rstart);
-    bool s_contig = in_place ? r_contig : contiguous_run(sbuf, scount, sdtype, &sstart);
+    bool r_contig = mca_coll_gpu_contiguous_run(rbuf, rcount, rdtype, &rstart);
+    bool s_contig = in_place ? r_contig : mca_coll_gpu_contiguous_run(sbuf, scount, sdtype, &sstart);
     /* packing runs on the CPU: a non-contiguous device buffer is mirrored to host first */
     if (!in_place && !s_contig && mca_coll_gpu_on_device(sbuf)) {
         void *h;
@@ -117,13 +74,13 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
                 rc = MPI_ERR_NO_MEM;
                 goto out_agree;
             }
-            rc = typed_copy(rbuf, spack, (size_t) rcount * (size_t) n, rdtype, true);
+            rc = mca_coll_gpu_typed_copy(rbuf, spack, (size_t) rcount * (size_t) n, rdtype, true);
         } else {
             if (!s_contig) {
                 spack = malloc(total);
                 rc = NULL == spack
                          ? MPI_ERR_NO_MEM
-                         : typed_copy(sbuf, spack, (size_t) scount * (size_t) n, sdtype, true);
+                         : mca_coll_gpu_typed_copy(sbuf, spack, (size_t) scount * (size_t) n, sdtype, true);
             }
             if (MPI_SUCCESS == rc && !r_contig) {
                 rpack = malloc(total);
@@ -167,7 +124,7 @@ out_agree:
         }
     }
     if (MPI_SUCCESS == rc && NULL != rpack) {
-        rc = typed_copy(rpack, rbuf, (size_t) rcount * (size_t) n, rdtype, false);
+        rc = mca_coll_gpu_typed_copy(rpack, rbuf, (size_t) rcount * (size_t) n, rdtype, false);
     }
     if (spack != rpack) {
         free(spack);

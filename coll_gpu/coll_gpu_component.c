@@ -50,6 +50,14 @@ static const mca_base_var_enum_value_t allreduce_values[] = {
     {0, NULL},
 };
 
+/* bcast / allgather: ring (chain) or the previous module; values shared with allreduce's */
+static const mca_base_var_enum_value_t ring_or_fallback_values[] = {
+    {CGPU_ALLREDUCE_AUTO, "auto"},
+    {CGPU_ALLREDUCE_RING, "ring"},
+    {CGPU_ALLREDUCE_FALLBACK, "fallback"},
+    {0, NULL},
+};
+
 static const mca_base_var_enum_value_t alltoall_values[] = {
     {CGPU_ALLTOALL_AUTO, "auto"},
     {CGPU_ALLTOALL_DIRECT, "direct"},
@@ -121,6 +129,16 @@ static int gpu_register(void)
              "the previous coll module). The host backend runs ring for every choice but "
              "fallback",
              allreduce_values, &c->allreduce_algorithm);
+    reg_enum("bcast_algorithm",
+             "MPI_Bcast algorithm: auto and ring (a pipelined chain along the ring from the "
+             "root, host backend; device buffers are staged through host memory), fallback "
+             "(always the previous coll module, device buffers staged)",
+             ring_or_fallback_values, &c->bcast_algorithm);
+    reg_enum("allgather_algorithm",
+             "MPI_Allgather algorithm: auto and ring (host backend; device buffers are staged "
+             "through host memory), fallback (always the previous coll module, device buffers "
+             "staged)",
+             ring_or_fallback_values, &c->allgather_algorithm);
     reg_enum("alltoall_algorithm",
              "MPI_Alltoall algorithm: auto, direct (every peer at once through each rank's "
              "staging area), fallback (always the previous coll module)",

@@ -92,7 +92,7 @@ static bool passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b)
     return !mca_coll_gpu_on_device(a) && !mca_coll_gpu_on_device(b);
 }
 
-static int gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
+int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
                      struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
@@ -133,7 +133,7 @@ static int gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datat
     return unstage(&r, rc, true);
 }
 
-static int gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                          int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
                          mca_coll_base_module_t *module)
 {
@@ -459,9 +459,9 @@ void mca_coll_gpu_staged_enable(mca_coll_gpu_module_t *m)
 
 void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
 {
-    m->super.coll_bcast = gpu_bcast;
+    m->super.coll_bcast = mca_coll_gpu_bcast; /* engine path, staged fallback inside */
     m->super.coll_reduce = gpu_reduce;
-    m->super.coll_allgather = gpu_allgather;
+    m->super.coll_allgather = mca_coll_gpu_allgather;
     m->super.coll_allgatherv = gpu_allgatherv;
     m->super.coll_gather = gpu_gather;
     m->super.coll_gatherv = gpu_gatherv;

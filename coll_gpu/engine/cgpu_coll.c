@@ -150,3 +150,66 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
     cgpu_comm_leave(comm, st, bytes * (size_t) comm->size);
     return st;
 }
+
+typedef struct bcast_args {
+    int root;
+    size_t bytes;
+} bcast_args_t;
+
+static cgpu_status_t host_bcast(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+{
+    const bcast_args_t *a = args;
+    (void) in; /* in place: staged in and out through the same buffer */
+    return cgpu_host_ring_bcast(comm, out, a->bytes, a->root);
+}
+
+cgpu_status_t cgpu_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
+{
+    if (NULL == comm || (bytes > 0 && NULL == buf) || root < 0 || root >= comm->size) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    cgpu_status_t st = cgpu_comm_enter(comm, "bcast", CGPU_KIND_BCAST, bytes);
+    if (CGPU_OK != st) {
+        return st;
+    }
+    if (bytes > 0 && comm->size > 1) {
+        bcast_args_t a = {.root = root, .bytes = bytes};
+        cgpu_coll_prof_begin(comm, "bcast", bytes, "byte", "", bytes, "chain");
+        st = run_host_staged(comm, buf, buf, bytes, host_bcast, &a);
+        cgpu_coll_prof_end(comm);
+    }
+    cgpu_comm_leave(comm, st, bytes);
+    return st;
+}
+
+static cgpu_status_t host_allgather(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+{
+    (void) in;
+    return cgpu_host_ring_allgather(comm, out, *(const size_t *) args);
+}
+
+cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
+{
+    if (NULL == comm || (bytes > 0 && NULL == rbuf)) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    cgpu_status_t st = cgpu_comm_enter(comm, "allgather", CGPU_KIND_ALLGATHER, bytes);
+    if (CGPU_OK != st) {
+        return st;
+    }
+    if (bytes > 0) {
+        char *mine = (char *) rbuf + (size_t) comm->rank * bytes;
+        if (NULL != sbuf && sbuf != mine) {
+            st = cgpu_engine_copy(mine, sbuf, bytes); /* own block into place, any memory */
+        }
+        if (CGPU_OK == st && comm->size > 1) {
+            cgpu_coll_prof_begin(comm, "allgather", bytes, "byte", "",
+                                 bytes * (size_t) comm->size, "ring");
+            st = run_host_staged(comm, rbuf, rbuf, bytes * (size_t) comm->size, host_allgather,
+                                 &bytes);
+            cgpu_coll_prof_end(comm);
+        }
+    }
+    cgpu_comm_leave(comm, st, bytes);
+    return st;
+}

@@ -43,7 +43,8 @@ struct cgpu_cuda_comm;
 
 /* Health of a communicator: written by the collective's thread (and the watchdog), read by
  * pvars and the watchdog with plain atomic loads (DESIGN decision 5). */
-enum { CGPU_KIND_ALLREDUCE = 0, CGPU_KIND_ALLTOALL = 1, CGPU_KINDS = 2 };
+enum { CGPU_KIND_ALLREDUCE = 0, CGPU_KIND_ALLTOALL = 1, CGPU_KIND_BCAST = 2, CGPU_KIND_ALLGATHER = 3,
+       CGPU_KINDS = 4 };
 typedef struct cgpu_ras {
     atomic_int state;                      /* cgpu_ras_state_t */
     atomic_ullong started[CGPU_KINDS];
@@ -112,6 +113,11 @@ void cgpu_coll_prof_begin(cgpu_comm_t *comm, const char *kind, size_t count, con
 void cgpu_coll_prof_end(cgpu_comm_t *comm);
 void cgpu_step_prof_begin(cgpu_comm_t *comm, cgpu_prof_ev_t *e, const char *what, int peer,
                           int channel, size_t bytes);
+
+/* Host broadcast and allgather (cgpu_bcast_allgather_ring.c); allgather works in place
+ * on rbuf, whose block `rank` already holds this rank's contribution. */
+cgpu_status_t cgpu_host_ring_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root);
+cgpu_status_t cgpu_host_ring_allgather(cgpu_comm_t *comm, void *rbuf, size_t bytes);
 
 /* Enter/leave a collective: detects a released or failed communicator and concurrent
  * use; keeps the health counters (kind: CGPU_KIND_*, bytes: this rank's contribution). */

@@ -229,6 +229,19 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
 cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,
                             cgpu_alltoall_alg_t alg);
 
+/**
+ * Broadcast bytes from root. Collective. Host backend algorithm (a pipelined chain);
+ * device buffers are staged through host memory for now.
+ */
+cgpu_status_t cgpu_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root);
+
+/**
+ * Allgather of contiguous bytes: rank i's sbuf (bytes) lands in block i of rbuf. Collective.
+ * sbuf == NULL means in place (this rank's block of rbuf already holds its part).
+ * Host backend algorithm (ring); device buffers are staged through host memory for now.
+ */
+cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
+
 #ifdef __cplusplus
 }
 #endif
