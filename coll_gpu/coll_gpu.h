@@ -31,6 +31,8 @@ typedef struct mca_coll_gpu_component_t {
     int allreduce_algorithm;
     int alltoall_algorithm;
     int bcast_algorithm;
+    int reduce_algorithm;
+    int reduce_scatter_algorithm;
     int allgather_algorithm;
     unsigned long allreduce_min_bytes; /* below: fallback */
     unsigned long allreduce_max_bytes; /* above: fallback (0 = no limit) */
@@ -163,6 +165,23 @@ int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_data
                                   void *rbuf, int rcount, struct ompi_datatype_t *rdt,
                                   struct ompi_communicator_t *comm,
                                   mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count,
+                               struct ompi_datatype_t *dt, struct ompi_op_t *op, int root,
+                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                             struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                                             struct ompi_communicator_t *comm,
+                                             mca_coll_base_module_t *module);
+int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module);
+int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                      struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                                      struct ompi_communicator_t *comm,
+                                      mca_coll_base_module_t *module);
+/* the engine reduces (dtype, op) (predefined, defined by MPI; MPI_BYTE bitwise only) */
+bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                   cgpu_dtype_t *dt, cgpu_op_t *eop);
 int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,

@@ -9,11 +9,6 @@
 
 #include "opal/util/output.h"
 
-static bool is_bitwise(cgpu_op_t op)
-{
-    return CGPU_OP_BAND == op || CGPU_OP_BOR == op || CGPU_OP_BXOR == op;
-}
-
 int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                            struct ompi_op_t *op, struct ompi_communicator_t *comm,
                            mca_coll_base_module_t *module)
@@ -30,8 +25,7 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
     if (CGPU_ALLREDUCE_FALLBACK == c->allreduce_algorithm || count < 0) {
         goto fallback;
     }
-    if (!mca_coll_gpu_map_dtype(dtype, &dt) || !mca_coll_gpu_map_op(op, &eop) ||
-        !cgpu_reduce_supported(dt, eop) || (MPI_BYTE == dtype && !is_bitwise(eop))) {
+    if (!mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
         goto fallback;
     }
     size_t bytes = (size_t) count * cgpu_dtype_size(dt);

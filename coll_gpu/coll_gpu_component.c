@@ -139,6 +139,16 @@ static int gpu_register(void)
              "through host memory), fallback (always the previous coll module, device buffers "
              "staged)",
              ring_or_fallback_values, &c->allgather_algorithm);
+    reg_enum("reduce_algorithm",
+             "MPI_Reduce algorithm: auto and ring (a pipelined chain along the ring ending at the "
+             "root, host backend; device buffers staged through host memory), fallback (the "
+             "previous coll module, device buffers staged)",
+             ring_or_fallback_values, &c->reduce_algorithm);
+    reg_enum("reduce_scatter_algorithm",
+             "MPI_Reduce_scatter_block algorithm: auto and ring (host backend; device buffers "
+             "staged through host memory), fallback (the previous coll module, device buffers "
+             "staged)",
+             ring_or_fallback_values, &c->reduce_scatter_algorithm);
     reg_enum("alltoall_algorithm",
              "MPI_Alltoall algorithm: auto, direct (every peer at once through each rank's "
              "staging area), fallback (always the previous coll module)",

@@ -109,7 +109,7 @@ int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, 
     return unstage(&b, rc, ompi_comm_rank(comm) != root);
 }
 
-static int gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
                       struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
                       mca_coll_base_module_t *module)
 {
@@ -364,7 +364,7 @@ static int gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
     return unstage(&r, rc, true);
 }
 
-static int gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                     struct ompi_datatype_t *dt, struct ompi_op_t *op,
                                     struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
@@ -460,7 +460,7 @@ void mca_coll_gpu_staged_enable(mca_coll_gpu_module_t *m)
 void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
 {
     m->super.coll_bcast = mca_coll_gpu_bcast; /* engine path, staged fallback inside */
-    m->super.coll_reduce = gpu_reduce;
+    m->super.coll_reduce = mca_coll_gpu_reduce; /* engine path, staged fallback inside */
     m->super.coll_allgather = mca_coll_gpu_allgather;
     m->super.coll_allgatherv = gpu_allgatherv;
     m->super.coll_gather = gpu_gather;
@@ -469,7 +469,7 @@ void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
     m->super.coll_scatterv = gpu_scatterv;
     m->super.coll_alltoallv = gpu_alltoallv;
     m->super.coll_reduce_scatter = gpu_reduce_scatter;
-    m->super.coll_reduce_scatter_block = gpu_reduce_scatter_block;
+    m->super.coll_reduce_scatter_block = mca_coll_gpu_reduce_scatter_block;
     m->super.coll_scan = gpu_scan;
     m->super.coll_exscan = gpu_exscan;
 }

@@ -115,3 +115,14 @@ int mca_coll_gpu_status_to_mpi(cgpu_status_t st)
     }
     return MPI_ERR_UNKNOWN;
 }
+
+bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                   cgpu_dtype_t *dt, cgpu_op_t *eop)
+{
+    if (!mca_coll_gpu_map_dtype(dtype, dt) || !mca_coll_gpu_map_op(op, eop) ||
+        !cgpu_reduce_supported(*dt, *eop)) {
+        return false;
+    }
+    /* MPI defines only the bitwise operators on MPI_BYTE */
+    return MPI_BYTE != dtype || CGPU_OP_BAND == *eop || CGPU_OP_BOR == *eop || CGPU_OP_BXOR == *eop;
+}

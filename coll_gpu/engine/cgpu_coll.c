@@ -213,3 +213,136 @@ cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
     cgpu_comm_leave(comm, st, bytes);
     return st;
 }
+
+/* Host copies of what lives on a device, for the reductions whose input and output
+ * differ in size: in (in_bytes) is only read, out (out_bytes) is written back. */
+static cgpu_status_t host_view(const void *p, size_t bytes, bool copy_in, void **view, void **own)
+{
+    int dev;
+    *own = NULL;
+    *view = (void *) p;
+    if (NULL == p || 0 == bytes || CGPU_BUF_HOST == cgpu_buf_kind(p, &dev)) {
+        return CGPU_OK;
+    }
+    *own = malloc(bytes);
+    if (NULL == *own) {
+        return CGPU_ERR_NO_MEMORY;
+    }
+    *view = *own;
+    return copy_in ? cgpu_engine_copy(*own, p, bytes) : CGPU_OK;
+}
+
+cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                        size_t count, cgpu_dtype_t dt, cgpu_op_t op)
+{
+    if (NULL == comm || (count > 0 && NULL == rbuf) || !cgpu_reduce_supported(dt, op)) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    const size_t es = cgpu_dtype_size(dt), total = count * es * (size_t) comm->size;
+    cgpu_status_t st = cgpu_comm_enter(comm, "reduce_scatter_block", CGPU_KIND_REDUCE_SCATTER, total);
+    if (CGPU_OK != st || 0 == count) {
+        if (CGPU_OK == st) {
+            cgpu_comm_leave(comm, st, 0);
+        }
+        return st;
+    }
+    /* input: sbuf, or rbuf itself (in place); the output block may alias the input */
+    const void *src = NULL != sbuf ? sbuf : rbuf;
+    void *in_view, *in_own, *out_view, *out_own;
+    st = host_view(src, total, true, &in_view, &in_own);
+    if (CGPU_OK == st) {
+        st = host_view(rbuf, NULL != sbuf ? count * es : total, NULL == sbuf, &out_view, &out_own);
+    } else {
+        out_own = NULL;
+        out_view = rbuf;
+    }
+    void *scratch = NULL;
+    if (CGPU_OK != st) { /* take part on scratch so no peer waits */
+        scratch = calloc(1, total);
+        in_view = out_view = scratch;
+    }
+    char *tmp = NULL;
+    if (NULL == sbuf && CGPU_OK == st) {
+        /* in place: the result goes to the front of rbuf, which is input block 0 */
+        tmp = malloc(count * es);
+        st = NULL == tmp ? CGPU_ERR_NO_MEMORY : CGPU_OK;
+    }
+    if (NULL != in_view) {
+        cgpu_coll_prof_begin(comm, "reduce_scatter_block", count, cgpu_dtype_name(dt),
+                             cgpu_op_name(op), total, "ring");
+        cgpu_status_t rs = comm->size > 1
+                               ? cgpu_host_ring_reduce_scatter(comm, in_view,
+                                                               NULL != tmp ? tmp : out_view,
+                                                               count, dt, op)
+                               : CGPU_OK;
+        if (1 == comm->size) {
+            memmove(NULL != tmp ? (void *) tmp : out_view, in_view, count * es);
+        }
+        cgpu_coll_prof_end(comm);
+        if (CGPU_OK == st) {
+            st = rs;
+        }
+    }
+    if (CGPU_OK == st && NULL != tmp) {
+        memcpy(out_view, tmp, count * es);
+    }
+    if (CGPU_OK == st && NULL != out_own) {
+        st = cgpu_engine_copy(rbuf, out_own, count * es);
+    }
+    free(tmp);
+    free(scratch);
+    free(in_own);
+    free(out_own);
+    cgpu_comm_leave(comm, st, total);
+    return st;
+}
+
+cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                          cgpu_dtype_t dt, cgpu_op_t op, int root)
+{
+    if (NULL == comm || root < 0 || root >= comm->size || !cgpu_reduce_supported(dt, op) ||
+        (count > 0 && ((comm->rank == root && NULL == rbuf) || (NULL == sbuf && comm->rank != root)))) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    const size_t bytes = count * cgpu_dtype_size(dt);
+    const bool is_root = comm->rank == root;
+    cgpu_status_t st = cgpu_comm_enter(comm, "reduce", CGPU_KIND_REDUCE, bytes);
+    if (CGPU_OK != st || 0 == count) {
+        if (CGPU_OK == st) {
+            cgpu_comm_leave(comm, st, 0);
+        }
+        return st;
+    }
+    void *in_view, *in_own, *out_view = NULL, *out_own = NULL;
+    st = host_view(NULL != sbuf ? sbuf : rbuf, bytes, true, &in_view, &in_own);
+    if (CGPU_OK == st && is_root) {
+        st = host_view(rbuf, bytes, false, &out_view, &out_own);
+    }
+    void *scratch = NULL;
+    if (CGPU_OK != st) {
+        scratch = calloc(1, bytes);
+        in_view = out_view = scratch;
+    }
+    if (NULL != in_view) {
+        cgpu_coll_prof_begin(comm, "reduce", count, cgpu_dtype_name(dt), cgpu_op_name(op), bytes,
+                             "chain");
+        cgpu_status_t rs = CGPU_OK;
+        if (comm->size > 1) {
+            rs = cgpu_host_ring_reduce(comm, in_view, out_view, count, dt, op, root);
+        } else if (out_view != in_view) {
+            memcpy(out_view, in_view, bytes);
+        }
+        cgpu_coll_prof_end(comm);
+        if (CGPU_OK == st) {
+            st = rs;
+        }
+    }
+    if (CGPU_OK == st && is_root && NULL != out_own) {
+        st = cgpu_engine_copy(rbuf, out_own, bytes);
+    }
+    free(scratch);
+    free(in_own);
+    free(out_own);
+    cgpu_comm_leave(comm, st, bytes);
+    return st;
+}

@@ -44,7 +44,7 @@ struct cgpu_cuda_comm;
 /* Health of a communicator: written by the collective's thread (and the watchdog), read by
  * pvars and the watchdog with plain atomic loads (DESIGN decision 5). */
 enum { CGPU_KIND_ALLREDUCE = 0, CGPU_KIND_ALLTOALL = 1, CGPU_KIND_BCAST = 2, CGPU_KIND_ALLGATHER = 3,
-       CGPU_KINDS = 4 };
+       CGPU_KIND_REDUCE_SCATTER = 4, CGPU_KIND_REDUCE = 5, CGPU_KINDS = 6 };
 typedef struct cgpu_ras {
     atomic_int state;                      /* cgpu_ras_state_t */
     atomic_ullong started[CGPU_KINDS];
@@ -118,6 +118,12 @@ void cgpu_step_prof_begin(cgpu_comm_t *comm, cgpu_prof_ev_t *e, const char *what
  * on rbuf, whose block `rank` already holds this rank's contribution. */
 cgpu_status_t cgpu_host_ring_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root);
 cgpu_status_t cgpu_host_ring_allgather(cgpu_comm_t *comm, void *rbuf, size_t bytes);
+
+/* Host reduce_scatter_block (count = elements per rank) and reduce (cgpu_reduce_ring.c). */
+cgpu_status_t cgpu_host_ring_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                            size_t count, cgpu_dtype_t dt, cgpu_op_t op);
+cgpu_status_t cgpu_host_ring_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                                    cgpu_dtype_t dt, cgpu_op_t op, int root);
 
 /* Enter/leave a collective: detects a released or failed communicator and concurrent
  * use; keeps the health counters (kind: CGPU_KIND_*, bytes: this rank's contribution). */

@@ -242,6 +242,22 @@ cgpu_status_t cgpu_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root);
  */
 cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
 
+/**
+ * Reduce-scatter with equal blocks: rbuf (count elements) receives block `rank` of the
+ * reduction of every rank's sbuf (size x count elements). sbuf == NULL means in place
+ * (rbuf holds the size x count input). Host ring; device buffers staged for now.
+ */
+cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                        size_t count, cgpu_dtype_t dt, cgpu_op_t op);
+
+/**
+ * Reduce to root: rbuf (significant at the root only) receives the reduction of every
+ * rank's sbuf. sbuf == NULL at the root means in place (rbuf holds its input). Host
+ * chain; device buffers staged for now.
+ */
+cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                          cgpu_dtype_t dt, cgpu_op_t op, int root);
+
 #ifdef __cplusplus
 }
 #endif

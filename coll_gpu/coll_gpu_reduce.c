@@ -1,0 +1,67 @@
+/*
+ * coll/gpu: MPI_Reduce and MPI_Reduce_scatter_block entry points. As for allreduce, the
+ * path depends only on (datatype, op, count, MCA params), which MPI requires to match on
+ * every rank (decision 2); everything else goes to the staged previous module.
+ */
+#include "coll_gpu.h"
+
+#include "opal/util/output.h"
+
+int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    cgpu_dtype_t dt;
+    cgpu_op_t eop;
+    if (mca_coll_gpu_nested() || CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.reduce_algorithm ||
+        count <= 0 || !mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
+        return mca_coll_gpu_staged_reduce(sbuf, rbuf, count, dtype, op, root, comm, module);
+    }
+    const bool is_root = ompi_comm_rank(comm) == root;
+    mca_coll_gpu_lazy_init(m, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
+    if (CGPU_MODULE_READY != m->state) {
+        return mca_coll_gpu_staged_reduce(sbuf, rbuf, count, dtype, op, root, comm, module);
+    }
+    OBJ_RETAIN(m);
+    cgpu_status_t st = cgpu_reduce(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                                   is_root ? rbuf : NULL, (size_t) count, dt, eop, root);
+    atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
+    OBJ_RELEASE(m);
+    if (CGPU_OK != st) {
+        opal_output(0, "coll/gpu: MPI_Reduce on %s failed in the engine: %s", comm->c_name,
+                    cgpu_status_string(st));
+    }
+    return mca_coll_gpu_status_to_mpi(st);
+}
+
+int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                      struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                      struct ompi_communicator_t *comm,
+                                      mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    cgpu_dtype_t dt;
+    cgpu_op_t eop;
+    if (mca_coll_gpu_nested() ||
+        CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.reduce_scatter_algorithm ||
+        rcount <= 0 || !mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
+        return mca_coll_gpu_staged_reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm,
+                                                        module);
+    }
+    mca_coll_gpu_lazy_init(m, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
+    if (CGPU_MODULE_READY != m->state) {
+        return mca_coll_gpu_staged_reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm,
+                                                        module);
+    }
+    OBJ_RETAIN(m);
+    cgpu_status_t st = cgpu_reduce_scatter_block(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                                                 rbuf, (size_t) rcount, dt, eop);
+    atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
+    OBJ_RELEASE(m);
+    if (CGPU_OK != st) {
+        opal_output(0, "coll/gpu: MPI_Reduce_scatter_block on %s failed in the engine: %s",
+                    comm->c_name, cgpu_status_string(st));
+    }
+    return mca_coll_gpu_status_to_mpi(st);
+}
