@@ -196,7 +196,7 @@ int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
         (void) cgpu_engine_set_device(prev);
     }
     if (CGPU_OK == st) {
-        cgpu_comm_profile(ec, m->comm->c_name, (uint64_t) m->comm->c_contextid);
+        cgpu_comm_describe(ec, m->comm->c_name, (uint64_t) m->comm->c_contextid);
         /* published last: pvar readers on other threads load it atomically */
         __atomic_store_n(&m->ecomm, ec, __ATOMIC_RELEASE);
         __atomic_store_n(&m->state, CGPU_MODULE_READY, __ATOMIC_RELEASE);

@@ -108,7 +108,7 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t bytes = count * cgpu_dtype_size(dt);
-    cgpu_status_t st = cgpu_comm_enter(comm, "allreduce", CGPU_KIND_ALLREDUCE, bytes);
+    cgpu_status_t st = cgpu_comm_enter(comm, "allreduce", CGPU_KIND_ALLREDUCE);
     if (CGPU_OK != st) {
         return st;
     }
@@ -136,8 +136,7 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
         CGPU_ALLTOALL_FALLBACK == alg) {
         return CGPU_ERR_INVALID_ARG;
     }
-    cgpu_status_t st =
-        cgpu_comm_enter(comm, "alltoall", CGPU_KIND_ALLTOALL, bytes * (size_t) comm->size);
+    cgpu_status_t st = cgpu_comm_enter(comm, "alltoall", CGPU_KIND_ALLTOALL);
     if (CGPU_OK != st) {
         return st;
     }
@@ -168,7 +167,7 @@ cgpu_status_t cgpu_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
     if (NULL == comm || (bytes > 0 && NULL == buf) || root < 0 || root >= comm->size) {
         return CGPU_ERR_INVALID_ARG;
     }
-    cgpu_status_t st = cgpu_comm_enter(comm, "bcast", CGPU_KIND_BCAST, bytes);
+    cgpu_status_t st = cgpu_comm_enter(comm, "bcast", CGPU_KIND_BCAST);
     if (CGPU_OK != st) {
         return st;
     }
@@ -193,7 +192,7 @@ cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
     if (NULL == comm || (bytes > 0 && NULL == rbuf)) {
         return CGPU_ERR_INVALID_ARG;
     }
-    cgpu_status_t st = cgpu_comm_enter(comm, "allgather", CGPU_KIND_ALLGATHER, bytes);
+    cgpu_status_t st = cgpu_comm_enter(comm, "allgather", CGPU_KIND_ALLGATHER);
     if (CGPU_OK != st) {
         return st;
     }
@@ -239,7 +238,7 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t es = cgpu_dtype_size(dt), total = count * es * (size_t) comm->size;
-    cgpu_status_t st = cgpu_comm_enter(comm, "reduce_scatter_block", CGPU_KIND_REDUCE_SCATTER, total);
+    cgpu_status_t st = cgpu_comm_enter(comm, "reduce_scatter_block", CGPU_KIND_REDUCE_SCATTER);
     if (CGPU_OK != st || 0 == count) {
         if (CGPU_OK == st) {
             cgpu_comm_leave(comm, st, 0);
@@ -306,7 +305,7 @@ cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
     }
     const size_t bytes = count * cgpu_dtype_size(dt);
     const bool is_root = comm->rank == root;
-    cgpu_status_t st = cgpu_comm_enter(comm, "reduce", CGPU_KIND_REDUCE, bytes);
+    cgpu_status_t st = cgpu_comm_enter(comm, "reduce", CGPU_KIND_REDUCE);
     if (CGPU_OK != st || 0 == count) {
         if (CGPU_OK == st) {
             cgpu_comm_leave(comm, st, 0);

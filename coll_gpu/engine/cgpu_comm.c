@@ -348,9 +348,8 @@ cgpu_status_t cgpu_comm_release(cgpu_comm_t **commp)
     return CGPU_OK;
 }
 
-cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, size_t bytes)
+cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind)
 {
-    (void) bytes;
     if (NULL == comm || CGPU_COMM_ALIVE != comm->magic ||
         (comm->size > 1 && comm->resources_freed)) {
         cgpu_log(CGPU_LOG_WARN, "engine: %s on a released internal communicator", what);
@@ -417,7 +416,6 @@ void cgpu_ras_progress(cgpu_comm_t *comm)
 uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item)
 {
     cgpu_comm_t *c = (cgpu_comm_t *) comm; /* atomics only: no state changes */
-    const cgpu_ras_t *r = &c->ras;
     uint64_t cur, v = 0;
     switch (item) {
     case CGPU_RAS_STATE:
@@ -475,11 +473,10 @@ uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item)
     case CGPU_RAS_ITEMS:
         break;
     }
-    (void) r;
     return 0;
 }
 
-void cgpu_comm_profile(cgpu_comm_t *comm, const char *name, uint64_t id)
+void cgpu_comm_describe(cgpu_comm_t *comm, const char *name, uint64_t id)
 {
     if (NULL == comm) {
         return;

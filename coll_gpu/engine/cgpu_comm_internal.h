@@ -126,8 +126,8 @@ cgpu_status_t cgpu_host_ring_reduce(cgpu_comm_t *comm, const void *sbuf, void *r
                                     cgpu_dtype_t dt, cgpu_op_t op, int root);
 
 /* Enter/leave a collective: detects a released or failed communicator and concurrent
- * use; keeps the health counters (kind: CGPU_KIND_*, bytes: this rank's contribution). */
-cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, size_t bytes);
+ * use; keeps the health counters (kind: CGPU_KIND_*; leave: bytes this rank contributed). */
+cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind);
 void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes);
 
 /* Note progress (a step completed) for the watchdog. */

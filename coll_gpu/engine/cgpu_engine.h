@@ -163,11 +163,11 @@ int cgpu_engine_current_device(void);
 cgpu_status_t cgpu_engine_set_device(int device);
 
 /**
- * Tell the profiler plugin (if one is loaded) about a new communicator: its MPI name and
- * a process-unique id. Calls the plugin's init; its context then travels with every
- * event of this communicator. Call once, right after cgpu_comm_create.
+ * Give a new communicator its MPI name and a process-unique id: the name appears in RAS
+ * reports, and a loaded profiler plugin gets both through its init, whose context then
+ * travels with every event of this communicator. Call once, right after cgpu_comm_create.
  */
-void cgpu_comm_profile(cgpu_comm_t *comm, const char *name, uint64_t id);
+void cgpu_comm_describe(cgpu_comm_t *comm, const char *name, uint64_t id);
 
 /** Health items of a communicator (RAS). Reading one loads atomics and nothing else. */
 typedef enum cgpu_ras_item {
