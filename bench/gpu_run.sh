@@ -43,18 +43,22 @@ if has test; then
     run gpu_np3_tree 100 3 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
     run gpu_np4_tree 150 4 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
     run gpu_torch_cupy_np2 120 2 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
-    if grep -q "cuda: \(ring\|oneshot\) allreduce" "$out/gpu_torch_cupy_np2.log"; then
-        echo "torch/cupy calls served by our kernels: $(grep -c 'cuda: \(ring\|oneshot\) allreduce' "$out/gpu_torch_cupy_np2.log") trace lines"
+    if grep -q "cuda: \(ring mode 0\|oneshot allreduce\)" "$out/gpu_torch_cupy_np2.log"; then
+        echo "torch/cupy calls served by our kernels: $(grep -c 'cuda: \(ring mode 0\|oneshot allreduce\)' "$out/gpu_torch_cupy_np2.log") trace lines"
     fi
     grep -h "test_torch_cupy\|skipped" "$out/gpu_torch_cupy_np2.log" | head -3
+    run gpu_colls_np2 240 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_colls
+    echo "device kernel launches in gpu_colls_np2: ring-mode $(grep -c 'cuda: ring mode [1-4]' "$out/gpu_colls_np2.log"), alltoall $(grep -c 'cuda: alltoall rank' "$out/gpu_colls_np2.log")"
+    run gpu_colls_np4_quick 240 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
+    run gpu_colls_np3_quick 200 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
     run host_allreduce_np4 100 4 --mca coll_gpu_backend host test/mpi/test_allreduce
     run host_alltoall_np4 60 4 --mca coll_gpu_backend host test/mpi/test_alltoall
 fi
-if has test_min; then # the last additions only: full matrix on 2 ranks, frameworks
-    run gpu_np2 180 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce
-    run gpu_torch_cupy_np2 150 2 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
-    echo "trace lines of our kernels in the torch/cupy run: $(grep -c 'cuda: \(ring\|oneshot\) allreduce' "$out/gpu_torch_cupy_np2.log")"
-    grep -h "test_torch_cupy\|skipped\|FAIL" "$out/gpu_torch_cupy_np2.log" | head -5
+if has test_min; then # the last additions only
+    run gpu_np2_quick 100 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
+    run gpu_colls_np2 240 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_colls
+    echo "device kernel launches in gpu_colls_np2: ring-mode $(grep -c 'cuda: ring mode [1-4]' "$out/gpu_colls_np2.log"), alltoall $(grep -c 'cuda: alltoall rank' "$out/gpu_colls_np2.log")"
+    run gpu_colls_np4_quick 240 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
 fi
 if has sanitize; then
     run sanitize 300 2 compute-sanitizer --tool memcheck --print-limit 20 test/gpu/test_cuda_allreduce quick
@@ -62,11 +66,11 @@ if has sanitize; then
 fi
 echo "gpu machine: $pass passed, $fail failed"
 if has bench; then
-    timeout -k 5 300 "${MPIRUN[@]}" -np 2 bench/bench_allreduce ${BENCH_MAX:-2147483648} 2>&1 | tee "$out/bench_allreduce.txt"
+    timeout -k 5 400 "${MPIRUN[@]}" -np 2 bench/bench_colls ${BENCH_COLLS:-all} ${BENCH_MAX:-2147483648} 2>&1 | tee "$out/bench_colls.txt"
 fi
 if has bench_tree; then # the tree (forced) against NCCL, 2 ranks, up to 256 MB
     timeout -k 5 120 "${MPIRUN[@]}" -np 2 --mca coll_gpu_allreduce_algorithm tree \
-        bench/bench_allreduce 268435456 2>&1 | tee "$out/bench_tree.txt"
+        bench/bench_colls allreduce 268435456 2>&1 | tee "$out/bench_tree.txt"
 fi
 if has variants; then # tuning sweep: ring parameters at 1 MiB and above
     IFS=, read -r -a variants <<< "${VARIANTS:-32 512 524288,48 512 524288,64 512 262144,32 512 1048576,32 768 524288}"
@@ -74,6 +78,6 @@ if has variants; then # tuning sweep: ring parameters at 1 MiB and above
         set -- $v
         echo "## channels $1 threads $2 slot $3"
         timeout -k 5 120 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_channels "$1" --mca coll_gpu_cuda_threads "$2" \
-            --mca coll_gpu_cuda_slot_bytes "$3" bench/bench_allreduce ${VARIANT_MAX:-2147483648} ${VARIANT_MIN:-1048576} 2>&1 | tee -a "$out/variants.txt"
+            --mca coll_gpu_cuda_slot_bytes "$3" bench/bench_colls ${VARIANT_COLL:-allreduce} ${VARIANT_MAX:-2147483648} ${VARIANT_MIN:-1048576} 2>&1 | tee -a "$out/variants.txt"
     done
 fi

@@ -49,6 +49,7 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_oneshot_bytes;
     double cuda_timeout;
     int cuda_tree_channels;
+    int cuda_a2a_channels;
     unsigned long cuda_tree_max_bytes;
     char *profiler; /* path of a profiler plugin */
     bool stage_host_buffers; /* testing: stage host buffers as if they were on a device */

@@ -225,6 +225,13 @@ static int gpu_register(void)
             "cuda backend: channels of the tree algorithm (two blocks each); 0 disables it. "
             "Device memory: tree_channels x 3 x cuda_slots x cuda_slot_bytes per rank",
             OPAL_INFO_LVL_6, &c->cuda_tree_channels);
+    c->cuda_a2a_channels = d.cuda_a2a_channels;
+    reg_int("cuda_a2a_channels",
+            "cuda backend: alltoall channels, shared out among the peers (each peer gets "
+            "a2a_channels / (ranks - 1), at least 1, or the alltoall is host-staged); 0 "
+            "host-stages every alltoall. Device memory: a2a_channels x cuda_slots x "
+            "cuda_slot_bytes per rank",
+            OPAL_INFO_LVL_6, &c->cuda_a2a_channels);
     c->cuda_tree_max_bytes = (unsigned long) d.cuda_tree_max_bytes;
     reg_ulong("cuda_tree_max_bytes",
               "cuda backend, auto algorithm: largest allreduce (bytes) given to the tree with 3 "
@@ -293,6 +300,7 @@ static int gpu_open(void)
     cfg.cuda_oneshot_bytes = c->cuda_oneshot_bytes;
     cfg.cuda_timeout_s = c->cuda_timeout;
     cfg.cuda_tree_channels = c->cuda_tree_channels;
+    cfg.cuda_a2a_channels = c->cuda_a2a_channels;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
     cfg.profiler = c->profiler;
     cfg.ras_timeout_s = c->ras_timeout;
@@ -307,7 +315,7 @@ static int gpu_open(void)
                     "coll_gpu_slots (>= 2), coll_gpu_alltoall_stage_bytes (>= 64), "
                     "coll_gpu_cuda_channels (1-64), coll_gpu_cuda_threads (64-1024), "
                     "coll_gpu_cuda_slot_bytes (>= 4096), coll_gpu_cuda_slots (>= 2), "
-                    "coll_gpu_cuda_tree_channels (0-64); "
+                    "coll_gpu_cuda_tree_channels (0-64), coll_gpu_cuda_a2a_channels (0-64); "
                     "coll/gpu stays out of the way",
                     cgpu_status_string(st));
     }

@@ -270,7 +270,7 @@ struct RingState {
 template <typename T> __device__ T *send_slot(RingState &s)
 {
     const cgpu_cuda_ring_args_t *a = s.a;
-    uint64_t abs = a->base[s.c] + s.sent;
+    uint64_t abs = a->sbase[s.c] + s.sent;
     /* room: the right neighbour has consumed item abs - nslots */
     if (abs >= (uint64_t) a->nslots &&
         !block_wait_ge(s.my_flags + CGPU_CUDA_FLAG_RING_CONSUMED(s.c), abs + 1 - a->nslots,
@@ -284,7 +284,7 @@ template <typename T> __device__ T *send_slot(RingState &s)
 template <typename T> __device__ const T *recv_slot(RingState &s)
 {
     const cgpu_cuda_ring_args_t *a = s.a;
-    uint64_t abs = a->base[s.c] + s.recvd;
+    uint64_t abs = a->rbase[s.c] + s.recvd;
     if (!block_wait_ge(s.my_flags + CGPU_CUDA_FLAG_RING_POSTED(s.c), abs + 1, a->timeout_ns,
                        a->err, CGPU_CUDA_ERR_RING_POSTED, s.c)) {
         return nullptr;
@@ -296,19 +296,29 @@ template <typename T> __device__ const T *recv_slot(RingState &s)
 /* Finish step: publish what we sent and/or free what we received. */
 __device__ void step_done(RingState &s, bool sent, bool received)
 {
-    const uint64_t base = s.a->base[s.c];
     if (sent) {
         s.sent++;
-        block_publish(s.right_flags + CGPU_CUDA_FLAG_RING_POSTED(s.c), base + s.sent);
+        block_publish(s.right_flags + CGPU_CUDA_FLAG_RING_POSTED(s.c), s.a->sbase[s.c] + s.sent);
     } else {
         __syncthreads();
     }
     if (received) {
         s.recvd++;
         if (0 == threadIdx.x) {
-            store_flag(s.left_flags + CGPU_CUDA_FLAG_RING_CONSUMED(s.c), base + s.recvd);
+            store_flag(s.left_flags + CGPU_CUDA_FLAG_RING_CONSUMED(s.c), s.a->rbase[s.c] + s.recvd);
         }
     }
+}
+
+__device__ void ring_state_init(RingState &s, const cgpu_cuda_ring_args_t *a)
+{
+    s.a = a;
+    s.c = blockIdx.x;
+    s.sent = 0;
+    s.recvd = 0;
+    s.my_flags = (uint64_t *) a->my_inbox;
+    s.right_flags = (uint64_t *) a->right_inbox;
+    s.left_flags = (uint64_t *) a->left_inbox;
 }
 
 __device__ __forceinline__ int wrap(int x, int n)
@@ -319,13 +329,7 @@ __device__ __forceinline__ int wrap(int x, int n)
 template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_args_t a)
 {
     RingState s;
-    s.a = &a;
-    s.c = blockIdx.x;
-    s.sent = 0;
-    s.recvd = 0;
-    s.my_flags = (uint64_t *) a.my_inbox;
-    s.right_flags = (uint64_t *) a.right_inbox;
-    s.left_flags = (uint64_t *) a.left_inbox;
+    ring_state_init(s, &a);
     const int n = a.nranks, r = a.rank;
     const T *in = (const T *) a.in;
     T *out = (T *) a.out;
@@ -387,6 +391,145 @@ template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_a
             } else {
                 reduce_copy<T, OP>(out + f, nullptr, src, nullptr, cnt);
                 step_done(s, false, true);
+            }
+        }
+    }
+}
+
+/* One ring step: take the item from the left (if recv), combine it with `mine` (if
+ * given), write the result to `local` (if given) and to the right (if send). Returns
+ * false after a timeout. */
+template <typename T, int OP>
+__device__ __forceinline__ bool ring_step(RingState &s, bool recv, bool send, const T *mine,
+                                          T *local, size_t cnt)
+{
+    const T *src = nullptr;
+    T *dst = nullptr;
+    if (recv && nullptr == (src = recv_slot<T>(s))) {
+        return false;
+    }
+    if (send && nullptr == (dst = send_slot<T>(s))) {
+        return false;
+    }
+    reduce_copy<T, OP>(dst, nullptr, src, mine, cnt, local);
+    step_done(s, send, recv);
+    return true;
+}
+
+/* ---- the other collectives on the ring's links: reduce_scatter and allgather around
+ * the ring, bcast and reduce along the chain that ends just before / at the root. Each
+ * loop moves, per channel, one chunk of every block (or of the buffer). ---- */
+template <typename T, int OP> __global__ void ringx_kernel(const cgpu_cuda_ring_args_t a)
+{
+    RingState s;
+    ring_state_init(s, &a);
+    const int n = a.nranks, r = a.rank;
+    const T *in = (const T *) a.in;
+    T *out = (T *) a.out;
+    const size_t cb = a.count; /* elements per block */
+
+    for (int L = 0; L < a.nloops; ++L) {
+        size_t o = ((size_t) L * a.nch + s.c) * a.chunk;
+        o = o < cb ? o : cb;
+        const size_t cnt = cb - o < a.chunk ? cb - o : a.chunk;
+        bool ok = true;
+        switch (a.mode) {
+        case CGPU_CUDA_RING_REDUCE_SCATTER:
+            ok = ring_step<T, OP>(s, false, true, in + (size_t) wrap(r - 1, n) * cb + o, nullptr, cnt);
+            for (int k = 1; ok && k < n - 1; ++k) {
+                ok = ring_step<T, OP>(s, true, true, in + (size_t) wrap(r - 1 - k, n) * cb + o,
+                                      nullptr, cnt);
+            }
+            ok = ok && ring_step<T, OP>(s, true, false, in + (size_t) r * cb + o, out + o, cnt);
+            break;
+        case CGPU_CUDA_RING_ALLGATHER:
+            ok = ring_step<T, OP>(s, false, true, in + o, out + (size_t) r * cb + o, cnt);
+            for (int k = 1; ok && k < n; ++k) {
+                ok = ring_step<T, OP>(s, true, k < n - 1, nullptr, out + (size_t) wrap(r - k, n) * cb + o,
+                                      cnt);
+            }
+            break;
+        case CGPU_CUDA_RING_BCAST: {
+            const int pos = wrap(r - a.root, n);
+            ok = 0 == pos ? ring_step<T, OP>(s, false, true, in + o, nullptr, cnt)
+                          : ring_step<T, OP>(s, true, pos < n - 1, nullptr, out + o, cnt);
+            break;
+        }
+        case CGPU_CUDA_RING_REDUCE: {
+            const int pos = wrap(r - a.root - 1, n);
+            ok = ring_step<T, OP>(s, pos > 0, pos < n - 1, in + o, pos == n - 1 ? out + o : nullptr,
+                                  cnt);
+            break;
+        }
+        default:
+            ok = false;
+        }
+        if (!ok) {
+            return;
+        }
+    }
+}
+
+/* ---- alltoall: see cgpu_cuda_a2a_args_t. Send blocks store into the receiver's slots
+ * over NVLink; receive blocks copy out of their own inbox; nothing waits on anything but
+ * the one peer of its channel, so all peers are in flight at once. ---- */
+__global__ void a2a_kernel(const cgpu_cuda_a2a_args_t a)
+{
+    const int n = a.nranks, me = a.rank;
+    const int nio = 2 * (n - 1) * a.cpd;
+    const int b = blockIdx.x;
+    const uint8_t *in = (const uint8_t *) a.in;
+    uint8_t *out = (uint8_t *) a.out;
+    if (b >= nio) { /* own block: a plain local copy */
+        const int k = b - nio;
+        const size_t per = ((a.bytes + a.nself - 1) / a.nself + 15) & ~(size_t) 15;
+        size_t first = (size_t) k * per, last = first + per;
+        first = first < a.bytes ? first : a.bytes;
+        last = last < a.bytes ? last : a.bytes;
+        reduce_copy<uint8_t, CGPU_OP_SUM>(out + (size_t) me * a.bytes + first, nullptr, nullptr,
+                                          in + (size_t) me * a.bytes + first,
+                                          last - first);
+        return;
+    }
+    const bool sender = 0 == (b & 1);
+    const int idx = b >> 1, d = 1 + idx / a.cpd, j = idx % a.cpd;
+    const int c = (d - 1) * a.cpd_max + j;
+    const int peer = sender ? wrap(me - d, n) : wrap(me + d, n);
+    uint64_t *myf = (uint64_t *) a.inbox[me];
+    uint64_t *pf = (uint64_t *) a.inbox[peer];
+    const size_t rfirst = (size_t) j * a.region;
+    for (int k = 0; k < a.nchunks; ++k) {
+        const uint64_t item = a.base[c] + (uint64_t) k;
+        size_t first = rfirst + (size_t) k * a.chunk, last = first + a.chunk;
+        const size_t rlast = rfirst + a.region;
+        last = last < rlast ? last : rlast;
+        first = first < a.bytes ? first : a.bytes;
+        last = last < a.bytes ? last : a.bytes;
+        last = last > first ? last : first;
+        const size_t slot = ((size_t) c * a.nslots + item % a.nslots) * a.slot_bytes;
+        if (sender) {
+            if (item >= (uint64_t) a.nslots &&
+                !block_wait_ge(myf + CGPU_CUDA_FLAG_A2A_CONSUMED(c), item + 1 - a.nslots,
+                               a.timeout_ns, a.err, CGPU_CUDA_ERR_A2A_CONSUMED, peer)) {
+                return;
+            }
+            reduce_copy<uint8_t, CGPU_OP_SUM>((uint8_t *) a.inbox[peer] + a.a2a_off + slot, nullptr,
+                                              nullptr,
+                                              in + (size_t) peer * a.bytes + first,
+                                              last - first);
+            block_publish(pf + CGPU_CUDA_FLAG_A2A_POSTED(c), item + 1);
+        } else {
+            if (!block_wait_ge(myf + CGPU_CUDA_FLAG_A2A_POSTED(c), item + 1, a.timeout_ns, a.err,
+                               CGPU_CUDA_ERR_A2A_POSTED, peer)) {
+                return;
+            }
+            reduce_copy<uint8_t, CGPU_OP_SUM>(out + (size_t) peer * a.bytes + first,
+                                              nullptr,
+                                              (const uint8_t *) a.inbox[me] + a.a2a_off + slot,
+                                              nullptr, last - first);
+            __syncthreads();
+            if (0 == threadIdx.x) {
+                store_flag(pf + CGPU_CUDA_FLAG_A2A_CONSUMED(c), item + 1);
             }
         }
     }
@@ -612,6 +755,16 @@ template <typename T, int OP> struct RingK {
         ring_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
     }
 };
+template <typename T, int OP> struct RingXK {
+    static void go(const cgpu_cuda_ring_args_t *a, int blocks, int threads, cudaStream_t st)
+    {
+        static int fit = 0;
+        if (0 == fit || threads != fit) {
+            fit = fit_threads(ringx_kernel<T, OP>, threads);
+        }
+        ringx_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
+    }
+};
 template <typename T, int OP> struct TreeK {
     static void go(const cgpu_cuda_tree_args_t *a, int blocks, int threads, cudaStream_t st)
     {
@@ -685,14 +838,33 @@ extern "C" int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op)
     return CGPU_DT_LONG_DOUBLE != dt && cgpu_reduce_supported(dt, op);
 }
 
-extern "C" int cgpu_cuda_ring_allreduce(const cgpu_cuda_ring_args_t *a, cgpu_dtype_t dt,
-                                        cgpu_op_t op, int threads, void *stream)
+extern "C" int cgpu_cuda_ring_reduce_launch(const cgpu_cuda_ring_args_t *a, cgpu_dtype_t dt,
+                                            cgpu_op_t op, int threads, void *stream)
 {
     if (!cgpu_cuda_reduce_supported(dt, op)) {
         return (int) cudaErrorInvalidValue;
     }
-    int rc = dispatch<RingK>(a, dt, op, a->nch, threads, (cudaStream_t) stream);
+    int rc = CGPU_CUDA_RING_ALLREDUCE == a->mode
+                 ? dispatch<RingK>(a, dt, op, a->nch, threads, (cudaStream_t) stream)
+                 : dispatch<RingXK>(a, dt, op, a->nch, threads, (cudaStream_t) stream);
     return 0 != rc ? rc : (int) cudaGetLastError();
+}
+
+extern "C" int cgpu_cuda_ring_copy_launch(const cgpu_cuda_ring_args_t *a, int threads, void *stream)
+{
+    RingXK<uint8_t, CGPU_OP_SUM>::go(a, a->nch, threads, (cudaStream_t) stream);
+    return (int) cudaGetLastError();
+}
+
+extern "C" int cgpu_cuda_a2a_launch(const cgpu_cuda_a2a_args_t *a, int threads, void *stream)
+{
+    static int fit = 0;
+    if (0 == fit || threads != fit) {
+        fit = fit_threads(a2a_kernel, threads);
+    }
+    const int blocks = 2 * (a->nranks - 1) * a->cpd + a->nself;
+    a2a_kernel<<<blocks, fit, 0, (cudaStream_t) stream>>>(*a);
+    return (int) cudaGetLastError();
 }
 
 extern "C" int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt,

@@ -47,9 +47,17 @@ extern "C" {
 #define CGPU_CUDA_FLAG_TREE_CONSUMED(c, q)                                                    \
     ((CGPU_CUDA_FLAG_TREE_BASE + (size_t) (CGPU_CUDA_MAX_CHANNELS + (c)) * CGPU_CUDA_TREE_PORTS + \
       (q)) * CGPU_CUDA_FLAG_STRIDE)
+/* alltoall: channel c of the alltoall area carries data between the ranks at distance
+ * d(c) (sender = receiver + d). posted[c] lives in the receiver and is written by its
+ * sender; consumed[c] lives in the sender and is written by its receiver. A distance
+ * names exactly one peer in each direction, so every flag still has one writer. */
+#define CGPU_CUDA_FLAG_A2A_BASE \
+    (CGPU_CUDA_FLAG_TREE_BASE + 2 * (size_t) CGPU_CUDA_MAX_CHANNELS * CGPU_CUDA_TREE_PORTS)
+#define CGPU_CUDA_FLAG_A2A_POSTED(c) ((CGPU_CUDA_FLAG_A2A_BASE + (size_t) (c)) * CGPU_CUDA_FLAG_STRIDE)
+#define CGPU_CUDA_FLAG_A2A_CONSUMED(c) \
+    ((CGPU_CUDA_FLAG_A2A_BASE + (size_t) CGPU_CUDA_MAX_CHANNELS + (c)) * CGPU_CUDA_FLAG_STRIDE)
 #define CGPU_CUDA_FLAG_WORDS \
-    ((CGPU_CUDA_FLAG_TREE_BASE + 2 * (size_t) CGPU_CUDA_MAX_CHANNELS * CGPU_CUDA_TREE_PORTS) * \
-     CGPU_CUDA_FLAG_STRIDE)
+    ((CGPU_CUDA_FLAG_A2A_BASE + 2 * (size_t) CGPU_CUDA_MAX_CHANNELS) * CGPU_CUDA_FLAG_STRIDE)
 #define CGPU_CUDA_FLAG_BYTES (CGPU_CUDA_FLAG_WORDS * sizeof(uint64_t))
 
 /*
@@ -58,9 +66,23 @@ extern "C" {
  * peer, err[2] = value waited for, err[3] = value seen.
  */
 enum { CGPU_CUDA_ERR_NONE = 0, CGPU_CUDA_ERR_RING_POSTED = 1, CGPU_CUDA_ERR_RING_CONSUMED = 2,
-       CGPU_CUDA_ERR_ONESHOT = 3, CGPU_CUDA_ERR_TREE_POSTED = 4, CGPU_CUDA_ERR_TREE_CONSUMED = 5 };
+       CGPU_CUDA_ERR_ONESHOT = 3, CGPU_CUDA_ERR_TREE_POSTED = 4, CGPU_CUDA_ERR_TREE_CONSUMED = 5,
+       CGPU_CUDA_ERR_A2A_POSTED = 6, CGPU_CUDA_ERR_A2A_CONSUMED = 7 };
 
-/** Arguments of one ring allreduce launch (one block per channel). */
+/*
+ * What a launch on the ring (link r -> r+1, slots in the right neighbour's inbox) does.
+ * Every mode counts its items on the same per-channel link counters, so any sequence of
+ * them on one communicator is flow-controlled across calls. Counts are per block:
+ *   ALLREDUCE       count elements, in -> out
+ *   REDUCE_SCATTER  in holds nranks blocks of count; out gets block `rank` reduced
+ *   ALLGATHER       in is this rank's block of count (may be out's block `rank`)
+ *   BCAST           chain root -> root+1 -> ... -> root-1; in == out
+ *   REDUCE          chain root+1 -> ... -> root; out is written at the root only
+ */
+enum { CGPU_CUDA_RING_ALLREDUCE = 0, CGPU_CUDA_RING_REDUCE_SCATTER = 1, CGPU_CUDA_RING_ALLGATHER = 2,
+       CGPU_CUDA_RING_BCAST = 3, CGPU_CUDA_RING_REDUCE = 4 };
+
+/** Arguments of one launch on the ring (one block per channel). */
 typedef struct cgpu_cuda_ring_args {
     unsigned long long timeout_ns; /* give up a wait after this long (0: never) */
     unsigned long long *err;       /* device view of the host-mapped error record */
@@ -77,8 +99,35 @@ typedef struct cgpu_cuda_ring_args {
     char *right_inbox;   /* right neighbour's inbox, peer-mapped */
     char *left_inbox;    /* left neighbour's inbox, peer-mapped */
     size_t ring_off;     /* byte offset of the ring slots in an inbox */
-    uint64_t base[CGPU_CUDA_MAX_CHANNELS]; /* items each channel moved before this call */
+    int mode;            /* CGPU_CUDA_RING_* */
+    int root;            /* BCAST, REDUCE */
+    uint64_t sbase[CGPU_CUDA_MAX_CHANNELS]; /* items each channel sent right before this call */
+    uint64_t rbase[CGPU_CUDA_MAX_CHANNELS]; /* items each channel received from the left */
 } cgpu_cuda_ring_args_t;
+
+/** Arguments of one alltoall launch: for each distance d in 1..nranks-1, cpd send blocks
+ * (to rank - d) and cpd receive blocks (from rank + d), plus nself blocks copying this
+ * rank's own block. A peer's block is cut into cpd regions, one per channel, moved in
+ * chunks through that channel's slots in the receiver's alltoall area. */
+typedef struct cgpu_cuda_a2a_args {
+    unsigned long long timeout_ns;
+    unsigned long long *err;
+    const void *in;
+    void *out;
+    size_t bytes;        /* per peer */
+    size_t region;       /* bytes per channel of a peer's block (multiple of 16) */
+    size_t chunk;        /* bytes per slot (multiple of 16) */
+    int nchunks;         /* chunks every channel moves (same on every rank) */
+    int cpd;             /* channels per distance in this call */
+    int cpd_max;         /* channels per distance in the area's layout */
+    int nself;
+    int rank, nranks;
+    int nslots;
+    size_t slot_bytes;
+    size_t a2a_off;      /* byte offset of the alltoall area in an inbox */
+    char *inbox[CGPU_CUDA_MAX_RANKS];
+    uint64_t base[CGPU_CUDA_MAX_CHANNELS]; /* items each channel moved before this call */
+} cgpu_cuda_a2a_args_t;
 
 /** Arguments of one tree allreduce launch (two blocks per channel: reduce up, broadcast
  * down a binary tree rooted at rank 0, pipelined in chunks). */
@@ -120,9 +169,15 @@ typedef struct cgpu_cuda_oneshot_args {
 /** Whether the device kernels implement (dt, op): all of cgpu_reduce_supported but LONG_DOUBLE. */
 int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
 
-/** Enqueue a ring allreduce; threads per block given. Returns 0 or a cudaError_t value. */
-int cgpu_cuda_ring_allreduce(const cgpu_cuda_ring_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
-                             int threads, void *stream);
+/** Enqueue a ring-mode launch whose mode reduces (ALLREDUCE, REDUCE_SCATTER, REDUCE). */
+int cgpu_cuda_ring_reduce_launch(const cgpu_cuda_ring_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                                 int threads, void *stream);
+
+/** Enqueue a ring-mode launch that only copies (ALLGATHER, BCAST); counts in bytes. */
+int cgpu_cuda_ring_copy_launch(const cgpu_cuda_ring_args_t *a, int threads, void *stream);
+
+/** Enqueue an alltoall. Returns 0 or a cudaError_t value. */
+int cgpu_cuda_a2a_launch(const cgpu_cuda_a2a_args_t *a, int threads, void *stream);
 
 /** Enqueue a tree allreduce (2 x nch blocks). Returns 0 or a cudaError_t value. */
 int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,

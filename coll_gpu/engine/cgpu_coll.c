@@ -140,7 +140,11 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
     if (CGPU_OK != st) {
         return st;
     }
-    if (bytes > 0) {
+    if (0 == bytes) {
+        /* nothing to move */
+    } else if (CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_alltoall_ok(comm)) {
+        st = cgpu_cuda_alltoall(comm, sbuf, rbuf, bytes); /* profiles itself */
+    } else {
         cgpu_coll_prof_begin(comm, "alltoall", bytes, "byte", "", bytes * (size_t) comm->size,
                              "direct");
         st = run_host_staged(comm, sbuf, rbuf, bytes * (size_t) comm->size, host_alltoall, &bytes);
@@ -171,7 +175,11 @@ cgpu_status_t cgpu_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
     if (CGPU_OK != st) {
         return st;
     }
-    if (bytes > 0 && comm->size > 1) {
+    if (0 == bytes || 1 == comm->size) {
+        /* nothing to move */
+    } else if (CGPU_BACKEND_CUDA == comm->backend) {
+        st = cgpu_cuda_bcast(comm, buf, bytes, root);
+    } else {
         bcast_args_t a = {.root = root, .bytes = bytes};
         cgpu_coll_prof_begin(comm, "bcast", bytes, "byte", "", bytes, "chain");
         st = run_host_staged(comm, buf, buf, bytes, host_bcast, &a);
@@ -196,7 +204,9 @@ cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
     if (CGPU_OK != st) {
         return st;
     }
-    if (bytes > 0) {
+    if (bytes > 0 && comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend) {
+        st = cgpu_cuda_allgather(comm, sbuf, rbuf, bytes); /* places its own block too */
+    } else if (bytes > 0) {
         char *mine = (char *) rbuf + (size_t) comm->rank * bytes;
         if (NULL != sbuf && sbuf != mine) {
             st = cgpu_engine_copy(mine, sbuf, bytes); /* own block into place, any memory */
@@ -243,6 +253,11 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
         if (CGPU_OK == st) {
             cgpu_comm_leave(comm, st, 0);
         }
+        return st;
+    }
+    if (comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
+        st = cgpu_cuda_reduce_scatter(comm, sbuf, rbuf, count, dt, op);
+        cgpu_comm_leave(comm, st, total);
         return st;
     }
     /* input: sbuf, or rbuf itself (in place); the output block may alias the input */
@@ -310,6 +325,11 @@ cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
         if (CGPU_OK == st) {
             cgpu_comm_leave(comm, st, 0);
         }
+        return st;
+    }
+    if (comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
+        st = cgpu_cuda_reduce(comm, sbuf, rbuf, count, dt, op, root);
+        cgpu_comm_leave(comm, st, bytes);
         return st;
     }
     void *in_view, *in_own, *out_view = NULL, *out_own = NULL;

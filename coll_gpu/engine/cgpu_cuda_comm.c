@@ -28,8 +28,12 @@ typedef struct cgpu_cuda_comm {
     int threads;
     int nslots;
     size_t slot_bytes;
-    uint64_t ring_base[CGPU_CUDA_MAX_CHANNELS];
+    uint64_t ring_sbase[CGPU_CUDA_MAX_CHANNELS]; /* items sent right per channel */
+    uint64_t ring_rbase[CGPU_CUDA_MAX_CHANNELS]; /* items received from the left */
     uint64_t oneshot_seq;
+    size_t a2a_off;
+    int a2a_cpd_max; /* alltoall channels per peer distance (0: no device alltoall) */
+    uint64_t a2a_base[CGPU_CUDA_MAX_CHANNELS];
     void *scratch; /* staging for buffers the kernels cannot use in place */
     size_t scratch_bytes;
     volatile unsigned long long *err_host; /* kernels' error record, host view */
@@ -66,8 +70,10 @@ cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->tree_off = cc->oneshot_off + 2 * (size_t) comm->size * cc->oneshot_slice;
     cc->tree_nch = cfg->cuda_tree_channels;
     cc->tree_max_bytes = cfg->cuda_tree_max_bytes;
-    cc->inbox_bytes = cc->tree_off + (size_t) cc->tree_nch * CGPU_CUDA_TREE_PORTS * cc->nslots *
-                                         cc->slot_bytes;
+    cc->a2a_off = cc->tree_off +
+                  (size_t) cc->tree_nch * CGPU_CUDA_TREE_PORTS * cc->nslots * cc->slot_bytes;
+    cc->a2a_cpd_max = comm->size > 1 ? cfg->cuda_a2a_channels / (comm->size - 1) : 0;
+    cc->inbox_bytes = cc->a2a_off + (size_t) cfg->cuda_a2a_channels * cc->nslots * cc->slot_bytes;
 
     cc->timeout_ns = (unsigned long long) (cfg->cuda_timeout_s * 1e9);
     cgpu_status_t st = cgpu_cuda_stream_create(&cc->stream);
@@ -167,21 +173,166 @@ static bool usable_in_place(const cgpu_cuda_comm_t *cc, const void *p)
     return (CGPU_MEM_DEVICE == k || CGPU_MEM_MANAGED == k) && dev == cc->device;
 }
 
-static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, size_t count,
-                                 cgpu_dtype_t dt, cgpu_op_t op)
+/*
+ * One collective on the device. The input (in_bytes at sbuf) may lie inside the output
+ * (out_bytes at rbuf): the in-place forms. What the kernels cannot use in place (host
+ * memory, another device's memory) is staged through scratch; with force_copy_in the
+ * input is always copied first (an in-place alltoall reads what it overwrites).
+ */
+typedef cgpu_status_t (*cuda_launch_fn)(cgpu_comm_t *comm, const void *in, void *out,
+                                        const void *args);
+typedef struct cuda_call {
+    const char *kind, *dtype, *op, *alg;
+    size_t count, bytes; /* for the profiler */
+    int ras_alg;
+    const void *sbuf;
+    size_t in_bytes;
+    void *rbuf;
+    size_t out_bytes;
+    bool force_copy_in;
+    cuda_launch_fn fn;
+    const void *args;
+} cuda_call_t;
+
+static size_t round256(size_t x)
+{
+    return (x + 255) & ~(size_t) 255;
+}
+
+static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, const void **in,
+                                void **out, bool *copy_out)
+{
+    const char *sp = k->sbuf, *rp = k->rbuf;
+    const bool aliased = NULL != sp && NULL != rp && k->out_bytes > 0 && sp >= rp &&
+                         sp + k->in_bytes <= rp + k->out_bytes;
+    const bool out_stage = k->out_bytes > 0 && !usable_in_place(cc, rp);
+    const bool in_copy = k->in_bytes > 0 &&
+                         (k->force_copy_in || (!aliased && !usable_in_place(cc, sp)));
+    *in = sp;
+    *out = (void *) rp;
+    *copy_out = false;
+    if (!out_stage && !in_copy) {
+        return CGPU_OK;
+    }
+    cgpu_status_t st = ensure_scratch(cc, (out_stage ? round256(k->out_bytes) : 0) +
+                                              (in_copy ? k->in_bytes : 0));
+    char *p = cc->scratch;
+    if (CGPU_OK == st && out_stage) {
+        *out = p;
+        *copy_out = true;
+        if (aliased && !in_copy) { /* the input is part of the output: bring it along */
+            st = cgpu_cuda_copy_async(p, rp, k->out_bytes, cc->stream);
+            *in = p + (sp - rp);
+        }
+        p += round256(k->out_bytes);
+    }
+    if (CGPU_OK == st && in_copy) {
+        st = cgpu_cuda_copy_async(p, sp, k->in_bytes, cc->stream);
+        *in = p;
+    }
+    return st;
+}
+
+static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    const size_t esize = cgpu_dtype_size(dt), n = (size_t) comm->size;
-    const size_t bytes = count * esize;
+    int prev = cgpu_cuda_current_device();
+    cgpu_status_t st = prev != cc->device ? cgpu_cuda_set_device(cc->device) : CGPU_OK;
+    if (CGPU_OK != st) {
+        return st;
+    }
+    const void *in;
+    void *out;
+    bool copy_out;
+    st = cuda_stage(cc, k, &in, &out, &copy_out);
+    if (CGPU_OK != st) {
+        goto out_restore;
+    }
+    cc->err_host[0] = 0;
+    atomic_store_explicit(&comm->ras.alg, k->ras_alg, memory_order_relaxed);
+    cgpu_coll_prof_begin(comm, k->kind, k->count, k->dtype, k->op, k->bytes, k->alg);
+    cgpu_prof_ev_t kev = {.on = false};
+    if (cgpu_prof_enabled(&comm->prof)) {
+        cgpu_prof_event_v1_t ev = {.type = CGPU_PROF_EVENT_KERNEL_V1, .parent = comm->prof.coll};
+        ev.u.kernel = (cgpu_prof_kernel_v1_t){.name = k->alg, .blocks = 0, .threads = cc->threads};
+        cgpu_prof_start(&comm->prof, &ev, &kev);
+    }
+    st = k->fn(comm, in, out, k->args);
+    if (CGPU_OK == st && copy_out) {
+        st = cgpu_cuda_copy_async(k->rbuf, out, k->out_bytes, cc->stream);
+    }
+    /* MPI semantics: the result is in the buffer when the call returns */
+    cgpu_status_t sync = cgpu_cuda_stream_sync(cc->stream);
+    cgpu_prof_stop(&kev); /* launch to completion */
+    cgpu_coll_prof_end(comm);
+    if (CGPU_OK == st) {
+        st = sync;
+    }
+    if (CGPU_OK == st && 0 != cc->err_host[0]) {
+        static const char *what[] = {"",
+                                     "data from the left neighbour (ring)",
+                                     "room at the right neighbour (ring)",
+                                     "a peer's oneshot data",
+                                     "data from a tree neighbour",
+                                     "room at a tree neighbour",
+                                     "a peer's alltoall data",
+                                     "room at an alltoall peer"};
+        unsigned long long w = cc->err_host[0];
+        cgpu_log(CGPU_LOG_WARN,
+                 "cuda: %s: rank %d waited more than coll_gpu_cuda_timeout for %s (channel/peer "
+                 "%llu: wanted %llu, saw %llu); the collective failed",
+                 k->kind, comm->rank, w < 8 ? what[w] : "?", cc->err_host[1], cc->err_host[2],
+                 cc->err_host[3]);
+        st = CGPU_ERR_TIMEOUT;
+    }
+out_restore:
+    if (prev >= 0 && prev != cc->device) {
+        (void) cgpu_cuda_set_device(prev);
+    }
+    return st;
+}
+
+/* ---- the ring and the chains along it ---- */
+
+typedef struct ring_call {
+    int mode;     /* CGPU_CUDA_RING_* */
+    int root;
+    size_t count; /* elements (per block where the mode has blocks); bytes when copying */
+    cgpu_dtype_t dt;
+    cgpu_op_t op;
+    bool copy;
+} ring_call_t;
+
+static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+{
+    const ring_call_t *rc = args;
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    const size_t esize = rc->copy ? 1 : cgpu_dtype_size(rc->dt), n = (size_t) comm->size;
+    const size_t count = rc->count;
     const size_t align = 16 / esize > 0 ? 16 / esize : 1;
-    size_t slot_elems = (cc->slot_bytes / esize) / align * align;
-    /* add channels only while each still carries >= 64 KiB per rank */
-    size_t nch = (bytes + n * (64 << 10) - 1) / (n * (64 << 10));
+    const size_t slot_elems = (cc->slot_bytes / esize) / align * align;
+    /* the allreduce cuts its buffer into one piece per rank per channel; the others cut
+     * each block (or the buffer) into one piece per channel */
+    const size_t pieces = CGPU_CUDA_RING_ALLREDUCE == rc->mode ? n : 1;
+    /* add channels only while each still carries >= 64 KiB per piece */
+    size_t nch = (count * esize + pieces * (64 << 10) - 1) / (pieces * (64 << 10));
     nch = nch < 1 ? 1 : nch > (size_t) cc->nch_max ? (size_t) cc->nch_max : nch;
-    size_t per = (count + nch * n - 1) / (nch * n);
+    size_t per = (count + nch * pieces - 1) / (nch * pieces);
     per = (per + align - 1) / align * align;
-    size_t chunk = per < slot_elems ? per : slot_elems;
-    size_t nloops = (count + nch * n * chunk - 1) / (nch * n * chunk);
+    const size_t chunk = per < slot_elems ? per : slot_elems;
+    const size_t nloops = (count + nch * pieces * chunk - 1) / (nch * pieces * chunk);
+
+    /* items each channel sends right and receives from the left, per loop */
+    size_t nsend = n - 1, nrecv = n - 1;
+    if (CGPU_CUDA_RING_ALLREDUCE == rc->mode) {
+        nsend = nrecv = 2 * (n - 1);
+    } else if (CGPU_CUDA_RING_BCAST == rc->mode || CGPU_CUDA_RING_REDUCE == rc->mode) {
+        /* chain position: 0 starts it, n-1 ends it */
+        const int shift = CGPU_CUDA_RING_BCAST == rc->mode ? 0 : 1;
+        const size_t pos = (size_t) ((comm->rank - rc->root - shift + 2 * comm->size) % comm->size);
+        nsend = pos < n - 1 ? 1 : 0;
+        nrecv = pos > 0 ? 1 : 0;
+    }
 
     cgpu_cuda_ring_args_t a;
     memset(&a, 0, sizeof(a));
@@ -201,23 +352,30 @@ static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, s
     a.right_inbox = cc->peer_inbox[(comm->rank + 1) % comm->size];
     a.left_inbox = cc->peer_inbox[(comm->rank + comm->size - 1) % comm->size];
     a.ring_off = cc->ring_off;
-    memcpy(a.base, cc->ring_base, sizeof(a.base));
-    cgpu_log(CGPU_LOG_TRACE, "cuda: ring allreduce rank %d count %zu %s/%s nch %zu chunk %zu "
-             "loops %zu base %llu", comm->rank, count, cgpu_dtype_name(dt), cgpu_op_name(op), nch,
-             chunk, nloops, (unsigned long long) cc->ring_base[0]);
-    int err = cgpu_cuda_ring_allreduce(&a, dt, op, cc->threads, cc->stream);
+    a.mode = rc->mode;
+    a.root = rc->root;
+    memcpy(a.sbase, cc->ring_sbase, sizeof(a.sbase));
+    memcpy(a.rbase, cc->ring_rbase, sizeof(a.rbase));
+    cgpu_log(CGPU_LOG_TRACE, "cuda: ring mode %d rank %d count %zu nch %zu chunk %zu loops %zu "
+             "base %llu/%llu", rc->mode, comm->rank, count, nch, chunk, nloops,
+             (unsigned long long) cc->ring_sbase[0], (unsigned long long) cc->ring_rbase[0]);
+    int err = rc->copy ? cgpu_cuda_ring_copy_launch(&a, cc->threads, cc->stream)
+                       : cgpu_cuda_ring_reduce_launch(&a, rc->dt, rc->op, cc->threads, cc->stream);
     if (0 != err) {
-        return cgpu_cuda_check(err, "ring allreduce launch");
+        return cgpu_cuda_check(err, "ring launch");
     }
     for (size_t c = 0; c < nch; ++c) {
-        cc->ring_base[c] += nloops * 2 * (n - 1);
+        cc->ring_sbase[c] += nloops * nsend;
+        cc->ring_rbase[c] += nloops * nrecv;
     }
     return CGPU_OK;
 }
 
-static cgpu_status_t launch_tree(cgpu_comm_t *comm, const void *in, void *out, size_t count,
-                                 cgpu_dtype_t dt, cgpu_op_t op)
+static cgpu_status_t launch_tree(cgpu_comm_t *comm, const void *in, void *out, const void *args)
 {
+    const ring_call_t *rc = args;
+    const size_t count = rc->count;
+    const cgpu_dtype_t dt = rc->dt;
     cgpu_cuda_comm_t *cc = comm->cuda;
     const size_t esize = cgpu_dtype_size(dt), bytes = count * esize;
     const size_t align = 16 / esize > 0 ? 16 / esize : 1;
@@ -255,9 +413,9 @@ static cgpu_status_t launch_tree(cgpu_comm_t *comm, const void *in, void *out, s
     }
     memcpy(a.base, cc->tree_base, sizeof(a.base));
     cgpu_log(CGPU_LOG_TRACE, "cuda: tree allreduce rank %d count %zu %s/%s nch %zu chunk %zu "
-             "chunks %zu base %llu", r, count, cgpu_dtype_name(dt), cgpu_op_name(op), nch, chunk,
-             nchunks, (unsigned long long) cc->tree_base[0]);
-    int err = cgpu_cuda_tree_allreduce(&a, dt, op, cc->threads, cc->stream);
+             "chunks %zu base %llu", r, count, cgpu_dtype_name(dt), cgpu_op_name(rc->op), nch,
+             chunk, nchunks, (unsigned long long) cc->tree_base[0]);
+    int err = cgpu_cuda_tree_allreduce(&a, dt, rc->op, cc->threads, cc->stream);
     if (0 != err) {
         return cgpu_cuda_check(err, "tree allreduce launch");
     }
@@ -267,18 +425,19 @@ static cgpu_status_t launch_tree(cgpu_comm_t *comm, const void *in, void *out, s
     return CGPU_OK;
 }
 
-static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out, size_t count,
-                                    cgpu_dtype_t dt, cgpu_op_t op)
+static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out,
+                                    const void *args)
 {
+    const ring_call_t *rc = args;
     cgpu_cuda_comm_t *cc = comm->cuda;
-    const size_t bytes = count * cgpu_dtype_size(dt);
+    const size_t bytes = rc->count * cgpu_dtype_size(rc->dt);
     cgpu_cuda_oneshot_args_t a;
     memset(&a, 0, sizeof(a));
     a.timeout_ns = cc->timeout_ns;
     a.err = cc->err_dev;
     a.in = in;
     a.out = out;
-    a.count = count;
+    a.count = rc->count;
     a.rank = comm->rank;
     a.nranks = comm->size;
     /* one block per 8 KiB, at most the flag slots we have */
@@ -291,9 +450,9 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
         a.inbox[i] = cc->peer_inbox[i];
     }
     cgpu_log(CGPU_LOG_TRACE, "cuda: oneshot allreduce rank %d count %zu %s/%s blocks %d seq %llu",
-             comm->rank, count, cgpu_dtype_name(dt), cgpu_op_name(op), a.nblocks,
+             comm->rank, rc->count, cgpu_dtype_name(rc->dt), cgpu_op_name(rc->op), a.nblocks,
              (unsigned long long) a.seq);
-    int err = cgpu_cuda_oneshot_allreduce(&a, dt, op, cc->threads, cc->stream);
+    int err = cgpu_cuda_oneshot_allreduce(&a, rc->dt, rc->op, cc->threads, cc->stream);
     return 0 != err ? cgpu_cuda_check(err, "oneshot allreduce launch") : CGPU_OK;
 }
 
@@ -302,40 +461,6 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     const size_t bytes = count * cgpu_dtype_size(dt);
-    const bool in_place = (sbuf == rbuf);
-    cgpu_status_t st = CGPU_OK;
-
-    int prev = cgpu_cuda_current_device();
-    if (prev != cc->device) {
-        st = cgpu_cuda_set_device(cc->device);
-        if (CGPU_OK != st) {
-            return st;
-        }
-    }
-    /* Stage what the kernels cannot use in place (host memory, another device's
-     * memory): into scratch, [in | out] or one shared region when in place. */
-    const void *in = sbuf;
-    void *out = rbuf;
-    bool stage_in = !usable_in_place(cc, sbuf);
-    bool stage_out = in_place ? stage_in : !usable_in_place(cc, rbuf);
-    if (stage_in || stage_out) {
-        st = ensure_scratch(cc, 2 * bytes);
-        if (CGPU_OK != st) {
-            goto out_restore;
-        }
-    }
-    if (stage_in) {
-        st = cgpu_cuda_copy_async(cc->scratch, sbuf, bytes, cc->stream);
-        if (CGPU_OK != st) {
-            goto out_restore;
-        }
-        in = cc->scratch;
-    }
-    if (stage_out) {
-        out = in_place ? cc->scratch : (char *) cc->scratch + bytes;
-    }
-
-    cc->err_host[0] = 0;
     /* oneshot moves (n-1) x bytes out of every rank, the ring 2(n-1)/n x bytes: with
      * auto, its size limit shrinks as ranks are added (2 ranks: the whole slice) */
     size_t oneshot_max = CGPU_ALLREDUCE_ONESHOT == alg ? cc->oneshot_slice
@@ -347,49 +472,131 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
     bool tree = !oneshot && cc->tree_nch > 0 &&
                 (CGPU_ALLREDUCE_TREE == alg ||
                  (CGPU_ALLREDUCE_AUTO == alg && comm->size >= 3 && bytes <= cc->tree_max_bytes));
-    const char *alg_name = oneshot ? "oneshot" : tree ? "tree" : "ring";
-    atomic_store_explicit(&comm->ras.alg,
-                          oneshot ? CGPU_RAS_ALG_ONESHOT : tree ? CGPU_RAS_ALG_TREE : CGPU_RAS_ALG_RING,
-                          memory_order_relaxed);
-    cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op), bytes,
-                         alg_name);
-    cgpu_prof_ev_t kev = {.on = false};
-    if (cgpu_prof_enabled(&comm->prof)) {
-        cgpu_prof_event_v1_t ev = {.type = CGPU_PROF_EVENT_KERNEL_V1, .parent = comm->prof.coll};
-        ev.u.kernel = (cgpu_prof_kernel_v1_t){.name = alg_name, .blocks = 0, .threads = cc->threads};
-        cgpu_prof_start(&comm->prof, &ev, &kev);
-    }
-    st = oneshot ? launch_oneshot(comm, in, out, count, dt, op)
-         : tree  ? launch_tree(comm, in, out, count, dt, op)
-                 : launch_ring(comm, in, out, count, dt, op);
-    if (CGPU_OK == st && stage_out) {
-        st = cgpu_cuda_copy_async(rbuf, out, bytes, cc->stream);
-    }
-    /* MPI semantics: the result is in the buffer when the call returns */
-    cgpu_status_t sync = cgpu_cuda_stream_sync(cc->stream);
-    cgpu_prof_stop(&kev); /* launch to completion */
-    cgpu_coll_prof_end(comm);
-    if (CGPU_OK == st) {
-        st = sync;
-    }
-    if (CGPU_OK == st && 0 != cc->err_host[0]) {
-        static const char *what[] = {"", "data from the left neighbour (ring)",
-                                     "room at the right neighbour (ring)", "a peer's oneshot data",
-                                     "data from a tree neighbour", "room at a tree neighbour"};
-        unsigned long long k = cc->err_host[0];
-        cgpu_log(CGPU_LOG_WARN,
-                 "cuda: rank %d waited more than coll_gpu_cuda_timeout for %s (channel/peer "
-                 "%llu: wanted %llu, saw %llu); the collective failed",
-                 comm->rank, k < 6 ? what[k] : "?", cc->err_host[1], cc->err_host[2],
-                 cc->err_host[3]);
-        st = CGPU_ERR_TIMEOUT;
-    }
+    ring_call_t rc = {.mode = CGPU_CUDA_RING_ALLREDUCE, .count = count, .dt = dt, .op = op};
+    cuda_call_t k = {.kind = "allreduce", .dtype = cgpu_dtype_name(dt), .op = cgpu_op_name(op),
+                     .alg = oneshot ? "oneshot" : tree ? "tree" : "ring", .count = count,
+                     .bytes = bytes,
+                     .ras_alg = oneshot ? CGPU_RAS_ALG_ONESHOT : tree ? CGPU_RAS_ALG_TREE
+                                                                      : CGPU_RAS_ALG_RING,
+                     .sbuf = sbuf, .in_bytes = bytes, .rbuf = rbuf, .out_bytes = bytes,
+                     .fn = oneshot ? launch_oneshot : tree ? launch_tree : launch_ring,
+                     .args = &rc};
+    return cuda_run(comm, &k);
+}
 
-out_restore:
-    if (prev >= 0 && prev != cc->device) {
-        (void) cgpu_cuda_set_device(prev);
+cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                       size_t count, cgpu_dtype_t dt, cgpu_op_t op)
+{
+    const size_t bytes = count * cgpu_dtype_size(dt), total = bytes * (size_t) comm->size;
+    ring_call_t rc = {.mode = CGPU_CUDA_RING_REDUCE_SCATTER, .count = count, .dt = dt, .op = op};
+    cuda_call_t k = {.kind = "reduce_scatter_block", .dtype = cgpu_dtype_name(dt),
+                     .op = cgpu_op_name(op), .alg = "ring", .count = count, .bytes = total,
+                     .ras_alg = CGPU_RAS_ALG_RING, .sbuf = NULL != sbuf ? sbuf : rbuf,
+                     .in_bytes = total, .rbuf = rbuf, .out_bytes = NULL != sbuf ? bytes : total,
+                     .fn = launch_ring, .args = &rc};
+    return cuda_run(comm, &k);
+}
+
+cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                               cgpu_dtype_t dt, cgpu_op_t op, int root)
+{
+    const size_t bytes = count * cgpu_dtype_size(dt);
+    const bool is_root = comm->rank == root;
+    ring_call_t rc = {.mode = CGPU_CUDA_RING_REDUCE, .root = root, .count = count, .dt = dt,
+                      .op = op};
+    cuda_call_t k = {.kind = "reduce", .dtype = cgpu_dtype_name(dt), .op = cgpu_op_name(op),
+                     .alg = "chain", .count = count, .bytes = bytes, .ras_alg = CGPU_RAS_ALG_RING,
+                     .sbuf = NULL != sbuf ? sbuf : rbuf, .in_bytes = bytes,
+                     .rbuf = is_root ? rbuf : NULL, .out_bytes = is_root ? bytes : 0,
+                     .fn = launch_ring, .args = &rc};
+    return cuda_run(comm, &k);
+}
+
+cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
+{
+    ring_call_t rc = {.mode = CGPU_CUDA_RING_BCAST, .root = root, .count = bytes, .copy = true};
+    cuda_call_t k = {.kind = "bcast", .dtype = "byte", .op = "", .alg = "chain", .count = bytes,
+                     .bytes = bytes, .ras_alg = CGPU_RAS_ALG_RING, .sbuf = buf, .in_bytes = bytes,
+                     .rbuf = buf, .out_bytes = bytes, .fn = launch_ring, .args = &rc};
+    return cuda_run(comm, &k);
+}
+
+cgpu_status_t cgpu_cuda_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
+{
+    const size_t total = bytes * (size_t) comm->size;
+    ring_call_t rc = {.mode = CGPU_CUDA_RING_ALLGATHER, .count = bytes, .copy = true};
+    cuda_call_t k = {.kind = "allgather", .dtype = "byte", .op = "", .alg = "ring", .count = bytes,
+                     .bytes = total, .ras_alg = CGPU_RAS_ALG_RING,
+                     .sbuf = NULL != sbuf ? sbuf : (char *) rbuf + (size_t) comm->rank * bytes,
+                     .in_bytes = bytes, .rbuf = rbuf, .out_bytes = total, .fn = launch_ring,
+                     .args = &rc};
+    return cuda_run(comm, &k);
+}
+
+/* ---- alltoall ---- */
+
+bool cgpu_cuda_comm_alltoall_ok(const cgpu_comm_t *comm)
+{
+    return NULL != comm->cuda && comm->cuda->a2a_cpd_max > 0;
+}
+
+static cgpu_status_t launch_a2a(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+{
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    const size_t bytes = *(const size_t *) args, n = (size_t) comm->size;
+    /* a channel per 64 KiB of a peer's block, up to this distance's share */
+    size_t cpd = (bytes + (64 << 10) - 1) / (64 << 10);
+    cpd = cpd < 1 ? 1 : cpd > (size_t) cc->a2a_cpd_max ? (size_t) cc->a2a_cpd_max : cpd;
+    size_t region = ((bytes + cpd - 1) / cpd + 15) & ~(size_t) 15;
+    const size_t chunk = region < cc->slot_bytes ? region : cc->slot_bytes;
+    const size_t nchunks = (region + chunk - 1) / chunk;
+    size_t nself = (bytes + (256 << 10) - 1) / (256 << 10);
+    nself = nself < 1 ? 1 : nself > 16 ? 16 : nself;
+
+    cgpu_cuda_a2a_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.timeout_ns = cc->timeout_ns;
+    a.err = cc->err_dev;
+    a.in = in;
+    a.out = out;
+    a.bytes = bytes;
+    a.region = region;
+    a.chunk = chunk;
+    a.nchunks = (int) nchunks;
+    a.cpd = (int) cpd;
+    a.cpd_max = cc->a2a_cpd_max;
+    a.nself = (int) nself;
+    a.rank = comm->rank;
+    a.nranks = comm->size;
+    a.nslots = cc->nslots;
+    a.slot_bytes = cc->slot_bytes;
+    a.a2a_off = cc->a2a_off;
+    for (int i = 0; i < comm->size; ++i) {
+        a.inbox[i] = cc->peer_inbox[i];
     }
-    return st;
+    memcpy(a.base, cc->a2a_base, sizeof(a.base));
+    cgpu_log(CGPU_LOG_TRACE, "cuda: alltoall rank %d bytes %zu cpd %zu chunk %zu chunks %zu",
+             comm->rank, bytes, cpd, chunk, nchunks);
+    int err = cgpu_cuda_a2a_launch(&a, cc->threads, cc->stream);
+    if (0 != err) {
+        return cgpu_cuda_check(err, "alltoall launch");
+    }
+    for (size_t d = 1; d < n; ++d) {
+        for (size_t j = 0; j < cpd; ++j) {
+            cc->a2a_base[(d - 1) * (size_t) cc->a2a_cpd_max + j] += nchunks;
+        }
+    }
+    return CGPU_OK;
+}
+
+cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
+{
+    const size_t total = bytes * (size_t) comm->size;
+    cuda_call_t k = {.kind = "alltoall", .dtype = "byte", .op = "", .alg = "direct",
+                     .count = bytes, .bytes = total, .ras_alg = CGPU_RAS_ALG_DIRECT,
+                     .sbuf = sbuf, .in_bytes = total, .rbuf = rbuf, .out_bytes = total,
+                     .force_copy_in = sbuf == rbuf, .fn = launch_a2a, .args = &bytes};
+    return cuda_run(comm, &k);
 }
 
 #else /* !CGPU_HAVE_CUDA */
@@ -421,6 +628,44 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                                   cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
 {
     (void) comm, (void) sbuf, (void) rbuf, (void) count, (void) dt, (void) op, (void) alg;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                       size_t count, cgpu_dtype_t dt, cgpu_op_t op)
+{
+    (void) comm, (void) sbuf, (void) rbuf, (void) count, (void) dt, (void) op;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                               cgpu_dtype_t dt, cgpu_op_t op, int root)
+{
+    (void) comm, (void) sbuf, (void) rbuf, (void) count, (void) dt, (void) op, (void) root;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
+{
+    (void) comm, (void) buf, (void) bytes, (void) root;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
+{
+    (void) comm, (void) sbuf, (void) rbuf, (void) bytes;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+bool cgpu_cuda_comm_alltoall_ok(const cgpu_comm_t *comm)
+{
+    (void) comm;
+    return false;
+}
+
+cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
+{
+    (void) comm, (void) sbuf, (void) rbuf, (void) bytes;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

@@ -24,6 +24,20 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm);
 cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                   cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg);
 
+/** The other collectives on the GPU, same buffer conventions as the engine's entry points
+ * (sbuf NULL: in place). bcast and allgather count bytes. */
+cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                       size_t count, cgpu_dtype_t dt, cgpu_op_t op);
+cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                               cgpu_dtype_t dt, cgpu_op_t op, int root);
+cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root);
+cgpu_status_t cgpu_cuda_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
+
+/** Whether this communicator has a device alltoall (enough alltoall channels for its
+ * peers); the same answer on every rank. */
+bool cgpu_cuda_comm_alltoall_ok(const cgpu_comm_t *comm);
+cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
+
 /** Whether the device kernels do (dt, op). */
 bool cgpu_cuda_comm_supports(cgpu_dtype_t dt, cgpu_op_t op);
 

@@ -40,6 +40,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_oneshot_bytes = 1024 * 1024;
     cfg->cuda_timeout_s = 60.0;
     cfg->cuda_tree_channels = 8;
+    cfg->cuda_a2a_channels = 32;
     cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
@@ -58,7 +59,8 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
     if (cfg->slot_bytes < 64 || cfg->nslots < 2 || cfg->stage_bytes < 64 ||
         cfg->cuda_channels < 1 || cfg->cuda_channels > 64 || cfg->cuda_threads < 64 ||
         cfg->cuda_threads > 1024 || cfg->cuda_slot_bytes < 4096 || cfg->cuda_slots < 2 ||
-        cfg->cuda_tree_channels < 0 || cfg->cuda_tree_channels > 64) {
+        cfg->cuda_tree_channels < 0 || cfg->cuda_tree_channels > 64 ||
+        cfg->cuda_a2a_channels < 0 || cfg->cuda_a2a_channels > 64) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;

@@ -71,6 +71,7 @@ typedef struct cgpu_config {
     size_t cuda_oneshot_bytes;  /* largest message of the oneshot algorithm (auto) */
     double cuda_timeout_s;      /* a kernel waiting longer on a peer fails the call (0: never) */
     int cuda_tree_channels;     /* tree channels (two blocks each); 0 disables the tree */
+    int cuda_a2a_channels;      /* alltoall channels shared by the peers; 0: host-staged alltoall */
     const char *profiler;       /* path of a profiler plugin (NULL/"" = none) */
     double ras_timeout_s;       /* watchdog: report a collective stuck this long (0: off) */
     bool ras_abort_on_timeout;  /* ... and fail it (and the communicator) instead of waiting */

@@ -1,0 +1,231 @@
+/*
+ * Benchmark: our MPI collectives on device buffers and NCCL's, side by side in one run,
+ * same sizes, same process layout (one process per GPU), each call completed before the
+ * next (MPI returns with the result in place; NCCL is followed by a stream synchronize,
+ * as nccl-tests -z 2 ... i.e. what MPI semantics require).
+ *
+ * Sizes and bandwidths follow nccl-tests: size is the allreduce/bcast/reduce buffer, the
+ * whole gathered buffer (allgather), the whole input (reduce_scatter) and the whole
+ * send buffer (alltoall); algbw = size / time; busbw = algbw x 2(n-1)/n (allreduce),
+ * (n-1)/n (allgather, reduce_scatter, alltoall), 1 (bcast, reduce). NCCL's alltoall is
+ * what nccl-tests runs: grouped ncclSend/ncclRecv to every peer. Times are the maximum
+ * over ranks of the mean over iterations. float32 (SUM), out of place, root 0.
+ *
+ *   mpirun -np 2 --mca coll gpu,tuned,libnbc,basic,self bench/bench_colls \
+ *       [all|allreduce|alltoall|allgather|reduce_scatter|bcast|reduce] [maxbytes [minbytes]]
+ */
+#include <cuda_runtime.h>
+#include <mpi.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(call)                                                                          \
+    do {                                                                                  \
+        cudaError_t e_ = (call);                                                          \
+        if (cudaSuccess != e_) {                                                          \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,                  \
+                    cudaGetErrorString(e_));                                              \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                 \
+        }                                                                                 \
+    } while (0)
+#define NK(call)                                                                          \
+    do {                                                                                  \
+        ncclResult_t r_ = (call);                                                         \
+        if (ncclSuccess != r_) {                                                          \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,                  \
+                    ncclGetErrorString(r_));                                              \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                 \
+        }                                                                                 \
+    } while (0)
+
+enum { ALLREDUCE, ALLTOALL, ALLGATHER, REDUCE_SCATTER, BCAST, REDUCE, NCOLLS };
+static const char *names[NCOLLS] = {"allreduce", "alltoall", "allgather", "reduce_scatter",
+                                    "bcast", "reduce"};
+
+static int rank, n;
+static ncclComm_t nc;
+static cudaStream_t st;
+static float *sb, *rb;
+
+static int iters_for(size_t bytes)
+{
+    if (bytes <= (1 << 20)) {
+        return 200;
+    }
+    size_t it = ((size_t) 4 << 30) / bytes;
+    return it < 5 ? 5 : it > 200 ? 200 : (int) it;
+}
+
+/* elements per call argument (count as MPI and NCCL take it) for a size */
+static size_t count_for(int coll, size_t bytes)
+{
+    size_t e = bytes / sizeof(float);
+    return ALLTOALL == coll || ALLGATHER == coll || REDUCE_SCATTER == coll ? e / (size_t) n : e;
+}
+
+static void ours(int coll, size_t cnt)
+{
+    const int c = (int) cnt;
+    switch (coll) {
+    case ALLREDUCE: MPI_Allreduce(sb, rb, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+    case ALLTOALL: MPI_Alltoall(sb, c, MPI_FLOAT, rb, c, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case ALLGATHER: MPI_Allgather(sb, c, MPI_FLOAT, rb, c, MPI_FLOAT, MPI_COMM_WORLD); break;
+    case REDUCE_SCATTER:
+        MPI_Reduce_scatter_block(sb, rb, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        break;
+    case BCAST: MPI_Bcast(rb, c, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    default: MPI_Reduce(sb, rb, c, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
+    }
+}
+
+static void nccl(int coll, size_t cnt)
+{
+    switch (coll) {
+    case ALLREDUCE: NK(ncclAllReduce(sb, rb, cnt, ncclFloat, ncclSum, nc, st)); break;
+    case ALLTOALL:
+        NK(ncclGroupStart());
+        for (int p = 0; p < n; ++p) {
+            NK(ncclSend(sb + (size_t) p * cnt, cnt, ncclFloat, p, nc, st));
+            NK(ncclRecv(rb + (size_t) p * cnt, cnt, ncclFloat, p, nc, st));
+        }
+        NK(ncclGroupEnd());
+        break;
+    case ALLGATHER: NK(ncclAllGather(sb, rb, cnt, ncclFloat, nc, st)); break;
+    case REDUCE_SCATTER: NK(ncclReduceScatter(sb, rb, cnt, ncclFloat, ncclSum, nc, st)); break;
+    case BCAST: NK(ncclBroadcast(rb, rb, cnt, ncclFloat, 0, nc, st)); break;
+    default: NK(ncclReduce(sb, rb, cnt, ncclFloat, ncclSum, 0, nc, st)); break;
+    }
+    CK(cudaStreamSynchronize(st));
+}
+
+/* Prepare rb so the check after the timed loop proves this collective wrote it. */
+static void reset(int coll, size_t bytes)
+{
+    CK(cudaMemset(rb, 0, bytes));
+    if (BCAST == coll && 0 == rank) {
+        CK(cudaMemcpy(rb, sb, bytes, cudaMemcpyDeviceToDevice)); /* sb holds rank + 1 = 1 */
+    }
+    CK(cudaDeviceSynchronize());
+}
+
+/* First and last element of what this rank received, against what they must be. */
+static int check(int coll, size_t cnt)
+{
+    size_t last = cnt - 1;
+    float want_first = (float) (n * (n + 1) / 2), want_last = want_first;
+    if (ALLTOALL == coll || ALLGATHER == coll) { /* block p comes from rank p: p + 1 */
+        last = cnt * (size_t) n - 1;
+        want_first = 1;
+        want_last = (float) n;
+    } else if (BCAST == coll) {
+        want_first = want_last = 1;
+    } else if (REDUCE == coll && 0 != rank) {
+        return 1;
+    }
+    float probe[2] = {0, 0};
+    CK(cudaMemcpy(&probe[0], rb, sizeof(float), cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&probe[1], rb + last, sizeof(float), cudaMemcpyDeviceToHost));
+    return probe[0] == want_first && probe[1] == want_last;
+}
+
+static void run(int coll, size_t minb, size_t maxb, int ndev)
+{
+    const double bus = ALLREDUCE == coll                               ? 2.0 * (n - 1) / n
+                       : BCAST == coll || REDUCE == coll               ? 1.0
+                                                                       : (double) (n - 1) / n;
+    if (0 == rank) {
+        printf("\n# %s float32%s, %d ranks, %d GPUs, out of place, per-call sync\n", names[coll],
+               ALLREDUCE == coll || REDUCE == coll || REDUCE_SCATTER == coll ? " sum" : "", n,
+               ndev);
+        printf("%12s %10s %10s %10s %10s %8s %8s %s\n", "bytes", "ours_us", "ours_busbw",
+               "nccl_us", "nccl_busbw", "bw_ratio", "lat_ratio", "check");
+    }
+    for (size_t bytes = minb; bytes <= maxb; bytes *= 2) {
+        const size_t cnt = count_for(coll, bytes);
+        if (0 == cnt) {
+            continue;
+        }
+        const int it = iters_for(bytes), warm = 5;
+        for (int i = 0; i < warm; ++i) {
+            ours(coll, cnt);
+        }
+        reset(coll, bytes);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < it; ++i) {
+            ours(coll, cnt);
+        }
+        const double t_ours = (MPI_Wtime() - t0) / it;
+        int ok = check(coll, cnt);
+        for (int i = 0; i < warm; ++i) {
+            nccl(coll, cnt);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        t0 = MPI_Wtime();
+        for (int i = 0; i < it; ++i) {
+            nccl(coll, cnt);
+        }
+        const double t_nccl = (MPI_Wtime() - t0) / it;
+        double tt[2] = {t_ours, t_nccl}, tm[2];
+        int okall;
+        MPI_Reduce(tt, tm, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&ok, &okall, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
+        if (0 == rank) {
+            const double sz = (double) cnt * sizeof(float) *
+                              (ALLTOALL == coll || ALLGATHER == coll || REDUCE_SCATTER == coll ? n : 1);
+            double bo = sz / tm[0] / 1e9 * bus, bn = sz / tm[1] / 1e9 * bus;
+            printf("%12.0f %10.2f %10.2f %10.2f %10.2f %8.3f %8.3f %s\n", sz, tm[0] * 1e6, bo,
+                   tm[1] * 1e6, bn, bo / bn, tm[0] / tm[1], okall ? "ok" : "WRONG");
+            fflush(stdout);
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int ndev;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    CK(cudaGetDeviceCount(&ndev));
+    CK(cudaSetDevice(rank % ndev));
+    const char *which = argc > 1 ? argv[1] : "all";
+    size_t maxb = argc > 2 ? strtoull(argv[2], NULL, 0) : ((size_t) 1 << 30);
+    size_t minb = argc > 3 ? strtoull(argv[3], NULL, 0) : 8;
+
+    ncclUniqueId id;
+    if (0 == rank) {
+        NK(ncclGetUniqueId(&id));
+    }
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    NK(ncclCommInitRank(&nc, n, id, rank));
+    CK(cudaStreamCreate(&st));
+    CK(cudaMalloc((void **) &sb, maxb));
+    CK(cudaMalloc((void **) &rb, maxb));
+    {
+        size_t cnt = maxb / sizeof(float);
+        float *h = malloc(maxb);
+        for (size_t i = 0; i < cnt; ++i) {
+            h[i] = (float) (rank + 1);
+        }
+        CK(cudaMemcpy(sb, h, maxb, cudaMemcpyHostToDevice));
+        free(h);
+    }
+    int ran = 0;
+    for (int c = 0; c < NCOLLS; ++c) {
+        if (0 == strcmp(which, "all") || 0 == strcmp(which, names[c])) {
+            run(c, minb, maxb, ndev);
+            ran++;
+        }
+    }
+    if (0 == ran && 0 == rank) {
+        fprintf(stderr, "bench_colls: unknown collective '%s'\n", which);
+    }
+    ncclCommDestroy(nc);
+    cudaFree(sb);
+    cudaFree(rb);
+    MPI_Finalize();
+    return 0 == ran;
+}

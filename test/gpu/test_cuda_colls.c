@@ -1,0 +1,433 @@
+/*
+ * GPU integration test: MPI_Bcast, MPI_Reduce, MPI_Allgather, MPI_Reduce_scatter_block
+ * and MPI_Alltoall on CUDA device buffers through coll/gpu's cuda backend, each result
+ * checked against a reference every rank computes on the host from the same
+ * deterministic inputs, and the pvars proving the engine served every call.
+ *
+ * Covers every root, MPI_IN_PLACE where MPI allows it, count 0, odd sizes and
+ * offsets, host buffers on the cuda backend (staged through device scratch), a type
+ * the kernels lack (long double: the host algorithm, on every rank alike), and a long
+ * random mix of all of them with allreduce, so one collective's traffic on the shared
+ * links is never mistaken for another's.
+ *
+ * Prints "skipped: no GPU" and exits 77 where no device is usable. Each rank uses
+ * device (rank % device count). argv[1] = "quick" leaves out the largest sizes.
+ */
+#include <cuda_runtime.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpitest.h"
+
+#define CUDA_OK(call)                                                                     \
+    do {                                                                                  \
+        cudaError_t e_ = (call);                                                          \
+        MT_CHECK(cudaSuccess == e_, "%s: %s", #call, cudaGetErrorString(e_));             \
+    } while (0)
+
+enum { O_SUM, O_PROD, O_MAX, O_MIN, O_BXOR };
+
+typedef struct {
+    const char *name;
+    MPI_Datatype dt;
+    size_t size;
+    int opk;
+    MPI_Op op;
+} rcase_t;
+
+static rcase_t rcases[7];
+static int nranks, rank;
+static bool quick;
+
+static void init_cases(void)
+{
+    rcase_t c[] = {
+        {"int/SUM", MPI_INT, sizeof(int), O_SUM, MPI_SUM},
+        {"float/SUM", MPI_FLOAT, sizeof(float), O_SUM, MPI_SUM},
+        {"double/MAX", MPI_DOUBLE, sizeof(double), O_MAX, MPI_MAX},
+        {"uchar/BXOR", MPI_UNSIGNED_CHAR, 1, O_BXOR, MPI_BXOR},
+        {"int64/PROD", MPI_INT64_T, sizeof(int64_t), O_PROD, MPI_PROD},
+        {"short/MIN", MPI_SHORT, sizeof(short), O_MIN, MPI_MIN},
+        {"long double/SUM", MPI_LONG_DOUBLE, sizeof(long double), O_SUM, MPI_SUM},
+    };
+    memcpy(rcases, c, sizeof(c));
+}
+
+/* rank r's input element i (block blk) for an op: small integers, exact in floats */
+static long long value(int r, size_t blk, size_t i, int opk)
+{
+    uint64_t h = mt_hash((uint64_t) r, blk, i, (uint64_t) opk);
+    if (O_PROD == opk) {
+        long long v = (long long) (h % 3);
+        return 2 == v ? -1 : v + 1;
+    }
+    if (O_BXOR == opk) {
+        return (long long) (h & 0xff);
+    }
+    return (long long) (h % 200) - 100;
+}
+
+static void put(void *buf, size_t i, const rcase_t *c, long long v)
+{
+    char *p = (char *) buf + i * c->size;
+    if (MPI_INT == c->dt) {
+        *(int *) p = (int) v;
+    } else if (MPI_FLOAT == c->dt) {
+        *(float *) p = (float) v;
+    } else if (MPI_DOUBLE == c->dt) {
+        *(double *) p = (double) v;
+    } else if (MPI_UNSIGNED_CHAR == c->dt) {
+        *(unsigned char *) p = (unsigned char) v;
+    } else if (MPI_INT64_T == c->dt) {
+        *(int64_t *) p = (int64_t) v;
+    } else if (MPI_SHORT == c->dt) {
+        *(short *) p = (short) v;
+    } else {
+        *(long double *) p = (long double) v;
+    }
+}
+
+/* the reduction of all ranks' element i of block blk, on the host */
+static long long reference(size_t blk, size_t i, int opk)
+{
+    long long acc = value(0, blk, i, opk);
+    for (int r = 1; r < nranks; ++r) {
+        long long v = value(r, blk, i, opk);
+        switch (opk) {
+        case O_SUM: acc += v; break;
+        case O_PROD: acc *= v; break;
+        case O_MAX: acc = v > acc ? v : acc; break;
+        case O_MIN: acc = v < acc ? v : acc; break;
+        default: acc ^= v; break;
+        }
+    }
+    return acc;
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    void *d = NULL;
+    CUDA_OK(cudaMalloc(&d, bytes > 0 ? bytes : 1));
+    return d;
+}
+
+static void to_dev(void *d, const void *h, size_t bytes)
+{
+    if (bytes > 0) {
+        CUDA_OK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    }
+}
+
+static void from_dev(void *h, const void *d, size_t bytes)
+{
+    if (bytes > 0) {
+        CUDA_OK(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
+    }
+}
+
+/* bytes of a and b that differ, per element of size es */
+static long diff(const void *a, const void *b, size_t n, size_t es)
+{
+    long bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+        bad += 0 != memcmp((const char *) a + i * es, (const char *) b + i * es, es);
+    }
+    return bad;
+}
+
+static unsigned char pattern(int r, size_t i)
+{
+    return (unsigned char) (mt_hash((uint64_t) r, i, 7, 11) & 0xff);
+}
+
+/* ---- one checked call of each collective; host == true uses malloc'ed buffers ---- */
+
+static void check_bcast(size_t bytes, int root, bool host)
+{
+    unsigned char *h = mt_xmalloc(bytes + 1), *want = mt_xmalloc(bytes + 1);
+    for (size_t i = 0; i < bytes; ++i) {
+        want[i] = pattern(root, i);
+        h[i] = rank == root ? want[i] : 0xee;
+    }
+    void *b = host ? h : dev_alloc(bytes);
+    if (!host) {
+        to_dev(b, h, bytes);
+    }
+    MT_CHECK_MPI(MPI_Bcast(b, (int) bytes, MPI_BYTE, root, MPI_COMM_WORLD));
+    if (!host) {
+        from_dev(h, b, bytes);
+        cudaFree(b);
+    }
+    long bad = diff(h, want, bytes, 1);
+    MT_CHECK(0 == bad, "bcast %zu bytes root %d%s: %ld wrong", bytes, root, host ? " (host)" : "",
+             bad);
+    free(h);
+    free(want);
+}
+
+static void check_allgather(size_t per, bool in_place, bool host)
+{
+    const size_t total = per * (size_t) nranks;
+    int *h = mt_xmalloc(total * sizeof(int) + 4), *want = mt_xmalloc(total * sizeof(int) + 4);
+    for (int r = 0; r < nranks; ++r) {
+        for (size_t i = 0; i < per; ++i) {
+            want[(size_t) r * per + i] = (int) value(r, 0, i, O_SUM);
+        }
+    }
+    for (size_t i = 0; i < total; ++i) {
+        h[i] = in_place && i / per == (size_t) rank ? want[i] : -7;
+    }
+    int *mine = mt_xmalloc(per * sizeof(int) + 4);
+    memcpy(mine, want + (size_t) rank * per, per * sizeof(int));
+    void *r = host ? (void *) h : dev_alloc(total * sizeof(int));
+    void *s = host ? (void *) mine : dev_alloc(per * sizeof(int));
+    if (!host) {
+        to_dev(r, h, total * sizeof(int));
+        to_dev(s, mine, per * sizeof(int));
+    }
+    MT_CHECK_MPI(MPI_Allgather(in_place ? MPI_IN_PLACE : s, (int) per, MPI_INT, r, (int) per,
+                               MPI_INT, MPI_COMM_WORLD));
+    if (!host) {
+        from_dev(h, r, total * sizeof(int));
+        cudaFree(r);
+        cudaFree(s);
+    }
+    long bad = diff(h, want, total, sizeof(int));
+    MT_CHECK(0 == bad, "allgather %zu ints%s%s: %ld wrong", per, in_place ? " in place" : "",
+             host ? " (host)" : "", bad);
+    free(h);
+    free(want);
+    free(mine);
+}
+
+static void check_reduce_scatter(const rcase_t *c, size_t count, bool in_place)
+{
+    const size_t es = c->size, total = count * (size_t) nranks;
+    char *in = mt_xmalloc(total * es + 16), *out = mt_xmalloc(total * es + 16);
+    char *want = mt_xmalloc(count * es + 16);
+    for (int b = 0; b < nranks; ++b) {
+        for (size_t i = 0; i < count; ++i) {
+            put(in, (size_t) b * count + i, c, value(rank, (size_t) b, i, c->opk));
+        }
+    }
+    for (size_t i = 0; i < count; ++i) {
+        put(want, i, c, reference((size_t) rank, i, c->opk));
+    }
+    void *s = dev_alloc(total * es), *r = dev_alloc(total * es);
+    to_dev(in_place ? r : s, in, total * es);
+    MT_CHECK_MPI(MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : s, r, (int) count, c->dt, c->op,
+                                          MPI_COMM_WORLD));
+    from_dev(out, r, count * es);
+    long bad = diff(out, want, count, es);
+    MT_CHECK(0 == bad, "reduce_scatter_block %s count %zu%s: %ld wrong", c->name, count,
+             in_place ? " in place" : "", bad);
+    cudaFree(s);
+    cudaFree(r);
+    free(in);
+    free(out);
+    free(want);
+}
+
+static void check_reduce(const rcase_t *c, size_t count, int root, bool in_place)
+{
+    const size_t es = c->size;
+    char *in = mt_xmalloc(count * es + 16), *out = mt_xmalloc(count * es + 16);
+    char *want = mt_xmalloc(count * es + 16);
+    for (size_t i = 0; i < count; ++i) {
+        put(in, i, c, value(rank, 0, i, c->opk));
+        put(want, i, c, reference(0, i, c->opk));
+    }
+    const bool ip = in_place && rank == root;
+    void *s = dev_alloc(count * es), *r = dev_alloc(count * es);
+    to_dev(ip ? r : s, in, count * es);
+    MT_CHECK_MPI(MPI_Reduce(ip ? MPI_IN_PLACE : s, r, (int) count, c->dt, c->op, root,
+                            MPI_COMM_WORLD));
+    if (rank == root) {
+        from_dev(out, r, count * es);
+        long bad = diff(out, want, count, es);
+        MT_CHECK(0 == bad, "reduce %s count %zu root %d%s: %ld wrong", c->name, count, root,
+                 ip ? " in place" : "", bad);
+    }
+    /* a non-root's input is left alone */
+    from_dev(out, ip ? r : s, count * es);
+    MT_CHECK(0 == diff(out, in, count, es) || ip, "reduce %s: input of rank %d modified", c->name,
+             rank);
+    cudaFree(s);
+    cudaFree(r);
+    free(in);
+    free(out);
+    free(want);
+}
+
+static void check_alltoall(size_t per, bool in_place, bool host)
+{
+    const size_t total = per * (size_t) nranks;
+    int *h = mt_xmalloc(total * sizeof(int) + 4), *want = mt_xmalloc(total * sizeof(int) + 4);
+    int *o = mt_xmalloc(total * sizeof(int) + 4);
+    for (int p = 0; p < nranks; ++p) {
+        for (size_t i = 0; i < per; ++i) {
+            h[(size_t) p * per + i] = (int) mt_hash((uint64_t) rank, (uint64_t) p, i, 3);
+            want[(size_t) p * per + i] = (int) mt_hash((uint64_t) p, (uint64_t) rank, i, 3);
+            o[(size_t) p * per + i] = -3;
+        }
+    }
+    void *s = host ? (void *) h : dev_alloc(total * sizeof(int));
+    void *r = in_place ? s : host ? (void *) o : dev_alloc(total * sizeof(int));
+    if (!host) {
+        to_dev(s, h, total * sizeof(int));
+        if (!in_place) {
+            to_dev(r, o, total * sizeof(int));
+        }
+    }
+    MT_CHECK_MPI(MPI_Alltoall(in_place ? MPI_IN_PLACE : s, (int) per, MPI_INT, r, (int) per,
+                              MPI_INT, MPI_COMM_WORLD));
+    int *got = in_place && host ? h : o;
+    if (!host) {
+        from_dev(o, r, total * sizeof(int));
+        cudaFree(s);
+        if (!in_place) {
+            cudaFree(r);
+        }
+    }
+    long bad = diff(got, want, total, sizeof(int));
+    MT_CHECK(0 == bad, "alltoall %zu ints per peer%s%s: %ld wrong", per,
+             in_place ? " in place" : "", host ? " (host)" : "", bad);
+    free(h);
+    free(want);
+    free(o);
+}
+
+static void check_allreduce(size_t count)
+{
+    const rcase_t *c = &rcases[0];
+    int *in = mt_xmalloc(count * sizeof(int) + 4), *want = mt_xmalloc(count * sizeof(int) + 4);
+    for (size_t i = 0; i < count; ++i) {
+        in[i] = (int) value(rank, 0, i, O_SUM);
+        want[i] = (int) reference(0, i, O_SUM);
+    }
+    void *d = dev_alloc(count * sizeof(int));
+    to_dev(d, in, count * sizeof(int));
+    MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, d, (int) count, c->dt, c->op, MPI_COMM_WORLD));
+    from_dev(in, d, count * sizeof(int));
+    long bad = diff(in, want, count, sizeof(int));
+    MT_CHECK(0 == bad, "allreduce in the mix, count %zu: %ld wrong", count, bad);
+    cudaFree(d);
+    free(in);
+    free(want);
+}
+
+int main(int argc, char **argv)
+{
+    mt_init(&argc, &argv, "test_cuda_colls");
+    rank = mt_world_rank();
+    nranks = mt_world_size();
+    quick = argc > 1 && 0 == strcmp(argv[1], "quick");
+    int ndev = 0;
+    if (cudaSuccess != cudaGetDeviceCount(&ndev) || 0 == ndev) {
+        if (0 == rank) {
+            printf("test_cuda_colls: skipped: no GPU\n");
+        }
+        MPI_Finalize();
+        return 77;
+    }
+    CUDA_OK(cudaSetDevice(rank % ndev));
+    init_cases();
+    mt_pvars_t pv;
+    mt_pvars_open(&pv, MPI_COMM_WORLD, "world");
+
+    /* count 0: every collective returns at once and writes nothing (which path serves
+     * it is not the point here) */
+    check_bcast(0, 0, false);
+    check_allgather(0, false, false);
+    check_reduce_scatter(&rcases[0], 0, false);
+    check_reduce(&rcases[1], 0, nranks - 1, true);
+    check_alltoall(0, false, false);
+    mt_pvars_mark(&pv);
+
+    /* bcast: every root, sizes across the pipelining thresholds */
+    const size_t bsizes[] = {1, 13, 4096, 65537, (1u << 20) + 17, 64u << 20};
+    const int nb = quick ? 5 : 6;
+    long calls = 0;
+    for (int root = 0; root < nranks; ++root) {
+        for (int k = 0; k < nb; ++k) {
+            check_bcast(bsizes[k], root, false);
+            calls++;
+        }
+    }
+    check_bcast(100003, nranks - 1, true);
+    calls++;
+    MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "bcast");
+
+    /* allgather */
+    const size_t gsizes[] = {1, 1000, 262147, 4u << 20};
+    const int ng = quick ? 3 : 4;
+    calls = 0;
+    for (int k = 0; k < ng; ++k) {
+        check_allgather(gsizes[k], false, false);
+        check_allgather(gsizes[k], true, false);
+        calls += 2;
+    }
+    check_allgather(12345, false, true);
+    check_allgather(12345, true, true);
+    calls += 2;
+    MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "allgather");
+
+    /* reduce_scatter_block and reduce: every case, every root */
+    const size_t rsizes[] = {1, 1001, 262147, 3u << 20};
+    const int nr = quick ? 3 : 4;
+    calls = 0;
+    for (size_t ci = 0; ci < sizeof(rcases) / sizeof(rcases[0]); ++ci) {
+        for (int k = 0; k < nr; ++k) {
+            if (3 == k && ci > 1) {
+                continue; /* the largest size for two cases is enough */
+            }
+            check_reduce_scatter(&rcases[ci], rsizes[k], false);
+            check_reduce_scatter(&rcases[ci], rsizes[k], 0 == ci % 2);
+            calls += 2;
+            for (int root = 0; root < nranks; ++root) {
+                check_reduce(&rcases[ci], rsizes[k], root, 1 == (root + (int) ci) % 2);
+                calls++;
+            }
+        }
+    }
+    MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "reduce_scatter_block and reduce");
+
+    /* alltoall */
+    const size_t asizes[] = {1, 3, 1000, 65537, 1u << 20, 8u << 20};
+    const int na = quick ? 5 : 6;
+    calls = 0;
+    for (int k = 0; k < na; ++k) {
+        check_alltoall(asizes[k], false, false);
+        check_alltoall(asizes[k], true, false);
+        calls += 2;
+    }
+    check_alltoall(40000, false, true);
+    check_alltoall(40000, true, true);
+    calls += 2;
+    MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "alltoall");
+
+    /* a random mix (same sequence on every rank) */
+    uint64_t seed = 12345;
+    const int nmix = quick ? 150 : 400;
+    for (int it = 0; it < nmix; ++it) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        const int which = (int) ((seed >> 33) % 6);
+        const size_t sz = 1 + (size_t) ((seed >> 17) % 300000);
+        const int root = (int) ((seed >> 40) % (uint64_t) nranks);
+        switch (which) {
+        case 0: check_bcast(sz, root, false); break;
+        case 1: check_allgather(sz / 4 + 1, 0 == (it & 1), false); break;
+        case 2: check_reduce_scatter(&rcases[it % 3], sz / 8 + 1, 0 == (it & 2)); break;
+        case 3: check_reduce(&rcases[it % 3], sz / 4 + 1, root, 0 == (it & 4)); break;
+        case 4: check_alltoall(sz / 16 + 1, 0 == (it & 8), false); break;
+        default: check_allreduce(sz / 4 + 1); break;
+        }
+    }
+    MT_EXPECT_PATH(&pv, nmix, MT_PATH_ENGINE, "random mix");
+
+    mt_pvars_close(&pv);
+    return mt_finalize();
+}
