@@ -1,9 +1,12 @@
 /*
- * coll/gpu kernels: device reductions and the allreduce kernels (ring, oneshot).
+ * coll/gpu kernels: device reductions and the collective kernels (ring and chains,
+ * tree, oneshot, alltoall).
  *
  * Memory model used throughout: data a peer reads is written with ordinary stores
- * through the peer mapping; each writing thread then issues __threadfence_system(),
- * the block synchronizes, and one thread publishes a counter with a volatile store.
+ * through the peer mapping; then either every writing thread issues
+ * __threadfence_system() and the block synchronizes (tree, oneshot), or the block
+ * synchronizes and the publishing thread fences (ring, alltoall: one fence per chunk),
+ * and one thread publishes a counter with a volatile store.
  * The reader spins on its local counter with volatile loads and reads the data with
  * ld.global.cg (L2, never a stale L1 line from an earlier step).
  */
@@ -140,12 +143,14 @@ __device__ __forceinline__ bool block_wait_ge(const uint64_t *flag, uint64_t v,
     return 0 != ok;
 }
 
-/* All threads' stores are visible system-wide before thread 0 publishes. */
+/* All threads' stores are visible system-wide before thread 0 publishes: the barrier
+ * orders them before thread 0's fence, and a fence is cumulative (it also orders the
+ * stores it has observed through the barrier), so one fence per block is enough. */
 __device__ __forceinline__ void block_publish(uint64_t *flag, uint64_t v)
 {
-    __threadfence_system();
     __syncthreads();
     if (0 == threadIdx.x) {
+        __threadfence_system();
         store_flag(flag, v);
     }
 }
