@@ -3,6 +3,7 @@
  * every coll_gpu pvar of the communicator as fast as it can (yielding between rounds).
  *   mpirun -np 4 --mca coll gpu,... [--mca coll_gpu_backend host] bench/bench_ras_poll
  * Prints calls/s both ways and the ratio, for an 8-byte and a 1 MiB float allreduce.
+ * Built with CUDA, an argument "device" puts the buffers in device memory (rank % GPUs).
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -11,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef CGPU_BENCH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 static MPI_T_pvar_session sess;
 static MPI_T_pvar_handle handles[64];
@@ -67,6 +71,23 @@ int main(int argc, char **argv)
     }
     const int counts[2] = {2, 262144};
     float *a = calloc(262144, sizeof(float)), *b = calloc(262144, sizeof(float));
+    const char *where = "host";
+#ifdef CGPU_BENCH_CUDA
+    int ndev = 0;
+    if (argc > 1 && 0 == strcmp(argv[1], "device") && cudaSuccess == cudaGetDeviceCount(&ndev) &&
+        ndev > 0) {
+        free(a);
+        free(b);
+        cudaSetDevice(rank % ndev);
+        if (cudaSuccess != cudaMalloc((void **) &a, 262144 * sizeof(float)) ||
+            cudaSuccess != cudaMalloc((void **) &b, 262144 * sizeof(float))) {
+            fprintf(stderr, "bench_ras_poll: cudaMalloc failed\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        cudaMemset(a, 0, 262144 * sizeof(float));
+        where = "device";
+    }
+#endif
     for (int k = 0; k < 2; ++k) {
         int iters = 0 == k ? 20000 : 500;
         run(c, counts[k], iters / 10, a, b); /* warm-up */
@@ -81,9 +102,9 @@ int main(int argc, char **argv)
         atomic_store(&stop_poll, 1);
         pthread_join(th, NULL);
         if (0 == rank) {
-            printf("allreduce %7zu bytes: %9.0f calls/s without polling, %9.0f with %d pvars polled "
+            printf("allreduce %7zu bytes (%s): %9.0f calls/s without polling, %9.0f with %d pvars polled "
                    "at %.2e reads/s per rank: ratio %.3f\n",
-                   counts[k] * sizeof(float), plain, polled, nh, reads / dt, polled / plain);
+                   counts[k] * sizeof(float), where, plain, polled, nh, reads / dt, polled / plain);
         }
     }
     for (int i = 0; i < nh; ++i) {

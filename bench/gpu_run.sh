@@ -2,7 +2,8 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test bench sanitize (default: build smoke test bench)
+#   steps: any of build smoke test test_min suite_cuda bench bench_tree variants sanitize
+#   (default: build smoke test bench)
 set -uo pipefail
 out=${OUT:-$PWD/gpu-logs}
 mkdir -p "$out"
@@ -25,7 +26,7 @@ run() { # name timeout np args...
 if has build; then
     { nvidia-smi -L; nvidia-smi topo -m; ompi_info --version | head -2; } > "$out/machine.txt" 2>&1
     ( ./autogen.sh && ./configure --enable-werror --with-cuda-arch="-gencode arch=compute_90,code=sm_90" \
-          --with-nccl="$NCCL_HOME" && make -j16 && make -j16 check-programs && make bench ) \
+          --with-nccl="$NCCL_HOME" && make -j16 && make -j16 check-programs && make bench bench/bench_ras_poll ) \
         > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; echo "BUILD FAILED"; exit 1; }
     echo "build ok"
 fi
@@ -59,6 +60,12 @@ if has test_min; then # the last additions only
     run gpu_colls_np2 240 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_colls
     echo "device kernel launches in gpu_colls_np2: ring-mode $(grep -c 'cuda: ring mode [1-4]' "$out/gpu_colls_np2.log"), alltoall $(grep -c 'cuda: alltoall rank' "$out/gpu_colls_np2.log")"
     run gpu_colls_np4_quick 240 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
+fi
+if has suite_cuda; then # the whole MPI suite (host buffers) on the cuda backend, 2 and 4 ranks
+    CGPU_TEST_BACKEND=auto CGPU_TEST_NPS="${SUITE_NPS:-2 4}" CGPU_TEST_LOGDIR="$out/suite_cuda" \
+        CGPU_TEST_TIMEOUT=120 bash test/run_all.sh > "$out/suite_cuda.txt" 2>&1
+    grep -E "^(PASS|FAIL|SKIP)|passed" "$out/suite_cuda.txt" | grep -v "^PASS" | tail -30
+    timeout -k 5 120 "${MPIRUN[@]}" -np 2 bench/bench_ras_poll device 2>&1 | tee "$out/ras_poll_device.txt"
 fi
 if has sanitize; then
     run sanitize 300 2 compute-sanitizer --tool memcheck --print-limit 20 test/gpu/test_cuda_allreduce quick

@@ -14,6 +14,8 @@
 #   CGPU_PLUGIN_DIR     directory holding mca_coll_gpu.so (default: <repo>/.libs)
 #   CGPU_TEST_BIN       directory holding unit/ and mpi/ test binaries (default: <repo>/test)
 #   CGPU_TEST_NPS       np list, spaces or commas (default: "1 2 3 4 5 8")
+#   CGPU_TEST_BACKEND   coll_gpu_backend of the MPI tests (default: host; "auto" on a GPU
+#                       machine runs them on the cuda backend, host buffers staged)
 #   CGPU_TEST_TIMEOUT   seconds per test before it is killed (default: 300)
 #   CGPU_TEST_LOGDIR    where each test's output is kept (default: a new /tmp/cgpu-test-logs.*)
 #   CGPU_MPIRUN_EXTRA   extra mpirun arguments (word-split), e.g. "--mca coll_gpu_verbose 10"
@@ -145,7 +147,7 @@ else
     MPIRUN=(mpirun --oversubscribe --bind-to none
         --mca btl self,vader,tcp
         --mca coll gpu,tuned,libnbc,basic,self
-        --mca coll_gpu_backend host
+        --mca coll_gpu_backend "${CGPU_TEST_BACKEND:-host}"
         --mca mca_base_component_path "$PLUGIN_DIR:$pkglibdir")
     if [ "$(id -u)" -eq 0 ]; then
         MPIRUN+=(--allow-run-as-root)
