@@ -61,6 +61,10 @@ if has test_min; then # the last additions only
     echo "device kernel launches in gpu_colls_np2: ring-mode $(grep -c 'cuda: ring mode [1-4]' "$out/gpu_colls_np2.log"), alltoall $(grep -c 'cuda: alltoall rank' "$out/gpu_colls_np2.log")"
     run gpu_colls_np4_quick 240 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
 fi
+if has colls_full; then # every collective, full sizes, at 3 and 4 ranks on 2 GPUs
+    run gpu_colls_np4 300 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls
+    run gpu_colls_np3 300 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls
+fi
 if has suite_cuda; then # the whole MPI suite (host buffers) on the cuda backend, 2 and 4 ranks
     CGPU_TEST_BACKEND=auto CGPU_TEST_NPS="${SUITE_NPS:-2 4}" CGPU_TEST_LOGDIR="$out/suite_cuda" \
         CGPU_TEST_TIMEOUT=120 bash test/run_all.sh > "$out/suite_cuda.txt" 2>&1
