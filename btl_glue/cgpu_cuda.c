@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) == CGPU_CUDA_IPC_HANDLE_BYTES, "IPC handle size");
@@ -81,7 +82,111 @@ cgpu_status_t cgpu_cuda_set_device(int device)
     return cgpu_cuda_check((int) cudaSetDevice(device), "cudaSetDevice");
 }
 
-cgpu_status_t cgpu_cuda_malloc(void **ptr, size_t bytes)
+/*
+ * Releases that synchronize the whole device (cudaFree, cudaFreeHost,
+ * cudaIpcCloseMemHandle) must never wait for a collective kernel of this process: that
+ * kernel may be waiting for a peer whose own thread is blocked the same way, and the two
+ * processes would wait for each other forever. Collective launches hold `inflight` for
+ * reading from launch to completion; a release takes it for writing only with trylock,
+ * and otherwise waits in `pending` until a moment when no collective is in flight (the
+ * end of the next one, or finalize). The lock is never held across a call into MPI.
+ */
+enum { REL_DEVICE = 0, REL_HOST = 1, REL_IPC = 2 };
+typedef struct rel {
+    int kind;
+    int device;
+    void *ptr;
+} rel_t;
+static pthread_rwlock_t inflight = PTHREAD_RWLOCK_INITIALIZER;
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static rel_t *pending;
+static size_t npending, pending_cap;
+
+static void release_now(const rel_t *r)
+{
+    int prev = -1;
+    (void) cudaGetDevice(&prev);
+    if (r->device >= 0 && r->device != prev) {
+        (void) cudaSetDevice(r->device);
+    }
+    switch (r->kind) {
+    case REL_DEVICE: (void) cudaFree(r->ptr); break;
+    case REL_HOST: (void) cudaFreeHost(r->ptr); break;
+    default: (void) cudaIpcCloseMemHandle(r->ptr); break;
+    }
+    (void) cudaGetLastError();
+    if (r->device >= 0 && r->device != prev && prev >= 0) {
+        (void) cudaSetDevice(prev);
+    }
+}
+
+/* Release what is pending if no collective is in flight (or wait for that: force). */
+static void drain(bool force)
+{
+    if (0 == npending) { /* racy peek: a miss is caught at the next call */
+        return;
+    }
+    if (force ? 0 != pthread_rwlock_wrlock(&inflight) : 0 != pthread_rwlock_trywrlock(&inflight)) {
+        return;
+    }
+    pthread_mutex_lock(&pending_lock);
+    rel_t *list = pending;
+    size_t n = npending;
+    pending = NULL;
+    npending = pending_cap = 0;
+    pthread_mutex_unlock(&pending_lock);
+    for (size_t i = 0; i < n; ++i) {
+        release_now(&list[i]);
+    }
+    free(list);
+    pthread_rwlock_unlock(&inflight);
+}
+
+static void release(int kind, void *ptr)
+{
+    if (NULL == ptr) {
+        return;
+    }
+    rel_t r = {.kind = kind, .device = -1, .ptr = ptr};
+    (void) cudaGetDevice(&r.device);
+    if (0 == pthread_rwlock_trywrlock(&inflight)) {
+        release_now(&r);
+        pthread_rwlock_unlock(&inflight);
+        return;
+    }
+    pthread_mutex_lock(&pending_lock);
+    if (npending == pending_cap) {
+        size_t cap = pending_cap ? 2 * pending_cap : 16;
+        rel_t *grown = realloc(pending, cap * sizeof(*grown));
+        if (NULL == grown) { /* cannot defer: leak rather than risk a hang */
+            pthread_mutex_unlock(&pending_lock);
+            cgpu_log(CGPU_LOG_WARN, "cuda: out of memory deferring a release; %p is leaked", ptr);
+            return;
+        }
+        pending = grown;
+        pending_cap = cap;
+    }
+    pending[npending++] = r;
+    pthread_mutex_unlock(&pending_lock);
+}
+
+void cgpu_cuda_inflight_begin(void)
+{
+    (void) pthread_rwlock_rdlock(&inflight);
+}
+
+void cgpu_cuda_inflight_end(void)
+{
+    (void) pthread_rwlock_unlock(&inflight);
+    drain(false);
+}
+
+void cgpu_cuda_release_pending(void)
+{
+    drain(true);
+}
+
+cgpu_status_t cgpu_cuda_malloc(void **ptr, size_t bytes, void *zero_on)
 {
     cudaError_t e = cudaMalloc(ptr, bytes);
     if (cudaSuccess != e) {
@@ -91,32 +196,38 @@ cgpu_status_t cgpu_cuda_malloc(void **ptr, size_t bytes)
         (void) cudaGetLastError();
         return CGPU_ERR_NO_MEMORY;
     }
-    /* synchronously: peers write counters into this memory as soon as they map it */
-    e = cudaMemset(*ptr, 0, bytes);
+    if (NULL == zero_on) {
+        return CGPU_OK;
+    }
+    /* zeroed before returning (peers write counters into this memory as soon as they map
+     * it), on the caller's stream: a device-wide synchronize could wait for another
+     * communicator's kernel, which may be waiting for us */
+    e = cudaMemsetAsync(*ptr, 0, bytes, (cudaStream_t) zero_on);
     if (cudaSuccess == e) {
-        e = cudaDeviceSynchronize();
+        e = cudaStreamSynchronize((cudaStream_t) zero_on);
     }
     if (cudaSuccess != e) {
-        cudaFree(*ptr);
+        release(REL_DEVICE, *ptr);
         *ptr = NULL;
-        return cgpu_cuda_check((int) e, "cudaMemset");
+        return cgpu_cuda_check((int) e, "cudaMemsetAsync");
     }
     return CGPU_OK;
 }
 
 void cgpu_cuda_free(void *ptr)
 {
-    if (NULL != ptr) {
-        (void) cudaFree(ptr);
-    }
+    release(REL_DEVICE, ptr);
 }
 
 cgpu_status_t cgpu_cuda_stream_create(void **stream)
 {
     cudaStream_t s = NULL;
-    /* default flags: the stream synchronizes with the legacy default stream, so work the
-     * caller queued there before the MPI call is ordered before ours */
-    cgpu_status_t st = cgpu_cuda_check((int) cudaStreamCreate(&s), "cudaStreamCreate");
+    /* non-blocking: no implicit ordering with the legacy default stream, whose
+     * synchronous calls (an application's cudaMemcpy on one thread) would otherwise wait
+     * for our kernel, which may wait for a peer that waits for that thread. As with every
+     * CUDA-aware MPI, the caller completes the work producing a buffer before the call. */
+    cgpu_status_t st = cgpu_cuda_check((int) cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+                                       "cudaStreamCreate");
     *stream = (void *) s;
     return st;
 }
@@ -172,9 +283,7 @@ cgpu_status_t cgpu_cuda_host_alloc_mapped(void **host, void **dev, size_t bytes)
 
 void cgpu_cuda_host_free(void *host)
 {
-    if (NULL != host) {
-        (void) cudaFreeHost(host);
-    }
+    release(REL_HOST, host);
 }
 
 cgpu_status_t cgpu_cuda_ipc_export(void *dptr, void *handle)
@@ -202,9 +311,7 @@ cgpu_status_t cgpu_cuda_ipc_open(const void *handle, void **dptr)
 
 void cgpu_cuda_ipc_close(void *dptr)
 {
-    if (NULL != dptr) {
-        (void) cudaIpcCloseMemHandle(dptr);
-    }
+    release(REL_IPC, dptr);
 }
 
 #else /* !CGPU_HAVE_CUDA: a build without the toolkit sees no device */
@@ -232,9 +339,21 @@ cgpu_status_t cgpu_cuda_set_device(int device)
     return CGPU_ERR_NOT_SUPPORTED;
 }
 
-cgpu_status_t cgpu_cuda_malloc(void **ptr, size_t bytes)
+void cgpu_cuda_inflight_begin(void)
 {
-    (void) bytes;
+}
+
+void cgpu_cuda_inflight_end(void)
+{
+}
+
+void cgpu_cuda_release_pending(void)
+{
+}
+
+cgpu_status_t cgpu_cuda_malloc(void **ptr, size_t bytes, void *zero_on)
+{
+    (void) bytes, (void) zero_on;
     *ptr = NULL;
     return CGPU_ERR_NOT_SUPPORTED;
 }

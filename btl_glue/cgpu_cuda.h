@@ -37,11 +37,20 @@ int cgpu_cuda_current_device(void);
 /** Make @p device current for the calling thread. */
 cgpu_status_t cgpu_cuda_set_device(int device);
 
-/** Device allocation (zero-filled) and release. */
-cgpu_status_t cgpu_cuda_malloc(void **ptr, size_t bytes);
+/** Device allocation, zero-filled on stream @p zero_on unless it is NULL. */
+cgpu_status_t cgpu_cuda_malloc(void **ptr, size_t bytes, void *zero_on);
+/** Release of device memory. It and cgpu_cuda_host_free / cgpu_cuda_ipc_close never wait
+ * for a collective kernel of this process: while one is in flight the release is
+ * deferred until none is (see cgpu_cuda_inflight_begin). */
 void cgpu_cuda_free(void *ptr);
 
-/** A stream that is ordered after work on the legacy default stream. */
+/** Bracket a collective from its first launch to its completion (any thread). */
+void cgpu_cuda_inflight_begin(void);
+void cgpu_cuda_inflight_end(void);
+/** Perform every deferred release now, waiting for collectives in flight (finalize). */
+void cgpu_cuda_release_pending(void);
+
+/** A non-blocking stream (no implicit ordering with the legacy default stream). */
 cgpu_status_t cgpu_cuda_stream_create(void **stream);
 void cgpu_cuda_stream_destroy(void *stream);
 /** Wait for everything enqueued on @p stream; converts asynchronous errors. */

@@ -87,7 +87,7 @@ cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out)
     }
     cc->err_host = eh;
     cc->err_dev = ed;
-    st = cgpu_cuda_malloc((void **) &cc->inbox, cc->inbox_bytes);
+    st = cgpu_cuda_malloc((void **) &cc->inbox, cc->inbox_bytes, cc->stream);
     if (CGPU_OK != st) {
         return st;
     }
@@ -158,7 +158,7 @@ static cgpu_status_t ensure_scratch(cgpu_cuda_comm_t *cc, size_t bytes)
     cc->scratch = NULL;
     cc->scratch_bytes = 0;
     size_t want = bytes < (1u << 20) ? (1u << 20) : bytes;
-    cgpu_status_t st = cgpu_cuda_malloc(&cc->scratch, want);
+    cgpu_status_t st = cgpu_cuda_malloc(&cc->scratch, want, NULL);
     if (CGPU_OK == st) {
         cc->scratch_bytes = want;
     }
@@ -248,6 +248,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     if (CGPU_OK != st) {
         goto out_restore;
     }
+    cgpu_cuda_inflight_begin();
     cc->err_host[0] = 0;
     atomic_store_explicit(&comm->ras.alg, k->ras_alg, memory_order_relaxed);
     cgpu_coll_prof_begin(comm, k->kind, k->count, k->dtype, k->op, k->bytes, k->alg);
@@ -263,6 +264,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     }
     /* MPI semantics: the result is in the buffer when the call returns */
     cgpu_status_t sync = cgpu_cuda_stream_sync(cc->stream);
+    cgpu_cuda_inflight_end();
     cgpu_prof_stop(&kev); /* launch to completion */
     cgpu_coll_prof_end(comm);
     if (CGPU_OK == st) {
