@@ -255,6 +255,15 @@ cgpu_status_t cgpu_cuda_copy_async(void *dst, const void *src, size_t bytes, voi
         "cudaMemcpyAsync");
 }
 
+cgpu_status_t cgpu_cuda_memset_async(void *dst, int v, size_t bytes, void *stream)
+{
+    if (0 == bytes) {
+        return CGPU_OK;
+    }
+    return cgpu_cuda_check((int) cudaMemsetAsync(dst, v, bytes, (cudaStream_t) stream),
+                           "cudaMemsetAsync");
+}
+
 cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
 {
     if (0 == bytes) {
@@ -383,6 +392,12 @@ cgpu_status_t cgpu_cuda_stream_sync(void *stream)
 cgpu_status_t cgpu_cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream)
 {
     (void) dst, (void) src, (void) bytes, (void) stream;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_memset_async(void *dst, int v, size_t bytes, void *stream)
+{
+    (void) dst, (void) v, (void) bytes, (void) stream;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

@@ -58,6 +58,8 @@ cgpu_status_t cgpu_cuda_stream_sync(void *stream);
 
 /** Copy between any two addresses (host or device), enqueued on @p stream. */
 cgpu_status_t cgpu_cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream);
+/** Fill device memory, enqueued on @p stream. */
+cgpu_status_t cgpu_cuda_memset_async(void *dst, int v, size_t bytes, void *stream);
 /** Synchronous copy between any two addresses. */
 cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes);
 

@@ -50,6 +50,8 @@ typedef struct mca_coll_gpu_component_t {
     double cuda_timeout;
     int cuda_tree_channels;
     int cuda_a2a_channels;
+    int cuda_inbox_pool;
+    int cuda_ipc_cache_size;
     unsigned long cuda_tree_max_bytes;
     char *profiler; /* path of a profiler plugin */
     bool stage_host_buffers; /* testing: stage host buffers as if they were on a device */

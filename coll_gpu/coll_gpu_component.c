@@ -232,6 +232,17 @@ static int gpu_register(void)
             "host-stages every alltoall. Device memory: a2a_channels x cuda_slots x "
             "cuda_slot_bytes per rank",
             OPAL_INFO_LVL_6, &c->cuda_a2a_channels);
+    c->cuda_inbox_pool = d.cuda_inbox_pool;
+    reg_int("cuda_inbox_pool",
+            "cuda backend: inboxes of released communicators kept for the next ones (each is "
+            "reused once every peer of its last communicator has released it; split/dup "
+            "loops then allocate and map nothing new). 0 frees each at release",
+            OPAL_INFO_LVL_6, &c->cuda_inbox_pool);
+    c->cuda_ipc_cache_size = d.cuda_ipc_cache_size;
+    reg_int("cuda_ipc_cache_size",
+            "cuda backend: peers' inbox mappings no communicator uses that stay open for reuse "
+            "(least recently used closed first); mappings in use are never closed",
+            OPAL_INFO_LVL_6, &c->cuda_ipc_cache_size);
     c->cuda_tree_max_bytes = (unsigned long) d.cuda_tree_max_bytes;
     reg_ulong("cuda_tree_max_bytes",
               "cuda backend, auto algorithm: largest allreduce (bytes) given to the tree with 3 "
@@ -301,6 +312,8 @@ static int gpu_open(void)
     cfg.cuda_timeout_s = c->cuda_timeout;
     cfg.cuda_tree_channels = c->cuda_tree_channels;
     cfg.cuda_a2a_channels = c->cuda_a2a_channels;
+    cfg.cuda_inbox_pool = c->cuda_inbox_pool;
+    cfg.cuda_ipc_cache_size = c->cuda_ipc_cache_size;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
     cfg.profiler = c->profiler;
     cfg.ras_timeout_s = c->ras_timeout;
@@ -315,7 +328,8 @@ static int gpu_open(void)
                     "coll_gpu_slots (>= 2), coll_gpu_alltoall_stage_bytes (>= 64), "
                     "coll_gpu_cuda_channels (1-64), coll_gpu_cuda_threads (64-1024), "
                     "coll_gpu_cuda_slot_bytes (>= 4096), coll_gpu_cuda_slots (>= 2), "
-                    "coll_gpu_cuda_tree_channels (0-64), coll_gpu_cuda_a2a_channels (0-64); "
+                    "coll_gpu_cuda_tree_channels (0-64), coll_gpu_cuda_a2a_channels (0-64), coll_gpu_cuda_inbox_pool and "
+                    "coll_gpu_cuda_ipc_cache_size (>= 0); "
                     "coll/gpu stays out of the way",
                     cgpu_status_string(st));
     }

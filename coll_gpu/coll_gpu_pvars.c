@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "coll_gpu.h"
+#include "cgpu_cuda_pool.h"
 
 #include "opal/mca/base/mca_base_pvar.h"
 
@@ -92,9 +93,16 @@ static int read_ras(const struct mca_base_pvar_t *pvar, void *value, void *obj)
 static int read_process(const struct mca_base_pvar_t *pvar, void *value, void *obj)
 {
     (void) obj;
-    *(unsigned long long *) value = 0 == (intptr_t) pvar->ctx
-                                        ? cgpu_engine_watchdog_firings()
-                                        : (unsigned long long) cgpu_engine_shm_segments();
+    unsigned long long v = 0;
+    switch ((intptr_t) pvar->ctx) {
+    case 0: v = cgpu_engine_watchdog_firings(); break;
+    case 1: v = (unsigned long long) cgpu_engine_shm_segments(); break;
+    case 2: v = cgpu_ipc_cache_hits(); break;
+    case 3: v = cgpu_ipc_cache_misses(); break;
+    case 4: v = cgpu_ipc_cache_evictions(); break;
+    default: v = cgpu_inbox_reuses(); break;
+    }
+    *(unsigned long long *) value = v;
     return OPAL_SUCCESS;
 }
 
@@ -111,6 +119,18 @@ static const mca_base_var_enum_value_t transport_values[] = {
     {CGPU_RAS_TRANSPORT_SHM, "shm"}, {CGPU_RAS_TRANSPORT_CUDA_IPC, "cuda_ipc"}, {0, NULL},
 };
 
+/* Open MPI 4.1's readable pvar dump (ompi_info) has room for two lines plus the
+ * terminator but writes a third, "Values: ...", for a pvar with an enumerator, and
+ * ompi_info then reads past the array and crashes. Our enumerators decline to be
+ * dumped (their values are spelled out in each description instead); MPI_T tools still
+ * get them through MPI_T_enum_get_item. */
+static int enum_no_dump(mca_base_var_enum_t *self, char **out)
+{
+    (void) self;
+    *out = NULL;
+    return OPAL_ERR_NOT_SUPPORTED;
+}
+
 typedef struct ras_pvar {
     const char *name;
     cgpu_ras_item_t item;
@@ -123,7 +143,8 @@ static const ras_pvar_t ras_pvars[] = {
     {"state", CGPU_RAS_STATE, MCA_BASE_PVAR_CLASS_STATE, state_values,
      "Health of this communicator's engine: initializing (not used yet), ready, degraded "
      "(set-up failed on some rank: every call uses the previous coll module), failed (a "
-     "collective timed out or hit a device error: calls return errors)"},
+     "collective timed out or hit a device error: calls return errors). Values: 0 "
+     "initializing, 1 ready, 2 degraded, 3 failed"},
     {"allreduce_started", CGPU_RAS_ALLREDUCE_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
      "MPI_Allreduce calls the engine started on this communicator"},
     {"allreduce_completed", CGPU_RAS_ALLREDUCE_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
@@ -149,9 +170,10 @@ static const ras_pvar_t ras_pvars[] = {
     {"errors_other", CGPU_RAS_ERR_OTHER, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
      "Engine collectives on this communicator that failed otherwise (memory, misuse)"},
     {"algorithm", CGPU_RAS_ALGORITHM, MCA_BASE_PVAR_CLASS_STATE, alg_values,
-     "Algorithm of the running (or last) engine collective on this communicator"},
+     "Algorithm of the running (or last) engine collective on this communicator. Values: 0 "
+     "none, 1 ring (and chains along it), 2 oneshot, 3 tree, 4 direct"},
     {"transport", CGPU_RAS_TRANSPORT, MCA_BASE_PVAR_CLASS_STATE, transport_values,
-     "Transport this communicator's engine uses between ranks"},
+     "Transport this communicator's engine uses between ranks. Values: 0 shm, 1 cuda_ipc"},
 };
 
 static int register_ras_pvars(const mca_base_component_t *comp)
@@ -164,6 +186,8 @@ static int register_ras_pvars(const mca_base_component_t *comp)
             snprintf(ename, sizeof(ename), "coll_gpu_%s", p->name);
             if (OPAL_SUCCESS != mca_base_var_enum_create(ename, p->values, &en)) {
                 en = NULL;
+            } else {
+                en->dump = enum_no_dump;
             }
         }
         int rc = mca_base_component_pvar_register(
@@ -172,7 +196,7 @@ static int register_ras_pvars(const mca_base_component_t *comp)
             MCA_BASE_VAR_BIND_MPI_COMM, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
             read_ras, NULL, notify_comm, (void *) (intptr_t) p->item);
         if (NULL != en) {
-            OBJ_RELEASE(en);
+            OBJ_RELEASE(en); /* the pvar holds its own reference */
         }
         if (rc < 0) {
             return rc;
@@ -192,6 +216,24 @@ static int register_ras_pvars(const mca_base_component_t *comp)
         OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
         MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
         read_process, NULL, NULL, (void *) (intptr_t) 1);
+    static const struct {
+        const char *name, *desc;
+    } cache[] = {
+        {"ipc_cache_hits", "cuda backend: peer inboxes a new communicator found already mapped "
+                           "in this process (no new CUDA IPC mapping)"},
+        {"ipc_cache_misses", "cuda backend: peer inboxes this process had to map (CUDA IPC open)"},
+        {"ipc_cache_evictions", "cuda backend: unused peer mappings closed because more than "
+                                "coll_gpu_cuda_ipc_cache_size were cached"},
+        {"inbox_reuses", "cuda backend: communicators that took a released communicator's "
+                         "inbox from the pool instead of allocating and exporting a new one"},
+    };
+    for (int i = 0; rc >= 0 && i < 4; ++i) {
+        rc = mca_base_component_pvar_register(
+            comp, cache[i].name, cache[i].desc, OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER,
+            MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+            MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, read_process, NULL, NULL,
+            (void *) (intptr_t) (2 + i));
+    }
     return rc < 0 ? rc : OMPI_SUCCESS;
 }
 

@@ -872,6 +872,22 @@ extern "C" int cgpu_cuda_a2a_launch(const cgpu_cuda_a2a_args_t *a, int threads, 
     return (int) cudaGetLastError();
 }
 
+namespace {
+__global__ void release_kernel(const cgpu_cuda_release_args_t a)
+{
+    if ((int) threadIdx.x < a.n && nullptr != a.word[threadIdx.x]) {
+        __threadfence_system(); /* after every store this stream made to that inbox */
+        atomicAdd_system(a.word[threadIdx.x], 1ull);
+    }
+}
+} /* namespace */
+
+extern "C" int cgpu_cuda_release_signal(const cgpu_cuda_release_args_t *a, void *stream)
+{
+    release_kernel<<<1, CGPU_CUDA_MAX_RANKS, 0, (cudaStream_t) stream>>>(*a);
+    return (int) cudaGetLastError();
+}
+
 extern "C" int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt,
                                         cgpu_op_t op, int threads, void *stream)
 {

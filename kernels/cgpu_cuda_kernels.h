@@ -179,6 +179,13 @@ int cgpu_cuda_ring_copy_launch(const cgpu_cuda_ring_args_t *a, int threads, void
 /** Enqueue an alltoall. Returns 0 or a cudaError_t value. */
 int cgpu_cuda_a2a_launch(const cgpu_cuda_a2a_args_t *a, int threads, void *stream);
 
+/** Peers' release words (see cgpu_cuda_pool.h): one system-scope add on each. */
+typedef struct cgpu_cuda_release_args {
+    unsigned long long *word[CGPU_CUDA_MAX_RANKS];
+    int n;
+} cgpu_cuda_release_args_t;
+int cgpu_cuda_release_signal(const cgpu_cuda_release_args_t *a, void *stream);
+
 /** Enqueue a tree allreduce (2 x nch blocks). Returns 0 or a cudaError_t value. */
 int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                              int threads, void *stream);

@@ -199,6 +199,17 @@ else
     if [ -x "$DEMO" ]; then
         run_test "demo.np4" "${MPIRUN[@]}" -np 4 "$DEMO"
     fi
+    # ompi_info lists every MCA param and pvar (and does not crash on them)
+    run_test "ompi_info.lists_all" bash -c '
+        OMPI_MCA_mca_base_component_path="$1" ompi_info --param coll gpu --level 9 > "$2" 2>&1 ||
+            { echo "ompi_info failed"; tail -5 "$2"; exit 1; }
+        for v in coll_gpu_backend coll_gpu_cuda_a2a_channels coll_gpu_cuda_inbox_pool \
+                 coll_gpu_state coll_gpu_transport coll_gpu_watchdog_firings coll_gpu_ipc_cache_hits \
+                 coll_gpu_inbox_reuses; do
+            grep -q "\"$v\"" "$2" || { echo "ompi_info does not list $v"; exit 1; }
+        done
+        echo "ompi_info lists $(grep -c "MCA coll gpu: \(parameter\|performance\)" "$2") coll/gpu variables"
+    ' _ "$PLUGIN_DIR:$pkglibdir" "$LOGDIR/ompi_info.txt"
 
     # ---- alltoall at scale: 16 ranks (oversubscribed), bounded resources ----
     if [ -x "$BIN/mpi/test_a2a_scale" ]; then

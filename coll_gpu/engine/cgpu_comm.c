@@ -266,12 +266,12 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
 
     /* Step 3 (cuda): every rank's inbox, exported and mapped by every peer. */
     if (CGPU_BACKEND_CUDA == comm->backend) {
-        char *handles = calloc((size_t) bs->size, CGPU_CUDA_IPC_HANDLE_BYTES);
-        char mine[CGPU_CUDA_IPC_HANDLE_BYTES];
-        memset(mine, 0, sizeof(mine));
-        local = (NULL == handles) ? CGPU_ERR_NO_MEMORY : cgpu_cuda_comm_setup(comm, mine);
+        char *handles = calloc((size_t) bs->size, sizeof(cgpu_cuda_inbox_rec_t));
+        cgpu_cuda_inbox_rec_t mine;
+        memset(&mine, 0, sizeof(mine));
+        local = (NULL == handles) ? CGPU_ERR_NO_MEMORY : cgpu_cuda_comm_setup(comm, &mine);
         st = agree_status(bs, local, verdicts);
-        if (CGPU_OK == st && CGPU_OK != bs->allgather(bs->ctx, mine, handles, sizeof(mine))) {
+        if (CGPU_OK == st && CGPU_OK != bs->allgather(bs->ctx, &mine, handles, sizeof(mine))) {
             st = CGPU_ERR_BOOTSTRAP;
         }
         if (CGPU_OK == st) {

@@ -17,6 +17,8 @@ typedef struct cgpu_cuda_comm {
     char *inbox;
     size_t inbox_bytes;
     char **peer_inbox; /* [size]; own entry is inbox */
+    size_t *peer_release; /* [size]: offset of each peer's release word in its inbox */
+    cgpu_inbox_t ib;      /* this rank's inbox, from the pool */
     size_t ring_off;
     size_t oneshot_off;
     size_t oneshot_slice;
@@ -87,16 +89,22 @@ cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out)
     }
     cc->err_host = eh;
     cc->err_dev = ed;
-    st = cgpu_cuda_malloc((void **) &cc->inbox, cc->inbox_bytes, cc->stream);
+    st = cgpu_inbox_get(cc->inbox_bytes, CGPU_CUDA_FLAG_BYTES, comm->size - 1, cc->stream,
+                        &cc->ib);
     if (CGPU_OK != st) {
         return st;
     }
+    cc->inbox = cc->ib.ptr;
     cc->peer_inbox = calloc((size_t) comm->size, sizeof(char *));
-    if (NULL == cc->peer_inbox) {
+    cc->peer_release = calloc((size_t) comm->size, sizeof(size_t));
+    if (NULL == cc->peer_inbox || NULL == cc->peer_release) {
         return CGPU_ERR_NO_MEMORY;
     }
     cc->peer_inbox[comm->rank] = cc->inbox;
-    return cgpu_cuda_ipc_export(cc->inbox, handle_out);
+    cgpu_cuda_inbox_rec_t *rec = handle_out;
+    memcpy(rec->handle, cc->ib.handle, sizeof(rec->handle));
+    rec->release_off = cc->ib.bytes;
+    return CGPU_OK;
 }
 
 cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles)
@@ -107,7 +115,10 @@ cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles)
             continue;
         }
         void *p = NULL;
-        cgpu_status_t st = cgpu_cuda_ipc_open(handles + (size_t) i * CGPU_CUDA_IPC_HANDLE_BYTES, &p);
+        const cgpu_cuda_inbox_rec_t *rec =
+            (const cgpu_cuda_inbox_rec_t *) (handles + (size_t) i * sizeof(cgpu_cuda_inbox_rec_t));
+        cc->peer_release[i] = (size_t) rec->release_off;
+        cgpu_status_t st = cgpu_ipc_cache_get(rec->handle, &p);
         if (CGPU_OK != st) {
             cgpu_log(CGPU_LOG_WARN, "cuda: rank %d cannot map rank %d's inbox", comm->rank, i);
             return st;
@@ -131,15 +142,33 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     if (NULL != cc->stream) {
         (void) cgpu_cuda_stream_sync(cc->stream);
     }
+    bool all_mapped = NULL != cc->peer_inbox;
     if (NULL != cc->peer_inbox) {
+        /* every kernel of ours has completed (the stream is synchronized): tell each
+         * peer its inbox is free of us, then drop our mappings (cached for reuse) */
+        char **peers = calloc((size_t) comm->size, sizeof(char *));
+        for (int i = 0; NULL != peers && i < comm->size; ++i) {
+            peers[i] = i == comm->rank ? NULL : cc->peer_inbox[i];
+            all_mapped = all_mapped && (i == comm->rank || NULL != cc->peer_inbox[i]);
+        }
+        if (NULL != peers && NULL != cc->stream) {
+            (void) cgpu_inbox_signal_release(peers, cc->peer_release, comm->size, cc->stream);
+        }
+        free(peers);
         for (int i = 0; i < comm->size; ++i) {
             if (i != comm->rank) {
-                cgpu_cuda_ipc_close(cc->peer_inbox[i]);
+                cgpu_ipc_cache_put(cc->peer_inbox[i]);
             }
         }
         free(cc->peer_inbox);
     }
-    cgpu_cuda_free(cc->inbox);
+    free(cc->peer_release);
+    /* pooled only when every peer mapped it (so every peer will release it) */
+    if (all_mapped) {
+        cgpu_inbox_put(&cc->ib);
+    } else {
+        cgpu_cuda_free(cc->ib.ptr);
+    }
     cgpu_cuda_free(cc->scratch);
     cgpu_cuda_host_free((void *) cc->err_host);
     cgpu_cuda_stream_destroy(cc->stream);

@@ -10,11 +10,19 @@
 
 #include "btl_glue/cgpu_cuda.h"
 #include "cgpu_comm_internal.h"
+#include "cgpu_cuda_pool.h"
 
-/** Allocate this rank's inbox and stream on the current device; export the IPC handle. */
+/** What each rank publishes at set-up: its inbox's IPC handle and release word offset. */
+typedef struct cgpu_cuda_inbox_rec {
+    char handle[CGPU_CUDA_IPC_HANDLE_BYTES];
+    uint64_t release_off;
+} cgpu_cuda_inbox_rec_t;
+
+/** Take this rank's inbox (pool or new) and stream on the current device; fill the
+ * record (a cgpu_cuda_inbox_rec_t) its peers need. */
 cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out);
 
-/** Map every peer's inbox from the allgathered handles (size x CGPU_CUDA_IPC_HANDLE_BYTES). */
+/** Map every peer's inbox from the allgathered records (size x cgpu_cuda_inbox_rec_t). */
 cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles);
 
 /** Unmap peers, free the inbox, stream and scratch. Idempotent. */

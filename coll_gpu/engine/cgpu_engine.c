@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cgpu_comm_internal.h"
+#include "cgpu_cuda_pool.h"
 #include "btl_glue/cgpu_cuda.h"
 #include "cgpu_engine.h"
 #include "prof/cgpu_prof.h"
@@ -41,6 +42,8 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_timeout_s = 60.0;
     cfg->cuda_tree_channels = 8;
     cfg->cuda_a2a_channels = 32;
+    cfg->cuda_inbox_pool = 4;
+    cfg->cuda_ipc_cache_size = 64;
     cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
@@ -60,7 +63,8 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_channels < 1 || cfg->cuda_channels > 64 || cfg->cuda_threads < 64 ||
         cfg->cuda_threads > 1024 || cfg->cuda_slot_bytes < 4096 || cfg->cuda_slots < 2 ||
         cfg->cuda_tree_channels < 0 || cfg->cuda_tree_channels > 64 ||
-        cfg->cuda_a2a_channels < 0 || cfg->cuda_a2a_channels > 64) {
+        cfg->cuda_a2a_channels < 0 || cfg->cuda_a2a_channels > 64 || cfg->cuda_inbox_pool < 0 ||
+        cfg->cuda_ipc_cache_size < 0) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;
@@ -97,6 +101,7 @@ void cgpu_engine_fini(void)
         cgpu_comm_free_resources(c);
     }
     pthread_mutex_unlock(&engine_list_lock);
+    cgpu_cuda_pool_fini();
     cgpu_cuda_release_pending();
     cgpu_prof_unload();
 }

@@ -72,6 +72,8 @@ typedef struct cgpu_config {
     double cuda_timeout_s;      /* a kernel waiting longer on a peer fails the call (0: never) */
     int cuda_tree_channels;     /* tree channels (two blocks each); 0 disables the tree */
     int cuda_a2a_channels;      /* alltoall channels shared by the peers; 0: host-staged alltoall */
+    int cuda_inbox_pool;        /* released inboxes kept for reuse (0: free each one) */
+    int cuda_ipc_cache_size;    /* unreferenced peer mappings kept (0: close each one) */
     const char *profiler;       /* path of a profiler plugin (NULL/"" = none) */
     double ras_timeout_s;       /* watchdog: report a collective stuck this long (0: off) */
     bool ras_abort_on_timeout;  /* ... and fail it (and the communicator) instead of waiting */

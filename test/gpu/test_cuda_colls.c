@@ -333,6 +333,109 @@ static void check_allreduce(size_t count)
     free(want);
 }
 
+/* A process-wide (unbound) coll_gpu pvar, or -1 where it cannot be read. */
+static long long proc_pvar(const char *want)
+{
+    int num = 0;
+    if (MPI_SUCCESS != MPI_T_pvar_get_num(&num)) {
+        return -1;
+    }
+    for (int i = 0; i < num; ++i) {
+        char nm[128], desc[256];
+        int nl = sizeof(nm), dl = sizeof(desc), verb, cls, bind, ro, cont, at, cnt;
+        MPI_Datatype dt;
+        MPI_T_enum en;
+        if (MPI_SUCCESS != MPI_T_pvar_get_info(i, nm, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind,
+                                               &ro, &cont, &at) ||
+            0 != strcmp(nm, want) || MPI_T_BIND_NO_OBJECT != bind) {
+            continue;
+        }
+        MPI_T_pvar_session ses;
+        MPI_T_pvar_handle h;
+        unsigned long long v = 0;
+        MPI_T_pvar_session_create(&ses);
+        int rc = MPI_T_pvar_handle_alloc(ses, i, NULL, &h, &cnt);
+        if (MPI_SUCCESS == rc) {
+            rc = MPI_T_pvar_read(ses, h, &v);
+            MPI_T_pvar_handle_free(ses, &h);
+        }
+        MPI_T_pvar_session_free(&ses);
+        return MPI_SUCCESS == rc ? (long long) v : -1;
+    }
+    return -1;
+}
+
+/* Split/dup loop: a released communicator's inbox and peer mappings serve the next one
+ * (pool and IPC cache), so device memory, mappings and time per cycle stay flat. */
+static void check_comm_cycles(int cycles)
+{
+    float *d = dev_alloc(1024 * sizeof(float));
+    float h[1024];
+    size_t free0 = 0, free1 = 0, total = 0;
+    long long miss0 = -1, reuse0 = -1;
+    double t_first = 0, t_last = 0;
+    const int window = cycles / 5;
+    for (int it = 0; it < cycles; ++it) {
+        if (window == it) { /* after warm-up: the pool holds what the loop needs */
+            CUDA_OK(cudaMemGetInfo(&free0, &total));
+            miss0 = proc_pvar("coll_gpu_ipc_cache_misses");
+            reuse0 = proc_pvar("coll_gpu_inbox_reuses");
+        }
+        double t0 = MPI_Wtime();
+        MPI_Comm c;
+        if (it % 2) {
+            MT_CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+        } else {
+            MT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, nranks - rank, &c)); /* reversed */
+        }
+        int crank;
+        MPI_Comm_rank(c, &crank);
+        for (int i = 0; i < 1024; ++i) {
+            h[i] = (float) (crank + i % 7);
+        }
+        to_dev(d, h, sizeof(h));
+        MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, d, 1024, MPI_FLOAT, MPI_SUM, c));
+        from_dev(h, d, sizeof(h));
+        long bad = 0;
+        for (int i = 0; i < 1024; ++i) {
+            bad += h[i] != (float) (nranks * (nranks - 1) / 2 + nranks * (i % 7));
+        }
+        MT_CHECK(0 == bad, "cycle %d: allreduce on a %s: %ld wrong", it, it % 2 ? "dup" : "split",
+                 bad);
+        MT_CHECK_MPI(MPI_Comm_free(&c));
+        double dt = MPI_Wtime() - t0;
+        if (it >= window && it < 2 * window) {
+            t_first += dt;
+        } else if (it >= cycles - window) {
+            t_last += dt;
+        }
+    }
+    CUDA_OK(cudaMemGetInfo(&free1, &total));
+    long long miss1 = proc_pvar("coll_gpu_ipc_cache_misses");
+    long long reuse1 = proc_pvar("coll_gpu_inbox_reuses");
+    const int measured = cycles - window;
+    /* device memory: no growth beyond 64 MiB of noise (one inbox is larger than that) */
+    MT_CHECK(free1 + (64u << 20) >= free0, "device memory fell from %zu to %zu free over %d "
+             "communicator cycles", free0, free1, measured);
+    if (miss0 >= 0 && miss1 >= 0) {
+        MT_CHECK(miss1 == miss0, "%lld new peer mappings over %d cycles after warm-up (the IPC "
+                 "cache should have served them)", miss1 - miss0, measured);
+        MT_CHECK(reuse1 - reuse0 == measured, "%lld pooled inboxes reused over %d cycles",
+                 reuse1 - reuse0, measured);
+    } else {
+        MT_CHECK(0, "cannot read the coll_gpu_ipc_cache_misses / coll_gpu_inbox_reuses pvars");
+    }
+    if (0 == rank) {
+        printf("comm cycles: %d (after %d warm-up): %.1f us per split/dup + allreduce + free "
+               "(first %d: %.1f us, last %d: %.1f us), device memory free %zu -> %zu MiB, IPC "
+               "misses +%lld, inbox reuses +%lld\n",
+               measured, window, 1e6 * (t_first + t_last) / (2.0 * window), window,
+               1e6 * t_first / window, window, 1e6 * t_last / window, free0 >> 20, free1 >> 20,
+               miss1 - miss0, reuse1 - reuse0);
+    }
+    cudaFree(d);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, "test_cuda_colls");
@@ -443,5 +546,6 @@ int main(int argc, char **argv)
     MT_EXPECT_PATH(&pv, nmix, MT_PATH_ENGINE, "random mix");
 
     mt_pvars_close(&pv);
+    check_comm_cycles(quick ? 100 : 500);
     return mt_finalize();
 }
