@@ -68,11 +68,11 @@ fi
 if has mpi_cuda; then # selected host-buffer MPI tests on the cuda backend (threads, profiler, RAS)
     chk=$PWD/test/prof/.libs/libcgpu_prof_check.so
     export CGPU_PROF_CHECK_PLUGIN=$chk
-    run cuda_profiler_np2 120 2 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
-    run cuda_profiler_np4 150 4 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
-    run cuda_a2a_scale_np4 90 4 test/mpi/test_a2a_scale
-    run cuda_comms_np4 200 4 --mca coll_gpu_cuda_timeout 20 test/mpi/test_comms
-    run cuda_ras_np4 150 4 --mca coll_gpu_cuda_timeout 20 test/mpi/test_ras
+    run cuda_profiler_np2 90 2 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
+    run cuda_profiler_np4 100 4 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
+    run cuda_a2a_scale_np4 60 4 test/mpi/test_a2a_scale
+    run cuda_comms_np4 120 4 --mca coll_gpu_cuda_timeout 20 test/mpi/test_comms
+    run cuda_ras_np4 100 4 --mca coll_gpu_cuda_timeout 20 test/mpi/test_ras
     grep -h "alltoall scale\|comm cycles\|reads/s\|profiler" "$out"/cuda_*.log | head -8
 fi
 if has suite_cuda; then # the whole MPI suite (host buffers) on the cuda backend, 2 and 4 ranks
