@@ -791,6 +791,21 @@ template <typename T, int OP> struct OneshotK {
     }
 };
 
+/* Loads every instance (CUDA loads kernels lazily by default, at their first launch, and
+ * that load waits for the kernels already running on the device: if those are ours,
+ * spinning until a peer catches up, and the peer is blocked the same way, both hang). */
+template <typename T, int OP> struct PreloadK {
+    static void go(const int *a, int blocks, int threads, cudaStream_t st)
+    {
+        (void) a, (void) blocks, (void) threads, (void) st;
+        cudaFuncAttributes at;
+        (void) cudaFuncGetAttributes(&at, ring_kernel<T, OP>);
+        (void) cudaFuncGetAttributes(&at, ringx_kernel<T, OP>);
+        (void) cudaFuncGetAttributes(&at, tree_kernel<T, OP>);
+        (void) cudaFuncGetAttributes(&at, oneshot_kernel<T, OP>);
+    }
+};
+
 /* Integer ops other than MIN/MAX are the same bits for signed and unsigned: they use
  * the unsigned instance of the same width (fewer kernels to compile). */
 #define CGPU_DISPATCH_INT(K, U, S)                                                       \
@@ -906,4 +921,28 @@ extern "C" int cgpu_cuda_oneshot_allreduce(const cgpu_cuda_oneshot_args_t *a, cg
     }
     int rc = dispatch<OneshotK>(a, dt, op, a->nblocks, threads, (cudaStream_t) stream);
     return 0 != rc ? rc : (int) cudaGetLastError();
+}
+
+extern "C" int cgpu_cuda_kernels_preload(void)
+{
+    static const cgpu_op_t ops[] = {CGPU_OP_SUM, CGPU_OP_PROD, CGPU_OP_MIN, CGPU_OP_MAX,
+                                    CGPU_OP_LAND, CGPU_OP_LOR, CGPU_OP_LXOR, CGPU_OP_BAND,
+                                    CGPU_OP_BOR, CGPU_OP_BXOR};
+    static const cgpu_dtype_t dts[] = {CGPU_DT_INT8, CGPU_DT_UINT8, CGPU_DT_BOOL, CGPU_DT_INT16,
+                                       CGPU_DT_UINT16, CGPU_DT_INT32, CGPU_DT_UINT32,
+                                       CGPU_DT_INT64, CGPU_DT_UINT64, CGPU_DT_FLOAT32,
+                                       CGPU_DT_FLOAT64};
+    const int none = 0;
+    for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); ++d) {
+        for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); ++o) {
+            if (cgpu_cuda_reduce_supported(dts[d], ops[o])) {
+                (void) dispatch<PreloadK>(&none, dts[d], ops[o], 0, 0, (cudaStream_t) 0);
+            }
+        }
+    }
+    cudaFuncAttributes at;
+    (void) cudaFuncGetAttributes(&at, a2a_kernel);
+    (void) cudaFuncGetAttributes(&at, release_kernel);
+    (void) cudaFuncGetAttributes(&at, ringx_kernel<uint8_t, CGPU_OP_SUM>);
+    return (int) cudaGetLastError();
 }

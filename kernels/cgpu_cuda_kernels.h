@@ -169,6 +169,9 @@ typedef struct cgpu_cuda_oneshot_args {
 /** Whether the device kernels implement (dt, op): all of cgpu_reduce_supported but LONG_DOUBLE. */
 int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
 
+/** Load every kernel now (see the .cu); once per process, before the first launch. */
+int cgpu_cuda_kernels_preload(void);
+
 /** Enqueue a ring-mode launch whose mode reduces (ALLREDUCE, REDUCE_SCATTER, REDUCE). */
 int cgpu_cuda_ring_reduce_launch(const cgpu_cuda_ring_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                                  int threads, void *stream);

@@ -1,6 +1,7 @@
 /*
  * coll/gpu engine: the cuda backend (inbox set-up over CUDA IPC, allreduce dispatch).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,8 +49,21 @@ bool cgpu_cuda_comm_supports(cgpu_dtype_t dt, cgpu_op_t op)
     return 0 != cgpu_cuda_reduce_supported(dt, op);
 }
 
+static pthread_once_t preload_once = PTHREAD_ONCE_INIT;
+static int preload_err;
+
+static void preload(void)
+{
+    preload_err = cgpu_cuda_kernels_preload();
+}
+
 cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out)
 {
+    /* before any of our kernels can run, so no lazy load ever waits for one */
+    pthread_once(&preload_once, preload);
+    if (0 != preload_err) {
+        return cgpu_cuda_check(preload_err, "loading the collective kernels");
+    }
     const cgpu_config_t *cfg = cgpu_engine_config();
     if (comm->size > CGPU_CUDA_MAX_RANKS) {
         cgpu_log(CGPU_LOG_INFO, "cuda: %d ranks exceed the %d the cuda backend handles",

@@ -333,36 +333,46 @@ static void check_allreduce(size_t count)
     free(want);
 }
 
-/* A process-wide (unbound) coll_gpu pvar, or -1 where it cannot be read. */
-static long long proc_pvar(const char *want)
+/* A process-wide (unbound) coll_gpu counter pvar. Open MPI reports a counter as what it
+ * grew since its handle was allocated, so the handle lives across the measurement. */
+typedef struct {
+    MPI_T_pvar_session ses;
+    MPI_T_pvar_handle h;
+    bool ok;
+} proc_pvar_t;
+
+static void proc_pvar_open(proc_pvar_t *p, const char *want)
 {
-    int num = 0;
-    if (MPI_SUCCESS != MPI_T_pvar_get_num(&num)) {
-        return -1;
-    }
-    for (int i = 0; i < num; ++i) {
-        char nm[128], desc[256];
-        int nl = sizeof(nm), dl = sizeof(desc), verb, cls, bind, ro, cont, at, cnt;
+    int num = 0, cnt;
+    p->ok = false;
+    MPI_T_pvar_session_create(&p->ses);
+    MPI_T_pvar_get_num(&num);
+    for (int i = 0; i < num && !p->ok; ++i) {
+        char nm[128], desc[512];
+        int nl = sizeof(nm), dl = sizeof(desc), verb, cls, bind, ro, cont, at;
         MPI_Datatype dt;
         MPI_T_enum en;
-        if (MPI_SUCCESS != MPI_T_pvar_get_info(i, nm, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind,
-                                               &ro, &cont, &at) ||
-            0 != strcmp(nm, want) || MPI_T_BIND_NO_OBJECT != bind) {
-            continue;
+        if (MPI_SUCCESS == MPI_T_pvar_get_info(i, nm, &nl, &verb, &cls, &dt, &en, desc, &dl,
+                                               &bind, &ro, &cont, &at) &&
+            0 == strcmp(nm, want) && MPI_T_BIND_NO_OBJECT == bind) {
+            p->ok = MPI_SUCCESS == MPI_T_pvar_handle_alloc(p->ses, i, NULL, &p->h, &cnt);
         }
-        MPI_T_pvar_session ses;
-        MPI_T_pvar_handle h;
-        unsigned long long v = 0;
-        MPI_T_pvar_session_create(&ses);
-        int rc = MPI_T_pvar_handle_alloc(ses, i, NULL, &h, &cnt);
-        if (MPI_SUCCESS == rc) {
-            rc = MPI_T_pvar_read(ses, h, &v);
-            MPI_T_pvar_handle_free(ses, &h);
-        }
-        MPI_T_pvar_session_free(&ses);
-        return MPI_SUCCESS == rc ? (long long) v : -1;
     }
-    return -1;
+}
+
+/* growth since proc_pvar_open, or -1 */
+static long long proc_pvar_close(proc_pvar_t *p)
+{
+    unsigned long long v = 0;
+    long long r = -1;
+    if (p->ok && MPI_SUCCESS == MPI_T_pvar_read(p->ses, p->h, &v)) {
+        r = (long long) v;
+    }
+    if (p->ok) {
+        MPI_T_pvar_handle_free(p->ses, &p->h);
+    }
+    MPI_T_pvar_session_free(&p->ses);
+    return r;
 }
 
 /* Split/dup loop: a released communicator's inbox and peer mappings serve the next one
@@ -372,14 +382,14 @@ static void check_comm_cycles(int cycles)
     float *d = dev_alloc(1024 * sizeof(float));
     float h[1024];
     size_t free0 = 0, free1 = 0, total = 0;
-    long long miss0 = -1, reuse0 = -1;
+    proc_pvar_t miss, reuse;
     double t_first = 0, t_last = 0;
     const int window = cycles / 5;
     for (int it = 0; it < cycles; ++it) {
         if (window == it) { /* after warm-up: the pool holds what the loop needs */
             CUDA_OK(cudaMemGetInfo(&free0, &total));
-            miss0 = proc_pvar("coll_gpu_ipc_cache_misses");
-            reuse0 = proc_pvar("coll_gpu_inbox_reuses");
+            proc_pvar_open(&miss, "coll_gpu_ipc_cache_misses");
+            proc_pvar_open(&reuse, "coll_gpu_inbox_reuses");
         }
         double t0 = MPI_Wtime();
         MPI_Comm c;
@@ -411,17 +421,16 @@ static void check_comm_cycles(int cycles)
         }
     }
     CUDA_OK(cudaMemGetInfo(&free1, &total));
-    long long miss1 = proc_pvar("coll_gpu_ipc_cache_misses");
-    long long reuse1 = proc_pvar("coll_gpu_inbox_reuses");
+    const long long dmiss = proc_pvar_close(&miss), dreuse = proc_pvar_close(&reuse);
     const int measured = cycles - window;
     /* device memory: no growth beyond 64 MiB of noise (one inbox is larger than that) */
     MT_CHECK(free1 + (64u << 20) >= free0, "device memory fell from %zu to %zu free over %d "
              "communicator cycles", free0, free1, measured);
-    if (miss0 >= 0 && miss1 >= 0) {
-        MT_CHECK(miss1 == miss0, "%lld new peer mappings over %d cycles after warm-up (the IPC "
-                 "cache should have served them)", miss1 - miss0, measured);
-        MT_CHECK(reuse1 - reuse0 == measured, "%lld pooled inboxes reused over %d cycles",
-                 reuse1 - reuse0, measured);
+    if (dmiss >= 0 && dreuse >= 0) {
+        MT_CHECK(0 == dmiss, "%lld new peer mappings over %d cycles after warm-up (the IPC "
+                 "cache should have served them)", dmiss, measured);
+        MT_CHECK(dreuse == measured, "%lld pooled inboxes reused over %d cycles", dreuse,
+                 measured);
     } else {
         MT_CHECK(0, "cannot read the coll_gpu_ipc_cache_misses / coll_gpu_inbox_reuses pvars");
     }
@@ -431,7 +440,7 @@ static void check_comm_cycles(int cycles)
                "misses +%lld, inbox reuses +%lld\n",
                measured, window, 1e6 * (t_first + t_last) / (2.0 * window), window,
                1e6 * t_first / window, window, 1e6 * t_last / window, free0 >> 20, free1 >> 20,
-               miss1 - miss0, reuse1 - reuse0);
+               dmiss, dreuse);
     }
     cudaFree(d);
 }
