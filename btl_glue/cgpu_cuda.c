@@ -186,6 +186,16 @@ void cgpu_cuda_release_pending(void)
     drain(true);
 }
 
+void cgpu_cuda_setup_begin(void)
+{
+    (void) pthread_rwlock_wrlock(&inflight);
+}
+
+void cgpu_cuda_setup_end(void)
+{
+    (void) pthread_rwlock_unlock(&inflight);
+}
+
 cgpu_status_t cgpu_cuda_malloc(void **ptr, size_t bytes, void *zero_on)
 {
     cudaError_t e = cudaMalloc(ptr, bytes);
@@ -357,6 +367,14 @@ void cgpu_cuda_inflight_end(void)
 }
 
 void cgpu_cuda_release_pending(void)
+{
+}
+
+void cgpu_cuda_setup_begin(void)
+{
+}
+
+void cgpu_cuda_setup_end(void)
 {
 }
 

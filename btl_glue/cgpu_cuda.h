@@ -49,6 +49,12 @@ void cgpu_cuda_inflight_begin(void);
 void cgpu_cuda_inflight_end(void);
 /** Perform every deferred release now, waiting for collectives in flight (finalize). */
 void cgpu_cuda_release_pending(void);
+/** Bracket a communicator's local CUDA set-up (allocations, IPC export and open), which
+ * the runtime may make wait for kernels running on the device: it waits until no
+ * collective of this process is in flight, and holds new ones back until it ends. Never
+ * held across a call into MPI or a wait for a peer. */
+void cgpu_cuda_setup_begin(void);
+void cgpu_cuda_setup_end(void);
 
 /** A non-blocking stream (no implicit ordering with the legacy default stream). */
 cgpu_status_t cgpu_cuda_stream_create(void **stream);

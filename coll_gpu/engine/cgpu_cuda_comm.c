@@ -57,7 +57,7 @@ static void preload(void)
     preload_err = cgpu_cuda_kernels_preload();
 }
 
-cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out)
+static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
 {
     /* before any of our kernels can run, so no lazy load ever waits for one */
     pthread_once(&preload_once, preload);
@@ -121,7 +121,7 @@ cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out)
     return CGPU_OK;
 }
 
-cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles)
+static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     for (int i = 0; i < comm->size; ++i) {
@@ -140,6 +140,25 @@ cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles)
         cc->peer_inbox[i] = p;
     }
     return CGPU_OK;
+}
+
+/* The CUDA runtime may make allocation and IPC calls wait for the kernels running on the
+ * device; if one of ours is waiting for a peer blocked the same way, neither finishes.
+ * So no collective of this process is in flight during them (see cgpu_cuda_setup_begin). */
+cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out)
+{
+    cgpu_cuda_setup_begin();
+    cgpu_status_t st = comm_setup(comm, handle_out);
+    cgpu_cuda_setup_end();
+    return st;
+}
+
+cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles)
+{
+    cgpu_cuda_setup_begin();
+    cgpu_status_t st = comm_connect(comm, handles);
+    cgpu_cuda_setup_end();
+    return st;
 }
 
 void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
@@ -201,7 +220,9 @@ static cgpu_status_t ensure_scratch(cgpu_cuda_comm_t *cc, size_t bytes)
     cc->scratch = NULL;
     cc->scratch_bytes = 0;
     size_t want = bytes < (1u << 20) ? (1u << 20) : bytes;
+    cgpu_cuda_setup_begin(); /* an allocation: see cgpu_cuda_comm_setup */
     cgpu_status_t st = cgpu_cuda_malloc(&cc->scratch, want, NULL);
+    cgpu_cuda_setup_end();
     if (CGPU_OK == st) {
         cc->scratch_bytes = want;
     }
