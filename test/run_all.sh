@@ -210,6 +210,9 @@ else
         done
         echo "ompi_info lists $(grep -c "MCA coll gpu: \(parameter\|performance\)" "$2") coll/gpu variables"
     ' _ "$PLUGIN_DIR:$pkglibdir" "$LOGDIR/ompi_info.txt"
+    # the plugin inside Open MPI under valgrind (2 ranks, host backend): no report in our code
+    run_test "sanitize.valgrind_mpi_tests" env CGPU_PLUGIN_DIR="$PLUGIN_DIR" \
+        bash "$REPO/test/sanitize.sh" mpi-valgrind
 
     # ---- alltoall at scale: 16 ranks (oversubscribed), bounded resources ----
     if [ -x "$BIN/mpi/test_a2a_scale" ]; then
