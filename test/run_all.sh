@@ -213,6 +213,9 @@ else
     # the plugin inside Open MPI under valgrind (2 ranks, host backend): no report in our code
     run_test "sanitize.valgrind_mpi_tests" env CGPU_PLUGIN_DIR="$PLUGIN_DIR" \
         bash "$REPO/test/sanitize.sh" mpi-valgrind
+    # and built with AddressSanitizer + LeakSanitizer: no error, no leak our code allocated
+    run_test "sanitize.asan_mpi_tests" env CGPU_PLUGIN_DIR="$PLUGIN_DIR" \
+        bash "$REPO/test/sanitize.sh" mpi-asan
 
     # ---- alltoall at scale: 16 ranks (oversubscribed), bounded resources ----
     if [ -x "$BIN/mpi/test_a2a_scale" ]; then
