@@ -16,6 +16,13 @@
 #include "cgpu_engine.h"
 
 static atomic_int shm_mapped;
+static atomic_int shm_fds; /* descriptors open right now (between shm_open and close) */
+
+static void fd_close(int fd)
+{
+    close(fd);
+    atomic_fetch_sub(&shm_fds, 1);
+}
 static atomic_uint shm_counter;
 
 /* Retry a transient failure (EAGAIN/EINTR/EMFILE from a busy system) a few times with
@@ -43,6 +50,7 @@ cgpu_status_t cgpu_shm_create(cgpu_shm_seg_t *seg, size_t size)
         cgpu_log(CGPU_LOG_WARN, "shm: cannot create %s: %s", seg->name, strerror(errno));
         return CGPU_ERR_SYSTEM;
     }
+    atomic_fetch_add(&shm_fds, 1);
     seg->owner = true;
     seg->linked = true;
     if (0 != ftruncate(fd, (off_t) size)) {
@@ -57,7 +65,7 @@ cgpu_status_t cgpu_shm_create(cgpu_shm_seg_t *seg, size_t size)
                  "shm: /dev/shm has no room for %zu bytes (%s); lower coll_gpu_slot_bytes / "
                  "coll_gpu_alltoall_stage_bytes or enlarge /dev/shm",
                  size, strerror(rc));
-        close(fd);
+        fd_close(fd);
         shm_unlink(seg->name);
         seg->linked = false;
         return CGPU_ERR_NO_MEMORY;
@@ -68,13 +76,13 @@ cgpu_status_t cgpu_shm_create(cgpu_shm_seg_t *seg, size_t size)
         cgpu_log(CGPU_LOG_WARN, "shm: cannot map %s: %s", seg->name, strerror(errno));
         goto out_unlink;
     }
-    close(fd);
+    fd_close(fd);
     seg->size = size;
     atomic_fetch_add(&shm_mapped, 1);
     return CGPU_OK;
 
 out_unlink:
-    close(fd);
+    fd_close(fd);
     shm_unlink(seg->name);
     seg->linked = false;
     return CGPU_ERR_SYSTEM;
@@ -92,14 +100,15 @@ cgpu_status_t cgpu_shm_attach(cgpu_shm_seg_t *seg, const char *name, size_t size
         cgpu_log(CGPU_LOG_WARN, "shm: cannot open peer segment %s: %s", name, strerror(errno));
         return CGPU_ERR_SYSTEM;
     }
+    atomic_fetch_add(&shm_fds, 1);
     struct stat sb;
     if (0 != fstat(fd, &sb) || (size_t) sb.st_size < size) {
         cgpu_log(CGPU_LOG_WARN, "shm: peer segment %s is smaller than %zu bytes", name, size);
-        close(fd);
+        fd_close(fd);
         return CGPU_ERR_SYSTEM;
     }
     seg->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    fd_close(fd);
     if (MAP_FAILED == seg->base) {
         seg->base = NULL;
         cgpu_log(CGPU_LOG_WARN, "shm: cannot map peer segment %s: %s", name, strerror(errno));
@@ -126,6 +135,11 @@ void cgpu_shm_detach(cgpu_shm_seg_t *seg)
         seg->base = NULL;
         atomic_fetch_sub(&shm_mapped, 1);
     }
+}
+
+int cgpu_shm_open_fds(void)
+{
+    return atomic_load_explicit(&shm_fds, memory_order_relaxed);
 }
 
 int cgpu_shm_mapped_count(void)

@@ -44,5 +44,7 @@ void cgpu_shm_detach(cgpu_shm_seg_t *seg);
 
 /** Number of segments this process has mapped right now (for RAS and tests). */
 int cgpu_shm_mapped_count(void);
+/** File descriptors the transport holds open now (each is closed once its segment is mapped). */
+int cgpu_shm_open_fds(void);
 
 #endif /* CGPU_SHM_H */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "coll_gpu.h"
+#include "btl_glue/cgpu_shm.h"
 #include "cgpu_cuda_pool.h"
 
 #include "opal/mca/base/mca_base_pvar.h"
@@ -100,7 +101,9 @@ static int read_process(const struct mca_base_pvar_t *pvar, void *value, void *o
     case 2: v = cgpu_ipc_cache_hits(); break;
     case 3: v = cgpu_ipc_cache_misses(); break;
     case 4: v = cgpu_ipc_cache_evictions(); break;
-    default: v = cgpu_inbox_reuses(); break;
+    case 5: v = cgpu_inbox_reuses(); break;
+    case 6: v = (unsigned long long) cgpu_shm_open_fds(); break;
+    default: v = 0; break; /* proxy queue depth: no proxy thread exists in this build */
     }
     *(unsigned long long *) value = v;
     return OPAL_SUCCESS;
@@ -233,6 +236,21 @@ static int register_ras_pvars(const mca_base_component_t *comp)
             MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
             MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, read_process, NULL, NULL,
             (void *) (intptr_t) (2 + i));
+    }
+    static const struct {
+        const char *name, *desc;
+    } levels[] = {
+        {"open_fds", "File descriptors coll/gpu holds open right now: a shared segment's is "
+                     "closed as soon as the segment is mapped, so this is 0 outside set-up"},
+        {"proxy_queue_depth", "Operations queued for the inter-node proxy thread. This build "
+                              "serves one node only and starts no proxy thread: always 0"},
+    };
+    for (int i = 0; rc >= 0 && i < 2; ++i) {
+        rc = mca_base_component_pvar_register(
+            comp, levels[i].name, levels[i].desc, OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_LEVEL,
+            MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
+            MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, read_process, NULL, NULL,
+            (void *) (intptr_t) (6 + i));
     }
     return rc < 0 ? rc : OMPI_SUCCESS;
 }

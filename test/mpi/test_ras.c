@@ -64,8 +64,25 @@ static void reader_open(reader_t *r, MPI_Comm comm)
                                   "coll_gpu_errors_device", "coll_gpu_errors_other",
                                   "coll_gpu_algorithm", "coll_gpu_transport",
                                   "coll_gpu_engine_calls", "coll_gpu_fallback_calls"};
+    /* the process-wide ones too (no object): the poller reads them as often */
+    static const char *procs[] = {"coll_gpu_live_comms", "coll_gpu_shm_segments",
+                                  "coll_gpu_watchdog_firings", "coll_gpu_open_fds",
+                                  "coll_gpu_proxy_queue_depth", "coll_gpu_ipc_cache_hits",
+                                  "coll_gpu_ipc_cache_misses", "coll_gpu_ipc_cache_evictions",
+                                  "coll_gpu_inbox_reuses"};
     memset(r, 0, sizeof(*r));
     MT_CHECK_MPI(MPI_T_pvar_session_create(&r->session));
+    for (size_t i = 0; i < sizeof(procs) / sizeof(procs[0]); ++i) {
+        int is_int = 0, idx = pvar_index(procs[i], &is_int), count = 0;
+        MT_CHECK(idx >= 0, "pvar %s not found", procs[i]);
+        if (idx < 0) {
+            continue;
+        }
+        MT_CHECK_MPI(MPI_T_pvar_handle_alloc(r->session, idx, NULL, &r->h[r->n], &count));
+        snprintf(r->names[r->n], sizeof(r->names[0]), "%s", procs[i]);
+        r->is_int[r->n] = is_int;
+        r->n++;
+    }
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
         int is_int = 0, idx = pvar_index(names[i], &is_int), count = 0;
         MT_CHECK(idx >= 0, "pvar %s not found", names[i]);
@@ -212,6 +229,23 @@ static void run_stress(void)
         MT_CHECK(0 == reader_get(&rd, "coll_gpu_peers_missing") &&
                      0 == reader_get(&rd, "coll_gpu_idle_us"), "a finished communicator shows "
                  "missing peers or idle time");
+        /* process-wide: world and the dup are the live internal communicators, each rank
+         * maps its own segment and every peer's of each; no descriptor stays open; no
+         * proxy; on the host backend nothing went through the cuda pool or IPC cache */
+        const unsigned long long live = reader_get(&rd, "coll_gpu_live_comms");
+        MT_CHECK(2 == live, "live_comms %llu with world and one dup alive", live);
+        MT_CHECK(reader_get(&rd, "coll_gpu_shm_segments") == live * (unsigned long long) size,
+                 "shm_segments %llu, expected %llu", reader_get(&rd, "coll_gpu_shm_segments"),
+                 live * (unsigned long long) size);
+        MT_CHECK(0 == reader_get(&rd, "coll_gpu_open_fds"), "open_fds %llu after set-up",
+                 reader_get(&rd, "coll_gpu_open_fds"));
+        MT_CHECK(0 == reader_get(&rd, "coll_gpu_proxy_queue_depth"), "proxy queue not empty");
+        if (0 == reader_get(&rd, "coll_gpu_transport")) { /* shm */
+            MT_CHECK(0 == reader_get(&rd, "coll_gpu_ipc_cache_hits") +
+                              reader_get(&rd, "coll_gpu_ipc_cache_misses") +
+                              reader_get(&rd, "coll_gpu_inbox_reuses"),
+                     "host backend, but the IPC cache or inbox pool counted something");
+        }
         if (0 == rank) {
             printf("stress: %ld collectives checked while polling %d pvars: %.0f reads/s\n", calls,
                    rw.n + rd.n, rate);
