@@ -428,6 +428,19 @@ uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item)
         return atomic_load_explicit(&c->ras.started[CGPU_KIND_ALLTOALL], memory_order_relaxed);
     case CGPU_RAS_ALLTOALL_COMPLETED:
         return atomic_load_explicit(&c->ras.completed[CGPU_KIND_ALLTOALL], memory_order_relaxed);
+    case CGPU_RAS_BCAST_STARTED:
+    case CGPU_RAS_BCAST_COMPLETED:
+    case CGPU_RAS_ALLGATHER_STARTED:
+    case CGPU_RAS_ALLGATHER_COMPLETED:
+    case CGPU_RAS_REDUCE_SCATTER_STARTED:
+    case CGPU_RAS_REDUCE_SCATTER_COMPLETED:
+    case CGPU_RAS_REDUCE_STARTED:
+    case CGPU_RAS_REDUCE_COMPLETED: {
+        const int k = CGPU_KIND_BCAST + (int) (item - CGPU_RAS_BCAST_STARTED) / 2;
+        const bool done = 1 == (item - CGPU_RAS_BCAST_STARTED) % 2;
+        return atomic_load_explicit(done ? &c->ras.completed[k] : &c->ras.started[k],
+                                    memory_order_relaxed);
+    }
     case CGPU_RAS_BYTES:
         return atomic_load_explicit(&c->ras.bytes, memory_order_relaxed);
     case CGPU_RAS_LAST_SEQ:

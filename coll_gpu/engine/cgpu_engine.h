@@ -189,6 +189,14 @@ typedef enum cgpu_ras_item {
     CGPU_RAS_ERR_OTHER,
     CGPU_RAS_ALGORITHM,          /* cgpu_ras_alg_t of the running or last collective */
     CGPU_RAS_TRANSPORT,          /* cgpu_ras_transport_t */
+    CGPU_RAS_BCAST_STARTED,      /* the other kinds, in CGPU_KIND_* order from bcast */
+    CGPU_RAS_BCAST_COMPLETED,
+    CGPU_RAS_ALLGATHER_STARTED,
+    CGPU_RAS_ALLGATHER_COMPLETED,
+    CGPU_RAS_REDUCE_SCATTER_STARTED,
+    CGPU_RAS_REDUCE_SCATTER_COMPLETED,
+    CGPU_RAS_REDUCE_STARTED,
+    CGPU_RAS_REDUCE_COMPLETED,
     CGPU_RAS_ITEMS
 } cgpu_ras_item_t;
 

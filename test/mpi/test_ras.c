@@ -29,9 +29,9 @@ static int rank, size;
 typedef struct reader {
     MPI_T_pvar_session session;
     int n;
-    MPI_T_pvar_handle h[32];
-    char names[32][64];
-    int is_int[32];
+    MPI_T_pvar_handle h[48];
+    char names[48][64];
+    int is_int[48];
 } reader_t;
 
 static int pvar_index(const char *name, int *is_int)
@@ -59,6 +59,11 @@ static void reader_open(reader_t *r, MPI_Comm comm)
     static const char *names[] = {"coll_gpu_state", "coll_gpu_allreduce_started",
                                   "coll_gpu_allreduce_completed", "coll_gpu_alltoall_started",
                                   "coll_gpu_alltoall_completed", "coll_gpu_bytes",
+                                  "coll_gpu_bcast_started", "coll_gpu_bcast_completed",
+                                  "coll_gpu_allgather_started", "coll_gpu_allgather_completed",
+                                  "coll_gpu_reduce_scatter_started",
+                                  "coll_gpu_reduce_scatter_completed", "coll_gpu_reduce_started",
+                                  "coll_gpu_reduce_completed",
                                   "coll_gpu_last_seq", "coll_gpu_idle_us", "coll_gpu_peers_missing",
                                   "coll_gpu_peers_missing_mask", "coll_gpu_errors_timeout",
                                   "coll_gpu_errors_device", "coll_gpu_errors_other",
@@ -165,12 +170,37 @@ static void run_stress(void)
     pthread_t th;
     pthread_create(&th, NULL, poller, &pa);
 
-    long n_ar = 0, n_a2a = 0;
+    long n_ar = 0, n_a2a = 0, n_other[4] = {0, 0, 0, 0}; /* bcast allgather rs reduce */
     unsigned long long bytes = 0;
     int *a = mt_xmalloc(sizeof(int) * 64 * (size_t) size), *b = mt_xmalloc(sizeof(int) * 64 * (size_t) size);
     for (long i = 0; i < calls; ++i) {
         int cnt = 1 + (int) (i % 64);
-        if (0 == i % 2) {
+        const int kind = (int) (i % 6);
+        if (kind >= 2) { /* the other four kinds, one call each in turn */
+            const int root = (int) (i % size);
+            for (int k = 0; k < cnt * size; ++k) {
+                a[k] = rank + k;
+            }
+            if (2 == kind) {
+                MT_CHECK_MPI(MPI_Bcast(a, cnt, MPI_INT, root, dup));
+                MT_CHECK(a[cnt - 1] == root + cnt - 1, "bcast %ld wrong", i);
+                bytes += (unsigned long long) cnt * sizeof(int);
+            } else if (3 == kind) {
+                MT_CHECK_MPI(MPI_Allgather(a, cnt, MPI_INT, b, cnt, MPI_INT, dup));
+                MT_CHECK(b[(size - 1) * cnt] == size - 1, "allgather %ld wrong", i);
+                bytes += (unsigned long long) cnt * sizeof(int);
+            } else if (4 == kind) {
+                MT_CHECK_MPI(MPI_Reduce_scatter_block(a, b, cnt, MPI_INT, MPI_SUM, dup));
+                MT_CHECK(b[0] == size * rank * cnt + size * (size - 1) / 2, "reduce_scatter %ld wrong",
+                         i);
+                bytes += (unsigned long long) cnt * sizeof(int) * (unsigned long long) size;
+            } else {
+                MT_CHECK_MPI(MPI_Reduce(a, b, cnt, MPI_INT, MPI_SUM, root, dup));
+                MT_CHECK(rank != root || b[0] == size * (size - 1) / 2, "reduce %ld wrong", i);
+                bytes += (unsigned long long) cnt * sizeof(int);
+            }
+            n_other[kind - 2]++;
+        } else if (0 == kind) {
             for (int k = 0; k < cnt; ++k) {
                 a[k] = rank + k + (int) i;
             }
@@ -217,6 +247,16 @@ static void run_stress(void)
                  "alltoall started %llu completed %llu, made %ld",
                  reader_get(&rd, "coll_gpu_alltoall_started"),
                  reader_get(&rd, "coll_gpu_alltoall_completed"), n_a2a);
+        static const char *kinds[4] = {"bcast", "allgather", "reduce_scatter", "reduce"};
+        for (int k = 0; k < 4; ++k) {
+            char s1[64], s2[64];
+            snprintf(s1, sizeof(s1), "coll_gpu_%s_started", kinds[k]);
+            snprintf(s2, sizeof(s2), "coll_gpu_%s_completed", kinds[k]);
+            MT_CHECK(reader_get(&rd, s1) == (unsigned long long) n_other[k] &&
+                         reader_get(&rd, s2) == (unsigned long long) n_other[k],
+                     "%s started %llu completed %llu, made %ld", kinds[k], reader_get(&rd, s1),
+                     reader_get(&rd, s2), n_other[k]);
+        }
         MT_CHECK(reader_get(&rd, "coll_gpu_bytes") == bytes, "bytes %llu, expected %llu",
                  reader_get(&rd, "coll_gpu_bytes"), bytes);
         MT_CHECK(reader_get(&rd, "coll_gpu_last_seq") == (unsigned long long) calls,
