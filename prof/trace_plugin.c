@@ -5,9 +5,11 @@
  *
  * One file per process, $CGPU_TRACE_DIR/cgpu-trace-<pid>.json (default directory: the
  * current one), one track per communicator for its collectives and one per communicator
- * and channel for its steps, kernels and lifecycle events. Open the files in
- * https://ui.perfetto.dev or chrome://tracing. Events are written when they end (complete
- * "X" events), so memory stays bounded whatever the run length.
+ * and channel for its steps, kernels and lifecycle events; transport operations, which
+ * overlap one another (several items in flight in a queue), as async events ("b"/"e",
+ * category "transport") on the communicator's track. Open the files in
+ * https://ui.perfetto.dev or chrome://tracing. Events are written when they end, so memory
+ * stays bounded whatever the run length.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -42,6 +44,7 @@ static FILE *trace_out;
 static int trace_contexts;
 static int trace_first_event = 1;
 static int trace_rank = -1;
+static unsigned long long trace_async_id;
 static uint64_t trace_tracks[TRACE_MAX_TRACKS];
 static int trace_ntracks;
 static cgpu_prof_log_v1_t trace_log;
@@ -185,7 +188,7 @@ static int trace_start(void *context, void **handle, const cgpu_prof_event_v1_t 
         break;
     case CGPU_PROF_EVENT_PROXY_V1:
         e->channel = 0;
-        snprintf(e->label, sizeof(e->label), "proxy %s", ev->u.proxy.what);
+        snprintf(e->label, sizeof(e->label), "transport %s", ev->u.proxy.what);
         snprintf(e->args, sizeof(e->args), "\"peer\":%d,\"bytes\":%zu", ev->u.proxy.peer,
                  ev->u.proxy.bytes);
         break;
@@ -213,7 +216,24 @@ static int trace_stop(void *handle)
     uint64_t t1 = now_ns();
     /* track: collectives on the communicator's own track, the rest per channel */
     uint64_t tid = e->ctx->comm_id * 100 + (e->channel < 0 ? 0 : 1 + (uint64_t) e->channel % 99);
-    char buf[512];
+    char buf[1024];
+    if (CGPU_PROF_EVENT_PROXY_V1 == e->type) {
+        tid = e->ctx->comm_id * 100;
+        pthread_mutex_lock(&trace_lock);
+        const unsigned long long id = ++trace_async_id;
+        snprintf(buf, sizeof(buf),
+                 "{\"ph\":\"b\",\"cat\":\"transport\",\"id\":%llu,\"name\":\"%s\",\"pid\":%d,"
+                 "\"tid\":%llu,\"ts\":%.3f,\"args\":{%s}},\n"
+                 "{\"ph\":\"e\",\"cat\":\"transport\",\"id\":%llu,\"name\":\"%s\",\"pid\":%d,"
+                 "\"tid\":%llu,\"ts\":%.3f}",
+                 id, e->label, trace_rank, (unsigned long long) tid, (double) e->t0_ns / 1e3,
+                 e->args, id, e->label, trace_rank, (unsigned long long) tid, (double) t1 / 1e3);
+        name_track(tid, e->ctx, -1);
+        emit(buf);
+        pthread_mutex_unlock(&trace_lock);
+        free(e);
+        return 0;
+    }
     snprintf(buf, sizeof(buf),
              "{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%llu,\"ts\":%.3f,\"dur\":%.3f,"
              "\"args\":{%s%s%.3f}}",

@@ -258,7 +258,7 @@ else
             CGPU_TRACE_DIR=$tdir run_test "profiler.trace_demo.np4" "${MPIRUN[@]}" -x CGPU_TRACE_DIR \
                 --mca coll_gpu_profiler "$CGPU_PROF_TRACE_PLUGIN" -np 4 "$DEMO"
             # shellcheck disable=SC2046 # one argument per trace file
-            run_test "profiler.trace_json_nests" python3 "$REPO/test/prof/check_trace.py" \
+            run_test "profiler.trace_json_nests" python3 "$REPO/test/prof/check_trace.py" --transport \
                 $(find "$tdir" -name 'cgpu-trace-*.json' | sort)
         fi
         rm -rf "$tdir"

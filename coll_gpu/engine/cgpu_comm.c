@@ -336,6 +336,8 @@ cgpu_status_t cgpu_comm_release(cgpu_comm_t **commp)
         return CGPU_ERR_STATE;
     }
     comm->magic = CGPU_COMM_DEAD;
+    free(comm->xfer); /* every transport event ended with its collective */
+    comm->xfer = NULL;
     cgpu_prof_comm_fini(&comm->prof);
     if (NULL != comm->peer_segs) {
         comm->peer_segs[comm->rank].base = NULL; /* alias of self_seg */
@@ -529,6 +531,7 @@ void cgpu_coll_prof_begin(cgpu_comm_t *comm, const char *kind, size_t count, con
 
 void cgpu_coll_prof_end(cgpu_comm_t *comm)
 {
+    cgpu_ring_prof_drain(comm);
     if (comm->prof.coll_on) {
         cgpu_prof_ev_t e = {.handle = comm->prof.coll, .on = true};
         cgpu_prof_stop(&e);
@@ -547,6 +550,7 @@ void cgpu_step_prof_begin(cgpu_comm_t *comm, cgpu_prof_ev_t *e, const char *what
                                .parent = comm->prof.coll_on ? comm->prof.coll : NULL};
     ev.u.step = (cgpu_prof_step_v1_t){.what = what, .peer = peer, .channel = channel,
                                       .bytes = bytes, .step = comm->prof_step++};
+    comm->prof_step_bytes = bytes;
     cgpu_prof_start(&comm->prof, &ev, e);
     cgpu_prof_state(e, CGPU_PROF_STATE_WAIT_PEER_V1);
 }

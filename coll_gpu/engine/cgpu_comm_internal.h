@@ -90,6 +90,11 @@ struct cgpu_comm {
     cgpu_prof_comm_t prof; /* profiler context of this communicator (by value) */
     cgpu_ras_t ras;        /* health, for pvars and the watchdog */
     uint64_t prof_step;    /* step counter within the current collective */
+    size_t prof_step_bytes;/* bytes of the current step (for its transport event) */
+    /* transport events (profiler only): ring item k is in flight from its post until the
+     * sender sees it consumed; at most nslots at once, so a ring of nslots handles */
+    cgpu_prof_ev_t *xfer;
+    uint64_t xfer_started, xfer_stopped; /* absolute item numbers (ring_sent's count) */
 
     struct cgpu_comm *next, *prev; /* engine's list of live communicators */
 };
@@ -111,6 +116,9 @@ cgpu_status_t cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
 void cgpu_coll_prof_begin(cgpu_comm_t *comm, const char *kind, size_t count, const char *dtype,
                           const char *op, size_t bytes, const char *algorithm);
 void cgpu_coll_prof_end(cgpu_comm_t *comm);
+/* Transport events: wait (profiling only) until the right neighbour consumed every item
+ * this rank posted, then stop their events, so they end inside their collective. */
+void cgpu_ring_prof_drain(cgpu_comm_t *comm);
 void cgpu_step_prof_begin(cgpu_comm_t *comm, cgpu_prof_ev_t *e, const char *what, int peer,
                           int channel, size_t bytes);
 

@@ -2,6 +2,7 @@
  * coll/gpu engine: ring queue and waiting.
  */
 #include <sched.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "cgpu_conn.h"
@@ -34,6 +35,15 @@ static inline int ring_right(const cgpu_comm_t *comm)
     return (comm->rank + 1) % comm->size;
 }
 
+/* Stop the transport events of the items the right neighbour has consumed. */
+static void xfer_stop_upto(cgpu_comm_t *comm, uint64_t consumed)
+{
+    while (comm->xfer_stopped < comm->xfer_started && comm->xfer_stopped < consumed) {
+        cgpu_prof_stop(&comm->xfer[comm->xfer_stopped % (uint64_t) comm->nslots]);
+        comm->xfer_stopped++;
+    }
+}
+
 void *cgpu_ring_send_slot(cgpu_comm_t *comm)
 {
     cgpu_seg_ctrl_t *rc = cgpu_ctrl(comm, ring_right(comm));
@@ -41,6 +51,9 @@ void *cgpu_ring_send_slot(cgpu_comm_t *comm)
     if (n >= (uint64_t) comm->nslots &&
         !cgpu_wait_ge(comm, &rc->ring_consumed.v, n + 1 - (uint64_t) comm->nslots)) {
         return NULL;
+    }
+    if (comm->xfer_started > comm->xfer_stopped) {
+        xfer_stop_upto(comm, atomic_load_explicit(&rc->ring_consumed.v, memory_order_acquire));
     }
     char *base = (char *) rc + CGPU_SEG_CTRL_BYTES;
     return base + (size_t) (n % (uint64_t) comm->nslots) * comm->slot_bytes;
@@ -52,6 +65,34 @@ void cgpu_ring_send_post(cgpu_comm_t *comm)
     comm->ring_sent++;
     atomic_store_explicit(&rc->ring_posted.v, comm->ring_sent, memory_order_release);
     cgpu_ras_progress(comm);
+    if (comm->prof.coll_on) { /* the item is in flight in the neighbour's queue */
+        if (NULL == comm->xfer) {
+            comm->xfer = calloc((size_t) comm->nslots, sizeof(*comm->xfer));
+        }
+        if (comm->xfer_started == comm->xfer_stopped) { /* none in flight: count from here */
+            comm->xfer_started = comm->xfer_stopped = comm->ring_sent - 1;
+        }
+        if (NULL != comm->xfer && comm->xfer_started == comm->ring_sent - 1) {
+            cgpu_prof_event_v1_t ev = {.type = CGPU_PROF_EVENT_PROXY_V1, .parent = comm->prof.coll};
+            ev.u.proxy = (cgpu_prof_proxy_v1_t){.what = "shm_queue", .peer = ring_right(comm),
+                                                .bytes = comm->prof_step_bytes};
+            cgpu_prof_start(&comm->prof, &ev,
+                            &comm->xfer[comm->xfer_started % (uint64_t) comm->nslots]);
+            comm->xfer_started++;
+        }
+    }
+}
+
+void cgpu_ring_prof_drain(cgpu_comm_t *comm)
+{
+    if (comm->xfer_started == comm->xfer_stopped || comm->size < 2 || NULL == comm->peer_segs) {
+        return;
+    }
+    cgpu_seg_ctrl_t *rc = cgpu_ctrl(comm, ring_right(comm));
+    /* the neighbour consumes them within this same collective; an aborted one stops
+     * waiting at once, and the events end anyway */
+    (void) cgpu_wait_ge(comm, &rc->ring_consumed.v, comm->xfer_started);
+    xfer_stop_upto(comm, comm->xfer_started);
 }
 
 const void *cgpu_ring_recv_slot(cgpu_comm_t *comm)

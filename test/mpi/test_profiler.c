@@ -72,6 +72,36 @@ static void *worker(void *p)
     return NULL;
 }
 
+/* coll_gpu_transport of a communicator: 0 shared memory, 1 CUDA IPC, -1 unreadable */
+static int transport_kind(MPI_Comm comm)
+{
+    int num = 0, provided, v = -1;
+    MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided);
+    MPI_T_pvar_get_num(&num);
+    for (int i = 0; i < num; ++i) {
+        char nm[128], desc[512];
+        int nl = sizeof(nm), dl = sizeof(desc), verb, cls, bind, ro, cont, at, cnt;
+        MPI_Datatype dt;
+        MPI_T_enum en;
+        if (MPI_SUCCESS != MPI_T_pvar_get_info(i, nm, &nl, &verb, &cls, &dt, &en, desc, &dl,
+                                               &bind, &ro, &cont, &at) ||
+            0 != strcmp(nm, "coll_gpu_transport")) {
+            continue;
+        }
+        MPI_T_pvar_session ses;
+        MPI_T_pvar_handle h;
+        MPI_T_pvar_session_create(&ses);
+        if (MPI_SUCCESS == MPI_T_pvar_handle_alloc(ses, i, &comm, &h, &cnt)) {
+            MPI_T_pvar_read(ses, h, &v);
+            MPI_T_pvar_handle_free(ses, &h);
+        }
+        MPI_T_pvar_session_free(&ses);
+        break;
+    }
+    MPI_T_finalize();
+    return v;
+}
+
 int main(int argc, char **argv)
 {
     int provided, rank;
@@ -95,6 +125,9 @@ int main(int argc, char **argv)
     }
     void *dl = dlopen(plugin, RTLD_NOW | RTLD_NOLOAD);
     report_fn report = NULL != dl ? (report_fn) dlsym(dl, "cgpu_check_plugin_report") : NULL;
+    typedef void (*transport_fn)(unsigned long long *, unsigned long long *);
+    transport_fn transport =
+        NULL != dl ? (transport_fn) dlsym(dl, "cgpu_check_plugin_transport") : NULL;
 
     /* events per thread pair ~ (2 + steps) per iteration: size the run from the target */
     int per_iter = 2 + 2 * (size - 1) + (size - 1); /* coll events + ring steps + a2a steps */
@@ -125,6 +158,8 @@ int main(int argc, char **argv)
     }
     worker(&split);
     failures += split.failures;
+    /* the host backend moves ring items through shared-memory queues: transport events */
+    const int host_transport = 0 == transport_kind(args[0].comm);
     MPI_Comm_free(&split.comm);
     for (int k = 0; k < NTHREADS; ++k) {
         pthread_join(th[k], NULL);
@@ -149,6 +184,15 @@ int main(int argc, char **argv)
             printf("rank %d: %llu events, %llu mismatches, %llu unmatched starts, %llu live "
                    "contexts%s\n", rank, ev, mis, unm, live,
                    (ev < min_events || mis || unm) ? "  <- FAIL" : "");
+            unsigned long long xs = 0, xmax = 0;
+            if (NULL != transport) {
+                transport(&xs, &xmax);
+            }
+            /* several items in one queue at once: more than one transport event open */
+            const int bad = host_transport && (NULL == transport || 0 == xs || xmax < 2);
+            failures += bad;
+            printf("rank %d: %llu transport operations, at most %llu in flight at once on one "
+                   "communicator%s\n", rank, xs, xmax, bad ? "  <- FAIL" : "");
         }
     }
     fflush(stdout);

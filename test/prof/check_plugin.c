@@ -31,6 +31,7 @@ typedef struct check_ctx {
     int tag; /* K from the name "check-K", -1 otherwise */
     uint64_t last_seq;
     atomic_ullong started, stopped;
+    atomic_ullong transport_in_flight;
 } check_ctx_t;
 
 typedef struct check_ev {
@@ -40,6 +41,8 @@ typedef struct check_ev {
 } check_ev_t;
 
 static atomic_ullong total_events, total_mismatches, total_unmatched, total_contexts;
+/* transport operations: how many started, and the most in flight at once on one context */
+static atomic_ullong total_transport, max_transport_in_flight;
 
 #define MISMATCH(...)                                                                     \
     do {                                                                                  \
@@ -117,6 +120,13 @@ static int check_start(void *context, void **handle, const cgpu_prof_event_v1_t 
     e->magic = EV_MAGIC;
     e->ctx = c;
     e->type = ev->type;
+    if (CGPU_PROF_EVENT_PROXY_V1 == ev->type) {
+        unsigned long long now = atomic_fetch_add(&c->transport_in_flight, 1) + 1;
+        unsigned long long m = atomic_load(&max_transport_in_flight);
+        while (now > m && !atomic_compare_exchange_weak(&max_transport_in_flight, &m, now)) {
+        }
+        atomic_fetch_add(&total_transport, 1);
+    }
     atomic_fetch_add(&c->started, 1);
     atomic_fetch_add(&total_events, 1);
     *handle = e;
@@ -143,6 +153,9 @@ static int check_stop(void *handle)
     }
     if (ctx_ok(e->ctx)) {
         atomic_fetch_add(&e->ctx->stopped, 1);
+        if (CGPU_PROF_EVENT_PROXY_V1 == e->type) {
+            atomic_fetch_sub(&e->ctx->transport_in_flight, 1);
+        }
     }
     e->magic = 0;
     free(e);
@@ -175,6 +188,14 @@ __attribute__((visibility("default"))) const cgpu_profiler_v1_t cgpuProfiler_v1 
     .record_event_state = check_state,
     .finalize = check_finalize,
 };
+
+/* Transport operations started so far, and the most in flight at once on one context. */
+__attribute__((visibility("default"))) void cgpu_check_plugin_transport(unsigned long long *started,
+                                                                        unsigned long long *max_in_flight)
+{
+    *started = atomic_load(&total_transport);
+    *max_in_flight = atomic_load(&max_transport_in_flight);
+}
 
 /* Totals so far: events started, mismatches, unmatched starts, live contexts. */
 __attribute__((visibility("default"))) void cgpu_check_plugin_report(unsigned long long *events,
