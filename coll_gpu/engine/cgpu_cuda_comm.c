@@ -39,6 +39,8 @@ typedef struct cgpu_cuda_comm {
     uint64_t a2a_base[CGPU_CUDA_MAX_CHANNELS];
     void *scratch; /* staging for buffers the kernels cannot use in place */
     size_t scratch_bytes;
+    char *pinned;  /* host buffers pass through here, so no copy of ours is pageable */
+    size_t pinned_bytes;
     volatile unsigned long long *err_host; /* kernels' error record, host view */
     unsigned long long *err_dev;           /* the same, device view */
     unsigned long long timeout_ns;
@@ -203,6 +205,7 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
         cgpu_cuda_free(cc->ib.ptr);
     }
     cgpu_cuda_free(cc->scratch);
+    cgpu_cuda_host_free(cc->pinned);
     cgpu_cuda_host_free((void *) cc->err_host);
     cgpu_cuda_stream_destroy(cc->stream);
     if (prev >= 0 && prev != cc->device) {
@@ -263,8 +266,56 @@ static size_t round256(size_t x)
     return (x + 255) & ~(size_t) 255;
 }
 
-static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, const void **in,
-                                void **out, bool *copy_out)
+/* A copy from or to pageable memory is synchronous and serialized with such copies of
+ * other threads; one of them waiting behind a kernel that waits for a peer would stall
+ * this thread before it launches what that peer waits for. So host buffers are copied by
+ * the CPU into pinned memory of ours, and only truly asynchronous copies are enqueued. */
+static cgpu_status_t ensure_pinned(cgpu_cuda_comm_t *cc, size_t bytes)
+{
+    if (cc->pinned_bytes >= bytes) {
+        return CGPU_OK;
+    }
+    cgpu_cuda_host_free(cc->pinned);
+    cc->pinned = NULL;
+    cc->pinned_bytes = 0;
+    size_t want = bytes < (1u << 20) ? (1u << 20) : bytes;
+    void *h = NULL, *d = NULL;
+    cgpu_cuda_setup_begin(); /* an allocation: see cgpu_cuda_comm_setup */
+    cgpu_status_t st = cgpu_cuda_host_alloc_mapped(&h, &d, want);
+    cgpu_cuda_setup_end();
+    if (CGPU_OK == st) {
+        cc->pinned = h;
+        cc->pinned_bytes = want;
+    }
+    return st;
+}
+
+static bool on_host(const void *p)
+{
+    int dev;
+    return CGPU_MEM_HOST == cgpu_cuda_mem_kind(p, &dev);
+}
+
+/* Where the kernels read and write, and what to copy back afterwards. */
+typedef struct cuda_staged {
+    const void *in;
+    void *out;
+    bool copy_out;  /* out is scratch: copy it to rbuf after the kernel */
+    char *host_out; /* rbuf is host memory: scratch -> here (pinned) -> rbuf by the CPU */
+} cuda_staged_t;
+
+/* dst (device) <- src (any memory), through `bounce` (pinned) when src is host memory */
+static cgpu_status_t stage_copy_in(cgpu_cuda_comm_t *cc, void *dst, const void *src, size_t n,
+                                   char *bounce)
+{
+    if (on_host(src)) {
+        memcpy(bounce, src, n);
+        src = bounce;
+    }
+    return cgpu_cuda_copy_async(dst, src, n, cc->stream);
+}
+
+static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda_staged_t *sg)
 {
     const char *sp = k->sbuf, *rp = k->rbuf;
     const bool aliased = NULL != sp && NULL != rp && k->out_bytes > 0 && sp >= rp &&
@@ -272,27 +323,33 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cons
     const bool out_stage = k->out_bytes > 0 && !usable_in_place(cc, rp);
     const bool in_copy = k->in_bytes > 0 &&
                          (k->force_copy_in || (!aliased && !usable_in_place(cc, sp)));
-    *in = sp;
-    *out = (void *) rp;
-    *copy_out = false;
+    sg->in = sp;
+    sg->out = (void *) rp;
+    sg->copy_out = false;
+    sg->host_out = NULL;
     if (!out_stage && !in_copy) {
         return CGPU_OK;
     }
-    cgpu_status_t st = ensure_scratch(cc, (out_stage ? round256(k->out_bytes) : 0) +
-                                              (in_copy ? k->in_bytes : 0));
-    char *p = cc->scratch;
+    const size_t total = (out_stage ? round256(k->out_bytes) : 0) + (in_copy ? k->in_bytes : 0);
+    cgpu_status_t st = ensure_scratch(cc, total);
+    if (CGPU_OK == st && ((out_stage && on_host(rp)) || (in_copy && on_host(sp)))) {
+        st = ensure_pinned(cc, total);
+    }
+    char *p = cc->scratch, *q = cc->pinned; /* the same layout in both */
     if (CGPU_OK == st && out_stage) {
-        *out = p;
-        *copy_out = true;
+        sg->out = p;
+        sg->copy_out = true;
+        sg->host_out = on_host(rp) ? q : NULL;
         if (aliased && !in_copy) { /* the input is part of the output: bring it along */
-            st = cgpu_cuda_copy_async(p, rp, k->out_bytes, cc->stream);
-            *in = p + (sp - rp);
+            st = stage_copy_in(cc, p, rp, k->out_bytes, q);
+            sg->in = p + (sp - rp);
         }
         p += round256(k->out_bytes);
+        q = NULL != q ? q + round256(k->out_bytes) : NULL;
     }
     if (CGPU_OK == st && in_copy) {
-        st = cgpu_cuda_copy_async(p, sp, k->in_bytes, cc->stream);
-        *in = p;
+        st = stage_copy_in(cc, p, sp, k->in_bytes, q);
+        sg->in = p;
     }
     return st;
 }
@@ -305,10 +362,8 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     if (CGPU_OK != st) {
         return st;
     }
-    const void *in;
-    void *out;
-    bool copy_out;
-    st = cuda_stage(cc, k, &in, &out, &copy_out);
+    cuda_staged_t sg;
+    st = cuda_stage(cc, k, &sg);
     if (CGPU_OK != st) {
         goto out_restore;
     }
@@ -322,9 +377,10 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         ev.u.kernel = (cgpu_prof_kernel_v1_t){.name = k->alg, .blocks = 0, .threads = cc->threads};
         cgpu_prof_start(&comm->prof, &ev, &kev);
     }
-    st = k->fn(comm, in, out, k->args);
-    if (CGPU_OK == st && copy_out) {
-        st = cgpu_cuda_copy_async(k->rbuf, out, k->out_bytes, cc->stream);
+    st = k->fn(comm, sg.in, sg.out, k->args);
+    if (CGPU_OK == st && sg.copy_out) {
+        st = cgpu_cuda_copy_async(NULL != sg.host_out ? sg.host_out : k->rbuf, sg.out,
+                                  k->out_bytes, cc->stream);
     }
     /* MPI semantics: the result is in the buffer when the call returns */
     cgpu_status_t sync = cgpu_cuda_stream_sync(cc->stream);
@@ -333,6 +389,9 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     cgpu_coll_prof_end(comm);
     if (CGPU_OK == st) {
         st = sync;
+    }
+    if (CGPU_OK == st && NULL != sg.host_out) {
+        memcpy(k->rbuf, sg.host_out, k->out_bytes);
     }
     if (CGPU_OK == st && 0 != cc->err_host[0]) {
         static const char *what[] = {"",
