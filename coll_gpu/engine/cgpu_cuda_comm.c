@@ -59,6 +59,9 @@ static void preload(void)
     preload_err = cgpu_cuda_kernels_preload();
 }
 
+static cgpu_status_t ensure_scratch(cgpu_cuda_comm_t *cc, size_t bytes);
+static cgpu_status_t ensure_pinned(cgpu_cuda_comm_t *cc, size_t bytes);
+
 static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
 {
     /* before any of our kernels can run, so no lazy load ever waits for one */
@@ -117,6 +120,15 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
         return CGPU_ERR_NO_MEMORY;
     }
     cc->peer_inbox[comm->rank] = cc->inbox;
+    /* staging buffers for messages up to 1 MiB now, while no collective is in flight:
+     * a larger one grows them later, in the call (see cgpu_cuda_comm_setup) */
+    st = ensure_scratch(cc, 1u << 20);
+    if (CGPU_OK == st) {
+        st = ensure_pinned(cc, 1u << 20);
+    }
+    if (CGPU_OK != st) {
+        return st;
+    }
     cgpu_cuda_inbox_rec_t *rec = handle_out;
     memcpy(rec->handle, cc->ib.handle, sizeof(rec->handle));
     rec->release_off = cc->ib.bytes;
@@ -146,7 +158,12 @@ static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
 
 /* The CUDA runtime may make allocation and IPC calls wait for the kernels running on the
  * device; if one of ours is waiting for a peer blocked the same way, neither finishes.
- * So no collective of this process is in flight during them (see cgpu_cuda_setup_begin). */
+ * So no collective of this process is in flight during a communicator's set-up (see
+ * cgpu_cuda_setup_begin). That wait cannot close a cycle: a peer's thread whose kernel we
+ * wait for has passed this communicator's creation or is in it (it is collective), and a
+ * thread follows the same order of calls on every rank. Growing a staging buffer inside a
+ * call could close one (two ranks each waiting for the other's kernel), so it is not
+ * done under this lock; set-up allocates them for messages up to 1 MiB. */
 cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out)
 {
     cgpu_cuda_setup_begin();
@@ -223,9 +240,7 @@ static cgpu_status_t ensure_scratch(cgpu_cuda_comm_t *cc, size_t bytes)
     cc->scratch = NULL;
     cc->scratch_bytes = 0;
     size_t want = bytes < (1u << 20) ? (1u << 20) : bytes;
-    cgpu_cuda_setup_begin(); /* an allocation: see cgpu_cuda_comm_setup */
     cgpu_status_t st = cgpu_cuda_malloc(&cc->scratch, want, NULL);
-    cgpu_cuda_setup_end();
     if (CGPU_OK == st) {
         cc->scratch_bytes = want;
     }
@@ -280,9 +295,7 @@ static cgpu_status_t ensure_pinned(cgpu_cuda_comm_t *cc, size_t bytes)
     cc->pinned_bytes = 0;
     size_t want = bytes < (1u << 20) ? (1u << 20) : bytes;
     void *h = NULL, *d = NULL;
-    cgpu_cuda_setup_begin(); /* an allocation: see cgpu_cuda_comm_setup */
     cgpu_status_t st = cgpu_cuda_host_alloc_mapped(&h, &d, want);
-    cgpu_cuda_setup_end();
     if (CGPU_OK == st) {
         cc->pinned = h;
         cc->pinned_bytes = want;
