@@ -2,7 +2,8 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min suite_cuda bench bench_tree variants sanitize
+#   steps: any of build smoke test test_min colls_full mpi_cuda pending suite_cuda bench
+#   bench_tree variants sanitize
 #   (default: build smoke test bench)
 set -uo pipefail
 out=${OUT:-$PWD/gpu-logs}
@@ -74,6 +75,20 @@ if has mpi_cuda; then # selected host-buffer MPI tests on the cuda backend (thre
     run cuda_comms_np4 120 4 --mca coll_gpu_cuda_timeout 20 test/mpi/test_comms
     run cuda_ras_np4 100 4 --mca coll_gpu_cuda_timeout 20 test/mpi/test_ras
     grep -h "alltoall scale\|comm cycles\|reads/s\|profiler" "$out"/cuda_*.log | head -8
+fi
+if has pending; then # what the last session could not run on a GPU: threads, profiler, trace
+    chk=$PWD/test/prof/.libs/libcgpu_prof_check.so
+    export CGPU_PROF_CHECK_PLUGIN=$chk
+    run pend_profiler_np2 90 2 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
+    run pend_profiler_np4 120 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
+    run pend_comms_np4 150 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_comms
+    run pend_ras_np4 120 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_ras
+    run pend_colls_np4 200 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_colls
+    tdir=$out/traces; mkdir -p "$tdir"
+    CGPU_TRACE_DIR=$tdir run pend_trace_gpu 60 2 -x CGPU_TRACE_DIR --mca coll_gpu_profiler "$PWD/.libs/libcgpu_prof_trace.so" examples/demo_gpu
+    python3 test/prof/check_trace.py "$tdir"/cgpu-trace-*.json 2>&1 | tail -3
+    grep -h "kernel" "$tdir"/cgpu-trace-*.json | head -2 | cut -c1-200
+    timeout -k 5 120 "${MPIRUN[@]}" -np 2 bench/bench_ras_poll device 2>&1 | tee "$out/ras_poll_device.txt"
 fi
 if has suite_cuda; then # the whole MPI suite (host buffers) on the cuda backend, 2 and 4 ranks
     CGPU_TEST_BACKEND=auto CGPU_TEST_NPS="${SUITE_NPS:-2 4}" CGPU_TEST_LOGDIR="$out/suite_cuda" \
