@@ -15,7 +15,6 @@
 typedef struct cgpu_cuda_comm {
     int device;
     void *stream;
-    char *inbox;
     size_t inbox_bytes;
     char **peer_inbox; /* [size]; own entry is inbox */
     size_t *peer_release; /* [size]: offset of each peer's release word in its inbox */
@@ -57,6 +56,22 @@ static int preload_err;
 static void preload(void)
 {
     preload_err = cgpu_cuda_kernels_preload();
+}
+
+/* launch geometry: a / b rounded up; x rounded up to a multiple of m; v within [1, hi] */
+static size_t div_up(size_t a, size_t b)
+{
+    return (a + b - 1) / b;
+}
+
+static size_t round_up(size_t x, size_t m)
+{
+    return div_up(x, m) * m;
+}
+
+static size_t clamp1(size_t v, size_t hi)
+{
+    return v < 1 ? 1 : v > hi ? hi : v;
 }
 
 static cgpu_status_t ensure_scratch(cgpu_cuda_comm_t *cc, size_t bytes);
@@ -113,13 +128,12 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     if (CGPU_OK != st) {
         return st;
     }
-    cc->inbox = cc->ib.ptr;
     cc->peer_inbox = calloc((size_t) comm->size, sizeof(char *));
     cc->peer_release = calloc((size_t) comm->size, sizeof(size_t));
     if (NULL == cc->peer_inbox || NULL == cc->peer_release) {
         return CGPU_ERR_NO_MEMORY;
     }
-    cc->peer_inbox[comm->rank] = cc->inbox;
+    cc->peer_inbox[comm->rank] = cc->ib.ptr;
     /* staging buffers for messages up to 1 MiB now, while no collective is in flight:
      * a larger one grows them later, in the call (see cgpu_cuda_comm_setup) */
     st = ensure_scratch(cc, 1u << 20);
@@ -247,12 +261,19 @@ static cgpu_status_t ensure_scratch(cgpu_cuda_comm_t *cc, size_t bytes)
     return st;
 }
 
-/* Can the kernels on cc->device use this buffer in place? */
-static bool usable_in_place(const cgpu_cuda_comm_t *cc, const void *p)
+/* Where a buffer lives, looked up once per call (a driver query each time). */
+typedef struct buf_kind {
+    bool in_place; /* the kernels on cc->device can use it as it is */
+    bool host;     /* host memory: staged by the CPU through pinned memory */
+} buf_kind_t;
+
+static buf_kind_t buf_kind(const cgpu_cuda_comm_t *cc, const void *p)
 {
     int dev;
     cgpu_mem_kind_t k = cgpu_cuda_mem_kind(p, &dev);
-    return (CGPU_MEM_DEVICE == k || CGPU_MEM_MANAGED == k) && dev == cc->device;
+    return (buf_kind_t){.in_place = (CGPU_MEM_DEVICE == k || CGPU_MEM_MANAGED == k) &&
+                                    dev == cc->device,
+                        .host = CGPU_MEM_HOST == k};
 }
 
 /*
@@ -303,12 +324,6 @@ static cgpu_status_t ensure_pinned(cgpu_cuda_comm_t *cc, size_t bytes)
     return st;
 }
 
-static bool on_host(const void *p)
-{
-    int dev;
-    return CGPU_MEM_HOST == cgpu_cuda_mem_kind(p, &dev);
-}
-
 /* Where the kernels read and write, and what to copy back afterwards. */
 typedef struct cuda_staged {
     const void *in;
@@ -319,9 +334,9 @@ typedef struct cuda_staged {
 
 /* dst (device) <- src (any memory), through `bounce` (pinned) when src is host memory */
 static cgpu_status_t stage_copy_in(cgpu_cuda_comm_t *cc, void *dst, const void *src, size_t n,
-                                   char *bounce)
+                                   bool src_host, char *bounce)
 {
-    if (on_host(src)) {
+    if (src_host) {
         memcpy(bounce, src, n);
         src = bounce;
     }
@@ -333,9 +348,11 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     const char *sp = k->sbuf, *rp = k->rbuf;
     const bool aliased = NULL != sp && NULL != rp && k->out_bytes > 0 && sp >= rp &&
                          sp + k->in_bytes <= rp + k->out_bytes;
-    const bool out_stage = k->out_bytes > 0 && !usable_in_place(cc, rp);
-    const bool in_copy = k->in_bytes > 0 &&
-                         (k->force_copy_in || (!aliased && !usable_in_place(cc, sp)));
+    const buf_kind_t rk = k->out_bytes > 0 ? buf_kind(cc, rp) : (buf_kind_t){.in_place = true};
+    const buf_kind_t sk = k->in_bytes > 0 ? (aliased ? rk : buf_kind(cc, sp))
+                                          : (buf_kind_t){.in_place = true};
+    const bool out_stage = k->out_bytes > 0 && !rk.in_place;
+    const bool in_copy = k->in_bytes > 0 && (k->force_copy_in || (!aliased && !sk.in_place));
     sg->in = sp;
     sg->out = (void *) rp;
     sg->copy_out = false;
@@ -345,23 +362,23 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     }
     const size_t total = (out_stage ? round256(k->out_bytes) : 0) + (in_copy ? k->in_bytes : 0);
     cgpu_status_t st = ensure_scratch(cc, total);
-    if (CGPU_OK == st && ((out_stage && on_host(rp)) || (in_copy && on_host(sp)))) {
+    if (CGPU_OK == st && ((out_stage && rk.host) || (in_copy && sk.host))) {
         st = ensure_pinned(cc, total);
     }
     char *p = cc->scratch, *q = cc->pinned; /* the same layout in both */
     if (CGPU_OK == st && out_stage) {
         sg->out = p;
         sg->copy_out = true;
-        sg->host_out = on_host(rp) ? q : NULL;
+        sg->host_out = rk.host ? q : NULL;
         if (aliased && !in_copy) { /* the input is part of the output: bring it along */
-            st = stage_copy_in(cc, p, rp, k->out_bytes, q);
+            st = stage_copy_in(cc, p, rp, k->out_bytes, rk.host, q);
             sg->in = p + (sp - rp);
         }
         p += round256(k->out_bytes);
         q = NULL != q ? q + round256(k->out_bytes) : NULL;
     }
     if (CGPU_OK == st && in_copy) {
-        st = stage_copy_in(cc, p, sp, k->in_bytes, q);
+        st = stage_copy_in(cc, p, sp, k->in_bytes, sk.host, q);
         sg->in = p;
     }
     return st;
@@ -453,12 +470,10 @@ static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, c
      * each block (or the buffer) into one piece per channel */
     const size_t pieces = CGPU_CUDA_RING_ALLREDUCE == rc->mode ? n : 1;
     /* add channels only while each still carries >= 64 KiB per piece */
-    size_t nch = (count * esize + pieces * (64 << 10) - 1) / (pieces * (64 << 10));
-    nch = nch < 1 ? 1 : nch > (size_t) cc->nch_max ? (size_t) cc->nch_max : nch;
-    size_t per = (count + nch * pieces - 1) / (nch * pieces);
-    per = (per + align - 1) / align * align;
+    const size_t nch = clamp1(div_up(count * esize, pieces * (64 << 10)), (size_t) cc->nch_max);
+    const size_t per = round_up(div_up(count, nch * pieces), align);
     const size_t chunk = per < slot_elems ? per : slot_elems;
-    const size_t nloops = (count + nch * pieces * chunk - 1) / (nch * pieces * chunk);
+    const size_t nloops = div_up(count, nch * pieces * chunk);
 
     /* items each channel sends right and receives from the left, per loop */
     size_t nsend = n - 1, nrecv = n - 1;
@@ -486,7 +501,7 @@ static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, c
     a.nranks = comm->size;
     a.nslots = cc->nslots;
     a.slot_bytes = cc->slot_bytes;
-    a.my_inbox = cc->inbox;
+    a.my_inbox = cc->ib.ptr;
     a.right_inbox = cc->peer_inbox[(comm->rank + 1) % comm->size];
     a.left_inbox = cc->peer_inbox[(comm->rank + comm->size - 1) % comm->size];
     a.ring_off = cc->ring_off;
@@ -519,12 +534,10 @@ static cgpu_status_t launch_tree(cgpu_comm_t *comm, const void *in, void *out, c
     const size_t align = 16 / esize > 0 ? 16 / esize : 1;
     const size_t slot_elems = (cc->slot_bytes / esize) / align * align;
     /* a channel per 256 KiB, up to the tree channels there are */
-    size_t nch = (bytes + (256 << 10) - 1) / (256 << 10);
-    nch = nch < 1 ? 1 : nch > (size_t) cc->tree_nch ? (size_t) cc->tree_nch : nch;
-    size_t region = (count + nch - 1) / nch;
-    region = (region + align - 1) / align * align;
-    size_t chunk = region < slot_elems ? region : slot_elems;
-    size_t nchunks = (region + chunk - 1) / chunk;
+    const size_t nch = clamp1(div_up(bytes, 256 << 10), (size_t) cc->tree_nch);
+    const size_t region = round_up(div_up(count, nch), align);
+    const size_t chunk = region < slot_elems ? region : slot_elems;
+    const size_t nchunks = div_up(region, chunk);
     const int r = comm->rank, n = comm->size;
 
     cgpu_cuda_tree_args_t a;
@@ -543,7 +556,7 @@ static cgpu_status_t launch_tree(cgpu_comm_t *comm, const void *in, void *out, c
     a.nslots = cc->nslots;
     a.slot_bytes = cc->slot_bytes;
     a.tree_off = cc->tree_off;
-    a.my_inbox = cc->inbox;
+    a.my_inbox = cc->ib.ptr;
     a.parent_inbox = 0 == r ? NULL : cc->peer_inbox[(r - 1) / 2];
     for (int j = 0; j < 2; ++j) {
         int kid = 2 * r + 1 + j;
@@ -579,8 +592,7 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     a.rank = comm->rank;
     a.nranks = comm->size;
     /* one block per 8 KiB, at most the flag slots we have */
-    size_t nb = (bytes + (8 << 10) - 1) / (8 << 10);
-    a.nblocks = (int) (nb < 1 ? 1 : nb > CGPU_CUDA_MAX_ONESHOT_BLOCKS ? CGPU_CUDA_MAX_ONESHOT_BLOCKS : nb);
+    a.nblocks = (int) clamp1(div_up(bytes, 8 << 10), CGPU_CUDA_MAX_ONESHOT_BLOCKS);
     a.seq = ++cc->oneshot_seq;
     a.slice_bytes = cc->oneshot_slice;
     a.oneshot_off = cc->oneshot_off;
@@ -683,13 +695,11 @@ static cgpu_status_t launch_a2a(cgpu_comm_t *comm, const void *in, void *out, co
     cgpu_cuda_comm_t *cc = comm->cuda;
     const size_t bytes = *(const size_t *) args, n = (size_t) comm->size;
     /* a channel per 64 KiB of a peer's block, up to this distance's share */
-    size_t cpd = (bytes + (64 << 10) - 1) / (64 << 10);
-    cpd = cpd < 1 ? 1 : cpd > (size_t) cc->a2a_cpd_max ? (size_t) cc->a2a_cpd_max : cpd;
-    size_t region = ((bytes + cpd - 1) / cpd + 15) & ~(size_t) 15;
+    const size_t cpd = clamp1(div_up(bytes, 64 << 10), (size_t) cc->a2a_cpd_max);
+    const size_t region = round_up(div_up(bytes, cpd), 16);
     const size_t chunk = region < cc->slot_bytes ? region : cc->slot_bytes;
-    const size_t nchunks = (region + chunk - 1) / chunk;
-    size_t nself = (bytes + (256 << 10) - 1) / (256 << 10);
-    nself = nself < 1 ? 1 : nself > 16 ? 16 : nself;
+    const size_t nchunks = div_up(region, chunk);
+    const size_t nself = clamp1(div_up(bytes, 256 << 10), 16);
 
     cgpu_cuda_a2a_args_t a;
     memset(&a, 0, sizeof(a));
