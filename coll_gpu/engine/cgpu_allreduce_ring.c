@@ -61,7 +61,7 @@ static bool ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_
     }
     cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
     memcpy(dst, a->in + first * a->esize, cnt * a->esize);
-    cgpu_ring_send_post(comm);
+    cgpu_ring_send_post(comm, cnt * a->esize);
     cgpu_prof_stop(&ev);
 
     /* steps 1 .. n-2: fold our contribution into the partial result and pass it on */
@@ -76,7 +76,7 @@ static bool ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_
         cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
         cgpu_reduce_host(a->dt, a->op, dst, src, a->in + first * a->esize, cnt);
         cgpu_ring_recv_done(comm);
-        cgpu_ring_send_post(comm);
+        cgpu_ring_send_post(comm, cnt * a->esize);
         cgpu_prof_stop(&ev);
     }
 
@@ -96,7 +96,7 @@ static bool ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_
         goto out_abort;
     }
     memcpy(dst, mine, cnt * a->esize);
-    cgpu_ring_send_post(comm);
+    cgpu_ring_send_post(comm, cnt * a->esize);
     cgpu_prof_stop(&ev);
 
     /* allgather: take each finished chunk, keep it, pass it on (except the last) */
@@ -116,7 +116,7 @@ static bool ring_loop(cgpu_comm_t *comm, const ring_args_t *a, size_t off, size_
                 goto out_abort;
             }
             memcpy(dst, src, cnt * a->esize);
-            cgpu_ring_send_post(comm);
+            cgpu_ring_send_post(comm, cnt * a->esize);
         }
         cgpu_ring_recv_done(comm);
         cgpu_prof_stop(&ev);

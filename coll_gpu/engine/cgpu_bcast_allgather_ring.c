@@ -30,7 +30,7 @@ cgpu_status_t cgpu_host_ring_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, i
             }
             cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
             memcpy(dst, b + off, len);
-            cgpu_ring_send_post(comm);
+            cgpu_ring_send_post(comm, len);
             cgpu_prof_stop(&ev);
             continue;
         }
@@ -47,7 +47,7 @@ cgpu_status_t cgpu_host_ring_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, i
         memcpy(b + off, src, len);
         if (!last) {
             memcpy(dst, src, len);
-            cgpu_ring_send_post(comm);
+            cgpu_ring_send_post(comm, len);
         }
         cgpu_ring_recv_done(comm);
         cgpu_prof_stop(&ev);
@@ -71,7 +71,7 @@ cgpu_status_t cgpu_host_ring_allgather(cgpu_comm_t *comm, void *rbuf, size_t byt
         }
         cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
         memcpy(dst, out + (size_t) r * bytes + off, len);
-        cgpu_ring_send_post(comm);
+        cgpu_ring_send_post(comm, len);
         cgpu_prof_stop(&ev);
         for (int s = 1; s < n; ++s) {
             const int blk = ((r - s) % n + n) % n;
@@ -88,7 +88,7 @@ cgpu_status_t cgpu_host_ring_allgather(cgpu_comm_t *comm, void *rbuf, size_t byt
             memcpy(out + (size_t) blk * bytes + off, src, len);
             if (fwd) {
                 memcpy(dst, src, len);
-                cgpu_ring_send_post(comm);
+                cgpu_ring_send_post(comm, len);
             }
             cgpu_ring_recv_done(comm);
             cgpu_prof_stop(&ev);

@@ -550,7 +550,6 @@ void cgpu_step_prof_begin(cgpu_comm_t *comm, cgpu_prof_ev_t *e, const char *what
                                .parent = comm->prof.coll_on ? comm->prof.coll : NULL};
     ev.u.step = (cgpu_prof_step_v1_t){.what = what, .peer = peer, .channel = channel,
                                       .bytes = bytes, .step = comm->prof_step++};
-    comm->prof_step_bytes = bytes;
     cgpu_prof_start(&comm->prof, &ev, e);
     cgpu_prof_state(e, CGPU_PROF_STATE_WAIT_PEER_V1);
 }

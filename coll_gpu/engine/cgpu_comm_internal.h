@@ -90,7 +90,6 @@ struct cgpu_comm {
     cgpu_prof_comm_t prof; /* profiler context of this communicator (by value) */
     cgpu_ras_t ras;        /* health, for pvars and the watchdog */
     uint64_t prof_step;    /* step counter within the current collective */
-    size_t prof_step_bytes;/* bytes of the current step (for its transport event) */
     /* transport events (profiler only): ring item k is in flight from its post until the
      * sender sees it consumed; at most nslots at once, so a ring of nslots handles */
     cgpu_prof_ev_t *xfer;

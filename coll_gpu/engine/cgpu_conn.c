@@ -59,7 +59,7 @@ void *cgpu_ring_send_slot(cgpu_comm_t *comm)
     return base + (size_t) (n % (uint64_t) comm->nslots) * comm->slot_bytes;
 }
 
-void cgpu_ring_send_post(cgpu_comm_t *comm)
+void cgpu_ring_send_post(cgpu_comm_t *comm, size_t bytes)
 {
     cgpu_seg_ctrl_t *rc = cgpu_ctrl(comm, ring_right(comm));
     comm->ring_sent++;
@@ -75,7 +75,7 @@ void cgpu_ring_send_post(cgpu_comm_t *comm)
         if (NULL != comm->xfer && comm->xfer_started == comm->ring_sent - 1) {
             cgpu_prof_event_v1_t ev = {.type = CGPU_PROF_EVENT_PROXY_V1, .parent = comm->prof.coll};
             ev.u.proxy = (cgpu_prof_proxy_v1_t){.what = "shm_queue", .peer = ring_right(comm),
-                                                .bytes = comm->prof_step_bytes};
+                                                .bytes = bytes};
             cgpu_prof_start(&comm->prof, &ev,
                             &comm->xfer[comm->xfer_started % (uint64_t) comm->nslots]);
             comm->xfer_started++;

@@ -22,8 +22,8 @@ bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value);
 
 /** Next free slot in the right neighbour's queue (waits for room); NULL if aborted. */
 void *cgpu_ring_send_slot(cgpu_comm_t *comm);
-/** Publish the slot returned by cgpu_ring_send_slot. */
-void cgpu_ring_send_post(cgpu_comm_t *comm);
+/** Publish the slot returned by cgpu_ring_send_slot, holding @p bytes (for the profiler). */
+void cgpu_ring_send_post(cgpu_comm_t *comm, size_t bytes);
 /** Next filled slot of this rank's queue (waits for the left neighbour); NULL if aborted. */
 const void *cgpu_ring_recv_slot(cgpu_comm_t *comm);
 /** Hand the slot returned by cgpu_ring_recv_slot back to the left neighbour. */

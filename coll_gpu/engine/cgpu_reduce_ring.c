@@ -35,7 +35,7 @@ cgpu_status_t cgpu_host_ring_reduce_scatter(cgpu_comm_t *comm, const void *sbuf,
             return CGPU_ERR_TIMEOUT;
         }
         memcpy(dst, in + ((size_t) mod(r - 1, n) * count + off) * es, len * es);
-        cgpu_ring_send_post(comm);
+        cgpu_ring_send_post(comm, len * es);
         cgpu_prof_stop(&ev);
         for (int s = 1; s < n; ++s) {
             const int blk = mod(r - 1 - s, n);
@@ -52,7 +52,7 @@ cgpu_status_t cgpu_host_ring_reduce_scatter(cgpu_comm_t *comm, const void *sbuf,
             const char *mine = in + ((size_t) blk * count + off) * es;
             cgpu_reduce_host(dt, op, last ? out + off * es : dst, src, mine, len);
             if (!last) {
-                cgpu_ring_send_post(comm);
+                cgpu_ring_send_post(comm, len * es);
             }
             cgpu_ring_recv_done(comm);
             cgpu_prof_stop(&ev);
@@ -80,7 +80,7 @@ cgpu_status_t cgpu_host_ring_reduce(cgpu_comm_t *comm, const void *sbuf, void *r
                 return CGPU_ERR_TIMEOUT;
             }
             memcpy(dst, in + off * es, len * es);
-            cgpu_ring_send_post(comm);
+            cgpu_ring_send_post(comm, len * es);
             cgpu_prof_stop(&ev);
             continue;
         }
@@ -96,7 +96,7 @@ cgpu_status_t cgpu_host_ring_reduce(cgpu_comm_t *comm, const void *sbuf, void *r
         cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
         cgpu_reduce_host(dt, op, is_root ? (char *) rbuf + off * es : dst, src, in + off * es, len);
         if (!is_root) {
-            cgpu_ring_send_post(comm);
+            cgpu_ring_send_post(comm, len * es);
         }
         cgpu_ring_recv_done(comm);
         cgpu_prof_stop(&ev);
