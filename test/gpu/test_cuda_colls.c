@@ -333,48 +333,6 @@ static void check_allreduce(size_t count)
     free(want);
 }
 
-/* A process-wide (unbound) coll_gpu counter pvar. Open MPI reports a counter as what it
- * grew since its handle was allocated, so the handle lives across the measurement. */
-typedef struct {
-    MPI_T_pvar_session ses;
-    MPI_T_pvar_handle h;
-    bool ok;
-} proc_pvar_t;
-
-static void proc_pvar_open(proc_pvar_t *p, const char *want)
-{
-    int num = 0, cnt;
-    p->ok = false;
-    MPI_T_pvar_session_create(&p->ses);
-    MPI_T_pvar_get_num(&num);
-    for (int i = 0; i < num && !p->ok; ++i) {
-        char nm[128], desc[512];
-        int nl = sizeof(nm), dl = sizeof(desc), verb, cls, bind, ro, cont, at;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        if (MPI_SUCCESS == MPI_T_pvar_get_info(i, nm, &nl, &verb, &cls, &dt, &en, desc, &dl,
-                                               &bind, &ro, &cont, &at) &&
-            0 == strcmp(nm, want) && MPI_T_BIND_NO_OBJECT == bind) {
-            p->ok = MPI_SUCCESS == MPI_T_pvar_handle_alloc(p->ses, i, NULL, &p->h, &cnt);
-        }
-    }
-}
-
-/* growth since proc_pvar_open, or -1 */
-static long long proc_pvar_close(proc_pvar_t *p)
-{
-    unsigned long long v = 0;
-    long long r = -1;
-    if (p->ok && MPI_SUCCESS == MPI_T_pvar_read(p->ses, p->h, &v)) {
-        r = (long long) v;
-    }
-    if (p->ok) {
-        MPI_T_pvar_handle_free(p->ses, &p->h);
-    }
-    MPI_T_pvar_session_free(&p->ses);
-    return r;
-}
-
 /* Split/dup loop: a released communicator's inbox and peer mappings serve the next one
  * (pool and IPC cache), so device memory, mappings and time per cycle stay flat. */
 static void check_comm_cycles(int cycles)
@@ -382,14 +340,14 @@ static void check_comm_cycles(int cycles)
     float *d = dev_alloc(1024 * sizeof(float));
     float h[1024];
     size_t free0 = 0, free1 = 0, total = 0;
-    proc_pvar_t miss, reuse;
+    mt_proc_pvar_t miss, reuse; /* counters: growth since open */
     double t_first = 0, t_last = 0;
     const int window = cycles / 5;
     for (int it = 0; it < cycles; ++it) {
         if (window == it) { /* after warm-up: the pool holds what the loop needs */
             CUDA_OK(cudaMemGetInfo(&free0, &total));
-            proc_pvar_open(&miss, "coll_gpu_ipc_cache_misses");
-            proc_pvar_open(&reuse, "coll_gpu_inbox_reuses");
+            mt_proc_pvar_open(&miss, "coll_gpu_ipc_cache_misses");
+            mt_proc_pvar_open(&reuse, "coll_gpu_inbox_reuses");
         }
         double t0 = MPI_Wtime();
         MPI_Comm c;
@@ -421,12 +379,16 @@ static void check_comm_cycles(int cycles)
         }
     }
     CUDA_OK(cudaMemGetInfo(&free1, &total));
-    const long long dmiss = proc_pvar_close(&miss), dreuse = proc_pvar_close(&reuse);
+    const int readable = miss.ok && reuse.ok;
+    const long long dmiss = (long long) mt_proc_pvar_read(&miss);
+    const long long dreuse = (long long) mt_proc_pvar_read(&reuse);
+    mt_proc_pvar_close(&miss);
+    mt_proc_pvar_close(&reuse);
     const int measured = cycles - window;
     /* device memory: no growth beyond 64 MiB of noise (one inbox is larger than that) */
     MT_CHECK(free1 + (64u << 20) >= free0, "device memory fell from %zu to %zu free over %d "
              "communicator cycles", free0, free1, measured);
-    if (dmiss >= 0 && dreuse >= 0) {
+    if (readable) {
         MT_CHECK(0 == dmiss, "%lld new peer mappings over %d cycles after warm-up (the IPC "
                  "cache should have served them)", dmiss, measured);
         MT_CHECK(dreuse == measured, "%lld pooled inboxes reused over %d cycles", dreuse,

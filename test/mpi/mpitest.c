@@ -408,3 +408,51 @@ void mt_expect_path(mt_pvars_t *p, long ncalls, mt_path_t path, const char *file
     }
     mt_pvars_mark(p);
 }
+
+int mt_pvar_index(const char *name, int *is_int)
+{
+    int num = 0;
+    MPI_T_pvar_get_num(&num);
+    for (int i = 0; i < num; ++i) {
+        char nm[256], desc[1024];
+        int nl = sizeof(nm), dl = sizeof(desc), verb, cls, bind, ro, cont, atomic;
+        MPI_Datatype dt;
+        MPI_T_enum en;
+        if (MPI_SUCCESS == MPI_T_pvar_get_info(i, nm, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind,
+                                               &ro, &cont, &atomic) &&
+            0 == strcmp(nm, name)) {
+            *is_int = (MPI_INT == dt);
+            return i;
+        }
+    }
+    return -1;
+}
+
+void mt_proc_pvar_open(mt_proc_pvar_t *p, const char *name)
+{
+    int is_int = 0, count = 0, idx = mt_pvar_index(name, &is_int);
+    p->ok = idx >= 0 && MPI_SUCCESS == MPI_T_pvar_session_create(&p->session);
+    if (p->ok && MPI_SUCCESS != MPI_T_pvar_handle_alloc(p->session, idx, NULL, &p->handle, &count)) {
+        MPI_T_pvar_session_free(&p->session);
+        p->ok = 0;
+    }
+    MT_CHECK(p->ok, "process pvar %s cannot be read", name);
+}
+
+unsigned long long mt_proc_pvar_read(mt_proc_pvar_t *p)
+{
+    unsigned long long v = 0;
+    if (p->ok) {
+        MT_CHECK_MPI(MPI_T_pvar_read(p->session, p->handle, &v));
+    }
+    return v;
+}
+
+void mt_proc_pvar_close(mt_proc_pvar_t *p)
+{
+    if (p->ok) {
+        MPI_T_pvar_handle_free(p->session, &p->handle);
+        MPI_T_pvar_session_free(&p->session);
+        p->ok = 0;
+    }
+}

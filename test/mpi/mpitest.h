@@ -129,6 +129,24 @@ void mt_expect_path(mt_pvars_t *p, long ncalls, mt_path_t path, const char *file
 #define MT_EXPECT_PATH(p, n, path, what)                                                           \
     mt_expect_path((p), (n), (path), __FILE__, __LINE__, (what))
 
+/** mt_pvar_index - index of the MPI_T pvar named @name, or -1; *is_int: its type is MPI_INT. */
+int mt_pvar_index(const char *name, int *is_int);
+
+/** A process-wide (unbound) counter pvar. Open MPI reports a counter as what it grew since
+ * its handle was allocated, so one reader spans what it measures. */
+typedef struct mt_proc_pvar {
+    MPI_T_pvar_session session;
+    MPI_T_pvar_handle handle;
+    int ok;
+} mt_proc_pvar_t;
+
+/** mt_proc_pvar_open - allocates the reader; a pvar that is missing or cannot be bound is
+ * recorded as a failure (and then reads as 0). */
+void mt_proc_pvar_open(mt_proc_pvar_t *p, const char *name);
+/** mt_proc_pvar_read - growth since mt_proc_pvar_open. */
+unsigned long long mt_proc_pvar_read(mt_proc_pvar_t *p);
+void mt_proc_pvar_close(mt_proc_pvar_t *p);
+
 /** mt_hash - a well-mixed 64-bit hash of four values (splitmix64 based). */
 uint64_t mt_hash(uint64_t a, uint64_t b, uint64_t c, uint64_t d);
 

@@ -34,25 +34,6 @@ typedef struct reader {
     int is_int[48];
 } reader_t;
 
-static int pvar_index(const char *name, int *is_int)
-{
-    int num = 0;
-    MPI_T_pvar_get_num(&num);
-    for (int i = 0; i < num; ++i) {
-        char nm[128], desc[512];
-        int nl = sizeof(nm), dl = sizeof(desc), verb, cls, bind, ro, cont, atomic;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        if (MPI_SUCCESS == MPI_T_pvar_get_info(i, nm, &nl, &verb, &cls, &dt, &en, desc, &dl, &bind,
-                                               &ro, &cont, &atomic) &&
-            0 == strcmp(nm, name)) {
-            *is_int = (MPI_INT == dt);
-            return i;
-        }
-    }
-    return -1;
-}
-
 /* handles for every coll_gpu pvar bound to a communicator */
 static void reader_open(reader_t *r, MPI_Comm comm)
 {
@@ -78,7 +59,7 @@ static void reader_open(reader_t *r, MPI_Comm comm)
     memset(r, 0, sizeof(*r));
     MT_CHECK_MPI(MPI_T_pvar_session_create(&r->session));
     for (size_t i = 0; i < sizeof(procs) / sizeof(procs[0]); ++i) {
-        int is_int = 0, idx = pvar_index(procs[i], &is_int), count = 0;
+        int is_int = 0, idx = mt_pvar_index(procs[i], &is_int), count = 0;
         MT_CHECK(idx >= 0, "pvar %s not found", procs[i]);
         if (idx < 0) {
             continue;
@@ -89,7 +70,7 @@ static void reader_open(reader_t *r, MPI_Comm comm)
         r->n++;
     }
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); ++i) {
-        int is_int = 0, idx = pvar_index(names[i], &is_int), count = 0;
+        int is_int = 0, idx = mt_pvar_index(names[i], &is_int), count = 0;
         MT_CHECK(idx >= 0, "pvar %s not found", names[i]);
         if (idx < 0) {
             continue;
@@ -317,39 +298,6 @@ static void *watcher(void *p)
     return NULL;
 }
 
-/* The process-wide firings counter: a COUNTER pvar reads as its change since the handle
- * was allocated, so one handle spans the late collective. */
-typedef struct firings_reader {
-    MPI_T_pvar_session s;
-    MPI_T_pvar_handle h;
-    int ok;
-} firings_reader_t;
-
-static void firings_open(firings_reader_t *f)
-{
-    int is_int, count, idx = pvar_index("coll_gpu_watchdog_firings", &is_int);
-    f->ok = idx >= 0 && MPI_SUCCESS == MPI_T_pvar_session_create(&f->s) &&
-            MPI_SUCCESS == MPI_T_pvar_handle_alloc(f->s, idx, NULL, &f->h, &count);
-    MT_CHECK(f->ok, "coll_gpu_watchdog_firings cannot be read");
-}
-
-static unsigned long long firings_read(firings_reader_t *f)
-{
-    unsigned long long v = 0;
-    if (f->ok) {
-        MPI_T_pvar_read(f->s, f->h, &v);
-    }
-    return v;
-}
-
-static void firings_close(firings_reader_t *f)
-{
-    if (f->ok) {
-        MPI_T_pvar_handle_free(f->s, &f->h);
-        MPI_T_pvar_session_free(&f->s);
-    }
-}
-
 static void run_watchdog(bool abort_mode)
 {
     MPI_Comm c;
@@ -363,17 +311,17 @@ static void run_watchdog(bool abort_mode)
     atomic_init(&w.stop, 0);
     pthread_t th;
     pthread_create(&th, NULL, watcher, &w);
-    firings_reader_t fr;
-    firings_open(&fr);
-    unsigned long long f0 = firings_read(&fr);
+    mt_proc_pvar_t fr; /* one reader spans the late collective */
+    mt_proc_pvar_open(&fr, "coll_gpu_watchdog_firings");
+    unsigned long long f0 = mt_proc_pvar_read(&fr);
     if (1 == rank) {
         usleep(abort_mode ? 3000000 : 2500000);
     }
     int rc = MPI_Allreduce(&one, &s, 1, MPI_INT, MPI_SUM, c);
     atomic_store(&w.stop, 1);
     pthread_join(th, NULL);
-    unsigned long long f1 = firings_read(&fr);
-    firings_close(&fr);
+    unsigned long long f1 = mt_proc_pvar_read(&fr);
+    mt_proc_pvar_close(&fr);
     if (!abort_mode) {
         MT_CHECK(MPI_SUCCESS == rc && s == size, "late collective: rc %d sum %d", rc, s);
         if (1 != rank) {
