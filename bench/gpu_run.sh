@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min colls_full mpi_cuda pending suite_cuda bench
+#   steps: any of build smoke test test_min colls_full pending suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
 set -uo pipefail
@@ -66,16 +66,6 @@ if has colls_full; then # every collective, full sizes, at 3 and 4 ranks on 2 GP
     run gpu_colls_np4 300 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls
     run gpu_colls_np3 300 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls
 fi
-if has mpi_cuda; then # selected host-buffer MPI tests on the cuda backend (threads, profiler, RAS)
-    chk=$PWD/test/prof/.libs/libcgpu_prof_check.so
-    export CGPU_PROF_CHECK_PLUGIN=$chk
-    run cuda_profiler_np2 90 2 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
-    run cuda_profiler_np4 100 4 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
-    run cuda_a2a_scale_np4 60 4 test/mpi/test_a2a_scale
-    run cuda_comms_np4 120 4 --mca coll_gpu_cuda_timeout 20 test/mpi/test_comms
-    run cuda_ras_np4 100 4 --mca coll_gpu_cuda_timeout 20 test/mpi/test_ras
-    grep -h "alltoall scale\|comm cycles\|reads/s\|profiler" "$out"/cuda_*.log | head -8
-fi
 if has pending; then # what the last session could not run on a GPU: threads, profiler, trace
     chk=$PWD/test/prof/.libs/libcgpu_prof_check.so
     export CGPU_PROF_CHECK_PLUGIN=$chk
@@ -83,6 +73,7 @@ if has pending; then # what the last session could not run on a GPU: threads, pr
     run pend_profiler_np4 120 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
     run pend_comms_np4 150 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_comms
     run pend_ras_np4 120 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_ras
+    run pend_a2a_scale_np4 60 4 test/mpi/test_a2a_scale
     run pend_colls_np4 200 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_colls
     tdir=$out/traces; mkdir -p "$tdir"
     CGPU_TRACE_DIR=$tdir run pend_trace_gpu 60 2 -x CGPU_TRACE_DIR --mca coll_gpu_profiler "$PWD/.libs/libcgpu_prof_trace.so" examples/demo_gpu
