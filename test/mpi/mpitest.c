@@ -456,3 +456,18 @@ void mt_proc_pvar_close(mt_proc_pvar_t *p)
         p->ok = 0;
     }
 }
+
+void mt_run_world_dup_split(void (*suite)(MPI_Comm comm, const char *label, uint64_t salt),
+                            uint64_t salt0)
+{
+    MPI_Comm dup, half;
+    const int rank = mt_world_rank();
+
+    suite(MPI_COMM_WORLD, "world", salt0 + 1);
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    suite(dup, "dup(world)", salt0 + 2);
+    MPI_Comm_free(&dup);
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    suite(half, rank % 2 ? "split(odd)" : "split(even)", salt0 + 3);
+    MPI_Comm_free(&half);
+}

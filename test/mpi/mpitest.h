@@ -129,6 +129,14 @@ void mt_expect_path(mt_pvars_t *p, long ncalls, mt_path_t path, const char *file
 #define MT_EXPECT_PATH(p, n, path, what)                                                           \
     mt_expect_path((p), (n), (path), __FILE__, __LINE__, (what))
 
+/**
+ * mt_run_world_dup_split - runs @suite on MPI_COMM_WORLD, on a dup of it and on a split
+ * into odd and even ranks (single-rank halves with np 2 or 3, which coll/gpu declines),
+ * with salts @salt0 + 1, + 2, + 3; frees what it created.
+ */
+void mt_run_world_dup_split(void (*suite)(MPI_Comm comm, const char *label, uint64_t salt),
+                            uint64_t salt0);
+
 /** mt_pvar_index - index of the MPI_T pvar named @name, or -1; *is_int: its type is MPI_INT. */
 int mt_pvar_index(const char *name, int *is_int);
 

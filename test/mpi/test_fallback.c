@@ -382,21 +382,8 @@ static void run_suite(MPI_Comm comm, const char *label, uint64_t salt)
 
 int main(int argc, char **argv)
 {
-    MPI_Comm dup, half;
-    int rank;
-
     mt_init(&argc, &argv, "test_fallback");
-    rank = mt_world_rank();
-
-    run_suite(MPI_COMM_WORLD, "world", 21);
-
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    run_suite(dup, "dup(world)", 22);
-    MPI_Comm_free(&dup);
-
-    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
-    run_suite(half, rank % 2 ? "split(odd)" : "split(even)", 23);
-    MPI_Comm_free(&half);
+    mt_run_world_dup_split(run_suite, 20);
 
     return mt_finalize();
 }

@@ -356,7 +356,6 @@ static void run_suite(MPI_Comm comm, const char *label, uint64_t salt)
 
 int main(int argc, char **argv)
 {
-    MPI_Comm dup, half;
     int rank;
 
     mt_init(&argc, &argv, "test_forced_fallback");
@@ -366,15 +365,7 @@ int main(int argc, char **argv)
                "--mca coll_gpu_alltoall_algorithm fallback\n");
     }
 
-    run_suite(MPI_COMM_WORLD, "world", 31);
-
-    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    run_suite(dup, "dup(world)", 32);
-    MPI_Comm_free(&dup);
-
-    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
-    run_suite(half, rank % 2 ? "split(odd)" : "split(even)", 33);
-    MPI_Comm_free(&half);
+    mt_run_world_dup_split(run_suite, 30);
 
     return mt_finalize();
 }
