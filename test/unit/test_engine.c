@@ -33,6 +33,8 @@
 
 #include <CUnit/Basic.h>
 
+#include "cunit_run.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <sched.h>
@@ -1529,10 +1531,7 @@ static void test_init_refuses_bad_configurations(void)
 /* Registration                                                                           */
 /* ------------------------------------------------------------------------------------- */
 
-static const struct {
-    const char *name;
-    CU_TestFunc fn;
-} test_cases[] = {
+static const cgpu_unit_case_t test_cases[] = {
     {"allreduce sums int32 across ranks for counts 0, 1, fewer than ranks, primes and more "
      "than a slot-loop",
      test_allreduce_sums_int32_for_edge_counts},
@@ -1557,38 +1556,8 @@ static const struct {
 
 int main(void)
 {
-    CU_pSuite suite;
-    unsigned int failures;
     const char *verbose = getenv("CGPU_TEST_VERBOSE");
 
     test_verbose = (NULL != verbose && 0 != strcmp(verbose, "0") && '\0' != verbose[0]);
-    if (CUE_SUCCESS != CU_initialize_registry()) {
-        fprintf(stderr, "test_engine: cannot initialize the CUnit registry: %s\n",
-                CU_get_error_msg());
-        return EXIT_FAILURE;
-    }
-    suite = CU_add_suite("engine", NULL, NULL);
-    if (NULL == suite) {
-        goto out_cleanup_registry;
-    }
-    for (size_t k = 0; k < TEST_ARRAY_LEN(test_cases); ++k) {
-        if (NULL == CU_add_test(suite, test_cases[k].name, test_cases[k].fn)) {
-            goto out_cleanup_registry;
-        }
-    }
-
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    if (CUE_SUCCESS != CU_basic_run_tests()) {
-        goto out_cleanup_registry;
-    }
-    /* read before CU_cleanup_registry(), which clears the run summary */
-    failures = CU_get_number_of_failures();
-    printf("\ntest_engine: %u asserts run, %u failed\n", CU_get_number_of_asserts(), failures);
-    CU_cleanup_registry();
-    return (0 == failures) ? EXIT_SUCCESS : EXIT_FAILURE;
-
-out_cleanup_registry:
-    fprintf(stderr, "test_engine: CUnit setup failed: %s\n", CU_get_error_msg());
-    CU_cleanup_registry();
-    return EXIT_FAILURE;
+    return cgpu_unit_run("test_engine", test_cases, TEST_ARRAY_LEN(test_cases));
 }

@@ -7,6 +7,8 @@
  *   CGPU_PROF_TRACE_PLUGIN  the trace plugin (.so), loaded to check it exports v1
  */
 #include <CUnit/Basic.h>
+
+#include "cunit_run.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,26 +128,15 @@ static void test_check_plugin_catches_a_context_from_another_communicator(void)
     cgpu_prof_unload();
 }
 
+static const cgpu_unit_case_t test_cases[] = {
+    {"a missing plugin leaves profiling off", test_missing_plugin_leaves_profiling_off},
+    {"a library without the v1 symbol is refused", test_library_without_the_symbol_is_refused},
+    {"the trace plugin loads as v1", test_trace_plugin_loads_as_v1},
+    {"the check plugin catches a context from another communicator",
+     test_check_plugin_catches_a_context_from_another_communicator},
+};
+
 int main(void)
 {
-    if (CUE_SUCCESS != CU_initialize_registry()) {
-        return 1;
-    }
-    CU_pSuite s = CU_add_suite("profiler", NULL, NULL);
-    if (NULL == s ||
-        NULL == CU_add_test(s, "a missing plugin leaves profiling off",
-                            test_missing_plugin_leaves_profiling_off) ||
-        NULL == CU_add_test(s, "a library without the v1 symbol is refused",
-                            test_library_without_the_symbol_is_refused) ||
-        NULL == CU_add_test(s, "the trace plugin loads as v1", test_trace_plugin_loads_as_v1) ||
-        NULL == CU_add_test(s, "the check plugin catches a context from another communicator",
-                            test_check_plugin_catches_a_context_from_another_communicator)) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return 0 == failed ? 0 : 1;
+    return cgpu_unit_run("test_prof", test_cases, sizeof(test_cases) / sizeof(test_cases[0]));
 }

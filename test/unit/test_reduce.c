@@ -13,6 +13,8 @@
 
 #include <CUnit/Basic.h>
 
+#include "cunit_run.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -839,10 +841,7 @@ static void test_unsupported_pairs_return_minus_one_and_leave_dst_untouched(void
 /* Registration                                                                           */
 /* ------------------------------------------------------------------------------------- */
 
-static const struct {
-    const char *name;
-    CU_TestFunc fn;
-} test_cases[] = {
+static const cgpu_unit_case_t test_cases[] = {
     {"supported pairs match MPI's table of predefined operations",
      test_supported_pairs_match_mpi},
     {"out-of-range types and operators are not supported",
@@ -871,36 +870,6 @@ static const struct {
 
 int main(void)
 {
-    CU_pSuite suite;
-    unsigned int failures;
 
-    if (CUE_SUCCESS != CU_initialize_registry()) {
-        fprintf(stderr, "test_reduce: cannot initialize the CUnit registry: %s\n",
-                CU_get_error_msg());
-        return EXIT_FAILURE;
-    }
-    suite = CU_add_suite("reduce", NULL, NULL);
-    if (NULL == suite) {
-        goto out_cleanup_registry;
-    }
-    for (size_t k = 0; k < TEST_ARRAY_LEN(test_cases); ++k) {
-        if (NULL == CU_add_test(suite, test_cases[k].name, test_cases[k].fn)) {
-            goto out_cleanup_registry;
-        }
-    }
-
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    if (CUE_SUCCESS != CU_basic_run_tests()) {
-        goto out_cleanup_registry;
-    }
-    /* read before CU_cleanup_registry(), which clears the run summary */
-    failures = CU_get_number_of_failures();
-    printf("\ntest_reduce: %u asserts run, %u failed\n", CU_get_number_of_asserts(), failures);
-    CU_cleanup_registry();
-    return (0 == failures) ? EXIT_SUCCESS : EXIT_FAILURE;
-
-out_cleanup_registry:
-    fprintf(stderr, "test_reduce: CUnit setup failed: %s\n", CU_get_error_msg());
-    CU_cleanup_registry();
-    return EXIT_FAILURE;
+    return cgpu_unit_run("test_reduce", test_cases, TEST_ARRAY_LEN(test_cases));
 }
