@@ -221,52 +221,41 @@ static int register_ras_pvars(const mca_base_component_t *comp)
             return rc;
         }
     }
-    int rc = mca_base_component_pvar_register(
-        comp, "watchdog_firings",
-        "Collectives the RAS watchdog reported as stuck (no progress for coll_gpu_ras_timeout)",
-        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
-        MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
-        read_process, NULL, NULL, (void *) (intptr_t) 0);
-    if (rc < 0) {
-        return rc;
-    }
-    rc = mca_base_component_pvar_register(
-        comp, "shm_segments", "Shared-memory segments this process has mapped (its own and peers')",
-        OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_LEVEL, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
-        MCA_BASE_VAR_BIND_NO_OBJECT, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
-        read_process, NULL, NULL, (void *) (intptr_t) 1);
+    /* process-wide: read_process serves entry k (its ctx) */
     static const struct {
-        const char *name, *desc;
-    } cache[] = {
-        {"ipc_cache_hits", "cuda backend: peer inboxes a new communicator found already mapped "
-                           "in this process (no new CUDA IPC mapping)"},
-        {"ipc_cache_misses", "cuda backend: peer inboxes this process had to map (CUDA IPC open)"},
-        {"ipc_cache_evictions", "cuda backend: unused peer mappings closed because more than "
-                                "coll_gpu_cuda_ipc_cache_size were cached"},
-        {"inbox_reuses", "cuda backend: communicators that took a released communicator's "
-                         "inbox from the pool instead of allocating and exporting a new one"},
+        const char *name;
+        int var_class;
+        const char *desc;
+    } procs[] = {
+        {"watchdog_firings", MCA_BASE_PVAR_CLASS_COUNTER,
+         "Collectives the RAS watchdog reported as stuck (no progress for coll_gpu_ras_timeout)"},
+        {"shm_segments", MCA_BASE_PVAR_CLASS_LEVEL,
+         "Shared-memory segments this process has mapped (its own and peers')"},
+        {"ipc_cache_hits", MCA_BASE_PVAR_CLASS_COUNTER,
+         "cuda backend: peer inboxes a new communicator found already mapped in this process "
+         "(no new CUDA IPC mapping)"},
+        {"ipc_cache_misses", MCA_BASE_PVAR_CLASS_COUNTER,
+         "cuda backend: peer inboxes this process had to map (CUDA IPC open)"},
+        {"ipc_cache_evictions", MCA_BASE_PVAR_CLASS_COUNTER,
+         "cuda backend: unused peer mappings closed because more than "
+         "coll_gpu_cuda_ipc_cache_size were cached"},
+        {"inbox_reuses", MCA_BASE_PVAR_CLASS_COUNTER,
+         "cuda backend: communicators that took a released communicator's inbox from the pool "
+         "instead of allocating and exporting a new one"},
+        {"open_fds", MCA_BASE_PVAR_CLASS_LEVEL,
+         "File descriptors coll/gpu holds open right now: a shared segment's is closed as soon "
+         "as the segment is mapped, so this is 0 outside set-up"},
+        {"proxy_queue_depth", MCA_BASE_PVAR_CLASS_LEVEL,
+         "Operations queued for the inter-node proxy thread. This build serves one node only "
+         "and starts no proxy thread: always 0"},
     };
-    for (int i = 0; rc >= 0 && i < 4; ++i) {
+    int rc = 0;
+    for (size_t k = 0; rc >= 0 && k < sizeof(procs) / sizeof(procs[0]); ++k) {
         rc = mca_base_component_pvar_register(
-            comp, cache[i].name, cache[i].desc, OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER,
+            comp, procs[k].name, procs[k].desc, OPAL_INFO_LVL_4, procs[k].var_class,
             MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
             MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, read_process, NULL, NULL,
-            (void *) (intptr_t) (2 + i));
-    }
-    static const struct {
-        const char *name, *desc;
-    } levels[] = {
-        {"open_fds", "File descriptors coll/gpu holds open right now: a shared segment's is "
-                     "closed as soon as the segment is mapped, so this is 0 outside set-up"},
-        {"proxy_queue_depth", "Operations queued for the inter-node proxy thread. This build "
-                              "serves one node only and starts no proxy thread: always 0"},
-    };
-    for (int i = 0; rc >= 0 && i < 2; ++i) {
-        rc = mca_base_component_pvar_register(
-            comp, levels[i].name, levels[i].desc, OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_LEVEL,
-            MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL, MCA_BASE_VAR_BIND_NO_OBJECT,
-            MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS, read_process, NULL, NULL,
-            (void *) (intptr_t) (6 + i));
+            (void *) (intptr_t) k);
     }
     return rc < 0 ? rc : OMPI_SUCCESS;
 }
