@@ -69,6 +69,7 @@ fi
 if has pending; then # what the last session could not run on a GPU: threads, profiler, trace
     chk=$PWD/test/prof/.libs/libcgpu_prof_check.so
     export CGPU_PROF_CHECK_PLUGIN=$chk
+    CGPU_PROF_MIN_EVENTS=2000 run pend_profiler_small_np2 45 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 10 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN -x CGPU_PROF_MIN_EVENTS test/mpi/test_profiler
     run pend_profiler_np2 90 2 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
     run pend_profiler_np4 120 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
     run pend_comms_np4 150 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_comms
