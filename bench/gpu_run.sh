@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min colls_full pending suite_cuda bench
+#   steps: any of build smoke test test_min colls_full prof pending suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
 set -uo pipefail
@@ -65,6 +65,13 @@ fi
 if has colls_full; then # every collective, full sizes, at 3 and 4 ranks on 2 GPUs
     run gpu_colls_np4 300 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls
     run gpu_colls_np3 300 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls
+fi
+if has prof; then # the threaded profiler test on the cuda backend (default binding)
+    chk=$PWD/test/prof/.libs/libcgpu_prof_check.so
+    export CGPU_PROF_CHECK_PLUGIN=$chk
+    run prof_np2 120 2 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
+    run prof_np4 150 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
+    grep -h "events\|transport\|PASSED\|FAILED" "$out"/prof_np*.log | head -12
 fi
 if has pending; then # what the last session could not run on a GPU: threads, profiler, trace
     chk=$PWD/test/prof/.libs/libcgpu_prof_check.so

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,10 +250,50 @@ void cgpu_cuda_stream_destroy(void *stream)
     }
 }
 
+/* Polls, and after the first few polls gives the core away between them. With more
+ * threads than cores (MPI_THREAD_MULTIPLE under a one-core binding), a spinning wait, which
+ * is what cudaStreamSynchronize does by default, keeps the thread that would launch the
+ * peer kernel ours is waiting for off the core for a whole time slice per collective. */
 cgpu_status_t cgpu_cuda_stream_sync(void *stream)
 {
-    return cgpu_cuda_check((int) cudaStreamSynchronize((cudaStream_t) stream),
-                           "collective on the GPU");
+    for (unsigned it = 0;; ++it) {
+        cudaError_t e = cudaStreamQuery((cudaStream_t) stream);
+        if (cudaErrorNotReady != e) {
+            return cgpu_cuda_check((int) e, "collective on the GPU");
+        }
+        if (it >= 32) {
+            sched_yield();
+        }
+    }
+}
+
+cgpu_status_t cgpu_cuda_event_create(void **ev)
+{
+    cudaEvent_t e = NULL;
+    cgpu_status_t st = cgpu_cuda_check(
+        (int) cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    *ev = (void *) e;
+    return st;
+}
+
+void cgpu_cuda_event_destroy(void *ev)
+{
+    if (NULL != ev) {
+        (void) cudaEventDestroy((cudaEvent_t) ev);
+    }
+}
+
+/* An event recorded on the legacy default stream completes after everything enqueued
+ * before it there and on every blocking stream (per-thread default streams included);
+ * our stream then waits for it on the device. The host never waits, and the legacy
+ * stream never waits for ours, so no cycle through one of our kernels can form. */
+cgpu_status_t cgpu_cuda_stream_after_default(void *stream, void *ev)
+{
+    cudaError_t e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
+    if (cudaSuccess == e) {
+        e = cudaStreamWaitEvent((cudaStream_t) stream, (cudaEvent_t) ev, 0);
+    }
+    return cgpu_cuda_check((int) e, "ordering after the default stream");
 }
 
 cgpu_status_t cgpu_cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream)
@@ -404,6 +445,23 @@ void cgpu_cuda_stream_destroy(void *stream)
 cgpu_status_t cgpu_cuda_stream_sync(void *stream)
 {
     (void) stream;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_event_create(void **ev)
+{
+    *ev = NULL;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+void cgpu_cuda_event_destroy(void *ev)
+{
+    (void) ev;
+}
+
+cgpu_status_t cgpu_cuda_stream_after_default(void *stream, void *ev)
+{
+    (void) stream, (void) ev;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

@@ -59,8 +59,17 @@ void cgpu_cuda_setup_end(void);
 /** A non-blocking stream (no implicit ordering with the legacy default stream). */
 cgpu_status_t cgpu_cuda_stream_create(void **stream);
 void cgpu_cuda_stream_destroy(void *stream);
-/** Wait for everything enqueued on @p stream; converts asynchronous errors. */
+/** Wait for everything enqueued on @p stream (polling, yielding the core after the first
+ * polls); converts asynchronous errors. */
 cgpu_status_t cgpu_cuda_stream_sync(void *stream);
+/** An event without timing, for cgpu_cuda_stream_after_default. */
+cgpu_status_t cgpu_cuda_event_create(void **ev);
+void cgpu_cuda_event_destroy(void *ev);
+/** Work enqueued on @p stream from now on starts after everything already enqueued on the
+ * legacy default stream and every blocking stream (@p ev is recorded there): a pageable
+ * cudaMemcpy or a cudaMemset returns to the caller before the device has finished it. The
+ * host does not wait. */
+cgpu_status_t cgpu_cuda_stream_after_default(void *stream, void *ev);
 
 /** Copy between any two addresses (host or device), enqueued on @p stream. */
 cgpu_status_t cgpu_cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream);

@@ -53,6 +53,7 @@ typedef struct mca_coll_gpu_component_t {
     int cuda_inbox_pool;
     int cuda_ipc_cache_size;
     unsigned long cuda_tree_max_bytes;
+    bool cuda_stream_order;
     char *profiler; /* path of a profiler plugin */
     bool stage_host_buffers; /* testing: stage host buffers as if they were on a device */
     double ras_timeout;

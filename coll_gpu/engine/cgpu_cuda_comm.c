@@ -15,6 +15,7 @@
 typedef struct cgpu_cuda_comm {
     int device;
     void *stream;
+    void *order_ev; /* recorded on the legacy default stream (NULL: no ordering) */
     size_t inbox_bytes;
     char **peer_inbox; /* [size]; own entry is inbox */
     size_t *peer_release; /* [size]: offset of each peer's release word in its inbox */
@@ -113,6 +114,9 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
 
     cc->timeout_ns = (unsigned long long) (cfg->cuda_timeout_s * 1e9);
     cgpu_status_t st = cgpu_cuda_stream_create(&cc->stream);
+    if (CGPU_OK == st && cfg->cuda_stream_order) {
+        st = cgpu_cuda_event_create(&cc->order_ev);
+    }
     if (CGPU_OK != st) {
         return st;
     }
@@ -238,6 +242,7 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     cgpu_cuda_free(cc->scratch);
     cgpu_cuda_host_free(cc->pinned);
     cgpu_cuda_host_free((void *) cc->err_host);
+    cgpu_cuda_event_destroy(cc->order_ev);
     cgpu_cuda_stream_destroy(cc->stream);
     if (prev >= 0 && prev != cc->device) {
         (void) cgpu_cuda_set_device(prev);
@@ -357,11 +362,16 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     sg->out = (void *) rp;
     sg->copy_out = false;
     sg->host_out = NULL;
-    if (!out_stage && !in_copy) {
-        return CGPU_OK;
+    cgpu_status_t st = CGPU_OK;
+    /* device memory the caller filled through the default stream may not be written yet */
+    if (NULL != cc->order_ev && ((k->out_bytes > 0 && !rk.host) || (k->in_bytes > 0 && !sk.host))) {
+        st = cgpu_cuda_stream_after_default(cc->stream, cc->order_ev);
+    }
+    if (CGPU_OK != st || (!out_stage && !in_copy)) {
+        return st;
     }
     const size_t total = (out_stage ? round256(k->out_bytes) : 0) + (in_copy ? k->in_bytes : 0);
-    cgpu_status_t st = ensure_scratch(cc, total);
+    st = ensure_scratch(cc, total);
     if (CGPU_OK == st && ((out_stage && rk.host) || (in_copy && sk.host))) {
         st = ensure_pinned(cc, total);
     }

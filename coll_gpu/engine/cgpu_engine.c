@@ -45,6 +45,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_inbox_pool = 4;
     cfg->cuda_ipc_cache_size = 64;
     cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
+    cfg->cuda_stream_order = true;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
 }

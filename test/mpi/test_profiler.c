@@ -129,13 +129,6 @@ int main(int argc, char **argv)
     transport_fn transport =
         NULL != dl ? (transport_fn) dlsym(dl, "cgpu_check_plugin_transport") : NULL;
 
-    /* events per thread pair ~ (2 + steps) per iteration: size the run from the target */
-    int per_iter = 2 + 2 * (size - 1) + (size - 1); /* coll events + ring steps + a2a steps */
-    iters = (int) (min_events / (unsigned long long) (NTHREADS * per_iter)) + 50;
-    if (size < 2) {
-        iters = 10; /* coll/gpu declines single-rank communicators: nothing to profile */
-    }
-
     thread_arg_t args[NTHREADS];
     pthread_t th[NTHREADS];
     for (int k = 0; k < NTHREADS; ++k) {
@@ -145,8 +138,23 @@ int main(int argc, char **argv)
         MPI_Comm_set_name(args[k].comm, name);
         args[k].tag = k + 1;
         args[k].rank = rank;
-        args[k].iters = iters;
         args[k].failures = 0;
+    }
+    /* one collective sets the communicators' transport up; the host backend moves ring
+     * items through shared-memory queues (transport events), the cuda backend runs kernels */
+    int one = 1, sum = 0;
+    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, args[0].comm);
+    const int host_transport = 0 == transport_kind(args[0].comm);
+    /* size the run from the target: events per iteration (allreduce + alltoall) are the two
+     * collective events plus, on the host, ring and alltoall steps, on the cuda backend a
+     * kernel launch each */
+    const int per_iter = host_transport ? 2 + 2 * (size - 1) + (size - 1) : 4;
+    iters = (int) (min_events / (unsigned long long) (NTHREADS * per_iter)) + 50;
+    if (size < 2) {
+        iters = 10; /* coll/gpu declines single-rank communicators: nothing to profile */
+    }
+    for (int k = 0; k < NTHREADS; ++k) {
+        args[k].iters = iters;
     }
     /* a split communicator, driven by the main thread while the 4 workers run */
     thread_arg_t split = {.tag = NTHREADS + 1, .iters = iters / 4 + 1, .failures = 0};
@@ -158,8 +166,6 @@ int main(int argc, char **argv)
     }
     worker(&split);
     failures += split.failures;
-    /* the host backend moves ring items through shared-memory queues: transport events */
-    const int host_transport = 0 == transport_kind(args[0].comm);
     MPI_Comm_free(&split.comm);
     for (int k = 0; k < NTHREADS; ++k) {
         pthread_join(th[k], NULL);
