@@ -183,6 +183,18 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
     }
 }
 
+/* name is one of the comma-separated entries of list */
+static int listed(const char *list, const char *name)
+{
+    const size_t n = strlen(name);
+    for (const char *p = list; NULL != p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL) {
+        if (0 == strncmp(p, name, n) && (',' == p[n] || '\0' == p[n])) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -215,7 +227,7 @@ int main(int argc, char **argv)
     }
     int ran = 0;
     for (int c = 0; c < NCOLLS; ++c) {
-        if (0 == strcmp(which, "all") || 0 == strcmp(which, names[c])) {
+        if (0 == strcmp(which, "all") || listed(which, names[c])) {
             run(c, minb, maxb, ndev);
             ran++;
         }

@@ -8,6 +8,8 @@
 #ifdef CGPU_HAVE_CUDA
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -286,10 +288,22 @@ void cgpu_cuda_event_destroy(void *ev)
 /* An event recorded on the legacy default stream completes after everything enqueued
  * before it there and on every blocking stream (per-thread default streams included);
  * our stream then waits for it on the device. The host never waits, and the legacy
- * stream never waits for ours, so no cycle through one of our kernels can form. */
+ * stream never waits for ours, so no cycle through one of our kernels can form. When
+ * both default streams are idle (the usual case: nothing pending, or the caller
+ * synchronized) two queries replace the event, which costs a microsecond per call. */
 cgpu_status_t cgpu_cuda_stream_after_default(void *stream, void *ev)
 {
-    cudaError_t e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
+    cudaError_t e = cudaStreamQuery(cudaStreamLegacy);
+    if (cudaSuccess == e) {
+        e = cudaStreamQuery(cudaStreamPerThread);
+    }
+    if (cudaSuccess == e) {
+        return CGPU_OK;
+    }
+    if (cudaErrorNotReady != e) {
+        return cgpu_cuda_check((int) e, "querying the default stream");
+    }
+    e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
     if (cudaSuccess == e) {
         e = cudaStreamWaitEvent((cudaStream_t) stream, (cudaEvent_t) ev, 0);
     }
@@ -356,6 +370,52 @@ cgpu_status_t cgpu_cuda_ipc_export(void *dptr, void *handle)
     return st;
 }
 
+/* The allocation that holds a pointer: the runtime has no call for it, the driver has
+ * (cuMemGetAddressRange), found in the libcuda the runtime has loaded. */
+typedef int (*ptr_attr_fn)(void *data, int attribute, unsigned long long p);
+static ptr_attr_fn ptr_attr;
+static pthread_once_t ptr_attr_once = PTHREAD_ONCE_INIT;
+enum { CGPU_CU_ATTR_BUFFER_ID = 7, CGPU_CU_ATTR_RANGE_START = 11 }; /* CUpointer_attribute */
+
+static void find_ptr_attr(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (NULL != lib) {
+        ptr_attr = (ptr_attr_fn) dlsym(lib, "cuPointerGetAttribute");
+    }
+}
+
+cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *offset,
+                                         uint64_t *id)
+{
+    pthread_once(&ptr_attr_once, find_ptr_attr);
+    unsigned long long base = 0, buf_id = 0;
+    const unsigned long long dp = (unsigned long long) (uintptr_t) p;
+    if (NULL == ptr_attr || 0 != ptr_attr(&base, CGPU_CU_ATTR_RANGE_START, dp) ||
+        0 != ptr_attr(&buf_id, CGPU_CU_ATTR_BUFFER_ID, dp)) {
+        return CGPU_ERR_NOT_SUPPORTED;
+    }
+    *id = buf_id;
+    cudaIpcMemHandle_t h;
+    /* memory from cudaMallocAsync pools or the virtual memory API has no legacy handle */
+    if (cudaSuccess != cudaIpcGetMemHandle(&h, (void *) (uintptr_t) base)) {
+        (void) cudaGetLastError();
+        return CGPU_ERR_NOT_SUPPORTED;
+    }
+    memcpy(handle, &h, sizeof(h));
+    *offset = (size_t) ((uintptr_t) p - (uintptr_t) base);
+    return CGPU_OK;
+}
+
+cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev)
+{
+    cudaError_t e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
+    if (cudaSuccess == e) {
+        e = cudaEventSynchronize((cudaEvent_t) ev);
+    }
+    return cgpu_cuda_check((int) e, "waiting for the default stream");
+}
+
 cgpu_status_t cgpu_cuda_ipc_open(const void *handle, void **dptr)
 {
     cudaIpcMemHandle_t h;
@@ -372,6 +432,13 @@ cgpu_status_t cgpu_cuda_ipc_open(const void *handle, void **dptr)
 void cgpu_cuda_ipc_close(void *dptr)
 {
     release(REL_IPC, dptr);
+}
+
+void cgpu_cuda_ipc_close_now(void *dptr)
+{
+    if (NULL != dptr && cudaSuccess != cudaIpcCloseMemHandle(dptr)) {
+        (void) cudaGetLastError();
+    }
 }
 
 #else /* !CGPU_HAVE_CUDA: a build without the toolkit sees no device */
@@ -508,7 +575,27 @@ cgpu_status_t cgpu_cuda_ipc_open(const void *handle, void **dptr)
     return CGPU_ERR_NOT_SUPPORTED;
 }
 
+cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *offset,
+                                         uint64_t *id)
+{
+    (void) p, (void) handle;
+    *offset = 0;
+    *id = 0;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev)
+{
+    (void) ev;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
 void cgpu_cuda_ipc_close(void *dptr)
+{
+    (void) dptr;
+}
+
+void cgpu_cuda_ipc_close_now(void *dptr)
 {
     (void) dptr;
 }

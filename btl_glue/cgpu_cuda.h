@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cgpu_status.h"
 
@@ -85,6 +86,16 @@ void cgpu_cuda_host_free(void *host);
 /** Export / open / close a CUDA IPC handle of a device allocation. */
 cgpu_status_t cgpu_cuda_ipc_export(void *dptr, void *handle /* CGPU_CUDA_IPC_HANDLE_BYTES */);
 cgpu_status_t cgpu_cuda_ipc_open(const void *handle, void **dptr);
+/** Export the allocation holding @p p (any pointer into it): its handle, where @p p lies in
+ * it, and the allocation's process-wide unique id. CGPU_ERR_NOT_SUPPORTED, silently, for
+ * memory without an IPC handle. */
+cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *offset,
+                                         uint64_t *id);
+/** Close a mapping at once; only while no collective of this process is in flight. */
+void cgpu_cuda_ipc_close_now(void *dptr);
+/** Wait on the host for the work already enqueued on the legacy default stream and every
+ * blocking stream (@p ev is recorded there). */
+cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev);
 void cgpu_cuda_ipc_close(void *dptr);
 
 /** Convert a CUDA error number returned by a kernel launcher; logs it with @p what. */

@@ -256,6 +256,17 @@ static int gpu_register(void)
         "arrived); 0 disables the watchdog thread",
         MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_4,
         MCA_BASE_VAR_SCOPE_ALL_EQ, &c->ras_timeout);
+    c->cuda_ce_alltoall_min_bytes = (unsigned long) d.cuda_ce_alltoall_min_bytes;
+    reg_ulong("cuda_ce_alltoall_min_bytes",
+              "cuda backend: alltoalls of at least this many bytes (whole send buffer) run on "
+              "the copy engines, straight into the peers' receive buffers (mapped through CUDA "
+              "IPC, cached like inboxes), when every rank's buffers allow it; 0: never",
+              &c->cuda_ce_alltoall_min_bytes);
+    c->cuda_ce_bcast_min_bytes = (unsigned long) d.cuda_ce_bcast_min_bytes;
+    reg_ulong("cuda_ce_bcast_min_bytes",
+              "cuda backend: 2-rank bcasts of at least this many bytes run on the root's copy "
+              "engines, straight into the other rank's buffer; 0: never",
+              &c->cuda_ce_bcast_min_bytes);
     c->cuda_stream_order = d.cuda_stream_order;
     (void) mca_base_component_var_register(
         &mca_coll_gpu_component.super.collm_version, "cuda_stream_order",
@@ -326,6 +337,8 @@ static int gpu_open(void)
     cfg.cuda_ipc_cache_size = c->cuda_ipc_cache_size;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
     cfg.cuda_stream_order = c->cuda_stream_order;
+    cfg.cuda_ce_alltoall_min_bytes = c->cuda_ce_alltoall_min_bytes;
+    cfg.cuda_ce_bcast_min_bytes = c->cuda_ce_bcast_min_bytes;
     cfg.profiler = c->profiler;
     cfg.ras_timeout_s = c->ras_timeout;
     cfg.ras_abort_on_timeout = c->ras_abort_on_timeout;

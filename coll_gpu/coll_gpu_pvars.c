@@ -116,7 +116,8 @@ static const mca_base_var_enum_value_t state_values[] = {
 };
 static const mca_base_var_enum_value_t alg_values[] = {
     {CGPU_RAS_ALG_NONE, "none"}, {CGPU_RAS_ALG_RING, "ring"},     {CGPU_RAS_ALG_ONESHOT, "oneshot"},
-    {CGPU_RAS_ALG_TREE, "tree"}, {CGPU_RAS_ALG_DIRECT, "direct"}, {0, NULL},
+    {CGPU_RAS_ALG_TREE, "tree"}, {CGPU_RAS_ALG_DIRECT, "direct"},
+    {CGPU_RAS_ALG_COPY_ENGINE, "copy_engine"}, {0, NULL},
 };
 static const mca_base_var_enum_value_t transport_values[] = {
     {CGPU_RAS_TRANSPORT_SHM, "shm"}, {CGPU_RAS_TRANSPORT_CUDA_IPC, "cuda_ipc"}, {0, NULL},
@@ -190,7 +191,7 @@ static const ras_pvar_t ras_pvars[] = {
      "Engine collectives on this communicator that failed otherwise (memory, misuse)"},
     {"algorithm", CGPU_RAS_ALGORITHM, MCA_BASE_PVAR_CLASS_STATE, alg_values,
      "Algorithm of the running (or last) engine collective on this communicator. Values: 0 "
-     "none, 1 ring (and chains along it), 2 oneshot, 3 tree, 4 direct"},
+     "none, 1 ring (and chains along it), 2 oneshot, 3 tree, 4 direct, 5 copy_engine"},
     {"transport", CGPU_RAS_TRANSPORT, MCA_BASE_PVAR_CLASS_STATE, transport_values,
      "Transport this communicator's engine uses between ranks. Values: 0 shm, 1 cuda_ipc"},
 };

@@ -895,7 +895,27 @@ __global__ void release_kernel(const cgpu_cuda_release_args_t a)
         atomicAdd_system(a.word[threadIdx.x], 1ull);
     }
 }
+
+/* One thread per rank. The copies this stream enqueued before have completed when the
+ * kernel starts; the fence orders them before the flag for the peer that reads both. */
+__global__ void ce_sync_kernel(const cgpu_cuda_ce_sync_args_t a)
+{
+    const int i = (int) threadIdx.x;
+    if (nullptr != a.signal[i]) {
+        __threadfence_system();
+        store_flag(a.signal[i], a.seq);
+    }
+    if (nullptr != a.wait[i]) {
+        (void) spin_ge(a.wait[i], a.seq, a.timeout_ns, a.err, CGPU_CUDA_ERR_CE, i);
+    }
+}
 } /* namespace */
+
+extern "C" int cgpu_cuda_ce_sync(const cgpu_cuda_ce_sync_args_t *a, void *stream)
+{
+    ce_sync_kernel<<<1, CGPU_CUDA_MAX_RANKS, 0, (cudaStream_t) stream>>>(*a);
+    return (int) cudaGetLastError();
+}
 
 extern "C" int cgpu_cuda_release_signal(const cgpu_cuda_release_args_t *a, void *stream)
 {
@@ -943,6 +963,7 @@ extern "C" int cgpu_cuda_kernels_preload(void)
     cudaFuncAttributes at;
     (void) cudaFuncGetAttributes(&at, a2a_kernel);
     (void) cudaFuncGetAttributes(&at, release_kernel);
+    (void) cudaFuncGetAttributes(&at, ce_sync_kernel);
     (void) cudaFuncGetAttributes(&at, ringx_kernel<uint8_t, CGPU_OP_SUM>);
     return (int) cudaGetLastError();
 }

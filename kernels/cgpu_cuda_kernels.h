@@ -56,8 +56,12 @@ extern "C" {
 #define CGPU_CUDA_FLAG_A2A_POSTED(c) ((CGPU_CUDA_FLAG_A2A_BASE + (size_t) (c)) * CGPU_CUDA_FLAG_STRIDE)
 #define CGPU_CUDA_FLAG_A2A_CONSUMED(c) \
     ((CGPU_CUDA_FLAG_A2A_BASE + (size_t) CGPU_CUDA_MAX_CHANNELS + (c)) * CGPU_CUDA_FLAG_STRIDE)
+/* copy-engine path: rank p sets its word here to the call's number once its copies into
+ * this rank's buffer have completed */
+#define CGPU_CUDA_FLAG_CE_BASE (CGPU_CUDA_FLAG_A2A_BASE + 2 * (size_t) CGPU_CUDA_MAX_CHANNELS)
+#define CGPU_CUDA_FLAG_CE(p) ((CGPU_CUDA_FLAG_CE_BASE + (size_t) (p)) * CGPU_CUDA_FLAG_STRIDE)
 #define CGPU_CUDA_FLAG_WORDS \
-    ((CGPU_CUDA_FLAG_A2A_BASE + 2 * (size_t) CGPU_CUDA_MAX_CHANNELS) * CGPU_CUDA_FLAG_STRIDE)
+    ((CGPU_CUDA_FLAG_CE_BASE + (size_t) CGPU_CUDA_MAX_RANKS) * CGPU_CUDA_FLAG_STRIDE)
 #define CGPU_CUDA_FLAG_BYTES (CGPU_CUDA_FLAG_WORDS * sizeof(uint64_t))
 
 /*
@@ -67,7 +71,7 @@ extern "C" {
  */
 enum { CGPU_CUDA_ERR_NONE = 0, CGPU_CUDA_ERR_RING_POSTED = 1, CGPU_CUDA_ERR_RING_CONSUMED = 2,
        CGPU_CUDA_ERR_ONESHOT = 3, CGPU_CUDA_ERR_TREE_POSTED = 4, CGPU_CUDA_ERR_TREE_CONSUMED = 5,
-       CGPU_CUDA_ERR_A2A_POSTED = 6, CGPU_CUDA_ERR_A2A_CONSUMED = 7 };
+       CGPU_CUDA_ERR_A2A_POSTED = 6, CGPU_CUDA_ERR_A2A_CONSUMED = 7, CGPU_CUDA_ERR_CE = 8 };
 
 /*
  * What a launch on the ring (link r -> r+1, slots in the right neighbour's inbox) does.
@@ -188,6 +192,18 @@ typedef struct cgpu_cuda_release_args {
     int n;
 } cgpu_cuda_release_args_t;
 int cgpu_cuda_release_signal(const cgpu_cuda_release_args_t *a, void *stream);
+
+/** Copy-engine path: after this stream's copies into peers' buffers, set each peer's word
+ * (signal[i], through its mapping) to seq, then wait until each of this rank's words
+ * (wait[i]) reaches seq. NULL entries are skipped. */
+typedef struct cgpu_cuda_ce_sync_args {
+    unsigned long long timeout_ns;
+    unsigned long long *err;
+    uint64_t *signal[CGPU_CUDA_MAX_RANKS];
+    const uint64_t *wait[CGPU_CUDA_MAX_RANKS];
+    uint64_t seq;
+} cgpu_cuda_ce_sync_args_t;
+int cgpu_cuda_ce_sync(const cgpu_cuda_ce_sync_args_t *a, void *stream);
 
 /** Enqueue a tree allreduce (2 x nch blocks). Returns 0 or a cudaError_t value. */
 int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,

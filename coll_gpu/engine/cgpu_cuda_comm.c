@@ -37,6 +37,7 @@ typedef struct cgpu_cuda_comm {
     size_t a2a_off;
     int a2a_cpd_max; /* alltoall channels per peer distance (0: no device alltoall) */
     uint64_t a2a_base[CGPU_CUDA_MAX_CHANNELS];
+    uint64_t ce_seq; /* copy-engine calls so far (same on every rank) */
     void *scratch; /* staging for buffers the kernels cannot use in place */
     size_t scratch_bytes;
     char *pinned;  /* host buffers pass through here, so no copy of ours is pageable */
@@ -441,12 +442,13 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
                                      "data from a tree neighbour",
                                      "room at a tree neighbour",
                                      "a peer's alltoall data",
-                                     "room at an alltoall peer"};
+                                     "room at an alltoall peer",
+                                     "a peer's copy-engine data"};
         unsigned long long w = cc->err_host[0];
         cgpu_log(CGPU_LOG_WARN,
                  "cuda: %s: rank %d waited more than coll_gpu_cuda_timeout for %s (channel/peer "
                  "%llu: wanted %llu, saw %llu); the collective failed",
-                 k->kind, comm->rank, w < 8 ? what[w] : "?", cc->err_host[1], cc->err_host[2],
+                 k->kind, comm->rank, w < 9 ? what[w] : "?", cc->err_host[1], cc->err_host[2],
                  cc->err_host[3]);
         st = CGPU_ERR_TIMEOUT;
     }
@@ -672,12 +674,28 @@ cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, 
     return cuda_run(comm, &k);
 }
 
+static cgpu_status_t ce_bcast(cgpu_comm_t *comm, cuda_call_t *k, void *buf, size_t bytes,
+                              int root, bool *done);
+
 cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
 {
     ring_call_t rc = {.mode = CGPU_CUDA_RING_BCAST, .root = root, .count = bytes, .copy = true};
     cuda_call_t k = {.kind = "bcast", .dtype = "byte", .op = "", .alg = "chain", .count = bytes,
                      .bytes = bytes, .ras_alg = CGPU_RAS_ALG_RING, .sbuf = buf, .in_bytes = bytes,
                      .rbuf = buf, .out_bytes = bytes, .fn = launch_ring, .args = &rc};
+    const size_t ce_min = cgpu_engine_config()->cuda_ce_bcast_min_bytes;
+    /* the root writes to each peer in turn: with more than 2 ranks the chain is faster */
+    if (0 != ce_min && bytes >= ce_min && 2 == comm->size) {
+        bool done;
+        cgpu_status_t st = ce_bcast(comm, &k, buf, bytes, root, &done);
+        if (CGPU_OK != st || done) {
+            return st;
+        }
+        k.alg = "chain";
+        k.ras_alg = CGPU_RAS_ALG_RING;
+        k.fn = launch_ring;
+        k.args = &rc;
+    }
     return cuda_run(comm, &k);
 }
 
@@ -747,6 +765,194 @@ static cgpu_status_t launch_a2a(cgpu_comm_t *comm, const void *in, void *out, co
     return CGPU_OK;
 }
 
+/* ---- copy-engine path: each rank's copy engines write straight into the peers' user
+ * buffers, mapped through CUDA IPC for the call (and cached), then set a flag in each
+ * peer's inbox; a rank's call completes when every peer's flag for it has arrived. ---- */
+
+typedef struct ce_rec {
+    int32_t ok;       /* this rank can take part (its buffers suit, its target exported) */
+    int32_t exported; /* handle/offset are valid */
+    uint64_t offset;  /* of the target in its allocation */
+    uint64_t id;      /* the allocation's unique id (a freed one's handle can come back) */
+    char handle[CGPU_CUDA_IPC_HANDLE_BYTES];
+} ce_rec_t;
+
+typedef struct ce_call {
+    bool bcast;   /* else alltoall */
+    int root;
+    size_t bytes; /* bcast: the buffer; alltoall: per peer */
+    void *map[CGPU_CUDA_MAX_RANKS]; /* peers' mapped allocations (NULL: not mapped) */
+    char *dst[CGPU_CUDA_MAX_RANKS]; /* peers' target buffers through them */
+} ce_call_t;
+
+static bool usable_as_is(const cgpu_cuda_comm_t *cc, const void *p)
+{
+    return buf_kind(cc, p).in_place;
+}
+
+static void ce_unmap(ce_call_t *ce, int n)
+{
+    for (int p = 0; p < n; ++p) {
+        if (NULL != ce->map[p]) {
+            cgpu_ipc_cache_put(ce->map[p]);
+            ce->map[p] = NULL;
+        }
+    }
+}
+
+/* Collective: whether every rank takes the copy-engine path for this call (the same
+ * answer on every rank, from records every rank sees), and the mappings this rank needs.
+ * `target` is what peers write into (NULL: nothing), `source` what this rank reads. */
+static cgpu_status_t ce_prepare(cgpu_comm_t *comm, const void *source, void *target,
+                                bool needs_map, ce_call_t *ce, bool *use)
+{
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    const int n = comm->size;
+    *use = false;
+    ce_rec_t mine;
+    memset(&mine, 0, sizeof(mine));
+    mine.ok = usable_as_is(cc, source) && (NULL == target || usable_as_is(cc, target));
+    if (mine.ok && NULL != target) {
+        size_t off = 0;
+        uint64_t id = 0;
+        mine.ok = CGPU_OK == cgpu_cuda_ipc_export_range(target, mine.handle, &off, &id);
+        mine.id = id;
+        mine.exported = mine.ok;
+        mine.offset = off;
+        /* peers write into it without our stream's ordering: what the caller queued on the
+         * default stream must be finished first */
+        if (mine.ok && NULL != cc->order_ev &&
+            CGPU_OK != cgpu_cuda_default_stream_wait_host(cc->order_ev)) {
+            mine.ok = 0;
+        }
+    }
+    ce_rec_t *all = calloc((size_t) n, sizeof(ce_rec_t));
+    if (NULL == all) {
+        return CGPU_ERR_NO_MEMORY; /* not agreed: the caller fails the call */
+    }
+    cgpu_status_t st = comm->bs.allgather(comm->bs.ctx, &mine, all, sizeof(ce_rec_t));
+    bool every = CGPU_OK == st;
+    for (int p = 0; every && p < n; ++p) {
+        every = 0 != all[p].ok;
+    }
+    int32_t mapped = 1;
+    if (every && needs_map) {
+        cgpu_cuda_setup_begin(); /* opening a handle may wait for running kernels */
+        for (int p = 0; p < n && mapped; ++p) {
+            if (p == comm->rank || !all[p].exported) {
+                continue;
+            }
+            mapped = CGPU_OK == cgpu_ipc_cache_get_id(all[p].handle, all[p].id, &ce->map[p]);
+            ce->dst[p] = mapped ? (char *) ce->map[p] + all[p].offset : NULL;
+        }
+        cgpu_cuda_setup_end();
+    }
+    free(all);
+    if (CGPU_OK != st) {
+        return st;
+    }
+    if (!every) {
+        return CGPU_OK;
+    }
+    /* a rank that could not map a peer: every rank learns it, and all take the kernels */
+    int32_t *oks = calloc((size_t) n, sizeof(int32_t));
+    st = NULL == oks ? CGPU_ERR_NO_MEMORY
+                     : comm->bs.allgather(comm->bs.ctx, &mapped, oks, sizeof(int32_t));
+    bool all_mapped = CGPU_OK == st;
+    for (int p = 0; all_mapped && p < n; ++p) {
+        all_mapped = 0 != oks[p];
+    }
+    free(oks);
+    if (!all_mapped) {
+        ce_unmap(ce, n);
+    }
+    *use = all_mapped;
+    return st;
+}
+
+static cgpu_status_t launch_ce(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+{
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    const ce_call_t *ce = args;
+    const int n = comm->size, me = comm->rank;
+    cgpu_cuda_ce_sync_args_t s;
+    memset(&s, 0, sizeof(s));
+    s.timeout_ns = cc->timeout_ns;
+    s.err = cc->err_dev;
+    s.seq = ++cc->ce_seq;
+    cgpu_status_t st = CGPU_OK;
+    if (ce->bcast) {
+        for (int p = 0; p < n && CGPU_OK == st; ++p) {
+            if (me == ce->root && p != me) {
+                st = cgpu_cuda_copy_async(ce->dst[p], in, ce->bytes, cc->stream);
+                s.signal[p] = (uint64_t *) (cc->peer_inbox[p] + CGPU_CUDA_FLAG_CE(me));
+            }
+        }
+        if (me != ce->root) {
+            s.wait[ce->root] = (const uint64_t *) (cc->ib.ptr + CGPU_CUDA_FLAG_CE(ce->root));
+        }
+    } else {
+        /* peers in order of distance, so not everyone writes to rank 0 first */
+        for (int d = 1; d < n && CGPU_OK == st; ++d) {
+            const int p = (me + d) % n;
+            st = cgpu_cuda_copy_async(ce->dst[p] + (size_t) me * ce->bytes,
+                                      (const char *) in + (size_t) p * ce->bytes, ce->bytes,
+                                      cc->stream);
+            s.signal[p] = (uint64_t *) (cc->peer_inbox[p] + CGPU_CUDA_FLAG_CE(me));
+            s.wait[p] = (const uint64_t *) (cc->ib.ptr + CGPU_CUDA_FLAG_CE(p));
+        }
+        if (CGPU_OK == st) {
+            st = cgpu_cuda_copy_async((char *) out + (size_t) me * ce->bytes,
+                                      (const char *) in + (size_t) me * ce->bytes, ce->bytes,
+                                      cc->stream);
+        }
+    }
+    if (CGPU_OK != st) {
+        return st; /* peers time out waiting for our flag: coll_gpu_cuda_timeout */
+    }
+    cgpu_log(CGPU_LOG_TRACE, "cuda: copy-engine %s rank %d bytes %zu seq %llu",
+             ce->bcast ? "bcast" : "alltoall", me, ce->bytes, (unsigned long long) s.seq);
+    int err = cgpu_cuda_ce_sync(&s, cc->stream);
+    return 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
+}
+
+/* Runs the call on the copy engines when every rank can; *done says whether it did. */
+static cgpu_status_t ce_try(cgpu_comm_t *comm, cuda_call_t *k, ce_call_t *ce, const void *source,
+                            void *target, bool needs_map, bool *done)
+{
+    *done = false;
+    int prev = cgpu_cuda_current_device();
+    cgpu_status_t st = prev != comm->cuda->device ? cgpu_cuda_set_device(comm->cuda->device)
+                                                   : CGPU_OK;
+    bool use = false;
+    if (CGPU_OK == st) {
+        st = ce_prepare(comm, source, target, needs_map, ce, &use);
+    }
+    if (prev >= 0 && prev != comm->cuda->device) {
+        (void) cgpu_cuda_set_device(prev);
+    }
+    if (CGPU_OK != st || !use) {
+        return st;
+    }
+    *done = true;
+    k->alg = "copy-engine";
+    k->ras_alg = CGPU_RAS_ALG_COPY_ENGINE;
+    k->fn = launch_ce;
+    k->args = ce;
+    st = cuda_run(comm, k);
+    ce_unmap(ce, comm->size);
+    return st;
+}
+
+/* The root maps the other rank's buffer and writes it; the other rank exports it. */
+static cgpu_status_t ce_bcast(cgpu_comm_t *comm, cuda_call_t *k, void *buf, size_t bytes,
+                              int root, bool *done)
+{
+    ce_call_t ce = {.bcast = true, .root = root, .bytes = bytes};
+    const bool is_root = comm->rank == root;
+    return ce_try(comm, k, &ce, buf, is_root ? NULL : buf, is_root, done);
+}
+
 cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
 {
     const size_t total = bytes * (size_t) comm->size;
@@ -754,6 +960,20 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
                      .count = bytes, .bytes = total, .ras_alg = CGPU_RAS_ALG_DIRECT,
                      .sbuf = sbuf, .in_bytes = total, .rbuf = rbuf, .out_bytes = total,
                      .force_copy_in = sbuf == rbuf, .fn = launch_a2a, .args = &bytes};
+    const size_t ce_min = cgpu_engine_config()->cuda_ce_alltoall_min_bytes;
+    const char *s = sbuf, *r = rbuf; /* separate buffers only (in place needs the inbox) */
+    if (0 != ce_min && total >= ce_min && (s + total <= r || r + total <= s)) {
+        ce_call_t ce = {.bcast = false, .bytes = bytes};
+        bool done;
+        cgpu_status_t st = ce_try(comm, &k, &ce, sbuf, rbuf, true, &done);
+        if (CGPU_OK != st || done) {
+            return st;
+        }
+        k.alg = "direct";
+        k.ras_alg = CGPU_RAS_ALG_DIRECT;
+        k.fn = launch_a2a;
+        k.args = &bytes;
+    }
     return cuda_run(comm, &k);
 }
 

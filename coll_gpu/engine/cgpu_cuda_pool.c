@@ -45,6 +45,7 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct ipc_entry {
     char handle[CGPU_CUDA_IPC_HANDLE_BYTES];
+    uint64_t id; /* the exporter's allocation id (0 for inboxes) */
     void *ptr;
     int refs;
     uint64_t last_use;
@@ -80,8 +81,25 @@ static void ipc_trim(size_t keep)
 
 cgpu_status_t cgpu_ipc_cache_get(const void *handle, void **ptr)
 {
+    return cgpu_ipc_cache_get_id(handle, 0, ptr);
+}
+
+cgpu_status_t cgpu_ipc_cache_get_id(const void *handle, uint64_t id, void **ptr)
+{
     pthread_mutex_lock(&pool_lock);
     for (size_t i = 0; i < nipc; ++i) {
+        if (0 == memcmp(ipc[i].handle, handle, CGPU_CUDA_IPC_HANDLE_BYTES) && ipc[i].id != id) {
+            /* the same handle for a new allocation where a freed one was: the old mapping
+             * must go before the handle can be opened again */
+            if (0 != ipc[i].refs) {
+                pthread_mutex_unlock(&pool_lock);
+                return CGPU_ERR_STATE;
+            }
+            cgpu_cuda_ipc_close_now(ipc[i].ptr);
+            ipc[i] = ipc[--nipc];
+            atomic_fetch_add_explicit(&ipc_evictions, 1, memory_order_relaxed);
+            break;
+        }
         if (0 == memcmp(ipc[i].handle, handle, CGPU_CUDA_IPC_HANDLE_BYTES)) {
             ipc[i].refs++;
             ipc[i].last_use = ++ipc_clock;
@@ -105,6 +123,7 @@ cgpu_status_t cgpu_ipc_cache_get(const void *handle, void **ptr)
     if (CGPU_OK == st) {
         ipc_entry_t *e = &ipc[nipc++];
         memcpy(e->handle, handle, CGPU_CUDA_IPC_HANDLE_BYTES);
+        e->id = id;
         e->ptr = *ptr;
         e->refs = 1;
         e->last_use = ++ipc_clock;
@@ -287,6 +306,13 @@ cgpu_status_t cgpu_inbox_signal_release(char *const *peer_inbox, const size_t *r
 cgpu_status_t cgpu_ipc_cache_get(const void *handle, void **ptr)
 {
     (void) handle;
+    *ptr = NULL;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_ipc_cache_get_id(const void *handle, uint64_t id, void **ptr)
+{
+    (void) handle, (void) id;
     *ptr = NULL;
     return CGPU_ERR_NOT_SUPPORTED;
 }

@@ -43,6 +43,10 @@ cgpu_status_t cgpu_inbox_signal_release(char *const *peer_inbox, const size_t *r
 
 /** Map a peer's inbox (cache hit: no new mapping). */
 cgpu_status_t cgpu_ipc_cache_get(const void *handle, void **ptr);
+/** Map a peer's allocation identified by its handle and its allocation id (a handle can
+ * come back for a new allocation once the old one is freed: the stale mapping, unused, is
+ * closed first). Call with no collective of this process in flight (set-up exclusion). */
+cgpu_status_t cgpu_ipc_cache_get_id(const void *handle, uint64_t id, void **ptr);
 /** Drop one reference taken by cgpu_ipc_cache_get. */
 void cgpu_ipc_cache_put(void *ptr);
 

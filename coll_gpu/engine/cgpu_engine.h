@@ -79,6 +79,8 @@ typedef struct cgpu_config {
     bool ras_abort_on_timeout;  /* ... and fail it (and the communicator) instead of waiting */
     size_t cuda_tree_max_bytes; /* auto: tree for 3+ ranks from the oneshot limit up to this */
     bool cuda_stream_order;     /* device-buffer calls start after the default stream's work */
+    size_t cuda_ce_alltoall_min_bytes; /* copy engines for alltoalls this large (0: never) */
+    size_t cuda_ce_bcast_min_bytes;    /* ... and for 2-rank bcasts (0: never) */
 } cgpu_config_t;
 
 /** Fill @p cfg with the documented defaults. */
@@ -209,7 +211,8 @@ typedef enum cgpu_ras_state {
 } cgpu_ras_state_t;
 
 typedef enum cgpu_ras_alg { CGPU_RAS_ALG_NONE = 0, CGPU_RAS_ALG_RING, CGPU_RAS_ALG_ONESHOT,
-                            CGPU_RAS_ALG_TREE, CGPU_RAS_ALG_DIRECT } cgpu_ras_alg_t;
+                            CGPU_RAS_ALG_TREE, CGPU_RAS_ALG_DIRECT,
+                            CGPU_RAS_ALG_COPY_ENGINE } cgpu_ras_alg_t;
 typedef enum cgpu_ras_transport { CGPU_RAS_TRANSPORT_SHM = 0, CGPU_RAS_TRANSPORT_CUDA_IPC = 1 }
     cgpu_ras_transport_t;
 

@@ -314,6 +314,50 @@ static void check_alltoall(size_t per, bool in_place, bool host)
     free(o);
 }
 
+/* Buffers carved out of one allocation at unaligned offsets (the copy-engine path maps a
+ * peer's allocation and must add the buffer's offset in it), each used twice (the second
+ * time through a cached mapping), with new contents each time. */
+static void check_carved(size_t per)
+{
+    const size_t total = per * (size_t) nranks, tb = total * sizeof(int);
+    char *base = dev_alloc(2 * tb + 3 * per + 8192);
+    int *s = (int *) (base + 260), *r = (int *) (base + 260 + tb + 1028);
+    unsigned char *b = (unsigned char *) (base + 2 * tb + 4096 + 13);
+    int *h = mt_xmalloc(tb + 4), *want = mt_xmalloc(tb + 4);
+    unsigned char *hb = mt_xmalloc(3 * per + 1), *wb = mt_xmalloc(3 * per + 1);
+    for (int rep = 0; rep < 2; ++rep) {
+        for (int p = 0; p < nranks; ++p) {
+            for (size_t i = 0; i < per; ++i) {
+                h[(size_t) p * per + i] = (int) mt_hash((uint64_t) rank, (uint64_t) p, i, 5 + rep);
+                want[(size_t) p * per + i] = (int) mt_hash((uint64_t) p, (uint64_t) rank, i, 5 + rep);
+            }
+        }
+        to_dev(s, h, tb);
+        CUDA_OK(cudaMemset(r, 0xfe, tb));
+        MT_CHECK_MPI(MPI_Alltoall(s, (int) per, MPI_INT, r, (int) per, MPI_INT, MPI_COMM_WORLD));
+        from_dev(h, r, tb);
+        long bad = diff(h, want, total, sizeof(int));
+        MT_CHECK(0 == bad, "alltoall %zu ints per peer in a carved buffer (use %d): %ld wrong",
+                 per, rep + 1, bad);
+        const int root = rep % nranks;
+        for (size_t i = 0; i < 3 * per; ++i) {
+            wb[i] = pattern(root + 10 * rep, i);
+            hb[i] = rank == root ? wb[i] : 0xee;
+        }
+        to_dev(b, hb, 3 * per);
+        MT_CHECK_MPI(MPI_Bcast(b, (int) (3 * per), MPI_BYTE, root, MPI_COMM_WORLD));
+        from_dev(hb, b, 3 * per);
+        bad = diff(hb, wb, 3 * per, 1);
+        MT_CHECK(0 == bad, "bcast %zu bytes root %d in a carved buffer (use %d): %ld wrong",
+                 3 * per, root, rep + 1, bad);
+    }
+    cudaFree(base);
+    free(h);
+    free(want);
+    free(hb);
+    free(wb);
+}
+
 static void check_allreduce(size_t count)
 {
     const rcase_t *c = &rcases[0];
@@ -496,6 +540,10 @@ int main(int argc, char **argv)
     check_alltoall(40000, true, true);
     calls += 2;
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "alltoall");
+    check_carved(1);
+    check_carved(70001);
+    check_carved(quick ? 300000 : 3000000);
+    MT_EXPECT_PATH(&pv, 12, MT_PATH_ENGINE, "carved buffers");
 
     /* a random mix (same sequence on every rank) */
     uint64_t seed = 12345;
