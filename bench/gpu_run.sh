@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min colls_full prof ce pending suite_cuda bench
+#   steps: any of build smoke test test_min colls_full prof ce lat pending suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
 set -uo pipefail
@@ -74,12 +74,21 @@ if has prof; then # the threaded profiler test on the cuda backend (default bind
     grep -h "events\|transport\|PASSED\|FAILED" "$out"/prof_np*.log | head -12
 fi
 if has ce; then # the copy-engine path forced on every alltoall and 2-rank bcast, then measured
-    CE=(--mca coll_gpu_cuda_ce_alltoall_min_bytes 1 --mca coll_gpu_cuda_ce_bcast_min_bytes 1)
+    CE=(--mca coll_gpu_cuda_ce_alltoall_min_bytes 1 --mca coll_gpu_cuda_ce_bcast_min_bytes 1
+        --mca coll_gpu_cuda_ce_reduce_min_bytes 1)
     run ce_colls_np2 200 2 "${CE[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_colls
     echo "copy-engine calls in ce_colls_np2: $(grep -c 'cuda: copy-engine' "$out/ce_colls_np2.log")"
     run ce_colls_np4 200 4 "${CE[@]}" --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_verbose 100 test/gpu/test_cuda_colls quick
     echo "copy-engine calls in ce_colls_np4: $(grep -c 'cuda: copy-engine' "$out/ce_colls_np4.log")"
-    timeout -k 5 200 "${MPIRUN[@]}" -np 2 "${CE[@]}" bench/bench_colls alltoall,bcast 1073741824 1048576 2>&1 | tee "$out/bench_ce.txt"
+    timeout -k 5 200 "${MPIRUN[@]}" -np 2 "${CE[@]}" bench/bench_colls ${CE_COLLS:-alltoall,bcast,reduce} 1073741824 1048576 2>&1 | tee "$out/bench_ce.txt"
+fi
+if has lat; then # small-message latency: stream ordering and the completion wait, each way
+    for v in "1 32" "0 32" "1 -1" "0 -1" "1 1000"; do
+        set -- $v
+        echo "## stream_order $1 wait_polls $2" | tee -a "$out/lat.txt"
+        timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_stream_order "$1" --mca coll_gpu_cuda_wait_polls "$2" \
+            bench/bench_colls ${LAT_COLLS:-allreduce,allgather,reduce_scatter,bcast} 4096 8 2>&1 | tee -a "$out/lat.txt"
+    done
 fi
 if has pending; then # what the last session could not run on a GPU: threads, profiler, trace
     chk=$PWD/test/prof/.libs/libcgpu_prof_check.so

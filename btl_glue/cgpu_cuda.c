@@ -258,12 +258,17 @@ void cgpu_cuda_stream_destroy(void *stream)
  * peer kernel ours is waiting for off the core for a whole time slice per collective. */
 cgpu_status_t cgpu_cuda_stream_sync(void *stream)
 {
-    for (unsigned it = 0;; ++it) {
+    const int polls = cgpu_engine_config()->cuda_wait_polls;
+    if (polls < 0) {
+        return cgpu_cuda_check((int) cudaStreamSynchronize((cudaStream_t) stream),
+                               "collective on the GPU");
+    }
+    for (int it = 0;; it += it < polls) {
         cudaError_t e = cudaStreamQuery((cudaStream_t) stream);
         if (cudaErrorNotReady != e) {
             return cgpu_cuda_check((int) e, "collective on the GPU");
         }
-        if (it >= 32) {
+        if (it >= polls) {
             sched_yield();
         }
     }
@@ -283,6 +288,15 @@ void cgpu_cuda_event_destroy(void *ev)
     if (NULL != ev) {
         (void) cudaEventDestroy((cudaEvent_t) ev);
     }
+}
+
+cgpu_status_t cgpu_cuda_stream_after(void *stream, void *ev, void *other)
+{
+    cudaError_t e = cudaEventRecord((cudaEvent_t) ev, (cudaStream_t) other);
+    if (cudaSuccess == e) {
+        e = cudaStreamWaitEvent((cudaStream_t) stream, (cudaEvent_t) ev, 0);
+    }
+    return cgpu_cuda_check((int) e, "ordering two streams");
 }
 
 /* An event recorded on the legacy default stream completes after everything enqueued
@@ -524,6 +538,12 @@ cgpu_status_t cgpu_cuda_event_create(void **ev)
 void cgpu_cuda_event_destroy(void *ev)
 {
     (void) ev;
+}
+
+cgpu_status_t cgpu_cuda_stream_after(void *stream, void *ev, void *other)
+{
+    (void) stream, (void) ev, (void) other;
+    return CGPU_ERR_NOT_SUPPORTED;
 }
 
 cgpu_status_t cgpu_cuda_stream_after_default(void *stream, void *ev)

@@ -66,6 +66,9 @@ cgpu_status_t cgpu_cuda_stream_sync(void *stream);
 /** An event without timing, for cgpu_cuda_stream_after_default. */
 cgpu_status_t cgpu_cuda_event_create(void **ev);
 void cgpu_cuda_event_destroy(void *ev);
+/** Work enqueued on @p stream from now on starts after what @p other holds now (@p ev is
+ * recorded there; it can be recorded again once this returns). */
+cgpu_status_t cgpu_cuda_stream_after(void *stream, void *ev, void *other);
 /** Work enqueued on @p stream from now on starts after everything already enqueued on the
  * legacy default stream and every blocking stream (@p ev is recorded there): a pageable
  * cudaMemcpy or a cudaMemset returns to the caller before the device has finished it. The

@@ -54,8 +54,10 @@ typedef struct mca_coll_gpu_component_t {
     int cuda_ipc_cache_size;
     unsigned long cuda_tree_max_bytes;
     bool cuda_stream_order;
+    int cuda_wait_polls;
     unsigned long cuda_ce_alltoall_min_bytes;
     unsigned long cuda_ce_bcast_min_bytes;
+    unsigned long cuda_ce_reduce_min_bytes;
     char *profiler; /* path of a profiler plugin */
     bool stage_host_buffers; /* testing: stage host buffers as if they were on a device */
     double ras_timeout;

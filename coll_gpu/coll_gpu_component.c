@@ -267,6 +267,20 @@ static int gpu_register(void)
               "cuda backend: 2-rank bcasts of at least this many bytes run on the root's copy "
               "engines, straight into the other rank's buffer; 0: never",
               &c->cuda_ce_bcast_min_bytes);
+    c->cuda_wait_polls = d.cuda_wait_polls;
+    reg_int("cuda_wait_polls",
+            "cuda backend: how the calling thread waits for a collective to complete: it polls "
+            "this many times, then gives the core away between polls (other threads of the "
+            "process, such as those driving other communicators, can run); -1 waits in "
+            "cudaStreamSynchronize instead (spins by default, which starves other threads "
+            "sharing the core)",
+            OPAL_INFO_LVL_6, &c->cuda_wait_polls);
+    c->cuda_ce_reduce_min_bytes = (unsigned long) d.cuda_ce_reduce_min_bytes;
+    reg_ulong("cuda_ce_reduce_min_bytes",
+              "cuda backend: 2-rank reduces of at least this many bytes: the root's copy "
+              "engines pull the other rank's input (mapped through CUDA IPC) in pieces while "
+              "its SMs reduce the pieces already there; 0: never",
+              &c->cuda_ce_reduce_min_bytes);
     c->cuda_stream_order = d.cuda_stream_order;
     (void) mca_base_component_var_register(
         &mca_coll_gpu_component.super.collm_version, "cuda_stream_order",
@@ -337,8 +351,10 @@ static int gpu_open(void)
     cfg.cuda_ipc_cache_size = c->cuda_ipc_cache_size;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
     cfg.cuda_stream_order = c->cuda_stream_order;
+    cfg.cuda_wait_polls = c->cuda_wait_polls;
     cfg.cuda_ce_alltoall_min_bytes = c->cuda_ce_alltoall_min_bytes;
     cfg.cuda_ce_bcast_min_bytes = c->cuda_ce_bcast_min_bytes;
+    cfg.cuda_ce_reduce_min_bytes = c->cuda_ce_reduce_min_bytes;
     cfg.profiler = c->profiler;
     cfg.ras_timeout_s = c->ras_timeout;
     cfg.ras_abort_on_timeout = c->ras_abort_on_timeout;

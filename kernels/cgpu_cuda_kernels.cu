@@ -730,6 +730,17 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
     }
 }
 
+/* ---- dst = a op b over a buffer: each block one slice (whole 16-byte vectors) ---- */
+template <typename T, int OP> __global__ void combine_kernel(const cgpu_cuda_combine_args_t a)
+{
+    constexpr size_t V = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
+    const size_t per = ((a.count + gridDim.x - 1) / gridDim.x + V - 1) / V * V;
+    const size_t first = (size_t) blockIdx.x * per < a.count ? (size_t) blockIdx.x * per : a.count;
+    const size_t last = first + per < a.count ? first + per : a.count;
+    reduce_copy<T, OP>((T *) a.dst + first, nullptr, (const T *) a.a + first,
+                       (const T *) a.b + first, last - first);
+}
+
 /* ---- dispatch: (dtype, op) -> kernel instance ---- */
 
 template <template <typename, int> class K, typename Args>
@@ -780,6 +791,16 @@ template <typename T, int OP> struct TreeK {
         tree_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
     }
 };
+template <typename T, int OP> struct CombineK {
+    static void go(const cgpu_cuda_combine_args_t *a, int blocks, int threads, cudaStream_t st)
+    {
+        static int fit = 0;
+        if (0 == fit || threads != fit) {
+            fit = fit_threads(combine_kernel<T, OP>, threads);
+        }
+        combine_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
+    }
+};
 template <typename T, int OP> struct OneshotK {
     static void go(const cgpu_cuda_oneshot_args_t *a, int blocks, int threads, cudaStream_t st)
     {
@@ -803,6 +824,7 @@ template <typename T, int OP> struct PreloadK {
         (void) cudaFuncGetAttributes(&at, ringx_kernel<T, OP>);
         (void) cudaFuncGetAttributes(&at, tree_kernel<T, OP>);
         (void) cudaFuncGetAttributes(&at, oneshot_kernel<T, OP>);
+        (void) cudaFuncGetAttributes(&at, combine_kernel<T, OP>);
     }
 };
 
@@ -930,6 +952,16 @@ extern "C" int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dty
         return (int) cudaErrorInvalidValue;
     }
     int rc = dispatch<TreeK>(a, dt, op, 2 * a->nch, threads, (cudaStream_t) stream);
+    return 0 != rc ? rc : (int) cudaGetLastError();
+}
+
+extern "C" int cgpu_cuda_combine(const cgpu_cuda_combine_args_t *a, cgpu_dtype_t dt,
+                                 cgpu_op_t op, int blocks, int threads, void *stream)
+{
+    if (!cgpu_cuda_reduce_supported(dt, op)) {
+        return (int) cudaErrorInvalidValue;
+    }
+    int rc = dispatch<CombineK>(a, dt, op, blocks, threads, (cudaStream_t) stream);
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 

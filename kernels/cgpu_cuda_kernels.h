@@ -205,6 +205,15 @@ typedef struct cgpu_cuda_ce_sync_args {
 } cgpu_cuda_ce_sync_args_t;
 int cgpu_cuda_ce_sync(const cgpu_cuda_ce_sync_args_t *a, void *stream);
 
+/** dst = a op b, element by element (dst may be a or b). */
+typedef struct cgpu_cuda_combine_args {
+    void *dst;
+    const void *a, *b;
+    size_t count;
+} cgpu_cuda_combine_args_t;
+int cgpu_cuda_combine(const cgpu_cuda_combine_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                      int blocks, int threads, void *stream);
+
 /** Enqueue a tree allreduce (2 x nch blocks). Returns 0 or a cudaError_t value. */
 int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                              int threads, void *stream);

@@ -15,6 +15,8 @@
 typedef struct cgpu_cuda_comm {
     int device;
     void *stream;
+    void *stream2;  /* copy-engine reduce: the copies, ahead of the reductions on stream */
+    void *ev2;      /* orders stream and stream2 */
     void *order_ev; /* recorded on the legacy default stream (NULL: no ordering) */
     size_t inbox_bytes;
     char **peer_inbox; /* [size]; own entry is inbox */
@@ -117,6 +119,12 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cgpu_status_t st = cgpu_cuda_stream_create(&cc->stream);
     if (CGPU_OK == st && cfg->cuda_stream_order) {
         st = cgpu_cuda_event_create(&cc->order_ev);
+    }
+    if (CGPU_OK == st) {
+        st = cgpu_cuda_stream_create(&cc->stream2);
+    }
+    if (CGPU_OK == st) {
+        st = cgpu_cuda_event_create(&cc->ev2);
     }
     if (CGPU_OK != st) {
         return st;
@@ -244,6 +252,8 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     cgpu_cuda_host_free(cc->pinned);
     cgpu_cuda_host_free((void *) cc->err_host);
     cgpu_cuda_event_destroy(cc->order_ev);
+    cgpu_cuda_event_destroy(cc->ev2);
+    cgpu_cuda_stream_destroy(cc->stream2);
     cgpu_cuda_stream_destroy(cc->stream);
     if (prev >= 0 && prev != cc->device) {
         (void) cgpu_cuda_set_device(prev);
@@ -659,6 +669,12 @@ cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void
     return cuda_run(comm, &k);
 }
 
+/* copy-engine paths, below */
+static cgpu_status_t ce_bcast(cgpu_comm_t *comm, cuda_call_t *k, void *buf, size_t bytes,
+                              int root, bool *done);
+static cgpu_status_t ce_reduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sbuf, void *rbuf,
+                               size_t count, cgpu_dtype_t dt, cgpu_op_t op, int root, bool *done);
+
 cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                cgpu_dtype_t dt, cgpu_op_t op, int root)
 {
@@ -671,11 +687,21 @@ cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, 
                      .sbuf = NULL != sbuf ? sbuf : rbuf, .in_bytes = bytes,
                      .rbuf = is_root ? rbuf : NULL, .out_bytes = is_root ? bytes : 0,
                      .fn = launch_ring, .args = &rc};
+    const size_t ce_min = cgpu_engine_config()->cuda_ce_reduce_min_bytes;
+    if (0 != ce_min && bytes >= ce_min && 2 == comm->size) {
+        bool done;
+        cgpu_status_t st = ce_reduce(comm, &k, sbuf, rbuf, count, dt, op, root, &done);
+        if (CGPU_OK != st || done) {
+            return st;
+        }
+        k.alg = "chain";
+        k.ras_alg = CGPU_RAS_ALG_RING;
+        k.fn = launch_ring;
+        k.args = &rc;
+    }
     return cuda_run(comm, &k);
 }
 
-static cgpu_status_t ce_bcast(cgpu_comm_t *comm, cuda_call_t *k, void *buf, size_t bytes,
-                              int root, bool *done);
 
 cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
 {
@@ -777,10 +803,15 @@ typedef struct ce_rec {
     char handle[CGPU_CUDA_IPC_HANDLE_BYTES];
 } ce_rec_t;
 
+enum { CE_ALLTOALL, CE_BCAST, CE_REDUCE };
+
 typedef struct ce_call {
-    bool bcast;   /* else alltoall */
+    int kind;
     int root;
-    size_t bytes; /* bcast: the buffer; alltoall: per peer */
+    size_t bytes; /* bcast, reduce: the buffer; alltoall: per peer */
+    size_t count; /* reduce: elements */
+    cgpu_dtype_t dt;
+    cgpu_op_t op;
     void *map[CGPU_CUDA_MAX_RANKS]; /* peers' mapped allocations (NULL: not mapped) */
     char *dst[CGPU_CUDA_MAX_RANKS]; /* peers' target buffers through them */
 } ce_call_t;
@@ -803,15 +834,16 @@ static void ce_unmap(ce_call_t *ce, int n)
 /* Collective: whether every rank takes the copy-engine path for this call (the same
  * answer on every rank, from records every rank sees), and the mappings this rank needs.
  * `target` is what peers write into (NULL: nothing), `source` what this rank reads. */
-static cgpu_status_t ce_prepare(cgpu_comm_t *comm, const void *source, void *target,
-                                bool needs_map, ce_call_t *ce, bool *use)
+static cgpu_status_t ce_prepare(cgpu_comm_t *comm, const void *source, const void *target,
+                                bool needs_map, bool local_ok, ce_call_t *ce, bool *use)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     const int n = comm->size;
     *use = false;
     ce_rec_t mine;
     memset(&mine, 0, sizeof(mine));
-    mine.ok = usable_as_is(cc, source) && (NULL == target || usable_as_is(cc, target));
+    mine.ok = local_ok && usable_as_is(cc, source) &&
+              (NULL == target || usable_as_is(cc, target));
     if (mine.ok && NULL != target) {
         size_t off = 0;
         uint64_t id = 0;
@@ -881,7 +913,38 @@ static cgpu_status_t launch_ce(cgpu_comm_t *comm, const void *in, void *out, con
     s.err = cc->err_dev;
     s.seq = ++cc->ce_seq;
     cgpu_status_t st = CGPU_OK;
-    if (ce->bcast) {
+    if (CE_REDUCE == ce->kind) { /* 2 ranks: the root pulls the other's input in pieces */
+        const int peer = 1 - me;
+        if (me == ce->root) {
+            const size_t es = cgpu_dtype_size(ce->dt);
+            /* pieces of 4-64 MiB: the reduction of one overlaps the copy of the next */
+            const size_t piece = round_up(
+                div_up(ce->count, 16) < ((size_t) 4 << 20) / es ? ((size_t) 4 << 20) / es
+                : div_up(ce->count, 16) > ((size_t) 64 << 20) / es ? ((size_t) 64 << 20) / es
+                : div_up(ce->count, 16), 16);
+            st = cgpu_cuda_stream_after(cc->stream2, cc->ev2, cc->stream);
+            for (size_t off = 0; off < ce->count && CGPU_OK == st; off += piece) {
+                const size_t len = ce->count - off < piece ? ce->count - off : piece;
+                char *o = (char *) out + off * es;
+                st = cgpu_cuda_copy_async(o, ce->dst[peer] + off * es, len * es, cc->stream2);
+                if (CGPU_OK == st) {
+                    st = cgpu_cuda_stream_after(cc->stream, cc->ev2, cc->stream2);
+                }
+                if (CGPU_OK == st) {
+                    cgpu_cuda_combine_args_t ca = {.dst = o, .a = (const char *) in + off * es,
+                                                   .b = o, .count = len};
+                    const int blocks = (int) clamp1(div_up(len * es, 256 << 10), 264);
+                    int err = cgpu_cuda_combine(&ca, ce->dt, ce->op, blocks, cc->threads,
+                                                cc->stream);
+                    st = 0 != err ? cgpu_cuda_check(err, "reduce launch") : CGPU_OK;
+                }
+            }
+            /* the other rank's input is no longer needed */
+            s.signal[peer] = (uint64_t *) (cc->peer_inbox[peer] + CGPU_CUDA_FLAG_CE(me));
+        } else {
+            s.wait[ce->root] = (const uint64_t *) (cc->ib.ptr + CGPU_CUDA_FLAG_CE(ce->root));
+        }
+    } else if (CE_BCAST == ce->kind) {
         for (int p = 0; p < n && CGPU_OK == st; ++p) {
             if (me == ce->root && p != me) {
                 st = cgpu_cuda_copy_async(ce->dst[p], in, ce->bytes, cc->stream);
@@ -911,14 +974,15 @@ static cgpu_status_t launch_ce(cgpu_comm_t *comm, const void *in, void *out, con
         return st; /* peers time out waiting for our flag: coll_gpu_cuda_timeout */
     }
     cgpu_log(CGPU_LOG_TRACE, "cuda: copy-engine %s rank %d bytes %zu seq %llu",
-             ce->bcast ? "bcast" : "alltoall", me, ce->bytes, (unsigned long long) s.seq);
+             CE_BCAST == ce->kind ? "bcast" : CE_REDUCE == ce->kind ? "reduce" : "alltoall", me,
+             ce->bytes, (unsigned long long) s.seq);
     int err = cgpu_cuda_ce_sync(&s, cc->stream);
     return 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
 }
 
 /* Runs the call on the copy engines when every rank can; *done says whether it did. */
 static cgpu_status_t ce_try(cgpu_comm_t *comm, cuda_call_t *k, ce_call_t *ce, const void *source,
-                            void *target, bool needs_map, bool *done)
+                            const void *target, bool needs_map, bool local_ok, bool *done)
 {
     *done = false;
     int prev = cgpu_cuda_current_device();
@@ -926,7 +990,7 @@ static cgpu_status_t ce_try(cgpu_comm_t *comm, cuda_call_t *k, ce_call_t *ce, co
                                                    : CGPU_OK;
     bool use = false;
     if (CGPU_OK == st) {
-        st = ce_prepare(comm, source, target, needs_map, ce, &use);
+        st = ce_prepare(comm, source, target, needs_map, local_ok, ce, &use);
     }
     if (prev >= 0 && prev != comm->cuda->device) {
         (void) cgpu_cuda_set_device(prev);
@@ -948,9 +1012,26 @@ static cgpu_status_t ce_try(cgpu_comm_t *comm, cuda_call_t *k, ce_call_t *ce, co
 static cgpu_status_t ce_bcast(cgpu_comm_t *comm, cuda_call_t *k, void *buf, size_t bytes,
                               int root, bool *done)
 {
-    ce_call_t ce = {.bcast = true, .root = root, .bytes = bytes};
+    ce_call_t ce = {.kind = CE_BCAST, .root = root, .bytes = bytes};
     const bool is_root = comm->rank == root;
-    return ce_try(comm, k, &ce, buf, is_root ? NULL : buf, is_root, done);
+    return ce_try(comm, k, &ce, buf, is_root ? NULL : buf, is_root, true, done);
+}
+
+/* The root maps the other rank's input and pulls it; the other rank exports it. */
+static cgpu_status_t ce_reduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sbuf, void *rbuf,
+                               size_t count, cgpu_dtype_t dt, cgpu_op_t op, int root, bool *done)
+{
+    const size_t bytes = count * cgpu_dtype_size(dt);
+    ce_call_t ce = {.kind = CE_REDUCE, .root = root, .bytes = bytes, .count = count, .dt = dt,
+                    .op = op};
+    const bool is_root = comm->rank == root;
+    const char *s = sbuf, *r = rbuf;
+    /* the root's output must be apart from its input and usable as it is */
+    const bool ok = is_root ? NULL != s && (s + bytes <= r || r + bytes <= s) &&
+                                  usable_as_is(comm->cuda, rbuf)
+                            : NULL != s;
+    return ce_try(comm, k, &ce, NULL != sbuf ? sbuf : rbuf, is_root ? NULL : sbuf, is_root, ok,
+                  done);
 }
 
 cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
@@ -963,9 +1044,9 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
     const size_t ce_min = cgpu_engine_config()->cuda_ce_alltoall_min_bytes;
     const char *s = sbuf, *r = rbuf; /* separate buffers only (in place needs the inbox) */
     if (0 != ce_min && total >= ce_min && (s + total <= r || r + total <= s)) {
-        ce_call_t ce = {.bcast = false, .bytes = bytes};
+        ce_call_t ce = {.kind = CE_ALLTOALL, .bytes = bytes};
         bool done;
-        cgpu_status_t st = ce_try(comm, &k, &ce, sbuf, rbuf, true, &done);
+        cgpu_status_t st = ce_try(comm, &k, &ce, sbuf, rbuf, true, true, &done);
         if (CGPU_OK != st || done) {
             return st;
         }

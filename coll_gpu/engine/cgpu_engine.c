@@ -46,8 +46,10 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_ipc_cache_size = 64;
     cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
     cfg->cuda_stream_order = true;
+    cfg->cuda_wait_polls = 32;
     cfg->cuda_ce_alltoall_min_bytes = 0;
-    cfg->cuda_ce_bcast_min_bytes = 256u << 20;
+    cfg->cuda_ce_bcast_min_bytes = 64u << 20;
+    cfg->cuda_ce_reduce_min_bytes = 128u << 20;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
 }

@@ -79,8 +79,10 @@ typedef struct cgpu_config {
     bool ras_abort_on_timeout;  /* ... and fail it (and the communicator) instead of waiting */
     size_t cuda_tree_max_bytes; /* auto: tree for 3+ ranks from the oneshot limit up to this */
     bool cuda_stream_order;     /* device-buffer calls start after the default stream's work */
+    int cuda_wait_polls;        /* completion polls before yielding (-1: cudaStreamSynchronize) */
     size_t cuda_ce_alltoall_min_bytes; /* copy engines for alltoalls this large (0: never) */
     size_t cuda_ce_bcast_min_bytes;    /* ... and for 2-rank bcasts (0: never) */
+    size_t cuda_ce_reduce_min_bytes;   /* ... and for 2-rank reduces (0: never) */
 } cgpu_config_t;
 
 /** Fill @p cfg with the documented defaults. */
