@@ -83,12 +83,14 @@ if has ce; then # the copy-engine path forced on every alltoall and 2-rank bcast
     timeout -k 5 200 "${MPIRUN[@]}" -np 2 "${CE[@]}" bench/bench_colls ${CE_COLLS:-alltoall,bcast,reduce} 1073741824 1048576 2>&1 | tee "$out/bench_ce.txt"
 fi
 if has lat; then # small-message latency: stream ordering and the completion wait, each way
-    for v in "1 32" "0 32" "1 -1" "0 -1" "1 1000"; do
-        set -- $v
-        echo "## stream_order $1 wait_polls $2" | tee -a "$out/lat.txt"
-        timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_stream_order "$1" --mca coll_gpu_cuda_wait_polls "$2" \
-            bench/bench_colls ${LAT_COLLS:-allreduce,allgather,reduce_scatter,bcast} 4096 8 2>&1 | tee -a "$out/lat.txt"
+    for v in ${LAT_VARIANTS:-1,32 0,32 1,-1 0,-1}; do
+        IFS=, read -r o p <<< "$v"
+        echo "## stream_order $o wait_polls $p" >> "$out/lat.txt"
+        timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_stream_order "$o" --mca coll_gpu_cuda_wait_polls "$p" \
+            bench/bench_colls ${LAT_COLLS:-allreduce,allgather,reduce_scatter,bcast} ${LAT_MAX:-64} 8 >> "$out/lat.txt" 2>&1
     done
+    # one line per variant and collective: ours/NCCL us at each size
+    awk '/^##/{v=$3"/"$5} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s/%s", $1, $2, $4}' "$out/lat.txt"; echo
 fi
 if has pending; then # what the last session could not run on a GPU: threads, profiler, trace
     chk=$PWD/test/prof/.libs/libcgpu_prof_check.so

@@ -267,13 +267,13 @@ static int gpu_register(void)
               "cuda backend: 2-rank bcasts of at least this many bytes run on the root's copy "
               "engines, straight into the other rank's buffer; 0: never",
               &c->cuda_ce_bcast_min_bytes);
-    c->cuda_wait_polls = d.cuda_wait_polls;
+    c->cuda_wait_polls = -2;
     reg_int("cuda_wait_polls",
             "cuda backend: how the calling thread waits for a collective to complete: it polls "
             "this many times, then gives the core away between polls (other threads of the "
             "process, such as those driving other communicators, can run); -1 waits in "
-            "cudaStreamSynchronize instead (spins by default, which starves other threads "
-            "sharing the core)",
+            "cudaStreamSynchronize instead (lowest latency, but it spins and starves other "
+            "threads sharing the core); -2 (auto): 32 under MPI_THREAD_MULTIPLE, else -1",
             OPAL_INFO_LVL_6, &c->cuda_wait_polls);
     c->cuda_ce_reduce_min_bytes = (unsigned long) d.cuda_ce_reduce_min_bytes;
     reg_ulong("cuda_ce_reduce_min_bytes",
@@ -351,7 +351,7 @@ static int gpu_open(void)
     cfg.cuda_ipc_cache_size = c->cuda_ipc_cache_size;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
     cfg.cuda_stream_order = c->cuda_stream_order;
-    cfg.cuda_wait_polls = c->cuda_wait_polls;
+    cfg.cuda_wait_polls = c->cuda_wait_polls < -1 ? -1 : c->cuda_wait_polls; /* auto: see init_query */
     cfg.cuda_ce_alltoall_min_bytes = c->cuda_ce_alltoall_min_bytes;
     cfg.cuda_ce_bcast_min_bytes = c->cuda_ce_bcast_min_bytes;
     cfg.cuda_ce_reduce_min_bytes = c->cuda_ce_reduce_min_bytes;

@@ -79,7 +79,11 @@ OBJ_CLASS_INSTANCE(mca_coll_gpu_module_t, mca_coll_base_module_t, gpu_module_con
 int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads)
 {
     (void) enable_progress_threads;
-    (void) enable_mpi_threads; /* MPI_THREAD_MULTIPLE is fine: no global data-path state */
+    /* MPI_THREAD_MULTIPLE is fine: no global data-path state. Threads may share cores
+     * then, so the wait for a collective yields (coll_gpu_cuda_wait_polls auto). */
+    if (mca_coll_gpu_component.engine_up && mca_coll_gpu_component.cuda_wait_polls < -1) {
+        cgpu_engine_set_wait_polls(enable_mpi_threads ? 32 : -1);
+    }
     return OMPI_SUCCESS;
 }
 

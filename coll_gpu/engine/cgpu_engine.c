@@ -46,10 +46,10 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_ipc_cache_size = 64;
     cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
     cfg->cuda_stream_order = true;
-    cfg->cuda_wait_polls = 32;
+    cfg->cuda_wait_polls = -1;
     cfg->cuda_ce_alltoall_min_bytes = 0;
-    cfg->cuda_ce_bcast_min_bytes = 64u << 20;
-    cfg->cuda_ce_reduce_min_bytes = 128u << 20;
+    cfg->cuda_ce_bcast_min_bytes = 32u << 20;
+    cfg->cuda_ce_reduce_min_bytes = 0;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
 }
@@ -109,6 +109,11 @@ void cgpu_engine_fini(void)
     cgpu_cuda_pool_fini();
     cgpu_cuda_release_pending();
     cgpu_prof_unload();
+}
+
+void cgpu_engine_set_wait_polls(int polls)
+{
+    engine_cfg.cuda_wait_polls = polls;
 }
 
 const cgpu_config_t *cgpu_engine_config(void)

@@ -114,6 +114,9 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg);
  */
 void cgpu_engine_fini(void);
 
+/** Set how the host waits for a collective (cuda_wait_polls); before any communicator. */
+void cgpu_engine_set_wait_polls(int polls);
+
 /** The configuration the engine runs with (valid between init and fini). */
 const cgpu_config_t *cgpu_engine_config(void);
 
