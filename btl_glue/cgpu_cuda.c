@@ -302,22 +302,12 @@ cgpu_status_t cgpu_cuda_stream_after(void *stream, void *ev, void *other)
 /* An event recorded on the legacy default stream completes after everything enqueued
  * before it there and on every blocking stream (per-thread default streams included);
  * our stream then waits for it on the device. The host never waits, and the legacy
- * stream never waits for ours, so no cycle through one of our kernels can form. When
- * both default streams are idle (the usual case: nothing pending, or the caller
- * synchronized) two queries replace the event, which costs a microsecond per call. */
+ * stream never waits for ours, so no cycle through one of our kernels can form. (Querying
+ * the default streams first, to skip the event when they are idle, was measured slower:
+ * about 3 us per call against 1 us for the event.) */
 cgpu_status_t cgpu_cuda_stream_after_default(void *stream, void *ev)
 {
-    cudaError_t e = cudaStreamQuery(cudaStreamLegacy);
-    if (cudaSuccess == e) {
-        e = cudaStreamQuery(cudaStreamPerThread);
-    }
-    if (cudaSuccess == e) {
-        return CGPU_OK;
-    }
-    if (cudaErrorNotReady != e) {
-        return cgpu_cuda_check((int) e, "querying the default stream");
-    }
-    e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
+    cudaError_t e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
     if (cudaSuccess == e) {
         e = cudaStreamWaitEvent((cudaStream_t) stream, (cudaEvent_t) ev, 0);
     }
