@@ -730,15 +730,26 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
     }
 }
 
-/* ---- dst = a op b over a buffer: each block one slice (whole 16-byte vectors) ---- */
-template <typename T, int OP> __global__ void combine_kernel(const cgpu_cuda_combine_args_t a)
+/* ---- copy-engine reduce, root side: every block waits for each piece in turn, then
+ * reduces its slice of it (whole 16-byte vectors); the landed data is read through L2 ---- */
+template <typename T, int OP> __global__ void ce_reduce_kernel(const cgpu_cuda_ce_reduce_args_t a)
 {
     constexpr size_t V = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
-    const size_t per = ((a.count + gridDim.x - 1) / gridDim.x + V - 1) / V * V;
-    const size_t first = (size_t) blockIdx.x * per < a.count ? (size_t) blockIdx.x * per : a.count;
-    const size_t last = first + per < a.count ? first + per : a.count;
-    reduce_copy<T, OP>((T *) a.dst + first, nullptr, (const T *) a.a + first,
-                       (const T *) a.b + first, last - first);
+    T *out = (T *) a.out;
+    const T *in = (const T *) a.in;
+    for (int p = 0; p < a.npieces; ++p) {
+        if (!block_wait_ge(a.flag, a.base + (uint64_t) p + 1, a.timeout_ns, a.err,
+                           CGPU_CUDA_ERR_CE, a.peer)) {
+            return;
+        }
+        const size_t first = (size_t) p * a.piece;
+        const size_t cnt = a.count - first < a.piece ? a.count - first : a.piece;
+        const size_t per = ((cnt + gridDim.x - 1) / gridDim.x + V - 1) / V * V;
+        size_t s = (size_t) blockIdx.x * per, e = s + per;
+        s = s < cnt ? s : cnt;
+        e = e < cnt ? e : cnt;
+        reduce_copy<T, OP>(out + first + s, nullptr, out + first + s, in + first + s, e - s);
+    }
 }
 
 /* ---- dispatch: (dtype, op) -> kernel instance ---- */
@@ -791,14 +802,14 @@ template <typename T, int OP> struct TreeK {
         tree_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
     }
 };
-template <typename T, int OP> struct CombineK {
-    static void go(const cgpu_cuda_combine_args_t *a, int blocks, int threads, cudaStream_t st)
+template <typename T, int OP> struct CeReduceK {
+    static void go(const cgpu_cuda_ce_reduce_args_t *a, int blocks, int threads, cudaStream_t st)
     {
         static int fit = 0;
         if (0 == fit || threads != fit) {
-            fit = fit_threads(combine_kernel<T, OP>, threads);
+            fit = fit_threads(ce_reduce_kernel<T, OP>, threads);
         }
-        combine_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
+        ce_reduce_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
     }
 };
 template <typename T, int OP> struct OneshotK {
@@ -824,7 +835,7 @@ template <typename T, int OP> struct PreloadK {
         (void) cudaFuncGetAttributes(&at, ringx_kernel<T, OP>);
         (void) cudaFuncGetAttributes(&at, tree_kernel<T, OP>);
         (void) cudaFuncGetAttributes(&at, oneshot_kernel<T, OP>);
-        (void) cudaFuncGetAttributes(&at, combine_kernel<T, OP>);
+        (void) cudaFuncGetAttributes(&at, ce_reduce_kernel<T, OP>);
     }
 };
 
@@ -955,13 +966,13 @@ extern "C" int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dty
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 
-extern "C" int cgpu_cuda_combine(const cgpu_cuda_combine_args_t *a, cgpu_dtype_t dt,
-                                 cgpu_op_t op, int blocks, int threads, void *stream)
+extern "C" int cgpu_cuda_ce_reduce(const cgpu_cuda_ce_reduce_args_t *a, cgpu_dtype_t dt,
+                                   cgpu_op_t op, int blocks, int threads, void *stream)
 {
     if (!cgpu_cuda_reduce_supported(dt, op)) {
         return (int) cudaErrorInvalidValue;
     }
-    int rc = dispatch<CombineK>(a, dt, op, blocks, threads, (cudaStream_t) stream);
+    int rc = dispatch<CeReduceK>(a, dt, op, blocks, threads, (cudaStream_t) stream);
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 

@@ -205,14 +205,23 @@ typedef struct cgpu_cuda_ce_sync_args {
 } cgpu_cuda_ce_sync_args_t;
 int cgpu_cuda_ce_sync(const cgpu_cuda_ce_sync_args_t *a, void *stream);
 
-/** dst = a op b, element by element (dst may be a or b). */
-typedef struct cgpu_cuda_combine_args {
-    void *dst;
-    const void *a, *b;
+/** Copy-engine reduce, root of 2 ranks: the other rank's copy engines write its input into
+ * out in pieces of `piece` elements, raising *flag to base + i + 1 after piece i; the
+ * kernel reduces each piece with `in` into out as soon as it has landed. */
+typedef struct cgpu_cuda_ce_reduce_args {
+    unsigned long long timeout_ns;
+    unsigned long long *err;
+    void *out;
+    const void *in;
     size_t count;
-} cgpu_cuda_combine_args_t;
-int cgpu_cuda_combine(const cgpu_cuda_combine_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
-                      int blocks, int threads, void *stream);
+    size_t piece;
+    int npieces;
+    int peer;
+    const uint64_t *flag;
+    uint64_t base;
+} cgpu_cuda_ce_reduce_args_t;
+int cgpu_cuda_ce_reduce(const cgpu_cuda_ce_reduce_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                        int blocks, int threads, void *stream);
 
 /** Enqueue a tree allreduce (2 x nch blocks). Returns 0 or a cudaError_t value. */
 int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,

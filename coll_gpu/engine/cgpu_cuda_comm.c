@@ -902,6 +902,57 @@ static cgpu_status_t ce_prepare(cgpu_comm_t *comm, const void *source, const voi
     return st;
 }
 
+/* 2-rank reduce: the other rank's copy engines push its input into the root's output in
+ * pieces (on a second stream, so the copies run back to back), each followed by a flag;
+ * the root's kernel reduces every piece as it lands. Both ranks advance ce_seq alike. */
+static cgpu_status_t launch_ce_reduce(cgpu_comm_t *comm, const void *in, void *out,
+                                      const ce_call_t *ce)
+{
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    const int me = comm->rank, peer = 1 - me;
+    const size_t es = cgpu_dtype_size(ce->dt);
+    /* pieces of 2-16 MiB: the last one's reduction is all that trails the copies */
+    const size_t lo = ((size_t) 2 << 20) / es, hi = ((size_t) 16 << 20) / es;
+    const size_t want = div_up(ce->count, 64);
+    const size_t piece = round_up(want < lo ? lo : want > hi ? hi : want, 16);
+    const size_t npieces = div_up(ce->count, piece);
+    const uint64_t base = cc->ce_seq;
+    cc->ce_seq += npieces;
+    cgpu_log(CGPU_LOG_TRACE, "cuda: copy-engine reduce rank %d root %d count %zu pieces %zu",
+             me, ce->root, ce->count, npieces);
+    if (me == ce->root) {
+        cgpu_cuda_ce_reduce_args_t a = {.timeout_ns = cc->timeout_ns, .err = cc->err_dev,
+                                        .out = out, .in = in, .count = ce->count,
+                                        .piece = piece, .npieces = (int) npieces, .peer = peer,
+                                        .base = base};
+        a.flag = (const uint64_t *) (cc->ib.ptr + CGPU_CUDA_FLAG_CE(peer));
+        const int blocks = (int) clamp1(div_up(piece * es, 1 << 20), 64);
+        int err = cgpu_cuda_ce_reduce(&a, ce->dt, ce->op, blocks, cc->threads, cc->stream);
+        return 0 != err ? cgpu_cuda_check(err, "reduce launch") : CGPU_OK;
+    }
+    cgpu_cuda_ce_sync_args_t s;
+    memset(&s, 0, sizeof(s));
+    s.timeout_ns = cc->timeout_ns;
+    s.err = cc->err_dev;
+    s.signal[ce->root] = (uint64_t *) (cc->peer_inbox[ce->root] + CGPU_CUDA_FLAG_CE(me));
+    cgpu_status_t st = cgpu_cuda_stream_after(cc->stream2, cc->ev2, cc->stream);
+    for (size_t i = 0; i < npieces && CGPU_OK == st; ++i) {
+        const size_t off = i * piece * es;
+        const size_t len = (i + 1 == npieces ? ce->count - i * piece : piece) * es;
+        st = cgpu_cuda_copy_async(ce->dst[ce->root] + off, (const char *) in + off, len,
+                                  cc->stream2);
+        if (CGPU_OK == st) {
+            st = cgpu_cuda_stream_after(cc->stream, cc->ev2, cc->stream2);
+        }
+        if (CGPU_OK == st) {
+            s.seq = base + i + 1;
+            int err = cgpu_cuda_ce_sync(&s, cc->stream);
+            st = 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
+        }
+    }
+    return st; /* on an error the root times out waiting: coll_gpu_cuda_timeout */
+}
+
 static cgpu_status_t launch_ce(cgpu_comm_t *comm, const void *in, void *out, const void *args)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
@@ -911,40 +962,12 @@ static cgpu_status_t launch_ce(cgpu_comm_t *comm, const void *in, void *out, con
     memset(&s, 0, sizeof(s));
     s.timeout_ns = cc->timeout_ns;
     s.err = cc->err_dev;
-    s.seq = ++cc->ce_seq;
     cgpu_status_t st = CGPU_OK;
-    if (CE_REDUCE == ce->kind) { /* 2 ranks: the root pulls the other's input in pieces */
-        const int peer = 1 - me;
-        if (me == ce->root) {
-            const size_t es = cgpu_dtype_size(ce->dt);
-            /* pieces of 4-64 MiB: the reduction of one overlaps the copy of the next */
-            const size_t piece = round_up(
-                div_up(ce->count, 16) < ((size_t) 4 << 20) / es ? ((size_t) 4 << 20) / es
-                : div_up(ce->count, 16) > ((size_t) 64 << 20) / es ? ((size_t) 64 << 20) / es
-                : div_up(ce->count, 16), 16);
-            st = cgpu_cuda_stream_after(cc->stream2, cc->ev2, cc->stream);
-            for (size_t off = 0; off < ce->count && CGPU_OK == st; off += piece) {
-                const size_t len = ce->count - off < piece ? ce->count - off : piece;
-                char *o = (char *) out + off * es;
-                st = cgpu_cuda_copy_async(o, ce->dst[peer] + off * es, len * es, cc->stream2);
-                if (CGPU_OK == st) {
-                    st = cgpu_cuda_stream_after(cc->stream, cc->ev2, cc->stream2);
-                }
-                if (CGPU_OK == st) {
-                    cgpu_cuda_combine_args_t ca = {.dst = o, .a = (const char *) in + off * es,
-                                                   .b = o, .count = len};
-                    const int blocks = (int) clamp1(div_up(len * es, 256 << 10), 264);
-                    int err = cgpu_cuda_combine(&ca, ce->dt, ce->op, blocks, cc->threads,
-                                                cc->stream);
-                    st = 0 != err ? cgpu_cuda_check(err, "reduce launch") : CGPU_OK;
-                }
-            }
-            /* the other rank's input is no longer needed */
-            s.signal[peer] = (uint64_t *) (cc->peer_inbox[peer] + CGPU_CUDA_FLAG_CE(me));
-        } else {
-            s.wait[ce->root] = (const uint64_t *) (cc->ib.ptr + CGPU_CUDA_FLAG_CE(ce->root));
-        }
-    } else if (CE_BCAST == ce->kind) {
+    if (CE_REDUCE == ce->kind) {
+        return launch_ce_reduce(comm, in, out, ce);
+    }
+    s.seq = ++cc->ce_seq;
+    if (CE_BCAST == ce->kind) {
         for (int p = 0; p < n && CGPU_OK == st; ++p) {
             if (me == ce->root && p != me) {
                 st = cgpu_cuda_copy_async(ce->dst[p], in, ce->bytes, cc->stream);
@@ -974,7 +997,7 @@ static cgpu_status_t launch_ce(cgpu_comm_t *comm, const void *in, void *out, con
         return st; /* peers time out waiting for our flag: coll_gpu_cuda_timeout */
     }
     cgpu_log(CGPU_LOG_TRACE, "cuda: copy-engine %s rank %d bytes %zu seq %llu",
-             CE_BCAST == ce->kind ? "bcast" : CE_REDUCE == ce->kind ? "reduce" : "alltoall", me,
+             CE_BCAST == ce->kind ? "bcast" : "alltoall", me,
              ce->bytes, (unsigned long long) s.seq);
     int err = cgpu_cuda_ce_sync(&s, cc->stream);
     return 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
@@ -1017,7 +1040,7 @@ static cgpu_status_t ce_bcast(cgpu_comm_t *comm, cuda_call_t *k, void *buf, size
     return ce_try(comm, k, &ce, buf, is_root ? NULL : buf, is_root, true, done);
 }
 
-/* The root maps the other rank's input and pulls it; the other rank exports it. */
+/* The root exports its output; the other rank maps it and pushes its input there. */
 static cgpu_status_t ce_reduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sbuf, void *rbuf,
                                size_t count, cgpu_dtype_t dt, cgpu_op_t op, int root, bool *done)
 {
@@ -1030,7 +1053,7 @@ static cgpu_status_t ce_reduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sb
     const bool ok = is_root ? NULL != s && (s + bytes <= r || r + bytes <= s) &&
                                   usable_as_is(comm->cuda, rbuf)
                             : NULL != s;
-    return ce_try(comm, k, &ce, NULL != sbuf ? sbuf : rbuf, is_root ? NULL : sbuf, is_root, ok,
+    return ce_try(comm, k, &ce, NULL != sbuf ? sbuf : rbuf, is_root ? rbuf : NULL, !is_root, ok,
                   done);
 }
 
