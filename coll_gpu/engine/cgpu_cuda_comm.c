@@ -858,10 +858,7 @@ static cgpu_status_t ce_prepare(cgpu_comm_t *comm, const void *source, const voi
             mine.ok = 0;
         }
     }
-    ce_rec_t *all = calloc((size_t) n, sizeof(ce_rec_t));
-    if (NULL == all) {
-        return CGPU_ERR_NO_MEMORY; /* not agreed: the caller fails the call */
-    }
+    ce_rec_t all[CGPU_CUDA_MAX_RANKS]; /* on the stack: no rank can miss the exchange */
     cgpu_status_t st = comm->bs.allgather(comm->bs.ctx, &mine, all, sizeof(ce_rec_t));
     bool every = CGPU_OK == st;
     for (int p = 0; every && p < n; ++p) {
@@ -879,7 +876,6 @@ static cgpu_status_t ce_prepare(cgpu_comm_t *comm, const void *source, const voi
         }
         cgpu_cuda_setup_end();
     }
-    free(all);
     if (CGPU_OK != st) {
         return st;
     }
@@ -887,14 +883,12 @@ static cgpu_status_t ce_prepare(cgpu_comm_t *comm, const void *source, const voi
         return CGPU_OK;
     }
     /* a rank that could not map a peer: every rank learns it, and all take the kernels */
-    int32_t *oks = calloc((size_t) n, sizeof(int32_t));
-    st = NULL == oks ? CGPU_ERR_NO_MEMORY
-                     : comm->bs.allgather(comm->bs.ctx, &mapped, oks, sizeof(int32_t));
+    int32_t oks[CGPU_CUDA_MAX_RANKS];
+    st = comm->bs.allgather(comm->bs.ctx, &mapped, oks, sizeof(int32_t));
     bool all_mapped = CGPU_OK == st;
     for (int p = 0; all_mapped && p < n; ++p) {
         all_mapped = 0 != oks[p];
     }
-    free(oks);
     if (!all_mapped) {
         ce_unmap(ce, n);
     }
