@@ -97,9 +97,9 @@ if has pending; then # what the last session could not run on a GPU: threads, pr
     export CGPU_PROF_CHECK_PLUGIN=$chk
     CGPU_PROF_MIN_EVENTS=2000 run pend_profiler_small_np2 45 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 10 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN -x CGPU_PROF_MIN_EVENTS test/mpi/test_profiler
     run pend_profiler_np2 90 2 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
-    run pend_profiler_np4 120 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
+    run pend_profiler_np4 150 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
     run pend_comms_np4 150 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_comms
-    run pend_ras_np4 120 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_ras
+    run pend_ras_np4 200 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_ras
     run pend_a2a_scale_np4 60 4 test/mpi/test_a2a_scale
     run pend_colls_np4 200 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_colls
     tdir=$out/traces; mkdir -p "$tdir"
