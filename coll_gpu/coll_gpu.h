@@ -113,6 +113,9 @@ void mca_coll_gpu_bootstrap_setup(mca_coll_gpu_module_t *m);
 bool mca_coll_gpu_map_dtype(struct ompi_datatype_t *dtype, cgpu_dtype_t *out);
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out);
 int mca_coll_gpu_status_to_mpi(cgpu_status_t st);
+/* the MPI code for an engine call's status; a failure is reported with the operation
+ * (@p what) and the communicator's name */
+int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_communicator_t *comm);
 
 /* host mirrors of device buffers (coll_gpu_fallback.c): the span count elements of
  * dtype touch, copied in (receive spans too, so gaps keep their bytes) and back out */

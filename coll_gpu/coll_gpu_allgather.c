@@ -78,10 +78,8 @@ int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t 
         OBJ_RELEASE(m);
     }
     free(scratch);
-    if (MPI_SUCCESS == rc && CGPU_OK != st) {
-        opal_output(0, "coll/gpu: MPI_Allgather on %s failed in the engine: %s", comm->c_name,
-                    cgpu_status_string(st));
-        rc = mca_coll_gpu_status_to_mpi(st);
+    if (MPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_engine_rc(st, "MPI_Allgather", comm);
     }
     if (MPI_SUCCESS == rc && NULL != rpack) {
         rc = mca_coll_gpu_typed_copy(rpack, hr, (size_t) rcount * (size_t) n, rdt, false);

@@ -46,11 +46,7 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
                                       (cgpu_allreduce_alg_t) c->allreduce_algorithm);
     atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
     OBJ_RELEASE(m);
-    if (CGPU_OK != st) {
-        opal_output(0, "coll/gpu: MPI_Allreduce on %s failed in the engine: %s", comm->c_name,
-                    cgpu_status_string(st));
-    }
-    return mca_coll_gpu_status_to_mpi(st);
+    return mca_coll_gpu_engine_rc(st, "MPI_Allreduce", comm);
 
 fallback:
     return mca_coll_gpu_fallback_allreduce(m, sbuf, rbuf, count, dtype, op, comm);

@@ -117,10 +117,8 @@ out_agree:
         atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
         OBJ_RELEASE(m);
         free(scratch);
-        if (MPI_SUCCESS == rc && CGPU_OK != st) {
-            opal_output(0, "coll/gpu: MPI_Alltoall on %s failed in the engine: %s", comm->c_name,
-                        cgpu_status_string(st));
-            rc = mca_coll_gpu_status_to_mpi(st);
+        if (MPI_SUCCESS == rc) {
+            rc = mca_coll_gpu_engine_rc(st, "MPI_Alltoall", comm);
         }
     }
     if (MPI_SUCCESS == rc && NULL != rpack) {

@@ -61,10 +61,8 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int roo
         OBJ_RELEASE(m);
     }
     free(scratch);
-    if (MPI_SUCCESS == rc && CGPU_OK != st) {
-        opal_output(0, "coll/gpu: MPI_Bcast on %s failed in the engine: %s", comm->c_name,
-                    cgpu_status_string(st));
-        rc = mca_coll_gpu_status_to_mpi(st);
+    if (MPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_engine_rc(st, "MPI_Bcast", comm);
     }
     if (MPI_SUCCESS == rc && NULL != pack && !is_root) {
         rc = mca_coll_gpu_typed_copy(pack, work, (size_t) count, dt, false);

@@ -28,11 +28,7 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
                                    is_root ? rbuf : NULL, (size_t) count, dt, eop, root);
     atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
     OBJ_RELEASE(m);
-    if (CGPU_OK != st) {
-        opal_output(0, "coll/gpu: MPI_Reduce on %s failed in the engine: %s", comm->c_name,
-                    cgpu_status_string(st));
-    }
-    return mca_coll_gpu_status_to_mpi(st);
+    return mca_coll_gpu_engine_rc(st, "MPI_Reduce", comm);
 }
 
 int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
@@ -59,9 +55,5 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                                  rbuf, (size_t) rcount, dt, eop);
     atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
     OBJ_RELEASE(m);
-    if (CGPU_OK != st) {
-        opal_output(0, "coll/gpu: MPI_Reduce_scatter_block on %s failed in the engine: %s",
-                    comm->c_name, cgpu_status_string(st));
-    }
-    return mca_coll_gpu_status_to_mpi(st);
+    return mca_coll_gpu_engine_rc(st, "MPI_Reduce_scatter_block", comm);
 }

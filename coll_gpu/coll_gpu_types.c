@@ -116,6 +116,15 @@ int mca_coll_gpu_status_to_mpi(cgpu_status_t st)
     return MPI_ERR_UNKNOWN;
 }
 
+int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_communicator_t *comm)
+{
+    if (CGPU_OK != st) {
+        opal_output(0, "coll/gpu: %s on %s failed in the engine: %s", what, comm->c_name,
+                    cgpu_status_string(st));
+    }
+    return mca_coll_gpu_status_to_mpi(st);
+}
+
 bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                    cgpu_dtype_t *dt, cgpu_op_t *eop)
 {
