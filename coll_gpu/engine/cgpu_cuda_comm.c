@@ -15,7 +15,7 @@
 typedef struct cgpu_cuda_comm {
     int device;
     void *stream;
-    void *stream2;  /* copy-engine reduce: the copies, ahead of the reductions on stream */
+    void *stream2;  /* copy-engine reduce (2 ranks, enabled): the copies, ahead of stream */
     void *ev2;      /* orders stream and stream2 */
     void *order_ev; /* recorded on the legacy default stream (NULL: no ordering) */
     size_t inbox_bytes;
@@ -120,11 +120,11 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     if (CGPU_OK == st && cfg->cuda_stream_order) {
         st = cgpu_cuda_event_create(&cc->order_ev);
     }
-    if (CGPU_OK == st) {
+    if (CGPU_OK == st && 0 != cfg->cuda_ce_reduce_min_bytes && 2 == comm->size) {
         st = cgpu_cuda_stream_create(&cc->stream2);
-    }
-    if (CGPU_OK == st) {
-        st = cgpu_cuda_event_create(&cc->ev2);
+        if (CGPU_OK == st) {
+            st = cgpu_cuda_event_create(&cc->ev2);
+        }
     }
     if (CGPU_OK != st) {
         return st;
@@ -694,10 +694,6 @@ cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, 
         if (CGPU_OK != st || done) {
             return st;
         }
-        k.alg = "chain";
-        k.ras_alg = CGPU_RAS_ALG_RING;
-        k.fn = launch_ring;
-        k.args = &rc;
     }
     return cuda_run(comm, &k);
 }
@@ -717,10 +713,6 @@ cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int ro
         if (CGPU_OK != st || done) {
             return st;
         }
-        k.alg = "chain";
-        k.ras_alg = CGPU_RAS_ALG_RING;
-        k.fn = launch_ring;
-        k.args = &rc;
     }
     return cuda_run(comm, &k);
 }
@@ -819,6 +811,13 @@ typedef struct ce_call {
 static bool usable_as_is(const cgpu_cuda_comm_t *cc, const void *p)
 {
     return buf_kind(cc, p).in_place;
+}
+
+/* two buffers of `bytes` that do not overlap */
+static bool apart(const void *a, const void *b, size_t bytes)
+{
+    const char *x = a, *y = b;
+    return x + bytes <= y || y + bytes <= x;
 }
 
 static void ce_unmap(ce_call_t *ce, int n)
@@ -951,16 +950,16 @@ static cgpu_status_t launch_ce(cgpu_comm_t *comm, const void *in, void *out, con
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     const ce_call_t *ce = args;
+    if (CE_REDUCE == ce->kind) {
+        return launch_ce_reduce(comm, in, out, ce);
+    }
     const int n = comm->size, me = comm->rank;
     cgpu_cuda_ce_sync_args_t s;
     memset(&s, 0, sizeof(s));
     s.timeout_ns = cc->timeout_ns;
     s.err = cc->err_dev;
-    cgpu_status_t st = CGPU_OK;
-    if (CE_REDUCE == ce->kind) {
-        return launch_ce_reduce(comm, in, out, ce);
-    }
     s.seq = ++cc->ce_seq;
+    cgpu_status_t st = CGPU_OK;
     if (CE_BCAST == ce->kind) {
         for (int p = 0; p < n && CGPU_OK == st; ++p) {
             if (me == ce->root && p != me) {
@@ -997,7 +996,8 @@ static cgpu_status_t launch_ce(cgpu_comm_t *comm, const void *in, void *out, con
     return 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
 }
 
-/* Runs the call on the copy engines when every rank can; *done says whether it did. */
+/* Runs the call on the copy engines when every rank can; *done says whether it did (if not,
+ * *k is as it was: the caller runs its kernels). */
 static cgpu_status_t ce_try(cgpu_comm_t *comm, cuda_call_t *k, ce_call_t *ce, const void *source,
                             const void *target, bool needs_map, bool local_ok, bool *done)
 {
@@ -1042,11 +1042,10 @@ static cgpu_status_t ce_reduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sb
     ce_call_t ce = {.kind = CE_REDUCE, .root = root, .bytes = bytes, .count = count, .dt = dt,
                     .op = op};
     const bool is_root = comm->rank == root;
-    const char *s = sbuf, *r = rbuf;
     /* the root's output must be apart from its input and usable as it is */
-    const bool ok = is_root ? NULL != s && (s + bytes <= r || r + bytes <= s) &&
+    const bool ok = is_root ? NULL != sbuf && apart(sbuf, rbuf, bytes) &&
                                   usable_as_is(comm->cuda, rbuf)
-                            : NULL != s;
+                            : NULL != sbuf;
     return ce_try(comm, k, &ce, NULL != sbuf ? sbuf : rbuf, is_root ? rbuf : NULL, !is_root, ok,
                   done);
 }
@@ -1059,18 +1058,14 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
                      .sbuf = sbuf, .in_bytes = total, .rbuf = rbuf, .out_bytes = total,
                      .force_copy_in = sbuf == rbuf, .fn = launch_a2a, .args = &bytes};
     const size_t ce_min = cgpu_engine_config()->cuda_ce_alltoall_min_bytes;
-    const char *s = sbuf, *r = rbuf; /* separate buffers only (in place needs the inbox) */
-    if (0 != ce_min && total >= ce_min && (s + total <= r || r + total <= s)) {
+    /* separate buffers only (in place needs the inbox) */
+    if (0 != ce_min && total >= ce_min && apart(sbuf, rbuf, total)) {
         ce_call_t ce = {.kind = CE_ALLTOALL, .bytes = bytes};
         bool done;
         cgpu_status_t st = ce_try(comm, &k, &ce, sbuf, rbuf, true, true, &done);
         if (CGPU_OK != st || done) {
             return st;
         }
-        k.alg = "direct";
-        k.ras_alg = CGPU_RAS_ALG_DIRECT;
-        k.fn = launch_a2a;
-        k.args = &bytes;
     }
     return cuda_run(comm, &k);
 }
