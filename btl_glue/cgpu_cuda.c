@@ -307,11 +307,7 @@ cgpu_status_t cgpu_cuda_stream_after(void *stream, void *ev, void *other)
  * about 3 us per call against 1 us for the event.) */
 cgpu_status_t cgpu_cuda_stream_after_default(void *stream, void *ev)
 {
-    cudaError_t e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
-    if (cudaSuccess == e) {
-        e = cudaStreamWaitEvent((cudaStream_t) stream, (cudaEvent_t) ev, 0);
-    }
-    return cgpu_cuda_check((int) e, "ordering after the default stream");
+    return cgpu_cuda_stream_after(stream, ev, (void *) cudaStreamLegacy);
 }
 
 cgpu_status_t cgpu_cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream)
