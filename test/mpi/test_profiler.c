@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpitest.h"
+
 #define NTHREADS 4
 
 typedef void (*report_fn)(unsigned long long *, unsigned long long *, unsigned long long *,
@@ -75,19 +77,10 @@ static void *worker(void *p)
 /* coll_gpu_transport of a communicator: 0 shared memory, 1 CUDA IPC, -1 unreadable */
 static int transport_kind(MPI_Comm comm)
 {
-    int num = 0, provided, v = -1;
+    int provided, v = -1, is_int = 0, cnt;
     MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided);
-    MPI_T_pvar_get_num(&num);
-    for (int i = 0; i < num; ++i) {
-        char nm[128], desc[512];
-        int nl = sizeof(nm), dl = sizeof(desc), verb, cls, bind, ro, cont, at, cnt;
-        MPI_Datatype dt;
-        MPI_T_enum en;
-        if (MPI_SUCCESS != MPI_T_pvar_get_info(i, nm, &nl, &verb, &cls, &dt, &en, desc, &dl,
-                                               &bind, &ro, &cont, &at) ||
-            0 != strcmp(nm, "coll_gpu_transport")) {
-            continue;
-        }
+    const int i = mt_pvar_index("coll_gpu_transport", &is_int);
+    if (i >= 0) {
         MPI_T_pvar_session ses;
         MPI_T_pvar_handle h;
         MPI_T_pvar_session_create(&ses);
@@ -96,7 +89,6 @@ static int transport_kind(MPI_Comm comm)
             MPI_T_pvar_handle_free(ses, &h);
         }
         MPI_T_pvar_session_free(&ses);
-        break;
     }
     MPI_T_finalize();
     return v;
