@@ -9,6 +9,7 @@ set -uo pipefail
 out=${OUT:-$PWD/gpu-logs}
 mkdir -p "$out"
 steps=${*:-build smoke test bench}
+case " $steps " in *" pending "*) steps="$steps prof" ;; esac # pending includes the profiler test
 has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 pkglib=$(ompi_info --path pkglibdir --parsable | cut -d: -f3)
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca mca_base_component_path "$PWD/.libs:$pkglib"
@@ -73,7 +74,7 @@ if has prof; then # the threaded profiler test on the cuda backend (default bind
     run prof_np4 150 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
     grep -h "events\|transport\|PASSED\|FAILED" "$out"/prof_np*.log | head -12
 fi
-if has ce; then # the copy-engine path forced on every alltoall and 2-rank bcast, then measured
+if has ce; then # the copy-engine path forced on every alltoall and 2-rank bcast and reduce, then measured
     CE=(--mca coll_gpu_cuda_ce_alltoall_min_bytes 1 --mca coll_gpu_cuda_ce_bcast_min_bytes 1
         --mca coll_gpu_cuda_ce_reduce_min_bytes 1)
     run ce_colls_np2 200 2 "${CE[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_colls
@@ -92,12 +93,7 @@ if has lat; then # small-message latency: stream ordering and the completion wai
     # one line per variant and collective: ours/NCCL us at each size
     awk '/^##/{v=$3"/"$5} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s/%s", $1, $2, $4}' "$out/lat.txt"; echo
 fi
-if has pending; then # what the last session could not run on a GPU: threads, profiler, trace
-    chk=$PWD/test/prof/.libs/libcgpu_prof_check.so
-    export CGPU_PROF_CHECK_PLUGIN=$chk
-    CGPU_PROF_MIN_EVENTS=2000 run pend_profiler_small_np2 45 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 10 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN -x CGPU_PROF_MIN_EVENTS test/mpi/test_profiler
-    run pend_profiler_np2 90 2 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
-    run pend_profiler_np4 150 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
+if has pending; then # threads, RAS, scale and trace on the cuda backend (with 'prof' for the profiler)
     run pend_comms_np4 150 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_comms
     run pend_ras_np4 200 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_ras
     run pend_a2a_scale_np4 60 4 test/mpi/test_a2a_scale
