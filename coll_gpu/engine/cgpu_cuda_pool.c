@@ -88,7 +88,10 @@ cgpu_status_t cgpu_ipc_cache_get_id(const void *handle, uint64_t id, void **ptr)
 {
     pthread_mutex_lock(&pool_lock);
     for (size_t i = 0; i < nipc; ++i) {
-        if (0 == memcmp(ipc[i].handle, handle, CGPU_CUDA_IPC_HANDLE_BYTES) && ipc[i].id != id) {
+        if (0 != memcmp(ipc[i].handle, handle, CGPU_CUDA_IPC_HANDLE_BYTES)) {
+            continue;
+        }
+        if (ipc[i].id != id) {
             /* the same handle for a new allocation where a freed one was: the old mapping
              * must go before the handle can be opened again */
             if (0 != ipc[i].refs) {
@@ -100,14 +103,12 @@ cgpu_status_t cgpu_ipc_cache_get_id(const void *handle, uint64_t id, void **ptr)
             atomic_fetch_add_explicit(&ipc_evictions, 1, memory_order_relaxed);
             break;
         }
-        if (0 == memcmp(ipc[i].handle, handle, CGPU_CUDA_IPC_HANDLE_BYTES)) {
-            ipc[i].refs++;
-            ipc[i].last_use = ++ipc_clock;
-            *ptr = ipc[i].ptr;
-            pthread_mutex_unlock(&pool_lock);
-            atomic_fetch_add_explicit(&ipc_hits, 1, memory_order_relaxed);
-            return CGPU_OK;
-        }
+        ipc[i].refs++;
+        ipc[i].last_use = ++ipc_clock;
+        *ptr = ipc[i].ptr;
+        pthread_mutex_unlock(&pool_lock);
+        atomic_fetch_add_explicit(&ipc_hits, 1, memory_order_relaxed);
+        return CGPU_OK;
     }
     if (nipc == ipc_cap) {
         size_t cap = ipc_cap ? 2 * ipc_cap : 16;
