@@ -65,20 +65,23 @@ static const mca_base_var_enum_value_t alltoall_values[] = {
     {0, NULL},
 };
 
-static void reg_int(const char *name, const char *help, mca_base_var_info_lvl_t lvl, int *storage)
+/* every parameter is settable and must be the same on all ranks (path decisions use them) */
+static void reg(const char *name, const char *help, mca_base_var_type_t type,
+                mca_base_var_info_lvl_t lvl, void *storage)
 {
     (void) mca_base_component_var_register(&mca_coll_gpu_component.super.collm_version, name,
-                                           help, MCA_BASE_VAR_TYPE_INT, NULL, 0,
-                                           MCA_BASE_VAR_FLAG_SETTABLE, lvl,
+                                           help, type, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, lvl,
                                            MCA_BASE_VAR_SCOPE_ALL_EQ, storage);
+}
+
+static void reg_int(const char *name, const char *help, mca_base_var_info_lvl_t lvl, int *storage)
+{
+    reg(name, help, MCA_BASE_VAR_TYPE_INT, lvl, storage);
 }
 
 static void reg_ulong(const char *name, const char *help, unsigned long *storage)
 {
-    (void) mca_base_component_var_register(&mca_coll_gpu_component.super.collm_version, name,
-                                           help, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, NULL, 0,
-                                           MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_6,
-                                           MCA_BASE_VAR_SCOPE_ALL_EQ, storage);
+    reg(name, help, MCA_BASE_VAR_TYPE_UNSIGNED_LONG, OPAL_INFO_LVL_6, storage);
 }
 
 static void reg_enum(const char *name, const char *help, const mca_base_var_enum_value_t *vals,
@@ -214,12 +217,10 @@ static int gpu_register(void)
               "buffer per peer (two of them per peer and rank)",
               &c->cuda_oneshot_bytes);
     c->cuda_timeout = d.cuda_timeout_s;
-    (void) mca_base_component_var_register(
-        &mca_coll_gpu_component.super.collm_version, "cuda_timeout",
+    reg("cuda_timeout",
         "cuda backend: seconds a kernel waits for a peer before the collective fails with an "
         "MPI error instead of hanging (0: wait forever)",
-        MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_5,
-        MCA_BASE_VAR_SCOPE_ALL_EQ, &c->cuda_timeout);
+        MCA_BASE_VAR_TYPE_DOUBLE, OPAL_INFO_LVL_5, &c->cuda_timeout);
     c->cuda_tree_channels = d.cuda_tree_channels;
     reg_int("cuda_tree_channels",
             "cuda backend: channels of the tree algorithm (two blocks each); 0 disables it. "
@@ -249,13 +250,11 @@ static int gpu_register(void)
               "or more ranks (not tuned: no machine with more than 2 GPUs was available)",
               &c->cuda_tree_max_bytes);
     c->ras_timeout = d.ras_timeout_s;
-    (void) mca_base_component_var_register(
-        &mca_coll_gpu_component.super.collm_version, "ras_timeout",
+    reg("ras_timeout",
         "RAS watchdog: seconds without progress after which a running collective is reported "
         "(once, with the communicator, operation, sequence number and the ranks that have not "
         "arrived); 0 disables the watchdog thread",
-        MCA_BASE_VAR_TYPE_DOUBLE, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_4,
-        MCA_BASE_VAR_SCOPE_ALL_EQ, &c->ras_timeout);
+        MCA_BASE_VAR_TYPE_DOUBLE, OPAL_INFO_LVL_4, &c->ras_timeout);
     c->cuda_ce_alltoall_min_bytes = (unsigned long) d.cuda_ce_alltoall_min_bytes;
     reg_ulong("cuda_ce_alltoall_min_bytes",
               "cuda backend: alltoalls of at least this many bytes (whole send buffer) run on "
@@ -282,30 +281,24 @@ static int gpu_register(void)
               "its SMs reduce the pieces already there; 0: never",
               &c->cuda_ce_reduce_min_bytes);
     c->cuda_stream_order = d.cuda_stream_order;
-    (void) mca_base_component_var_register(
-        &mca_coll_gpu_component.super.collm_version, "cuda_stream_order",
+    reg("cuda_stream_order",
         "cuda backend: a collective on device memory starts on the GPU only after the work "
         "already queued on the default stream and on every blocking stream (a cudaMemcpy "
         "from pageable memory or a cudaMemset that filled the buffer may still be running "
         "when it returns); the host does not wait. Turn off only if the application "
         "synchronizes its buffers itself (saves about a microsecond per call)",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_6,
-        MCA_BASE_VAR_SCOPE_ALL_EQ, &c->cuda_stream_order);
+        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_6, &c->cuda_stream_order);
     c->ras_abort_on_timeout = d.ras_abort_on_timeout;
-    (void) mca_base_component_var_register(
-        &mca_coll_gpu_component.super.collm_version, "ras_abort_on_timeout",
+    reg("ras_abort_on_timeout",
         "RAS watchdog: also fail the stuck collective (host backend) with an MPI error instead "
         "of waiting forever; the communicator is then failed (free it and make a new one)",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_4,
-        MCA_BASE_VAR_SCOPE_ALL_EQ, &c->ras_abort_on_timeout);
+        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_4, &c->ras_abort_on_timeout);
     c->stage_host_buffers = false;
-    (void) mca_base_component_var_register(
-        &mca_coll_gpu_component.super.collm_version, "stage_host_buffers",
+    reg("stage_host_buffers",
         "Testing only: treat host buffers like device buffers on the staged paths (copy them "
         "through host mirrors before the previous coll module sees them), so the staging "
         "code is exercised on machines without a GPU",
-        MCA_BASE_VAR_TYPE_BOOL, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_9,
-        MCA_BASE_VAR_SCOPE_ALL_EQ, &c->stage_host_buffers);
+        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &c->stage_host_buffers);
     c->profiler = NULL;
     (void) mca_base_component_var_register(
         &mca_coll_gpu_component.super.collm_version, "profiler",
