@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min colls_full prof ce lat pending suite_cuda bench
+#   steps: any of build smoke test test_min colls_full prof ce order lat pending suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
 set -uo pipefail
@@ -83,8 +83,16 @@ if has ce; then # the copy-engine path forced on every alltoall and 2-rank bcast
     echo "copy-engine calls in ce_colls_np4: $(grep -c 'cuda: copy-engine' "$out/ce_colls_np4.log")"
     timeout -k 5 200 "${MPIRUN[@]}" -np 2 "${CE[@]}" bench/bench_colls ${CE_COLLS:-alltoall,bcast,reduce} 1073741824 1048576 2>&1 | tee "$out/bench_ce.txt"
 fi
+if has order; then # default-stream ordering in each mode, and the negative control
+    for m in auto event stream; do
+        run order_${m}_np4 120 4 --mca coll_gpu_cuda_stream_order $m test/gpu/test_cuda_colls order
+    done
+    timeout -k 5 120 "${MPIRUN[@]}" -np 4 --mca coll_gpu_cuda_stream_order none test/gpu/test_cuda_colls order \
+        > "$out/order_none_np4.log" 2>&1
+    echo "negative control (stream_order none, np 4): rc=$? $(grep -h 'rounds wrong' "$out/order_none_np4.log" | tr '\n' ' ')"
+fi
 if has lat; then # small-message latency: stream ordering and the completion wait, each way
-    for v in ${LAT_VARIANTS:-1,32 0,32 1,-1 0,-1}; do
+    for v in ${LAT_VARIANTS:-stream,-1 event,-1 none,-1}; do
         IFS=, read -r o p <<< "$v"
         echo "## stream_order $o wait_polls $p" >> "$out/lat.txt"
         timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_stream_order "$o" --mca coll_gpu_cuda_wait_polls "$p" \

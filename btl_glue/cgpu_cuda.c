@@ -232,15 +232,16 @@ void cgpu_cuda_free(void *ptr)
     release(REL_DEVICE, ptr);
 }
 
-cgpu_status_t cgpu_cuda_stream_create(void **stream)
+cgpu_status_t cgpu_cuda_stream_create(void **stream, bool blocking)
 {
     cudaStream_t s = NULL;
     /* non-blocking: no implicit ordering with the legacy default stream, whose
      * synchronous calls (an application's cudaMemcpy on one thread) would otherwise wait
-     * for our kernel, which may wait for a peer that waits for that thread. As with every
-     * CUDA-aware MPI, the caller completes the work producing a buffer before the call. */
-    cgpu_status_t st = cgpu_cuda_check((int) cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
-                                       "cudaStreamCreate");
+     * for our kernel, which may wait for a peer that waits for that thread. Blocking is
+     * safe only where no other thread can be inside one of our collectives meanwhile. */
+    cgpu_status_t st = cgpu_cuda_check(
+        (int) cudaStreamCreateWithFlags(&s, blocking ? cudaStreamDefault : cudaStreamNonBlocking),
+        "cudaStreamCreate");
     *stream = (void *) s;
     return st;
 }
@@ -498,8 +499,9 @@ void cgpu_cuda_free(void *ptr)
     (void) ptr;
 }
 
-cgpu_status_t cgpu_cuda_stream_create(void **stream)
+cgpu_status_t cgpu_cuda_stream_create(void **stream, bool blocking)
 {
+    (void) blocking;
     *stream = NULL;
     return CGPU_ERR_NOT_SUPPORTED;
 }

@@ -57,8 +57,10 @@ void cgpu_cuda_release_pending(void);
 void cgpu_cuda_setup_begin(void);
 void cgpu_cuda_setup_end(void);
 
-/** A non-blocking stream (no implicit ordering with the legacy default stream). */
-cgpu_status_t cgpu_cuda_stream_create(void **stream);
+/** A non-blocking stream (no implicit ordering with the legacy default stream), or with
+ * @p blocking a blocking one: its work starts after what the legacy default stream holds
+ * when it is enqueued, and the legacy stream's later work waits for it. */
+cgpu_status_t cgpu_cuda_stream_create(void **stream, bool blocking);
 void cgpu_cuda_stream_destroy(void *stream);
 /** Wait for everything enqueued on @p stream (polling, yielding the core after the first
  * polls); converts asynchronous errors. */

@@ -51,6 +51,14 @@ static const mca_base_var_enum_value_t allreduce_values[] = {
 };
 
 /* bcast / allgather: ring (chain) or the previous module; values shared with allreduce's */
+static const mca_base_var_enum_value_t stream_order_values[] = {
+    {CGPU_ORDER_AUTO, "auto"},
+    {CGPU_ORDER_NONE, "none"},
+    {CGPU_ORDER_EVENT, "event"},
+    {CGPU_ORDER_BLOCKING_STREAM, "stream"},
+    {0, NULL},
+};
+
 static const mca_base_var_enum_value_t ring_or_fallback_values[] = {
     {CGPU_ALLREDUCE_AUTO, "auto"},
     {CGPU_ALLREDUCE_RING, "ring"},
@@ -276,18 +284,23 @@ static int gpu_register(void)
             OPAL_INFO_LVL_6, &c->cuda_wait_polls);
     c->cuda_ce_reduce_min_bytes = (unsigned long) d.cuda_ce_reduce_min_bytes;
     reg_ulong("cuda_ce_reduce_min_bytes",
-              "cuda backend: 2-rank reduces of at least this many bytes: the root's copy "
-              "engines pull the other rank's input (mapped through CUDA IPC) in pieces while "
-              "its SMs reduce the pieces already there; 0: never",
+              "cuda backend: 2-rank reduces of at least this many bytes: the other rank's "
+              "copy engines push its input in flagged pieces straight into the root's output "
+              "(mapped through CUDA IPC), and the root's SMs reduce each piece as it lands; "
+              "0: never",
               &c->cuda_ce_reduce_min_bytes);
     c->cuda_stream_order = d.cuda_stream_order;
-    reg("cuda_stream_order",
-        "cuda backend: a collective on device memory starts on the GPU only after the work "
-        "already queued on the default stream and on every blocking stream (a cudaMemcpy "
-        "from pageable memory or a cudaMemset that filled the buffer may still be running "
-        "when it returns); the host does not wait. Turn off only if the application "
-        "synchronizes its buffers itself (saves about a microsecond per call)",
-        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_6, &c->cuda_stream_order);
+    reg_enum("cuda_stream_order",
+             "cuda backend: how a collective on device memory starts on the GPU only after the "
+             "work already queued on the default stream and on every blocking stream (a "
+             "cudaMemcpy from pageable memory or a cudaMemset that filled the buffer may still "
+             "be running when it returns); the host never waits. stream: our stream is a "
+             "blocking one (no cost; a default-stream call made by another thread may then "
+             "wait for our collective), event: an event on the legacy default stream that our "
+             "non-blocking stream waits for (about 1 us per call), none: the application "
+             "synchronizes its buffers itself, auto: event under MPI_THREAD_MULTIPLE, else "
+             "stream",
+             stream_order_values, &c->cuda_stream_order);
     c->ras_abort_on_timeout = d.ras_abort_on_timeout;
     reg("ras_abort_on_timeout",
         "RAS watchdog: also fail the stuck collective (host backend) with an MPI error instead "
@@ -343,8 +356,8 @@ static int gpu_open(void)
     cfg.cuda_inbox_pool = c->cuda_inbox_pool;
     cfg.cuda_ipc_cache_size = c->cuda_ipc_cache_size;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
-    cfg.cuda_stream_order = c->cuda_stream_order;
-    cfg.cuda_wait_polls = c->cuda_wait_polls < -1 ? -1 : c->cuda_wait_polls; /* auto: see init_query */
+    cfg.cuda_stream_order = c->cuda_stream_order; /* auto, and wait_polls -2: init_query */
+    cfg.cuda_wait_polls = c->cuda_wait_polls;
     cfg.cuda_ce_alltoall_min_bytes = c->cuda_ce_alltoall_min_bytes;
     cfg.cuda_ce_bcast_min_bytes = c->cuda_ce_bcast_min_bytes;
     cfg.cuda_ce_reduce_min_bytes = c->cuda_ce_reduce_min_bytes;

@@ -80,9 +80,10 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
 {
     (void) enable_progress_threads;
     /* MPI_THREAD_MULTIPLE is fine: no global data-path state. Threads may share cores
-     * then, so the wait for a collective yields (coll_gpu_cuda_wait_polls auto). */
-    if (mca_coll_gpu_component.engine_up && mca_coll_gpu_component.cuda_wait_polls < -1) {
-        cgpu_engine_set_wait_polls(enable_mpi_threads ? 32 : -1);
+     * then, so the wait for a collective yields (coll_gpu_cuda_wait_polls auto), and our
+     * stream stays non-blocking (coll_gpu_cuda_stream_order auto: see cgpu_cuda_comm.c). */
+    if (mca_coll_gpu_component.engine_up) {
+        cgpu_engine_set_threads(enable_mpi_threads);
     }
     return OMPI_SUCCESS;
 }

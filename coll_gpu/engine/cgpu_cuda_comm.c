@@ -18,6 +18,7 @@ typedef struct cgpu_cuda_comm {
     void *stream2;  /* copy-engine reduce (2 ranks, enabled): the copies, ahead of stream */
     void *ev2;      /* orders stream and stream2 */
     void *order_ev; /* recorded on the legacy default stream (NULL: no ordering) */
+    bool blocking;  /* stream is a blocking one: ordered after the default stream already */
     size_t inbox_bytes;
     char **peer_inbox; /* [size]; own entry is inbox */
     size_t *peer_release; /* [size]: offset of each peer's release word in its inbox */
@@ -116,12 +117,17 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->inbox_bytes = cc->a2a_off + (size_t) cfg->cuda_a2a_channels * cc->nslots * cc->slot_bytes;
 
     cc->timeout_ns = (unsigned long long) (cfg->cuda_timeout_s * 1e9);
-    cgpu_status_t st = cgpu_cuda_stream_create(&cc->stream);
-    if (CGPU_OK == st && cfg->cuda_stream_order) {
+    /* ordering after the caller's default-stream work: a blocking stream does it for
+     * free where no other thread can call MPI meanwhile (auto resolved in init_query;
+     * unresolved, the event); the copy-engine paths also wait for it on the host, through
+     * order_ev, before peers write into our buffers */
+    cc->blocking = CGPU_ORDER_BLOCKING_STREAM == cfg->cuda_stream_order;
+    cgpu_status_t st = cgpu_cuda_stream_create(&cc->stream, cc->blocking);
+    if (CGPU_OK == st && CGPU_ORDER_NONE != cfg->cuda_stream_order) {
         st = cgpu_cuda_event_create(&cc->order_ev);
     }
     if (CGPU_OK == st && 0 != cfg->cuda_ce_reduce_min_bytes && 2 == comm->size) {
-        st = cgpu_cuda_stream_create(&cc->stream2);
+        st = cgpu_cuda_stream_create(&cc->stream2, false);
         if (CGPU_OK == st) {
             st = cgpu_cuda_event_create(&cc->ev2);
         }
@@ -375,7 +381,8 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     sg->host_out = NULL;
     cgpu_status_t st = CGPU_OK;
     /* device memory the caller filled through the default stream may not be written yet */
-    if (NULL != cc->order_ev && ((k->out_bytes > 0 && !rk.host) || (k->in_bytes > 0 && !sk.host))) {
+    if (NULL != cc->order_ev && !cc->blocking &&
+        ((k->out_bytes > 0 && !rk.host) || (k->in_bytes > 0 && !sk.host))) {
         st = cgpu_cuda_stream_after_default(cc->stream, cc->order_ev);
     }
     if (CGPU_OK != st || (!out_stage && !in_copy)) {
@@ -904,9 +911,11 @@ static cgpu_status_t launch_ce_reduce(cgpu_comm_t *comm, const void *in, void *o
     cgpu_cuda_comm_t *cc = comm->cuda;
     const int me = comm->rank, peer = 1 - me;
     const size_t es = cgpu_dtype_size(ce->dt);
-    /* pieces of 2-16 MiB: the last one's reduction is all that trails the copies */
-    const size_t lo = ((size_t) 2 << 20) / es, hi = ((size_t) 16 << 20) / es;
-    const size_t want = div_up(ce->count, 64);
+    /* pieces of 4-16 MiB, 16 or more of them: the last one's reduction is all that trails
+     * the copies, and each piece costs the host four enqueues (about 8 us) on the pushing
+     * side, which must stay under the piece's copy time (10 us at 4 MiB) */
+    const size_t lo = ((size_t) 4 << 20) / es, hi = ((size_t) 16 << 20) / es;
+    const size_t want = div_up(ce->count, 16);
     const size_t piece = round_up(want < lo ? lo : want > hi ? hi : want, 16);
     const size_t npieces = div_up(ce->count, piece);
     const uint64_t base = cc->ce_seq;
@@ -919,7 +928,9 @@ static cgpu_status_t launch_ce_reduce(cgpu_comm_t *comm, const void *in, void *o
                                         .piece = piece, .npieces = (int) npieces, .peer = peer,
                                         .base = base};
         a.flag = (const uint64_t *) (cc->ib.ptr + CGPU_CUDA_FLAG_CE(peer));
-        const int blocks = (int) clamp1(div_up(piece * es, 1 << 20), 64);
+        /* a block per 128 KiB of a piece: the reduction keeps ahead of NVLink (2 MiB
+         * pieces on 2 blocks measured 73 GB/s at 6140ee8) */
+        const int blocks = (int) clamp1(div_up(piece * es, 128 << 10), 128);
         int err = cgpu_cuda_ce_reduce(&a, ce->dt, ce->op, blocks, cc->threads, cc->stream);
         return 0 != err ? cgpu_cuda_check(err, "reduce launch") : CGPU_OK;
     }

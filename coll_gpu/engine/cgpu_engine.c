@@ -45,7 +45,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_inbox_pool = 4;
     cfg->cuda_ipc_cache_size = 64;
     cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
-    cfg->cuda_stream_order = true;
+    cfg->cuda_stream_order = CGPU_ORDER_AUTO;
     cfg->cuda_wait_polls = -1;
     cfg->cuda_ce_alltoall_min_bytes = 0;
     cfg->cuda_ce_bcast_min_bytes = 32u << 20;
@@ -111,9 +111,14 @@ void cgpu_engine_fini(void)
     cgpu_prof_unload();
 }
 
-void cgpu_engine_set_wait_polls(int polls)
+void cgpu_engine_set_threads(bool multiple)
 {
-    engine_cfg.cuda_wait_polls = polls;
+    if (engine_cfg.cuda_wait_polls < -1) {
+        engine_cfg.cuda_wait_polls = multiple ? 32 : -1;
+    }
+    if (CGPU_ORDER_AUTO == engine_cfg.cuda_stream_order) {
+        engine_cfg.cuda_stream_order = multiple ? CGPU_ORDER_EVENT : CGPU_ORDER_BLOCKING_STREAM;
+    }
 }
 
 const cgpu_config_t *cgpu_engine_config(void)

@@ -78,12 +78,22 @@ typedef struct cgpu_config {
     double ras_timeout_s;       /* watchdog: report a collective stuck this long (0: off) */
     bool ras_abort_on_timeout;  /* ... and fail it (and the communicator) instead of waiting */
     size_t cuda_tree_max_bytes; /* auto: tree for 3+ ranks from the oneshot limit up to this */
-    bool cuda_stream_order;     /* device-buffer calls start after the default stream's work */
+    int cuda_stream_order;      /* device-buffer calls start after the default stream's work:
+                                 * CGPU_ORDER_* (auto resolved by cgpu_engine_set_threads) */
     int cuda_wait_polls;        /* completion polls before yielding (-1: cudaStreamSynchronize) */
     size_t cuda_ce_alltoall_min_bytes; /* copy engines for alltoalls this large (0: never) */
     size_t cuda_ce_bcast_min_bytes;    /* ... and for 2-rank bcasts (0: never) */
     size_t cuda_ce_reduce_min_bytes;   /* ... and for 2-rank reduces (0: never) */
 } cgpu_config_t;
+
+/** How a device-buffer call is ordered after the work the caller queued on the default
+ * stream (cuda backend). */
+enum {
+    CGPU_ORDER_AUTO = -1,  /* BLOCKING_STREAM unless threads call MPI at once, then EVENT */
+    CGPU_ORDER_NONE = 0,   /* the application synchronizes its buffers itself */
+    CGPU_ORDER_EVENT = 1,  /* an event on the legacy stream, waited for by our stream */
+    CGPU_ORDER_BLOCKING_STREAM = 2, /* our stream is a blocking one: implicit ordering */
+};
 
 /** Fill @p cfg with the documented defaults. */
 void cgpu_config_default(cgpu_config_t *cfg);
@@ -114,8 +124,10 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg);
  */
 void cgpu_engine_fini(void);
 
-/** Set how the host waits for a collective (cuda_wait_polls); before any communicator. */
-void cgpu_engine_set_wait_polls(int polls);
+/** Resolve the thread-dependent auto settings (cuda_wait_polls < -1, cuda_stream_order
+ * auto) for a process whose threads may call MPI at once (@p multiple) or not; before any
+ * communicator. */
+void cgpu_engine_set_threads(bool multiple);
 
 /** The configuration the engine runs with (valid between init and fini). */
 const cgpu_config_t *cgpu_engine_config(void);

@@ -377,6 +377,68 @@ static void check_allreduce(size_t count)
     free(want);
 }
 
+/* Ordering after the default stream: each rank fills a large buffer with an asynchronous
+ * cudaMemsetAsync on the legacy default stream (it returns before the device has written
+ * anything) and at once runs a collective on its last bytes. Every result is what the fill
+ * wrote (a byte per rank and round, combined on the host), never the previous round's: the
+ * collective starts on the GPU after the fill (coll_gpu_cuda_stream_order). A bcast's
+ * output is also filled, so a fill landing late would overwrite it. Returns the failures;
+ * with coll_gpu_cuda_stream_order=none they are expected (the negative control). */
+static unsigned char fill_byte(int r, int round)
+{
+    return (unsigned char) (1 + (r * 37 + round * 11) % 250);
+}
+
+static long check_default_stream_order(int rounds)
+{
+    const size_t fill = 256u << 20, per = 64u << 10, tail = per * (size_t) nranks;
+    char *big = dev_alloc(fill);
+    char *out = dev_alloc(tail);
+    unsigned char *h = mt_xmalloc(tail);
+    long failed = 0;
+    for (int it = 0; it < rounds; ++it) {
+        unsigned char x = 0, m = 0; /* the ranks' bytes this round: their xor and max */
+        for (int r = 0; r < nranks; ++r) {
+            x ^= fill_byte(r, it);
+            m = fill_byte(r, it) > m ? fill_byte(r, it) : m;
+        }
+        char *src = big + fill - tail;
+        const int kind = it % 5, root = it % nranks;
+        const char *names[] = {"allreduce", "alltoall", "reduce", "bcast", "allgather"};
+        CUDA_OK(cudaMemsetAsync(big, fill_byte(rank, it), fill, 0));
+        int rc = MPI_SUCCESS;
+        switch (kind) {
+        case 0: rc = MPI_Allreduce(src, out, (int) per, MPI_UNSIGNED_CHAR, MPI_BXOR, MPI_COMM_WORLD); break;
+        case 1: rc = MPI_Alltoall(src, (int) per, MPI_BYTE, out, (int) per, MPI_BYTE, MPI_COMM_WORLD); break;
+        case 2: rc = MPI_Reduce(src, out, (int) per, MPI_UNSIGNED_CHAR, MPI_MAX, root, MPI_COMM_WORLD); break;
+        case 3: rc = MPI_Bcast(src, (int) per, MPI_BYTE, root, MPI_COMM_WORLD); break;
+        default: rc = MPI_Allgather(src, (int) per, MPI_BYTE, out, (int) per, MPI_BYTE, MPI_COMM_WORLD); break;
+        }
+        MT_CHECK(MPI_SUCCESS == rc, "default-stream order: %s returned %d", names[kind], rc);
+        const bool whole = 1 == kind || 4 == kind; /* the output has a block per rank */
+        const size_t got = whole ? tail : per;
+        if (2 == kind && rank != root) {
+            continue; /* no output off the root */
+        }
+        from_dev(h, 3 == kind ? src : out, got);
+        long bad = 0;
+        for (size_t i = 0; i < got; ++i) {
+            const unsigned char want = 0 == kind   ? x
+                                       : 2 == kind ? m
+                                       : 3 == kind ? fill_byte(root, it)
+                                                   : fill_byte((int) (i / per), it);
+            bad += h[i] != want;
+        }
+        failed += 0 != bad;
+        MT_CHECK(0 == bad, "default-stream order, round %d: %s read or left %ld bytes the "
+                 "fill had not written yet", it, names[kind], bad);
+    }
+    free(h);
+    cudaFree(out);
+    cudaFree(big);
+    return failed;
+}
+
 /* Split/dup loop: a released communicator's inbox and peer mappings serve the next one
  * (pool and IPC cache), so device memory, mappings and time per cycle stay flat. */
 static void check_comm_cycles(int cycles)
@@ -467,6 +529,11 @@ int main(int argc, char **argv)
     }
     CUDA_OK(cudaSetDevice(rank % ndev));
     init_cases();
+    if (argc > 1 && 0 == strcmp(argv[1], "order")) { /* this check alone (negative control) */
+        long f = check_default_stream_order(50);
+        printf("test_cuda_colls order: rank %d: %ld of 50 rounds wrong\n", rank, f);
+        return mt_finalize();
+    }
     mt_pvars_t pv;
     mt_pvars_open(&pv, MPI_COMM_WORLD, "world");
 
@@ -564,6 +631,7 @@ int main(int argc, char **argv)
     }
     MT_EXPECT_PATH(&pv, nmix, MT_PATH_ENGINE, "random mix");
 
+    check_default_stream_order(quick ? 10 : 50);
     mt_pvars_close(&pv);
     check_comm_cycles(quick ? 100 : 500);
     return mt_finalize();
