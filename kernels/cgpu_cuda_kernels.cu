@@ -742,8 +742,8 @@ template <typename T, int OP> __global__ void ce_reduce_kernel(const cgpu_cuda_c
                            CGPU_CUDA_ERR_CE, a.peer)) {
             return;
         }
-        const size_t first = (size_t) p * a.piece;
-        const size_t cnt = a.count - first < a.piece ? a.count - first : a.piece;
+        const size_t first = cgpu_cuda_ce_start(a.count, a.lo, a.hi, a.npieces, p);
+        const size_t cnt = cgpu_cuda_ce_start(a.count, a.lo, a.hi, a.npieces, p + 1) - first;
         const size_t per = ((cnt + gridDim.x - 1) / gridDim.x + V - 1) / V * V;
         size_t s = (size_t) blockIdx.x * per, e = s + per;
         s = s < cnt ? s : cnt;

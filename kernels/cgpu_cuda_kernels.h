@@ -205,16 +205,54 @@ typedef struct cgpu_cuda_ce_sync_args {
 } cgpu_cuda_ce_sync_args_t;
 int cgpu_cuda_ce_sync(const cgpu_cuda_ce_sync_args_t *a, void *stream);
 
+#ifdef __CUDACC__
+#define CGPU_CUDA_HD __host__ __device__
+#else
+#define CGPU_CUDA_HD
+#endif
+
+/** Copy-engine reduce pieces, the same on host and device: counted back from the end they
+ * are lo, 2 lo, 4 lo, ... elements, at most hi each, so the copies are few and large while
+ * the reduction that trails the last copy is small; the first piece takes what is left.
+ * Every boundary is a multiple of 16 elements from the start (whole vectors). */
+static inline CGPU_CUDA_HD size_t cgpu_cuda_ce_tail(size_t lo, size_t hi, int m)
+{
+    size_t s = 0, sz = lo;
+    for (int k = 0; k < m; ++k) {
+        s += sz;
+        sz = sz < hi / 2 ? 2 * sz : hi;
+    }
+    return s;
+}
+static inline CGPU_CUDA_HD int cgpu_cuda_ce_npieces(size_t count, size_t lo, size_t hi)
+{
+    int n = 1;
+    while (cgpu_cuda_ce_tail(lo, hi, n) < count) {
+        ++n;
+    }
+    return n;
+}
+/** First element of piece p of n (p == n: count). */
+static inline CGPU_CUDA_HD size_t cgpu_cuda_ce_start(size_t count, size_t lo, size_t hi, int n,
+                                                     int p)
+{
+    if (0 == p) {
+        return 0;
+    }
+    const size_t t = cgpu_cuda_ce_tail(lo, hi, n - p);
+    return p == n ? count : t >= count ? 0 : (count - t) / 16 * 16;
+}
+
 /** Copy-engine reduce, root of 2 ranks: the other rank's copy engines write its input into
- * out in pieces of `piece` elements, raising *flag to base + i + 1 after piece i; the
- * kernel reduces each piece with `in` into out as soon as it has landed. */
+ * out in the pieces above, raising *flag to base + i + 1 after piece i; the kernel reduces
+ * each piece with `in` into out as soon as it has landed. */
 typedef struct cgpu_cuda_ce_reduce_args {
     unsigned long long timeout_ns;
     unsigned long long *err;
     void *out;
     const void *in;
     size_t count;
-    size_t piece;
+    size_t lo, hi; /* piece sizes, elements */
     int npieces;
     int peer;
     const uint64_t *flag;

@@ -911,26 +911,25 @@ static cgpu_status_t launch_ce_reduce(cgpu_comm_t *comm, const void *in, void *o
     cgpu_cuda_comm_t *cc = comm->cuda;
     const int me = comm->rank, peer = 1 - me;
     const size_t es = cgpu_dtype_size(ce->dt);
-    /* pieces of 4-16 MiB, 16 or more of them: the last one's reduction is all that trails
-     * the copies, and each piece costs the host four enqueues (about 8 us) on the pushing
-     * side, which must stay under the piece's copy time (10 us at 4 MiB) */
-    const size_t lo = ((size_t) 4 << 20) / es, hi = ((size_t) 16 << 20) / es;
-    const size_t want = div_up(ce->count, 16);
-    const size_t piece = round_up(want < lo ? lo : want > hi ? hi : want, 16);
-    const size_t npieces = div_up(ce->count, piece);
+    /* pieces growing back from a 2 MiB last one to 64 MiB: each copy costs the copy engine
+     * some microseconds besides the bytes (uniform 8 and 16 MiB pieces ran 4-5 us slower
+     * each than NVLink at 3f85787), and only the last piece's reduction trails the copies */
+    const size_t lo = ((size_t) 2 << 20) / es, hi = ((size_t) 64 << 20) / es;
+    const int npieces = cgpu_cuda_ce_npieces(ce->count, lo, hi);
     const uint64_t base = cc->ce_seq;
     cc->ce_seq += npieces;
-    cgpu_log(CGPU_LOG_TRACE, "cuda: copy-engine reduce rank %d root %d count %zu pieces %zu",
+    cgpu_log(CGPU_LOG_TRACE, "cuda: copy-engine reduce rank %d root %d count %zu pieces %d",
              me, ce->root, ce->count, npieces);
     if (me == ce->root) {
         cgpu_cuda_ce_reduce_args_t a = {.timeout_ns = cc->timeout_ns, .err = cc->err_dev,
                                         .out = out, .in = in, .count = ce->count,
-                                        .piece = piece, .npieces = (int) npieces, .peer = peer,
+                                        .lo = lo, .hi = hi, .npieces = npieces, .peer = peer,
                                         .base = base};
         a.flag = (const uint64_t *) (cc->ib.ptr + CGPU_CUDA_FLAG_CE(peer));
         /* a block per 128 KiB of a piece: the reduction keeps ahead of NVLink (2 MiB
          * pieces on 2 blocks measured 73 GB/s at 6140ee8) */
-        const int blocks = (int) clamp1(div_up(piece * es, 128 << 10), 128);
+        const size_t largest = ce->count < hi ? ce->count : hi;
+        const int blocks = (int) clamp1(div_up(largest * es, 128 << 10), 128);
         int err = cgpu_cuda_ce_reduce(&a, ce->dt, ce->op, blocks, cc->threads, cc->stream);
         return 0 != err ? cgpu_cuda_check(err, "reduce launch") : CGPU_OK;
     }
@@ -940,16 +939,17 @@ static cgpu_status_t launch_ce_reduce(cgpu_comm_t *comm, const void *in, void *o
     s.err = cc->err_dev;
     s.signal[ce->root] = (uint64_t *) (cc->peer_inbox[ce->root] + CGPU_CUDA_FLAG_CE(me));
     cgpu_status_t st = cgpu_cuda_stream_after(cc->stream2, cc->ev2, cc->stream);
-    for (size_t i = 0; i < npieces && CGPU_OK == st; ++i) {
-        const size_t off = i * piece * es;
-        const size_t len = (i + 1 == npieces ? ce->count - i * piece : piece) * es;
+    for (int i = 0; i < npieces && CGPU_OK == st; ++i) {
+        const size_t first = cgpu_cuda_ce_start(ce->count, lo, hi, npieces, i);
+        const size_t off = first * es;
+        const size_t len = (cgpu_cuda_ce_start(ce->count, lo, hi, npieces, i + 1) - first) * es;
         st = cgpu_cuda_copy_async(ce->dst[ce->root] + off, (const char *) in + off, len,
                                   cc->stream2);
         if (CGPU_OK == st) {
             st = cgpu_cuda_stream_after(cc->stream, cc->ev2, cc->stream2);
         }
         if (CGPU_OK == st) {
-            s.seq = base + i + 1;
+            s.seq = base + (uint64_t) i + 1;
             int err = cgpu_cuda_ce_sync(&s, cc->stream);
             st = 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
         }

@@ -49,7 +49,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_wait_polls = -1;
     cfg->cuda_ce_alltoall_min_bytes = 0;
     cfg->cuda_ce_bcast_min_bytes = 32u << 20;
-    cfg->cuda_ce_reduce_min_bytes = 0;
+    cfg->cuda_ce_reduce_min_bytes = 64u << 20;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
 }

@@ -575,7 +575,7 @@ int main(int argc, char **argv)
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "allgather");
 
     /* reduce_scatter_block and reduce: every case, every root */
-    const size_t rsizes[] = {1, 1001, 262147, 3u << 20};
+    const size_t rsizes[] = {1, 1001, 262147, (3u << 20) + 7};
     const int nr = quick ? 3 : 4;
     calls = 0;
     for (size_t ci = 0; ci < sizeof(rcases) / sizeof(rcases[0]); ++ci) {
