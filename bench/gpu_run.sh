@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min colls_full prof ce order lat pending suite_cuda bench
+#   steps: any of build smoke test test_min colls_full prof ce order chmin lat pending suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
 set -uo pipefail
@@ -90,6 +90,14 @@ if has order; then # default-stream ordering in each mode, and the negative cont
     timeout -k 5 120 "${MPIRUN[@]}" -np 4 --mca coll_gpu_cuda_stream_order none test/gpu/test_cuda_colls order \
         > "$out/order_none_np4.log" 2>&1
     echo "negative control (stream_order none, np 4): rc=$? $(grep -h 'rounds wrong' "$out/order_none_np4.log" | tr '\n' ' ')"
+fi
+if has chmin; then # channel minimum per piece: small and middle sizes of the ring and chain
+    for v in ${CHMIN_VARIANTS:-131072 65536 32768 16384 8192}; do
+        echo "## channel_min_bytes $v" >> "$out/chmin.txt"
+        timeout -k 5 90 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_channel_min_bytes "$v" \
+            bench/bench_colls ${CHMIN_COLLS:-allgather,reduce_scatter,bcast,reduce,allreduce} ${CHMIN_MAX:-8388608} ${CHMIN_MIN:-16384} >> "$out/chmin.txt" 2>&1
+    done
+    awk '/^##/{v=$3} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s/%s", $1, $2, $4}' "$out/chmin.txt"; echo
 fi
 if has lat; then # small-message latency: stream ordering and the completion wait, each way
     for v in ${LAT_VARIANTS:-stream,-1 event,-1 none,-1}; do

@@ -252,6 +252,12 @@ static int gpu_register(void)
             "cuda backend: peers' inbox mappings no communicator uses that stay open for reuse "
             "(least recently used closed first); mappings in use are never closed",
             OPAL_INFO_LVL_6, &c->cuda_ipc_cache_size);
+    c->cuda_channel_min_bytes = (unsigned long) d.cuda_channel_min_bytes;
+    reg_ulong("cuda_channel_min_bytes",
+              "cuda backend: ring and chain collectives use one more channel (thread block "
+              "pair) only while each channel's piece of the buffer (of each rank's block) "
+              "keeps at least this many bytes, up to coll_gpu_cuda_channels",
+              &c->cuda_channel_min_bytes);
     c->cuda_tree_max_bytes = (unsigned long) d.cuda_tree_max_bytes;
     reg_ulong("cuda_tree_max_bytes",
               "cuda backend, auto algorithm: largest allreduce (bytes) given to the tree with 3 "
@@ -356,6 +362,7 @@ static int gpu_open(void)
     cfg.cuda_inbox_pool = c->cuda_inbox_pool;
     cfg.cuda_ipc_cache_size = c->cuda_ipc_cache_size;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
+    cfg.cuda_channel_min_bytes = c->cuda_channel_min_bytes > 0 ? c->cuda_channel_min_bytes : 1;
     cfg.cuda_stream_order = c->cuda_stream_order; /* auto, and wait_polls -2: init_query */
     cfg.cuda_wait_polls = c->cuda_wait_polls;
     cfg.cuda_ce_alltoall_min_bytes = c->cuda_ce_alltoall_min_bytes;

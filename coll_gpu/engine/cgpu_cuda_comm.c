@@ -14,6 +14,7 @@
 
 typedef struct cgpu_cuda_comm {
     int device;
+    size_t ch_min; /* coll_gpu_cuda_channel_min_bytes */
     void *stream;
     void *stream2;  /* copy-engine reduce (2 ranks, enabled): the copies, ahead of stream */
     void *ev2;      /* orders stream and stream2 */
@@ -102,6 +103,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     comm->cuda = cc;
     cc->device = cgpu_cuda_current_device();
     cc->nch_max = cfg->cuda_channels;
+    cc->ch_min = cfg->cuda_channel_min_bytes;
     cc->threads = cfg->cuda_threads;
     cc->nslots = cfg->cuda_slots;
     cc->slot_bytes = (cfg->cuda_slot_bytes + 255) & ~(size_t) 255;
@@ -498,8 +500,8 @@ static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, c
     /* the allreduce cuts its buffer into one piece per rank per channel; the others cut
      * each block (or the buffer) into one piece per channel */
     const size_t pieces = CGPU_CUDA_RING_ALLREDUCE == rc->mode ? n : 1;
-    /* add channels only while each still carries >= 64 KiB per piece */
-    const size_t nch = clamp1(div_up(count * esize, pieces * (64 << 10)), (size_t) cc->nch_max);
+    /* add channels only while each still carries coll_gpu_cuda_channel_min_bytes a piece */
+    const size_t nch = clamp1(div_up(count * esize, pieces * cc->ch_min), (size_t) cc->nch_max);
     const size_t per = round_up(div_up(count, nch * pieces), align);
     const size_t chunk = per < slot_elems ? per : slot_elems;
     const size_t nloops = div_up(count, nch * pieces * chunk);

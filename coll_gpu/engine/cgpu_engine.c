@@ -45,11 +45,12 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_inbox_pool = 4;
     cfg->cuda_ipc_cache_size = 64;
     cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
+    cfg->cuda_channel_min_bytes = 64 << 10;
     cfg->cuda_stream_order = CGPU_ORDER_AUTO;
     cfg->cuda_wait_polls = -1;
     cfg->cuda_ce_alltoall_min_bytes = 0;
     cfg->cuda_ce_bcast_min_bytes = 32u << 20;
-    cfg->cuda_ce_reduce_min_bytes = 64u << 20;
+    cfg->cuda_ce_reduce_min_bytes = 128u << 20;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
 }
