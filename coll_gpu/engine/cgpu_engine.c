@@ -45,7 +45,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_inbox_pool = 4;
     cfg->cuda_ipc_cache_size = 64;
     cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
-    cfg->cuda_channel_min_bytes = 64 << 10;
+    cfg->cuda_channel_min_bytes = 8 << 10;
     cfg->cuda_stream_order = CGPU_ORDER_AUTO;
     cfg->cuda_wait_polls = -1;
     cfg->cuda_ce_alltoall_min_bytes = 0;
