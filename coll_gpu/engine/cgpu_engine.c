@@ -70,7 +70,9 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_threads > 1024 || cfg->cuda_slot_bytes < 4096 || cfg->cuda_slots < 2 ||
         cfg->cuda_tree_channels < 0 || cfg->cuda_tree_channels > 64 ||
         cfg->cuda_a2a_channels < 0 || cfg->cuda_a2a_channels > 64 || cfg->cuda_inbox_pool < 0 ||
-        cfg->cuda_ipc_cache_size < 0) {
+        cfg->cuda_ipc_cache_size < 0 || cfg->cuda_channel_min_bytes < 1 ||
+        cfg->cuda_stream_order < CGPU_ORDER_AUTO ||
+        cfg->cuda_stream_order > CGPU_ORDER_BLOCKING_STREAM) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;

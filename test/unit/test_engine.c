@@ -1399,6 +1399,44 @@ static void scenario_invalid_arguments_are_refused(test_rank_t *t)
     CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
 }
 
+/* The thread-dependent auto settings resolve from the MPI thread level; values set by
+ * the user stay as they are. */
+static void scenario_thread_level_resolves_auto_settings(test_rank_t *t)
+{
+    static const struct {
+        int order, polls;
+        bool multiple;
+        int want_order, want_polls;
+    } cases[] = {
+        {CGPU_ORDER_AUTO, -2, false, CGPU_ORDER_BLOCKING_STREAM, -1},
+        {CGPU_ORDER_AUTO, -2, true, CGPU_ORDER_EVENT, 32},
+        {CGPU_ORDER_BLOCKING_STREAM, 5, true, CGPU_ORDER_BLOCKING_STREAM, 5},
+        {CGPU_ORDER_NONE, -1, true, CGPU_ORDER_NONE, -1},
+        {CGPU_ORDER_EVENT, 0, false, CGPU_ORDER_EVENT, 0},
+    };
+    (void) t;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        cgpu_config_t cfg;
+        child_config(&cfg);
+        cfg.cuda_stream_order = cases[i].order;
+        cfg.cuda_wait_polls = cases[i].polls;
+        cgpu_status_t st = cgpu_engine_init(&cfg);
+        if (!CHILD_CHECKF(CGPU_OK == st, "case %zu: cgpu_engine_init: %s", i,
+                          cgpu_status_string(st))) {
+            continue;
+        }
+        cgpu_engine_set_threads(cases[i].multiple);
+        const cgpu_config_t *got = cgpu_engine_config();
+        CHILD_CHECKF(cases[i].want_order == got->cuda_stream_order,
+                     "case %zu: stream order %d, expected %d", i, got->cuda_stream_order,
+                     cases[i].want_order);
+        CHILD_CHECKF(cases[i].want_polls == got->cuda_wait_polls,
+                     "case %zu: wait polls %d, expected %d", i, got->cuda_wait_polls,
+                     cases[i].want_polls);
+        cgpu_engine_fini();
+    }
+}
+
 /* cgpu_engine_init refuses configurations the engine cannot run with. */
 static void scenario_init_refuses_bad_configurations(test_rank_t *t)
 {
@@ -1426,6 +1464,12 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     child_config(&cfg);
     cfg.cuda_slots = 1;
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    cfg.cuda_channel_min_bytes = 0; /* would divide by zero when sizing ring channels */
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    cfg.cuda_stream_order = CGPU_ORDER_BLOCKING_STREAM + 1;
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     /* odd sizes are rounded down to whole cache lines (aligned slots for every type) */
     child_config(&cfg);
@@ -1527,6 +1571,12 @@ static void test_init_refuses_bad_configurations(void)
         run_ranks("bad configurations", 1, scenario_init_refuses_bad_configurations, NULL));
 }
 
+static void test_thread_level_resolves_auto_settings(void)
+{
+    CU_ASSERT_TRUE(run_ranks("thread level", 1, scenario_thread_level_resolves_auto_settings,
+                             NULL));
+}
+
 /* ------------------------------------------------------------------------------------- */
 /* Registration                                                                           */
 /* ------------------------------------------------------------------------------------- */
@@ -1552,6 +1602,8 @@ static const cgpu_unit_case_t test_cases[] = {
     {"invalid arguments are refused before any communication", test_invalid_arguments_are_refused},
     {"init refuses configurations the engine cannot run with",
      test_init_refuses_bad_configurations},
+    {"the MPI thread level resolves the auto stream order and completion wait",
+     test_thread_level_resolves_auto_settings},
 };
 
 int main(void)
