@@ -50,7 +50,6 @@ static const mca_base_var_enum_value_t allreduce_values[] = {
     {0, NULL},
 };
 
-/* bcast / allgather: ring (chain) or the previous module; values shared with allreduce's */
 static const mca_base_var_enum_value_t stream_order_values[] = {
     {CGPU_ORDER_AUTO, "auto"},
     {CGPU_ORDER_NONE, "none"},
@@ -59,6 +58,7 @@ static const mca_base_var_enum_value_t stream_order_values[] = {
     {0, NULL},
 };
 
+/* bcast / allgather: ring (chain) or the previous module; values shared with allreduce's */
 static const mca_base_var_enum_value_t ring_or_fallback_values[] = {
     {CGPU_ALLREDUCE_AUTO, "auto"},
     {CGPU_ALLREDUCE_RING, "ring"},
@@ -256,7 +256,7 @@ static int gpu_register(void)
     reg_ulong("cuda_channel_min_bytes",
               "cuda backend: ring and chain collectives use one more channel (thread block "
               "pair) only while each channel's piece of the buffer (of each rank's block) "
-              "keeps at least this many bytes, up to coll_gpu_cuda_channels",
+              "keeps at least this many bytes (>= 1), up to coll_gpu_cuda_channels",
               &c->cuda_channel_min_bytes);
     c->cuda_tree_max_bytes = (unsigned long) d.cuda_tree_max_bytes;
     reg_ulong("cuda_tree_max_bytes",
@@ -280,7 +280,7 @@ static int gpu_register(void)
               "cuda backend: 2-rank bcasts of at least this many bytes run on the root's copy "
               "engines, straight into the other rank's buffer; 0: never",
               &c->cuda_ce_bcast_min_bytes);
-    c->cuda_wait_polls = -2;
+    c->cuda_wait_polls = d.cuda_wait_polls;
     reg_int("cuda_wait_polls",
             "cuda backend: how the calling thread waits for a collective to complete: it polls "
             "this many times, then gives the core away between polls (other threads of the "
@@ -362,8 +362,8 @@ static int gpu_open(void)
     cfg.cuda_inbox_pool = c->cuda_inbox_pool;
     cfg.cuda_ipc_cache_size = c->cuda_ipc_cache_size;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
-    cfg.cuda_channel_min_bytes = c->cuda_channel_min_bytes > 0 ? c->cuda_channel_min_bytes : 1;
-    cfg.cuda_stream_order = c->cuda_stream_order; /* auto, and wait_polls -2: init_query */
+    cfg.cuda_channel_min_bytes = c->cuda_channel_min_bytes;
+    cfg.cuda_stream_order = c->cuda_stream_order; /* the autos: resolved in init_query */
     cfg.cuda_wait_polls = c->cuda_wait_polls;
     cfg.cuda_ce_alltoall_min_bytes = c->cuda_ce_alltoall_min_bytes;
     cfg.cuda_ce_bcast_min_bytes = c->cuda_ce_bcast_min_bytes;
@@ -381,9 +381,9 @@ static int gpu_open(void)
                     "coll_gpu_slots (>= 2), coll_gpu_alltoall_stage_bytes (>= 64), "
                     "coll_gpu_cuda_channels (1-64), coll_gpu_cuda_threads (64-1024), "
                     "coll_gpu_cuda_slot_bytes (>= 4096), coll_gpu_cuda_slots (>= 2), "
-                    "coll_gpu_cuda_tree_channels (0-64), coll_gpu_cuda_a2a_channels (0-64), coll_gpu_cuda_inbox_pool and "
-                    "coll_gpu_cuda_ipc_cache_size (>= 0); "
-                    "coll/gpu stays out of the way",
+                    "coll_gpu_cuda_tree_channels (0-64), coll_gpu_cuda_a2a_channels (0-64), "
+                    "coll_gpu_cuda_inbox_pool and coll_gpu_cuda_ipc_cache_size (>= 0), "
+                    "coll_gpu_cuda_channel_min_bytes (>= 1); coll/gpu stays out of the way",
                     cgpu_status_string(st));
     }
     return OMPI_SUCCESS;

@@ -47,7 +47,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
     cfg->cuda_channel_min_bytes = 8 << 10;
     cfg->cuda_stream_order = CGPU_ORDER_AUTO;
-    cfg->cuda_wait_polls = -1;
+    cfg->cuda_wait_polls = -2; /* auto */
     cfg->cuda_ce_alltoall_min_bytes = 0;
     cfg->cuda_ce_bcast_min_bytes = 32u << 20;
     cfg->cuda_ce_reduce_min_bytes = 128u << 20;
@@ -116,7 +116,7 @@ void cgpu_engine_fini(void)
 
 void cgpu_engine_set_threads(bool multiple)
 {
-    if (engine_cfg.cuda_wait_polls < -1) {
+    if (engine_cfg.cuda_wait_polls < -1) { /* auto */
         engine_cfg.cuda_wait_polls = multiple ? 32 : -1;
     }
     if (CGPU_ORDER_AUTO == engine_cfg.cuda_stream_order) {
