@@ -11,8 +11,13 @@
  * what nccl-tests runs: grouped ncclSend/ncclRecv to every peer. Times are the maximum
  * over ranks of the mean over iterations. float32 (SUM), out of place, root 0.
  *
+ * Also: allreduce_char and reduce_char (MPI_CHAR SUM, the OSU benchmarks' default, against
+ * NCCL's int8 sum: both wrap) and iallreduce (MPI_Iallreduce + MPI_Wait against the same
+ * ncclAllReduce + synchronize), not part of "all".
+ *
  *   mpirun -np 2 --mca coll gpu,tuned,libnbc,basic,self bench/bench_colls \
- *       [all|allreduce|alltoall|allgather|reduce_scatter|bcast|reduce] [maxbytes [minbytes]]
+ *       [all|allreduce|alltoall|allgather|reduce_scatter|bcast|reduce|allreduce_char|
+ *        reduce_char|iallreduce] [maxbytes [minbytes]]
  */
 #include <cuda_runtime.h>
 #include <mpi.h>
@@ -40,9 +45,24 @@
         }                                                                                 \
     } while (0)
 
-enum { ALLREDUCE, ALLTOALL, ALLGATHER, REDUCE_SCATTER, BCAST, REDUCE, NCOLLS };
-static const char *names[NCOLLS] = {"allreduce", "alltoall", "allgather", "reduce_scatter",
-                                    "bcast", "reduce"};
+enum { ALLREDUCE, ALLTOALL, ALLGATHER, REDUCE_SCATTER, BCAST, REDUCE, NCOLLS_ALL,
+       ALLREDUCE_CHAR = NCOLLS_ALL, REDUCE_CHAR, IALLREDUCE, NCOLLS };
+static const char *names[NCOLLS] = {"allreduce", "alltoall",       "allgather",   "reduce_scatter",
+                                    "bcast",     "reduce",         "allreduce_char", "reduce_char",
+                                    "iallreduce"};
+
+static int is_char(int coll)
+{
+    return ALLREDUCE_CHAR == coll || REDUCE_CHAR == coll;
+}
+
+/* the collective whose algorithm, busbw factor and check a variant shares */
+static int base_of(int coll)
+{
+    return ALLREDUCE_CHAR == coll || IALLREDUCE == coll ? ALLREDUCE
+           : REDUCE_CHAR == coll                        ? REDUCE
+                                                        : coll;
+}
 
 static int rank, n;
 static ncclComm_t nc;
@@ -61,7 +81,7 @@ static int iters_for(size_t bytes)
 /* elements per call argument (count as MPI and NCCL take it) for a size */
 static size_t count_for(int coll, size_t bytes)
 {
-    size_t e = bytes / sizeof(float);
+    size_t e = bytes / (is_char(coll) ? 1 : sizeof(float));
     return ALLTOALL == coll || ALLGATHER == coll || REDUCE_SCATTER == coll ? e / (size_t) n : e;
 }
 
@@ -76,6 +96,14 @@ static void ours(int coll, size_t cnt)
         MPI_Reduce_scatter_block(sb, rb, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         break;
     case BCAST: MPI_Bcast(rb, c, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+    case ALLREDUCE_CHAR: MPI_Allreduce(sb, rb, c, MPI_CHAR, MPI_SUM, MPI_COMM_WORLD); break;
+    case REDUCE_CHAR: MPI_Reduce(sb, rb, c, MPI_CHAR, MPI_SUM, 0, MPI_COMM_WORLD); break;
+    case IALLREDUCE: {
+        MPI_Request r;
+        MPI_Iallreduce(sb, rb, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        break;
+    }
     default: MPI_Reduce(sb, rb, c, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
     }
 }
@@ -83,7 +111,10 @@ static void ours(int coll, size_t cnt)
 static void nccl(int coll, size_t cnt)
 {
     switch (coll) {
-    case ALLREDUCE: NK(ncclAllReduce(sb, rb, cnt, ncclFloat, ncclSum, nc, st)); break;
+    case ALLREDUCE:
+    case IALLREDUCE: NK(ncclAllReduce(sb, rb, cnt, ncclFloat, ncclSum, nc, st)); break;
+    case ALLREDUCE_CHAR: NK(ncclAllReduce(sb, rb, cnt, ncclInt8, ncclSum, nc, st)); break;
+    case REDUCE_CHAR: NK(ncclReduce(sb, rb, cnt, ncclInt8, ncclSum, 0, nc, st)); break;
     case ALLTOALL:
         NK(ncclGroupStart());
         for (int p = 0; p < n; ++p) {
@@ -113,6 +144,18 @@ static void reset(int coll, size_t bytes)
 /* First and last element of what this rank received, against what they must be. */
 static int check(int coll, size_t cnt)
 {
+    if (is_char(coll)) { /* the int8 sum of every rank's first and last byte, wrapped */
+        signed char mine[2], got[2];
+        CK(cudaMemcpy(&mine[0], sb, 1, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&mine[1], (char *) sb + cnt - 1, 1, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&got[0], rb, 1, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&got[1], (char *) rb + cnt - 1, 1, cudaMemcpyDeviceToHost));
+        int in[2] = {mine[0], mine[1]}, sum[2];
+        MPI_Allreduce(in, sum, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+        return (REDUCE_CHAR == coll && 0 != rank) ||
+               (got[0] == (signed char) sum[0] && got[1] == (signed char) sum[1]);
+    }
+    coll = base_of(coll);
     size_t last = cnt - 1;
     float want_first = (float) (n * (n + 1) / 2), want_last = want_first;
     if (ALLTOALL == coll || ALLGATHER == coll) { /* block p comes from rank p: p + 1 */
@@ -132,13 +175,14 @@ static int check(int coll, size_t cnt)
 
 static void run(int coll, size_t minb, size_t maxb, int ndev)
 {
-    const double bus = ALLREDUCE == coll                               ? 2.0 * (n - 1) / n
-                       : BCAST == coll || REDUCE == coll               ? 1.0
-                                                                       : (double) (n - 1) / n;
+    const int b = base_of(coll);
+    const double bus = ALLREDUCE == b                               ? 2.0 * (n - 1) / n
+                       : BCAST == b || REDUCE == b                  ? 1.0
+                                                                    : (double) (n - 1) / n;
     if (0 == rank) {
-        printf("\n# %s float32%s, %d ranks, %d GPUs, out of place, per-call sync\n", names[coll],
-               ALLREDUCE == coll || REDUCE == coll || REDUCE_SCATTER == coll ? " sum" : "", n,
-               ndev);
+        printf("\n# %s %s%s, %d ranks, %d GPUs, out of place, per-call sync\n", names[coll],
+               is_char(coll) ? "MPI_CHAR (NCCL int8)" : "float32",
+               ALLREDUCE == b || REDUCE == b || REDUCE_SCATTER == b ? " sum" : "", n, ndev);
         printf("%12s %10s %10s %10s %10s %8s %8s %s\n", "bytes", "ours_us", "ours_busbw",
                "nccl_us", "nccl_busbw", "bw_ratio", "lat_ratio", "check");
     }
@@ -173,7 +217,7 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
         MPI_Reduce(tt, tm, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         MPI_Reduce(&ok, &okall, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
         if (0 == rank) {
-            const double sz = (double) cnt * sizeof(float) *
+            const double sz = (double) cnt * (is_char(coll) ? 1 : sizeof(float)) *
                               (ALLTOALL == coll || ALLGATHER == coll || REDUCE_SCATTER == coll ? n : 1);
             double bo = sz / tm[0] / 1e9 * bus, bn = sz / tm[1] / 1e9 * bus;
             printf("%12.0f %10.2f %10.2f %10.2f %10.2f %8.3f %8.3f %s\n", sz, tm[0] * 1e6, bo,
@@ -227,7 +271,7 @@ int main(int argc, char **argv)
     }
     int ran = 0;
     for (int c = 0; c < NCOLLS; ++c) {
-        if (0 == strcmp(which, "all") || listed(which, names[c])) {
+        if ((0 == strcmp(which, "all") && c < NCOLLS_ALL) || listed(which, names[c])) {
             run(c, minb, maxb, ndev);
             ran++;
         }

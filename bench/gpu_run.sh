@@ -2,7 +2,8 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min colls_full prof ce order chmin lat pending suite_cuda bench
+#   steps: any of build smoke test test_min nb bench_nb colls_full prof ce order chmin lat pending
+#   suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
 set -uo pipefail
@@ -62,6 +63,23 @@ if has test_min; then # the last additions only
     run gpu_colls_np2 240 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_colls
     echo "device kernel launches in gpu_colls_np2: ring-mode $(grep -c 'cuda: ring mode [1-4]' "$out/gpu_colls_np2.log"), alltoall $(grep -c 'cuda: alltoall rank' "$out/gpu_colls_np2.log")"
     run gpu_colls_np4_quick 240 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
+fi
+if has nb; then # every datatype, non-blocking collectives, one-rank communicators, device buffers
+    run types_np2 200 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_types
+    run types_np4 240 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_types
+    run nb_np2 200 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb
+    run nb_np4 240 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_nb
+    run nb_np1 100 1 test/gpu/test_cuda_nb
+    run self_np1 60 1 test/gpu/test_cuda_self
+    run self_np2 60 2 test/gpu/test_cuda_self
+    run self_np4 90 4 test/gpu/test_cuda_self
+    run torch_cupy_np1 120 1 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
+    grep -h "test_torch_cupy\|skipped" "$out/torch_cupy_np1.log" | head -3
+    echo "one-rank torch/cupy calls copied by coll/gpu: $(grep -c 'serving a single rank' "$out/torch_cupy_np1.log") communicators"
+fi
+if has bench_nb; then # MPI_CHAR (the OSU default) and MPI_Iallreduce against NCCL
+    timeout -k 5 300 "${MPIRUN[@]}" -np 2 bench/bench_colls allreduce_char,reduce_char,iallreduce \
+        ${BENCH_NB_MAX:-536870912} 2>&1 | tee "$out/bench_nb.txt"
 fi
 if has colls_full; then # every collective, full sizes, at 3 and 4 ranks on 2 GPUs
     run gpu_colls_np4 300 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls

@@ -259,7 +259,10 @@ void cgpu_cuda_stream_destroy(void *stream)
  * peer kernel ours is waiting for off the core for a whole time slice per collective. */
 cgpu_status_t cgpu_cuda_stream_sync(void *stream)
 {
-    const int polls = cgpu_engine_config()->cuda_wait_polls;
+    int polls = cgpu_engine_config()->cuda_wait_polls;
+    if (polls < 0 && !cgpu_engine_may_bootstrap()) {
+        polls = 32; /* a non-blocking collective's worker shares the core with the caller */
+    }
     if (polls < 0) {
         return cgpu_cuda_check((int) cudaStreamSynchronize((cudaStream_t) stream),
                                "collective on the GPU");

@@ -25,6 +25,8 @@ BEGIN_C_DECLS
 typedef struct mca_coll_gpu_component_t {
     mca_coll_base_component_2_0_0_t super;
     int priority;
+    int self_priority; /* communicators of one rank (above coll/self's 75) */
+    int nb_max_workers; /* worker threads for non-blocking engine collectives */
     int verbose;
     int output; /* opal_output stream, verbosity = verbose */
     int backend;
@@ -73,6 +75,7 @@ typedef enum cgpu_module_state {
     CGPU_MODULE_UNINIT = 0, /* engine communicator not created yet (lazy) */
     CGPU_MODULE_READY,      /* engine communicator usable */
     CGPU_MODULE_FALLBACK,   /* creation failed on some rank: every call falls back */
+    CGPU_MODULE_CREATING,   /* being created by the worker of a non-blocking collective */
 } cgpu_module_state_t;
 
 /** The per-communicator module. */
@@ -87,11 +90,18 @@ typedef struct mca_coll_gpu_module_t {
     mca_coll_base_comm_coll_t prev;
     bool prev_saved;
     bool misuse_reported;
+    bool one_node; /* every rank on this node (Open MPI's locality; the same on every rank) */
 
     /* engine side */
     cgpu_bootstrap_t bootstrap;
     cgpu_comm_t *ecomm;
     cgpu_module_state_t state;
+
+    /* non-blocking engine collectives: run in order by this communicator's worker thread
+     * (coll_gpu_nb.c); a blocking engine call first waits until done == posted */
+    struct mca_coll_gpu_nbq *nbq;
+    _Atomic unsigned long long nb_posted;
+    _Atomic unsigned long long nb_done;
 
     /* read by pvars from any thread: atomics only (DESIGN decision 5) */
     _Atomic unsigned long long engine_calls;
@@ -104,8 +114,14 @@ OBJ_CLASS_DECLARATION(mca_coll_gpu_module_t);
 int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads);
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority);
 
+/* whether @p module (may be NULL) is one of ours, of any communicator size */
+bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module);
+
 /* the engine communicator, created at the first engine-path call (collective) */
 int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf);
+/* create the engine communicator through @p bs (collective; on the device of @p buf when
+ * that is device memory): state READY or FALLBACK afterwards, the same on every rank */
+void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs);
 
 /* bootstrap over the previous module (coll_gpu_bootstrap.c) */
 void mca_coll_gpu_bootstrap_setup(mca_coll_gpu_module_t *m);
@@ -199,6 +215,36 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int roo
 int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                            int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
                            mca_coll_base_module_t *module);
+
+/* the elements a (counts, displs) layout spans: the furthest displs[i] + counts[i] */
+size_t mca_coll_gpu_v_span(const int *counts, const int *displs, int n);
+/* the bytes [lo, hi) relative to the buffer that an alltoallw (counts, byte displacements,
+ * per-peer types) layout touches (coll_gpu_staged.c) */
+void mca_coll_gpu_w_span(const int *counts, const int *displs, struct ompi_datatype_t *const *types,
+                         int n, ptrdiff_t *lo, ptrdiff_t *hi);
+
+/* communicators of one rank: local copies (coll_gpu_self.c) */
+void mca_coll_gpu_self_install(mca_coll_gpu_module_t *m);
+/* copy scount x sdt at sbuf into rcount x rdt at rbuf (host or device, any layouts) */
+int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                            int rcount, struct ompi_datatype_t *rdt);
+
+/* non-blocking collectives (coll_gpu_nb.c) */
+void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m);
+/* wait until the communicator's queued non-blocking engine collectives are done (a blocking
+ * engine call follows them; no-op on the worker itself) */
+void mca_coll_gpu_nb_drain(mca_coll_gpu_module_t *m);
+/* stop the communicator's worker (module destructor) */
+void mca_coll_gpu_nb_module_fini(mca_coll_gpu_module_t *m);
+/* the progress callback: registered at open, unregistered at close */
+void mca_coll_gpu_nb_open(void);
+void mca_coll_gpu_nb_close(void);
+/* the engine-path decisions shared by the blocking and non-blocking entry points: functions
+ * of arguments MPI requires to match on every rank and of MCA params (decision 2) */
+bool mca_coll_gpu_allreduce_engine_ok(int count, struct ompi_datatype_t *dtype,
+                                      struct ompi_op_t *op, cgpu_dtype_t *dt, cgpu_op_t *eop);
+bool mca_coll_gpu_alltoall_engine_ok(int scount, int rcount, struct ompi_datatype_t *rdtype,
+                                     size_t *bytes);
 
 /* pvars (coll_gpu_pvars.c) */
 int mca_coll_gpu_pvars_register(void);

@@ -9,6 +9,19 @@
 
 #include "opal/util/output.h"
 
+bool mca_coll_gpu_allreduce_engine_ok(int count, struct ompi_datatype_t *dtype,
+                                      struct ompi_op_t *op, cgpu_dtype_t *dt, cgpu_op_t *eop)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    if (CGPU_ALLREDUCE_FALLBACK == c->allreduce_algorithm || count < 0 ||
+        !mca_coll_gpu_engine_reduction(dtype, op, dt, eop)) {
+        return false;
+    }
+    const size_t bytes = (size_t) count * cgpu_dtype_size(*dt);
+    return bytes >= c->allreduce_min_bytes &&
+           (0 == c->allreduce_max_bytes || bytes <= c->allreduce_max_bytes);
+}
+
 int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                            struct ompi_op_t *op, struct ompi_communicator_t *comm,
                            mca_coll_base_module_t *module)
@@ -22,15 +35,7 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
         return MCA_COLL_GPU_PREV(m->prev.coll_allreduce(sbuf, rbuf, count, dtype, op, comm,
                                                         m->prev.coll_allreduce_module));
     }
-    if (CGPU_ALLREDUCE_FALLBACK == c->allreduce_algorithm || count < 0) {
-        goto fallback;
-    }
-    if (!mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
-        goto fallback;
-    }
-    size_t bytes = (size_t) count * cgpu_dtype_size(dt);
-    if (bytes < c->allreduce_min_bytes ||
-        (0 != c->allreduce_max_bytes && bytes > c->allreduce_max_bytes)) {
+    if (!mca_coll_gpu_allreduce_engine_ok(count, dtype, op, &dt, &eop)) {
         goto fallback;
     }
     mca_coll_gpu_lazy_init(m, MPI_IN_PLACE == sbuf ? rbuf : sbuf);

@@ -14,6 +14,20 @@
 #include "ompi/datatype/ompi_datatype.h"
 #include "opal/util/output.h"
 
+bool mca_coll_gpu_alltoall_engine_ok(int scount, int rcount, struct ompi_datatype_t *rdtype,
+                                     size_t *bytes)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    if (CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm || rcount < 0 || scount < 0) {
+        return false;
+    }
+    size_t rsize;
+    ompi_datatype_type_size(rdtype, &rsize);
+    *bytes = (size_t) rcount * rsize;
+    return *bytes >= c->alltoall_min_bytes &&
+           (0 == c->alltoall_max_bytes || *bytes <= c->alltoall_max_bytes);
+}
+
 int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
                           int rcount, struct ompi_datatype_t *rdtype,
                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
@@ -30,14 +44,8 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
         return MCA_COLL_GPU_PREV(m->prev.coll_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype,
                                                        comm, m->prev.coll_alltoall_module));
     }
-    if (CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm || rcount < 0 || scount < 0) {
-        goto fallback;
-    }
-    size_t rsize;
-    ompi_datatype_type_size(rdtype, &rsize);
-    const size_t bytes = (size_t) rcount * rsize; /* per peer, equal on every rank */
-    if (bytes < c->alltoall_min_bytes ||
-        (0 != c->alltoall_max_bytes && bytes > c->alltoall_max_bytes)) {
+    size_t bytes; /* per peer, equal on every rank */
+    if (!mca_coll_gpu_alltoall_engine_ok(scount, rcount, rdtype, &bytes)) {
         goto fallback;
     }
     mca_coll_gpu_lazy_init(m, in_place ? rbuf : sbuf);

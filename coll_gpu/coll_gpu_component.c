@@ -27,6 +27,8 @@ mca_coll_gpu_component_t mca_coll_gpu_component = {
         .collm_comm_query = mca_coll_gpu_comm_query,
     },
     .priority = 40,
+    .self_priority = 90,
+    .nb_max_workers = 64,
     .verbose = 0,
     .output = -1,
     .backend = CGPU_BACKEND_AUTO,
@@ -120,6 +122,18 @@ static int gpu_register(void)
             "Priority of coll/gpu on communicators it can serve (tuned is 30; higher wins; "
             "negative disables the component)",
             OPAL_INFO_LVL_6, &c->priority);
+    reg_int("self_priority",
+            "Priority of coll/gpu on communicators of one rank (MPI_COMM_SELF, -np 1, splits "
+            "of size 1): it must stay above coll/self's (75), whose memcpy would take device "
+            "pointers; coll/gpu copies device buffers itself and passes host-only calls on to "
+            "the previous module. Negative: leave one-rank communicators to the other "
+            "components",
+            OPAL_INFO_LVL_6, &c->self_priority);
+    reg_int("nb_max_workers",
+            "Most worker threads per process for non-blocking collectives on the engine path "
+            "(one per communicator that has posted one, ended when the communicator is freed); "
+            "past the cap a non-blocking collective runs at its post, blocking. 0: always so",
+            OPAL_INFO_LVL_5, &c->nb_max_workers);
     reg_int("verbose",
             "Verbosity of coll/gpu messages (0: warnings only, 10: decisions and set-up, "
             "50: per-communicator details, 100: per-call trace)",
@@ -375,6 +389,9 @@ static int gpu_open(void)
     cfg.log = mca_coll_gpu_log;
     cgpu_status_t st = cgpu_engine_init(&cfg);
     c->engine_up = (CGPU_OK == st);
+    if (c->engine_up) {
+        mca_coll_gpu_nb_open();
+    }
     if (!c->engine_up) {
         opal_output(0,
                     "coll/gpu: engine not started (%s): check coll_gpu_slot_bytes (>= 64), "
@@ -392,6 +409,7 @@ static int gpu_open(void)
 static int gpu_close(void)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    mca_coll_gpu_nb_close();
     if (c->engine_up) {
         cgpu_engine_fini();
         c->engine_up = false;

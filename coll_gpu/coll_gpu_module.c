@@ -9,6 +9,7 @@
  */
 #include "coll_gpu.h"
 
+#include "ompi/proc/proc.h"
 #include "opal/util/output.h"
 
 #include <stddef.h>
@@ -22,6 +23,9 @@ static void gpu_module_construct(mca_coll_gpu_module_t *m)
     m->misuse_reported = false;
     m->ecomm = NULL;
     m->state = CGPU_MODULE_UNINIT;
+    m->nbq = NULL;
+    atomic_init(&m->nb_posted, 0);
+    atomic_init(&m->nb_done, 0);
     atomic_init(&m->engine_calls, 0);
     atomic_init(&m->fallback_calls, 0);
 }
@@ -34,7 +38,13 @@ static const size_t prev_slots[] = {
     PREV_SLOT(bcast),     PREV_SLOT(reduce),    PREV_SLOT(allgatherv),     PREV_SLOT(gather),
     PREV_SLOT(gatherv),   PREV_SLOT(scatter),   PREV_SLOT(scatterv),       PREV_SLOT(alltoallv),
     PREV_SLOT(reduce_scatter), PREV_SLOT(reduce_scatter_block), PREV_SLOT(scan),
-    PREV_SLOT(exscan),
+    PREV_SLOT(exscan),    PREV_SLOT(alltoallw),
+    /* non-blocking: the staged paths post the previous module's on host copies */
+    PREV_SLOT(iallreduce), PREV_SLOT(ialltoall), PREV_SLOT(iallgather), PREV_SLOT(ibarrier),
+    PREV_SLOT(ibcast),     PREV_SLOT(ireduce),   PREV_SLOT(iallgatherv), PREV_SLOT(igather),
+    PREV_SLOT(igatherv),   PREV_SLOT(iscatter),  PREV_SLOT(iscatterv),   PREV_SLOT(ialltoallv),
+    PREV_SLOT(ialltoallw), PREV_SLOT(ireduce_scatter), PREV_SLOT(ireduce_scatter_block),
+    PREV_SLOT(iscan),      PREV_SLOT(iexscan),
 };
 #define PREV_NSLOTS (sizeof(prev_slots) / sizeof(prev_slots[0]))
 
@@ -61,6 +71,7 @@ static void gpu_module_release_prev(mca_coll_gpu_module_t *m)
 
 static void gpu_module_destruct(mca_coll_gpu_module_t *m)
 {
+    mca_coll_gpu_nb_module_fini(m); /* its worker first: it may still hold the engine comm */
     if (NULL != m->ecomm) {
         cgpu_status_t st = cgpu_comm_release(&m->ecomm);
         if (CGPU_OK != st) {
@@ -88,6 +99,26 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
     return OMPI_SUCCESS;
 }
 
+/* A slot of ours whose previous module provides nothing is emptied, so Open MPI never
+ * routes a call to a wrapper with nothing to fall back on (the engine paths need the
+ * previous module for host-only calls and the bootstrap). */
+static void gpu_module_keep_served(mca_coll_gpu_module_t *m)
+{
+#define CGPU_KEEP(name)                        \
+    if (NULL == m->prev.coll_##name) {         \
+        m->super.coll_##name = NULL;           \
+    }
+    CGPU_KEEP(allgatherv) CGPU_KEEP(alltoallv) CGPU_KEEP(alltoallw) CGPU_KEEP(bcast)
+    CGPU_KEEP(exscan) CGPU_KEEP(gather) CGPU_KEEP(gatherv) CGPU_KEEP(reduce)
+    CGPU_KEEP(reduce_scatter) CGPU_KEEP(reduce_scatter_block) CGPU_KEEP(scan)
+    CGPU_KEEP(scatter) CGPU_KEEP(scatterv)
+    CGPU_KEEP(iallreduce) CGPU_KEEP(ialltoall) CGPU_KEEP(iallgather) CGPU_KEEP(iallgatherv)
+    CGPU_KEEP(ialltoallv) CGPU_KEEP(ialltoallw) CGPU_KEEP(ibcast) CGPU_KEEP(iexscan)
+    CGPU_KEEP(igather) CGPU_KEEP(igatherv) CGPU_KEEP(ireduce) CGPU_KEEP(ireduce_scatter)
+    CGPU_KEEP(ireduce_scatter_block) CGPU_KEEP(iscan) CGPU_KEEP(iscatter) CGPU_KEEP(iscatterv)
+#undef CGPU_KEEP
+}
+
 static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
@@ -111,6 +142,7 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     }
     m->prev_saved = true;
     mca_coll_gpu_staged_enable(m);
+    gpu_module_keep_served(m);
     m->comm = comm;
     mca_coll_gpu_bootstrap_setup(m);
     return OMPI_SUCCESS;
@@ -150,10 +182,6 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
                             comm->c_name);
         return NULL;
     }
-    if (ompi_comm_size(comm) < 2) {
-        opal_output_verbose(10, out, "coll/gpu: comm %s: declined (single rank)", comm->c_name);
-        return NULL;
-    }
     if (CGPU_BACKEND_HOST != c->backend && !cgpu_engine_cuda_usable()) {
         /* auto/cuda without a usable GPU here: leave every call to the other components.
          * (GPU presence must be the same on every rank of a job in auto mode.) */
@@ -164,15 +192,35 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
         return NULL;
     }
 
+    if (1 == ompi_comm_size(comm) && c->self_priority < 0) {
+        opal_output_verbose(10, out, "coll/gpu: comm %s: declined (single rank and "
+                            "coll_gpu_self_priority < 0)", comm->c_name);
+        return NULL;
+    }
     mca_coll_gpu_module_t *m = OBJ_NEW(mca_coll_gpu_module_t);
     if (NULL == m) {
         return NULL;
     }
+    m->one_node = true;
+    for (int i = 0; i < ompi_comm_size(comm) && m->one_node; ++i) {
+        const ompi_proc_t *p = ompi_comm_peer_lookup(comm, i);
+        m->one_node = NULL != p && OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags);
+    }
     m->super.coll_module_enable = gpu_module_enable;
     m->super.coll_module_disable = gpu_module_disable;
+    if (1 == ompi_comm_size(comm)) {
+        /* one rank: local copies, above coll/self (whose memcpy would take device pointers) */
+        mca_coll_gpu_self_install(m);
+        *priority = c->self_priority;
+        opal_output_verbose(10, out,
+                            "coll/gpu: comm %s: serving a single rank (local copies, priority %d)",
+                            comm->c_name, c->self_priority);
+        return &m->super;
+    }
     m->super.coll_allreduce = mca_coll_gpu_allreduce;
     m->super.coll_alltoall = mca_coll_gpu_alltoall;
     mca_coll_gpu_staged_install(m);
+    mca_coll_gpu_nb_install(m);
     *priority = c->priority;
     opal_output_verbose(10, out, "coll/gpu: comm %s: serving %d ranks (backend %s, priority %d)",
                         comm->c_name, ompi_comm_size(comm),
@@ -180,11 +228,23 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     return &m->super;
 }
 
+bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module)
+{
+    return NULL != module && gpu_module_enable == module->coll_module_enable;
+}
+
 int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
 {
-    if (CGPU_MODULE_UNINIT != m->state) {
-        return OMPI_SUCCESS;
+    /* a blocking engine call runs after the non-blocking ones posted before it */
+    mca_coll_gpu_nb_drain(m);
+    if (CGPU_MODULE_UNINIT == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE)) {
+        mca_coll_gpu_create(m, buf, &m->bootstrap);
     }
+    return OMPI_SUCCESS;
+}
+
+void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs)
+{
     /* The engine works on the current device: make it the device of the first buffer
      * when that is device memory (4 ranks on 2 GPUs each pick theirs), then restore. */
     int dev = -1, prev = cgpu_engine_current_device();
@@ -196,12 +256,13 @@ int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
     /* Collective: every rank of the communicator is in this same call (the path
      * decision before it depends only on arguments MPI requires to match). */
     cgpu_comm_t *ec = NULL;
-    cgpu_status_t st = cgpu_comm_create(&m->bootstrap, &ec);
+    cgpu_status_t st = cgpu_comm_create(bs, &ec);
     if (dev >= 0 && prev >= 0) {
         (void) cgpu_engine_set_device(prev);
     }
     if (CGPU_OK == st) {
         cgpu_comm_describe(ec, m->comm->c_name, (uint64_t) m->comm->c_contextid);
+        cgpu_comm_set_bootstrap(ec, &m->bootstrap); /* later rounds: the application's */
         /* published last: pvar readers on other threads load it atomically */
         __atomic_store_n(&m->ecomm, ec, __ATOMIC_RELEASE);
         __atomic_store_n(&m->state, CGPU_MODULE_READY, __ATOMIC_RELEASE);
@@ -214,5 +275,4 @@ int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
                             "call on it uses the previous coll module",
                             m->comm->c_name, cgpu_status_string(st));
     }
-    return OMPI_SUCCESS;
 }

@@ -23,7 +23,7 @@ static mca_coll_gpu_module_t *module_of(struct ompi_communicator_t *comm)
     mca_coll_base_module_t *cand[2] = {comm->c_coll->coll_allreduce_module,
                                        comm->c_coll->coll_alltoall_module};
     for (int i = 0; i < 2; ++i) {
-        if (NULL != cand[i] && cand[i]->coll_allreduce == mca_coll_gpu_allreduce) {
+        if (mca_coll_gpu_is_ours(cand[i])) {
             return (mca_coll_gpu_module_t *) cand[i];
         }
     }

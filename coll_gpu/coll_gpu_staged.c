@@ -49,8 +49,7 @@ static int unstage(staged_buf_t *s, int rc, bool copy_back)
     return rc;
 }
 
-/* Elements a (counts, displs) layout spans: the furthest displs[i] + counts[i]. */
-static size_t v_span(const int *counts, const int *displs, int n)
+size_t mca_coll_gpu_v_span(const int *counts, const int *displs, int n)
 {
     size_t end = 0;
     for (int i = 0; i < n; ++i) {
@@ -60,6 +59,34 @@ static size_t v_span(const int *counts, const int *displs, int n)
         }
     }
     return end;
+}
+
+void mca_coll_gpu_w_span(const int *counts, const int *displs, struct ompi_datatype_t *const *types,
+                         int n, ptrdiff_t *lo, ptrdiff_t *hi)
+{
+    *lo = *hi = 0;
+    bool any = false;
+    for (int i = 0; i < n; ++i) {
+        if (counts[i] <= 0) {
+            continue;
+        }
+        ptrdiff_t tlb, text, lb, ext;
+        ompi_datatype_get_true_extent(types[i], &tlb, &text);
+        ompi_datatype_get_extent(types[i], &lb, &ext);
+        const ptrdiff_t a = (ptrdiff_t) displs[i] + tlb;
+        const ptrdiff_t b = a + (ptrdiff_t) (counts[i] - 1) * ext + text;
+        *lo = any && *lo < a ? *lo : a;
+        *hi = any && *hi > b ? *hi : b;
+        any = true;
+    }
+}
+
+/* Stage the bytes [lo, hi) of buf (alltoallw: per-peer types, byte displacements). */
+static int stage_bytes(staged_buf_t *s, const void *buf, ptrdiff_t lo, ptrdiff_t hi, void **host)
+{
+    int rc = stage(s, (const char *) buf + lo, (size_t) (hi - lo), MPI_BYTE, host);
+    *host = (char *) *host - lo;
+    return rc;
 }
 
 static size_t sum_counts(const int *counts, int n)
@@ -174,7 +201,7 @@ static int gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *
     void *hs, *hr;
     int rc = stage(&s, sbuf, (size_t) scount, sdt, &hs);
     if (MPI_SUCCESS == rc) {
-        rc = stage(&r, rbuf, v_span(rcounts, displs, n), rdt, &hr);
+        rc = stage(&r, rbuf, mca_coll_gpu_v_span(rcounts, displs, n), rdt, &hr);
         if (MPI_SUCCESS != rc) {
             unstage(&s, rc, false);
         }
@@ -229,7 +256,7 @@ static int gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt
     void *hs, *hr = rbuf;
     int rc = stage(&s, sbuf, (size_t) scount, sdt, &hs);
     if (MPI_SUCCESS == rc && is_root) {
-        rc = stage(&r, rbuf, v_span(rcounts, displs, ompi_comm_size(comm)), rdt, &hr);
+        rc = stage(&r, rbuf, mca_coll_gpu_v_span(rcounts, displs, ompi_comm_size(comm)), rdt, &hr);
         if (MPI_SUCCESS != rc) {
             unstage(&s, rc, false);
         }
@@ -289,7 +316,7 @@ static int gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
     void *hs = (void *) sbuf, *hr;
     int rc = MPI_SUCCESS;
     if (is_root) {
-        rc = stage(&s, sbuf, v_span(scounts, displs, ompi_comm_size(comm)), sdt, &hs);
+        rc = stage(&s, sbuf, mca_coll_gpu_v_span(scounts, displs, ompi_comm_size(comm)), sdt, &hs);
     }
     if (MPI_SUCCESS == rc) {
         rc = stage(&r, rbuf, (size_t) rcount, rdt, &hr);
@@ -319,9 +346,9 @@ static int gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispl
     const int n = ompi_comm_size(comm);
     staged_buf_t s, r;
     void *hs, *hr;
-    int rc = stage(&s, sbuf, MPI_IN_PLACE == sbuf ? 0 : v_span(scounts, sdispls, n), sdt, &hs);
+    int rc = stage(&s, sbuf, MPI_IN_PLACE == sbuf ? 0 : mca_coll_gpu_v_span(scounts, sdispls, n), sdt, &hs);
     if (MPI_SUCCESS == rc) {
-        rc = stage(&r, rbuf, v_span(rcounts, rdispls, n), rdt, &hr);
+        rc = stage(&r, rbuf, mca_coll_gpu_v_span(rcounts, rdispls, n), rdt, &hr);
         if (MPI_SUCCESS != rc) {
             unstage(&s, rc, false);
         }
@@ -331,6 +358,43 @@ static int gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispl
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_alltoallv(hs, scounts, sdispls, sdt, hr, rcounts, rdispls, rdt, comm,
                                 m->prev.coll_alltoallv_module));
+    unstage(&s, rc, false);
+    return unstage(&r, rc, true);
+}
+
+static int gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
+                         struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                         const int *rdispls, struct ompi_datatype_t *const *rdts,
+                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    if (passthrough(m, sbuf, rbuf)) {
+        return MCA_COLL_GPU_PREV(m->prev.coll_alltoallw(sbuf, scounts, sdispls, sdts, rbuf,
+                                                        rcounts, rdispls, rdts, comm,
+                                                        m->prev.coll_alltoallw_module));
+    }
+    const int n = ompi_comm_size(comm);
+    staged_buf_t s = {.used = false}, r;
+    void *hs = (void *) sbuf, *hr;
+    ptrdiff_t lo, hi;
+    int rc = MPI_SUCCESS;
+    if (MPI_IN_PLACE != sbuf) {
+        mca_coll_gpu_w_span(scounts, sdispls, sdts, n, &lo, &hi);
+        rc = stage_bytes(&s, sbuf, lo, hi, &hs);
+    }
+    if (MPI_SUCCESS == rc) {
+        mca_coll_gpu_w_span(rcounts, rdispls, rdts, n, &lo, &hi);
+        rc = stage_bytes(&r, rbuf, lo, hi, &hr);
+        if (MPI_SUCCESS != rc) {
+            unstage(&s, rc, false);
+        }
+    }
+    if (MPI_SUCCESS != rc) {
+        return staging_failed(comm, "MPI_Alltoallw", rc);
+    }
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_alltoallw(hs, scounts, sdispls, sdts, hr, rcounts,
+                                                  rdispls, rdts, comm,
+                                                  m->prev.coll_alltoallw_module));
     unstage(&s, rc, false);
     return unstage(&r, rc, true);
 }
@@ -468,6 +532,7 @@ void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
     m->super.coll_scatter = gpu_scatter;
     m->super.coll_scatterv = gpu_scatterv;
     m->super.coll_alltoallv = gpu_alltoallv;
+    m->super.coll_alltoallw = gpu_alltoallw;
     m->super.coll_reduce_scatter = gpu_reduce_scatter;
     m->super.coll_reduce_scatter_block = mca_coll_gpu_reduce_scatter_block;
     m->super.coll_scan = gpu_scan;

@@ -1,65 +1,117 @@
 /*
  * coll/gpu: MPI datatypes and ops onto engine types, engine statuses onto MPI classes.
  *
- * Only predefined handles map. Everything else (derived types, user ops, MINLOC/MAXLOC,
- * MPI_CHAR, complex types) is left to the previous module: the decision depends only
- * on the datatype and op, which MPI requires to be the same on every rank of a
- * reduction (decision 2).
+ * A reduction runs in the engine when Open MPI itself defines the (predefined datatype,
+ * predefined op) pair -- its op table has a function for that datatype's base type -- and
+ * that base type has an engine twin: every C and Fortran integer (MPI_CHAR, MPI_WCHAR,
+ * MPI_CHARACTER, MPI_INTEGERn, MPI_LOGICAL, MPI_AINT, ...), MPI_FLOAT/MPI_DOUBLE/
+ * MPI_LONG_DOUBLE and the Fortran REAL/DOUBLE PRECISION kinds of those sizes, C bool, byte,
+ * and the float and double complex types (C and Fortran). Integer SUM and PROD wrap like C
+ * unsigned arithmetic (two's complement), whatever an op component does on host memory.
+ * Left to the previous module: derived types, user ops, MINLOC/MAXLOC and the pair types,
+ * REPLACE/NO_OP, half and quad precision, long double complex, 16-byte integers, and pairs
+ * Open MPI rejects (it reports them as MPI does). The decision depends only on the datatype
+ * and op, which MPI requires to be the same on every rank of a reduction (decision 2).
  */
+#include <wchar.h>
+
 #include "coll_gpu.h"
 
 #include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/op/op.h"
+#include "ompi/op/op.h"
 
-#define SIGNED_OF(type) \
-    (1 == sizeof(type) ? CGPU_DT_INT8 : 2 == sizeof(type) ? CGPU_DT_INT16 \
-     : 4 == sizeof(type) ? CGPU_DT_INT32 : CGPU_DT_INT64)
-#define UNSIGNED_OF(type) \
-    (1 == sizeof(type) ? CGPU_DT_UINT8 : 2 == sizeof(type) ? CGPU_DT_UINT16 \
-     : 4 == sizeof(type) ? CGPU_DT_UINT32 : CGPU_DT_UINT64)
+static bool int_of(size_t size, bool is_signed, cgpu_dtype_t *out)
+{
+    switch (size) {
+    case 1: *out = is_signed ? CGPU_DT_INT8 : CGPU_DT_UINT8; return true;
+    case 2: *out = is_signed ? CGPU_DT_INT16 : CGPU_DT_UINT16; return true;
+    case 4: *out = is_signed ? CGPU_DT_INT32 : CGPU_DT_UINT32; return true;
+    case 8: *out = is_signed ? CGPU_DT_INT64 : CGPU_DT_UINT64; return true;
+    }
+    return false;
+}
+
+static bool float_of(size_t size, cgpu_dtype_t *out)
+{
+    if (sizeof(float) == size) {
+        *out = CGPU_DT_FLOAT32;
+    } else if (sizeof(double) == size) {
+        *out = CGPU_DT_FLOAT64;
+    } else {
+        return false; /* half or quad precision: no engine arithmetic */
+    }
+    return true;
+}
+
+/* The engine twin of Open MPI's op base type @p base for a datatype of @p size bytes. */
+static bool engine_type_of(int base, size_t size, cgpu_dtype_t *out)
+{
+    switch (base) {
+    case OMPI_OP_BASE_TYPE_INT8_T:
+    case OMPI_OP_BASE_TYPE_INT16_T:
+    case OMPI_OP_BASE_TYPE_INT32_T:
+    case OMPI_OP_BASE_TYPE_INT64_T:
+    case OMPI_OP_BASE_TYPE_INTEGER:
+    case OMPI_OP_BASE_TYPE_INTEGER1:
+    case OMPI_OP_BASE_TYPE_INTEGER2:
+    case OMPI_OP_BASE_TYPE_INTEGER4:
+    case OMPI_OP_BASE_TYPE_INTEGER8:
+    case OMPI_OP_BASE_TYPE_LONG:
+    case OMPI_OP_BASE_TYPE_LOGICAL: /* logical ops only (Open MPI's table): 0/1 results */
+        return int_of(size, true, out);
+    case OMPI_OP_BASE_TYPE_UINT8_T:
+    case OMPI_OP_BASE_TYPE_UINT16_T:
+    case OMPI_OP_BASE_TYPE_UINT32_T:
+    case OMPI_OP_BASE_TYPE_UINT64_T:
+    case OMPI_OP_BASE_TYPE_UNSIGNED_LONG:
+    case OMPI_OP_BASE_TYPE_BYTE:
+        return int_of(size, false, out);
+    case OMPI_OP_BASE_TYPE_WCHAR:
+        return int_of(size, (wchar_t) -1 < 0, out);
+    case OMPI_OP_BASE_TYPE_FLOAT:
+    case OMPI_OP_BASE_TYPE_DOUBLE:
+    case OMPI_OP_BASE_TYPE_REAL:
+    case OMPI_OP_BASE_TYPE_REAL4:
+    case OMPI_OP_BASE_TYPE_REAL8:
+    case OMPI_OP_BASE_TYPE_DOUBLE_PRECISION:
+        return float_of(size, out);
+    case OMPI_OP_BASE_TYPE_LONG_DOUBLE:
+        if (sizeof(long double) != size) {
+            return false;
+        }
+        *out = CGPU_DT_LONG_DOUBLE;
+        return true;
+    case OMPI_OP_BASE_TYPE_BOOL:
+        if (1 != size) {
+            return false;
+        }
+        *out = CGPU_DT_BOOL;
+        return true;
+    case OMPI_OP_BASE_TYPE_C_FLOAT_COMPLEX:
+        *out = CGPU_DT_COMPLEX64;
+        return 2 * sizeof(float) == size;
+    case OMPI_OP_BASE_TYPE_C_DOUBLE_COMPLEX:
+        *out = CGPU_DT_COMPLEX128;
+        return 2 * sizeof(double) == size;
+    }
+    return false; /* pair types, 16-byte integers, half/quad floats, long double complex */
+}
 
 bool mca_coll_gpu_map_dtype(struct ompi_datatype_t *d, cgpu_dtype_t *out)
 {
-    if (!ompi_datatype_is_predefined(d)) {
+    if (!ompi_datatype_is_predefined(d) || d->id < 0 || d->id >= OMPI_DATATYPE_MAX_PREDEFINED) {
         return false;
     }
-    if (MPI_SIGNED_CHAR == d || MPI_INT8_T == d) {
-        *out = CGPU_DT_INT8;
-    } else if (MPI_UNSIGNED_CHAR == d || MPI_UINT8_T == d || MPI_BYTE == d) {
-        *out = CGPU_DT_UINT8;
-    } else if (MPI_SHORT == d || MPI_INT16_T == d) {
-        *out = SIGNED_OF(short);
-    } else if (MPI_UNSIGNED_SHORT == d || MPI_UINT16_T == d) {
-        *out = UNSIGNED_OF(unsigned short);
-    } else if (MPI_INT == d || MPI_INT32_T == d) {
-        *out = SIGNED_OF(int);
-    } else if (MPI_UNSIGNED == d || MPI_UINT32_T == d) {
-        *out = UNSIGNED_OF(unsigned);
-    } else if (MPI_LONG == d) {
-        *out = SIGNED_OF(long);
-    } else if (MPI_UNSIGNED_LONG == d) {
-        *out = UNSIGNED_OF(unsigned long);
-    } else if (MPI_LONG_LONG == d || MPI_INT64_T == d) {
-        *out = SIGNED_OF(long long);
-    } else if (MPI_UNSIGNED_LONG_LONG == d || MPI_UINT64_T == d) {
-        *out = UNSIGNED_OF(unsigned long long);
-    } else if (MPI_AINT == d) {
-        *out = SIGNED_OF(MPI_Aint);
-    } else if (MPI_OFFSET == d) {
-        *out = SIGNED_OF(MPI_Offset);
-    } else if (MPI_COUNT == d) {
-        *out = SIGNED_OF(MPI_Count);
-    } else if (MPI_FLOAT == d) {
-        *out = CGPU_DT_FLOAT32;
-    } else if (MPI_DOUBLE == d) {
-        *out = CGPU_DT_FLOAT64;
-    } else if (MPI_LONG_DOUBLE == d) {
-        *out = CGPU_DT_LONG_DOUBLE;
-    } else if (MPI_C_BOOL == d) {
-        *out = CGPU_DT_BOOL;
-    } else {
-        return false;
+    const int base = ompi_op_ddt_map[d->id];
+    size_t size;
+    ompi_datatype_type_size(d, &size);
+    if (MPI_OFFSET == d) {
+        /* Open MPI's op table files MPI_Offset under an unsigned type; the C type is signed,
+         * and MIN/MAX follow the C type here */
+        return base >= 0 && int_of(size, true, out);
     }
-    return true;
+    return base >= 0 && engine_type_of(base, size, out);
 }
 
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out)
@@ -128,10 +180,11 @@ int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_commu
 bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                    cgpu_dtype_t *dt, cgpu_op_t *eop)
 {
-    if (!mca_coll_gpu_map_dtype(dtype, dt) || !mca_coll_gpu_map_op(op, eop) ||
-        !cgpu_reduce_supported(*dt, *eop)) {
+    if (!mca_coll_gpu_map_dtype(dtype, dt) || !mca_coll_gpu_map_op(op, eop)) {
         return false;
     }
-    /* MPI defines only the bitwise operators on MPI_BYTE */
-    return MPI_BYTE != dtype || CGPU_OP_BAND == *eop || CGPU_OP_BOR == *eop || CGPU_OP_BXOR == *eop;
+    /* Open MPI must define the pair (else the previous module reports the erroneous call),
+     * and the engine must have it */
+    const int base = ompi_op_ddt_map[dtype->id];
+    return NULL != op->o_func.intrinsic.fns[base] && cgpu_reduce_supported(*dt, *eop);
 }

@@ -29,6 +29,8 @@ typedef enum cgpu_dtype {
     CGPU_DT_FLOAT64,
     CGPU_DT_LONG_DOUBLE, /* host backend only: no device arithmetic for it */
     CGPU_DT_BOOL,        /* C _Bool: logical operators only */
+    CGPU_DT_COMPLEX64,   /* float _Complex (re, im): SUM and PROD */
+    CGPU_DT_COMPLEX128,  /* double _Complex (re, im): SUM and PROD */
     CGPU_DT_COUNT
 } cgpu_dtype_t;
 
@@ -58,7 +60,7 @@ const char *cgpu_op_name(cgpu_op_t op);
 
 /**
  * Whether MPI defines @p op on @p dt (C integer: all ops; floating: SUM PROD MIN MAX;
- * bool: LAND LOR LXOR). The glue never asks the engine for anything outside this set,
+ * bool: LAND LOR LXOR; complex: SUM PROD). The glue never asks the engine for anything outside this set,
  * so an erroneous MPI call reaches the previous module, which reports it as MPI does.
  */
 bool cgpu_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
@@ -74,7 +76,9 @@ bool cgpu_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
  * every MPI implementation on our targets does in practice, without relying on undefined
  * behaviour. Floating MIN/MAX are exactly `a < b ? a : b` / `a > b ? a : b`: when a NaN is
  * involved, or for -0.0 against +0.0, the result is b (unlike fmin/fmax or CUDA fminf).
- * BOOL bytes other than 0 and 1 count as true; results are always 0 or 1.
+ * BOOL bytes other than 0 and 1 count as true; results are always 0 or 1. Complex PROD is
+ * (ac - bd) + (ad + bc)i, each product and sum rounded once (no fused multiply-add, no
+ * special handling of infinities as C99 Annex G asks of the `*` operator).
  *
  * @return 0, or -1 if (dt, op) is not supported or out of range (nothing written).
  */

@@ -117,6 +117,30 @@ CGPU_REDUCE_LOOP(reduce_bool_land, unsigned char, (0 != x) && (0 != y))
 CGPU_REDUCE_LOOP(reduce_bool_lor, unsigned char, (0 != x) || (0 != y))
 CGPU_REDUCE_LOOP(reduce_bool_lxor, unsigned char, (0 != x) != (0 != y))
 
+/* Complex numbers as (re, im) pairs of the real type. */
+#define CGPU_REDUCE_COMPLEX_LOOPS(N, T)                                                \
+    static void reduce_##N##_sum(void *dst, const void *a, const void *b, size_t count) \
+    {                                                                                  \
+        T *out = (T *) dst;                                                            \
+        const T *x = (const T *) a, *y = (const T *) b;                                \
+        for (size_t i = 0; i < 2 * count; ++i) {                                       \
+            out[i] = x[i] + y[i];                                                      \
+        }                                                                              \
+    }                                                                                  \
+    static void reduce_##N##_prod(void *dst, const void *a, const void *b, size_t count) \
+    {                                                                                  \
+        T *out = (T *) dst;                                                            \
+        const T *x = (const T *) a, *y = (const T *) b;                                \
+        for (size_t i = 0; i < count; ++i) {                                           \
+            const T xr = x[2 * i], xi = x[2 * i + 1], yr = y[2 * i], yi = y[2 * i + 1]; \
+            const T rr = xr * yr, ii = xi * yi, ri = xr * yi, ir = xi * yr;            \
+            out[2 * i] = rr - ii;                                                      \
+            out[2 * i + 1] = ri + ir;                                                  \
+        }                                                                              \
+    }
+CGPU_REDUCE_COMPLEX_LOOPS(complex64, float)
+CGPU_REDUCE_COMPLEX_LOOPS(complex128, double)
+
 #define CGPU_REDUCE_INT_ROW(N)                                                         \
     {                                                                                  \
         [CGPU_OP_SUM] = reduce_##N##_sum,   [CGPU_OP_PROD] = reduce_##N##_prod,        \
@@ -145,6 +169,10 @@ static const cgpu_reduce_fn_t reduce_table[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
     [CGPU_DT_FLOAT32] = CGPU_REDUCE_FLOAT_ROW(float32),
     [CGPU_DT_FLOAT64] = CGPU_REDUCE_FLOAT_ROW(float64),
     [CGPU_DT_LONG_DOUBLE] = CGPU_REDUCE_FLOAT_ROW(long_double),
+    [CGPU_DT_COMPLEX64] = {[CGPU_OP_SUM] = reduce_complex64_sum,
+                           [CGPU_OP_PROD] = reduce_complex64_prod},
+    [CGPU_DT_COMPLEX128] = {[CGPU_OP_SUM] = reduce_complex128_sum,
+                            [CGPU_OP_PROD] = reduce_complex128_prod},
     [CGPU_DT_BOOL] =
         {
             [CGPU_OP_LAND] = reduce_bool_land,
@@ -169,6 +197,8 @@ static const struct {
     [CGPU_DT_FLOAT64] = {sizeof(double), "float64"},
     [CGPU_DT_LONG_DOUBLE] = {sizeof(long double), "long_double"},
     [CGPU_DT_BOOL] = {sizeof(_Bool), "bool"},
+    [CGPU_DT_COMPLEX64] = {2 * sizeof(float), "complex64"},
+    [CGPU_DT_COMPLEX128] = {2 * sizeof(double), "complex128"},
 };
 
 static const char *const op_names[CGPU_OP_COUNT] = {

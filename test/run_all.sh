@@ -222,6 +222,15 @@ else
         run_test "test_a2a_scale.np16" "${MPIRUN[@]}" -np 16 "$BIN/mpi/test_a2a_scale"
     fi
 
+    # ---- staged variants: host buffers treated as device ones (copied by coll/gpu) ----
+    for v in test_nb:3 test_self:1 test_self:3; do
+        p=${v%:*} np=${v#*:}
+        if [ -x "$BIN/mpi/$p" ]; then
+            run_test "$p.staged.np$np" "${MPIRUN[@]}" --mca coll_gpu_stage_host_buffers 1 -np "$np" \
+                "$BIN/mpi/$p" staged
+        fi
+    done
+
     # ---- RAS watchdog: a rank enters 2.5-3 s late with a 1 s timeout ----
     if [ -x "$BIN/mpi/test_ras" ]; then
         run_test "test_ras.watchdog.np3" "${MPIRUN[@]}" --mca coll_gpu_ras_timeout 1 -np 3 \

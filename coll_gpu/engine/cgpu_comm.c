@@ -491,6 +491,13 @@ uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item)
     return 0;
 }
 
+void cgpu_comm_set_bootstrap(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs)
+{
+    if (NULL != comm && NULL != bs) {
+        comm->bs = *bs;
+    }
+}
+
 void cgpu_comm_describe(cgpu_comm_t *comm, const char *name, uint64_t id)
 {
     if (NULL == comm) {

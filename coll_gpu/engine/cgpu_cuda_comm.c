@@ -1015,6 +1015,9 @@ static cgpu_status_t ce_try(cgpu_comm_t *comm, cuda_call_t *k, ce_call_t *ce, co
                             const void *target, bool needs_map, bool local_ok, bool *done)
 {
     *done = false;
+    if (!cgpu_engine_may_bootstrap()) { /* a non-blocking collective's worker: no agreement */
+        return CGPU_OK;
+    }
     int prev = cgpu_cuda_current_device();
     cgpu_status_t st = prev != comm->cuda->device ? cgpu_cuda_set_device(comm->cuda->device)
                                                    : CGPU_OK;

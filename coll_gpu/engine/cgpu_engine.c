@@ -228,3 +228,15 @@ cgpu_status_t cgpu_engine_set_device(int device)
 {
     return cgpu_cuda_set_device(device);
 }
+
+static __thread bool no_bootstrap;
+
+void cgpu_engine_forbid_bootstrap(bool forbid)
+{
+    no_bootstrap = forbid;
+}
+
+bool cgpu_engine_may_bootstrap(void)
+{
+    return !no_bootstrap;
+}

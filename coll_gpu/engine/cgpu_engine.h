@@ -131,6 +131,18 @@ void cgpu_engine_fini(void);
  * communicator. */
 void cgpu_engine_set_threads(bool multiple);
 
+/**
+ * Mark the calling thread as one that must not use the bootstrap (or, with false, unmark it) (a worker thread running
+ * non-blocking collectives: the bootstrap is a blocking MPI call, which only the
+ * application's threads may make). Paths that need a bootstrap round (the copy-engine
+ * agreement) are then skipped; every rank runs a given non-blocking collective on such a
+ * thread, so every rank skips them alike.
+ */
+void cgpu_engine_forbid_bootstrap(bool forbid);
+
+/** False on a thread marked by cgpu_engine_forbid_bootstrap(true). */
+bool cgpu_engine_may_bootstrap(void);
+
 /** The configuration the engine runs with (valid between init and fini). */
 const cgpu_config_t *cgpu_engine_config(void);
 
@@ -193,6 +205,13 @@ cgpu_status_t cgpu_engine_set_device(int device);
  * travels with every event of this communicator. Call once, right after cgpu_comm_create.
  */
 void cgpu_comm_describe(cgpu_comm_t *comm, const char *name, uint64_t id);
+
+/**
+ * Replace the bootstrap a communicator keeps for later agreement rounds (one created through
+ * a worker's bootstrap gets the application threads' one). Call before the communicator is
+ * published to other threads.
+ */
+void cgpu_comm_set_bootstrap(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs);
 
 /** Health items of a communicator (RAS). Reading one loads atomics and nothing else. */
 typedef enum cgpu_ras_item {

@@ -15,6 +15,7 @@
 
 #include "cunit_run.h"
 
+#include <complex.h>
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -36,7 +37,7 @@ enum { TEST_POOL_SIZE = 16, TEST_COUNT = 400, TEST_GUARD_BYTES = 64 };
  * implementation: 1 where (type, op) is defined. Columns follow cgpu_op_t.
  */
 _Static_assert(10 == CGPU_OP_COUNT, "test_reduce: the support table has one column per op");
-_Static_assert(12 == CGPU_DT_COUNT, "test_reduce: the support table has one row per type");
+_Static_assert(14 == CGPU_DT_COUNT, "test_reduce: the support table has one row per type");
 
 static const unsigned char expected_supported[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
     /*                       sum prod min max land lor lxor band bor bxor */
@@ -52,6 +53,8 @@ static const unsigned char expected_supported[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
     [CGPU_DT_FLOAT64]     = {  1,   1,  1,  1,   0,  0,   0,   0,  0,   0},
     [CGPU_DT_LONG_DOUBLE] = {  1,   1,  1,  1,   0,  0,   0,   0,  0,   0},
     [CGPU_DT_BOOL]        = {  0,   0,  0,  0,   1,  1,   1,   0,  0,   0},
+    [CGPU_DT_COMPLEX64]   = {  1,   1,  0,  0,   0,  0,   0,   0,  0,   0},
+    [CGPU_DT_COMPLEX128]  = {  1,   1,  0,  0,   0,  0,   0,   0,  0,   0},
 };
 
 typedef enum test_kind {
@@ -59,6 +62,7 @@ typedef enum test_kind {
     TEST_KIND_UNSIGNED,
     TEST_KIND_FLOAT,
     TEST_KIND_BOOL,
+    TEST_KIND_COMPLEX,
 } test_kind_t;
 
 /* What the test knows about each element type, independently of the implementation. */
@@ -80,6 +84,8 @@ static const struct {
     [CGPU_DT_FLOAT64] = {sizeof(double), TEST_KIND_FLOAT, 0, "FLOAT64"},
     [CGPU_DT_LONG_DOUBLE] = {sizeof(long double), TEST_KIND_FLOAT, 0, "LONG_DOUBLE"},
     [CGPU_DT_BOOL] = {sizeof(_Bool), TEST_KIND_BOOL, 8, "BOOL"},
+    [CGPU_DT_COMPLEX64] = {sizeof(float _Complex), TEST_KIND_COMPLEX, 0, "COMPLEX64"},
+    [CGPU_DT_COMPLEX128] = {sizeof(double _Complex), TEST_KIND_COMPLEX, 0, "COMPLEX128"},
 };
 
 static const char *const test_op_labels[CGPU_OP_COUNT] = {
@@ -557,9 +563,10 @@ static void check_kinds(bool want_int, bool want_float, bool want_bool, test_ali
 {
     for (int dt = 0; dt < CGPU_DT_COUNT; ++dt) {
         const test_kind_t kind = test_types[dt].kind;
-        const bool wanted = (TEST_KIND_FLOAT == kind) ? want_float
-                            : (TEST_KIND_BOOL == kind) ? want_bool
-                                                       : want_int;
+        const bool wanted = (TEST_KIND_COMPLEX == kind) ? false /* their own test */
+                            : (TEST_KIND_FLOAT == kind) ? want_float
+                            : (TEST_KIND_BOOL == kind)  ? want_bool
+                                                        : want_int;
 
         if (!wanted) {
             continue;
@@ -772,6 +779,46 @@ static void test_bool_bytes_other_than_0_and_1_count_as_true(void)
     }
 }
 
+/* Complex SUM and PROD against C99's complex arithmetic on values whose products are exact
+ * (small integers and halves), in place and not, float and double. */
+static void test_complex_reductions_match_c99_complex_arithmetic(void)
+{
+    enum { N = 37 };
+    uint64_t seed = 0x5eed;
+    float _Complex fa[N], fb[N], fgot[N], fwant[N];
+    double _Complex da[N], db[N], dgot[N], dwant[N];
+    for (int i = 0; i < N; ++i) {
+        const double re1 = (double) ((int) (next_random(&seed) % 41) - 20) / 2;
+        const double im1 = (double) ((int) (next_random(&seed) % 41) - 20) / 2;
+        const double re2 = (double) ((int) (next_random(&seed) % 41) - 20) / 2;
+        const double im2 = (double) ((int) (next_random(&seed) % 41) - 20) / 2;
+        fa[i] = CMPLXF((float) re1, (float) im1);
+        fb[i] = CMPLXF((float) re2, (float) im2);
+        da[i] = CMPLX(re1, im1);
+        db[i] = CMPLX(re2, im2);
+    }
+    for (int op = CGPU_OP_SUM; op <= CGPU_OP_PROD; ++op) {
+        for (int i = 0; i < N; ++i) {
+            fwant[i] = CGPU_OP_SUM == op ? fa[i] + fb[i] : fa[i] * fb[i];
+            dwant[i] = CGPU_OP_SUM == op ? da[i] + db[i] : da[i] * db[i];
+        }
+        CU_ASSERT_EQUAL(cgpu_reduce_host(CGPU_DT_COMPLEX64, (cgpu_op_t) op, fgot, fa, fb, N), 0);
+        CU_ASSERT_EQUAL(memcmp(fgot, fwant, sizeof(fgot)), 0);
+        CU_ASSERT_EQUAL(cgpu_reduce_host(CGPU_DT_COMPLEX128, (cgpu_op_t) op, dgot, da, db, N), 0);
+        CU_ASSERT_EQUAL(memcmp(dgot, dwant, sizeof(dgot)), 0);
+        /* in place into a */
+        memcpy(dgot, da, sizeof(dgot));
+        CU_ASSERT_EQUAL(cgpu_reduce_host(CGPU_DT_COMPLEX128, (cgpu_op_t) op, dgot, dgot, db, N),
+                        0);
+        CU_ASSERT_EQUAL(memcmp(dgot, dwant, sizeof(dgot)), 0);
+    }
+    /* (1 + 2i)(3 - i) = 5 + 5i, written out */
+    const double x[2] = {1, 2}, y[2] = {3, -1};
+    double z[2] = {0, 0};
+    CU_ASSERT_EQUAL(cgpu_reduce_host(CGPU_DT_COMPLEX128, CGPU_OP_PROD, z, x, y, 1), 0);
+    CU_ASSERT(5.0 == z[0] && 5.0 == z[1]);
+}
+
 static void test_in_place_into_a_matches_the_reference(void)
 {
     check_kinds(true, true, true, TEST_ALIAS_DST_IS_A);
@@ -864,6 +911,8 @@ static const cgpu_unit_case_t test_cases[] = {
     {"in-place reduction into a matches the reference", test_in_place_into_a_matches_the_reference},
     {"in-place reduction into b matches the reference", test_in_place_into_b_matches_the_reference},
     {"count zero writes nothing", test_count_zero_writes_nothing},
+    {"complex reductions match C99 complex arithmetic",
+     test_complex_reductions_match_c99_complex_arithmetic},
     {"unsupported pairs return -1 and leave dst untouched",
      test_unsupported_pairs_return_minus_one_and_leave_dst_untouched},
 };

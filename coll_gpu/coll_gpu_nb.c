@@ -1,0 +1,1363 @@
+/*
+ * coll/gpu: non-blocking collectives (MPI_Iallreduce, MPI_Ialltoall, ...).
+ *
+ * Engine path (iallreduce, ireduce, ireduce_scatter_block, ibcast, iallgather, ialltoall,
+ * decided exactly as the blocking calls decide, from arguments MPI requires to match and
+ * MCA params, so every rank takes the same path): the post packs what is not one gap-free
+ * run and queues the call on the communicator's worker thread, which runs it with the engine
+ * (our kernels on device buffers) in posting order. A post may not block, and Open MPI
+ * itself posts MPI_Iallreduce from inside its progress loop (communicator ids): so when the
+ * communicator has no engine communicator yet, the worker creates it, and the bootstrap
+ * rounds it needs travel as point-to-point messages with a tag of ours, posted and tested
+ * by our progress callback on the application's threads (never the previous module's
+ * collectives, whose order on the communicator would then differ between ranks). If that
+ * set-up fails (a cap, a resource), the calls queued behind it fail with a message and later
+ * calls take the staged path; communicators spanning nodes take the staged path at once. The application's thread returns at
+ * once; the request completes in MPI_Test/MPI_Wait (our progress callback) once the worker
+ * is done. A blocking engine call on the same communicator first waits for the queue.
+ *
+ * Why a thread per communicator: MPI lets ranks post non-blocking collectives of different
+ * communicators in different orders; one queue per process could then wait on a peer that
+ * waits on us. The worker never calls MPI (no bootstrap round, no previous module, no
+ * Open MPI object reference counts), so it is safe at every thread level. Workers are
+ * capped (coll_gpu_nb_max_workers): past the cap a call runs at its post, blocking.
+ *
+ * Staged path (everything else, on device buffers): the device spans are copied to host
+ * memory at the post, the previous module's non-blocking collective runs on the copies, and
+ * our request copies the received spans back when that request completes. Calls whose
+ * buffers are all in host memory go to the previous module untouched.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_gpu.h"
+
+#include "ompi/datatype/ompi_datatype.h"
+#include "ompi/mca/coll/base/coll_base_util.h"
+#include "ompi/mca/coll/base/coll_tags.h"
+#include "ompi/mca/pml/pml.h"
+#include "ompi/request/request.h"
+#include "opal/runtime/opal_progress.h"
+#include "opal/util/output.h"
+
+#define M(module) ((mca_coll_gpu_module_t *) (module))
+
+enum nb_kind { NB_ALLREDUCE, NB_REDUCE, NB_REDUCE_SCATTER_BLOCK, NB_BCAST, NB_ALLGATHER,
+               NB_ALLTOALL };
+static const char *const nb_names[] = {"MPI_Iallreduce", "MPI_Ireduce",
+                                       "MPI_Ireduce_scatter_block", "MPI_Ibcast",
+                                       "MPI_Iallgather", "MPI_Ialltoall"};
+
+/* A user buffer as the engine sees it: the user's own gap-free run, or packed host bytes
+ * (packed at the post, unpacked at completion). */
+typedef struct nb_view {
+    void *host;                 /* the user's layout in host memory (user's or mirror) */
+    int count;
+    struct ompi_datatype_t *dt;
+    mca_coll_gpu_mirror_t mir;  /* the device span, when the layout had to be packed */
+    char *pack;                 /* packed bytes; NULL: the engine uses the user's run */
+    bool unpack;                /* copy the result back at completion */
+} nb_view_t;
+
+/* Open MPI's MPI_I* bindings keep the call's datatypes and op alive by writing them into the
+ * returned request past its ompi_request_t (ompi_coll_base_retain_*): our requests are
+ * ompi_coll_base_nbc_request_t, as libnbc's are, so that room exists. */
+typedef struct mca_coll_gpu_request_t {
+    ompi_coll_base_nbc_request_t super;
+    mca_coll_gpu_module_t *m; /* retained while the request lives */
+    bool engine;              /* engine call (worker) or staged (inner request) */
+    bool orphan;              /* freed by the application before completion (erroneous) */
+    int rc;                   /* local error found at the post, reported at completion */
+    /* engine call */
+    enum nb_kind kind;
+    const void *s;
+    void *r;
+    size_t count, bytes;
+    cgpu_dtype_t dt;
+    cgpu_op_t op;
+    int root;
+    bool create;              /* the worker creates the engine communicator first */
+    const void *create_buf;   /* ... on this buffer's device */
+    int post_device;          /* the posting thread's current device (-1: none) */
+    nb_view_t v[2];
+    char *scratch;
+    _Atomic int done;
+    cgpu_status_t st;
+    /* staged call */
+    ompi_request_t *inner;
+    mca_coll_gpu_mirror_t mir[2];
+    bool back[2];
+    /* retained handles */
+    struct ompi_datatype_t *dts[2];
+    struct ompi_op_t *uop;
+    struct mca_coll_gpu_request_t *qnext;         /* worker queue */
+    struct mca_coll_gpu_request_t *pnext, *pprev; /* pending list */
+} mca_coll_gpu_request_t;
+
+static void request_construct(mca_coll_gpu_request_t *r)
+{
+    r->m = NULL;
+    r->inner = NULL;
+    r->scratch = NULL;
+    r->uop = NULL;
+    r->dts[0] = r->dts[1] = NULL;
+    memset(r->v, 0, sizeof(r->v));
+    memset(r->mir, 0, sizeof(r->mir));
+    r->back[0] = r->back[1] = false;
+    r->orphan = false;
+    r->rc = MPI_SUCCESS;
+    atomic_init(&r->done, 0);
+}
+
+OBJ_CLASS_INSTANCE(mca_coll_gpu_request_t, ompi_coll_base_nbc_request_t, request_construct, NULL);
+
+/* One communicator's worker: runs its queued engine calls in posting order. */
+typedef struct mca_coll_gpu_nbq {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    mca_coll_gpu_request_t *head, *tail;
+    bool stop;
+    bool sleeping;
+    mca_coll_gpu_module_t *m; /* not retained: the module owns us and joins us first */
+    /* the engine communicator's set-up on this worker: its bootstrap rounds are handed to
+     * the application's threads (boot_job), which exchange them point to point */
+    cgpu_bootstrap_t bs;
+    struct boot_job *job;              /* the round in flight, or NULL */
+    struct mca_coll_gpu_nbq *jnext;    /* list of workers with a round in flight */
+} mca_coll_gpu_nbq_t;
+
+/* One bootstrap round: an allgather of @p bytes per rank. */
+typedef struct boot_job {
+    const void *s;
+    char *r;
+    size_t bytes;
+    bool posted;
+    int nreqs;
+    ompi_request_t **reqs;
+    int rc;
+    _Atomic int done;
+} boot_job_t;
+
+/* process-wide: requests waiting for completion, and the worker count */
+static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static mca_coll_gpu_request_t *pending;
+static atomic_int npending;
+static atomic_int nworkers;
+static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread bool on_worker;
+static bool progress_registered;
+static bool cap_reported;
+static mca_coll_gpu_nbq_t *jobs;  /* workers with a bootstrap round in flight (pending_lock) */
+static atomic_int njobs;
+
+/* Bootstrap messages: below every range Open MPI's coll components use except hcoll's,
+ * which counts down from its base; one tag, matched in order per communicator and peer. */
+#define CGPU_BOOT_TAG (MCA_COLL_BASE_TAG_HCOLL_END + 7)
+
+/* ---- requests ---- */
+
+static void pending_add(mca_coll_gpu_request_t *r)
+{
+    pthread_mutex_lock(&pending_lock);
+    r->pprev = NULL;
+    r->pnext = pending;
+    if (NULL != pending) {
+        pending->pprev = r;
+    }
+    pending = r;
+    atomic_fetch_add(&npending, 1);
+    pthread_mutex_unlock(&pending_lock);
+}
+
+static void request_destroy(mca_coll_gpu_request_t *r)
+{
+    for (int i = 0; i < 2; ++i) {
+        if (NULL != r->dts[i]) {
+            OBJ_RELEASE(r->dts[i]);
+        }
+    }
+    if (NULL != r->uop) {
+        OBJ_RELEASE(r->uop);
+    }
+    if (NULL != r->m) {
+        OBJ_RELEASE(r->m);
+    }
+    OMPI_REQUEST_FINI(&r->super.super);
+    OBJ_RELEASE(r);
+}
+
+static int request_free(ompi_request_t **req)
+{
+    mca_coll_gpu_request_t *r = (mca_coll_gpu_request_t *) *req;
+    *req = MPI_REQUEST_NULL;
+    if (!REQUEST_COMPLETE(&r->super.super)) {
+        /* MPI forbids freeing an active collective request; finish it quietly later */
+        opal_output(0, "coll/gpu: a non-blocking collective request on %s was freed before it "
+                       "completed (MPI forbids this); coll/gpu completes it and drops it",
+                    NULL != r->m ? r->m->comm->c_name : "?");
+        r->orphan = true;
+        return MPI_SUCCESS;
+    }
+    request_destroy(r);
+    return MPI_SUCCESS;
+}
+
+static int request_cancel(ompi_request_t *req, int complete)
+{
+    (void) req, (void) complete;
+    return MPI_SUCCESS; /* collectives cannot be cancelled: the request completes normally */
+}
+
+static mca_coll_gpu_request_t *request_new(mca_coll_gpu_module_t *m,
+                                           struct ompi_communicator_t *comm, bool engine)
+{
+    mca_coll_gpu_request_t *r = OBJ_NEW(mca_coll_gpu_request_t);
+    if (NULL == r) {
+        return NULL;
+    }
+    OMPI_REQUEST_INIT(&r->super.super, false);
+    r->super.super.req_type = OMPI_REQUEST_COLL;
+    r->super.super.req_state = OMPI_REQUEST_ACTIVE;
+    r->super.super.req_status.MPI_ERROR = MPI_SUCCESS;
+    r->super.super.req_free = request_free;
+    r->super.super.req_cancel = request_cancel;
+    r->super.super.req_mpi_object.comm = comm;
+    r->engine = engine;
+    OBJ_RETAIN(m);
+    r->m = m;
+    return r;
+}
+
+static void retain_types(mca_coll_gpu_request_t *r, struct ompi_datatype_t *a,
+                         struct ompi_datatype_t *b, struct ompi_op_t *op)
+{
+    if (NULL != a) {
+        OBJ_RETAIN(a);
+        r->dts[0] = a;
+    }
+    if (NULL != b) {
+        OBJ_RETAIN(b);
+        r->dts[1] = b;
+    }
+    if (NULL != op) {
+        OBJ_RETAIN(op);
+        r->uop = op;
+    }
+}
+
+/* ---- views: what the engine reads and writes ---- */
+
+static int view_open(nb_view_t *v, void *buf, int count, struct ompi_datatype_t *dt, size_t bytes,
+                     bool in, bool out, void **engine_ptr)
+{
+    const char *start;
+    memset(v, 0, sizeof(*v));
+    if (mca_coll_gpu_contiguous_run(buf, count, dt, &start)) {
+        *engine_ptr = (void *) start;
+        return MPI_SUCCESS;
+    }
+    int rc = MPI_SUCCESS;
+    v->host = buf;
+    v->count = count;
+    v->dt = dt;
+    if (mca_coll_gpu_on_device(buf)) { /* packing runs on the CPU */
+        rc = mca_coll_gpu_mirror_in(&v->mir, buf, (size_t) count, dt, &v->host);
+    }
+    if (MPI_SUCCESS == rc) {
+        v->pack = malloc(bytes > 0 ? bytes : 1);
+        rc = NULL == v->pack ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    }
+    if (MPI_SUCCESS == rc && in) {
+        rc = mca_coll_gpu_typed_copy(v->host, v->pack, (size_t) count, dt, true);
+    }
+    v->unpack = out;
+    *engine_ptr = v->pack;
+    return rc;
+}
+
+static int view_close(nb_view_t *v, int rc)
+{
+    if (NULL == v->pack) { /* the user's run, or a view that failed before packing */
+        free(v->mir.mem);
+        v->mir.mem = NULL;
+        return rc;
+    }
+    if (MPI_SUCCESS == rc && v->unpack) {
+        rc = mca_coll_gpu_typed_copy(v->pack, v->host, (size_t) v->count, v->dt, false);
+    }
+    free(v->pack);
+    v->pack = NULL;
+    if (v->unpack) {
+        return mca_coll_gpu_mirror_out(&v->mir, rc);
+    }
+    free(v->mir.mem);
+    v->mir.mem = NULL;
+    return rc;
+}
+
+/* ---- the worker ---- */
+
+static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
+{
+    cgpu_comm_t *ec = r->m->ecomm;
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    switch (r->kind) {
+    case NB_ALLREDUCE:
+        return cgpu_allreduce(ec, r->s, r->r, r->count, r->dt, r->op,
+                              (cgpu_allreduce_alg_t) c->allreduce_algorithm);
+    case NB_REDUCE:
+        return cgpu_reduce(ec, r->s, r->r, r->count, r->dt, r->op, r->root);
+    case NB_REDUCE_SCATTER_BLOCK:
+        return cgpu_reduce_scatter_block(ec, r->s, r->r, r->count, r->dt, r->op);
+    case NB_BCAST:
+        return cgpu_bcast(ec, r->r, r->bytes, r->root);
+    case NB_ALLGATHER:
+        return cgpu_allgather(ec, r->s, r->r, r->bytes);
+    case NB_ALLTOALL:
+        return cgpu_alltoall(ec, r->s, r->r, r->bytes,
+                             (cgpu_alltoall_alg_t) c->alltoall_algorithm);
+    }
+    return CGPU_ERR_INVALID_ARG;
+}
+
+/* ---- the bootstrap of a worker's set-up: rounds run by the application's threads ---- */
+
+static cgpu_status_t async_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
+{
+    mca_coll_gpu_nbq_t *q = ctx;
+    boot_job_t job = {.s = sbuf, .r = rbuf, .bytes = bytes, .rc = MPI_SUCCESS};
+    atomic_init(&job.done, 0);
+    memcpy((char *) rbuf + (size_t) q->bs.rank * bytes, sbuf, bytes);
+    if (q->bs.size > 1) {
+        pthread_mutex_lock(&pending_lock);
+        q->job = &job;
+        q->jnext = jobs;
+        jobs = q;
+        atomic_fetch_add(&njobs, 1);
+        pthread_mutex_unlock(&pending_lock);
+        /* the application's MPI_Test/MPI_Wait (our progress callback) move the round */
+        while (0 == atomic_load_explicit(&job.done, memory_order_acquire)) {
+            sched_yield();
+        }
+    }
+    return MPI_SUCCESS == job.rc ? CGPU_OK : CGPU_ERR_BOOTSTRAP;
+}
+
+static cgpu_status_t async_barrier(void *ctx)
+{
+    mca_coll_gpu_nbq_t *q = ctx;
+    char *tmp = calloc((size_t) q->bs.size, 1);
+    if (NULL == tmp) {
+        return CGPU_ERR_NO_MEMORY;
+    }
+    const char one = 1;
+    cgpu_status_t st = async_allgather(ctx, &one, tmp, 1);
+    free(tmp);
+    return st;
+}
+
+/* Posts or tests one worker's round (progress callback, pending_lock held): true when the
+ * round is over. */
+static bool job_step(mca_coll_gpu_nbq_t *q)
+{
+    boot_job_t *j = q->job;
+    struct ompi_communicator_t *comm = q->m->comm;
+    const int n = q->bs.size, me = q->bs.rank;
+    if (!j->posted) {
+        j->posted = true;
+        j->reqs = calloc(2 * (size_t) n, sizeof(*j->reqs));
+        if (NULL == j->reqs) {
+            j->rc = MPI_ERR_NO_MEM;
+            return true;
+        }
+        for (int p = 0; p < n && MPI_SUCCESS == j->rc; ++p) {
+            if (p == me) {
+                continue;
+            }
+            j->rc = MCA_PML_CALL(irecv(j->r + (size_t) p * j->bytes, j->bytes, MPI_BYTE, p,
+                                       CGPU_BOOT_TAG, comm, &j->reqs[j->nreqs]));
+            j->nreqs += MPI_SUCCESS == j->rc;
+            if (MPI_SUCCESS == j->rc) {
+                j->rc = MCA_PML_CALL(isend(j->s, j->bytes, MPI_BYTE, p, CGPU_BOOT_TAG,
+                                           MCA_PML_BASE_SEND_STANDARD, comm,
+                                           &j->reqs[j->nreqs]));
+                j->nreqs += MPI_SUCCESS == j->rc;
+            }
+        }
+        if (MPI_SUCCESS != j->rc) {
+            opal_output(0, "coll/gpu: comm %s: posting a set-up message failed (%d)",
+                        comm->c_name, j->rc);
+            /* what was posted still completes (the peers post theirs too) */
+        }
+    }
+    int flag = 0;
+    if (j->nreqs > 0) {
+        int rc = ompi_request_test_all(j->nreqs, j->reqs, &flag, MPI_STATUSES_IGNORE);
+        if (OMPI_SUCCESS != rc && MPI_SUCCESS == j->rc) {
+            j->rc = rc;
+        }
+        if (!flag) {
+            return false;
+        }
+    }
+    free(j->reqs);
+    j->reqs = NULL;
+    return true;
+}
+
+/* Moves every bootstrap round in flight (pending_lock held). */
+static void jobs_progress(void)
+{
+    for (mca_coll_gpu_nbq_t **pp = &jobs; NULL != *pp;) {
+        mca_coll_gpu_nbq_t *q = *pp;
+        if (job_step(q)) {
+            *pp = q->jnext;
+            boot_job_t *j = q->job;
+            q->job = NULL;
+            atomic_fetch_sub(&njobs, 1);
+            atomic_store_explicit(&j->done, 1, memory_order_release);
+        } else {
+            pp = &q->jnext;
+        }
+    }
+}
+
+/* A worker (or, past the cap, the posting thread) runs one queued call. */
+static void run_one(mca_coll_gpu_request_t *r, const cgpu_bootstrap_t *bs)
+{
+    mca_coll_gpu_module_t *m = r->m;
+    if (r->create) {
+        /* on the device the posting thread had (the blocking path's choice), unless the
+         * buffer is device memory, whose device mca_coll_gpu_create takes */
+        if (r->post_device >= 0 && r->post_device != cgpu_engine_current_device()) {
+            (void) cgpu_engine_set_device(r->post_device);
+        }
+        mca_coll_gpu_create(m, r->create_buf, bs);
+    }
+    if (CGPU_MODULE_READY == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE)) {
+        r->st = run_engine(r);
+        atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
+    } else {
+        /* the set-up this call was queued behind failed on some rank (the same on all) */
+        r->st = CGPU_ERR_STATE;
+        opal_output(0, "coll/gpu: %s on %s: the engine communicator could not be set up (see "
+                       "coll_gpu_verbose 10); this call fails, later ones take the staged path",
+                    nb_names[r->kind], m->comm->c_name);
+    }
+    atomic_store_explicit(&r->done, 1, memory_order_release);
+    atomic_fetch_add_explicit(&m->nb_done, 1, memory_order_release);
+}
+
+static void *worker_main(void *arg)
+{
+    mca_coll_gpu_nbq_t *q = arg;
+    on_worker = true;
+    cgpu_engine_forbid_bootstrap(true);
+    for (;;) {
+        mca_coll_gpu_request_t *r = NULL;
+        /* a short spin first: back-to-back calls find the next one without a wake-up */
+        for (int spin = 0; spin < 200 && NULL == r; ++spin) {
+            pthread_mutex_lock(&q->lock);
+            if (NULL != q->head) {
+                r = q->head;
+                q->head = r->qnext;
+                if (NULL == q->head) {
+                    q->tail = NULL;
+                }
+            }
+            bool stop = q->stop;
+            pthread_mutex_unlock(&q->lock);
+            if (NULL == r) {
+                if (stop) {
+                    return NULL;
+                }
+                sched_yield();
+            }
+        }
+        if (NULL == r) {
+            pthread_mutex_lock(&q->lock);
+            while (NULL == q->head && !q->stop) {
+                q->sleeping = true;
+                pthread_cond_wait(&q->cv, &q->lock);
+                q->sleeping = false;
+            }
+            if (NULL == q->head) { /* stop, queue empty */
+                pthread_mutex_unlock(&q->lock);
+                return NULL;
+            }
+            r = q->head;
+            q->head = r->qnext;
+            if (NULL == q->head) {
+                q->tail = NULL;
+            }
+            pthread_mutex_unlock(&q->lock);
+        }
+        run_one(r, &q->bs);
+    }
+}
+
+/* The communicator's worker, started at its first non-blocking engine call; NULL past
+ * the cap or when a thread cannot be made (the call then runs at its post). */
+static mca_coll_gpu_nbq_t *worker_of(mca_coll_gpu_module_t *m)
+{
+    mca_coll_gpu_nbq_t *q = __atomic_load_n(&m->nbq, __ATOMIC_ACQUIRE);
+    if (NULL != q) {
+        return q;
+    }
+    pthread_mutex_lock(&create_lock);
+    q = m->nbq;
+    if (NULL == q && atomic_load(&nworkers) < mca_coll_gpu_component.nb_max_workers) {
+        q = calloc(1, sizeof(*q));
+        if (NULL != q) {
+            pthread_mutex_init(&q->lock, NULL);
+            pthread_cond_init(&q->cv, NULL);
+            q->m = m;
+            q->bs.ctx = q;
+            q->bs.rank = ompi_comm_rank(m->comm);
+            q->bs.size = ompi_comm_size(m->comm);
+            q->bs.allgather = async_allgather;
+            q->bs.barrier = async_barrier;
+            if (0 != pthread_create(&q->thread, NULL, worker_main, q)) {
+                pthread_mutex_destroy(&q->lock);
+                pthread_cond_destroy(&q->cv);
+                free(q);
+                q = NULL;
+            } else {
+                atomic_fetch_add(&nworkers, 1);
+                __atomic_store_n(&m->nbq, q, __ATOMIC_RELEASE);
+            }
+        }
+    }
+    if (NULL == q && !cap_reported) {
+        cap_reported = true;
+        opal_output_verbose(1, mca_coll_gpu_component.output,
+                            "coll/gpu: no worker thread for non-blocking collectives on %s (%d "
+                            "running, cap coll_gpu_nb_max_workers = %d): they run at their post, "
+                            "blocking, until a communicator with a worker is freed",
+                            m->comm->c_name, atomic_load(&nworkers),
+                            mca_coll_gpu_component.nb_max_workers);
+    }
+    pthread_mutex_unlock(&create_lock);
+    return q;
+}
+
+void mca_coll_gpu_nb_module_fini(mca_coll_gpu_module_t *m)
+{
+    mca_coll_gpu_nbq_t *q = m->nbq;
+    if (NULL == q) {
+        return;
+    }
+    m->nbq = NULL;
+    pthread_mutex_lock(&q->lock);
+    q->stop = true;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->lock);
+    pthread_join(q->thread, NULL);
+    pthread_mutex_destroy(&q->lock);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+    atomic_fetch_sub(&nworkers, 1);
+}
+
+void mca_coll_gpu_nb_drain(mca_coll_gpu_module_t *m)
+{
+    if (on_worker) {
+        return;
+    }
+    while (atomic_load_explicit(&m->nb_done, memory_order_acquire) !=
+           atomic_load_explicit(&m->nb_posted, memory_order_relaxed)) {
+        opal_progress(); /* a set-up queued on the worker needs our progress callback */
+    }
+}
+
+/* ---- completion (the application's threads, inside opal_progress) ---- */
+
+static bool ready(mca_coll_gpu_request_t *r)
+{
+    return r->engine ? 0 != atomic_load_explicit(&r->done, memory_order_acquire)
+                     : REQUEST_COMPLETE(r->inner);
+}
+
+static void finish(mca_coll_gpu_request_t *r)
+{
+    int rc = r->rc;
+    if (r->engine) {
+        if (MPI_SUCCESS == rc) {
+            rc = mca_coll_gpu_engine_rc(r->st, nb_names[r->kind], r->m->comm);
+        }
+        for (int i = 0; i < 2; ++i) {
+            rc = view_close(&r->v[i], rc);
+        }
+        free(r->scratch);
+        r->scratch = NULL;
+    } else {
+        if (MPI_SUCCESS == rc) {
+            rc = r->inner->req_status.MPI_ERROR;
+        }
+        (void) ompi_request_free(&r->inner);
+        for (int i = 0; i < 2; ++i) {
+            if (r->back[i]) {
+                rc = mca_coll_gpu_mirror_out(&r->mir[i], rc);
+            } else {
+                free(r->mir[i].mem);
+                r->mir[i].mem = NULL;
+            }
+        }
+    }
+    if (r->orphan) {
+        request_destroy(r);
+        return;
+    }
+    r->super.super.req_status.MPI_ERROR = rc;
+    ompi_request_complete(&r->super.super, true);
+}
+
+static int nb_progress(void)
+{
+    if (0 == atomic_load_explicit(&npending, memory_order_relaxed) &&
+        0 == atomic_load_explicit(&njobs, memory_order_relaxed)) {
+        return 0;
+    }
+    if (0 != pthread_mutex_trylock(&pending_lock)) {
+        return 0; /* another thread is at it */
+    }
+    if (0 != atomic_load_explicit(&njobs, memory_order_relaxed)) {
+        jobs_progress();
+    }
+    mca_coll_gpu_request_t *done = NULL;
+    for (mca_coll_gpu_request_t *r = pending, *next; NULL != r; r = next) {
+        next = r->pnext;
+        if (!ready(r)) {
+            continue;
+        }
+        if (NULL != r->pprev) {
+            r->pprev->pnext = r->pnext;
+        } else {
+            pending = r->pnext;
+        }
+        if (NULL != r->pnext) {
+            r->pnext->pprev = r->pprev;
+        }
+        atomic_fetch_sub(&npending, 1);
+        r->pnext = done;
+        done = r;
+    }
+    pthread_mutex_unlock(&pending_lock);
+    int n = 0;
+    while (NULL != done) { /* outside the lock: finishing copies and may call back */
+        mca_coll_gpu_request_t *r = done;
+        done = r->pnext;
+        finish(r);
+        ++n;
+    }
+    return n;
+}
+
+void mca_coll_gpu_nb_open(void)
+{
+    if (!progress_registered && OPAL_SUCCESS == opal_progress_register(nb_progress)) {
+        progress_registered = true;
+    }
+}
+
+void mca_coll_gpu_nb_close(void)
+{
+    if (progress_registered) {
+        (void) opal_progress_unregister(nb_progress);
+        progress_registered = false;
+    }
+}
+
+/* ---- posting ---- */
+
+/* Queue an engine call (or run it now when no worker can be had). */
+static int engine_post(mca_coll_gpu_request_t *r, ompi_request_t **request)
+{
+    mca_coll_gpu_module_t *m = r->m;
+    mca_coll_gpu_nbq_t *q = worker_of(m);
+    atomic_fetch_add_explicit(&m->nb_posted, 1, memory_order_relaxed);
+    if (NULL == q) {
+        /* past the worker cap: run now, blocking, with what a worker would do (no
+         * copy-engine agreement round, so every rank runs the call alike) */
+        mca_coll_gpu_nb_drain(m);
+        cgpu_engine_forbid_bootstrap(true);
+        run_one(r, &m->bootstrap);
+        cgpu_engine_forbid_bootstrap(false);
+    } else {
+        r->qnext = NULL;
+        pthread_mutex_lock(&q->lock);
+        if (NULL == q->tail) {
+            q->head = q->tail = r;
+        } else {
+            q->tail->qnext = r;
+            q->tail = r;
+        }
+        if (q->sleeping) {
+            pthread_cond_signal(&q->cv);
+        }
+        pthread_mutex_unlock(&q->lock);
+    }
+    pending_add(r);
+    *request = &r->super.super;
+    return MPI_SUCCESS;
+}
+
+/* A view failed locally: the engine still runs (on scratch) so no peer waits forever,
+ * and the error comes back with the request. */
+static bool use_scratch(mca_coll_gpu_request_t *r, size_t bytes)
+{
+    r->scratch = calloc(1, bytes > 0 ? bytes : 1);
+    return NULL != r->scratch;
+}
+
+/* Whether a call the engine could run takes the engine path: a function of the module's
+ * state, which every rank changes in the same call (decision 2). The first such call on a
+ * communicator queues the engine communicator's set-up ahead of itself. */
+static bool plan_engine(mca_coll_gpu_module_t *m, bool *create)
+{
+    *create = false;
+    if (mca_coll_gpu_nested()) {
+        return false;
+    }
+    switch (__atomic_load_n(&m->state, __ATOMIC_ACQUIRE)) {
+    case CGPU_MODULE_READY:
+    case CGPU_MODULE_CREATING:
+        return true;
+    case CGPU_MODULE_FALLBACK:
+        return false;
+    case CGPU_MODULE_UNINIT:
+        break;
+    }
+    if (!m->one_node) {
+        /* no engine communicator can span nodes: the staged path from the start */
+        __atomic_store_n(&m->state, CGPU_MODULE_FALLBACK, __ATOMIC_RELEASE);
+        return false;
+    }
+    __atomic_store_n(&m->state, CGPU_MODULE_CREATING, __ATOMIC_RELEASE);
+    *create = true;
+    return true;
+}
+
+/* A new engine request, the set-up first when planned. */
+static mca_coll_gpu_request_t *engine_request(mca_coll_gpu_module_t *m,
+                                              struct ompi_communicator_t *comm, bool create,
+                                              const void *buf)
+{
+    mca_coll_gpu_request_t *r = request_new(m, comm, true);
+    if (NULL != r) {
+        r->create = create;
+        r->create_buf = buf;
+        r->post_device = create ? cgpu_engine_current_device() : -1;
+    }
+    return r;
+}
+
+/* ---- staged path ---- */
+
+static int staged_in(mca_coll_gpu_request_t *r, int i, const void *buf, size_t count,
+                     struct ompi_datatype_t *dt, bool back, void **host)
+{
+    *host = (void *) buf;
+    if (!mca_coll_gpu_on_device(buf)) {
+        return MPI_SUCCESS;
+    }
+    int rc = mca_coll_gpu_mirror_in(&r->mir[i], buf, count, dt, host);
+    r->back[i] = MPI_SUCCESS == rc && back;
+    return rc;
+}
+
+/* After the previous module's post: a request of ours around it (copies back at completion). */
+static int staged_post(mca_coll_gpu_request_t *r, int rc, ompi_request_t **request,
+                       const char *what)
+{
+    if (MPI_SUCCESS != rc) {
+        opal_output(0, "coll/gpu: %s on %s: cannot stage device buffers through host memory (%d)",
+                    what, r->m->comm->c_name, rc);
+        for (int i = 0; i < 2; ++i) {
+            free(r->mir[i].mem);
+        }
+        request_destroy(r);
+        return rc;
+    }
+    pending_add(r);
+    *request = &r->super.super;
+    return MPI_SUCCESS;
+}
+
+/* The staged call's start: counted, and NULL when it goes to the previous module as it is
+ * (nested, or no device buffer). */
+static mca_coll_gpu_request_t *staged_begin(mca_coll_gpu_module_t *m,
+                                            struct ompi_communicator_t *comm, const void *a,
+                                            const void *b)
+{
+    if (mca_coll_gpu_nested()) {
+        return NULL;
+    }
+    atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
+    if (!mca_coll_gpu_on_device(a) && !mca_coll_gpu_on_device(b)) {
+        return NULL;
+    }
+    return request_new(m, comm, false);
+}
+
+#define STAGED_NEW_OR_PASS(r, a, b, prevcall)                                                 \
+    mca_coll_gpu_request_t *r = staged_begin(m, comm, (a), (b));                              \
+    if (NULL == r) {                                                                          \
+        if (!mca_coll_gpu_nested() && (mca_coll_gpu_on_device(a) || mca_coll_gpu_on_device(b))) \
+            return MPI_ERR_NO_MEM;                                                            \
+        return MCA_COLL_GPU_PREV(prevcall);                                                   \
+    }
+
+/* ---- entry points: the six with an engine path ---- */
+
+static int nb_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                         struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                         ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    bool create;
+    cgpu_dtype_t dt;
+    cgpu_op_t eop;
+    if (mca_coll_gpu_allreduce_engine_ok(count, dtype, op, &dt, &eop) &&
+        plan_engine(m, &create)) {
+        mca_coll_gpu_request_t *r = engine_request(m, comm, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
+        if (NULL == r) {
+            return MPI_ERR_NO_MEM;
+        }
+        r->kind = NB_ALLREDUCE;
+        r->s = MPI_IN_PLACE == sbuf ? rbuf : sbuf;
+        r->r = rbuf;
+        r->count = (size_t) count;
+        r->dt = dt;
+        r->op = eop;
+        return engine_post(r, request);
+    }
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
+                                               m->prev.coll_iallreduce_module))
+    void *hs = (void *) sbuf, *hr;
+    int rc = staged_in(r, 0, sbuf, (size_t) count, dtype, false, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = staged_in(r, 1, rbuf, (size_t) count, dtype, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, dtype, NULL, op);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_iallreduce(hs, hr, count, dtype, op, comm, &r->inner,
+                                                       m->prev.coll_iallreduce_module));
+    }
+    return staged_post(r, rc, request, "MPI_Iallreduce");
+}
+
+static int nb_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                      struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                      ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    bool create;
+    const bool is_root = ompi_comm_rank(comm) == root;
+    cgpu_dtype_t dt;
+    cgpu_op_t eop;
+    if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.reduce_algorithm && count > 0 &&
+        mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop) &&
+        plan_engine(m, &create)) {
+        mca_coll_gpu_request_t *r = engine_request(m, comm, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
+        if (NULL == r) {
+            return MPI_ERR_NO_MEM;
+        }
+        r->kind = NB_REDUCE;
+        r->s = MPI_IN_PLACE == sbuf ? NULL : sbuf;
+        r->r = is_root ? rbuf : NULL;
+        r->count = (size_t) count;
+        r->dt = dt;
+        r->op = eop;
+        r->root = root;
+        return engine_post(r, request);
+    }
+    STAGED_NEW_OR_PASS(r, sbuf, is_root ? rbuf : NULL,
+                       m->prev.coll_ireduce(sbuf, rbuf, count, dtype, op, root, comm, request,
+                                            m->prev.coll_ireduce_module))
+    void *hs = (void *) sbuf, *hr = rbuf;
+    int rc = staged_in(r, 0, sbuf, (size_t) count, dtype, false, &hs);
+    if (MPI_SUCCESS == rc && is_root) {
+        rc = staged_in(r, 1, rbuf, (size_t) count, dtype, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, dtype, NULL, op);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ireduce(hs, hr, count, dtype, op, root, comm,
+                                                    &r->inner, m->prev.coll_ireduce_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ireduce");
+}
+
+static int nb_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
+                                    struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                    struct ompi_communicator_t *comm, ompi_request_t **request,
+                                    mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    bool create;
+    cgpu_dtype_t dt;
+    cgpu_op_t eop;
+    if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.reduce_scatter_algorithm &&
+        rcount > 0 && mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop) &&
+        plan_engine(m, &create)) {
+        mca_coll_gpu_request_t *r = engine_request(m, comm, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
+        if (NULL == r) {
+            return MPI_ERR_NO_MEM;
+        }
+        r->kind = NB_REDUCE_SCATTER_BLOCK;
+        r->s = MPI_IN_PLACE == sbuf ? NULL : sbuf;
+        r->r = rbuf;
+        r->count = (size_t) rcount;
+        r->dt = dt;
+        r->op = eop;
+        return engine_post(r, request);
+    }
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_ireduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm,
+                                                          request,
+                                                          m->prev.coll_ireduce_scatter_block_module))
+    const size_t total = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    void *hs = (void *) sbuf, *hr;
+    int rc = staged_in(r, 0, sbuf, total, dtype, false, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = staged_in(r, 1, rbuf, MPI_IN_PLACE == sbuf ? total : (size_t) rcount, dtype, true,
+                       &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, dtype, NULL, op);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ireduce_scatter_block(
+            hs, hr, rcount, dtype, op, comm, &r->inner, m->prev.coll_ireduce_scatter_block_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ireduce_scatter_block");
+}
+
+static int nb_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int root,
+                     struct ompi_communicator_t *comm, ompi_request_t **request,
+                     mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    bool create;
+    if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.bcast_algorithm && count > 0 &&
+        plan_engine(m, &create)) {
+        mca_coll_gpu_request_t *r = engine_request(m, comm, create, buf);
+        if (NULL == r) {
+            return MPI_ERR_NO_MEM;
+        }
+        size_t esize;
+        ompi_datatype_type_size(dtype, &esize);
+        const bool is_root = ompi_comm_rank(comm) == root;
+        r->kind = NB_BCAST;
+        r->bytes = (size_t) count * esize;
+        r->root = root;
+        r->rc = view_open(&r->v[0], buf, count, dtype, r->bytes, is_root, !is_root, &r->r);
+        if (MPI_SUCCESS != r->rc) {
+            if (!use_scratch(r, r->bytes)) {
+                request_destroy(r);
+                return MPI_ERR_NO_MEM;
+            }
+            r->r = r->scratch;
+        }
+        if (NULL != r->v[0].pack) {
+            retain_types(r, dtype, NULL, NULL);
+        }
+        return engine_post(r, request);
+    }
+    STAGED_NEW_OR_PASS(r, buf, NULL,
+                       m->prev.coll_ibcast(buf, count, dtype, root, comm, request,
+                                           m->prev.coll_ibcast_module))
+    void *h;
+    int rc = staged_in(r, 0, buf, (size_t) count, dtype, ompi_comm_rank(comm) != root, &h);
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, dtype, NULL, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ibcast(h, count, dtype, root, comm, &r->inner,
+                                                   m->prev.coll_ibcast_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ibcast");
+}
+
+static int nb_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                         int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                         ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    bool create;
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    const int n = ompi_comm_size(comm);
+    if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.allgather_algorithm && rcount > 0 &&
+        (in_place || scount >= 0) && plan_engine(m, &create)) {
+        mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
+        if (NULL == r) {
+            return MPI_ERR_NO_MEM;
+        }
+        size_t rsize;
+        ompi_datatype_type_size(rdt, &rsize);
+        r->kind = NB_ALLGATHER;
+        r->bytes = (size_t) rcount * rsize;
+        void *s = NULL;
+        r->rc = view_open(&r->v[1], rbuf, rcount * n, rdt, r->bytes * (size_t) n, in_place, true,
+                          &r->r);
+        if (MPI_SUCCESS == r->rc && !in_place) {
+            r->rc = view_open(&r->v[0], (void *) sbuf, scount, sdt, r->bytes, true, false, &s);
+        }
+        r->s = s;
+        if (MPI_SUCCESS != r->rc) {
+            if (!use_scratch(r, r->bytes * (size_t) n)) {
+                view_close(&r->v[0], MPI_ERR_NO_MEM);
+                view_close(&r->v[1], MPI_ERR_NO_MEM);
+                request_destroy(r);
+                return MPI_ERR_NO_MEM;
+            }
+            r->s = NULL;
+            r->r = r->scratch;
+        }
+        retain_types(r, sdt, rdt, NULL);
+        return engine_post(r, request);
+    }
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_iallgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+                                               request, m->prev.coll_iallgather_module))
+    void *hs, *hr;
+    int rc = staged_in(r, 0, sbuf, (size_t) scount, sdt, false, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = staged_in(r, 1, rbuf, (size_t) rcount * (size_t) n, rdt, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_iallgather(hs, scount, sdt, hr, rcount, rdt, comm,
+                                                       &r->inner, m->prev.coll_iallgather_module));
+    }
+    return staged_post(r, rc, request, "MPI_Iallgather");
+}
+
+static int nb_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                        int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                        ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    bool create;
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    const int n = ompi_comm_size(comm);
+    size_t bytes;
+    if (mca_coll_gpu_alltoall_engine_ok(in_place ? rcount : scount, rcount, rdt, &bytes) &&
+        plan_engine(m, &create)) {
+        mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
+        if (NULL == r) {
+            return MPI_ERR_NO_MEM;
+        }
+        const size_t total = bytes * (size_t) n;
+        r->kind = NB_ALLTOALL;
+        r->bytes = bytes;
+        void *s = NULL;
+        r->rc = view_open(&r->v[1], rbuf, rcount * n, rdt, total, in_place, true, &r->r);
+        if (MPI_SUCCESS == r->rc) {
+            if (in_place) {
+                s = r->r;
+            } else {
+                r->rc = view_open(&r->v[0], (void *) sbuf, scount * n, sdt, total, true, false,
+                                  &s);
+            }
+        }
+        r->s = s;
+        if (MPI_SUCCESS != r->rc) {
+            if (!use_scratch(r, total)) {
+                view_close(&r->v[0], MPI_ERR_NO_MEM);
+                view_close(&r->v[1], MPI_ERR_NO_MEM);
+                request_destroy(r);
+                return MPI_ERR_NO_MEM;
+            }
+            r->s = r->r = r->scratch;
+        }
+        retain_types(r, in_place ? NULL : sdt, rdt, NULL);
+        return engine_post(r, request);
+    }
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_ialltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm, request,
+                                              m->prev.coll_ialltoall_module))
+    void *hs, *hr;
+    int rc = staged_in(r, 0, sbuf, in_place ? 0 : (size_t) scount * (size_t) n, sdt, false, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = staged_in(r, 1, rbuf, (size_t) rcount * (size_t) n, rdt, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, in_place ? NULL : sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ialltoall(hs, scount, sdt, hr, rcount, rdt, comm,
+                                                      &r->inner, m->prev.coll_ialltoall_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ialltoall");
+}
+
+/* ---- the others: staged only ---- */
+
+static int nb_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                          const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
+                          struct ompi_communicator_t *comm, ompi_request_t **request,
+                          mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_iallgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
+                                                comm, request, m->prev.coll_iallgatherv_module))
+    void *hs, *hr;
+    int rc = staged_in(r, 0, sbuf, (size_t) scount, sdt, false, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = staged_in(r, 1, rbuf, mca_coll_gpu_v_span(rcounts, displs, ompi_comm_size(comm)), rdt, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_iallgatherv(hs, scount, sdt, hr, rcounts, displs, rdt,
+                                                        comm, &r->inner,
+                                                        m->prev.coll_iallgatherv_module));
+    }
+    return staged_post(r, rc, request, "MPI_Iallgatherv");
+}
+
+static int nb_igather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                      int rcount, struct ompi_datatype_t *rdt, int root,
+                      struct ompi_communicator_t *comm, ompi_request_t **request,
+                      mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    const bool is_root = ompi_comm_rank(comm) == root;
+    STAGED_NEW_OR_PASS(r, sbuf, is_root ? rbuf : NULL,
+                       m->prev.coll_igather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
+                                            request, m->prev.coll_igather_module))
+    void *hs, *hr = rbuf;
+    int rc = staged_in(r, 0, sbuf, (size_t) scount, sdt, false, &hs);
+    if (MPI_SUCCESS == rc && is_root) {
+        rc = staged_in(r, 1, rbuf, (size_t) rcount * (size_t) ompi_comm_size(comm), rdt, true,
+                       &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_igather(hs, scount, sdt, hr, rcount, rdt, root, comm,
+                                                    &r->inner, m->prev.coll_igather_module));
+    }
+    return staged_post(r, rc, request, "MPI_Igather");
+}
+
+static int nb_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                       const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
+                       int root, struct ompi_communicator_t *comm, ompi_request_t **request,
+                       mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    const bool is_root = ompi_comm_rank(comm) == root;
+    STAGED_NEW_OR_PASS(r, sbuf, is_root ? rbuf : NULL,
+                       m->prev.coll_igatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root,
+                                             comm, request, m->prev.coll_igatherv_module))
+    void *hs, *hr = rbuf;
+    int rc = staged_in(r, 0, sbuf, (size_t) scount, sdt, false, &hs);
+    if (MPI_SUCCESS == rc && is_root) {
+        rc = staged_in(r, 1, rbuf, mca_coll_gpu_v_span(rcounts, displs, ompi_comm_size(comm)), rdt, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_igatherv(hs, scount, sdt, hr, rcounts, displs, rdt,
+                                                     root, comm, &r->inner,
+                                                     m->prev.coll_igatherv_module));
+    }
+    return staged_post(r, rc, request, "MPI_Igatherv");
+}
+
+static int nb_iscatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                       int rcount, struct ompi_datatype_t *rdt, int root,
+                       struct ompi_communicator_t *comm, ompi_request_t **request,
+                       mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    const bool is_root = ompi_comm_rank(comm) == root;
+    STAGED_NEW_OR_PASS(r, is_root ? sbuf : NULL, rbuf,
+                       m->prev.coll_iscatter(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
+                                             request, m->prev.coll_iscatter_module))
+    void *hs = (void *) sbuf, *hr;
+    int rc = MPI_SUCCESS;
+    if (is_root) {
+        rc = staged_in(r, 0, sbuf, (size_t) scount * (size_t) ompi_comm_size(comm), sdt, false,
+                       &hs);
+    }
+    if (MPI_SUCCESS == rc) {
+        rc = staged_in(r, 1, rbuf, (size_t) rcount, rdt, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_iscatter(hs, scount, sdt, hr, rcount, rdt, root, comm,
+                                                     &r->inner, m->prev.coll_iscatter_module));
+    }
+    return staged_post(r, rc, request, "MPI_Iscatter");
+}
+
+static int nb_iscatterv(const void *sbuf, const int *scounts, const int *displs,
+                        struct ompi_datatype_t *sdt, void *rbuf, int rcount,
+                        struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
+                        ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    const bool is_root = ompi_comm_rank(comm) == root;
+    STAGED_NEW_OR_PASS(r, is_root ? sbuf : NULL, rbuf,
+                       m->prev.coll_iscatterv(sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root,
+                                              comm, request, m->prev.coll_iscatterv_module))
+    void *hs = (void *) sbuf, *hr;
+    int rc = MPI_SUCCESS;
+    if (is_root) {
+        rc = staged_in(r, 0, sbuf, mca_coll_gpu_v_span(scounts, displs, ompi_comm_size(comm)), sdt, false, &hs);
+    }
+    if (MPI_SUCCESS == rc) {
+        rc = staged_in(r, 1, rbuf, (size_t) rcount, rdt, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_iscatterv(hs, scounts, displs, sdt, hr, rcount, rdt,
+                                                      root, comm, &r->inner,
+                                                      m->prev.coll_iscatterv_module));
+    }
+    return staged_post(r, rc, request, "MPI_Iscatterv");
+}
+
+static int nb_ialltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                         struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                         const int *rdispls, struct ompi_datatype_t *rdt,
+                         struct ompi_communicator_t *comm, ompi_request_t **request,
+                         mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    const int n = ompi_comm_size(comm);
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_ialltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts,
+                                               rdispls, rdt, comm, request,
+                                               m->prev.coll_ialltoallv_module))
+    void *hs, *hr;
+    int rc = staged_in(r, 0, sbuf, MPI_IN_PLACE == sbuf ? 0 : mca_coll_gpu_v_span(scounts, sdispls, n), sdt,
+                       false, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = staged_in(r, 1, rbuf, mca_coll_gpu_v_span(rcounts, rdispls, n), rdt, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, MPI_IN_PLACE == sbuf ? NULL : sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ialltoallv(hs, scounts, sdispls, sdt, hr, rcounts,
+                                                       rdispls, rdt, comm, &r->inner,
+                                                       m->prev.coll_ialltoallv_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ialltoallv");
+}
+
+static int nb_ialltoallw(const void *sbuf, const int *scounts, const int *sdispls,
+                         struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                         const int *rdispls, struct ompi_datatype_t *const *rdts,
+                         struct ompi_communicator_t *comm, ompi_request_t **request,
+                         mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    const int n = ompi_comm_size(comm);
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_ialltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts,
+                                               rdispls, rdts, comm, request,
+                                               m->prev.coll_ialltoallw_module))
+    void *hs = (void *) sbuf, *hr;
+    ptrdiff_t lo, hi;
+    int rc = MPI_SUCCESS;
+    if (MPI_IN_PLACE != sbuf) {
+        mca_coll_gpu_w_span(scounts, sdispls, sdts, n, &lo, &hi);
+        rc = staged_in(r, 0, (const char *) sbuf + lo, (size_t) (hi - lo), MPI_BYTE, false, &hs);
+        hs = (char *) hs - lo;
+    }
+    if (MPI_SUCCESS == rc) {
+        mca_coll_gpu_w_span(rcounts, rdispls, rdts, n, &lo, &hi);
+        rc = staged_in(r, 1, (const char *) rbuf + lo, (size_t) (hi - lo), MPI_BYTE, true, &hr);
+        hr = (char *) hr - lo;
+    }
+    if (MPI_SUCCESS == rc) {
+        /* the type arrays are the caller's, alive until completion as MPI requires */
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ialltoallw(hs, scounts, sdispls, sdts, hr, rcounts,
+                                                       rdispls, rdts, comm, &r->inner,
+                                                       m->prev.coll_ialltoallw_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ialltoallw");
+}
+
+static int nb_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                              struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                              struct ompi_communicator_t *comm, ompi_request_t **request,
+                              mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_ireduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, request,
+                                                    m->prev.coll_ireduce_scatter_module))
+    size_t total = 0;
+    for (int i = 0; i < ompi_comm_size(comm); ++i) {
+        total += (size_t) rcounts[i];
+    }
+    const size_t mine = (size_t) rcounts[ompi_comm_rank(comm)];
+    void *hs, *hr;
+    int rc = staged_in(r, 0, sbuf, total, dtype, false, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = staged_in(r, 1, rbuf, MPI_IN_PLACE == sbuf ? total : mine, dtype, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, dtype, NULL, op);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ireduce_scatter(hs, hr, rcounts, dtype, op, comm,
+                                                            &r->inner,
+                                                            m->prev.coll_ireduce_scatter_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ireduce_scatter");
+}
+
+static int nb_iscan_like(bool ex, const void *sbuf, void *rbuf, int count,
+                         struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                         struct ompi_communicator_t *comm, ompi_request_t **request,
+                         mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    mca_coll_base_module_iscan_fn_t fn = ex ? m->prev.coll_iexscan : m->prev.coll_iscan;
+    mca_coll_base_module_t *pm = ex ? m->prev.coll_iexscan_module : m->prev.coll_iscan_module;
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf, fn(sbuf, rbuf, count, dtype, op, comm, request, pm))
+    void *hs, *hr;
+    int rc = staged_in(r, 0, sbuf, (size_t) count, dtype, false, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = staged_in(r, 1, rbuf, (size_t) count, dtype, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, dtype, NULL, op);
+        rc = MCA_COLL_GPU_PREV(fn(hs, hr, count, dtype, op, comm, &r->inner, pm));
+    }
+    return staged_post(r, rc, request, ex ? "MPI_Iexscan" : "MPI_Iscan");
+}
+
+static int nb_iscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                    struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                    ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    return nb_iscan_like(false, sbuf, rbuf, count, dtype, op, comm, request, module);
+}
+
+static int nb_iexscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                      ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    return nb_iscan_like(true, sbuf, rbuf, count, dtype, op, comm, request, module);
+}
+
+void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m)
+{
+    mca_coll_base_module_t *s = &m->super;
+    s->coll_iallreduce = nb_iallreduce;
+    s->coll_ireduce = nb_ireduce;
+    s->coll_ireduce_scatter_block = nb_ireduce_scatter_block;
+    s->coll_ibcast = nb_ibcast;
+    s->coll_iallgather = nb_iallgather;
+    s->coll_ialltoall = nb_ialltoall;
+    s->coll_iallgatherv = nb_iallgatherv;
+    s->coll_igather = nb_igather;
+    s->coll_igatherv = nb_igatherv;
+    s->coll_iscatter = nb_iscatter;
+    s->coll_iscatterv = nb_iscatterv;
+    s->coll_ialltoallv = nb_ialltoallv;
+    s->coll_ialltoallw = nb_ialltoallw;
+    s->coll_ireduce_scatter = nb_ireduce_scatter;
+    s->coll_iscan = nb_iscan;
+    s->coll_iexscan = nb_iexscan;
+}

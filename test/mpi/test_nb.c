@@ -1,0 +1,491 @@
+/*
+ * Non-blocking collectives through coll/gpu (host backend in CI; `CGPU_TEST_BACKEND=auto`
+ * on a GPU machine).
+ *
+ * - The six with an engine path (Iallreduce, Ireduce, Ireduce_scatter_block, Ibcast,
+ *   Iallgather, Ialltoall) all in flight at once with point-to-point requests, host work
+ *   between the posts and the wait, one MPI_Waitall over the mixed requests; in place;
+ *   strided (packed) layouts; 24 requests in flight on one communicator completed in
+ *   reverse order; an MPI_Test loop; a blocking engine call right after posts (it must
+ *   run after them).
+ * - Two communicators with requests in flight, posted in opposite orders on even and odd
+ *   ranks (MPI allows it: one queue per process would deadlock).
+ * - The others (Iallgatherv, Igather(v), Iscatter(v), Ialltoallv, Ireduce_scatter, Iscan,
+ *   Iexscan, Ibarrier) to the previous module (staged when the buffers are on a device, or
+ *   with coll_gpu_stage_host_buffers=1, which the driver runs as a second variant).
+ * Every result is checked against values computed here. pvars: the six count as engine
+ * calls on 2+ ranks, the others as fallback calls; on one rank every call is counted once.
+ * Argument "staged": the run where host buffers are staged as device ones would be.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "mt_twin.h"
+#include "mpitest.h"
+
+static int wrank;
+static int staged_run;
+
+static int val(uint64_t salt, int src, long i)
+{
+    return (int) (mt_hash(salt, (uint64_t) src, (uint64_t) i, 17) % 2000003) - 1000000;
+}
+
+static double dval(uint64_t salt, int src, long i)
+{
+    return (double) (mt_hash(salt, (uint64_t) src, (uint64_t) i, 29) % 1000003) * 0.25;
+}
+
+/* Host work between the posts and the waits: the calls must not need it to progress. */
+static double busy(long n)
+{
+    volatile double acc = 0;
+    for (long i = 0; i < n; ++i) {
+        acc += (double) i * 1e-9;
+    }
+    return acc;
+}
+
+/* Expected path bookkeeping for one communicator; @p bcasts of the calls are MPI_Ibcast,
+ * which Open MPI answers itself on one rank. */
+static void expect(mt_pvars_t *pv, long engine, long fallback, long bcasts, const char *what)
+{
+    unsigned long long e = 0, f = 0;
+    if (!mt_pvars_available()) {
+        return;
+    }
+    if (0 != mt_pvars_delta(pv, &e, &f)) {
+        MT_CHECK(pv->size < 2, "comm %s: %s: cannot read the pvars", pv->label, what);
+        mt_pvars_mark(pv);
+        return;
+    }
+    if (pv->size >= 2) {
+        MT_CHECK(e == (unsigned long long) engine && f == (unsigned long long) fallback,
+                 "comm %s: %s: engine_calls +%llu (expected %ld), fallback_calls +%llu "
+                 "(expected %ld)",
+                 pv->label, what, e, engine, f, fallback);
+    } else {
+        /* one rank: every call counted once; on the engine counter only when staged */
+        MT_CHECK(e + f == (unsigned long long) (engine + fallback - bcasts) && (staged_run || 0 == e),
+                 "comm %s (one rank): %s: engine_calls +%llu, fallback_calls +%llu, expected "
+                 "%ld calls in all%s",
+                 pv->label, what, e, f, engine + fallback - bcasts,
+                 staged_run ? "" : ", none on the engine");
+    }
+    mt_pvars_mark(pv);
+}
+
+/* The six engine collectives at once, with point-to-point, one Waitall. */
+static void six_at_once(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt, long n)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    const int root = (int) (salt % (uint64_t) size);
+    int *ar_s = mt_twin_alloc(sizeof(int) * (size_t) n), *ar_r = mt_twin_alloc(sizeof(int) * (size_t) n);
+    double *rd_s = mt_twin_alloc(sizeof(double) * (size_t) n);
+    double *rd_r = mt_twin_alloc(sizeof(double) * (size_t) n);
+    int *rs_s = mt_twin_alloc(sizeof(int) * (size_t) n * (size_t) size);
+    int *rs_r = mt_twin_alloc(sizeof(int) * (size_t) n);
+    int *bc = mt_twin_alloc(sizeof(int) * (size_t) n);
+    int *ag_s = mt_twin_alloc(sizeof(int) * (size_t) n);
+    int *ag_r = mt_twin_alloc(sizeof(int) * (size_t) n * (size_t) size);
+    int *aa_s = mt_twin_alloc(sizeof(int) * (size_t) n * (size_t) size);
+    int *aa_r = mt_twin_alloc(sizeof(int) * (size_t) n * (size_t) size);
+    int p2p_s = val(salt, rank, -1), p2p_r = 0;
+    for (long i = 0; i < n; ++i) {
+        ar_s[i] = val(salt, rank, i);
+        rd_s[i] = dval(salt, rank, i);
+        bc[i] = rank == root ? val(salt + 1, root, i) : -1;
+        ag_s[i] = val(salt + 2, rank, i);
+    }
+    for (long i = 0; i < n * size; ++i) {
+        rs_s[i] = val(salt + 3, rank, i);
+        aa_s[i] = val(salt + 4, rank, i);
+    }
+    const void *ins[] = {ar_s, ar_r, rd_s, rd_r, rs_s, rs_r, bc, ag_s, ag_r, aa_s, aa_r};
+    for (size_t k = 0; k < sizeof(ins) / sizeof(ins[0]); ++k) {
+        mt_push(ins[k]);
+    }
+    MPI_Request req[8];
+    MT_CHECK_MPI(MPI_Iallreduce(MT_D(ar_s), MT_D(ar_r), (int) n, MPI_INT, MPI_SUM, comm, &req[0]));
+    MT_CHECK_MPI(MPI_Ireduce(MT_D(rd_s), MT_D(rd_r), (int) n, MPI_DOUBLE, MPI_MAX, root, comm, &req[1]));
+    MT_CHECK_MPI(MPI_Irecv(&p2p_r, 1, MPI_INT, (rank + size - 1) % size, 7, comm, &req[2]));
+    MT_CHECK_MPI(MPI_Ireduce_scatter_block(MT_D(rs_s), MT_D(rs_r), (int) n, MPI_INT, MPI_SUM, comm, &req[3]));
+    MT_CHECK_MPI(MPI_Ibcast(MT_D(bc), (int) n, MPI_INT, root, comm, &req[4]));
+    MT_CHECK_MPI(MPI_Isend(&p2p_s, 1, MPI_INT, (rank + 1) % size, 7, comm, &req[5]));
+    MT_CHECK_MPI(MPI_Iallgather(MT_D(ag_s), (int) n, MPI_INT, MT_D(ag_r), (int) n, MPI_INT, comm, &req[6]));
+    MT_CHECK_MPI(MPI_Ialltoall(MT_D(aa_s), (int) n, MPI_INT, MT_D(aa_r), (int) n, MPI_INT, comm, &req[7]));
+    busy(200000);
+    MPI_Status st[8];
+    MT_CHECK_MPI(MPI_Waitall(8, req, st));
+    mt_pull(ar_r), mt_pull(rd_r), mt_pull(rs_r), mt_pull(bc), mt_pull(ag_r), mt_pull(aa_r);
+    long bad = 0;
+    for (long i = 0; i < n; ++i) {
+        int sum = 0;
+        double mx = dval(salt, 0, i);
+        int rs = 0;
+        for (int p = 0; p < size; ++p) {
+            sum = (int) ((unsigned) sum + (unsigned) val(salt, p, i));
+            mx = dval(salt, p, i) > mx ? dval(salt, p, i) : mx;
+            rs = (int) ((unsigned) rs + (unsigned) val(salt + 3, p, (long) rank * n + i));
+        }
+        bad += ar_r[i] != sum;
+        bad += rank == root && rd_r[i] != mx;
+        bad += rs_r[i] != rs;
+        bad += bc[i] != val(salt + 1, root, i);
+        for (int p = 0; p < size; ++p) {
+            bad += ag_r[p * n + i] != val(salt + 2, p, i);
+            bad += aa_r[p * n + i] != val(salt + 4, p, (long) rank * n + i);
+        }
+    }
+    MT_CHECK(0 == bad, "comm %s: six at once, count %ld: %ld wrong elements", pv->label, n, bad);
+    MT_CHECK(p2p_r == val(salt, (rank + size - 1) % size, -1), "comm %s: point-to-point value",
+             pv->label);
+    expect(pv, 6, 0, 1, "six non-blocking collectives at once");
+    mt_twin_free(ar_s), mt_twin_free(ar_r), mt_twin_free(rd_s), mt_twin_free(rd_r);
+    mt_twin_free(rs_s), mt_twin_free(rs_r), mt_twin_free(bc), mt_twin_free(ag_s);
+    mt_twin_free(ag_r), mt_twin_free(aa_s), mt_twin_free(aa_r);
+}
+
+/* In place, and layouts the engine path must pack and unpack. */
+static void in_place_and_strided(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    const long n = 1031;
+    const int root = size - 1;
+    int *a = mt_twin_alloc(sizeof(int) * (size_t) n * (size_t) size * 2);
+    int *b = mt_twin_alloc(sizeof(int) * (size_t) n * (size_t) size * 2);
+    int *c = mt_twin_alloc(sizeof(int) * (size_t) n * (size_t) size);
+    MPI_Request req[4];
+    for (long i = 0; i < n; ++i) {
+        a[i] = val(salt, rank, i);
+    }
+    for (long i = 0; i < n * size; ++i) {
+        b[i] = i / n == rank ? val(salt + 1, rank, i % n) : -9;
+        c[i] = val(salt + 2, rank, i);
+    }
+    mt_push(a), mt_push(b), mt_push(c);
+    MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(a), (int) n, MPI_INT, MPI_BXOR, comm, &req[0]));
+    MT_CHECK_MPI(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, MT_D(b), (int) n, MPI_INT,
+                                comm, &req[1]));
+    MT_CHECK_MPI(MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, MT_D(c), (int) n, MPI_INT,
+                               comm, &req[2]));
+    MT_CHECK_MPI(MPI_Waitall(3, req, MPI_STATUSES_IGNORE));
+    mt_pull(a), mt_pull(b), mt_pull(c);
+    long bad = 0;
+    for (long i = 0; i < n; ++i) {
+        int x = 0;
+        for (int p = 0; p < size; ++p) {
+            x ^= val(salt, p, i);
+            bad += b[p * n + i] != val(salt + 1, p, i);
+            bad += c[p * n + i] != val(salt + 2, p, (long) rank * n + i);
+        }
+        bad += a[i] != x;
+    }
+    MT_CHECK(0 == bad, "comm %s: in place: %ld wrong elements", pv->label, bad);
+
+    /* strided: the root's bcast layout, every other receive slot of allgather */
+    MPI_Datatype every_other;
+    MPI_Type_vector((int) n, 1, 2, MPI_INT, &every_other);
+    MPI_Type_commit(&every_other);
+    for (long i = 0; i < 2 * n; ++i) {
+        a[i] = rank == root ? (i % 2 ? -5 : val(salt + 3, root, i / 2)) : -1;
+    }
+    for (long i = 0; i < 2 * n * size; ++i) {
+        b[i] = -7; /* gaps must keep this */
+    }
+    for (long i = 0; i < n; ++i) {
+        c[i] = val(salt + 4, rank, i);
+    }
+    mt_push(a), mt_push(b), mt_push(c);
+    if (rank == root) {
+        MT_CHECK_MPI(MPI_Ibcast(MT_D(a), 1, every_other, root, comm, &req[0]));
+    } else {
+        MT_CHECK_MPI(MPI_Ibcast(MT_D(a), (int) n, MPI_INT, root, comm, &req[0]));
+    }
+    MT_CHECK_MPI(MPI_Iallgather(MT_D(c), (int) n, MPI_INT, MT_D(b), 1, every_other, comm, &req[1]));
+    MT_CHECK_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+    mt_pull(a), mt_pull(b);
+    bad = 0;
+    for (long i = 0; i < n; ++i) {
+        if (rank != root) {
+            bad += a[i] != val(salt + 3, root, i);
+        }
+        for (int p = 0; p < size; ++p) {
+            /* block p starts at p extents of the vector type, (2n - 1) ints each */
+            const long base = (long) p * (2 * n - 1);
+            bad += b[base + 2 * i] != val(salt + 4, p, i);
+            if (i + 1 < n) {
+                bad += b[base + 2 * i + 1] != -7; /* a gap keeps its bytes */
+            }
+        }
+    }
+    MT_CHECK(0 == bad, "comm %s: strided layouts: %ld wrong elements", pv->label, bad);
+    MPI_Type_free(&every_other);
+    expect(pv, 5, 0, 1, "in place and strided");
+    mt_twin_free(a), mt_twin_free(b), mt_twin_free(c);
+}
+
+/* Many requests in flight on one communicator, completed in reverse order; then MPI_Test
+ * polling; then a blocking engine call right behind a post. */
+static void many_in_flight(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    enum { K = 24 };
+    const long n = 257;
+    int *s = mt_twin_alloc(sizeof(int) * (size_t) n * K), *r = mt_twin_alloc(sizeof(int) * (size_t) n * K);
+    MPI_Request req[K];
+    for (int k = 0; k < K; ++k) {
+        for (long i = 0; i < n; ++i) {
+            s[k * n + i] = val(salt + (uint64_t) k, rank, i);
+            r[k * n + i] = 0;
+        }
+    }
+    mt_push(s), mt_push(r);
+    for (int k = 0; k < K; ++k) {
+        MT_CHECK_MPI(MPI_Iallreduce(MT_D(s + k * n), MT_D(r + k * n), (int) n, MPI_INT,
+                                    k % 2 ? MPI_MAX : MPI_SUM, comm, &req[k]));
+    }
+    for (int k = K - 1; k >= 0; --k) {
+        MT_CHECK_MPI(MPI_Wait(&req[k], MPI_STATUS_IGNORE));
+    }
+    mt_pull(r);
+    long bad = 0;
+    for (int k = 0; k < K; ++k) {
+        for (long i = 0; i < n; ++i) {
+            int e = k % 2 ? val(salt + (uint64_t) k, 0, i) : 0;
+            for (int p = 0; p < size; ++p) {
+                const int v = val(salt + (uint64_t) k, p, i);
+                e = k % 2 ? (v > e ? v : e) : (int) ((unsigned) e + (unsigned) v);
+            }
+            bad += r[k * n + i] != e;
+        }
+    }
+    MT_CHECK(0 == bad, "comm %s: %d in flight: %ld wrong elements", pv->label, K, bad);
+
+    /* MPI_Test until done */
+    int flag = 0;
+    long polls = 0;
+    MT_CHECK_MPI(MPI_Ibcast(MT_D(r), (int) n, MPI_INT, 0, comm, &req[0]));
+    while (!flag) {
+        MT_CHECK_MPI(MPI_Test(&req[0], &flag, MPI_STATUS_IGNORE));
+        ++polls;
+        busy(100);
+    }
+    MT_CHECK(MPI_REQUEST_NULL == req[0], "comm %s: MPI_Test left the request", pv->label);
+
+    /* a blocking engine call right after a post: it runs after the queued one */
+    for (long i = 0; i < n; ++i) {
+        s[i] = val(salt, rank, i);
+    }
+    mt_push(s);
+    MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(s), (int) n, MPI_INT, MPI_SUM, comm, &req[0]));
+    MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, MT_D(s + n), (int) n, MPI_INT, MPI_SUM, comm));
+    MT_CHECK_MPI(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+    mt_pull(s);
+    bad = 0;
+    for (long i = 0; i < n; ++i) {
+        int e = 0;
+        for (int p = 0; p < size; ++p) {
+            e = (int) ((unsigned) e + (unsigned) val(salt, p, i));
+        }
+        bad += s[i] != e;
+    }
+    MT_CHECK(0 == bad, "comm %s: post then blocking call: %ld wrong", pv->label, bad);
+    expect(pv, K + 3, 0, 1, "many in flight, MPI_Test, post + blocking");
+    mt_twin_free(s), mt_twin_free(r);
+}
+
+/* Two communicators, opposite posting orders on even and odd ranks. */
+static void two_comms_crossed(MPI_Comm a, MPI_Comm b, uint64_t salt)
+{
+    int rank, size;
+    MPI_Comm_rank(a, &rank);
+    MPI_Comm_size(a, &size);
+    const long n = 40000;
+    int *x = mt_twin_alloc(sizeof(int) * (size_t) n), *y = mt_twin_alloc(sizeof(int) * (size_t) n);
+    for (int round = 0; round < 20; ++round) {
+        for (long i = 0; i < n; ++i) {
+            x[i] = val(salt + (uint64_t) round, rank, i);
+            y[i] = val(salt + 100 + (uint64_t) round, rank, i);
+        }
+        MPI_Request req[2];
+        mt_push(x), mt_push(y);
+        if (0 == rank % 2) {
+            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), (int) n, MPI_INT, MPI_SUM, a, &req[0]));
+            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(y), (int) n, MPI_INT, MPI_SUM, b, &req[1]));
+        } else {
+            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(y), (int) n, MPI_INT, MPI_SUM, b, &req[1]));
+            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), (int) n, MPI_INT, MPI_SUM, a, &req[0]));
+        }
+        MT_CHECK_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
+        mt_pull(x), mt_pull(y);
+        long bad = 0;
+        for (long i = 0; i < n; i += 13) {
+            int ex = 0, ey = 0;
+            for (int p = 0; p < size; ++p) {
+                ex = (int) ((unsigned) ex + (unsigned) val(salt + (uint64_t) round, p, i));
+                ey = (int) ((unsigned) ey + (unsigned) val(salt + 100 + (uint64_t) round, p, i));
+            }
+            bad += x[i] != ex || y[i] != ey;
+        }
+        MT_CHECK(0 == bad, "crossed communicators, round %d: %ld wrong", round, bad);
+    }
+    mt_twin_free(x), mt_twin_free(y);
+}
+
+/* The non-blocking collectives without an engine path. */
+static void the_others(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    const int n = 53, root = 0;
+    const size_t big = (size_t) n * (size_t) size;
+    int *s = mt_twin_alloc(sizeof(int) * big), *r[11];
+    int *counts = mt_xmalloc(sizeof(int) * (size_t) size);
+    int *displs = mt_xmalloc(sizeof(int) * (size_t) size);
+    int *mine = mt_xmalloc(sizeof(int) * (size_t) size); /* alltoallv: counts[rank] from each */
+    for (int k = 0; k < 11; ++k) {
+        r[k] = mt_twin_alloc(sizeof(int) * big);
+        for (size_t i = 0; i < big; ++i) {
+            r[k][i] = -3;
+        }
+    }
+    for (size_t i = 0; i < big; ++i) {
+        s[i] = val(salt, rank, (long) i);
+    }
+    for (int p = 0; p < size; ++p) {
+        counts[p] = n - p % 3;
+        displs[p] = (size - 1 - p) * n; /* reversed blocks */
+    }
+    for (int p = 0; p < size; ++p) {
+        mine[p] = counts[rank];
+    }
+    /* alltoallw: the alltoallv layout in bytes, one type per peer */
+    int *wsd = mt_xmalloc(sizeof(int) * (size_t) size), *wrd = mt_xmalloc(sizeof(int) * (size_t) size);
+    MPI_Datatype *wt = mt_xmalloc(sizeof(MPI_Datatype) * (size_t) size);
+    for (int p = 0; p < size; ++p) {
+        wsd[p] = displs[p] * (int) sizeof(int);
+        wrd[p] = displs[p] * (int) sizeof(int);
+        wt[p] = MPI_INT;
+    }
+    MPI_Request req[11];
+    mt_push(s);
+    int *d[11];
+    for (int k = 0; k < 11; ++k) {
+        mt_push(r[k]);
+        d[k] = MT_D(r[k]);
+    }
+    int *ds = MT_D(s);
+    MT_CHECK_MPI(MPI_Iallgatherv(ds, counts[rank], MPI_INT, d[0], counts, displs, MPI_INT, comm,
+                                 &req[0]));
+    MT_CHECK_MPI(MPI_Igather(ds, n, MPI_INT, d[1], n, MPI_INT, root, comm, &req[1]));
+    MT_CHECK_MPI(MPI_Igatherv(ds, counts[rank], MPI_INT, d[2], counts, displs, MPI_INT, root,
+                              comm, &req[2]));
+    MT_CHECK_MPI(MPI_Iscatter(ds, n, MPI_INT, d[3], n, MPI_INT, root, comm, &req[3]));
+    MT_CHECK_MPI(MPI_Iscatterv(ds, counts, displs, MPI_INT, d[4], counts[rank], MPI_INT, root,
+                               comm, &req[4]));
+    MT_CHECK_MPI(MPI_Ialltoallv(ds, counts, displs, MPI_INT, d[5], mine, displs, MPI_INT, comm,
+                                &req[5]));
+    MT_CHECK_MPI(MPI_Ireduce_scatter(ds, d[6], counts, MPI_INT, MPI_SUM, comm, &req[6]));
+    MT_CHECK_MPI(MPI_Iscan(ds, d[7], n, MPI_INT, MPI_SUM, comm, &req[7]));
+    MT_CHECK_MPI(MPI_Iexscan(ds, d[8], n, MPI_INT, MPI_SUM, comm, &req[8]));
+    MT_CHECK_MPI(MPI_Ibarrier(comm, &req[9]));
+    MT_CHECK_MPI(MPI_Ialltoallw(ds, counts, wsd, wt, d[9], mine, wrd, wt, comm, &req[10]));
+    busy(100000);
+    MT_CHECK_MPI(MPI_Waitall(11, req, MPI_STATUSES_IGNORE));
+    MT_CHECK_MPI(MPI_Alltoallw(ds, counts, wsd, wt, d[10], mine, wrd, wt, comm));
+    for (int k = 0; k < 11; ++k) {
+        mt_pull(r[k]);
+    }
+    long bad = 0;
+    for (int p = 0; p < size; ++p) {
+        for (int i = 0; i < counts[p]; ++i) {
+            bad += r[0][displs[p] + i] != val(salt, p, i);
+            if (rank == root) {
+                bad += r[2][displs[p] + i] != val(salt, p, i);
+            }
+        }
+        if (rank == root) {
+            for (int i = 0; i < n; ++i) {
+                bad += r[1][p * n + i] != val(salt, p, i);
+            }
+        }
+        for (int i = 0; i < counts[rank]; ++i) {
+            bad += r[5][displs[p] + i] != val(salt, p, displs[rank] + i);
+            bad += r[9][displs[p] + i] != val(salt, p, displs[rank] + i);
+            bad += r[10][displs[p] + i] != val(salt, p, displs[rank] + i);
+        }
+    }
+    for (int i = 0; i < n; ++i) {
+        bad += r[3][i] != val(salt, root, (long) rank * n + i);
+    }
+    for (int i = 0; i < counts[rank]; ++i) {
+        bad += r[4][i] != val(salt, root, displs[rank] + i);
+    }
+    int off = 0;
+    for (int p = 0; p < rank; ++p) {
+        off += counts[p];
+    }
+    for (int i = 0; i < counts[rank]; ++i) {
+        int e = 0;
+        for (int p = 0; p < size; ++p) {
+            e = (int) ((unsigned) e + (unsigned) val(salt, p, off + i));
+        }
+        bad += r[6][i] != e;
+    }
+    for (int i = 0; i < n; ++i) {
+        int e = 0;
+        for (int p = 0; p <= rank; ++p) {
+            if (p == rank && rank > 0) {
+                bad += r[8][i] != e; /* exscan: the ranks before mine */
+            }
+            e = (int) ((unsigned) e + (unsigned) val(salt, p, i));
+        }
+        bad += r[7][i] != e;
+    }
+    MT_CHECK(0 == bad, "comm %s: the other non-blocking collectives: %ld wrong", pv->label, bad);
+    expect(pv, 0, 11, 0, "the other non-blocking collectives, and MPI_Alltoallw");
+    for (int k = 0; k < 11; ++k) {
+        mt_twin_free(r[k]);
+    }
+    free(wsd), free(wrd), free(wt);
+    mt_twin_free(s);
+    free(counts), free(displs), free(mine);
+}
+
+static void suite(MPI_Comm comm, const char *label, uint64_t salt)
+{
+    mt_pvars_t pv;
+    mt_pvars_open(&pv, comm, label);
+    const long counts[] = {1, 7, 1000, 65537};
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); ++k) {
+        six_at_once(comm, &pv, salt * 31 + k, counts[k]);
+    }
+    in_place_and_strided(comm, &pv, salt * 37);
+    many_in_flight(comm, &pv, salt * 41);
+    the_others(comm, &pv, salt * 43);
+    mt_pvars_close(&pv);
+}
+
+int main(int argc, char **argv)
+{
+    staged_run = argc > 1 && 0 == strcmp(argv[1], "staged");
+    mt_init(&argc, &argv, MT_ON_DEVICE ? "test_cuda_nb" : "test_nb");
+    mt_twin_init();
+    wrank = mt_world_rank();
+    mt_run_world_dup_split(suite, 1000);
+    MPI_Comm a, b;
+    MPI_Comm_dup(MPI_COMM_WORLD, &a);
+    MPI_Comm_dup(MPI_COMM_WORLD, &b);
+    two_comms_crossed(a, b, 5000);
+    MPI_Comm_free(&a);
+    MPI_Comm_free(&b);
+    return mt_finalize();
+}

@@ -1,0 +1,344 @@
+/*
+ * Every predefined datatype with every predefined op Open MPI accepts for it: MPI_CHAR (the
+ * OSU benchmarks' default), MPI_WCHAR, MPI_CHARACTER, the C integers, the Fortran
+ * INTEGER/REAL/DOUBLE PRECISION/LOGICAL kinds, C bool, byte, and the complex types.
+ *
+ * Which (type, op) pairs Open MPI accepts is asked of Open MPI itself (MPI_Reduce_local on
+ * one element with errors returned); each accepted pair runs MPI_Allreduce at several counts,
+ * MPI_Reduce to a root and MPI_Iallreduce, checked against a reference this test computes:
+ * integer SUM and PROD wrap like C's unsigned arithmetic (two's complement) -- the data is
+ * chosen to overflow --, not the saturating sums an op component may compute on host memory;
+ * floating data is integer-valued so any order of summation is exact.
+ * pvars: on 2+ ranks every pair of a type coll/gpu claims runs on the engine; the others
+ * (long double complex) go to the previous module and must still be right.
+ *
+ * Host buffers here; built with -DCGPU_TEST_CUDA (test/gpu/test_cuda_types) the same calls
+ * run on device buffers.
+ */
+#include <complex.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wchar.h>
+
+#include "mt_twin.h"
+#include "mpitest.h"
+
+enum kind { SINT, UINT, FLT, LOGICAL, CPLX };
+
+typedef struct {
+    const char *name;
+    MPI_Datatype dt;
+    enum kind kind;
+    size_t size; /* bytes of one element (a complex element: both parts) */
+    bool engine; /* coll/gpu claims it (else: the previous module) */
+} tdesc_t;
+
+static const char *op_names[] = {"SUM", "PROD", "MIN", "MAX", "LAND",
+                                 "LOR", "LXOR", "BAND", "BOR", "BXOR"};
+enum { O_SUM, O_PROD, O_MIN, O_MAX, O_LAND, O_LOR, O_LXOR, O_BAND, O_BOR, O_BXOR, NOPS };
+static MPI_Op ops[NOPS];
+
+static tdesc_t types[64];
+static int ntypes;
+
+static void add(const char *name, MPI_Datatype dt, enum kind k, bool engine)
+{
+    if (MPI_DATATYPE_NULL == dt) {
+        return;
+    }
+    int size = 0;
+    MPI_Type_size(dt, &size);
+    if (size <= 0) {
+        return; /* not available in this Open MPI build (e.g. no Fortran) */
+    }
+    types[ntypes++] = (tdesc_t){name, dt, k, (size_t) size, engine};
+}
+
+#define ADD(dt, k, engine) add(#dt, dt, k, engine)
+
+static void build(void)
+{
+    const MPI_Op o[NOPS] = {MPI_SUM,  MPI_PROD, MPI_MIN,  MPI_MAX, MPI_LAND,
+                            MPI_LOR,  MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+    memcpy(ops, o, sizeof(o));
+    ADD(MPI_CHAR, (char) -1 < 0 ? SINT : UINT, true);
+    ADD(MPI_SIGNED_CHAR, SINT, true);
+    ADD(MPI_UNSIGNED_CHAR, UINT, true);
+    ADD(MPI_WCHAR, (wchar_t) -1 < 0 ? SINT : UINT, true);
+    ADD(MPI_SHORT, SINT, true);
+    ADD(MPI_UNSIGNED_SHORT, UINT, true);
+    ADD(MPI_INT, SINT, true);
+    ADD(MPI_LONG, SINT, true);
+    ADD(MPI_UNSIGNED_LONG, UINT, true);
+    ADD(MPI_LONG_LONG, SINT, true);
+    ADD(MPI_INT8_T, SINT, true);
+    ADD(MPI_UINT16_T, UINT, true);
+    ADD(MPI_UINT64_T, UINT, true);
+    ADD(MPI_BYTE, UINT, true);
+    ADD(MPI_C_BOOL, LOGICAL, true);
+    ADD(MPI_FLOAT, FLT, true);
+    ADD(MPI_DOUBLE, FLT, true);
+    ADD(MPI_C_COMPLEX, CPLX, true);
+    ADD(MPI_C_FLOAT_COMPLEX, CPLX, true);
+    ADD(MPI_C_DOUBLE_COMPLEX, CPLX, true);
+    ADD(MPI_CHARACTER, UINT, true);
+    ADD(MPI_INTEGER, SINT, true);
+    ADD(MPI_INTEGER1, SINT, true);
+    ADD(MPI_INTEGER2, SINT, true);
+    ADD(MPI_INTEGER4, SINT, true);
+    ADD(MPI_INTEGER8, SINT, true);
+    ADD(MPI_REAL, FLT, true);
+    ADD(MPI_REAL4, FLT, true);
+    ADD(MPI_REAL8, FLT, true);
+    ADD(MPI_DOUBLE_PRECISION, FLT, true);
+    ADD(MPI_LOGICAL, LOGICAL, true);
+    ADD(MPI_COMPLEX, CPLX, true);
+    ADD(MPI_DOUBLE_COMPLEX, CPLX, true);
+    ADD(MPI_C_LONG_DOUBLE_COMPLEX, CPLX, false);
+}
+
+/* Whether Open MPI accepts op on dt (asked of Open MPI, errors returned). */
+static bool accepted(MPI_Datatype dt, MPI_Op op)
+{
+    long double a[4] = {0}, b[4] = {0}; /* room for one element of any type */
+    return MPI_SUCCESS == MPI_Reduce_local(a, b, 1, dt, op);
+}
+
+/* ---- values and the reference ---- */
+
+static uint64_t raw(uint64_t salt, int r, long i)
+{
+    return mt_hash(salt, (uint64_t) r, (uint64_t) i, 99);
+}
+
+/* Integer value of rank r's element i as a 64-bit pattern: any bits (SUM/PROD overflow and
+ * must wrap), small for PROD so the product keeps some set bits. */
+static uint64_t ival(const tdesc_t *t, int op, uint64_t salt, int r, long i)
+{
+    uint64_t v = raw(salt, r, i);
+    if (O_PROD == op) {
+        v = (v % 7) + 1 + ((v >> 8) % 2 ? (uint64_t) -8 : 0); /* 1..7 or negative */
+    }
+    if (LOGICAL == t->kind) {
+        v = (v >> 5) % 3 ? 1 : 0;
+    }
+    return v;
+}
+
+static double fval(int op, uint64_t salt, int r, long i)
+{
+    uint64_t v = raw(salt, r, i);
+    if (O_PROD == op) {
+        static const double f[] = {1, 2, 0.5, -1, -2, 1, 4, -0.5};
+        return f[v % 8];
+    }
+    return (double) ((int64_t) (v % 2001) - 1000); /* exact in any summation order */
+}
+
+static uint64_t trunc_bits(uint64_t v, size_t size)
+{
+    return 8 == size ? v : v & ((1ull << (8 * size)) - 1);
+}
+
+static int64_t sext(uint64_t v, size_t size)
+{
+    if (8 == size) {
+        return (int64_t) v;
+    }
+    const uint64_t sign = 1ull << (8 * size - 1);
+    v = trunc_bits(v, size);
+    return (int64_t) ((v ^ sign) - sign);
+}
+
+static uint64_t iop(const tdesc_t *t, int op, uint64_t a, uint64_t b)
+{
+    const bool s = SINT == t->kind;
+    switch (op) {
+    case O_SUM: return a + b;
+    case O_PROD: return a * b;
+    case O_MIN:
+        return s ? (sext(a, t->size) < sext(b, t->size) ? a : b)
+                 : (trunc_bits(a, t->size) < trunc_bits(b, t->size) ? a : b);
+    case O_MAX:
+        return s ? (sext(a, t->size) > sext(b, t->size) ? a : b)
+                 : (trunc_bits(a, t->size) > trunc_bits(b, t->size) ? a : b);
+    case O_LAND: return 0 != trunc_bits(a, t->size) && 0 != trunc_bits(b, t->size);
+    case O_LOR: return 0 != trunc_bits(a, t->size) || 0 != trunc_bits(b, t->size);
+    case O_LXOR: return (0 != trunc_bits(a, t->size)) != (0 != trunc_bits(b, t->size));
+    case O_BAND: return a & b;
+    case O_BOR: return a | b;
+    case O_BXOR: return a ^ b;
+    }
+    return 0;
+}
+
+/* Writes rank r's element i into buf. */
+static void put(const tdesc_t *t, int op, char *buf, uint64_t salt, int r, long i)
+{
+    char *e = buf + (size_t) i * t->size;
+    if (SINT == t->kind || UINT == t->kind || LOGICAL == t->kind) {
+        uint64_t v = ival(t, op, salt, r, i);
+        memcpy(e, &v, t->size); /* little endian: the low bytes */
+    } else if (FLT == t->kind) {
+        const double v = fval(op, salt, r, i);
+        if (4 == t->size) {
+            float f = (float) v;
+            memcpy(e, &f, 4);
+        } else {
+            memcpy(e, &v, 8);
+        }
+    } else { /* complex: (re, im) */
+        const double re = fval(op, salt, r, 2 * i), im = fval(op, salt + 1, r, 2 * i + 1);
+        if (8 == t->size) {
+            float _Complex c = CMPLXF((float) re, (float) im);
+            memcpy(e, &c, 8);
+        } else if (16 == t->size) {
+            double _Complex c = CMPLX(re, im);
+            memcpy(e, &c, 16);
+        } else {
+            long double _Complex c = CMPLXL(re, im);
+            memcpy(e, &c, sizeof(c));
+        }
+    }
+}
+
+/* Whether element i of got equals the reduction of every rank's element i. */
+static bool right(const tdesc_t *t, int op, const char *got, uint64_t salt, int n, long i)
+{
+    const char *e = got + (size_t) i * t->size;
+    if (SINT == t->kind || UINT == t->kind || LOGICAL == t->kind) {
+        uint64_t acc = ival(t, op, salt, 0, i);
+        for (int r = 1; r < n; ++r) {
+            acc = iop(t, op, acc, ival(t, op, salt, r, i));
+        }
+        uint64_t g = 0;
+        memcpy(&g, e, t->size);
+        return trunc_bits(g, t->size) == trunc_bits(acc, t->size);
+    }
+    if (FLT == t->kind) {
+        double acc = fval(op, salt, 0, i);
+        for (int r = 1; r < n; ++r) {
+            const double v = fval(op, salt, r, i);
+            acc = O_SUM == op ? acc + v : O_PROD == op ? acc * v : O_MIN == op ? (v < acc ? v : acc)
+                                                                              : (v > acc ? v : acc);
+        }
+        if (4 == t->size) {
+            float f;
+            memcpy(&f, e, 4);
+            return f == (float) acc;
+        }
+        double d;
+        memcpy(&d, e, 8);
+        return d == acc;
+    }
+    long double _Complex acc = CMPLXL(fval(op, salt, 0, 2 * i), fval(op, salt + 1, 0, 2 * i + 1));
+    for (int r = 1; r < n; ++r) {
+        const long double _Complex v =
+            CMPLXL(fval(op, salt, r, 2 * i), fval(op, salt + 1, r, 2 * i + 1));
+        acc = O_SUM == op ? acc + v : acc * v; /* small values: exact */
+    }
+    if (8 == t->size) {
+        float _Complex c;
+        memcpy(&c, e, 8);
+        return crealf(c) == (float) creall(acc) && cimagf(c) == (float) cimagl(acc);
+    }
+    if (16 == t->size) {
+        double _Complex c;
+        memcpy(&c, e, 16);
+        return creal(c) == (double) creall(acc) && cimag(c) == (double) cimagl(acc);
+    }
+    long double _Complex c;
+    memcpy(&c, e, sizeof(c));
+    return creall(c) == creall(acc) && cimagl(c) == cimagl(acc);
+}
+
+int main(int argc, char **argv)
+{
+    mt_init(&argc, &argv, MT_ON_DEVICE ? "test_cuda_types" : "test_types");
+    mt_twin_init();
+    build();
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    mt_pvars_t pv;
+    mt_pvars_open(&pv, MPI_COMM_WORLD, "world");
+    const long counts[] = {1, 5, 4099};
+    const long maxn = 4099;
+    char *s = mt_twin_alloc(maxn * 32), *r = mt_twin_alloc(maxn * 32);
+    int pairs = 0, engine_pairs = 0;
+    for (int ti = 0; ti < ntypes; ++ti) {
+        const tdesc_t *t = &types[ti];
+        for (int op = 0; op < NOPS; ++op) {
+            if (!accepted(t->dt, ops[op])) {
+                continue;
+            }
+            if (CPLX == t->kind && op > O_PROD) {
+                MT_CHECK(0, "Open MPI accepts %s on %s", op_names[op], t->name);
+                continue;
+            }
+            ++pairs;
+            engine_pairs += t->engine;
+            mt_pvars_mark(&pv);
+            long calls = 0, bad = 0;
+            for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); ++k) {
+                const long n = counts[k];
+                const uint64_t salt = (uint64_t) ti * 1000 + (uint64_t) op * 10 + k;
+                for (long i = 0; i < n; ++i) {
+                    put(t, op, s, salt, rank, i);
+                }
+                memset(r, 0x5a, (size_t) n * t->size);
+                mt_push(s);
+                mt_push(r);
+                MT_CHECK_MPI(MPI_Allreduce(MT_D(s), MT_D(r), (int) n, t->dt, ops[op],
+                                           MPI_COMM_WORLD));
+                mt_pull(r);
+                for (long i = 0; i < n; ++i) {
+                    bad += !right(t, op, r, salt, size, i);
+                }
+                /* reduce to the last rank, in place there */
+                const int root = size - 1;
+                memcpy(r, s, (size_t) n * t->size);
+                mt_push(r);
+                MT_CHECK_MPI(MPI_Reduce(rank == root ? MPI_IN_PLACE : MT_D(s), MT_D(r), (int) n,
+                                        t->dt, ops[op], root, MPI_COMM_WORLD));
+                mt_pull(r);
+                for (long i = 0; rank == root && i < n; ++i) {
+                    bad += !right(t, op, r, salt, size, i);
+                }
+                /* non-blocking */
+                memset(r, 0x5a, (size_t) n * t->size);
+                mt_push(r);
+                MPI_Request req;
+                MT_CHECK_MPI(MPI_Iallreduce(MT_D(s), MT_D(r), (int) n, t->dt, ops[op],
+                                            MPI_COMM_WORLD, &req));
+                MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+                mt_pull(r);
+                for (long i = 0; i < n; ++i) {
+                    bad += !right(t, op, r, salt, size, i);
+                }
+                calls += 3;
+            }
+            MT_CHECK(0 == bad, "%s %s: %ld wrong elements", t->name, op_names[op], bad);
+            unsigned long long e = 0, f = 0;
+            if (mt_pvars_available() && size >= 2 && 0 == mt_pvars_delta(&pv, &e, &f)) {
+                MT_CHECK(t->engine ? e == (unsigned long long) calls && 0 == f
+                                   : 0 == e && f == (unsigned long long) calls,
+                         "%s %s: %ld calls, engine_calls +%llu, fallback_calls +%llu (expected "
+                         "all on the %s)",
+                         t->name, op_names[op], calls, e, f, t->engine ? "engine" : "fallback");
+            }
+        }
+    }
+    if (0 == rank) {
+        printf("%d (type, op) pairs Open MPI accepts over %d types, %d of them on the engine\n",
+               pairs, ntypes, engine_pairs);
+    }
+    /* the OSU default must be among them */
+    MT_CHECK(accepted(MPI_CHAR, MPI_SUM), "Open MPI does not accept MPI_CHAR with MPI_SUM");
+    mt_pvars_close(&pv);
+    mt_twin_free(s);
+    mt_twin_free(r);
+    return mt_finalize();
+}
