@@ -705,7 +705,10 @@ template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_a
 template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_oneshot_args_t a)
 {
     const int b = blockIdx.x, n = a.nranks, me = a.rank;
-    const size_t per = (a.count + a.nblocks - 1) / a.nblocks;
+    /* blocks split the elements on a 16-byte grid, so the reduction below runs on whole
+     * vectors (every rank runs this same split) */
+    constexpr size_t V = sizeof(uint4) / sizeof(T) > 0 ? sizeof(uint4) / sizeof(T) : 1;
+    const size_t per = ((a.count + a.nblocks - 1) / a.nblocks + V - 1) / V * V;
     const size_t first = (size_t) b * per < a.count ? (size_t) b * per : a.count;
     const size_t last = first + per < a.count ? first + per : a.count;
     const size_t cnt = last - first;
@@ -749,7 +752,26 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
                        : (const T *) (a.inbox[me] + a.oneshot_off +
                                       ((size_t) buf * n + p) * a.slice_bytes);
     };
-    for (size_t i = first + threadIdx.x; i < last; i += blockDim.x) {
+    /* whole 16-byte vectors where in, out and the inbox slices allow (one load per
+     * contribution instead of one per element: 16 for a char), the rest element by element;
+     * the same order of operations either way */
+    size_t vdone = first;
+    if (V > 1 && 0 == (((uintptr_t) in | (uintptr_t) out | (uintptr_t) contrib(me == 0 ? 1 : 0) |
+                        (uintptr_t) a.slice_bytes) & 15)) {
+        const size_t nv = cnt / V;
+        for (size_t v = threadIdx.x; v < nv; v += blockDim.x) {
+            const size_t i = first + v * V;
+            uint4 acc = 0 == me ? *(const uint4 *) (in + i) : __ldcg((const uint4 *) (contrib(0) + i));
+            for (int p = 1; p < n; ++p) {
+                const uint4 x =
+                    p == me ? *(const uint4 *) (in + i) : __ldcg((const uint4 *) (contrib(p) + i));
+                acc = combine<T, OP>(acc, x);
+            }
+            *(uint4 *) (out + i) = acc;
+        }
+        vdone = first + nv * V;
+    }
+    for (size_t i = vdone + threadIdx.x; i < last; i += blockDim.x) {
         T acc = 0 == me ? in[i] : __ldcg(contrib(0) + i);
         for (int p = 1; p < n; ++p) {
             T v = p == me ? in[i] : __ldcg(contrib(p) + i);

@@ -118,6 +118,7 @@ mpi-asan)
     # shellcheck disable=SC2046 # Open MPI's include flags, one word each
     if ! $cc -std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=address -fPIC -shared \
         -I"$out" -I"$repo" -I"$repo/coll_gpu/engine" $(mpicc --showme:compile | sed 's/-I/-isystem /g') \
+        -idirafter "$repo/coll_gpu/compat" \
         "$repo"/coll_gpu/*.c "$repo"/coll_gpu/engine/*.c "$repo"/ras/*.c "$repo"/btl_glue/*.c \
         "$repo"/kernels/cgpu_reduce_host.c "$repo"/prof/cgpu_prof.c \
         -o "$out/plugin/mca_coll_gpu.so" $(mpicc --showme:link) -lhwloc -lrt -lpthread -ldl \
