@@ -2,7 +2,8 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb bench_nb colls_full prof ce order chmin lat pending
+#   steps: any of build smoke test test_min nb bench_nb floor staged colls_full prof ce order chmin
+#   lat pending
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
@@ -80,6 +81,18 @@ fi
 if has bench_nb; then # MPI_CHAR (the OSU default) and MPI_Iallreduce against NCCL
     timeout -k 5 300 "${MPIRUN[@]}" -np 2 bench/bench_colls allreduce_char,reduce_char,iallreduce \
         ${BENCH_NB_MAX:-536870912} 2>&1 | tee "$out/bench_nb.txt"
+fi
+if has floor; then # the launch-and-wait floor of one small call on this machine (no MPI)
+    nvcc -O2 -gencode arch=compute_90,code=sm_90 -o bench/bench_floor bench/bench_floor.cu &&
+        bench/bench_floor 20000 2>&1 | tee "$out/floor.txt"
+fi
+if has staged; then # the staged allreduce: pipelined (default) against one whole host copy
+    for v in 4194304 0; do
+        echo "## coll_gpu_stage_chunk_bytes $v (allreduce forced to the previous module)"
+        timeout -k 5 200 "${MPIRUN[@]}" -np 2 --mca coll_gpu_allreduce_algorithm fallback \
+            --mca coll_gpu_stage_chunk_bytes "$v" bench/bench_colls allreduce \
+            ${STAGED_MAX:-268435456} 1048576 2>&1 | tee -a "$out/staged.txt"
+    done
 fi
 if has colls_full; then # every collective, full sizes, at 3 and 4 ranks on 2 GPUs
     run gpu_colls_np4 300 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls

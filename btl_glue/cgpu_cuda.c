@@ -445,6 +445,17 @@ void cgpu_cuda_ipc_close_now(void *dptr)
     }
 }
 
+cgpu_status_t cgpu_cuda_event_record(void *ev, void *stream)
+{
+    return cgpu_cuda_check((int) cudaEventRecord((cudaEvent_t) ev, (cudaStream_t) stream),
+                           "cudaEventRecord");
+}
+
+cgpu_status_t cgpu_cuda_event_sync(void *ev)
+{
+    return cgpu_cuda_check((int) cudaEventSynchronize((cudaEvent_t) ev), "cudaEventSynchronize");
+}
+
 #else /* !CGPU_HAVE_CUDA: a build without the toolkit sees no device */
 
 bool cgpu_cuda_available(void)
@@ -615,6 +626,18 @@ cgpu_status_t cgpu_cuda_check(int err, const char *what)
 {
     (void) what;
     return 0 == err ? CGPU_OK : CGPU_ERR_DEVICE;
+}
+
+cgpu_status_t cgpu_cuda_event_record(void *ev, void *stream)
+{
+    (void) ev, (void) stream;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_event_sync(void *ev)
+{
+    (void) ev;
+    return CGPU_ERR_NOT_SUPPORTED;
 }
 
 #endif /* CGPU_HAVE_CUDA */

@@ -67,6 +67,9 @@ void cgpu_cuda_stream_destroy(void *stream);
 cgpu_status_t cgpu_cuda_stream_sync(void *stream);
 /** An event without timing, for cgpu_cuda_stream_after_default. */
 cgpu_status_t cgpu_cuda_event_create(void **ev);
+/* record ev on stream / wait on the host until the work before it is done */
+cgpu_status_t cgpu_cuda_event_record(void *ev, void *stream);
+cgpu_status_t cgpu_cuda_event_sync(void *ev);
 void cgpu_cuda_event_destroy(void *ev);
 /** Work enqueued on @p stream from now on starts after what @p other holds now (@p ev is
  * recorded there; it can be recorded again once this returns). */

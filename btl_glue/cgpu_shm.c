@@ -43,8 +43,18 @@ cgpu_status_t cgpu_shm_create(cgpu_shm_seg_t *seg, size_t size)
     memset(seg, 0, sizeof(*seg));
     snprintf(seg->name, sizeof(seg->name), "/cgpu-%d-%u", (int) getpid(),
              atomic_fetch_add(&shm_counter, 1));
+    bool stale_removed = false;
     do {
         fd = shm_open(seg->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (fd < 0 && EEXIST == errno && !stale_removed) {
+            /* the name carries our pid, so no live process made it: a process that had
+             * our pid before died before unlinking it. Remove it and try again, once. */
+            cgpu_log(CGPU_LOG_INFO, "shm: removing stale %s left by a dead process",
+                     seg->name);
+            stale_removed = true;
+            (void) shm_unlink(seg->name);
+            fd = shm_open(seg->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        }
     } while (fd < 0 && shm_should_retry(errno, attempt++));
     if (fd < 0) {
         cgpu_log(CGPU_LOG_WARN, "shm: cannot create %s: %s", seg->name, strerror(errno));

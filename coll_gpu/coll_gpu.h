@@ -63,6 +63,8 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_ce_reduce_min_bytes;
     char *profiler; /* path of a profiler plugin */
     bool stage_host_buffers; /* testing: stage host buffers as if they were on a device */
+    unsigned long stage_chunk_bytes;        /* staged allreduce: chunk of the pipeline */
+    unsigned long stage_pipeline_min_bytes; /* ... from this many bytes (0 chunk: never) */
     double ras_timeout;
     bool ras_abort_on_timeout;
     bool engine_up; /* cgpu_engine_init succeeded */

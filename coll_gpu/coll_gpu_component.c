@@ -29,6 +29,8 @@ mca_coll_gpu_component_t mca_coll_gpu_component = {
     .priority = 40,
     .self_priority = 90,
     .nb_max_workers = 64,
+    .stage_chunk_bytes = 4194304,
+    .stage_pipeline_min_bytes = 8388608,
     .verbose = 0,
     .output = -1,
     .backend = CGPU_BACKEND_AUTO,
@@ -326,6 +328,18 @@ static int gpu_register(void)
         "RAS watchdog: also fail the stuck collective (host backend) with an MPI error instead "
         "of waiting forever; the communicator is then failed (free it and make a new one)",
         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_4, &c->ras_abort_on_timeout);
+    reg_ulong("stage_chunk_bytes",
+              "Staged allreduce (datatypes, ops or sizes the engine does not serve, on device "
+              "buffers): chunk size of the pipeline that copies chunk i+1 to pinned host "
+              "memory and chunk i-1 back while the previous coll module reduces chunk i; "
+              "every rank must use the same value; 0: no pipeline (one host copy of the "
+              "whole buffer)",
+              &c->stage_chunk_bytes);
+    reg_ulong("stage_pipeline_min_bytes",
+              "Staged allreduce: contiguous messages of at least this many bytes go through "
+              "the pipeline (host buffers too: reduced chunk by chunk, with no copy), smaller "
+              "ones through one host copy",
+              &c->stage_pipeline_min_bytes);
     c->stage_host_buffers = false;
     reg("stage_host_buffers",
         "Testing only: treat host buffers like device buffers on the staged paths (copy them "

@@ -68,12 +68,111 @@ int mca_coll_gpu_mirror_out(mca_coll_gpu_mirror_t *m, int rc)
     return rc;
 }
 
+/*
+ * A large contiguous allreduce handed to the previous module, in chunks: chunk i+1 is copied
+ * to pinned host memory while the previous module reduces chunk i there, and chunk i-1 is
+ * copied back meanwhile (three slots, one copy stream). Reductions are element by element,
+ * so the chunks' results are the call's. Every rank cuts the same chunks: the choice and
+ * the chunk size depend on the count, the datatype and MCA params only, not on where the
+ * buffers live (host buffers are reduced chunk by chunk in place, with no copy).
+ */
+static bool pipelined(int count, struct ompi_datatype_t *dtype, size_t *per)
+{
+    const mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    size_t size;
+    ptrdiff_t lb, ext;
+    ompi_datatype_type_size(dtype, &size);
+    ompi_datatype_get_extent(dtype, &lb, &ext);
+    if (0 == c->stage_chunk_bytes || count <= 0 || 0 == size || (size_t) ext != size ||
+        !ompi_datatype_is_contiguous_memory_layout(dtype, 2) ||
+        (size_t) count * size < c->stage_pipeline_min_bytes) {
+        return false;
+    }
+    *per = c->stage_chunk_bytes / size > 0 ? c->stage_chunk_bytes / size : 1;
+    return (size_t) count > *per;
+}
+
+static int pipe_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf, int count,
+                          struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                          struct ompi_communicator_t *comm, size_t per)
+{
+    size_t size;
+    ptrdiff_t tlb, text;
+    ompi_datatype_type_size(dtype, &size);
+    ompi_datatype_get_true_extent(dtype, &tlb, &text);
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    char *r0 = (char *) rbuf + tlb;
+    const char *s0 = in_place ? r0 : (const char *) sbuf + tlb;
+    const bool rdev = mca_coll_gpu_on_device(rbuf);
+    const bool sdev = in_place ? rdev : mca_coll_gpu_on_device(sbuf);
+    const size_t nch = ((size_t) count + per - 1) / per, chunk = per * size;
+    cgpu_stager_t *stg = NULL;
+    if ((sdev || rdev) && CGPU_OK != cgpu_stager_get(chunk, 3, &stg)) {
+        opal_output(0, "coll/gpu: MPI_Allreduce on %s: no pinned staging buffers (%zu bytes)",
+                    comm->c_name, 3 * chunk);
+        return MPI_ERR_NO_MEM; /* before any chunk: every rank's choice is the same, but
+                                * this rank's peers then wait in the first chunk */
+    }
+    int rc = MPI_SUCCESS;
+    cgpu_status_t st = CGPU_OK;
+    if (sdev) { /* chunk 0 on its way */
+        st = cgpu_stager_copy(stg, cgpu_stager_slot(stg, 0), s0, (size_t) (count < (int) per ? count : (int) per) * size);
+        st = CGPU_OK == st ? cgpu_stager_mark(stg, 0) : st;
+    }
+    for (size_t i = 0; i < nch; ++i) {
+        const size_t off = i * chunk, n = i + 1 < nch ? per : (size_t) count - i * per;
+        const int k = (int) (i % 3);
+        char *slot = NULL != stg ? cgpu_stager_slot(stg, k) : NULL;
+        if (sdev && i + 1 < nch && CGPU_OK == st) { /* the next chunk's copy in */
+            const size_t n1 = i + 2 < nch ? per : (size_t) count - (i + 1) * per;
+            const int k1 = (int) ((i + 1) % 3);
+            st = cgpu_stager_copy(stg, cgpu_stager_slot(stg, k1), s0 + off + chunk, n1 * size);
+            st = CGPU_OK == st ? cgpu_stager_mark(stg, k1) : st;
+        }
+        if (NULL != stg && CGPU_OK == st) {
+            st = cgpu_stager_wait(stg, k); /* its copy in, or its last use, is done */
+        }
+        const void *hs;
+        void *hr;
+        if (sdev) {
+            hs = rdev ? MPI_IN_PLACE : (const void *) slot;
+            hr = rdev ? (void *) slot : (void *) (r0 + off);
+        } else {
+            hs = in_place && !rdev ? MPI_IN_PLACE : (const void *) (s0 + off);
+            hr = rdev ? (void *) slot : (void *) (r0 + off);
+        }
+        /* a local copy failure still takes part (on whatever the slot holds), so no peer
+         * waits forever; the call then returns the error */
+        int crc = MCA_COLL_GPU_PREV(m->prev.coll_allreduce(hs, hr, (int) n, dtype, op, comm,
+                                                           m->prev.coll_allreduce_module));
+        rc = MPI_SUCCESS == rc ? crc : rc;
+        if (rdev && CGPU_OK == st) {
+            st = cgpu_stager_copy(stg, r0 + off, slot, n * size);
+            st = CGPU_OK == st ? cgpu_stager_mark(stg, k) : st;
+        }
+    }
+    if (NULL != stg) {
+        st = CGPU_OK == st ? cgpu_stager_finish(stg) : st;
+        cgpu_stager_put(&stg);
+    }
+    if (CGPU_OK != st) {
+        opal_output(0, "coll/gpu: MPI_Allreduce on %s: staging copies failed: %s", comm->c_name,
+                    cgpu_status_string(st));
+        rc = MPI_SUCCESS == rc ? MPI_ERR_BUFFER : rc;
+    }
+    return rc;
+}
+
 int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
                                     int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                     struct ompi_communicator_t *comm)
 {
     if (!mca_coll_gpu_nested()) {
         atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
+    }
+    size_t per;
+    if (!mca_coll_gpu_nested() && pipelined(count, dtype, &per)) {
+        return pipe_allreduce(m, sbuf, rbuf, count, dtype, op, comm, per);
     }
     if (mca_coll_gpu_nested() || (!mca_coll_gpu_on_device(sbuf) && !mca_coll_gpu_on_device(rbuf))) {
         return MCA_COLL_GPU_PREV(m->prev.coll_allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev.coll_allreduce_module));

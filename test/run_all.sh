@@ -231,6 +231,17 @@ else
         fi
     done
 
+    # ---- the staged allreduce's pipeline: 1000-byte chunks (odd element counts per chunk),
+    # host buffers staged as device ones through the stager, then reduced chunk by chunk ----
+    if [ -x "$BIN/mpi/test_forced_fallback" ]; then
+        PIPE=(--mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback
+            --mca coll_gpu_stage_pipeline_min_bytes 1 --mca coll_gpu_stage_chunk_bytes 1000)
+        run_test "test_forced_fallback.pipelined_staged.np3" "${MPIRUN[@]}" "${PIPE[@]}" \
+            --mca coll_gpu_stage_host_buffers 1 -np 3 "$BIN/mpi/test_forced_fallback"
+        run_test "test_forced_fallback.pipelined_host.np2" "${MPIRUN[@]}" "${PIPE[@]}" \
+            -np 2 "$BIN/mpi/test_forced_fallback"
+    fi
+
     # ---- RAS watchdog: a rank enters 2.5-3 s late with a 1 s timeout ----
     if [ -x "$BIN/mpi/test_ras" ]; then
         run_test "test_ras.watchdog.np3" "${MPIRUN[@]}" --mca coll_gpu_ras_timeout 1 -np 3 \

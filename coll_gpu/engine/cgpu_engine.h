@@ -143,6 +143,24 @@ void cgpu_engine_forbid_bootstrap(bool forbid);
 /** False on a thread marked by cgpu_engine_forbid_bootstrap(true). */
 bool cgpu_engine_may_bootstrap(void);
 
+/**
+ * Stagers: pinned host slots and a copy stream for pipelining a collective through host
+ * memory (the glue's staged path). cgpu_stager_get takes one (from a small pool) whose
+ * stream starts after the work queued on the default stream; copies are queued in order;
+ * mark(i) remembers how far the queue reached, wait(i) blocks until there; finish waits for
+ * everything; put gives it back. Without a usable GPU, slots are malloc'd and copies happen
+ * at once. cgpu_engine_fini drains the pool.
+ */
+typedef struct cgpu_stager cgpu_stager_t;
+cgpu_status_t cgpu_stager_get(size_t slot_bytes, int nslots, cgpu_stager_t **out);
+void *cgpu_stager_slot(const cgpu_stager_t *s, int i);
+cgpu_status_t cgpu_stager_copy(cgpu_stager_t *s, void *dst, const void *src, size_t bytes);
+cgpu_status_t cgpu_stager_mark(cgpu_stager_t *s, int i);
+cgpu_status_t cgpu_stager_wait(cgpu_stager_t *s, int i);
+cgpu_status_t cgpu_stager_finish(cgpu_stager_t *s);
+void cgpu_stager_put(cgpu_stager_t **s);
+void cgpu_stager_pool_drain(void);
+
 /** The configuration the engine runs with (valid between init and fini). */
 const cgpu_config_t *cgpu_engine_config(void);
 

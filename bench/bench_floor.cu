@@ -1,0 +1,107 @@
+/*
+ * What one small collective call cannot go below on this machine, one process, one GPU:
+ *   - cudaPointerGetAttributes (coll/gpu asks it for each buffer of a call),
+ *   - an empty kernel launched and waited for with cudaStreamSynchronize,
+ *   - the same kernel waited for by polling a flag it writes to mapped host memory,
+ *   - cudaEventRecord + cudaStreamWaitEvent (the "event" stream order).
+ * Mean over many calls after a warm-up, in microseconds.
+ *
+ *   bench/bench_floor [iterations]
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define CK(call)                                                                          \
+    do {                                                                                  \
+        cudaError_t e_ = (call);                                                          \
+        if (cudaSuccess != e_) {                                                          \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,                  \
+                    cudaGetErrorString(e_));                                              \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+
+__global__ void empty_kernel() {}
+
+__global__ void flag_kernel(volatile unsigned long long *flag, unsigned long long v)
+{
+    if (0 == threadIdx.x && 0 == blockIdx.x) {
+        __threadfence_system();
+        *flag = v;
+    }
+}
+
+static double now_us()
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double) t.tv_sec * 1e6 + (double) t.tv_nsec / 1e3;
+}
+
+int main(int argc, char **argv)
+{
+    const int it = argc > 1 ? atoi(argv[1]) : 20000;
+    cudaStream_t st;
+    CK(cudaSetDevice(0));
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    void *d;
+    CK(cudaMalloc(&d, 1 << 20));
+    unsigned long long *hflag, *dflag;
+    CK(cudaHostAlloc((void **) &hflag, 64, cudaHostAllocMapped));
+    CK(cudaHostGetDevicePointer((void **) &dflag, hflag, 0));
+    *hflag = 0;
+    cudaEvent_t ev;
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+
+    for (int w = 0; w < 1000; ++w) {
+        empty_kernel<<<1, 32, 0, st>>>();
+    }
+    CK(cudaStreamSynchronize(st));
+
+    cudaPointerAttributes a;
+    double t0 = now_us();
+    for (int i = 0; i < it; ++i) {
+        CK(cudaPointerGetAttributes(&a, (char *) d + (i & 1023)));
+    }
+    const double attr = (now_us() - t0) / it;
+
+    t0 = now_us();
+    for (int i = 0; i < it; ++i) {
+        empty_kernel<<<1, 32, 0, st>>>();
+        CK(cudaStreamSynchronize(st));
+    }
+    const double sync = (now_us() - t0) / it;
+
+    t0 = now_us();
+    for (int i = 0; i < it; ++i) {
+        empty_kernel<<<1, 32, 0, st>>>();
+    }
+    CK(cudaStreamSynchronize(st));
+    const double launch = (now_us() - t0) / it;
+
+    t0 = now_us();
+    for (int i = 1; i <= it; ++i) {
+        flag_kernel<<<1, 32, 0, st>>>(dflag, (unsigned long long) i);
+        while (*(volatile unsigned long long *) hflag != (unsigned long long) i) {
+        }
+    }
+    const double poll = (now_us() - t0) / it;
+    CK(cudaStreamSynchronize(st));
+
+    t0 = now_us();
+    for (int i = 0; i < it; ++i) {
+        CK(cudaEventRecord(ev, 0));
+        CK(cudaStreamWaitEvent(st, ev, 0));
+    }
+    const double order = (now_us() - t0) / it;
+    CK(cudaStreamSynchronize(st));
+
+    printf("cudaPointerGetAttributes          %7.2f us\n", attr);
+    printf("kernel launch (queued, no wait)   %7.2f us\n", launch);
+    printf("launch + cudaStreamSynchronize    %7.2f us\n", sync);
+    printf("launch + poll mapped host flag    %7.2f us\n", poll);
+    printf("event record + stream wait event  %7.2f us\n", order);
+    return 0;
+}

@@ -1,0 +1,185 @@
+/*
+ * coll/gpu engine: stagers, the pinned host slots and the copy stream through which the
+ * glue pipelines a collective it hands to the previous module (chunk i+1 copied to the host
+ * while the previous module works on chunk i, chunk i-1 copied back meanwhile).
+ *
+ * A stager is taken for one call and given back; given-back stagers stay in a small
+ * process-wide pool (their pinned memory is costly to allocate). Without a usable GPU the
+ * slots are plain host memory and every copy is a memcpy done at once.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "btl_glue/cgpu_cuda.h"
+#include "cgpu_engine.h"
+
+enum { STAGER_MAX_SLOTS = 4, STAGER_POOL = 4 };
+
+struct cgpu_stager {
+    size_t slot_bytes;
+    int nslots;
+    bool cuda; /* slots pinned, copies on the stream */
+    char *slot[STAGER_MAX_SLOTS];
+    void *ev[STAGER_MAX_SLOTS];
+    void *stream;
+    void *order_ev;
+    int device;
+    struct cgpu_stager *next;
+};
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static cgpu_stager_t *pool;
+static int pooled;
+
+static void stager_destroy(cgpu_stager_t *s)
+{
+    for (int i = 0; i < s->nslots; ++i) {
+        if (s->cuda) {
+            cgpu_cuda_host_free(s->slot[i]); /* deferred while a kernel is in flight */
+            cgpu_cuda_event_destroy(s->ev[i]);
+        } else {
+            free(s->slot[i]);
+        }
+    }
+    if (s->cuda) {
+        cgpu_cuda_event_destroy(s->order_ev);
+        cgpu_cuda_stream_destroy(s->stream);
+    }
+    free(s);
+}
+
+static cgpu_status_t stager_new(size_t slot_bytes, int nslots, bool cuda, cgpu_stager_t **out)
+{
+    cgpu_stager_t *s = calloc(1, sizeof(*s));
+    if (NULL == s) {
+        return CGPU_ERR_NO_MEMORY;
+    }
+    s->slot_bytes = slot_bytes;
+    s->nslots = nslots;
+    s->cuda = cuda;
+    s->device = cuda ? cgpu_cuda_current_device() : -1;
+    cgpu_status_t st = CGPU_OK;
+    if (cuda) {
+        st = cgpu_cuda_stream_create(&s->stream, false);
+        if (CGPU_OK == st) {
+            st = cgpu_cuda_event_create(&s->order_ev);
+        }
+    }
+    for (int i = 0; CGPU_OK == st && i < nslots; ++i) {
+        if (cuda) {
+            void *dev;
+            st = cgpu_cuda_host_alloc_mapped((void **) &s->slot[i], &dev, slot_bytes);
+            if (CGPU_OK == st) {
+                st = cgpu_cuda_event_create(&s->ev[i]);
+            }
+        } else {
+            s->slot[i] = malloc(slot_bytes);
+            st = NULL == s->slot[i] ? CGPU_ERR_NO_MEMORY : CGPU_OK;
+        }
+    }
+    if (CGPU_OK != st) {
+        stager_destroy(s);
+        return st;
+    }
+    *out = s;
+    return CGPU_OK;
+}
+
+cgpu_status_t cgpu_stager_get(size_t slot_bytes, int nslots, cgpu_stager_t **out)
+{
+    *out = NULL;
+    if (0 == slot_bytes || nslots < 1 || nslots > STAGER_MAX_SLOTS) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    const bool cuda = cgpu_cuda_available();
+    const int dev = cuda ? cgpu_cuda_current_device() : -1;
+    pthread_mutex_lock(&pool_lock);
+    for (cgpu_stager_t **pp = &pool; NULL != *pp; pp = &(*pp)->next) {
+        cgpu_stager_t *s = *pp;
+        if (s->slot_bytes == slot_bytes && s->nslots >= nslots && s->device == dev) {
+            *pp = s->next;
+            --pooled;
+            pthread_mutex_unlock(&pool_lock);
+            s->next = NULL;
+            *out = s;
+            goto ordered;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    cgpu_status_t st = stager_new(slot_bytes, nslots, cuda, out);
+    if (CGPU_OK != st) {
+        return st;
+    }
+ordered:
+    /* the device data was written through the application's default stream */
+    return (*out)->cuda ? cgpu_cuda_stream_after_default((*out)->stream, (*out)->order_ev)
+                        : CGPU_OK;
+}
+
+void *cgpu_stager_slot(const cgpu_stager_t *s, int i)
+{
+    return s->slot[i];
+}
+
+cgpu_status_t cgpu_stager_copy(cgpu_stager_t *s, void *dst, const void *src, size_t bytes)
+{
+    if (0 == bytes) {
+        return CGPU_OK;
+    }
+    if (!s->cuda) {
+        memcpy(dst, src, bytes);
+        return CGPU_OK;
+    }
+    return cgpu_cuda_copy_async(dst, src, bytes, s->stream);
+}
+
+cgpu_status_t cgpu_stager_mark(cgpu_stager_t *s, int i)
+{
+    return s->cuda ? cgpu_cuda_event_record(s->ev[i], s->stream) : CGPU_OK;
+}
+
+cgpu_status_t cgpu_stager_wait(cgpu_stager_t *s, int i)
+{
+    return s->cuda ? cgpu_cuda_event_sync(s->ev[i]) : CGPU_OK;
+}
+
+cgpu_status_t cgpu_stager_finish(cgpu_stager_t *s)
+{
+    return s->cuda ? cgpu_cuda_stream_sync(s->stream) : CGPU_OK;
+}
+
+void cgpu_stager_put(cgpu_stager_t **sp)
+{
+    cgpu_stager_t *s = *sp;
+    *sp = NULL;
+    if (NULL == s) {
+        return;
+    }
+    (void) cgpu_stager_finish(s);
+    pthread_mutex_lock(&pool_lock);
+    if (pooled < STAGER_POOL) {
+        s->next = pool;
+        pool = s;
+        ++pooled;
+        s = NULL;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (NULL != s) {
+        stager_destroy(s);
+    }
+}
+
+void cgpu_stager_pool_drain(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    cgpu_stager_t *s = pool;
+    pool = NULL;
+    pooled = 0;
+    pthread_mutex_unlock(&pool_lock);
+    while (NULL != s) {
+        cgpu_stager_t *next = s->next;
+        stager_destroy(s);
+        s = next;
+    }
+}
