@@ -87,6 +87,9 @@ if has floor; then # the launch-and-wait floor of one small call on this machine
         bench/bench_floor 20000 2>&1 | tee "$out/floor.txt"
 fi
 if has staged; then # the staged allreduce: pipelined (default) against one whole host copy
+    PIPE=(--mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback
+          --mca coll_gpu_stage_pipeline_min_bytes 1 --mca coll_gpu_stage_chunk_bytes 1000)
+    run pipe_staged_np3 200 3 "${PIPE[@]}" --mca coll_gpu_stage_host_buffers 1 test/mpi/test_forced_fallback
     for v in 4194304 0; do
         echo "## coll_gpu_stage_chunk_bytes $v (allreduce forced to the previous module)"
         timeout -k 5 200 "${MPIRUN[@]}" -np 2 --mca coll_gpu_allreduce_algorithm fallback \
