@@ -722,7 +722,7 @@ static bool use_scratch(mca_coll_gpu_request_t *r, size_t bytes)
 /* Whether a call the engine could run takes the engine path: a function of the module's
  * state, which every rank changes in the same call (decision 2). The first such call on a
  * communicator queues the engine communicator's set-up ahead of itself. */
-static bool plan_engine(mca_coll_gpu_module_t *m, bool may_create, bool *create)
+static bool plan_engine(mca_coll_gpu_module_t *m, bool *create)
 {
     *create = false;
     if (mca_coll_gpu_nested()) {
@@ -736,9 +736,6 @@ static bool plan_engine(mca_coll_gpu_module_t *m, bool may_create, bool *create)
         return false;
     case CGPU_MODULE_UNINIT:
         break;
-    }
-    if (!may_create) {
-        return false; /* the previous module, and the communicator stays as it is */
     }
     if (!m->one_node) {
         /* no engine communicator can span nodes: the staged path from the start */
@@ -831,12 +828,15 @@ static int nb_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi_da
     cgpu_dtype_t dt;
     cgpu_op_t eop;
     /* Open MPI agrees on a new communicator's id with 1-2 int MAX/MIN Iallreduces on the
-     * parent, posted from its progress loop; such calls never set an engine communicator up
-     * (that would put GPU memory behind every parent, on whatever device is current) */
+     * parent, posted from its progress loop by whichever thread progresses, possibly one
+     * inside a call of the previous module (where plan_engine declines): the path of such
+     * a call must not depend on that, so calls of this shape always take the previous
+     * module (host buffers: directly; device buffers: staged), and never put an engine
+     * communicator (GPU memory, on whatever device is current) behind every parent */
     const bool cid_shape =
         count <= 2 && MPI_INT == dtype && (MPI_MAX == op || MPI_MIN == op);
-    if (mca_coll_gpu_allreduce_engine_ok(count, dtype, op, &dt, &eop) &&
-        plan_engine(m, !cid_shape, &create)) {
+    if (!cid_shape && mca_coll_gpu_allreduce_engine_ok(count, dtype, op, &dt, &eop) &&
+        plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
         if (NULL == r) {
             return MPI_ERR_NO_MEM;
@@ -876,7 +876,7 @@ static int nb_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_datat
     cgpu_op_t eop;
     if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.reduce_algorithm && count > 0 &&
         mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop) &&
-        plan_engine(m, true, &create)) {
+        plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
         if (NULL == r) {
             return MPI_ERR_NO_MEM;
@@ -917,7 +917,7 @@ static int nb_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
     cgpu_op_t eop;
     if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.reduce_scatter_algorithm &&
         rcount > 0 && mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop) &&
-        plan_engine(m, true, &create)) {
+        plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
         if (NULL == r) {
             return MPI_ERR_NO_MEM;
@@ -956,7 +956,7 @@ static int nb_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int ro
     mca_coll_gpu_module_t *m = M(module);
     bool create;
     if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.bcast_algorithm && count > 0 &&
-        plan_engine(m, true, &create)) {
+        plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, buf);
         if (NULL == r) {
             return MPI_ERR_NO_MEM;
@@ -1002,7 +1002,7 @@ static int nb_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *s
     const bool in_place = MPI_IN_PLACE == sbuf;
     const int n = ompi_comm_size(comm);
     if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.allgather_algorithm && rcount > 0 &&
-        (in_place || scount >= 0) && plan_engine(m, true, &create)) {
+        (in_place || scount >= 0) && plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
         if (NULL == r) {
             return MPI_ERR_NO_MEM;
@@ -1057,7 +1057,7 @@ static int nb_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sd
     const int n = ompi_comm_size(comm);
     size_t bytes;
     if (mca_coll_gpu_alltoall_engine_ok(in_place ? rcount : scount, rcount, rdt, &bytes) &&
-        plan_engine(m, true, &create)) {
+        plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
         if (NULL == r) {
             return MPI_ERR_NO_MEM;
