@@ -28,7 +28,7 @@ mca_coll_gpu_component_t mca_coll_gpu_component = {
     },
     .priority = 40,
     .self_priority = 90,
-    .nb_max_workers = 64,
+    .nb_max_workers = 256,
     .stage_chunk_bytes = 4194304,
     .stage_pipeline_min_bytes = 8388608,
     .verbose = 0,
@@ -134,7 +134,7 @@ static int gpu_register(void)
     reg_int("nb_max_workers",
             "Most worker threads per process for non-blocking collectives on the engine path "
             "(one per communicator that has posted one, ended when the communicator is freed); "
-            "past the cap a non-blocking collective runs at its post, blocking. 0: always so",
+            "past the cap such a call fails with MPI_ERR_OTHER and a message",
             OPAL_INFO_LVL_5, &c->nb_max_workers);
     reg_int("verbose",
             "Verbosity of coll/gpu messages (0: warnings only, 10: decisions and set-up, "

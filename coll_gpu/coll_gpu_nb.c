@@ -20,7 +20,9 @@
  * communicators in different orders; one queue per process could then wait on a peer that
  * waits on us. The worker never calls MPI (no bootstrap round, no previous module, no
  * Open MPI object reference counts), so it is safe at every thread level. Workers are
- * capped (coll_gpu_nb_max_workers): past the cap a call runs at its post, blocking.
+ * capped (coll_gpu_nb_max_workers): past the cap a post fails with a message (running it at
+ * its post would block, and deadlock ranks that post on two communicators in different
+ * orders).
  *
  * Staged path (everything else, on device buffers): the device spans are copied to host
  * memory at the post, the previous module's non-blocking collective runs on the copies, and
@@ -149,7 +151,6 @@ static atomic_int nworkers;
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread bool on_worker;
 static bool progress_registered;
-static bool cap_reported;
 static mca_coll_gpu_nbq_t *jobs;  /* workers with a bootstrap round in flight (pending_lock) */
 static atomic_int njobs;
 
@@ -531,15 +532,6 @@ static mca_coll_gpu_nbq_t *worker_of(mca_coll_gpu_module_t *m)
             }
         }
     }
-    if (NULL == q && !cap_reported) {
-        cap_reported = true;
-        opal_output_verbose(1, mca_coll_gpu_component.output,
-                            "coll/gpu: no worker thread for non-blocking collectives on %s (%d "
-                            "running, cap coll_gpu_nb_max_workers = %d): they run at their post, "
-                            "blocking, until a communicator with a worker is freed",
-                            m->comm->c_name, atomic_load(&nworkers),
-                            mca_coll_gpu_component.nb_max_workers);
-    }
     pthread_mutex_unlock(&create_lock);
     return q;
 }
@@ -684,15 +676,26 @@ static int engine_post(mca_coll_gpu_request_t *r, ompi_request_t **request)
 {
     mca_coll_gpu_module_t *m = r->m;
     mca_coll_gpu_nbq_t *q = worker_of(m);
-    atomic_fetch_add_explicit(&m->nb_posted, 1, memory_order_relaxed);
     if (NULL == q) {
-        /* past the worker cap: run now, blocking, with what a worker would do (no
-         * copy-engine agreement round, so every rank runs the call alike) */
-        mca_coll_gpu_nb_drain(m);
-        cgpu_engine_forbid_bootstrap(true);
-        run_one(r, &m->bootstrap);
-        cgpu_engine_forbid_bootstrap(false);
+        /* past the worker cap: running the call here would block the post, and a blocking
+         * post deadlocks ranks that post on two communicators in different orders; fail it */
+        opal_output(0, "coll/gpu: %s on %s: no worker thread for non-blocking collectives "
+                       "(%d running, coll_gpu_nb_max_workers = %d): the call fails; free "
+                       "communicators that posted non-blocking collectives, or raise the cap",
+                    nb_names[r->kind], m->comm->c_name, atomic_load(&nworkers),
+                    mca_coll_gpu_component.nb_max_workers);
+        if (r->create) { /* nothing was set up: a later call may try again */
+            __atomic_store_n(&m->state, CGPU_MODULE_UNINIT, __ATOMIC_RELEASE);
+        }
+        for (int i = 0; i < 2; ++i) {
+            (void) view_close(&r->v[i], MPI_ERR_OTHER);
+        }
+        free(r->scratch);
+        r->scratch = NULL;
+        request_destroy(r);
+        return MPI_ERR_OTHER;
     } else {
+        atomic_fetch_add_explicit(&m->nb_posted, 1, memory_order_relaxed);
         r->qnext = NULL;
         pthread_mutex_lock(&q->lock);
         if (NULL == q->tail) {
@@ -819,6 +822,26 @@ static mca_coll_gpu_request_t *staged_begin(mca_coll_gpu_module_t *m,
 
 /* ---- entry points: the six with an engine path ---- */
 
+/* An engine reduction (allreduce, reduce, reduce_scatter_block) queued for the worker;
+ * s NULL: in place. */
+static int post_reduction(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                          enum nb_kind kind, bool create, const void *s, void *r, size_t count,
+                          cgpu_dtype_t dt, cgpu_op_t eop, int root, ompi_request_t **request)
+{
+    mca_coll_gpu_request_t *q = engine_request(m, comm, create, NULL != s ? s : r);
+    if (NULL == q) {
+        return MPI_ERR_NO_MEM;
+    }
+    q->kind = kind;
+    q->s = s;
+    q->r = r;
+    q->count = count;
+    q->dt = dt;
+    q->op = eop;
+    q->root = root;
+    return engine_post(q, request);
+}
+
 static int nb_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                          struct ompi_op_t *op, struct ompi_communicator_t *comm,
                          ompi_request_t **request, mca_coll_base_module_t *module)
@@ -837,17 +860,8 @@ static int nb_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi_da
         count <= 2 && MPI_INT == dtype && (MPI_MAX == op || MPI_MIN == op);
     if (!cid_shape && mca_coll_gpu_allreduce_engine_ok(count, dtype, op, &dt, &eop) &&
         plan_engine(m, &create)) {
-        mca_coll_gpu_request_t *r = engine_request(m, comm, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
-        if (NULL == r) {
-            return MPI_ERR_NO_MEM;
-        }
-        r->kind = NB_ALLREDUCE;
-        r->s = MPI_IN_PLACE == sbuf ? rbuf : sbuf;
-        r->r = rbuf;
-        r->count = (size_t) count;
-        r->dt = dt;
-        r->op = eop;
-        return engine_post(r, request);
+        return post_reduction(m, comm, NB_ALLREDUCE, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf,
+                              rbuf, (size_t) count, dt, eop, 0, request);
     }
     STAGED_NEW_OR_PASS(r, sbuf, rbuf,
                        m->prev.coll_iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
@@ -877,18 +891,8 @@ static int nb_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_datat
     if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.reduce_algorithm && count > 0 &&
         mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop) &&
         plan_engine(m, &create)) {
-        mca_coll_gpu_request_t *r = engine_request(m, comm, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
-        if (NULL == r) {
-            return MPI_ERR_NO_MEM;
-        }
-        r->kind = NB_REDUCE;
-        r->s = MPI_IN_PLACE == sbuf ? NULL : sbuf;
-        r->r = is_root ? rbuf : NULL;
-        r->count = (size_t) count;
-        r->dt = dt;
-        r->op = eop;
-        r->root = root;
-        return engine_post(r, request);
+        return post_reduction(m, comm, NB_REDUCE, create, MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                              is_root ? rbuf : NULL, (size_t) count, dt, eop, root, request);
     }
     STAGED_NEW_OR_PASS(r, sbuf, is_root ? rbuf : NULL,
                        m->prev.coll_ireduce(sbuf, rbuf, count, dtype, op, root, comm, request,
@@ -918,17 +922,9 @@ static int nb_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
     if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.reduce_scatter_algorithm &&
         rcount > 0 && mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop) &&
         plan_engine(m, &create)) {
-        mca_coll_gpu_request_t *r = engine_request(m, comm, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
-        if (NULL == r) {
-            return MPI_ERR_NO_MEM;
-        }
-        r->kind = NB_REDUCE_SCATTER_BLOCK;
-        r->s = MPI_IN_PLACE == sbuf ? NULL : sbuf;
-        r->r = rbuf;
-        r->count = (size_t) rcount;
-        r->dt = dt;
-        r->op = eop;
-        return engine_post(r, request);
+        return post_reduction(m, comm, NB_REDUCE_SCATTER_BLOCK, create,
+                              MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf, (size_t) rcount, dt, eop,
+                              0, request);
     }
     STAGED_NEW_OR_PASS(r, sbuf, rbuf,
                        m->prev.coll_ireduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm,

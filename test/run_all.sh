@@ -231,6 +231,14 @@ else
         fi
     done
 
+    # ---- non-blocking: 4 threads on their own communicators; and the worker cap (a post
+    # past it fails on every rank, nothing hangs) ----
+    if [ -x "$BIN/mpi/test_nb" ]; then
+        run_test "test_nb.threads.np3" "${MPIRUN[@]}" -np 3 "$BIN/mpi/test_nb" threads
+        run_test "test_nb.cap.np3" "${MPIRUN[@]}" --mca coll_gpu_nb_max_workers 1 -np 3 \
+            "$BIN/mpi/test_nb" cap
+    fi
+
     # ---- the staged allreduce's pipeline: 1000-byte chunks (odd element counts per chunk),
     # host buffers staged as device ones through the stager, then reduced chunk by chunk ----
     if [ -x "$BIN/mpi/test_forced_fallback" ]; then

@@ -16,7 +16,11 @@
  * Every result is checked against values computed here. pvars: the six count as engine
  * calls on 2+ ranks, the others as fallback calls; on one rank every call is counted once.
  * Argument "staged": the run where host buffers are staged as device ones would be.
+ * Argument "cap" (with --mca coll_gpu_nb_max_workers 1): past the cap a post fails cleanly.
+ * Argument "threads": 4 threads under MPI_THREAD_MULTIPLE, each on its own communicator
+ * and splits of it (non-blocking calls as the first calls on fresh communicators).
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -476,9 +480,144 @@ static void suite(MPI_Comm comm, const char *label, uint64_t salt)
     mt_pvars_close(&pv);
 }
 
+/* Threads (MPI_THREAD_MULTIPLE), each with its own communicator: non-blocking calls as the
+ * first calls on fresh communicators (their engine set-up runs concurrently), splits of them,
+ * several requests per thread in flight; NCCL's lazy non-blocking init + split failure. */
+enum { NTHREADS = 4, TROUNDS = 25, TN = 3001 };
+
+typedef struct {
+    MPI_Comm comm;
+    int t;
+    int *a, *b, *c; /* TN, TN, TN x size */
+    long bad;
+} tctx_t;
+
+static void *thread_main(void *arg)
+{
+    tctx_t *x = arg;
+    int rank, size;
+    MPI_Comm_rank(x->comm, &rank);
+    MPI_Comm_size(x->comm, &size);
+    for (int round = 0; round < TROUNDS; ++round) {
+        const uint64_t salt = 7000 + (uint64_t) x->t * 100 + (uint64_t) round;
+        MPI_Comm sub;
+        MPI_Comm_split(x->comm, rank % 2, -rank, &sub); /* a fresh communicator each round */
+        int sr, ss;
+        MPI_Comm_rank(sub, &sr);
+        MPI_Comm_size(sub, &ss);
+        for (long i = 0; i < TN; ++i) {
+            x->a[i] = val(salt, rank, i);
+            x->b[i] = val(salt + 1, sr, i);
+        }
+        for (long i = 0; i < (long) TN * size; ++i) {
+            x->c[i] = val(salt + 2, rank, i);
+        }
+        mt_push(x->a), mt_push(x->b), mt_push(x->c);
+        MPI_Request req[3];
+        MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x->a), TN, MPI_INT, MPI_SUM, x->comm, &req[0]));
+        MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x->b), TN, MPI_INT, MPI_MAX, sub, &req[1]));
+        MT_CHECK_MPI(MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, MT_D(x->c), TN, MPI_INT,
+                                   x->comm, &req[2]));
+        MT_CHECK_MPI(MPI_Waitall(3, req, MPI_STATUSES_IGNORE));
+        mt_pull(x->a), mt_pull(x->b), mt_pull(x->c);
+        for (long i = 0; i < TN; ++i) {
+            int sum = 0, mx = val(salt + 1, 0, i);
+            for (int p = 0; p < size; ++p) {
+                sum = (int) ((unsigned) sum + (unsigned) val(salt, p, i));
+            }
+            for (int p = 0; p < ss; ++p) {
+                mx = val(salt + 1, p, i) > mx ? val(salt + 1, p, i) : mx;
+            }
+            x->bad += x->a[i] != sum || x->b[i] != mx;
+            for (int p = 0; p < size; ++p) {
+                x->bad += x->c[(long) p * TN + i] != val(salt + 2, p, (long) rank * TN + i);
+            }
+        }
+        MPI_Comm_free(&sub);
+    }
+    return NULL;
+}
+
+static void threaded(void)
+{
+    tctx_t x[NTHREADS];
+    pthread_t th[NTHREADS];
+    const int size = mt_world_size();
+    for (int t = 0; t < NTHREADS; ++t) { /* the main thread makes every buffer and comm */
+        MPI_Comm_dup(MPI_COMM_WORLD, &x[t].comm);
+        x[t].t = t;
+        x[t].bad = 0;
+        x[t].a = mt_twin_alloc(sizeof(int) * TN);
+        x[t].b = mt_twin_alloc(sizeof(int) * TN);
+        x[t].c = mt_twin_alloc(sizeof(int) * (size_t) TN * (size_t) size);
+    }
+    for (int t = 0; t < NTHREADS; ++t) {
+        pthread_create(&th[t], NULL, thread_main, &x[t]);
+    }
+    for (int t = 0; t < NTHREADS; ++t) {
+        pthread_join(th[t], NULL);
+        MT_CHECK(0 == x[t].bad, "thread %d: %ld wrong elements", t, x[t].bad);
+        MPI_Comm_free(&x[t].comm);
+        mt_twin_free(x[t].a), mt_twin_free(x[t].b), mt_twin_free(x[t].c);
+    }
+}
+
+/* Run with --mca coll_gpu_nb_max_workers 1: world's first non-blocking engine call takes
+ * the one worker; a call on a dup then fails with an MPI error on every rank (each has
+ * exactly world's worker), nothing hangs, and world keeps working. */
+static void cap(void)
+{
+    const int size = mt_world_size(), rank = mt_world_rank();
+    enum { CN = 100 };
+    int *x = mt_twin_alloc(sizeof(int) * CN);
+    MPI_Request req;
+    for (int round = 0; round < 2; ++round) {
+        for (int i = 0; i < CN; ++i) {
+            x[i] = val(9000 + (uint64_t) round, rank, i);
+        }
+        mt_push(x);
+        MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), CN, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+                                    &req));
+        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        mt_pull(x);
+        long bad = 0;
+        for (int i = 0; i < CN; ++i) {
+            int e = 0;
+            for (int p = 0; p < size; ++p) {
+                e = (int) ((unsigned) e + (unsigned) val(9000 + (uint64_t) round, p, i));
+            }
+            bad += x[i] != e;
+        }
+        MT_CHECK(0 == bad, "cap: world round %d: %ld wrong", round, bad);
+        MPI_Comm d;
+        MPI_Comm_dup(MPI_COMM_WORLD, &d);
+        MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), CN, MPI_INT, MPI_SUM, d, &req);
+        MT_CHECK(MPI_SUCCESS != rc, "cap: a second communicator got a worker past the cap");
+        if (MPI_SUCCESS == rc) {
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+        }
+        MPI_Comm_free(&d);
+    }
+    mt_twin_free(x);
+}
+
 int main(int argc, char **argv)
 {
     staged_run = argc > 1 && 0 == strcmp(argv[1], "staged");
+    if (argc > 1 && 0 == strcmp(argv[1], "cap")) {
+        mt_init(&argc, &argv, MT_ON_DEVICE ? "test_cuda_nb" : "test_nb");
+        mt_twin_init();
+        cap();
+        return mt_finalize();
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "threads")) {
+        mt_init_thread(&argc, &argv, MT_ON_DEVICE ? "test_cuda_nb" : "test_nb",
+                       MPI_THREAD_MULTIPLE);
+        mt_twin_init();
+        threaded();
+        return mt_finalize();
+    }
     mt_init(&argc, &argv, MT_ON_DEVICE ? "test_cuda_nb" : "test_nb");
     mt_twin_init();
     wrank = mt_world_rank();

@@ -281,7 +281,7 @@ int main(int argc, char **argv)
             ++pairs;
             engine_pairs += t->engine;
             mt_pvars_mark(&pv);
-            long calls = 0, bad = 0;
+            long calls = 0, bad = 0, cid_shaped = 0;
             for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); ++k) {
                 const long n = counts[k];
                 const uint64_t salt = (uint64_t) ti * 1000 + (uint64_t) op * 10 + k;
@@ -319,11 +319,15 @@ int main(int argc, char **argv)
                     bad += !right(t, op, r, salt, size, i);
                 }
                 calls += 3;
+                /* documented exception: an MPI_Iallreduce of 1-2 MPI_INT with MAX/MIN (the
+                 * shape of Open MPI's own communicator-id agreement) takes the previous module */
+                cid_shaped += n <= 2 && MPI_INT == t->dt && (O_MAX == op || O_MIN == op);
             }
             MT_CHECK(0 == bad, "%s %s: %ld wrong elements", t->name, op_names[op], bad);
             unsigned long long e = 0, f = 0;
             if (mt_pvars_available() && size >= 2 && 0 == mt_pvars_delta(&pv, &e, &f)) {
-                MT_CHECK(t->engine ? e == (unsigned long long) calls && 0 == f
+                MT_CHECK(t->engine ? e == (unsigned long long) (calls - cid_shaped) &&
+                                         f == (unsigned long long) cid_shaped
                                    : 0 == e && f == (unsigned long long) calls,
                          "%s %s: %ld calls, engine_calls +%llu, fallback_calls +%llu (expected "
                          "all on the %s)",
