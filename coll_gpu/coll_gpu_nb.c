@@ -448,8 +448,10 @@ static void run_one(mca_coll_gpu_request_t *r, const cgpu_bootstrap_t *bs)
                        "coll_gpu_verbose 10); this call fails, later ones take the staged path",
                     nb_names[r->kind], m->comm->c_name);
     }
-    atomic_store_explicit(&r->done, 1, memory_order_release);
+    /* the communicator's count first: a caller that saw its request complete and then
+     * makes a blocking call on the communicator finds nothing left to wait for */
     atomic_fetch_add_explicit(&m->nb_done, 1, memory_order_release);
+    atomic_store_explicit(&r->done, 1, memory_order_release);
 }
 
 static void *worker_main(void *arg)
@@ -562,6 +564,7 @@ void mca_coll_gpu_nb_drain(mca_coll_gpu_module_t *m)
     while (atomic_load_explicit(&m->nb_done, memory_order_acquire) !=
            atomic_load_explicit(&m->nb_posted, memory_order_relaxed)) {
         opal_progress(); /* a set-up queued on the worker needs our progress callback */
+        sched_yield();   /* and the worker may share this core */
     }
 }
 
