@@ -27,6 +27,7 @@ typedef struct mca_coll_gpu_component_t {
     int priority;
     int self_priority; /* communicators of one rank (above coll/self's 75) */
     int nb_max_workers; /* worker threads for non-blocking engine collectives */
+    int nb_engine;      /* non-blocking collectives on the engine: -1 auto, 1 on, 0 off */
     int verbose;
     int output; /* opal_output stream, verbosity = verbose */
     int backend;

@@ -29,6 +29,7 @@ mca_coll_gpu_component_t mca_coll_gpu_component = {
     .priority = 40,
     .self_priority = 90,
     .nb_max_workers = 256,
+    .nb_engine = -1,
     .stage_chunk_bytes = 4194304,
     .stage_pipeline_min_bytes = 8388608,
     .verbose = 0,
@@ -74,6 +75,14 @@ static const mca_base_var_enum_value_t alltoall_values[] = {
     {CGPU_ALLTOALL_AUTO, "auto"},
     {CGPU_ALLTOALL_DIRECT, "direct"},
     {CGPU_ALLTOALL_FALLBACK, "fallback"},
+    {0, NULL},
+};
+
+/* non-blocking collectives on the engine: auto (see coll_gpu_nb_engine's help), on, off */
+static const mca_base_var_enum_value_t nb_engine_values[] = {
+    {-1, "auto"},
+    {1, "on"},
+    {0, "off"},
     {0, NULL},
 };
 
@@ -131,6 +140,14 @@ static int gpu_register(void)
             "the previous module. Negative: leave one-rank communicators to the other "
             "components",
             OPAL_INFO_LVL_6, &c->self_priority);
+    reg_enum("nb_engine",
+             "Non-blocking collectives (MPI_Iallreduce, MPI_Ireduce, MPI_Ireduce_scatter_block, "
+             "MPI_Ibcast, MPI_Iallgather, MPI_Ialltoall) on the engine (a worker thread per "
+             "communicator; on: always, off: staged through the previous module's non-blocking "
+             "collectives on host copies); auto: on, except on the cuda backend under "
+             "MPI_THREAD_MULTIPLE, where several threads driving them on their own "
+             "communicators failed on 2x H200 (known defect, see README)",
+             nb_engine_values, &c->nb_engine);
     reg_int("nb_max_workers",
             "Most worker threads per process for non-blocking collectives on the engine path "
             "(one per communicator that has posted one, ended when the communicator is freed); "

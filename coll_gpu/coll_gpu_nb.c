@@ -731,7 +731,7 @@ static bool use_scratch(mca_coll_gpu_request_t *r, size_t bytes)
 static bool plan_engine(mca_coll_gpu_module_t *m, bool *create)
 {
     *create = false;
-    if (mca_coll_gpu_nested()) {
+    if (mca_coll_gpu_nested() || 1 != mca_coll_gpu_component.nb_engine) {
         return false;
     }
     switch (__atomic_load_n(&m->state, __ATOMIC_ACQUIRE)) {

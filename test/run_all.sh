@@ -237,6 +237,8 @@ else
         run_test "test_nb.threads.np3" "${MPIRUN[@]}" -np 3 "$BIN/mpi/test_nb" threads
         run_test "test_nb.cap.np3" "${MPIRUN[@]}" --mca coll_gpu_nb_max_workers 1 -np 3 \
             "$BIN/mpi/test_nb" cap
+        run_test "test_nb.nb_engine_off.np3" "${MPIRUN[@]}" --mca coll_gpu_nb_engine off -np 3 \
+            "$BIN/mpi/test_nb"
     fi
 
     # ---- the staged allreduce's pipeline: 1000-byte chunks (odd element counts per chunk),
