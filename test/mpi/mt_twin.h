@@ -27,6 +27,7 @@ typedef struct {
 
 enum { MT_TWIN_MAX = 256 };
 static mt_twin_t mt_twins[MT_TWIN_MAX];
+static int mt_twin_device = -1; /* the device mt_twin_init chose */
 
 /* Selects the rank's device (rank % count); exits 77 with "skipped: no GPU" without one.
  * Call before MPI_Init's first collective on device memory. */
@@ -41,7 +42,18 @@ static inline void mt_twin_init(void)
     }
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     int r = NULL != lr ? atoi(lr) : mt_world_rank();
-    cudaSetDevice(r % n);
+    mt_twin_device = r % n;
+    cudaSetDevice(mt_twin_device);
+}
+
+/* A thread the test starts uses the device mt_twin_init chose (a new thread's current
+ * device is 0, and its default-stream copies would go through device 0's stream). */
+
+static inline void mt_twin_thread_init(void)
+{
+    if (mt_twin_device >= 0) {
+        cudaSetDevice(mt_twin_device);
+    }
 }
 
 static inline void *mt_twin_alloc(size_t bytes)
@@ -113,6 +125,7 @@ static inline void mt_twin_free(void *p)
 #else /* host memory */
 
 static inline void mt_twin_init(void) {}
+static inline void mt_twin_thread_init(void) {}
 static inline void *mt_twin_alloc(size_t bytes) { return mt_xmalloc(bytes > 0 ? bytes : 1); }
 static inline void mt_push(const void *p) { (void) p; }
 static inline void mt_pull(void *p) { (void) p; }

@@ -501,6 +501,7 @@ typedef struct {
 static void *thread_main(void *arg)
 {
     tctx_t *x = arg;
+    mt_twin_thread_init();
     int rank, size;
     MPI_Comm_rank(x->comm, &rank);
     MPI_Comm_size(x->comm, &size);
