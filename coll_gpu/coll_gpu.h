@@ -93,7 +93,6 @@ typedef struct mca_coll_gpu_module_t {
     mca_coll_base_comm_coll_t prev;
     bool prev_saved;
     bool misuse_reported;
-    bool one_node; /* every rank on this node (Open MPI's locality; the same on every rank) */
 
     /* engine side */
     cgpu_bootstrap_t bootstrap;
@@ -117,6 +116,10 @@ OBJ_CLASS_DECLARATION(mca_coll_gpu_module_t);
 int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads);
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority);
 
+/* whether every rank of @p comm is on this node (Open MPI's locality: the same answer on
+ * every rank; asked only when a non-blocking call plans the engine's set-up) */
+bool mca_coll_gpu_one_node(struct ompi_communicator_t *comm);
+
 /* whether @p module (may be NULL) is one of ours, of any communicator size */
 bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module);
 
@@ -130,7 +133,6 @@ void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_b
 void mca_coll_gpu_bootstrap_setup(mca_coll_gpu_module_t *m);
 
 /* MPI -> engine translation (coll_gpu_types.c) */
-bool mca_coll_gpu_map_dtype(struct ompi_datatype_t *dtype, cgpu_dtype_t *out);
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out);
 int mca_coll_gpu_status_to_mpi(cgpu_status_t st);
 /* the MPI code for an engine call's status; a failure is reported with the operation
@@ -218,6 +220,20 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int roo
 int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                            int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
                            mca_coll_base_module_t *module);
+
+/* One buffer of a staged call: replaced by a host copy of its span when it lives on a
+ * device (coll_gpu_staged.c). stage: the copy in (host = the buffer itself otherwise);
+ * stage_bytes: the same for the bytes [lo, hi) of buf (host points at buf's place);
+ * unstage: the copy back (copy_back) or only its release; returns rc or the copy's error. */
+typedef struct mca_coll_gpu_staged_buf_t {
+    mca_coll_gpu_mirror_t mirror;
+    bool used;
+} mca_coll_gpu_staged_buf_t;
+int mca_coll_gpu_stage(mca_coll_gpu_staged_buf_t *s, const void *buf, size_t count,
+                       struct ompi_datatype_t *dtype, void **host);
+int mca_coll_gpu_stage_bytes(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrdiff_t lo,
+                             ptrdiff_t hi, void **host);
+int mca_coll_gpu_unstage(mca_coll_gpu_staged_buf_t *s, int rc, bool copy_back);
 
 /* the elements a (counts, displs) layout spans: the furthest displs[i] + counts[i] */
 size_t mca_coll_gpu_v_span(const int *counts, const int *displs, int n);

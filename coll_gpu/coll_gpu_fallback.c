@@ -115,8 +115,8 @@ static int pipe_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf
     }
     int rc = MPI_SUCCESS;
     cgpu_status_t st = CGPU_OK;
-    if (sdev) { /* chunk 0 on its way */
-        st = cgpu_stager_copy(stg, cgpu_stager_slot(stg, 0), s0, (size_t) (count < (int) per ? count : (int) per) * size);
+    if (sdev) { /* chunk 0 on its way (a whole chunk: the pipeline has at least two) */
+        st = cgpu_stager_copy(stg, cgpu_stager_slot(stg, 0), s0, chunk);
         st = CGPU_OK == st ? cgpu_stager_mark(stg, 0) : st;
     }
     for (size_t i = 0; i < nch; ++i) {

@@ -206,11 +206,6 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     if (NULL == m) {
         return NULL;
     }
-    m->one_node = true;
-    for (int i = 0; i < ompi_comm_size(comm) && m->one_node; ++i) {
-        const ompi_proc_t *p = ompi_comm_peer_lookup(comm, i);
-        m->one_node = NULL != p && OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags);
-    }
     m->super.coll_module_enable = gpu_module_enable;
     m->super.coll_module_disable = gpu_module_disable;
     if (1 == ompi_comm_size(comm)) {
@@ -231,6 +226,17 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
                         comm->c_name, ompi_comm_size(comm),
                         CGPU_BACKEND_HOST == c->backend ? "host" : "cuda", c->priority);
     return &m->super;
+}
+
+bool mca_coll_gpu_one_node(struct ompi_communicator_t *comm)
+{
+    for (int i = 0; i < ompi_comm_size(comm); ++i) {
+        const ompi_proc_t *p = ompi_comm_peer_lookup(comm, i);
+        if (NULL == p || !OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags)) {
+            return false;
+        }
+    }
+    return true;
 }
 
 bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module)

@@ -89,8 +89,8 @@ typedef struct mca_coll_gpu_request_t {
     cgpu_status_t st;
     /* staged call */
     ompi_request_t *inner;
-    mca_coll_gpu_mirror_t mir[2];
-    bool back[2];
+    mca_coll_gpu_staged_buf_t sb[2]; /* staged host copies */
+    bool back[2];                     /* ... copied back at completion */
     /* retained handles */
     struct ompi_datatype_t *dts[2];
     struct ompi_op_t *uop;
@@ -106,9 +106,12 @@ static void request_construct(mca_coll_gpu_request_t *r)
     r->uop = NULL;
     r->dts[0] = r->dts[1] = NULL;
     memset(r->v, 0, sizeof(r->v));
-    memset(r->mir, 0, sizeof(r->mir));
+    memset(r->sb, 0, sizeof(r->sb));
     r->back[0] = r->back[1] = false;
     r->orphan = false;
+    r->create = false;
+    r->create_buf = NULL;
+    r->post_device = -1;
     r->rc = MPI_SUCCESS;
     atomic_init(&r->done, 0);
 }
@@ -594,12 +597,7 @@ static void finish(mca_coll_gpu_request_t *r)
         }
         (void) ompi_request_free(&r->inner);
         for (int i = 0; i < 2; ++i) {
-            if (r->back[i]) {
-                rc = mca_coll_gpu_mirror_out(&r->mir[i], rc);
-            } else {
-                free(r->mir[i].mem);
-                r->mir[i].mem = NULL;
-            }
+            rc = mca_coll_gpu_unstage(&r->sb[i], rc, r->back[i]);
         }
     }
     if (r->orphan) {
@@ -623,9 +621,11 @@ static int nb_progress(void)
         jobs_progress();
     }
     mca_coll_gpu_request_t *done = NULL;
+    bool worker_busy = false; /* an engine call outstanding: a worker needs the core */
     for (mca_coll_gpu_request_t *r = pending, *next; NULL != r; r = next) {
         next = r->pnext;
         if (!ready(r)) {
+            worker_busy = worker_busy || r->engine;
             continue;
         }
         if (NULL != r->pprev) {
@@ -640,9 +640,8 @@ static int nb_progress(void)
         r->pnext = done;
         done = r;
     }
-    const bool waiting = NULL == done && NULL != pending;
     pthread_mutex_unlock(&pending_lock);
-    if (waiting) {
+    if (worker_busy && NULL == done) {
         /* the workers may share this core (Open MPI binds a rank to one core): a caller
          * spinning in MPI_Wait would keep the worker off it for a whole time slice */
         sched_yield();
@@ -743,7 +742,7 @@ static bool plan_engine(mca_coll_gpu_module_t *m, bool *create)
     case CGPU_MODULE_UNINIT:
         break;
     }
-    if (!m->one_node) {
+    if (!mca_coll_gpu_one_node(m->comm)) {
         /* no engine communicator can span nodes: the staged path from the start */
         __atomic_store_n(&m->state, CGPU_MODULE_FALLBACK, __ATOMIC_RELEASE);
         return false;
@@ -772,13 +771,8 @@ static mca_coll_gpu_request_t *engine_request(mca_coll_gpu_module_t *m,
 static int staged_in(mca_coll_gpu_request_t *r, int i, const void *buf, size_t count,
                      struct ompi_datatype_t *dt, bool back, void **host)
 {
-    *host = (void *) buf;
-    if (!mca_coll_gpu_on_device(buf)) {
-        return MPI_SUCCESS;
-    }
-    int rc = mca_coll_gpu_mirror_in(&r->mir[i], buf, count, dt, host);
-    r->back[i] = MPI_SUCCESS == rc && back;
-    return rc;
+    r->back[i] = back;
+    return mca_coll_gpu_stage(&r->sb[i], buf, count, dt, host);
 }
 
 /* After the previous module's post: a request of ours around it (copies back at completion). */
@@ -789,7 +783,7 @@ static int staged_post(mca_coll_gpu_request_t *r, int rc, ompi_request_t **reque
         opal_output(0, "coll/gpu: %s on %s: cannot stage device buffers through host memory (%d)",
                     what, r->m->comm->c_name, rc);
         for (int i = 0; i < 2; ++i) {
-            free(r->mir[i].mem);
+            (void) mca_coll_gpu_unstage(&r->sb[i], rc, false);
         }
         request_destroy(r);
         return rc;
@@ -1274,13 +1268,12 @@ static int nb_ialltoallw(const void *sbuf, const int *scounts, const int *sdispl
     int rc = MPI_SUCCESS;
     if (MPI_IN_PLACE != sbuf) {
         mca_coll_gpu_w_span(scounts, sdispls, sdts, n, &lo, &hi);
-        rc = staged_in(r, 0, (const char *) sbuf + lo, (size_t) (hi - lo), MPI_BYTE, false, &hs);
-        hs = (char *) hs - lo;
+        rc = mca_coll_gpu_stage_bytes(&r->sb[0], sbuf, lo, hi, &hs);
     }
     if (MPI_SUCCESS == rc) {
         mca_coll_gpu_w_span(rcounts, rdispls, rdts, n, &lo, &hi);
-        rc = staged_in(r, 1, (const char *) rbuf + lo, (size_t) (hi - lo), MPI_BYTE, true, &hr);
-        hr = (char *) hr - lo;
+        r->back[1] = true;
+        rc = mca_coll_gpu_stage_bytes(&r->sb[1], rbuf, lo, hi, &hr);
     }
     if (MPI_SUCCESS == rc) {
         /* the type arrays are the caller's, alive until completion as MPI requires */

@@ -15,14 +15,9 @@
 #include "ompi/datatype/ompi_datatype.h"
 #include "opal/util/output.h"
 
-/* One buffer of a call: staged through host memory when it lives on a device. */
-typedef struct staged_buf {
-    mca_coll_gpu_mirror_t mirror;
-    bool used;
-} staged_buf_t;
 
-static int stage(staged_buf_t *s, const void *buf, size_t count, struct ompi_datatype_t *dtype,
-                 void **host)
+int mca_coll_gpu_stage(mca_coll_gpu_staged_buf_t *s, const void *buf, size_t count,
+                       struct ompi_datatype_t *dtype, void **host)
 {
     s->used = false;
     *host = (void *) buf;
@@ -34,8 +29,7 @@ static int stage(staged_buf_t *s, const void *buf, size_t count, struct ompi_dat
     return rc;
 }
 
-/* Copy a received buffer back (copy_back) or just drop the host copy. */
-static int unstage(staged_buf_t *s, int rc, bool copy_back)
+int mca_coll_gpu_unstage(mca_coll_gpu_staged_buf_t *s, int rc, bool copy_back)
 {
     if (!s->used) {
         return rc;
@@ -81,10 +75,10 @@ void mca_coll_gpu_w_span(const int *counts, const int *displs, struct ompi_datat
     }
 }
 
-/* Stage the bytes [lo, hi) of buf (alltoallw: per-peer types, byte displacements). */
-static int stage_bytes(staged_buf_t *s, const void *buf, ptrdiff_t lo, ptrdiff_t hi, void **host)
+int mca_coll_gpu_stage_bytes(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrdiff_t lo,
+                             ptrdiff_t hi, void **host)
 {
-    int rc = stage(s, (const char *) buf + lo, (size_t) (hi - lo), MPI_BYTE, host);
+    int rc = mca_coll_gpu_stage(s, (const char *) buf + lo, (size_t) (hi - lo), MPI_BYTE, host);
     *host = (char *) *host - lo;
     return rc;
 }
@@ -126,14 +120,14 @@ int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, 
     if (passthrough(m, buf, NULL)) {
         return MCA_COLL_GPU_PREV(m->prev.coll_bcast(buf, count, dt, root, comm, m->prev.coll_bcast_module));
     }
-    staged_buf_t b;
+    mca_coll_gpu_staged_buf_t b;
     void *h;
-    int rc = stage(&b, buf, (size_t) count, dt, &h);
+    int rc = mca_coll_gpu_stage(&b, buf, (size_t) count, dt, &h);
     if (MPI_SUCCESS != rc) {
         return staging_failed(comm, "MPI_Bcast", rc);
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_bcast(h, count, dt, root, comm, m->prev.coll_bcast_module));
-    return unstage(&b, rc, ompi_comm_rank(comm) != root);
+    return mca_coll_gpu_unstage(&b, rc, ompi_comm_rank(comm) != root);
 }
 
 int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
@@ -145,19 +139,19 @@ int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count, struct o
     if (passthrough(m, sbuf, is_root ? rbuf : NULL)) {
         return MCA_COLL_GPU_PREV(m->prev.coll_reduce(sbuf, rbuf, count, dt, op, root, comm, m->prev.coll_reduce_module));
     }
-    staged_buf_t s, r = {.used = false};
+    mca_coll_gpu_staged_buf_t s, r = {.used = false};
     void *hs, *hr = rbuf;
-    int rc = stage(&s, sbuf, (size_t) count, dt, &hs);
+    int rc = mca_coll_gpu_stage(&s, sbuf, (size_t) count, dt, &hs);
     if (MPI_SUCCESS == rc && is_root) {
-        rc = stage(&r, rbuf, (size_t) count, dt, &hr);
+        rc = mca_coll_gpu_stage(&r, rbuf, (size_t) count, dt, &hr);
     }
     if (MPI_SUCCESS != rc) {
-        unstage(&s, rc, false);
+        mca_coll_gpu_unstage(&s, rc, false);
         return staging_failed(comm, "MPI_Reduce", rc);
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_reduce(hs, hr, count, dt, op, root, comm, m->prev.coll_reduce_module));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -170,21 +164,21 @@ int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_data
                                       m->prev.coll_allgather_module));
     }
     const size_t n = (size_t) ompi_comm_size(comm);
-    staged_buf_t s, r;
+    mca_coll_gpu_staged_buf_t s, r;
     void *hs, *hr;
-    int rc = stage(&s, sbuf, (size_t) scount, sdt, &hs);
+    int rc = mca_coll_gpu_stage(&s, sbuf, (size_t) scount, sdt, &hs);
     if (MPI_SUCCESS == rc) {
-        rc = stage(&r, rbuf, (size_t) rcount * n, rdt, &hr);
+        rc = mca_coll_gpu_stage(&r, rbuf, (size_t) rcount * n, rdt, &hr);
         if (MPI_SUCCESS != rc) {
-            unstage(&s, rc, false);
+            mca_coll_gpu_unstage(&s, rc, false);
         }
     }
     if (MPI_SUCCESS != rc) {
         return staging_failed(comm, "MPI_Allgather", rc);
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_allgather(hs, scount, sdt, hr, rcount, rdt, comm, m->prev.coll_allgather_module));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 static int gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -197,13 +191,13 @@ static int gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *
                                        m->prev.coll_allgatherv_module));
     }
     const int n = ompi_comm_size(comm);
-    staged_buf_t s, r;
+    mca_coll_gpu_staged_buf_t s, r;
     void *hs, *hr;
-    int rc = stage(&s, sbuf, (size_t) scount, sdt, &hs);
+    int rc = mca_coll_gpu_stage(&s, sbuf, (size_t) scount, sdt, &hs);
     if (MPI_SUCCESS == rc) {
-        rc = stage(&r, rbuf, mca_coll_gpu_v_span(rcounts, displs, n), rdt, &hr);
+        rc = mca_coll_gpu_stage(&r, rbuf, mca_coll_gpu_v_span(rcounts, displs, n), rdt, &hr);
         if (MPI_SUCCESS != rc) {
-            unstage(&s, rc, false);
+            mca_coll_gpu_unstage(&s, rc, false);
         }
     }
     if (MPI_SUCCESS != rc) {
@@ -211,8 +205,8 @@ static int gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_allgatherv(hs, scount, sdt, hr, rcounts, displs, rdt, comm,
                                  m->prev.coll_allgatherv_module));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 static int gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -225,21 +219,21 @@ static int gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
         return MCA_COLL_GPU_PREV(m->prev.coll_gather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
                                    m->prev.coll_gather_module));
     }
-    staged_buf_t s, r = {.used = false};
+    mca_coll_gpu_staged_buf_t s, r = {.used = false};
     void *hs, *hr = rbuf;
-    int rc = stage(&s, sbuf, (size_t) scount, sdt, &hs);
+    int rc = mca_coll_gpu_stage(&s, sbuf, (size_t) scount, sdt, &hs);
     if (MPI_SUCCESS == rc && is_root) {
-        rc = stage(&r, rbuf, (size_t) rcount * (size_t) ompi_comm_size(comm), rdt, &hr);
+        rc = mca_coll_gpu_stage(&r, rbuf, (size_t) rcount * (size_t) ompi_comm_size(comm), rdt, &hr);
         if (MPI_SUCCESS != rc) {
-            unstage(&s, rc, false);
+            mca_coll_gpu_unstage(&s, rc, false);
         }
     }
     if (MPI_SUCCESS != rc) {
         return staging_failed(comm, "MPI_Gather", rc);
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_gather(hs, scount, sdt, hr, rcount, rdt, root, comm, m->prev.coll_gather_module));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 static int gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -252,13 +246,13 @@ static int gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt
         return MCA_COLL_GPU_PREV(m->prev.coll_gatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm,
                                     m->prev.coll_gatherv_module));
     }
-    staged_buf_t s, r = {.used = false};
+    mca_coll_gpu_staged_buf_t s, r = {.used = false};
     void *hs, *hr = rbuf;
-    int rc = stage(&s, sbuf, (size_t) scount, sdt, &hs);
+    int rc = mca_coll_gpu_stage(&s, sbuf, (size_t) scount, sdt, &hs);
     if (MPI_SUCCESS == rc && is_root) {
-        rc = stage(&r, rbuf, mca_coll_gpu_v_span(rcounts, displs, ompi_comm_size(comm)), rdt, &hr);
+        rc = mca_coll_gpu_stage(&r, rbuf, mca_coll_gpu_v_span(rcounts, displs, ompi_comm_size(comm)), rdt, &hr);
         if (MPI_SUCCESS != rc) {
-            unstage(&s, rc, false);
+            mca_coll_gpu_unstage(&s, rc, false);
         }
     }
     if (MPI_SUCCESS != rc) {
@@ -266,8 +260,8 @@ static int gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_gatherv(hs, scount, sdt, hr, rcounts, displs, rdt, root, comm,
                               m->prev.coll_gatherv_module));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 static int gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -280,16 +274,16 @@ static int gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt
         return MCA_COLL_GPU_PREV(m->prev.coll_scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
                                     m->prev.coll_scatter_module));
     }
-    staged_buf_t s = {.used = false}, r;
+    mca_coll_gpu_staged_buf_t s = {.used = false}, r;
     void *hs = (void *) sbuf, *hr;
     int rc = MPI_SUCCESS;
     if (is_root) {
-        rc = stage(&s, sbuf, (size_t) scount * (size_t) ompi_comm_size(comm), sdt, &hs);
+        rc = mca_coll_gpu_stage(&s, sbuf, (size_t) scount * (size_t) ompi_comm_size(comm), sdt, &hs);
     }
     if (MPI_SUCCESS == rc) {
-        rc = stage(&r, rbuf, (size_t) rcount, rdt, &hr);
+        rc = mca_coll_gpu_stage(&r, rbuf, (size_t) rcount, rdt, &hr);
         if (MPI_SUCCESS != rc) {
-            unstage(&s, rc, false);
+            mca_coll_gpu_unstage(&s, rc, false);
         }
     }
     if (MPI_SUCCESS != rc) {
@@ -297,8 +291,8 @@ static int gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_scatter(hs, scount, sdt, hr, rcount, rdt, root, comm,
                               m->prev.coll_scatter_module));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 static int gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
@@ -312,16 +306,16 @@ static int gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
         return MCA_COLL_GPU_PREV(m->prev.coll_scatterv(sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root, comm,
                                      m->prev.coll_scatterv_module));
     }
-    staged_buf_t s = {.used = false}, r;
+    mca_coll_gpu_staged_buf_t s = {.used = false}, r;
     void *hs = (void *) sbuf, *hr;
     int rc = MPI_SUCCESS;
     if (is_root) {
-        rc = stage(&s, sbuf, mca_coll_gpu_v_span(scounts, displs, ompi_comm_size(comm)), sdt, &hs);
+        rc = mca_coll_gpu_stage(&s, sbuf, mca_coll_gpu_v_span(scounts, displs, ompi_comm_size(comm)), sdt, &hs);
     }
     if (MPI_SUCCESS == rc) {
-        rc = stage(&r, rbuf, (size_t) rcount, rdt, &hr);
+        rc = mca_coll_gpu_stage(&r, rbuf, (size_t) rcount, rdt, &hr);
         if (MPI_SUCCESS != rc) {
-            unstage(&s, rc, false);
+            mca_coll_gpu_unstage(&s, rc, false);
         }
     }
     if (MPI_SUCCESS != rc) {
@@ -329,8 +323,8 @@ static int gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_scatterv(hs, scounts, displs, sdt, hr, rcount, rdt, root, comm,
                                m->prev.coll_scatterv_module));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 static int gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
@@ -344,13 +338,13 @@ static int gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispl
                                       comm, m->prev.coll_alltoallv_module));
     }
     const int n = ompi_comm_size(comm);
-    staged_buf_t s, r;
+    mca_coll_gpu_staged_buf_t s, r;
     void *hs, *hr;
-    int rc = stage(&s, sbuf, MPI_IN_PLACE == sbuf ? 0 : mca_coll_gpu_v_span(scounts, sdispls, n), sdt, &hs);
+    int rc = mca_coll_gpu_stage(&s, sbuf, MPI_IN_PLACE == sbuf ? 0 : mca_coll_gpu_v_span(scounts, sdispls, n), sdt, &hs);
     if (MPI_SUCCESS == rc) {
-        rc = stage(&r, rbuf, mca_coll_gpu_v_span(rcounts, rdispls, n), rdt, &hr);
+        rc = mca_coll_gpu_stage(&r, rbuf, mca_coll_gpu_v_span(rcounts, rdispls, n), rdt, &hr);
         if (MPI_SUCCESS != rc) {
-            unstage(&s, rc, false);
+            mca_coll_gpu_unstage(&s, rc, false);
         }
     }
     if (MPI_SUCCESS != rc) {
@@ -358,8 +352,8 @@ static int gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispl
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_alltoallv(hs, scounts, sdispls, sdt, hr, rcounts, rdispls, rdt, comm,
                                 m->prev.coll_alltoallv_module));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 static int gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
@@ -374,19 +368,19 @@ static int gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispl
                                                         m->prev.coll_alltoallw_module));
     }
     const int n = ompi_comm_size(comm);
-    staged_buf_t s = {.used = false}, r;
+    mca_coll_gpu_staged_buf_t s = {.used = false}, r;
     void *hs = (void *) sbuf, *hr;
     ptrdiff_t lo, hi;
     int rc = MPI_SUCCESS;
     if (MPI_IN_PLACE != sbuf) {
         mca_coll_gpu_w_span(scounts, sdispls, sdts, n, &lo, &hi);
-        rc = stage_bytes(&s, sbuf, lo, hi, &hs);
+        rc = mca_coll_gpu_stage_bytes(&s, sbuf, lo, hi, &hs);
     }
     if (MPI_SUCCESS == rc) {
         mca_coll_gpu_w_span(rcounts, rdispls, rdts, n, &lo, &hi);
-        rc = stage_bytes(&r, rbuf, lo, hi, &hr);
+        rc = mca_coll_gpu_stage_bytes(&r, rbuf, lo, hi, &hr);
         if (MPI_SUCCESS != rc) {
-            unstage(&s, rc, false);
+            mca_coll_gpu_unstage(&s, rc, false);
         }
     }
     if (MPI_SUCCESS != rc) {
@@ -395,8 +389,8 @@ static int gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispl
     rc = MCA_COLL_GPU_PREV(m->prev.coll_alltoallw(hs, scounts, sdispls, sdts, hr, rcounts,
                                                   rdispls, rdts, comm,
                                                   m->prev.coll_alltoallw_module));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 static int gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
@@ -410,13 +404,13 @@ static int gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
     }
     const size_t total = sum_counts(rcounts, ompi_comm_size(comm));
     const size_t mine = (size_t) rcounts[ompi_comm_rank(comm)];
-    staged_buf_t s, r;
+    mca_coll_gpu_staged_buf_t s, r;
     void *hs, *hr;
-    int rc = stage(&s, sbuf, total, dt, &hs);
+    int rc = mca_coll_gpu_stage(&s, sbuf, total, dt, &hs);
     if (MPI_SUCCESS == rc) { /* in place: the receive buffer holds all the input */
-        rc = stage(&r, rbuf, MPI_IN_PLACE == sbuf ? total : mine, dt, &hr);
+        rc = mca_coll_gpu_stage(&r, rbuf, MPI_IN_PLACE == sbuf ? total : mine, dt, &hr);
         if (MPI_SUCCESS != rc) {
-            unstage(&s, rc, false);
+            mca_coll_gpu_unstage(&s, rc, false);
         }
     }
     if (MPI_SUCCESS != rc) {
@@ -424,8 +418,8 @@ static int gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter(hs, hr, rcounts, dt, op, comm,
                                      m->prev.coll_reduce_scatter_module));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
@@ -438,13 +432,13 @@ int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int r
                                                  m->prev.coll_reduce_scatter_block_module));
     }
     const size_t total = (size_t) rcount * (size_t) ompi_comm_size(comm);
-    staged_buf_t s, r;
+    mca_coll_gpu_staged_buf_t s, r;
     void *hs, *hr;
-    int rc = stage(&s, sbuf, total, dt, &hs);
+    int rc = mca_coll_gpu_stage(&s, sbuf, total, dt, &hs);
     if (MPI_SUCCESS == rc) {
-        rc = stage(&r, rbuf, MPI_IN_PLACE == sbuf ? total : (size_t) rcount, dt, &hr);
+        rc = mca_coll_gpu_stage(&r, rbuf, MPI_IN_PLACE == sbuf ? total : (size_t) rcount, dt, &hr);
         if (MPI_SUCCESS != rc) {
-            unstage(&s, rc, false);
+            mca_coll_gpu_unstage(&s, rc, false);
         }
     }
     if (MPI_SUCCESS != rc) {
@@ -452,8 +446,8 @@ int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int r
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter_block(hs, hr, rcount, dt, op, comm,
                                            m->prev.coll_reduce_scatter_block_module));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 /* scan and exscan have the same shape */
@@ -467,21 +461,21 @@ static int scan_like(bool ex, const void *sbuf, void *rbuf, int count, struct om
     if (passthrough(m, sbuf, rbuf)) {
         return MCA_COLL_GPU_PREV(fn(sbuf, rbuf, count, dt, op, comm, pm));
     }
-    staged_buf_t s, r;
+    mca_coll_gpu_staged_buf_t s, r;
     void *hs, *hr;
-    int rc = stage(&s, sbuf, (size_t) count, dt, &hs);
+    int rc = mca_coll_gpu_stage(&s, sbuf, (size_t) count, dt, &hs);
     if (MPI_SUCCESS == rc) {
-        rc = stage(&r, rbuf, (size_t) count, dt, &hr);
+        rc = mca_coll_gpu_stage(&r, rbuf, (size_t) count, dt, &hr);
         if (MPI_SUCCESS != rc) {
-            unstage(&s, rc, false);
+            mca_coll_gpu_unstage(&s, rc, false);
         }
     }
     if (MPI_SUCCESS != rc) {
         return staging_failed(comm, ex ? "MPI_Exscan" : "MPI_Scan", rc);
     }
     rc = MCA_COLL_GPU_PREV(fn(hs, hr, count, dt, op, comm, pm));
-    unstage(&s, rc, false);
-    return unstage(&r, rc, true);
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 static int gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,

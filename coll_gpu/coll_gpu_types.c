@@ -98,20 +98,26 @@ static bool engine_type_of(int base, size_t size, cgpu_dtype_t *out)
     return false; /* pair types, 16-byte integers, half/quad floats, long double complex */
 }
 
-bool mca_coll_gpu_map_dtype(struct ompi_datatype_t *d, cgpu_dtype_t *out)
+/* Open MPI's op base type of @p d (an index into an op's function table), or -1 for a
+ * derived datatype or one Open MPI reduces with no predefined op. */
+static int op_base_of(struct ompi_datatype_t *d)
 {
     if (!ompi_datatype_is_predefined(d) || d->id < 0 || d->id >= OMPI_DATATYPE_MAX_PREDEFINED) {
-        return false;
+        return -1;
     }
-    const int base = ompi_op_ddt_map[d->id];
+    return ompi_op_ddt_map[d->id];
+}
+
+static bool map_dtype(struct ompi_datatype_t *d, int base, cgpu_dtype_t *out)
+{
     size_t size;
     ompi_datatype_type_size(d, &size);
     if (MPI_OFFSET == d) {
         /* Open MPI's op table files MPI_Offset under an unsigned type; the C type is signed,
          * and MIN/MAX follow the C type here */
-        return base >= 0 && int_of(size, true, out);
+        return int_of(size, true, out);
     }
-    return base >= 0 && engine_type_of(base, size, out);
+    return engine_type_of(base, size, out);
 }
 
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out)
@@ -180,11 +186,9 @@ int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_commu
 bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                    cgpu_dtype_t *dt, cgpu_op_t *eop)
 {
-    if (!mca_coll_gpu_map_dtype(dtype, dt) || !mca_coll_gpu_map_op(op, eop)) {
-        return false;
-    }
+    const int base = op_base_of(dtype);
     /* Open MPI must define the pair (else the previous module reports the erroneous call),
      * and the engine must have it */
-    const int base = ompi_op_ddt_map[dtype->id];
-    return NULL != op->o_func.intrinsic.fns[base] && cgpu_reduce_supported(*dt, *eop);
+    return base >= 0 && mca_coll_gpu_map_op(op, eop) && NULL != op->o_func.intrinsic.fns[base] &&
+           map_dtype(dtype, base, dt) && cgpu_reduce_supported(*dt, *eop);
 }
