@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb bench_nb floor staged colls_full prof ce order chmin
+#   steps: any of build smoke test test_min nb nb_mt bench_nb floor staged colls_full prof ce order chmin
 #   lat pending
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -78,6 +78,17 @@ if has nb; then # every datatype, non-blocking collectives, one-rank communicato
     run torch_cupy_np1 120 1 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
     grep -h "test_torch_cupy\|skipped" "$out/torch_cupy_np1.log" | head -3
     echo "one-rank torch/cupy calls copied by coll/gpu: $(grep -c 'serving a single rank' "$out/torch_cupy_np1.log") communicators"
+fi
+if has nb_mt; then # the threaded non-blocking engine path (coll_gpu_nb_engine forced on), then under compute-sanitizer
+    for i in 1 2 3; do
+        run nb_mt_engine_np2_$i 120 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+    done
+    run nb_mt_auto_np2 120 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb threads
+    if command -v compute-sanitizer > /dev/null; then
+        run nb_mt_sanitizer_np2 240 2 --mca coll_gpu_cuda_timeout 60 --mca coll_gpu_nb_engine on \
+            compute-sanitizer --tool memcheck --print-limit 20 --log-file "$out/sanitizer.%p.txt" test/gpu/test_cuda_nb threads
+        cat "$out"/sanitizer.*.txt 2>/dev/null | head -120 > "$out/sanitizer_summary.txt"; rm -f "$out"/sanitizer.*.txt
+    fi
 fi
 if has bench_nb; then # MPI_CHAR (the OSU default) and MPI_Iallreduce against NCCL
     timeout -k 5 300 "${MPIRUN[@]}" -np 2 bench/bench_colls allreduce_char,reduce_char,iallreduce \
