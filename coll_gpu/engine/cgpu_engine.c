@@ -53,6 +53,11 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_ce_reduce_min_bytes = 128u << 20;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
+    cfg->ofi_provider = NULL;
+    cfg->proxy_max_peers = 1024;
+    cfg->proxy_max_inflight = 64;
+    cfg->proxy_bounce_bytes = 4u << 20;
+    cfg->fake_node = -1;
 }
 
 cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)

@@ -86,6 +86,12 @@ typedef struct cgpu_config {
     size_t cuda_ce_alltoall_min_bytes; /* copy engines for alltoalls this large (0: never) */
     size_t cuda_ce_bcast_min_bytes;    /* ... and for 2-rank bcasts (0: never) */
     size_t cuda_ce_reduce_min_bytes;   /* ... and for 2-rank reduces (0: never) */
+    /* inter-node proxy (libfabric; cgpu_proxy.h) */
+    const char *ofi_provider;   /* provider name; NULL or "": the best found, tcp as fallback */
+    int proxy_max_peers;        /* peers one process connects to at most (0: no cap) */
+    int proxy_max_inflight;     /* operations the proxy keeps posted at once (>= 1) */
+    size_t proxy_bounce_bytes;  /* pinned bounce buffer per device-memory chunk (x2 per op) */
+    int fake_node;              /* >= 0: this process claims node "fake-node-<n>" (tests) */
 } cgpu_config_t;
 
 /** How a device-buffer call is ordered after the work the caller queued on the default
