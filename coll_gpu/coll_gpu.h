@@ -63,6 +63,11 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_ce_bcast_min_bytes;
     unsigned long cuda_ce_reduce_min_bytes;
     char *profiler; /* path of a profiler plugin */
+    char *ofi_provider;               /* inter-node proxy: libfabric provider ("" = best) */
+    int proxy_max_peers;              /* ... peers one process connects to at most */
+    int proxy_max_inflight;           /* ... operations posted at once */
+    unsigned long proxy_bounce_bytes; /* ... pinned bounce chunk for device memory */
+    int fake_nodes;                   /* testing: spread the ranks over this many fake nodes */
     bool stage_host_buffers; /* testing: stage host buffers as if they were on a device */
     unsigned long stage_chunk_bytes;        /* staged allreduce: chunk of the pipeline */
     unsigned long stage_pipeline_min_bytes; /* ... from this many bytes (0 chunk: never) */

@@ -27,6 +27,7 @@ void mca_coll_gpu_bootstrap_setup(mca_coll_gpu_module_t *m)
     m->bootstrap.ctx = m;
     m->bootstrap.rank = ompi_comm_rank(m->comm);
     m->bootstrap.size = ompi_comm_size(m->comm);
+    m->bootstrap.context_id = ompi_comm_get_cid(m->comm);
     m->bootstrap.allgather = boot_allgather;
     m->bootstrap.barrier = boot_barrier;
 }

@@ -2,6 +2,8 @@
  * coll/gpu: component definition and every MCA parameter (registered here, in one
  * place, so `ompi_info --param coll gpu --level 9` shows them all).
  */
+#include <stdlib.h>
+
 #include "coll_gpu.h"
 
 #include "opal/util/output.h"
@@ -371,6 +373,34 @@ static int gpu_register(void)
         "one warning and coll/gpu runs without it",
         MCA_BASE_VAR_TYPE_STRING, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_4,
         MCA_BASE_VAR_SCOPE_READONLY, &c->profiler);
+    c->ofi_provider = NULL;
+    (void) mca_base_component_var_register(
+        &mca_coll_gpu_component.super.collm_version, "ofi_provider",
+        "Inter-node proxy: the libfabric provider (e.g. tcp, shm, verbs, efa, cxi); empty: the "
+        "best one available, tcp as the fallback. Every rank must name the same one",
+        MCA_BASE_VAR_TYPE_STRING, NULL, 0, MCA_BASE_VAR_FLAG_SETTABLE, OPAL_INFO_LVL_4,
+        MCA_BASE_VAR_SCOPE_ALL_EQ, &c->ofi_provider);
+    c->proxy_max_peers = d.proxy_max_peers;
+    reg_int("proxy_max_peers",
+            "Inter-node proxy: peers one process connects to at most (only peers an algorithm "
+            "uses are connected); past it the collective fails with a message. 0: no cap",
+            OPAL_INFO_LVL_5, &c->proxy_max_peers);
+    c->proxy_max_inflight = d.proxy_max_inflight;
+    reg_int("proxy_max_inflight",
+            "Inter-node proxy: operations posted to libfabric at once per process (the rest "
+            "wait in its queue); an alltoall keeps half as many peers in flight (>= 1)",
+            OPAL_INFO_LVL_5, &c->proxy_max_inflight);
+    c->proxy_bounce_bytes = d.proxy_bounce_bytes;
+    reg_ulong("proxy_bounce_bytes",
+              "Inter-node proxy: pinned host bounce buffer per chunk of device memory (two per "
+              "operation, so copies overlap transfers), unless the provider reads device "
+              "memory itself (FI_HMEM)",
+              &c->proxy_bounce_bytes);
+    c->fake_nodes = 0;
+    reg_int("fake_nodes",
+            "Testing: place the job's ranks on this many fake nodes (world rank r on node "
+            "r * N / size), so one machine runs the inter-node path for real. 0: real nodes",
+            OPAL_INFO_LVL_9, &c->fake_nodes);
     return mca_coll_gpu_pvars_register();
 }
 
@@ -414,6 +444,17 @@ static int gpu_open(void)
     cfg.cuda_ce_bcast_min_bytes = c->cuda_ce_bcast_min_bytes;
     cfg.cuda_ce_reduce_min_bytes = c->cuda_ce_reduce_min_bytes;
     cfg.profiler = c->profiler;
+    cfg.ofi_provider = c->ofi_provider;
+    cfg.proxy_max_peers = c->proxy_max_peers;
+    cfg.proxy_max_inflight = c->proxy_max_inflight;
+    cfg.proxy_bounce_bytes = c->proxy_bounce_bytes;
+    if (c->fake_nodes > 0) {
+        /* the launcher's world rank and size (the world communicator does not exist yet) */
+        const char *r = getenv("OMPI_COMM_WORLD_RANK"), *n = getenv("OMPI_COMM_WORLD_SIZE");
+        const long rank = NULL != r ? atol(r) : 0, size = NULL != n ? atol(n) : 1;
+        cfg.fake_node = size > 0 && rank >= 0 && rank < size
+                            ? (int) (rank * (long) c->fake_nodes / size) : 0;
+    }
     cfg.ras_timeout_s = c->ras_timeout;
     cfg.ras_abort_on_timeout = c->ras_abort_on_timeout;
     cfg.verbose = c->verbose;
@@ -431,7 +472,9 @@ static int gpu_open(void)
                     "coll_gpu_cuda_slot_bytes (>= 4096), coll_gpu_cuda_slots (>= 2), "
                     "coll_gpu_cuda_tree_channels (0-64), coll_gpu_cuda_a2a_channels (0-64), "
                     "coll_gpu_cuda_inbox_pool and coll_gpu_cuda_ipc_cache_size (>= 0), "
-                    "coll_gpu_cuda_channel_min_bytes (>= 1); coll/gpu stays out of the way",
+                    "coll_gpu_cuda_channel_min_bytes (>= 1), coll_gpu_proxy_max_peers (>= 0), "
+                    "coll_gpu_proxy_max_inflight (>= 1), coll_gpu_proxy_bounce_bytes (>= 4096); "
+                    "coll/gpu stays out of the way",
                     cgpu_status_string(st));
     }
     return OMPI_SUCCESS;

@@ -524,6 +524,7 @@ static mca_coll_gpu_nbq_t *worker_of(mca_coll_gpu_module_t *m)
             q->bs.ctx = q;
             q->bs.rank = ompi_comm_rank(m->comm);
             q->bs.size = ompi_comm_size(m->comm);
+            q->bs.context_id = ompi_comm_get_cid(m->comm);
             q->bs.allgather = async_allgather;
             q->bs.barrier = async_barrier;
             if (0 != pthread_create(&q->thread, NULL, worker_main, q)) {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "coll_gpu.h"
+#include "cgpu_proxy.h"
 #include "btl_glue/cgpu_shm.h"
 #include "cgpu_cuda_pool.h"
 
@@ -103,7 +104,10 @@ static int read_process(const struct mca_base_pvar_t *pvar, void *value, void *o
     case 4: v = cgpu_ipc_cache_evictions(); break;
     case 5: v = cgpu_inbox_reuses(); break;
     case 6: v = (unsigned long long) cgpu_shm_open_fds(); break;
-    default: v = 0; break; /* proxy queue depth: no proxy thread exists in this build */
+    case 7: v = cgpu_proxy_queue_depth(); break;
+    case 8: v = cgpu_proxy_ops_completed(); break;
+    case 9: v = (unsigned long long) cgpu_proxy_peers(); break;
+    default: v = 0; break;
     }
     *(unsigned long long *) value = v;
     return OPAL_SUCCESS;
@@ -117,10 +121,13 @@ static const mca_base_var_enum_value_t state_values[] = {
 static const mca_base_var_enum_value_t alg_values[] = {
     {CGPU_RAS_ALG_NONE, "none"}, {CGPU_RAS_ALG_RING, "ring"},     {CGPU_RAS_ALG_ONESHOT, "oneshot"},
     {CGPU_RAS_ALG_TREE, "tree"}, {CGPU_RAS_ALG_DIRECT, "direct"},
-    {CGPU_RAS_ALG_COPY_ENGINE, "copy_engine"}, {0, NULL},
+    {CGPU_RAS_ALG_COPY_ENGINE, "copy_engine"}, {CGPU_RAS_ALG_HIERARCHICAL, "hierarchical"},
+    {CGPU_RAS_ALG_PROXY, "proxy"}, {0, NULL},
 };
 static const mca_base_var_enum_value_t transport_values[] = {
-    {CGPU_RAS_TRANSPORT_SHM, "shm"}, {CGPU_RAS_TRANSPORT_CUDA_IPC, "cuda_ipc"}, {0, NULL},
+    {CGPU_RAS_TRANSPORT_SHM, "shm"}, {CGPU_RAS_TRANSPORT_CUDA_IPC, "cuda_ipc"},
+    {CGPU_RAS_TRANSPORT_PROXY_SHM, "proxy+shm"}, {CGPU_RAS_TRANSPORT_PROXY_CUDA_IPC, "proxy+cuda_ipc"},
+    {CGPU_RAS_TRANSPORT_PROXY, "proxy"}, {0, NULL},
 };
 
 /* Open MPI 4.1's readable pvar dump (ompi_info) has room for two lines plus the
@@ -247,8 +254,13 @@ static int register_ras_pvars(const mca_base_component_t *comp)
          "File descriptors coll/gpu holds open right now: a shared segment's is closed as soon "
          "as the segment is mapped, so this is 0 outside set-up"},
         {"proxy_queue_depth", MCA_BASE_PVAR_CLASS_LEVEL,
-         "Operations queued for the inter-node proxy thread. This build serves one node only "
-         "and starts no proxy thread: always 0"},
+         "Inter-node proxy: operations submitted and not yet completed in this process (0 "
+         "while no communicator spans nodes)"},
+        {"proxy_ops", MCA_BASE_PVAR_CLASS_COUNTER,
+         "Inter-node proxy: sends and receives completed by this process's proxy"},
+        {"proxy_peers", MCA_BASE_PVAR_CLASS_LEVEL,
+         "Inter-node proxy: peers this process has connected to (at most "
+         "coll_gpu_proxy_max_peers; only peers an algorithm used)"},
     };
     int rc = 0;
     for (size_t k = 0; rc >= 0 && k < sizeof(procs) / sizeof(procs[0]); ++k) {

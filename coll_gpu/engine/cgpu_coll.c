@@ -114,6 +114,8 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
     }
     if (0 == count) {
         /* nothing to move */
+    } else if (NULL != comm->net) {
+        st = cgpu_net_allreduce(comm, sbuf, rbuf, count, dt, op);
     } else if (CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
         st = cgpu_cuda_allreduce(comm, sbuf, rbuf, count, dt, op, alg); /* profiles itself */
     } else {
@@ -142,6 +144,8 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
     }
     if (0 == bytes) {
         /* nothing to move */
+    } else if (NULL != comm->net) {
+        st = cgpu_net_alltoall(comm, sbuf, rbuf, bytes);
     } else if (CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_alltoall_ok(comm)) {
         st = cgpu_cuda_alltoall(comm, sbuf, rbuf, bytes); /* profiles itself */
     } else {
@@ -177,6 +181,8 @@ cgpu_status_t cgpu_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
     }
     if (0 == bytes || 1 == comm->size) {
         /* nothing to move */
+    } else if (NULL != comm->net) {
+        st = cgpu_net_bcast(comm, buf, bytes, root);
     } else if (CGPU_BACKEND_CUDA == comm->backend) {
         st = cgpu_cuda_bcast(comm, buf, bytes, root);
     } else {
@@ -204,7 +210,9 @@ cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
     if (CGPU_OK != st) {
         return st;
     }
-    if (bytes > 0 && comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend) {
+    if (bytes > 0 && NULL != comm->net) {
+        st = cgpu_net_allgather(comm, sbuf, rbuf, bytes);
+    } else if (bytes > 0 && comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend) {
         st = cgpu_cuda_allgather(comm, sbuf, rbuf, bytes); /* places its own block too */
     } else if (bytes > 0) {
         char *mine = (char *) rbuf + (size_t) comm->rank * bytes;
@@ -253,6 +261,11 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
         if (CGPU_OK == st) {
             cgpu_comm_leave(comm, st, 0);
         }
+        return st;
+    }
+    if (NULL != comm->net) {
+        st = cgpu_net_reduce_scatter_block(comm, sbuf, rbuf, count, dt, op);
+        cgpu_comm_leave(comm, st, total);
         return st;
     }
     if (comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
@@ -325,6 +338,11 @@ cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
         if (CGPU_OK == st) {
             cgpu_comm_leave(comm, st, 0);
         }
+        return st;
+    }
+    if (NULL != comm->net) {
+        st = cgpu_net_reduce(comm, sbuf, rbuf, count, dt, op, root);
+        cgpu_comm_leave(comm, st, bytes);
         return st;
     }
     if (comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {

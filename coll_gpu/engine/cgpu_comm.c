@@ -43,9 +43,13 @@ static void read_node_identity(cgpu_peer_info_t *me, int rank)
         }
         fclose(f);
     }
-    if (cgpu_engine_config()->force_node_per_rank) {
+    const cgpu_config_t *cfg = cgpu_engine_config();
+    if (cfg->force_node_per_rank) {
         /* Tests of the inter-node paths on one machine: one fake node per rank. */
         snprintf(me->host, sizeof(me->host), "fake-node-%d", rank);
+    } else if (cfg->fake_node >= 0) {
+        /* coll_gpu_fake_nodes: this process's node, chosen by the glue from its world rank */
+        snprintf(me->host, sizeof(me->host), "fake-node-%d", cfg->fake_node);
     }
 }
 
@@ -82,15 +86,27 @@ static cgpu_status_t agree_on_table(const cgpu_peer_info_t *all, int size)
                      i);
             return CGPU_ERR_INVALID_ARG;
         }
-        if (!same_node(&all[i], &all[0])) {
-            cgpu_log(CGPU_LOG_INFO,
-                     "engine: ranks 0 (%s) and %d (%s) are on different nodes and no "
-                     "inter-node transport is built; this communicator uses the fallback",
-                     all[0].host, i, all[i].host);
-            return CGPU_ERR_NOT_SUPPORTED;
-        }
     }
     return CGPU_OK;
+}
+
+/* Number every rank's node by first appearance (the same table gives the same numbers on
+ * every rank); returns the number of nodes, or -1 without memory. */
+static int number_nodes(const cgpu_peer_info_t *all, int size, int *node_of)
+{
+    int nnodes = 0;
+    for (int i = 0; i < size; ++i) {
+        node_of[i] = -1;
+        for (int j = 0; j < i && node_of[i] < 0; ++j) {
+            if (same_node(&all[i], &all[j])) {
+                node_of[i] = node_of[j];
+            }
+        }
+        if (node_of[i] < 0) {
+            node_of[i] = nnodes++;
+        }
+    }
+    return nnodes;
 }
 
 /* HOST or CUDA for this communicator, from the same table on every rank. */
@@ -130,12 +146,26 @@ static cgpu_status_t agree_status(const cgpu_bootstrap_t *bs, cgpu_status_t mine
     return CGPU_OK;
 }
 
+cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine)
+{
+    int32_t *tmp = calloc((size_t) bs->size, sizeof(*tmp));
+    if (NULL == tmp) {
+        return CGPU_ERR_NO_MEMORY; /* cannot take part: the process is out of memory */
+    }
+    cgpu_status_t st = agree_status(bs, mine, tmp);
+    free(tmp);
+    return st;
+}
+
 void cgpu_comm_free_resources(cgpu_comm_t *comm)
 {
     if (comm->resources_freed) {
         return;
     }
     comm->resources_freed = true;
+    if (NULL != comm->net) {
+        cgpu_net_destroy(comm);
+    }
     cgpu_cuda_comm_destroy(comm);
     if (NULL != comm->peer_segs) {
         for (int i = 0; i < comm->size; ++i) {
@@ -236,6 +266,26 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     if (CGPU_OK != st) {
         goto out_release;
     }
+    if (bs->size > 1) {
+        int *node_of = malloc(sizeof(int) * (size_t) bs->size);
+        const int nnodes = NULL == node_of ? -1 : number_nodes(all, bs->size, node_of);
+        if (nnodes > 1) {
+            /* Several nodes: no segment of this communicator is shared; the node-local
+             * communicator and the proxy carry everything (cgpu_net.c). */
+            cgpu_shm_detach(&comm->self_seg);
+            st = cgpu_net_create(comm, node_of, nnodes);
+            free(node_of);
+            if (CGPU_OK != st) {
+                goto out_release;
+            }
+            goto out_ready;
+        }
+        free(node_of);
+        if (nnodes < 0) {
+            st = CGPU_ERR_NO_MEMORY; /* tables of a few ints per rank: the process is dying */
+            goto out_release;
+        }
+    }
 
     /* Step 2: map every peer's segment, then agree again that all mappings worked. */
     if (bs->size > 1) {
@@ -283,6 +333,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         }
     }
 
+out_ready:
     comm->magic = CGPU_COMM_ALIVE;
     atomic_store(&comm->busy, 0);
     atomic_store(&comm->ras.state, CGPU_RAS_READY);
@@ -483,6 +534,9 @@ uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item)
     case CGPU_RAS_ALGORITHM:
         return (uint64_t) atomic_load_explicit(&c->ras.alg, memory_order_relaxed);
     case CGPU_RAS_TRANSPORT:
+        if (NULL != c->net) {
+            return cgpu_net_transport(c);
+        }
         return CGPU_BACKEND_CUDA == c->backend ? CGPU_RAS_TRANSPORT_CUDA_IPC
                                                : CGPU_RAS_TRANSPORT_SHM;
     case CGPU_RAS_ITEMS:

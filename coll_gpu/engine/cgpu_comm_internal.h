@@ -40,6 +40,7 @@ _Static_assert(sizeof(cgpu_seg_ctrl_t) <= CGPU_SEG_CTRL_BYTES, "control block to
 enum { CGPU_COMM_ALIVE = 0x414c4956, CGPU_COMM_DEAD = 0x44454144 };
 
 struct cgpu_cuda_comm;
+typedef struct cgpu_net cgpu_net_t;
 
 /* Health of a communicator: written by the collective's thread (and the watchdog), read by
  * pvars and the watchdog with plain atomic loads (DESIGN decision 5). */
@@ -64,6 +65,7 @@ struct cgpu_comm {
     int magic; /* CGPU_COMM_ALIVE while usable */
     cgpu_backend_t backend;       /* HOST or CUDA, agreed at create */
     struct cgpu_cuda_comm *cuda;  /* cuda backend state (NULL for HOST) */
+    cgpu_net_t *net;              /* ranks on several nodes (cgpu_net.c); else NULL */
     int rank;
     int size;
     cgpu_bootstrap_t bs;
@@ -103,6 +105,25 @@ bool cgpu_engine_is_up(void);
 cgpu_status_t cgpu_engine_register_comm(cgpu_comm_t *comm);
 void cgpu_engine_unregister_comm(cgpu_comm_t *comm);
 void cgpu_comm_free_resources(cgpu_comm_t *comm);
+
+/* Every rank's status through the bootstrap: all return the first failure, or OK. */
+cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine);
+
+/* Communicators over several nodes (cgpu_net.c). cgpu_net_create is collective over
+ * comm->bs (node_of: every rank's node, numbered 0..nnodes-1 alike on every rank); on
+ * success comm->net is set. The collectives run inside the caller's enter/leave. */
+cgpu_status_t cgpu_net_create(cgpu_comm_t *comm, const int *node_of, int nnodes);
+void cgpu_net_destroy(cgpu_comm_t *comm);
+int cgpu_net_transport(const cgpu_comm_t *comm);
+cgpu_status_t cgpu_net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                                 cgpu_dtype_t dt, cgpu_op_t op);
+cgpu_status_t cgpu_net_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
+cgpu_status_t cgpu_net_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root);
+cgpu_status_t cgpu_net_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
+cgpu_status_t cgpu_net_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                            size_t count, cgpu_dtype_t dt, cgpu_op_t op);
+cgpu_status_t cgpu_net_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                              cgpu_dtype_t dt, cgpu_op_t op, int root);
 
 /* Host ring allreduce on host memory (cgpu_allreduce_ring.c). */
 cgpu_status_t cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,

@@ -77,7 +77,8 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_a2a_channels < 0 || cfg->cuda_a2a_channels > 64 || cfg->cuda_inbox_pool < 0 ||
         cfg->cuda_ipc_cache_size < 0 || cfg->cuda_channel_min_bytes < 1 ||
         cfg->cuda_stream_order < CGPU_ORDER_AUTO ||
-        cfg->cuda_stream_order > CGPU_ORDER_BLOCKING_STREAM) {
+        cfg->cuda_stream_order > CGPU_ORDER_BLOCKING_STREAM || cfg->proxy_max_peers < 0 ||
+        cfg->proxy_max_inflight < 1 || cfg->proxy_bounce_bytes < 4096) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;

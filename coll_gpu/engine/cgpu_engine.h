@@ -115,6 +115,8 @@ typedef struct cgpu_bootstrap {
     void *ctx;
     int rank;
     int size;
+    uint32_t context_id; /* equal on every rank, unique among this process's live
+                          * communicators (Open MPI's CID): tags the inter-node proxy */
     /** rbuf[i*bytes .. ] receives rank i's sbuf; bytes is the same on every rank. */
     cgpu_status_t (*allgather)(void *ctx, const void *sbuf, void *rbuf, size_t bytes);
     cgpu_status_t (*barrier)(void *ctx);
@@ -274,8 +276,13 @@ typedef enum cgpu_ras_state {
 
 typedef enum cgpu_ras_alg { CGPU_RAS_ALG_NONE = 0, CGPU_RAS_ALG_RING, CGPU_RAS_ALG_ONESHOT,
                             CGPU_RAS_ALG_TREE, CGPU_RAS_ALG_DIRECT,
-                            CGPU_RAS_ALG_COPY_ENGINE } cgpu_ras_alg_t;
-typedef enum cgpu_ras_transport { CGPU_RAS_TRANSPORT_SHM = 0, CGPU_RAS_TRANSPORT_CUDA_IPC = 1 }
+                            CGPU_RAS_ALG_COPY_ENGINE,
+                            CGPU_RAS_ALG_HIERARCHICAL, /* nodes: local steps + proxy */
+                            CGPU_RAS_ALG_PROXY } cgpu_ras_alg_t; /* nodes: proxy only */
+typedef enum cgpu_ras_transport { CGPU_RAS_TRANSPORT_SHM = 0, CGPU_RAS_TRANSPORT_CUDA_IPC = 1,
+                                   CGPU_RAS_TRANSPORT_PROXY_SHM = 2, /* nodes: proxy + shm */
+                                   CGPU_RAS_TRANSPORT_PROXY_CUDA_IPC = 3, /* proxy + IPC */
+                                   CGPU_RAS_TRANSPORT_PROXY = 4 } /* one rank per node */
     cgpu_ras_transport_t;
 
 /** Read one health item (atomic loads only; safe from any thread at any rate). */
