@@ -167,7 +167,7 @@ else
     programs=("${MPI_TESTS[@]}")
     for t in "$BIN"/mpi/test_*; do
         p=$(basename "$t")
-        case "$p" in *.*) continue ;; esac
+        case "$p" in *.* | test_fault) continue ;; esac # test_fault: its own run below
         if [ ! -f "$t" ] || [ ! -x "$t" ]; then
             continue
         fi
@@ -250,6 +250,50 @@ else
             --mca coll_gpu_stage_host_buffers 1 -np 3 "$BIN/mpi/test_forced_fallback"
         run_test "test_forced_fallback.pipelined_host.np2" "${MPIRUN[@]}" "${PIPE[@]}" \
             -np 2 "$BIN/mpi/test_forced_fallback"
+    fi
+
+    # ---- across nodes: fake nodes, every collective through the proxy's tcp provider
+    # (2 nodes x 2 ranks, 4 x 1, 2 + 1), then the other collective tests at 2 x 2 ----
+    if [ -x "$BIN/mpi/test_nodes" ]; then
+        NODES=(--mca coll_gpu_ofi_provider tcp)
+        for v in 2:4:2x2 4:4:4x1 2:3:2+1; do
+            IFS=: read -r nn np lay <<<"$v"
+            run_test "test_nodes.$lay.np$np" "${MPIRUN[@]}" "${NODES[@]}" --mca coll_gpu_fake_nodes "$nn" \
+                -np "$np" "$BIN/mpi/test_nodes"
+        done
+        # 100,000 proxy operations from 5 threads on 5 communicators: each event in its own
+        # communicator's profiler context (the check plugin counts mismatches)
+        [ -x "$BIN/mpi/test_profiler" ] && run_test "test_profiler.nodes2.np2" \
+            env CGPU_PROF_MIN_TRANSPORT=100000 "${MPIRUN[@]}" "${NODES[@]}" \
+            --mca coll_gpu_fake_nodes 2 ${MPI_TEST_ARGS[test_profiler]} -np 2 "$BIN/mpi/test_profiler"
+        for p in test_allreduce test_alltoall test_bcast_allgather test_reduce_rs test_comms; do
+            [ -x "$BIN/mpi/$p" ] && run_test "$p.nodes2x2.np4" "${MPIRUN[@]}" "${NODES[@]}" \
+                --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/$p"
+        done
+    fi
+    # ---- a rank killed mid-allreduce across fake nodes: every survivor returns an error
+    # within coll_gpu_ras_timeout (3 s, plus 5 s of margin), nothing left in /dev/shm ----
+    if [ -x "$BIN/mpi/test_fault" ]; then
+        run_test "test_fault.kill_rank1.np4" bash -c '
+            exe=$1; shift
+            dir=$(mktemp -d)
+            "$@" --enable-recovery --mca coll_gpu_ofi_provider tcp --mca coll_gpu_fake_nodes 2 \
+                --mca coll_gpu_ras_timeout 3 -np 4 "$exe" 1 "$dir" > "$dir/mpirun.log" 2>&1
+            echo "mpirun exit status $? (the killed rank makes it non-zero)"
+            bad=0
+            for r in 0 2 3; do
+                f="$dir/survivor.$r"
+                if [ ! -s "$f" ]; then echo "rank $r wrote no result"; bad=1; continue; fi
+                cat "$f"
+                # fields: rank R calls C failed F took T again_failed A again_took T2 error ...
+                awk "{ exit !(\$6 == 1 && \$8 < 8 && \$10 == 1) }" "$f" ||
+                    { echo "rank $r: no error, or later than 8 s, or the failed communicator took a call"; bad=1; }
+            done
+            grep -h "coll/gpu" "$dir/mpirun.log" | head -8
+            grep -q "rank 1\b" "$dir/mpirun.log" || { echo "no message names rank 1"; bad=1; }
+            rm -rf "$dir"
+            exit $bad
+        ' _ "$BIN/mpi/test_fault" "${MPIRUN[@]}"
     fi
 
     # ---- RAS watchdog: a rank enters 2.5-3 s late with a 1 s timeout ----

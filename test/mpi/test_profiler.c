@@ -136,12 +136,22 @@ int main(int argc, char **argv)
      * items through shared-memory queues (transport events), the cuda backend runs kernels */
     int one = 1, sum = 0;
     MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, args[0].comm);
-    const int host_transport = 0 == transport_kind(args[0].comm);
+    /* 0 shm, 2-4 through the inter-node proxy: transport events; 1 (CUDA IPC): kernels */
+    const int kind = transport_kind(args[0].comm);
+    const int host_transport = 0 == kind || kind >= 2;
     /* size the run from the target: events per iteration (allreduce + alltoall) are the two
      * collective events plus, on the host, ring and alltoall steps, on the cuda backend a
      * kernel launch each */
     const int per_iter = host_transport ? 2 + 2 * (size - 1) + (size - 1) : 4;
     iters = (int) (min_events / (unsigned long long) (NTHREADS * per_iter)) + 50;
+    /* CGPU_PROF_MIN_TRANSPORT: at least this many transport (proxy) operations; each
+     * iteration's alltoall alone makes 2 (size - 1) per rank */
+    const unsigned long long min_transport = getenv("CGPU_PROF_MIN_TRANSPORT")
+        ? strtoull(getenv("CGPU_PROF_MIN_TRANSPORT"), NULL, 10) : 0;
+    if (size > 1 && min_transport > 0) {
+        const int t = (int) (min_transport / (unsigned long long) (NTHREADS * 2 * (size - 1))) + 50;
+        iters = t > iters ? t : iters;
+    }
     if (size < 2) {
         iters = 10; /* coll/gpu declines single-rank communicators: nothing to profile */
     }
@@ -187,7 +197,8 @@ int main(int argc, char **argv)
                 transport(&xs, &xmax);
             }
             /* several items in one queue at once: more than one transport event open */
-            const int bad = host_transport && (NULL == transport || 0 == xs || xmax < 2);
+            const int bad = (host_transport && (NULL == transport || 0 == xs || xmax < 2)) ||
+                            xs < min_transport;
             failures += bad;
             printf("rank %d: %llu transport operations, at most %llu in flight at once on one "
                    "communicator%s\n", rank, xs, xmax, bad ? "  <- FAIL" : "");
