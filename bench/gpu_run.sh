@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb nb_mt bench_nb floor staged colls_full prof ce order chmin
+#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn bench_proxy bench_nb floor staged colls_full prof ce order chmin
 #   lat pending
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -89,6 +89,24 @@ if has nb_mt; then # the threaded non-blocking engine path (coll_gpu_nb_engine f
             compute-sanitizer --tool memcheck --print-limit 20 --log-file "$out/sanitizer.%p.txt" test/gpu/test_cuda_nb threads
         cat "$out"/sanitizer.*.txt 2>/dev/null | head -120 > "$out/sanitizer_summary.txt"; rm -f "$out"/sanitizer.*.txt
     fi
+fi
+if has nodes; then # across fake nodes on device buffers: 2 nodes x 1 GPU, 2 x 2 ranks, then the threaded path
+    run nodes_2x1_np2 200 2 --mca coll_gpu_ofi_provider tcp --mca coll_gpu_fake_nodes 2 --mca coll_gpu_verbose 10 test/gpu/test_cuda_nodes
+    run nodes_2x2_np4 240 4 --mca coll_gpu_ofi_provider tcp --mca coll_gpu_fake_nodes 2 test/gpu/test_cuda_nodes
+    run nodes_shm_2x1_np2 200 2 --mca coll_gpu_ofi_provider shm --mca coll_gpu_fake_nodes 2 test/gpu/test_cuda_nodes
+fi
+if has mt_conn; then # the threaded engine path at np 4 with and without 32 hardware queues
+    for i in 1 2 3; do
+        run mt4_default_$i 60 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+        run mt4_conn32_$i 60 4 -x CUDA_DEVICE_MAX_CONNECTIONS=32 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+    done
+fi
+if has bench_proxy; then # the proxy against raw libfabric, same provider, host and device memory
+    for prov in tcp shm; do
+        [ -x bench/bench_proxy ] && timeout -k 5 120 bench/bench_proxy "$prov" 2>&1 | tee -a "$out/bench_proxy.txt"
+    done
+    timeout -k 5 200 "${MPIRUN[@]}" -np 2 --mca coll_gpu_ofi_provider tcp --mca coll_gpu_fake_nodes 2 \
+        bench/bench_colls allreduce,alltoall 268435456 2>&1 | tee "$out/bench_nodes.txt"
 fi
 if has bench_nb; then # MPI_CHAR (the OSU default) and MPI_Iallreduce against NCCL
     timeout -k 5 300 "${MPIRUN[@]}" -np 2 bench/bench_colls allreduce_char,reduce_char,iallreduce \

@@ -7,10 +7,13 @@
  * memory. The node of each rank comes from the same table on every rank, so every rank
  * computes the same plan for a call from its arguments alone (DESIGN decision 2).
  *
- * Tags: bit 31 set is this communicator's node-local bootstrap (a round counter);
- * otherwise bits 12-30 are a phase number and bits 0-11 a step within the phase. Every
- * rank draws a phase number at the same points of every collective, whether it takes part
- * in that phase or not, so phase numbers agree on every rank.
+ * Tags fit the 24 bits every provider layout of the proxy allows: bit 23 set is this
+ * communicator's node-local bootstrap (a round counter); otherwise bits 12-22 are a phase
+ * number and bits 0-11 a step within the phase. Every rank draws a phase number at the
+ * same points of every collective, whether it takes part in that phase or not, so phase
+ * numbers agree on every rank; each phase completes all its operations before its rank
+ * goes on, so phase numbers may wrap (a rank is never more than one phase ahead of a
+ * peer it exchanges with).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,11 +36,11 @@ struct cgpu_net {
     uint32_t phase;
 };
 
-#define NET_BOOT_TAG 0x80000000u
+#define NET_BOOT_TAG 0x800000u
 
 static uint32_t next_phase(cgpu_net_t *net)
 {
-    return (net->phase++ & 0x7ffffu) << 12;
+    return (net->phase++ & 0x7ffu) << 12;
 }
 
 static double wait_limit(void)
@@ -73,7 +76,7 @@ static cgpu_status_t local_allgather(void *ctx, const void *sbuf, void *rbuf, si
     cgpu_comm_t *comm = ctx;
     cgpu_net_t *net = comm->net;
     const int L = net->local_size, me = net->local_index;
-    const uint32_t tag = NET_BOOT_TAG | (net->bs_round++ & 0x7fffffffu);
+    const uint32_t tag = NET_BOOT_TAG | (net->bs_round++ & 0x7fffffu);
     memcpy((char *) rbuf + (size_t) me * bytes, sbuf, bytes);
     cgpu_proxy_req_t *reqs = calloc(2 * (size_t) L, sizeof(*reqs));
     if (NULL == reqs) {
