@@ -90,6 +90,13 @@ if has nb_mt; then # the threaded non-blocking engine path (coll_gpu_nb_engine f
         cat "$out"/sanitizer.*.txt 2>/dev/null | head -120 > "$out/sanitizer_summary.txt"; rm -f "$out"/sanitizer.*.txt
     fi
 fi
+if has mt_conn; then # the threaded engine path at np 4 with and without 32 hardware queues
+    for i in 1 2; do
+        run mt4_default_$i 45 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+        run mt4_conn32_$i 45 4 -x CUDA_DEVICE_MAX_CONNECTIONS=32 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+        run mt4_auto_$i 45 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads
+    done
+fi
 if has bench_nb; then # MPI_CHAR (the OSU default) and MPI_Iallreduce against NCCL
     timeout -k 5 300 "${MPIRUN[@]}" -np 2 bench/bench_colls allreduce_char,reduce_char,iallreduce \
         ${BENCH_NB_MAX:-536870912} 2>&1 | tee "$out/bench_nb.txt"
