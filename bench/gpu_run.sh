@@ -96,9 +96,10 @@ if has nodes; then # across fake nodes on device buffers: 2 nodes x 1 GPU, 2 x 2
     run nodes_shm_2x1_np2 200 2 --mca coll_gpu_ofi_provider shm --mca coll_gpu_fake_nodes 2 test/gpu/test_cuda_nodes
 fi
 if has mt_conn; then # the threaded engine path at np 4 with and without 32 hardware queues
-    for i in 1 2 3; do
-        run mt4_default_$i 60 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
-        run mt4_conn32_$i 60 4 -x CUDA_DEVICE_MAX_CONNECTIONS=32 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+    for i in 1 2; do
+        run mt4_default_$i 45 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+        run mt4_conn32_$i 45 4 -x CUDA_DEVICE_MAX_CONNECTIONS=32 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+        run mt4_auto_$i 45 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads
     done
 fi
 if has bench_proxy; then # the proxy against raw libfabric, same provider, host and device memory
