@@ -456,6 +456,36 @@ cgpu_status_t cgpu_cuda_event_sync(void *ev)
     return cgpu_cuda_check((int) cudaEventSynchronize((cudaEvent_t) ev), "cudaEventSynchronize");
 }
 
+cgpu_status_t cgpu_cuda_event_query(void *ev)
+{
+    cudaError_t e = cudaEventQuery((cudaEvent_t) ev);
+    if (cudaErrorNotReady == e) {
+        return CGPU_IN_PROGRESS;
+    }
+    return cgpu_cuda_check((int) e, "cudaEventQuery");
+}
+
+cgpu_status_t cgpu_cuda_host_register(void *ptr, size_t bytes)
+{
+    cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterDefault);
+    if (cudaSuccess != e) {
+        (void) cudaGetLastError();
+    }
+    return cgpu_cuda_check((int) e, "cudaHostRegister");
+}
+
+void cgpu_cuda_host_unregister(void *ptr)
+{
+    if (NULL != ptr && cudaSuccess != cudaHostUnregister(ptr)) {
+        (void) cudaGetLastError();
+    }
+}
+
+cgpu_status_t cgpu_cuda_pci_bus_id(int device, char *buf, int len)
+{
+    return cgpu_cuda_check((int) cudaDeviceGetPCIBusId(buf, len, device), "cudaDeviceGetPCIBusId");
+}
+
 #else /* !CGPU_HAVE_CUDA: a build without the toolkit sees no device */
 
 bool cgpu_cuda_available(void)
@@ -637,6 +667,32 @@ cgpu_status_t cgpu_cuda_event_record(void *ev, void *stream)
 cgpu_status_t cgpu_cuda_event_sync(void *ev)
 {
     (void) ev;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_event_query(void *ev)
+{
+    (void) ev;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_host_register(void *ptr, size_t bytes)
+{
+    (void) ptr, (void) bytes;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+void cgpu_cuda_host_unregister(void *ptr)
+{
+    (void) ptr;
+}
+
+cgpu_status_t cgpu_cuda_pci_bus_id(int device, char *buf, int len)
+{
+    (void) device;
+    if (len > 0) {
+        buf[0] = '\0';
+    }
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

@@ -109,4 +109,16 @@ void cgpu_cuda_ipc_close(void *dptr);
 /** Convert a CUDA error number returned by a kernel launcher; logs it with @p what. */
 cgpu_status_t cgpu_cuda_check(int err, const char *what);
 
+/** CGPU_OK when the work before @p ev is done, CGPU_IN_PROGRESS while it is not (never
+ * blocks), or the error of that work. */
+cgpu_status_t cgpu_cuda_event_query(void *ev);
+
+/** Page-lock host memory allocated elsewhere (e.g. bound to a NUMA node with hwloc) so
+ * that copies to and from the device are asynchronous DMA; and undo it. */
+cgpu_status_t cgpu_cuda_host_register(void *ptr, size_t bytes);
+void cgpu_cuda_host_unregister(void *ptr);
+
+/** PCI bus id of @p device ("0000:17:00.0") into @p buf, for locality (hwloc). */
+cgpu_status_t cgpu_cuda_pci_bus_id(int device, char *buf, int len);
+
 #endif /* CGPU_CUDA_H */

@@ -14,7 +14,7 @@ AC_DEFUN([CGPU_CHECK_LIBFABRIC], [
                (Debian/Ubuntu: apt-get install libfabric-dev)])])
     ])
     AS_IF([test "$cgpu_ofi_found" = "yes"],
-          [cgpu_ofi_summary="yes ($LIBFABRIC_LIBS; proxy transport not implemented yet)"
+          [cgpu_ofi_summary="yes ($LIBFABRIC_LIBS; inter-node proxy built: btl_glue/cgpu_ofi.c, coll_gpu/engine/cgpu_proxy.c)"
            AC_DEFINE([CGPU_HAVE_LIBFABRIC], [1], [libfabric headers and library found])],
           [LIBFABRIC_CFLAGS=""; LIBFABRIC_LIBS=""])
     AM_CONDITIONAL([CGPU_HAVE_LIBFABRIC], [test "$cgpu_ofi_found" = "yes"])

@@ -123,6 +123,48 @@ uint64_t cgpu_proxy_ops_completed(void);
 /** Peers connected (inserted in the address vector), process-wide (an atomic load). */
 int cgpu_proxy_peers(void);
 
+/*
+ * Added with the implementation (cgpu_proxy.c).
+ *
+ * Tags. An operation travels under a 64-bit libfabric tag built from the group's context
+ * id, the caller's tag and a chunk number (messages longer than cgpu_proxy_chunk_bytes()
+ * go as several chunks; both sides cut them alike from the byte count alone, whatever the
+ * memory kind on either side). With directed receive (tcp, shm, verbs, efa, ...) the layout
+ * is chunk:8 | context id:24 | tag:32; without it the source rank needs room too:
+ * chunk:8 | context id:16 | source rank:16 | tag:24. So context ids and tags are limited
+ * to what the two functions below return (after acquire); larger ones are refused with
+ * CGPU_ERR_INVALID_ARG and a message. Operations of one group with the same peer, tag and
+ * direction are carried out one after the other, in submission order (as MPI's
+ * non-overtaking rule); give concurrent operations different tags.
+ *
+ * Window. The proxy keeps at most coll_gpu_proxy_max_inflight chunks posted at once,
+ * half of them for sends and half for receives (at least one each), so receives waiting
+ * for a peer never keep this process's own sends from being posted. Operations beyond
+ * that wait in the proxy's queue, each kind in submission order. Receives and sends must
+ * therefore be matched within that window: a receive posted more than max_inflight / 2
+ * receives after one that waits for it may never be reached.
+ */
+
+/** Largest context id a group may use with the provider in use (0 before acquire). */
+uint32_t cgpu_proxy_max_context_id(void);
+
+/** Largest tag an operation may use with the provider in use (0 before acquire). */
+uint32_t cgpu_proxy_max_tag(void);
+
+/** Bytes of one chunk on the wire: min(coll_gpu_proxy_bounce_bytes, provider's largest
+ * message). Must be equal on every process (same MCA value, same provider). */
+size_t cgpu_proxy_chunk_bytes(void);
+
+/** Test hooks: bits for cgpu_proxy_set_test_flags. */
+enum {
+    CGPU_PROXY_TEST_STAGE_HOST = 1,  /* stage host buffers through bounce buffers as if they
+                                      * were device memory (covers the staged path anywhere) */
+    CGPU_PROXY_TEST_NO_DIRECTED = 2, /* do not ask for FI_DIRECTED_RECV (the other tag layout) */
+};
+
+/** Set test hooks (tests and benchmarks only); takes effect at the next proxy start. */
+void cgpu_proxy_set_test_flags(unsigned flags);
+
 #ifdef __cplusplus
 }
 #endif
