@@ -64,18 +64,20 @@ static void check_comm(cgpu_comm_t *c, void *arg)
             ++nmiss;
             if (len + 16 < sizeof(missing)) {
                 len += (size_t) snprintf(missing + len, sizeof(missing) - len, "%s%d",
-                                         nmiss > 1 ? ", " : "", p);
+                                         nmiss > 1 ? ", " : "",
+                                         NULL != c->report_ranks ? c->report_ranks[p] : p);
             }
         }
     }
-    const bool abort_it = cfg->ras_abort_on_timeout;
+    const bool abort_it = cfg->ras_abort_on_timeout || c->abort_on_timeout;
     cgpu_log(CGPU_LOG_WARN,
              "RAS: %s #%llu on communicator %s (rank %d of %d) has made no progress for %.1f s; "
              "%d rank(s) not arrived%s%s%s",
              CGPU_KIND_ALLTOALL == r->kind ? "alltoall" : "allreduce", (unsigned long long) cur,
              r->name, c->rank, c->size, (double) (now - last) / 1e9, nmiss,
              nmiss > 0 ? ": " : "", missing,
-             abort_it ? "; failing it (coll_gpu_ras_abort_on_timeout)"
+             abort_it ? (cfg->ras_abort_on_timeout ? "; failing it (coll_gpu_ras_abort_on_timeout)"
+                                                   : "; failing it (it spans nodes)")
                       : "; still waiting (set coll_gpu_ras_abort_on_timeout=1 to fail instead)");
     if (abort_it) {
         atomic_store(&r->abort, 1);

@@ -558,6 +558,9 @@ void cgpu_comm_describe(cgpu_comm_t *comm, const char *name, uint64_t id)
         return;
     }
     snprintf(comm->ras.name, sizeof(comm->ras.name), "%s", NULL != name ? name : "");
+    if (NULL != comm->net) {
+        cgpu_net_describe(comm);
+    }
     if (NULL == cgpu_prof_active || comm->prof.on) {
         return;
     }

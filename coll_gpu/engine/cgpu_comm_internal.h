@@ -88,6 +88,11 @@ struct cgpu_comm {
     uint64_t seq;
 
     atomic_int busy; /* 1 while a collective runs on it */
+    const int *report_ranks; /* node-local communicator: its ranks in the one across nodes
+                              * (what RAS reports name); NULL: its own ranks */
+    bool abort_on_timeout; /* the watchdog fails a stuck collective even without
+                            * coll_gpu_ras_abort_on_timeout (communicators across nodes and
+                            * their node-local ones: a dead peer must not hang the others) */
 
     cgpu_prof_comm_t prof; /* profiler context of this communicator (by value) */
     cgpu_ras_t ras;        /* health, for pvars and the watchdog */
@@ -114,6 +119,7 @@ cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine);
  * success comm->net is set. The collectives run inside the caller's enter/leave. */
 cgpu_status_t cgpu_net_create(cgpu_comm_t *comm, const int *node_of, int nnodes);
 void cgpu_net_destroy(cgpu_comm_t *comm);
+void cgpu_net_describe(cgpu_comm_t *comm); /* names the node-local communicator after it */
 int cgpu_net_transport(const cgpu_comm_t *comm);
 cgpu_status_t cgpu_net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                  cgpu_dtype_t dt, cgpu_op_t op);

@@ -15,6 +15,7 @@
  * goes on, so phase numbers may wrap (a rank is never more than one phase ahead of a
  * peer it exchanges with).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,6 +240,10 @@ cgpu_status_t cgpu_net_create(cgpu_comm_t *comm, const int *node_of, int nnodes)
             net->local_bs.allgather = local_allgather;
             net->local_bs.barrier = local_barrier;
             local = cgpu_comm_create(&net->local_bs, &net->local);
+            if (CGPU_OK == local) {
+                net->local->abort_on_timeout = true;
+                net->local->report_ranks = net->node_ranks + net->node_start[net->node];
+            }
         }
         st = cgpu_comm_agree(bs, local); /* one node's failure is every node's */
     }
@@ -247,6 +252,7 @@ cgpu_status_t cgpu_net_create(cgpu_comm_t *comm, const int *node_of, int nnodes)
         net_free(net);
         return st;
     }
+    comm->abort_on_timeout = true;
     cgpu_log(CGPU_LOG_INFO,
              "engine: communicator of %d ranks on %d nodes (node %d, %d rank(s) here%s); "
              "between nodes: proxy over %s%s",
@@ -261,6 +267,15 @@ void cgpu_net_destroy(cgpu_comm_t *comm)
     cgpu_net_t *net = comm->net;
     comm->net = NULL;
     net_free(net);
+}
+
+void cgpu_net_describe(cgpu_comm_t *comm)
+{
+    cgpu_net_t *net = comm->net;
+    if (NULL != net->local) {
+        snprintf(net->local->ras.name, sizeof(net->local->ras.name), "%.40s, node-local part",
+                 comm->ras.name);
+    }
 }
 
 int cgpu_net_transport(const cgpu_comm_t *comm)
@@ -398,6 +413,15 @@ static cgpu_status_t tree_bcast(cgpu_comm_t *comm, const int *members, int nm, i
 
 /* ---- collectives ---- */
 
+/* A phase failed in a way that leaves the communicator unusable (a peer did not answer
+ * within coll_gpu_ras_timeout, or the watchdog aborted): the other phases are skipped,
+ * since their peers fail the same way. Other failures (no memory) still take part. */
+static bool fatal(const cgpu_comm_t *comm, cgpu_status_t st)
+{
+    return CGPU_ERR_TIMEOUT == st || CGPU_ERR_PEER == st || CGPU_ERR_STATE == st ||
+           0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed);
+}
+
 /* Allreduce without entering the communicator (the callers did). */
 static cgpu_status_t net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                    cgpu_dtype_t dt, cgpu_op_t op)
@@ -425,9 +449,11 @@ static cgpu_status_t net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rb
         for (int k = 0; k < net->nnodes; ++k) {
             members[k] = node_rank(net, k, net->local_index);
         }
-        s2 = ring_allreduce_any(comm, members, net->nnodes, net->node, mine, blk, dt, op);
+        s2 = fatal(comm, st) ? CGPU_OK
+                             : ring_allreduce_any(comm, members, net->nnodes, net->node, mine,
+                                                  blk, dt, op);
         st = CGPU_OK != st ? st : s2;
-        s2 = cgpu_allgather(net->local, NULL, rbuf, blk * es);
+        s2 = fatal(comm, st) ? CGPU_OK : cgpu_allgather(net->local, NULL, rbuf, blk * es);
         st = CGPU_OK != st ? st : s2;
     } else {
         /* node reduce to its first rank, a ring of first ranks, node broadcast */
@@ -444,10 +470,12 @@ static cgpu_status_t net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rb
         for (int k = 0; k < net->nnodes; ++k) {
             members[k] = node_rank(net, k, 0);
         }
-        s2 = ring_allreduce_any(comm, members, net->nnodes, 0 == net->local_index ? net->node : -1,
-                                rbuf, count, dt, op);
+        s2 = fatal(comm, st) ? CGPU_OK
+                             : ring_allreduce_any(comm, members, net->nnodes,
+                                                  0 == net->local_index ? net->node : -1, rbuf,
+                                                  count, dt, op);
         st = CGPU_OK != st ? st : s2;
-        if (net->local_size > 1) {
+        if (net->local_size > 1 && !fatal(comm, st)) {
             s2 = cgpu_bcast(net->local, rbuf, count * es, 0);
             st = CGPU_OK != st ? st : s2;
         }
@@ -560,7 +588,7 @@ cgpu_status_t cgpu_net_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int roo
         }
     }
     cgpu_status_t st = tree_bcast(comm, members, N, me, buf, bytes);
-    if (net->local_size > 1) {
+    if (net->local_size > 1 && !fatal(comm, st)) {
         cgpu_status_t s2 = cgpu_bcast(net->local, buf, bytes, local_root);
         st = CGPU_OK != st ? st : s2;
     }

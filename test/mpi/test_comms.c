@@ -97,9 +97,13 @@ static void part_a_split_loop(void)
 {
     long n = getenv("CGPU_TEST_SPLITS") ? atol(getenv("CGPU_TEST_SPLITS")) : 1000;
     MPI_Comm c;
-    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &c); /* warm-up */
-    check_allreduce(c, "split warm-up");
-    MPI_Comm_free(&c);
+    /* warm-up, in the loop's pattern: one-time costs (the inter-node proxy's first
+     * connection to a peer, with its buffers, when ranks sit on fake nodes) come first */
+    for (int w = 0; w < 20; ++w) {
+        MPI_Comm_split(MPI_COMM_WORLD, (rank + w) % 2, rank, &c);
+        check_allreduce(c, "split warm-up");
+        MPI_Comm_free(&c);
+    }
     long fds0 = count_fds(), maps0 = count_cgpu_maps(), rss0 = rss_kb();
     double t0 = MPI_Wtime();
     for (long i = 0; i < n; ++i) {
@@ -110,7 +114,9 @@ static void part_a_split_loop(void)
         x = cr + 1;
         MT_CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c));
         MT_CHECK(y == cn * (cn + 1) / 2, "split %ld: allreduce gave %d", i, y);
-        if (0 == i && cn > 1) { /* the measure sees a live communicator's segments */
+        /* the measure sees a live communicator's segments (one node: with fake nodes the
+         * proxy carries what crosses them, and no segment is shared) */
+        if (0 == i && cn > 1 && NULL == getenv("OMPI_MCA_coll_gpu_fake_nodes")) {
             long live = count_cgpu_maps() - maps0;
             MT_CHECK(live == cn, "a live %d-rank communicator maps %ld segments", cn, live);
         }

@@ -1170,7 +1170,7 @@ static void scenario_different_nodes_over_proxy(test_rank_t *t)
         return;
     }
     check_allreduce(comm, CGPU_DT_INT64, CGPU_OP_SUM, 3001, false, 11);
-    check_allreduce(comm, CGPU_DT_FLOAT, CGPU_OP_MAX, 1, true, 12);
+    check_allreduce(comm, CGPU_DT_FLOAT32, CGPU_OP_MAX, 1, true, 12);
     check_alltoall(comm, 5000, false, 13);
     check_alltoall(comm, 333, true, 14);
     CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
