@@ -291,6 +291,13 @@ cgpu_status_t cgpu_ofi_open(const cgpu_ofi_opts_t *opts, cgpu_ofi_t **out)
     }
     av_attr.type = FI_AV_TABLE;
     av_attr.count = opts->av_size;
+    /* some providers refuse an address vector larger than their peer limit (shm: 256) */
+    if (o->info->domain_attr->ep_cnt > 0 && av_attr.count > o->info->domain_attr->ep_cnt) {
+        cgpu_log(CGPU_LOG_INFO,
+                 "proxy/ofi: provider %s reaches %zu peers at most (address vector sized so)",
+                 o->provider, o->info->domain_attr->ep_cnt);
+        av_attr.count = o->info->domain_attr->ep_cnt;
+    }
     st = ofi_check(fi_av_open(o->domain, &av_attr, &o->av, NULL), "fi_av_open");
     if (CGPU_OK != st) {
         goto out_close_cq;
