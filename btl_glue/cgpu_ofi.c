@@ -291,6 +291,13 @@ cgpu_status_t cgpu_ofi_open(const cgpu_ofi_opts_t *opts, cgpu_ofi_t **out)
     }
     av_attr.type = FI_AV_TABLE;
     av_attr.count = opts->av_size;
+    /* some providers refuse an address vector larger than their peer limit (shm: 256) */
+    if (o->info->domain_attr->ep_cnt > 0 && av_attr.count > o->info->domain_attr->ep_cnt) {
+        cgpu_log(CGPU_LOG_INFO,
+                 "proxy/ofi: provider %s reaches %zu peers at most (address vector sized so)",
+                 o->provider, o->info->domain_attr->ep_cnt);
+        av_attr.count = o->info->domain_attr->ep_cnt;
+    }
     st = ofi_check(fi_av_open(o->domain, &av_attr, &o->av, NULL), "fi_av_open");
     if (CGPU_OK != st) {
         goto out_close_cq;
@@ -337,6 +344,16 @@ out_free:
     return st;
 }
 
+/* Closing after a peer died may find the provider still holding an operation that could
+ * not be cancelled (-FI_EBUSY): nothing to do about it then, so it is said at verbose 10. */
+static void ofi_close_fid(struct fid *fid, const char *what)
+{
+    int rc = fi_close(fid);
+    if (0 != rc) {
+        cgpu_log(CGPU_LOG_INFO, "proxy/ofi: fi_close(%s): %s (%d)", what, fi_strerror(-rc), rc);
+    }
+}
+
 void cgpu_ofi_close(cgpu_ofi_t **op)
 {
     cgpu_ofi_t *o = *op;
@@ -344,11 +361,11 @@ void cgpu_ofi_close(cgpu_ofi_t **op)
         return;
     }
     *op = NULL;
-    (void) ofi_check(fi_close(&o->ep->fid), "fi_close(endpoint)");
-    (void) ofi_check(fi_close(&o->av->fid), "fi_close(av)");
-    (void) ofi_check(fi_close(&o->cq->fid), "fi_close(cq)");
-    (void) ofi_check(fi_close(&o->domain->fid), "fi_close(domain)");
-    (void) ofi_check(fi_close(&o->fabric->fid), "fi_close(fabric)");
+    ofi_close_fid(&o->ep->fid, "endpoint");
+    ofi_close_fid(&o->av->fid, "address vector");
+    ofi_close_fid(&o->cq->fid, "completion queue");
+    ofi_close_fid(&o->domain->fid, "domain");
+    ofi_close_fid(&o->fabric->fid, "fabric");
     fi_freeinfo(o->info);
     free(o);
 }

@@ -12,6 +12,15 @@ mode=${1:?asan or valgrind}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${CGPU_BUILD_DIR:-$repo}
 tests=(test_reduce test_engine test_prof)
+# libraries the engine sources need when built by hand: hwloc always, libfabric when
+# configure found it (btl_glue/cgpu_ofi.c and the proxy are then compiled in)
+eng_libs=(-lhwloc)
+asan_tests=()
+if grep -q '^#define CGPU_HAVE_LIBFABRIC' "$build/cgpu_config.h" 2>/dev/null; then
+    # shellcheck disable=SC2207 # one word per flag
+    eng_libs+=($(pkg-config --libs libfabric 2>/dev/null || echo -lfabric))
+    asan_tests=(test_proxy) # not under valgrind: it checks wall-clock timeouts and idle CPU
+fi
 export CGPU_PROF_CHECK_PLUGIN=${CGPU_PROF_CHECK_PLUGIN:-$build/test/prof/.libs/libcgpu_prof_check.so}
 export CGPU_PROF_TRACE_PLUGIN=${CGPU_PROF_TRACE_PLUGIN:-$build/.libs/libcgpu_prof_trace.so}
 
@@ -29,13 +38,15 @@ asan)
     flags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
            -fno-sanitize-recover=all -I"$out" -I"$repo" -I"$repo/coll_gpu/engine")
     rc=0
-    for t in "${tests[@]}"; do
-        if ! $cc "${flags[@]}" "${srcs[@]}" "$repo/test/unit/$t.c" -lcunit -lpthread -lrt -ldl \
+    for t in "${tests[@]}" "${asan_tests[@]}"; do
+        if ! $cc "${flags[@]}" "${srcs[@]}" "$repo/test/unit/$t.c" -lcunit "${eng_libs[@]}" -lpthread -lrt -ldl \
             -o "$out/$t" 2>"$out/$t.build.log"; then
             echo "asan: cannot build $t"; cat "$out/$t.build.log"; rc=1; continue
         fi
-        if ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1 \
-            "$out/$t" > "$out/$t.log" 2>&1; then
+        # full malloc stacks, so that the hwloc leak suppression can match (lsan_hwloc.supp)
+        if ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86:fast_unwind_on_malloc=0 \
+            LSAN_OPTIONS=suppressions="$repo/test/asan/lsan_hwloc.supp":print_suppressions=0 \
+            UBSAN_OPTIONS=print_stacktrace=1 "$out/$t" > "$out/$t.log" 2>&1; then
             echo "asan: $t clean ($(tail -n 1 "$out/$t.log"))"
         else
             echo "asan: $t FAILED"; tail -n 40 "$out/$t.log"; rc=1
@@ -121,7 +132,7 @@ mpi-asan)
         -idirafter "$repo/coll_gpu/compat" \
         "$repo"/coll_gpu/*.c "$repo"/coll_gpu/engine/*.c "$repo"/ras/*.c "$repo"/btl_glue/*.c \
         "$repo"/kernels/cgpu_reduce_host.c "$repo"/prof/cgpu_prof.c \
-        -o "$out/plugin/mca_coll_gpu.so" $(mpicc --showme:link) -lhwloc -lrt -lpthread -ldl \
+        -o "$out/plugin/mca_coll_gpu.so" $(mpicc --showme:link) "${eng_libs[@]}" -lrt -lpthread -ldl \
         > "$out/build.log" 2>&1; then
         echo "mpi-asan: cannot build the instrumented plugin"; tail -20 "$out/build.log"
         rm -rf "$out"; exit 1

@@ -407,13 +407,13 @@ static cgpu_status_t pairs_alloc(int k)
             }
         }
     }
-    cgpu_log(CGPU_LOG_INFO, "proxy: bounce buffers for %ss: %d pair(s) of 2 x %zu bytes on %s%s",
-             kind_name(k), n, P.chunk,
-             P.bounce_node >= 0 ? "one NUMA node" : "first-touch memory",
-             cuda ? (pinned ? ", pinned" : ", NOT pinned (cudaHostRegister failed)") : "");
+    char where[48] = "first-touch memory";
     if (P.bounce_node >= 0) {
-        cgpu_log(CGPU_LOG_DEBUG, "proxy: bounce buffers on NUMA node %d", P.bounce_node);
+        snprintf(where, sizeof(where), "NUMA node %d", P.bounce_node);
     }
+    cgpu_log(CGPU_LOG_INFO, "proxy: bounce buffers for %ss: %d pair(s) of 2 x %zu bytes on %s%s",
+             kind_name(k), n, P.chunk, where,
+             cuda ? (pinned ? ", pinned" : ", NOT pinned (cudaHostRegister failed)") : "");
     return CGPU_OK;
 }
 
