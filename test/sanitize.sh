@@ -65,7 +65,8 @@ valgrind)
         log=$(mktemp /tmp/cgpu-vg.XXXXXX)
         # x87 long double arithmetic is emulated in 64 bits by valgrind: skip that type
         if CGPU_TEST_NO_LONG_DOUBLE=1 valgrind -q --error-exitcode=99 --leak-check=full \
-            --errors-for-leak-kinds=definite,indirect "$build/test/unit/$t" > "$log" 2>&1; then
+            --errors-for-leak-kinds=definite,indirect \
+            --suppressions="$repo/test/valgrind/hwloc.supp" "$build/test/unit/$t" > "$log" 2>&1; then
             echo "valgrind: $t clean ($(tail -n 1 "$log"))"
         else
             echo "valgrind: $t FAILED"; grep -E '^==|FAIL|rank' "$log" | head -60; rc=1
