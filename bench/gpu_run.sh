@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn bench_proxy bench_nb floor staged colls_full prof ce order chmin
+#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce order chmin
 #   lat pending
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -101,6 +101,11 @@ if has mt_conn; then # the threaded engine path at np 4 with and without 32 hard
         run mt4_conn32_$i 45 4 -x CUDA_DEVICE_MAX_CONNECTIONS=32 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
         run mt4_auto_$i 45 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads
     done
+fi
+if has mt_trace; then # one failing threaded run with every call traced (verbose 100), for diagnosis
+    run mt4_trace 45 4 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_nb_engine on --mca coll_gpu_verbose 100 \
+        test/gpu/test_cuda_nb threads
+    gzip -f "$out/mt4_trace.log"
 fi
 if has bench_proxy; then # the proxy against raw libfabric, same provider, host and device memory
     for prov in tcp shm; do
