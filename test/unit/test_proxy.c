@@ -16,7 +16,8 @@
  *
  * A provider fi_getinfo does not offer here is not run: its cases print
  * "skipped: provider X unavailable" and are not registered (not counted as passed).
- * CGPU_TEST_VERBOSE=1 prints every engine message (verbose 100) with the rank.
+ * CGPU_TEST_VERBOSE=1 prints every engine message (verbose 100) with the rank;
+ * CGPU_TEST_ONLY=<text> runs only the cases whose name contains <text>.
  * CGPU_PROF_CHECK_PLUGIN (set by test/run_all.sh): the profiler case loads the checking
  * plugin and verifies that proxy events stay in their group's context; unset: skipped.
  */
@@ -1179,8 +1180,12 @@ int main(void)
     if (!gpu) {
         printf("skipped: GPU cases (no usable GPU)\n");
     }
+    const char *only = getenv("CGPU_TEST_ONLY"); /* run the cases whose name holds this */
     for (size_t k = 0; k < T_ARRAY_LEN(all_cases); ++k) {
         const int p = 0 == strncmp(all_cases[k].name, "tcp:", 4) ? 0 : 1;
+        if (NULL != only && '\0' != only[0] && NULL == strstr(all_cases[k].name, only)) {
+            continue;
+        }
         if (!ok[p] || (!have_plugin && NULL != strstr(all_cases[k].name, "profiler")) ||
             (!gpu && NULL != strstr(all_cases[k].name, ": GPU:"))) {
             continue;
