@@ -432,9 +432,24 @@ static proxy_pair_t *pair_get(int k)
 /* Operations (progress thread)                                                          */
 /* ------------------------------------------------------------------------------------ */
 
+/*
+ * The libfabric tag of chunk @p chunk. Layouts (most significant bits first):
+ *   directed receive:    chunk:12 | context id:20 | tag:32
+ *   no directed receive: chunk:12 | context id:12 | source rank:16 | tag:24
+ * The chunk number makes every chunk of a message a distinct message, so chunks match
+ * without relying on the provider's ordering. It wraps after 4096 chunks (16 GiB with the
+ * default 4 MiB bounce buffers): a sender whose chunk sends complete before the receiver
+ * matches them (buffered by the provider) would have to run 4096 chunks ahead for a chunk
+ * to meet a later one's receive. 8 bits were not enough: on the GPU machine, the shm
+ * provider (FI_HMEM on) let a 60000-byte-chunk sender run 256 chunks ahead, and chunk 257
+ * landed in chunk 1's receive.
+ */
+#define PROXY_CHUNK_SHIFT 52
+#define PROXY_CHUNK_MASK 0xfffu
+
 static uint64_t tag_of(const proxy_op_t *op, uint32_t chunk)
 {
-    return op->tag_base | ((uint64_t) (chunk & 0xffu) << 56);
+    return op->tag_base | ((uint64_t) (chunk & PROXY_CHUNK_MASK) << PROXY_CHUNK_SHIFT);
 }
 
 /* End the application's view of a request (the thread may keep the op if abandoned). */
@@ -726,10 +741,10 @@ static bool op_start(cgpu_proxy_req_t *r, proxy_pair_t *pair)
     }
     r->priv = op;
     if (P.directed) {
-        op->tag_base = ((uint64_t) g->context_id << 32) | r->tag;
+        op->tag_base = ((uint64_t) (g->context_id & 0xfffffu) << 32) | r->tag;
     } else {
         const uint64_t src = PROXY_KIND_SEND == k ? (uint64_t) g->rank : (uint64_t) r->peer;
-        op->tag_base = ((uint64_t) (g->context_id & 0xffffu) << 40) | ((src & 0xffffu) << 24) |
+        op->tag_base = ((uint64_t) (g->context_id & 0xfffu) << 40) | ((src & 0xffffu) << 24) |
                        (r->tag & 0xffffffu);
     }
     if (!peer->inserted) {
@@ -1238,7 +1253,7 @@ uint32_t cgpu_proxy_max_context_id(void)
     if (!atomic_load(&P.up)) {
         return 0;
     }
-    return P.directed ? 0xffffffu : 0xffffu;
+    return P.directed ? 0xfffffu : 0xfffu;
 }
 
 uint32_t cgpu_proxy_max_tag(void)

@@ -130,10 +130,11 @@ int cgpu_proxy_peers(void);
  * id, the caller's tag and a chunk number (messages longer than cgpu_proxy_chunk_bytes()
  * go as several chunks; both sides cut them alike from the byte count alone, whatever the
  * memory kind on either side). With directed receive (tcp, shm, verbs, efa, ...) the layout
- * is chunk:8 | context id:24 | tag:32; without it the source rank needs room too:
- * chunk:8 | context id:16 | source rank:16 | tag:24. So context ids and tags are limited
- * to what the two functions below return (after acquire); larger ones are refused with
- * CGPU_ERR_INVALID_ARG and a message. Operations of one group with the same peer, tag and
+ * is chunk:12 | context id:20 | tag:32; without it the source rank needs room too:
+ * chunk:12 | context id:12 | source rank:16 | tag:24. So context ids and tags are limited
+ * to what the two functions below return (after acquire: 2^20-1 and 2^32-1 with directed
+ * receive, 4095 and 2^24-1 without); larger ones are refused with CGPU_ERR_INVALID_ARG and
+ * a message. Operations of one group with the same peer, tag and
  * direction are carried out one after the other, in submission order (as MPI's
  * non-overtaking rule); give concurrent operations different tags.
  *

@@ -16,7 +16,8 @@
  *
  * A provider fi_getinfo does not offer here is not run: its cases print
  * "skipped: provider X unavailable" and are not registered (not counted as passed).
- * CGPU_TEST_VERBOSE=1 prints every engine message (verbose 100) with the rank.
+ * CGPU_TEST_VERBOSE=1 prints every engine message (verbose 100) with the rank;
+ * CGPU_TEST_ONLY=<text> runs only the cases whose name contains <text>.
  * CGPU_PROF_CHECK_PLUGIN (set by test/run_all.sh): the profiler case loads the checking
  * plugin and verifies that proxy events stay in their group's context; unset: skipped.
  */
@@ -26,6 +27,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "btl_glue/cgpu_cuda.h"
 #include "cgpu_engine.h"
 #include "cgpu_proxy.h"
 #include "prof/cgpu_prof.h"
@@ -446,8 +449,8 @@ static void sc_idle(trank_t *t)
 
 static unsigned cfg_staged_mixed(cgpu_config_t *cfg, int rank)
 {
-    /* 60000-byte chunks: 16 MiB is 280 chunks (the chunk number in the tag wraps), the last
-     * one partial; even ranks stage their host buffers, odd ones send them directly, so
+    /* 60000-byte chunks: 16 MiB is 280 chunks (past the 256 an 8-bit chunk number would
+     * wrap at), the last one partial; even ranks stage their host buffers, odd ones send them directly, so
      * both sides must cut chunks alike whatever their memory */
     cfg->proxy_bounce_bytes = 60000;
     return 0 == rank % 2 ? CGPU_PROXY_TEST_STAGE_HOST : 0;
@@ -469,7 +472,7 @@ static unsigned cfg_no_directed(cgpu_config_t *cfg, int rank)
 
 static void sc_no_directed(trank_t *t)
 {
-    CHILD_CHECKF(0xffffffu == cgpu_proxy_max_tag() && 0xffffu == cgpu_proxy_max_context_id(),
+    CHILD_CHECKF(0xffffffu == cgpu_proxy_max_tag() && 0xfffu == cgpu_proxy_max_context_id(),
                  "without directed receive: max tag %u, max context id %u", cgpu_proxy_max_tag(),
                  cgpu_proxy_max_context_id());
     /* every rank sends to every other with one tag: only the source in the tag tells
@@ -777,11 +780,129 @@ static void sc_invalid(trank_t *t)
     CHILD_ST(cgpu_proxy_irecv(t->g, -1, b, 8, 1, &req), CGPU_ERR_INVALID_ARG);
     CHILD_ST(cgpu_proxy_irecv(t->g, 1 - t->rank, NULL, 8, 1, &req), CGPU_ERR_INVALID_ARG);
     CHILD_ST(cgpu_proxy_isend(NULL, 0, b, 8, 1, &req), CGPU_ERR_INVALID_ARG);
-    CHILD_ST(cgpu_proxy_group_create(t->rank, t->size, t->area->name, 0x1000000u, &prof_off, &g),
+    CHILD_ST(cgpu_proxy_group_create(t->rank, t->size, t->area->name, 0x100000u, &prof_off, &g),
              CGPU_ERR_INVALID_ARG);
     CHILD_CHECK(NULL == g);
     CHILD_CHECKF(0 == cgpu_proxy_queue_depth(), "queue depth %llu",
                  (unsigned long long) cgpu_proxy_queue_depth());
+    barrier(t->area);
+}
+
+/* ---- application threads submitting at once ---- */
+
+typedef struct thread_arg {
+    trank_t *t;
+    cgpu_proxy_group_t *g;
+    uint32_t salt;
+    int failures;
+} thread_arg_t;
+
+static void *thread_main(void *p)
+{
+    thread_arg_t *a = p;
+    const int peer = 1 - a->t->rank;
+    enum { ROUNDS = 300 };
+    unsigned char sb[2048], rb[2048];
+    for (int i = 0; i < ROUNDS && 0 == a->failures; ++i) {
+        const size_t n = 1 + (size_t) (i * 7) % sizeof(sb);
+        const uint32_t tag = a->salt + (uint32_t) i;
+        cgpu_proxy_req_t req[2];
+        fill(sb, n, a->t->rank, peer, tag);
+        if (CGPU_OK != cgpu_proxy_irecv(a->g, peer, rb, n, (uint32_t) i, &req[0]) ||
+            CGPU_OK != cgpu_proxy_isend(a->g, peer, sb, n, (uint32_t) i, &req[1]) ||
+            CGPU_OK != cgpu_proxy_waitall(req, 2, t_wait_s, NULL)) {
+            a->failures++;
+            break;
+        }
+        for (size_t j = 0; j < n; ++j) {
+            if (rb[j] != pat(peer, a->t->rank, tag, j)) {
+                a->failures++;
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Three threads per process, each on its own group, using the same tags at once. */
+static void sc_threads(trank_t *t)
+{
+    enum { NT = 3 };
+    thread_arg_t a[NT];
+    pthread_t th[NT];
+    cgpu_prof_comm_t prof_off = {0};
+    for (int k = 0; k < NT; ++k) {
+        a[k] = (thread_arg_t){.t = t, .g = NULL, .salt = 1000u * (uint32_t) (k + 1)};
+        CHILD_ST(cgpu_proxy_group_create(t->rank, t->size, t->area->name, 40 + (uint32_t) k,
+                                         &prof_off, &a[k].g),
+                 CGPU_OK);
+    }
+    for (int k = 0; k < NT; ++k) {
+        CHILD_CHECK(0 == pthread_create(&th[k], NULL, thread_main, &a[k]));
+    }
+    for (int k = 0; k < NT; ++k) {
+        pthread_join(th[k], NULL);
+        CHILD_CHECKF(0 == a[k].failures, "thread %d failed", k);
+        cgpu_proxy_group_destroy(&a[k].g);
+    }
+    CHILD_CHECKF(0 == cgpu_proxy_queue_depth(), "queue depth %llu",
+                 (unsigned long long) cgpu_proxy_queue_depth());
+    barrier(t->area);
+}
+
+/* ---- device memory (where a GPU is usable) ---- */
+
+static unsigned cfg_device(cgpu_config_t *cfg, int rank)
+{
+    (void) rank;
+    cfg->proxy_bounce_bytes = 1u << 20; /* 16 MiB = 16 chunks through the double buffer */
+    return 0;
+}
+
+/* Ring exchanges from and into cudaMalloc'd memory (odd ranks use host memory, so device
+ * and host sides meet); staged through the bounce buffers or direct with FI_HMEM. */
+static void sc_device(trank_t *t)
+{
+    const int right = (t->rank + 1) % t->size, left = (t->rank + t->size - 1) % t->size;
+    const bool dev = 0 == t->rank % 2;
+    if (!CHILD_CHECK(cgpu_cuda_available())) {
+        barrier(t->area);
+        return;
+    }
+    for (size_t k = 0; k < T_ARRAY_LEN(ring_sizes); ++k) {
+        const size_t n = ring_sizes[k], alloc = n > 0 ? n : 1;
+        const uint32_t tag = 500 + (uint32_t) k;
+        unsigned char *hs = xmalloc(alloc), *hr = xmalloc(alloc);
+        void *ds = NULL, *dr = NULL;
+        cgpu_proxy_req_t req[2];
+        fill(hs, n, t->rank, right, tag);
+        memset(hr, 0xA5, alloc);
+        if (dev) {
+            CHILD_ST(cgpu_cuda_malloc(&ds, alloc, NULL), CGPU_OK);
+            CHILD_ST(cgpu_cuda_malloc(&dr, alloc, NULL), CGPU_OK);
+            CHILD_ST(cgpu_cuda_copy(ds, hs, alloc), CGPU_OK);
+            CHILD_ST(cgpu_cuda_copy(dr, hr, alloc), CGPU_OK);
+        }
+        CHILD_ST(cgpu_proxy_irecv(t->g, left, dev ? dr : hr, n, tag, &req[0]), CGPU_OK);
+        CHILD_ST(cgpu_proxy_isend(t->g, right, dev ? ds : hs, n, tag, &req[1]), CGPU_OK);
+        cgpu_status_t st = cgpu_proxy_waitall(req, 2, t_wait_s, NULL);
+        if (CHILD_CHECKF(CGPU_OK == st, "device ring of %zu bytes: %s", n,
+                         cgpu_status_string(st))) {
+            if (dev) {
+                CHILD_ST(cgpu_cuda_copy(hr, dr, alloc), CGPU_OK);
+            }
+            check_data(hr, n, left, t->rank, tag, dev ? "device ring (device side)" : "device ring (host side)");
+        }
+        if (dev) {
+            cgpu_cuda_free(ds);
+            cgpu_cuda_free(dr);
+        }
+        free(hs);
+        free(hr);
+        if (CGPU_OK != st) {
+            break;
+        }
+    }
     barrier(t->area);
 }
 
@@ -890,6 +1011,10 @@ static const scenario_t S_TIMEOUT = {"timeout", 2, sc_timeout, NULL, -1, true};
 static const scenario_t S_KILLED = {"killed peer", 2, sc_killed_peer, NULL, 1, true};
 static const scenario_t S_DESTROY = {"destroy in flight", 2, sc_destroy_inflight, NULL, -1, true};
 static const scenario_t S_INVALID = {"invalid arguments", 2, sc_invalid, NULL, -1, true};
+static const scenario_t S_THREADS = {"threads", 2, sc_threads, NULL, -1, false};
+static const scenario_t S_DEVICE = {"device memory ring", 2, sc_device, cfg_device, -1, false};
+static const scenario_t S_DEVICE3 = {"device memory ring, 3 ranks", 3, sc_device, cfg_device, -1,
+                                     false};
 static const scenario_t S_PROF = {"profiler contexts", 2, sc_profiler, cfg_profiler, -1, false};
 
 #define T_CASE(prov, id, sc)                                                                   \
@@ -913,7 +1038,10 @@ static const scenario_t S_PROF = {"profiler contexts", 2, sc_profiler, cfg_profi
     T_CASE(prov, killed, S_KILLED)                                                             \
     T_CASE(prov, destroy, S_DESTROY)                                                           \
     T_CASE(prov, invalid, S_INVALID)                                                           \
-    T_CASE(prov, prof, S_PROF)
+    T_CASE(prov, prof, S_PROF)                                                                 \
+    T_CASE(prov, threads, S_THREADS)                                                           \
+    T_CASE(prov, device, S_DEVICE)                                                             \
+    T_CASE(prov, device3, S_DEVICE3)
 
 T_CASES(tcp)
 T_CASES(shm)
@@ -922,7 +1050,7 @@ T_CASES(shm)
     {#prov ": ring exchange of 0 B to 16 MiB between 2 ranks, data checked", test_##prov##_ring2}, \
     {#prov ": ring exchange of 0 B to 16 MiB between 4 ranks", test_##prov##_ring4},             \
     {#prov ": an idle process's proxy thread sleeps", test_##prov##_idle},                        \
-    {#prov ": staged and direct ranks cut 280 chunks alike (chunk tag wraps)",                    \
+    {#prov ": staged and direct ranks cut 280 chunks alike",                    \
      test_##prov##_staged},                                                                    \
     {#prov ": staged ring between 3 ranks", test_##prov##_staged3},                               \
     {#prov ": without directed receive the source rank in the tag keeps senders apart",           \
@@ -937,7 +1065,11 @@ T_CASES(shm)
     {#prov ": destroying a group cancels what is in flight", test_##prov##_destroy},              \
     {#prov ": invalid arguments are refused", test_##prov##_invalid},                             \
     {#prov ": profiler events stay in their group's context past 1,024 operations",               \
-     test_##prov##_prof}
+     test_##prov##_prof},                                                                      \
+    {#prov ": three threads on three groups submit at once with the same tags",                   \
+     test_##prov##_threads},                                                                   \
+    {#prov ": GPU: device memory ring exchange with a host peer, 2 ranks", test_##prov##_device}, \
+    {#prov ": GPU: device memory ring exchange, 3 ranks", test_##prov##_device3}
 
 static const cgpu_unit_case_t all_cases[] = {T_ENTRIES(tcp), T_ENTRIES(shm)};
 
@@ -987,7 +1119,10 @@ static bool provider_works(const char *provider, char *why, size_t len)
         cgpu_engine_init(&cfg);
         cgpu_status_t st = cgpu_proxy_acquire();
         if (CGPU_OK == st) {
-            snprintf(out, sizeof(out), "ok %s", cgpu_proxy_provider());
+            snprintf(out, sizeof(out), "ok %s%s", cgpu_proxy_provider(),
+                     cgpu_cuda_available() ? (cgpu_proxy_hmem() ? " (GPU usable, FI_HMEM)"
+                                                                : " (GPU usable, staged)")
+                                           : "");
             cgpu_proxy_release();
         } else {
             snprintf(out, sizeof(out), "cgpu_proxy_acquire: %s", cgpu_status_string(st));
@@ -1039,9 +1174,20 @@ int main(void)
     if (!have_plugin) {
         printf("skipped: profiler cases (CGPU_PROF_CHECK_PLUGIN not set or not readable)\n");
     }
+    /* the probe ran in a child: the parent never touches CUDA, so forks stay clean */
+    const bool gpu = (ok[0] && NULL != strstr(why[0], "GPU usable")) ||
+                     (ok[1] && NULL != strstr(why[1], "GPU usable"));
+    if (!gpu) {
+        printf("skipped: GPU cases (no usable GPU)\n");
+    }
+    const char *only = getenv("CGPU_TEST_ONLY"); /* run the cases whose name holds this */
     for (size_t k = 0; k < T_ARRAY_LEN(all_cases); ++k) {
         const int p = 0 == strncmp(all_cases[k].name, "tcp:", 4) ? 0 : 1;
-        if (!ok[p] || (!have_plugin && NULL != strstr(all_cases[k].name, "profiler"))) {
+        if (NULL != only && '\0' != only[0] && NULL == strstr(all_cases[k].name, only)) {
+            continue;
+        }
+        if (!ok[p] || (!have_plugin && NULL != strstr(all_cases[k].name, "profiler")) ||
+            (!gpu && NULL != strstr(all_cases[k].name, ": GPU:"))) {
             continue;
         }
         cases[n++] = all_cases[k];
