@@ -112,7 +112,7 @@ if has bench_proxy; then # the proxy against raw libfabric, same provider, host 
         [ -x bench/bench_proxy ] && timeout -k 5 120 bench/bench_proxy "$prov" 2>&1 | tee -a "$out/bench_proxy.txt"
     done
     timeout -k 5 200 "${MPIRUN[@]}" -np 2 --mca coll_gpu_ofi_provider tcp --mca coll_gpu_fake_nodes 2 \
-        bench/bench_colls allreduce,alltoall 268435456 2>&1 | tee "$out/bench_nodes.txt"
+        bench/bench_colls allreduce,alltoall ${BENCH_NODES_MAX:-67108864} 2>&1 | tee "$out/bench_nodes.txt"
 fi
 if has bench_nb; then # MPI_CHAR (the OSU default) and MPI_Iallreduce against NCCL
     timeout -k 5 300 "${MPIRUN[@]}" -np 2 bench/bench_colls allreduce_char,reduce_char,iallreduce \
