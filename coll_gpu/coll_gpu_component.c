@@ -445,6 +445,7 @@ static int gpu_open(void)
     cfg.cuda_ce_reduce_min_bytes = c->cuda_ce_reduce_min_bytes;
     cfg.profiler = c->profiler;
     cfg.ofi_provider = c->ofi_provider;
+    cfg.stage_host_buffers = c->stage_host_buffers;
     cfg.proxy_max_peers = c->proxy_max_peers;
     cfg.proxy_max_inflight = c->proxy_max_inflight;
     cfg.proxy_bounce_bytes = c->proxy_bounce_bytes;

@@ -261,6 +261,11 @@ else
             run_test "test_nodes.$lay.np$np" "${MPIRUN[@]}" "${NODES[@]}" --mca coll_gpu_fake_nodes "$nn" \
                 -np "$np" "$BIN/mpi/test_nodes"
         done
+        # the inter-node reduction's staging pipeline (device memory's path), host buffers
+        # staged as device ones through 4 KiB pieces
+        run_test "test_nodes.staged_pieces.2x2.np4" "${MPIRUN[@]}" "${NODES[@]}" \
+            --mca coll_gpu_fake_nodes 2 --mca coll_gpu_stage_host_buffers 1 \
+            --mca coll_gpu_proxy_bounce_bytes 4096 -np 4 "$BIN/mpi/test_nodes"
         # 100,000 proxy operations from 5 threads on 5 communicators: each event in its own
         # communicator's profiler context (the check plugin counts mismatches)
         [ -x "$BIN/mpi/test_profiler" ] && run_test "test_profiler.nodes2.np2" \

@@ -348,32 +348,95 @@ static cgpu_status_t ring_allreduce_host(cgpu_comm_t *comm, const int *members, 
     return st;
 }
 
-/* The same on memory of any kind: device memory is reduced in a host copy. */
+/* A phase failed in a way that leaves the communicator unusable (a peer did not answer
+ * within coll_gpu_ras_timeout, or the watchdog aborted): the other phases are skipped,
+ * since their peers fail the same way. Other failures (no memory) still take part. */
+static bool fatal(const cgpu_comm_t *comm, cgpu_status_t st)
+{
+    return CGPU_ERR_TIMEOUT == st || CGPU_ERR_PEER == st || CGPU_ERR_STATE == st ||
+           0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed);
+}
+
+/* Memory the inter-node reduction must stage through host slots (device memory; host
+ * memory too under the test switch coll_gpu_stage_host_buffers). */
+static bool staged(const void *p)
+{
+    return on_device(p) || cgpu_engine_config()->stage_host_buffers;
+}
+
+/*
+ * The same on memory of any kind, in pieces of coll_gpu_proxy_bounce_bytes (the same cut on
+ * every rank, whatever its memory, so every rank draws as many phases). Device memory is
+ * pipelined through three pinned slots of a stager: piece i+1 is copied in and piece i-1
+ * copied back while the ring works on piece i.
+ */
 static cgpu_status_t ring_allreduce_any(cgpu_comm_t *comm, const int *members, int nm, int me,
                                         void *buf, size_t count, cgpu_dtype_t dt, cgpu_op_t op)
 {
-    const uint32_t ph = next_phase(comm->net);
+    cgpu_net_t *net = comm->net;
+    const size_t es = cgpu_dtype_size(dt);
+    size_t pe = cgpu_engine_config()->proxy_bounce_bytes / es;
+    pe = pe > 0 ? pe : 1;
+    const size_t npieces = 0 == count ? 0 : (count + pe - 1) / pe;
+    const uint32_t ph0 = net->phase;
+    net->phase += (uint32_t) npieces; /* every rank, member or not */
+#define PIECE_PH(i) (((ph0 + (uint32_t) (i)) & 0x7ffu) << 12)
     if (me < 0 || nm < 2 || 0 == count) {
         return CGPU_OK;
     }
-    const size_t bytes = count * cgpu_dtype_size(dt);
-    if (!on_device(buf)) {
-        return ring_allreduce_host(comm, members, nm, me, buf, count, dt, op, ph);
+    char *b = buf;
+    cgpu_status_t st = CGPU_OK;
+    cgpu_stager_t *sg = NULL;
+    if (staged(buf) && CGPU_OK != cgpu_stager_get(pe * es, 3, &sg)) {
+        sg = NULL; /* no slots: take part on zeros so no peer waits, and report */
+        st = CGPU_ERR_NO_MEMORY;
     }
-    char *h = malloc(bytes);
-    cgpu_status_t st = NULL == h ? CGPU_ERR_NO_MEMORY : cgpu_engine_copy(h, buf, bytes);
-    char *scratch = NULL;
-    if (CGPU_OK != st) { /* take part on zeros so no peer waits, and report */
-        free(h);
-        h = scratch = calloc(1, bytes);
+    char *zeros = NULL;
+    if (staged(buf) && NULL == sg) {
+        zeros = calloc(pe, es);
+        if (NULL == zeros) {
+            return CGPU_ERR_NO_MEMORY;
+        }
     }
-    cgpu_status_t rs = NULL == h ? CGPU_ERR_NO_MEMORY
-                                 : ring_allreduce_host(comm, members, nm, me, h, count, dt, op, ph);
-    st = CGPU_OK != st ? st : rs;
-    if (CGPU_OK == st) {
-        st = cgpu_engine_copy(buf, h, bytes);
+#define PIECE_N(i) ((i) + 1 < npieces ? pe : count - (i) * pe)
+    if (NULL != sg) {
+        st = cgpu_stager_copy(sg, cgpu_stager_slot(sg, 0), b, PIECE_N(0) * es);
+        st = CGPU_OK == st ? cgpu_stager_mark(sg, 0) : st;
     }
-    free(h);
+    for (size_t i = 0; i < npieces && !fatal(comm, st); ++i) {
+        const size_t n = PIECE_N(i);
+        char *work = b + i * pe * es;
+        if (NULL != sg) {
+            const int k = (int) (i % 3), k1 = (int) ((i + 1) % 3);
+            if (CGPU_OK == st && i + 1 < npieces) { /* in order after piece i-2's copy back */
+                st = cgpu_stager_copy(sg, cgpu_stager_slot(sg, k1), b + (i + 1) * pe * es,
+                                      PIECE_N(i + 1) * es);
+                st = CGPU_OK == st ? cgpu_stager_mark(sg, k1) : st;
+            }
+            if (CGPU_OK == st) {
+                st = cgpu_stager_wait(sg, k); /* piece i is in its slot */
+            }
+            work = cgpu_stager_slot(sg, k);
+        } else if (NULL != zeros) {
+            memset(zeros, 0, n * es);
+            work = zeros;
+        }
+        cgpu_status_t rs = ring_allreduce_host(comm, members, nm, me, work, n, dt, op,
+                                               PIECE_PH(i));
+        st = CGPU_OK != st ? st : rs;
+        if (NULL != sg && CGPU_OK == st) {
+            st = cgpu_stager_copy(sg, b + i * pe * es, work, n * es);
+            st = CGPU_OK == st ? cgpu_stager_mark(sg, (int) (i % 3)) : st;
+        }
+    }
+    if (NULL != sg) {
+        cgpu_status_t f = cgpu_stager_finish(sg);
+        st = CGPU_OK != st ? st : f;
+        cgpu_stager_put(&sg);
+    }
+    free(zeros);
+#undef PIECE_N
+#undef PIECE_PH
     return st;
 }
 
@@ -413,14 +476,6 @@ static cgpu_status_t tree_bcast(cgpu_comm_t *comm, const int *members, int nm, i
 
 /* ---- collectives ---- */
 
-/* A phase failed in a way that leaves the communicator unusable (a peer did not answer
- * within coll_gpu_ras_timeout, or the watchdog aborted): the other phases are skipped,
- * since their peers fail the same way. Other failures (no memory) still take part. */
-static bool fatal(const cgpu_comm_t *comm, cgpu_status_t st)
-{
-    return CGPU_ERR_TIMEOUT == st || CGPU_ERR_PEER == st || CGPU_ERR_STATE == st ||
-           0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed);
-}
 
 /* Allreduce without entering the communicator (the callers did). */
 static cgpu_status_t net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
