@@ -492,8 +492,10 @@ void cgpu_ofi_cancel(cgpu_ofi_t *o, void *ctx)
 cgpu_status_t cgpu_ofi_reg_cuda(cgpu_ofi_t *o, void *buf, size_t len, int device, void **mr,
                                 void **desc)
 {
+    /* registered even where FI_MR_HMEM is not asked for: the descriptor is what tells the
+     * provider the buffer is CUDA memory (a NULL one means host memory) */
     *mr = *desc = NULL;
-    if (0 == (o->info->domain_attr->mr_mode & (FI_MR_HMEM | FI_MR_LOCAL))) {
+    if (!o->hmem) {
         return CGPU_OK;
     }
     struct iovec iov = {.iov_base = buf, .iov_len = len};

@@ -105,8 +105,9 @@ int cgpu_ofi_poll(cgpu_ofi_t *o, cgpu_ofi_cqe_t *out, int max);
  * then completes with cqe.canceled. */
 void cgpu_ofi_cancel(cgpu_ofi_t *o, void *ctx);
 
-/** Register CUDA device memory of @p device for sends and receives (FI_HMEM providers that
- * ask for FI_MR_HMEM). *mr and *desc stay NULL when the provider needs no registration. */
+/** Register CUDA device memory of @p device for sends and receives (FI_HMEM on; always,
+ * since the descriptor is what marks the buffer as device memory). *mr and *desc stay NULL
+ * without FI_HMEM. */
 cgpu_status_t cgpu_ofi_reg_cuda(cgpu_ofi_t *o, void *buf, size_t len, int device, void **mr,
                                 void **desc);
 /** Undo cgpu_ofi_reg_cuda (NULL: no-op). */
