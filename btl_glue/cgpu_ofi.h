@@ -41,11 +41,11 @@ typedef struct cgpu_ofi_opts {
 
 /** A completion read from the queue. */
 typedef struct cgpu_ofi_cqe {
-    void *ctx;            /* the context given when the operation was posted */
-    size_t len;           /* bytes received (receives) */
-    cgpu_status_t st;     /* CGPU_OK, or the converted error */
-    bool canceled;        /* ended by cgpu_ofi_cancel */
-    char msg[160];        /* for an error: libfabric's and the provider's explanation */
+    void *ctx;        /* the context given when the operation was posted */
+    size_t len;       /* bytes received (receives) */
+    cgpu_status_t st; /* CGPU_OK, or the converted error */
+    bool canceled;    /* ended by cgpu_ofi_cancel */
+    char msg[160];    /* for an error: libfabric's and the provider's explanation */
 } cgpu_ofi_cqe_t;
 
 /**
@@ -89,8 +89,8 @@ cgpu_status_t cgpu_ofi_insert(cgpu_ofi_t *o, const void *name, uint64_t *addr);
  * @return CGPU_OK, CGPU_IN_PROGRESS when the provider is out of room (-FI_EAGAIN: read
  *         completions, then post again), or an error (logged).
  */
-cgpu_status_t cgpu_ofi_tsend(cgpu_ofi_t *o, const void *buf, size_t len, void *desc,
-                             uint64_t dest, uint64_t tag, void *ctx);
+cgpu_status_t cgpu_ofi_tsend(cgpu_ofi_t *o, const void *buf, size_t len, void *desc, uint64_t dest,
+                             uint64_t tag, void *ctx);
 cgpu_status_t cgpu_ofi_trecv(cgpu_ofi_t *o, void *buf, size_t len, void *desc, uint64_t src,
                              uint64_t tag, void *ctx);
 
