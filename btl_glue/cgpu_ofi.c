@@ -126,8 +126,8 @@ static struct fi_info *ofi_hints(const char *provider, bool directed, bool sas, 
     h->domain_attr->av_type = FI_AV_TABLE;
     /* modes that only matter for registered memory, which we handle; FI_MR_LOCAL (host
      * buffers registered before every post) is not offered */
-    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-                              FI_MR_ENDPOINT | (hmem ? FI_MR_HMEM : 0);
+    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT |
+                              (hmem ? FI_MR_HMEM : 0);
     if (sas) {
         h->tx_attr->msg_order = FI_ORDER_SAS;
         h->rx_attr->msg_order = FI_ORDER_SAS;
@@ -416,8 +416,8 @@ cgpu_status_t cgpu_ofi_insert(cgpu_ofi_t *o, const void *name, uint64_t *addr)
     return CGPU_OK;
 }
 
-cgpu_status_t cgpu_ofi_tsend(cgpu_ofi_t *o, const void *buf, size_t len, void *desc,
-                             uint64_t dest, uint64_t tag, void *ctx)
+cgpu_status_t cgpu_ofi_tsend(cgpu_ofi_t *o, const void *buf, size_t len, void *desc, uint64_t dest,
+                             uint64_t tag, void *ctx)
 {
     return ofi_check(fi_tsend(o->ep, buf, len, desc, (fi_addr_t) dest, tag, ctx), "fi_tsend");
 }
@@ -492,8 +492,10 @@ void cgpu_ofi_cancel(cgpu_ofi_t *o, void *ctx)
 cgpu_status_t cgpu_ofi_reg_cuda(cgpu_ofi_t *o, void *buf, size_t len, int device, void **mr,
                                 void **desc)
 {
+    /* registered even where FI_MR_HMEM is not asked for: the descriptor is what tells the
+     * provider the buffer is CUDA memory (a NULL one means host memory) */
     *mr = *desc = NULL;
-    if (0 == (o->info->domain_attr->mr_mode & (FI_MR_HMEM | FI_MR_LOCAL))) {
+    if (!o->hmem) {
         return CGPU_OK;
     }
     struct iovec iov = {.iov_base = buf, .iov_len = len};

@@ -41,11 +41,11 @@ typedef struct cgpu_ofi_opts {
 
 /** A completion read from the queue. */
 typedef struct cgpu_ofi_cqe {
-    void *ctx;            /* the context given when the operation was posted */
-    size_t len;           /* bytes received (receives) */
-    cgpu_status_t st;     /* CGPU_OK, or the converted error */
-    bool canceled;        /* ended by cgpu_ofi_cancel */
-    char msg[160];        /* for an error: libfabric's and the provider's explanation */
+    void *ctx;        /* the context given when the operation was posted */
+    size_t len;       /* bytes received (receives) */
+    cgpu_status_t st; /* CGPU_OK, or the converted error */
+    bool canceled;    /* ended by cgpu_ofi_cancel */
+    char msg[160];    /* for an error: libfabric's and the provider's explanation */
 } cgpu_ofi_cqe_t;
 
 /**
@@ -89,8 +89,8 @@ cgpu_status_t cgpu_ofi_insert(cgpu_ofi_t *o, const void *name, uint64_t *addr);
  * @return CGPU_OK, CGPU_IN_PROGRESS when the provider is out of room (-FI_EAGAIN: read
  *         completions, then post again), or an error (logged).
  */
-cgpu_status_t cgpu_ofi_tsend(cgpu_ofi_t *o, const void *buf, size_t len, void *desc,
-                             uint64_t dest, uint64_t tag, void *ctx);
+cgpu_status_t cgpu_ofi_tsend(cgpu_ofi_t *o, const void *buf, size_t len, void *desc, uint64_t dest,
+                             uint64_t tag, void *ctx);
 cgpu_status_t cgpu_ofi_trecv(cgpu_ofi_t *o, void *buf, size_t len, void *desc, uint64_t src,
                              uint64_t tag, void *ctx);
 
@@ -105,8 +105,9 @@ int cgpu_ofi_poll(cgpu_ofi_t *o, cgpu_ofi_cqe_t *out, int max);
  * then completes with cqe.canceled. */
 void cgpu_ofi_cancel(cgpu_ofi_t *o, void *ctx);
 
-/** Register CUDA device memory of @p device for sends and receives (FI_HMEM providers that
- * ask for FI_MR_HMEM). *mr and *desc stay NULL when the provider needs no registration. */
+/** Register CUDA device memory of @p device for sends and receives (FI_HMEM on; always,
+ * since the descriptor is what marks the buffer as device memory). *mr and *desc stay NULL
+ * without FI_HMEM. */
 cgpu_status_t cgpu_ofi_reg_cuda(cgpu_ofi_t *o, void *buf, size_t len, int device, void **mr,
                                 void **desc);
 /** Undo cgpu_ofi_reg_cuda (NULL: no-op). */

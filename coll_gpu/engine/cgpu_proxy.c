@@ -82,10 +82,10 @@ enum {
 #define PROXY_CANCEL_REQUESTED 2
 
 enum {
-    PROXY_PAIRS_MAX = 4,       /* bounce pairs per direction */
-    PROXY_CHUNK_MIN = 4096,    /* smallest chunk (bounce buffer) */
-    PROXY_KEYS_WINDOW = 128,   /* pending requests one scheduling pass looks at, at most */
-    PROXY_IDLE_WAIT_MS = 20,   /* an idle thread still progresses the provider this often */
+    PROXY_PAIRS_MAX = 4,     /* bounce pairs per direction */
+    PROXY_CHUNK_MIN = 4096,  /* smallest chunk (bounce buffer) */
+    PROXY_KEYS_WINDOW = 128, /* pending requests one scheduling pass looks at, at most */
+    PROXY_IDLE_WAIT_MS = 20, /* an idle thread still progresses the provider this often */
     PROXY_POLL_BATCH = 16,
 };
 static const uint64_t proxy_cancel_grace_ns = 2000000000ull; /* then a cancel is abandoned */
@@ -139,8 +139,8 @@ typedef struct proxy_op {
 
 typedef struct proxy_peer {
     unsigned char name[CGPU_PROXY_ADDR_BYTES];
-    uint64_t addr;  /* progress thread only */
-    bool inserted;  /* progress thread only */
+    uint64_t addr; /* progress thread only */
+    bool inserted; /* progress thread only */
 } proxy_peer_t;
 
 struct cgpu_proxy_group {
@@ -148,9 +148,9 @@ struct cgpu_proxy_group {
     int size;
     uint32_t context_id;
     cgpu_prof_comm_t *prof;
-    unsigned char *names;  /* size x CGPU_PROXY_ADDR_BYTES */
-    proxy_peer_t **peers;  /* registry entry per rank, NULL until first used (peer_lock) */
-    atomic_int inflight;   /* requests submitted and not ended */
+    unsigned char *names; /* size x CGPU_PROXY_ADDR_BYTES */
+    proxy_peer_t **peers; /* registry entry per rank, NULL until first used (peer_lock) */
+    atomic_int inflight;  /* requests submitted and not ended */
     atomic_int destroying;
     struct cgpu_proxy_group *next_live;
 };
@@ -182,9 +182,9 @@ static struct proxy {
     bool directed;
     size_t chunk;
     unsigned flags;
-    int device;       /* CUDA device of the process at the first acquire (-1: none) */
+    int device; /* CUDA device of the process at the first acquire (-1: none) */
     int max_peers;
-    int cap[2];       /* chunks in progress per direction at most */
+    int cap[2]; /* chunks in progress per direction at most */
     /* progress thread only */
     cgpu_proxy_req_t *pend_head, *pend_tail;
     proxy_op_t *ops;
@@ -387,8 +387,7 @@ static cgpu_status_t pairs_alloc(int k)
         for (int s = 0; s < 2; ++s) {
             pp->buf[s] = bounce_alloc(P.chunk);
             if (NULL == pp->buf[s]) {
-                cgpu_log(CGPU_LOG_WARN, "proxy: cannot allocate a %zu-byte bounce buffer",
-                         P.chunk);
+                cgpu_log(CGPU_LOG_WARN, "proxy: cannot allocate a %zu-byte bounce buffer", P.chunk);
                 pairs_free(k);
                 return CGPU_ERR_NO_MEMORY;
             }
@@ -954,8 +953,7 @@ static cgpu_status_t proxy_setup(void)
              "proxy: started on provider %s: %d send(s) and %d receive(s) in flight at most, "
              "chunks of %zu bytes, device memory %s, peers at most %d",
              P.provider, P.cap[0], P.cap[1], P.chunk,
-             P.hmem ? "direct (FI_HMEM)" : "staged through bounce buffers",
-             cfg->proxy_max_peers);
+             P.hmem ? "direct (FI_HMEM)" : "staged through bounce buffers", cfg->proxy_max_peers);
     return CGPU_OK;
 }
 
@@ -1423,8 +1421,7 @@ static cgpu_status_t proxy_submit(cgpu_proxy_group_t *g, int peer, void *buf, si
     if (NULL == req) {
         return CGPU_ERR_INVALID_ARG;
     }
-    if (NULL == g || peer < 0 || peer >= g->size || peer == g->rank ||
-        (bytes > 0 && NULL == buf)) {
+    if (NULL == g || peer < 0 || peer >= g->size || peer == g->rank || (bytes > 0 && NULL == buf)) {
         cgpu_log(CGPU_LOG_WARN, "proxy: %s to/from rank %d refused: invalid arguments",
                  kind_name(kind), peer);
         return CGPU_ERR_INVALID_ARG;

@@ -50,9 +50,9 @@
 
 enum {
     T_MAX_RANKS = 8,
-    T_RUN_TIMEOUT_S = 120,   /* one group of ranks, one scenario */
-    T_FAIL_GRACE_MS = 3000,  /* after a rank failed, how long the others get to finish */
-    T_MAX_REPORTS = 20,      /* failure lines one child prints at most */
+    T_RUN_TIMEOUT_S = 120,  /* one group of ranks, one scenario */
+    T_FAIL_GRACE_MS = 3000, /* after a rank failed, how long the others get to finish */
+    T_MAX_REPORTS = 20,     /* failure lines one child prints at most */
     T_CONTEXT_ID = 7,
 };
 static const double t_wait_s = 30.0; /* waitall limit of operations that must succeed */
@@ -140,13 +140,13 @@ static bool child_check(bool ok, const char *file, int line, const char *fmt, ..
     return false;
 }
 
-#define CHILD_CHECK(cond)       child_check(!!(cond), __FILE__, __LINE__, "check failed: %s", #cond)
+#define CHILD_CHECK(cond) child_check(!!(cond), __FILE__, __LINE__, "check failed: %s", #cond)
 #define CHILD_CHECKF(cond, ...) child_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
-#define CHILD_ST(call, want)                                                                   \
-    do {                                                                                       \
-        cgpu_status_t st_ = (call);                                                            \
-        CHILD_CHECKF((want) == st_, "%s returned %s, expected %s", #call,                      \
-                     cgpu_status_string(st_), cgpu_status_string(want));                       \
+#define CHILD_ST(call, want)                                                                       \
+    do {                                                                                           \
+        cgpu_status_t st_ = (call);                                                                \
+        CHILD_CHECKF((want) == st_, "%s returned %s, expected %s", #call, cgpu_status_string(st_), \
+                     cgpu_status_string(want));                                                    \
     } while (0)
 
 static void t_log(int level, const char *msg)
@@ -181,7 +181,7 @@ typedef struct scenario {
     void (*fn)(trank_t *t);
     /* changes the configuration and returns the proxy test flags (may be NULL) */
     unsigned (*config)(cgpu_config_t *cfg, int rank);
-    int dies;              /* the rank that kills itself (-1: none) */
+    int dies; /* the rank that kills itself (-1: none) */
     bool warnings_expected;
 } scenario_t;
 
@@ -266,8 +266,8 @@ static void child_main(area_t *area, int rank, const scenario_t *sc, const char 
                  (unsigned long long) cgpu_proxy_queue_depth());
     cgpu_proxy_release();
     cgpu_engine_fini();
-    CHILD_CHECKF(0 == child_warnings || sc->warnings_expected,
-                 "%d unexpected warning(s):\n%s", child_warnings, child_warning_log);
+    CHILD_CHECKF(0 == child_warnings || sc->warnings_expected, "%d unexpected warning(s):\n%s",
+                 child_warnings, child_warning_log);
     exit(0 == child_failures ? EXIT_SUCCESS : EXIT_FAILURE);
 }
 
@@ -298,8 +298,8 @@ static bool run_ranks(const scenario_t *sc, const char *provider)
     int status[T_MAX_RANKS] = {0};
     bool done[T_MAX_RANKS] = {false}, killed_by_us = false, ok = true;
     int64_t deadline, give_up = -1;
-    area_t *area = mmap(NULL, sizeof(*area), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                        -1, 0);
+    area_t *area =
+        mmap(NULL, sizeof(*area), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
     if (MAP_FAILED == area) {
         fprintf(stderr, "\n    cannot map the shared area: %s\n", strerror(errno));
@@ -329,8 +329,8 @@ static bool run_ranks(const scenario_t *sc, const char *provider)
             }
             done[r] = true;
             --remaining;
-            const bool expected_death = r == sc->dies && WIFSIGNALED(status[r]) &&
-                                        SIGKILL == WTERMSIG(status[r]);
+            const bool expected_death =
+                r == sc->dies && WIFSIGNALED(status[r]) && SIGKILL == WTERMSIG(status[r]);
             if (!expected_death && (!WIFEXITED(status[r]) || 0 != WEXITSTATUS(status[r])) &&
                 give_up < 0) {
                 atomic_store(&area->aborted, 1);
@@ -362,8 +362,8 @@ static bool run_ranks(const scenario_t *sc, const char *provider)
                     r, WTERMSIG(status[r]), killed_by_us ? " (killed by the test)" : "");
             ok = false;
         } else if (!WIFEXITED(status[r]) || 0 != WEXITSTATUS(status[r])) {
-            fprintf(stderr, "\n    %s over %s: rank %d exited with status %d\n", sc->name,
-                    provider, r, WEXITSTATUS(status[r]));
+            fprintf(stderr, "\n    %s over %s: rank %d exited with status %d\n", sc->name, provider,
+                    r, WEXITSTATUS(status[r]));
             ok = false;
         }
     }
@@ -398,8 +398,8 @@ static bool ring_round(trank_t *t, cgpu_proxy_group_t *g, uint32_t tag_base)
         CHILD_ST(cgpu_proxy_irecv(g, left, rb, n, tag, &req[0]), CGPU_OK);
         CHILD_ST(cgpu_proxy_isend(g, right, sb, n, tag, &req[1]), CGPU_OK);
         cgpu_status_t st = cgpu_proxy_waitall(req, 2, t_wait_s, NULL);
-        ok = CHILD_CHECKF(CGPU_OK == st, "ring of %zu bytes: waitall %s", n,
-                          cgpu_status_string(st));
+        ok =
+            CHILD_CHECKF(CGPU_OK == st, "ring of %zu bytes: waitall %s", n, cgpu_status_string(st));
         if (ok) {
             check_data(rb, n, left, t->rank, tag, "ring");
             for (size_t i = n; i < n + 64; ++i) {
@@ -441,7 +441,8 @@ static void sc_idle(trank_t *t)
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
         nanosleep(&wait, NULL);
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
-        const double cpu = (double) (c1.tv_sec - c0.tv_sec) + (double) (c1.tv_nsec - c0.tv_nsec) / 1e9;
+        const double cpu =
+            (double) (c1.tv_sec - c0.tv_sec) + (double) (c1.tv_nsec - c0.tv_nsec) / 1e9;
         CHILD_CHECKF(cpu < 0.025, "idle process used %.3f s of CPU in 0.5 s", cpu);
     }
     barrier(t->area);
@@ -450,16 +451,15 @@ static void sc_idle(trank_t *t)
 static unsigned cfg_staged_mixed(cgpu_config_t *cfg, int rank)
 {
     /* 60000-byte chunks: 16 MiB is 280 chunks (past the 256 an 8-bit chunk number would
-     * wrap at), the last one partial; even ranks stage their host buffers, odd ones send them directly, so
-     * both sides must cut chunks alike whatever their memory */
+     * wrap at), the last one partial; even ranks stage their host buffers, odd ones send them
+     * directly, so both sides must cut chunks alike whatever their memory */
     cfg->proxy_bounce_bytes = 60000;
     return 0 == rank % 2 ? CGPU_PROXY_TEST_STAGE_HOST : 0;
 }
 
 static void sc_staged(trank_t *t)
 {
-    CHILD_CHECKF(60000 == cgpu_proxy_chunk_bytes(), "chunk of %zu bytes",
-                 cgpu_proxy_chunk_bytes());
+    CHILD_CHECKF(60000 == cgpu_proxy_chunk_bytes(), "chunk of %zu bytes", cgpu_proxy_chunk_bytes());
     (void) ring_round(t, t->g, 300);
     barrier(t->area);
 }
@@ -609,9 +609,9 @@ static void sc_two_groups(trank_t *t)
     unsigned char *a = xmalloc(n), *b = xmalloc(n), *c = xmalloc(n);
     cgpu_proxy_req_t req[3];
 
-    CHILD_ST(cgpu_proxy_group_create(t->rank, t->size, t->area->name, T_CONTEXT_ID + 1, &prof_off,
-                                     &g2),
-             CGPU_OK);
+    CHILD_ST(
+        cgpu_proxy_group_create(t->rank, t->size, t->area->name, T_CONTEXT_ID + 1, &prof_off, &g2),
+        CGPU_OK);
     if (0 == t->rank) {
         fill(a, n, 0, 1, 5);   /* group 1, tag 5 */
         fill(b, n, 0, 1, 105); /* group 2, tag 5 (different content) */
@@ -891,7 +891,8 @@ static void sc_device(trank_t *t)
             if (dev) {
                 CHILD_ST(cgpu_cuda_copy(hr, dr, alloc), CGPU_OK);
             }
-            check_data(hr, n, left, t->rank, tag, dev ? "device ring (device side)" : "device ring (host side)");
+            check_data(hr, n, left, t->rank, tag,
+                       dev ? "device ring (device side)" : "device ring (host side)");
         }
         if (dev) {
             cgpu_cuda_free(ds);
@@ -939,13 +940,16 @@ static void sc_profiler(trank_t *t)
     for (int k = 0; k < 2; ++k) {
         char name[16];
         snprintf(name, sizeof(name), "check-%d", k + 1);
-        cgpu_prof_comm_info_v1_t info = {.name = name, .comm_id = 100 + (uint64_t) k,
-                                         .size = t->size, .rank = t->rank,
-                                         .pid = (int64_t) getpid(), .backend = "host"};
+        cgpu_prof_comm_info_v1_t info = {.name = name,
+                                         .comm_id = 100 + (uint64_t) k,
+                                         .size = t->size,
+                                         .rank = t->rank,
+                                         .pid = (int64_t) getpid(),
+                                         .backend = "host"};
         cgpu_prof_comm_init(&pc[k], &info);
         CHILD_CHECK(pc[k].on);
-        CHILD_ST(cgpu_proxy_group_create(t->rank, t->size, t->area->name, 20 + (uint32_t) k,
-                                         &pc[k], &g[k]),
+        CHILD_ST(cgpu_proxy_group_create(t->rank, t->size, t->area->name, 20 + (uint32_t) k, &pc[k],
+                                         &g[k]),
                  CGPU_OK);
     }
     unsigned long long tr0, mx0, ev, mis, unm, live, tr1, mx1;
@@ -959,9 +963,13 @@ static void sc_profiler(trank_t *t)
         cgpu_prof_ev_t coll = {.on = false};
         if (0 == round % 4) { /* a collective as the parent of this batch */
             cgpu_prof_event_v1_t ce = {.type = CGPU_PROF_EVENT_COLL_V1};
-            ce.u.coll = (cgpu_prof_coll_v1_t){.kind = "allreduce", .count = 1000u + (size_t) k + 1,
-                                              .datatype = "int32", .op = "sum", .root = -1,
-                                              .algorithm = "ring", .seq = ++seq[k]};
+            ce.u.coll = (cgpu_prof_coll_v1_t){.kind = "allreduce",
+                                              .count = 1000u + (size_t) k + 1,
+                                              .datatype = "int32",
+                                              .op = "sum",
+                                              .root = -1,
+                                              .algorithm = "ring",
+                                              .seq = ++seq[k]};
             cgpu_prof_start(&pc[k], &ce, &coll);
             pc[k].coll = coll.handle;
             pc[k].coll_on = coll.on;
@@ -986,8 +994,8 @@ static void sc_profiler(trank_t *t)
         cgpu_prof_comm_fini(&pc[k]);
     }
     report(&ev, &mis, &unm, &live);
-    CHILD_CHECKF(0 == mis && 0 == unm, "check plugin: %llu mismatches, %llu unmatched events",
-                 mis, unm);
+    CHILD_CHECKF(0 == mis && 0 == unm, "check plugin: %llu mismatches, %llu unmatched events", mis,
+                 unm);
     barrier(t->area);
 }
 
@@ -999,10 +1007,10 @@ static const scenario_t S_RING2 = {"ring exchange, 2 ranks", 2, sc_ring, NULL, -
 static const scenario_t S_RING4 = {"ring exchange, 4 ranks", 4, sc_ring, NULL, -1, false};
 static const scenario_t S_IDLE = {"idle process", 2, sc_idle, NULL, -1, false};
 static const scenario_t S_STAGED = {"staged ring", 2, sc_staged, cfg_staged_mixed, -1, false};
-static const scenario_t S_STAGED3 = {"staged ring, 3 ranks", 3, sc_staged, cfg_staged_mixed, -1,
-                                     false};
-static const scenario_t S_NODIR = {"no directed receive", 3, sc_no_directed, cfg_no_directed, -1,
-                                   true};
+static const scenario_t S_STAGED3 = {"staged ring, 3 ranks", 3,  sc_staged,
+                                     cfg_staged_mixed,       -1, false};
+static const scenario_t S_NODIR = {"no directed receive", 3,  sc_no_directed,
+                                   cfg_no_directed,       -1, true};
 static const scenario_t S_MANY = {"many in flight", 2, sc_many, cfg_small_window, -1, false};
 static const scenario_t S_OOO = {"out of order", 2, sc_out_of_order, NULL, -1, false};
 static const scenario_t S_GROUPS = {"two groups", 2, sc_two_groups, NULL, -1, false};
@@ -1013,10 +1021,12 @@ static const scenario_t S_DESTROY = {"destroy in flight", 2, sc_destroy_inflight
 static const scenario_t S_INVALID = {"invalid arguments", 2, sc_invalid, NULL, -1, true};
 static const scenario_t S_THREADS = {"threads", 2, sc_threads, NULL, -1, false};
 static const scenario_t S_DEVICE = {"device memory ring", 2, sc_device, cfg_device, -1, false};
-static const scenario_t S_DEVICE3 = {"device memory ring, 3 ranks", 3, sc_device, cfg_device, -1,
-                                     false};
+static const scenario_t S_DEVICE3 = {
+    "device memory ring, 3 ranks", 3, sc_device, cfg_device, -1, false};
 static const scenario_t S_PROF = {"profiler contexts", 2, sc_profiler, cfg_profiler, -1, false};
 
+/* one line per case reads better than what clang-format makes of these tables */
+/* clang-format off */
 #define T_CASE(prov, id, sc)                                                                   \
     static void test_##prov##_##id(void)                                                       \
     {                                                                                          \
@@ -1071,6 +1081,7 @@ T_CASES(shm)
     {#prov ": GPU: device memory ring exchange with a host peer, 2 ranks", test_##prov##_device}, \
     {#prov ": GPU: device memory ring exchange, 3 ranks", test_##prov##_device3}
 
+/* clang-format on */
 static const cgpu_unit_case_t all_cases[] = {T_ENTRIES(tcp), T_ENTRIES(shm)};
 
 /* A build without libfabric: every entry point says "not supported", nothing crashes. */
@@ -1120,9 +1131,9 @@ static bool provider_works(const char *provider, char *why, size_t len)
         cgpu_status_t st = cgpu_proxy_acquire();
         if (CGPU_OK == st) {
             snprintf(out, sizeof(out), "ok %s%s", cgpu_proxy_provider(),
-                     cgpu_cuda_available() ? (cgpu_proxy_hmem() ? " (GPU usable, FI_HMEM)"
-                                                                : " (GPU usable, staged)")
-                                           : "");
+                     cgpu_cuda_available()
+                         ? (cgpu_proxy_hmem() ? " (GPU usable, FI_HMEM)" : " (GPU usable, staged)")
+                         : "");
             cgpu_proxy_release();
         } else {
             snprintf(out, sizeof(out), "cgpu_proxy_acquire: %s", cgpu_status_string(st));
@@ -1158,7 +1169,8 @@ int main(void)
     if (!cgpu_proxy_built()) {
         static const cgpu_unit_case_t stub[] = {
             {"without libfabric every proxy call says not supported", test_not_built}};
-        printf("skipped: proxy not built (configure found no libfabric); only the stub is checked\n");
+        printf(
+            "skipped: proxy not built (configure found no libfabric); only the stub is checked\n");
         return cgpu_unit_run("test_proxy", stub, 1);
     }
     /* the test chooses its providers itself */
