@@ -32,7 +32,7 @@ if has build; then
     export PKG_CONFIG_PATH="$PWD/.devkit/root/usr/lib/x86_64-linux-gnu/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
     { nvidia-smi -L; nvidia-smi topo -m; ompi_info --version | head -2; } > "$out/machine.txt" 2>&1
     ( ./autogen.sh && ./configure --enable-werror --with-cuda-arch="-gencode arch=compute_90,code=sm_90" \
-          --with-nccl="$NCCL_HOME" && make -j16 && make -j16 check-programs && make bench bench/bench_ras_poll ) \
+          --with-nccl="$NCCL_HOME" && make -j16 && make -j16 check-programs && make bench bench/bench_ras_poll && make bench-proxy ) \
         > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; echo "BUILD FAILED"; exit 1; }
     grep "libfabric:" "$out/build.log" | tail -1
     echo "build ok"

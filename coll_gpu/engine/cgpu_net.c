@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "btl_glue/cgpu_cuda.h"
 #include "cgpu_comm_internal.h"
 #include "cgpu_proxy.h"
 
@@ -35,6 +36,7 @@ struct cgpu_net {
     cgpu_bootstrap_t local_bs; /* its bootstrap: point-to-point over the proxy */
     uint32_t bs_round;
     uint32_t phase;
+    void *order_ev; /* device buffers handed to the proxy wait for the default stream */
 };
 
 #define NET_BOOT_TAG 0x800000u
@@ -129,6 +131,7 @@ static void net_free(cgpu_net_t *net)
         return;
     }
     (void) cgpu_comm_release(&net->local);
+    cgpu_cuda_event_destroy(net->order_ev);
     cgpu_proxy_group_destroy(&net->group);
     if (net->proxy_held) {
         cgpu_proxy_release();
@@ -440,6 +443,20 @@ static cgpu_status_t ring_allreduce_any(cgpu_comm_t *comm, const int *members, i
     return st;
 }
 
+/*
+ * The proxy reads device memory with its own copies (or the NIC does, with FI_HMEM): what
+ * the caller queued on the default stream (and the blocking streams) that writes a buffer
+ * must be done first. On a failure the rank still takes part (its peers would wait).
+ */
+static cgpu_status_t after_default_stream(cgpu_net_t *net, const void *a, const void *b)
+{
+    if (!on_device(a) && !on_device(b)) {
+        return CGPU_OK;
+    }
+    cgpu_status_t st = NULL == net->order_ev ? cgpu_cuda_event_create(&net->order_ev) : CGPU_OK;
+    return CGPU_OK == st ? cgpu_cuda_default_stream_wait_host(net->order_ev) : st;
+}
+
 /* Binomial broadcast among @p members (members[0] is the source), of any memory. */
 static cgpu_status_t tree_bcast(cgpu_comm_t *comm, const int *members, int nm, int me, void *buf,
                                 size_t bytes)
@@ -558,10 +575,10 @@ cgpu_status_t cgpu_net_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
     cgpu_coll_prof_begin(comm, "alltoall", bytes, "byte", "", total, "proxy");
     atomic_store_explicit(&comm->ras.alg, CGPU_RAS_ALG_PROXY, memory_order_relaxed);
     const uint32_t ph = next_phase(net);
-    cgpu_status_t st = CGPU_OK;
+    cgpu_status_t st = after_default_stream(net, sbuf, rbuf);
     const char *src = sbuf;
     char *copy = NULL;
-    if (sbuf == rbuf) { /* in place: what is sent must not be overwritten by what arrives */
+    if (CGPU_OK == st && sbuf == rbuf) { /* in place: what is sent must not be overwritten */
         copy = malloc(total);
         st = NULL == copy ? CGPU_ERR_NO_MEMORY : cgpu_engine_copy(copy, rbuf, total);
         src = copy;
@@ -642,7 +659,9 @@ cgpu_status_t cgpu_net_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int roo
             }
         }
     }
-    cgpu_status_t st = tree_bcast(comm, members, N, me, buf, bytes);
+    cgpu_status_t st = me >= 0 ? after_default_stream(net, buf, NULL) : CGPU_OK;
+    cgpu_status_t tb = tree_bcast(comm, members, N, me, buf, bytes);
+    st = CGPU_OK != st ? st : tb;
     if (net->local_size > 1 && !fatal(comm, st)) {
         cgpu_status_t s2 = cgpu_bcast(net->local, buf, bytes, local_root);
         st = CGPU_OK != st ? st : s2;
@@ -660,8 +679,8 @@ cgpu_status_t cgpu_net_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf
     atomic_store_explicit(&comm->ras.alg, CGPU_RAS_ALG_PROXY, memory_order_relaxed);
     const uint32_t ph = next_phase(net);
     char *r = rbuf;
-    cgpu_status_t st = CGPU_OK;
-    if (NULL != sbuf && sbuf != r + (size_t) me * bytes) {
+    cgpu_status_t st = after_default_stream(net, sbuf, rbuf);
+    if (CGPU_OK == st && NULL != sbuf && sbuf != r + (size_t) me * bytes) {
         st = cgpu_engine_copy(r + (size_t) me * bytes, sbuf, bytes);
     }
     /* a ring over every rank: at step s, block me - s goes right, block me - s - 1 arrives */
