@@ -937,6 +937,24 @@ static cgpu_status_t proxy_setup(void)
     }
     snprintf(P.provider, sizeof(P.provider), "%s", cgpu_ofi_provider(P.ofi));
     P.hmem = cgpu_ofi_hmem(P.ofi) && P.device >= 0;
+    if (P.hmem) {
+        /* A provider may report FI_HMEM and still refuse CUDA registrations (shm built
+         * without CUDA support: ENOSYS): probe once, and stage device memory if so. */
+        void *probe = NULL, *mr = NULL, *desc = NULL;
+        cgpu_status_t ps = cgpu_cuda_malloc(&probe, 4096, NULL);
+        if (CGPU_OK == ps) {
+            ps = cgpu_ofi_reg_cuda(P.ofi, probe, 4096, P.device, &mr, &desc);
+            cgpu_ofi_dereg(mr);
+            cgpu_cuda_free(probe);
+        }
+        if (CGPU_OK != ps) {
+            P.hmem = false;
+            cgpu_log(CGPU_LOG_INFO,
+                     "proxy: provider %s reports FI_HMEM but cannot register CUDA memory (%s); "
+                     "device memory is staged through bounce buffers",
+                     P.provider, cgpu_status_string(ps));
+        }
+    }
     P.directed = cgpu_ofi_directed(P.ofi);
     P.chunk = cfg->proxy_bounce_bytes < PROXY_CHUNK_MIN ? PROXY_CHUNK_MIN : cfg->proxy_bounce_bytes;
     if (P.chunk > cgpu_ofi_max_msg(P.ofi)) {
