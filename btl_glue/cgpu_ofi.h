@@ -108,6 +108,9 @@ void cgpu_ofi_cancel(cgpu_ofi_t *o, void *ctx);
 /** Register CUDA device memory of @p device for sends and receives (FI_HMEM on; always,
  * since the descriptor is what marks the buffer as device memory). *mr and *desc stay NULL
  * without FI_HMEM. */
+/** Whether the provider accepts a CUDA registration of @p buf (no warning when it does
+ * not: CGPU_ERR_NOT_SUPPORTED or the converted error, logged at verbose 10). */
+cgpu_status_t cgpu_ofi_probe_cuda(cgpu_ofi_t *o, void *buf, size_t len, int device);
 cgpu_status_t cgpu_ofi_reg_cuda(cgpu_ofi_t *o, void *buf, size_t len, int device, void **mr,
                                 void **desc);
 /** Undo cgpu_ofi_reg_cuda (NULL: no-op). */

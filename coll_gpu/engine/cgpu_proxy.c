@@ -940,11 +940,10 @@ static cgpu_status_t proxy_setup(void)
     if (P.hmem) {
         /* A provider may report FI_HMEM and still refuse CUDA registrations (shm built
          * without CUDA support: ENOSYS): probe once, and stage device memory if so. */
-        void *probe = NULL, *mr = NULL, *desc = NULL;
+        void *probe = NULL;
         cgpu_status_t ps = cgpu_cuda_malloc(&probe, 4096, NULL);
         if (CGPU_OK == ps) {
-            ps = cgpu_ofi_reg_cuda(P.ofi, probe, 4096, P.device, &mr, &desc);
-            cgpu_ofi_dereg(mr);
+            ps = cgpu_ofi_probe_cuda(P.ofi, probe, 4096, P.device);
             cgpu_cuda_free(probe);
         }
         if (CGPU_OK != ps) {
