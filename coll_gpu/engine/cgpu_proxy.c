@@ -88,7 +88,10 @@ enum {
     PROXY_IDLE_WAIT_MS = 20, /* an idle thread still progresses the provider this often */
     PROXY_POLL_BATCH = 16,
 };
-static const uint64_t proxy_cancel_grace_ns = 2000000000ull; /* then a cancel is abandoned */
+/* then a cancel is abandoned: 2 s, or a quarter of coll_gpu_ras_timeout when that is
+ * shorter (at least 0.25 s), so a failing wait ends within the timeout plus the watchdog's
+ * own granularity (set at start) */
+static uint64_t proxy_cancel_grace_ns = 2000000000ull;
 static const uint64_t proxy_idle_poll_ns = 5000000ull;       /* polling after the last op */
 static const uint64_t proxy_slow_poll_ns = 1000000000ull;    /* waiting this long: 1 ms naps */
 
@@ -633,7 +636,7 @@ static bool op_advance(proxy_op_t *op)
         now_ns() - op->cancel_ns > proxy_cancel_grace_ns) {
         cgpu_log(CGPU_LOG_WARN,
                  "proxy: %s of %zu bytes %s rank %d of group %u could not be cancelled within "
-                 "%.0f s; it is abandoned (the provider may still use its buffer until the proxy "
+                 "%.2f s; it is abandoned (the provider may still use its buffer until the proxy "
                  "stops)",
                  kind_name(op->kind), op->bytes, kind_dir(op->kind), op->peer,
                  op->group->context_id, (double) proxy_cancel_grace_ns / 1e9);
@@ -936,6 +939,10 @@ static cgpu_status_t proxy_setup(void)
         return st;
     }
     snprintf(P.provider, sizeof(P.provider), "%s", cgpu_ofi_provider(P.ofi));
+    if (cfg->ras_timeout_s > 0) {
+        const double q = cfg->ras_timeout_s / 4 < 0.25 ? 0.25 : cfg->ras_timeout_s / 4;
+        proxy_cancel_grace_ns = q < 2.0 ? (uint64_t) (q * 1e9) : 2000000000ull;
+    }
     P.hmem = cgpu_ofi_hmem(P.ofi) && P.device >= 0;
     if (P.hmem) {
         /* A provider may report FI_HMEM and still refuse CUDA registrations (shm built
