@@ -489,21 +489,27 @@ void cgpu_ofi_cancel(cgpu_ofi_t *o, void *ctx)
     }
 }
 
-cgpu_status_t cgpu_ofi_probe_cuda(cgpu_ofi_t *o, void *buf, size_t len, int device)
+/* fi_mr_regattr of CUDA memory; libfabric's return code. */
+static int regattr_cuda(cgpu_ofi_t *o, void *buf, size_t len, int device, struct fid_mr **m)
 {
-    if (!o->hmem) {
-        return CGPU_ERR_NOT_SUPPORTED;
-    }
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     struct fi_mr_attr attr = {0};
-    struct fid_mr *m = NULL;
     attr.mr_iov = &iov;
     attr.iov_count = 1;
     attr.access = FI_SEND | FI_RECV;
     attr.requested_key = o->next_key++;
     attr.iface = FI_HMEM_CUDA;
     attr.device.cuda = device;
-    const int rc = fi_mr_regattr(o->domain, &attr, 0, &m);
+    return fi_mr_regattr(o->domain, &attr, 0, m);
+}
+
+cgpu_status_t cgpu_ofi_probe_cuda(cgpu_ofi_t *o, void *buf, size_t len, int device)
+{
+    if (!o->hmem) {
+        return CGPU_ERR_NOT_SUPPORTED;
+    }
+    struct fid_mr *m = NULL;
+    const int rc = regattr_cuda(o, buf, len, device, &m);
     if (0 != rc) { /* an answer, not a failure: no warning */
         cgpu_log(CGPU_LOG_INFO, "proxy/ofi: registering CUDA memory: %s (%d)", fi_strerror(-rc), rc);
         return ofi_status(-rc);
@@ -521,16 +527,8 @@ cgpu_status_t cgpu_ofi_reg_cuda(cgpu_ofi_t *o, void *buf, size_t len, int device
     if (!o->hmem) {
         return CGPU_OK;
     }
-    struct iovec iov = {.iov_base = buf, .iov_len = len};
-    struct fi_mr_attr attr = {0};
     struct fid_mr *m = NULL;
-    attr.mr_iov = &iov;
-    attr.iov_count = 1;
-    attr.access = FI_SEND | FI_RECV;
-    attr.requested_key = o->next_key++;
-    attr.iface = FI_HMEM_CUDA;
-    attr.device.cuda = device;
-    cgpu_status_t st = ofi_check(fi_mr_regattr(o->domain, &attr, 0, &m), "fi_mr_regattr(cuda)");
+    cgpu_status_t st = ofi_check(regattr_cuda(o, buf, len, device, &m), "fi_mr_regattr(cuda)");
     if (CGPU_OK != st) {
         return st;
     }

@@ -775,6 +775,20 @@ static bool op_start(cgpu_proxy_req_t *r, proxy_pair_t *pair)
     return true;
 }
 
+/* Take @p r (preceded by @p prev, NULL at the head) out of the pending list. */
+static void pend_unlink(cgpu_proxy_req_t *prev, cgpu_proxy_req_t *r)
+{
+    if (NULL == prev) {
+        P.pend_head = r->next;
+    } else {
+        prev->next = r->next;
+    }
+    if (P.pend_tail == r) {
+        P.pend_tail = prev;
+    }
+    r->next = NULL;
+}
+
 /*
  * Start what the caps allow from the pending list; returns true if anything changed.
  * Each direction starts in submission order: once one request of a direction waits for
@@ -832,15 +846,7 @@ static bool proxy_schedule(void)
             skipped[nskipped++] = r;
             prev = r;
         } else {
-            if (NULL == prev) {
-                P.pend_head = next;
-            } else {
-                prev->next = next;
-            }
-            if (P.pend_tail == r) {
-                P.pend_tail = prev;
-            }
-            r->next = NULL;
+            pend_unlink(prev, r);
             did = true;
             if (END == action) {
                 req_end(r, end_st);
@@ -865,15 +871,7 @@ static void proxy_scan_cancels(void)
             prev = r;
             continue;
         }
-        if (NULL == prev) {
-            P.pend_head = next;
-        } else {
-            prev->next = next;
-        }
-        if (P.pend_tail == r) {
-            P.pend_tail = prev;
-        }
-        r->next = NULL;
+        pend_unlink(prev, r);
         req_end(r, destroying ? CGPU_ERR_STATE : CGPU_ERR_TIMEOUT);
     }
     for (int i = 0; i < P.nops; ++i) {
