@@ -271,10 +271,14 @@ else
         [ -x "$BIN/mpi/test_profiler" ] && run_test "test_profiler.nodes2.np2" \
             env CGPU_PROF_MIN_TRANSPORT=100000 "${MPIRUN[@]}" "${NODES[@]}" \
             --mca coll_gpu_fake_nodes 2 ${MPI_TEST_ARGS[test_profiler]} -np 2 "$BIN/mpi/test_profiler"
-        for p in test_allreduce test_alltoall test_bcast_allgather test_reduce_rs test_comms; do
+        for p in test_allreduce test_alltoall test_bcast_allgather test_reduce_rs test_comms \
+                 test_types test_nb; do
             [ -x "$BIN/mpi/$p" ] && run_test "$p.nodes2x2.np4" "${MPIRUN[@]}" "${NODES[@]}" \
                 --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/$p"
         done
+        # non-blocking collectives from 4 threads, each on its own communicators across nodes
+        [ -x "$BIN/mpi/test_nb" ] && run_test "test_nb.threads.nodes2x2.np4" "${MPIRUN[@]}" \
+            "${NODES[@]}" --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/test_nb" threads
     fi
     # ---- a rank killed mid-allreduce across fake nodes: every survivor returns an error
     # within coll_gpu_ras_timeout (3 s, plus a quarter of it and scheduling slack), nothing
