@@ -130,7 +130,13 @@ static void net_free(cgpu_net_t *net)
     if (NULL == net) {
         return;
     }
-    (void) cgpu_comm_release(&net->local);
+    if (cgpu_engine_is_up()) {
+        (void) cgpu_comm_release(&net->local);
+    } else {
+        /* cgpu_engine_fini, which holds the engine's list: the node-local communicator is
+         * on that list and fini frees its resources itself */
+        net->local = NULL;
+    }
     cgpu_cuda_event_destroy(net->order_ev);
     cgpu_proxy_group_destroy(&net->group);
     if (net->proxy_held) {

@@ -1565,6 +1565,28 @@ static void test_different_nodes_are_refused_uniformly(void)
     run_for_each_size("different nodes", scenario_different_nodes_are_refused, NULL);
 }
 
+/* Two ranks per fake node, so the communicator across nodes has node-local parts; the
+ * owner forgets to release it and finalizes: fini releases everything, without waiting
+ * on itself (the node-local communicators are on the engine's list too). */
+static void scenario_fini_with_live_comm_across_nodes(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+
+    child_config(&cfg);
+    cfg.fake_node = t->rank / 2;
+    cfg.ofi_provider = "tcp";
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    check_allreduce(comm, CGPU_DT_INT32, CGPU_OP_SUM, 5000, false, 21);
+    check_allreduce(comm, CGPU_DT_INT32, CGPU_OP_SUM, 4, true, 22);
+    check_alltoall(comm, 700, false, 23);
+    cgpu_engine_fini(); /* comm never released */
+    CHILD_CHECK(0 == cgpu_shm_mapped_count());
+    check_no_shm_names(t, "after fini with a live communicator across nodes");
+}
+
 static void test_different_nodes_over_proxy(void)
 {
     if (!cgpu_proxy_built()) {
@@ -1572,6 +1594,8 @@ static void test_different_nodes_over_proxy(void)
         return;
     }
     run_for_each_size("different nodes over the proxy", scenario_different_nodes_over_proxy, NULL);
+    run_for_each_size("fini with a live communicator across nodes",
+                      scenario_fini_with_live_comm_across_nodes, NULL);
 }
 
 static void test_release_is_idempotent(void)
