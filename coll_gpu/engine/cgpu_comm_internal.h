@@ -119,6 +119,7 @@ cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine);
  * success comm->net is set. The collectives run inside the caller's enter/leave. */
 cgpu_status_t cgpu_net_create(cgpu_comm_t *comm, const int *node_of, int nnodes);
 void cgpu_net_destroy(cgpu_comm_t *comm);
+void cgpu_net_shutdown(void); /* engine fini: drop the engine's reference on the proxy */
 void cgpu_net_describe(cgpu_comm_t *comm); /* names the node-local communicator after it */
 int cgpu_net_transport(const cgpu_comm_t *comm);
 cgpu_status_t cgpu_net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,

@@ -115,6 +115,7 @@ void cgpu_engine_fini(void)
         cgpu_comm_free_resources(c);
     }
     pthread_mutex_unlock(&engine_list_lock);
+    cgpu_net_shutdown();
     cgpu_stager_pool_drain();
     cgpu_cuda_pool_fini();
     cgpu_cuda_release_pending();

@@ -15,6 +15,7 @@
  * goes on, so phase numbers may wrap (a rank is never more than one phase ahead of a
  * peer it exchanges with).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,19 @@ struct cgpu_net {
 };
 
 #define NET_BOOT_TAG 0x800000u
+
+/* The engine's own reference on the proxy, taken with the first communicator across nodes
+ * and dropped by cgpu_engine_fini: a process that frees its last such communicator and
+ * makes another (a split per step) keeps its endpoint, its connections and its address
+ * (peers would otherwise collect one address-vector entry per restart, up to the cap). */
+static atomic_int proxy_pinned;
+
+void cgpu_net_shutdown(void)
+{
+    if (0 != atomic_exchange(&proxy_pinned, 0)) {
+        cgpu_proxy_release();
+    }
+}
 
 static uint32_t next_phase(cgpu_net_t *net)
 {
@@ -198,6 +212,10 @@ cgpu_status_t cgpu_net_create(cgpu_comm_t *comm, const int *node_of, int nnodes)
     if (CGPU_OK == local) {
         local = cgpu_proxy_acquire();
         net->proxy_held = (CGPU_OK == local);
+        if (CGPU_OK == local && 0 == atomic_exchange(&proxy_pinned, 1) &&
+            CGPU_OK != cgpu_proxy_acquire()) {
+            atomic_store(&proxy_pinned, 0);
+        }
     }
     if (CGPU_OK == local) {
         local = cgpu_proxy_addr(mine.addr);
