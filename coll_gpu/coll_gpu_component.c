@@ -362,8 +362,9 @@ static int gpu_register(void)
     c->stage_host_buffers = false;
     reg("stage_host_buffers",
         "Testing only: treat host buffers like device buffers on the staged paths (copy them "
-        "through host mirrors before the previous coll module sees them), so the staging "
-        "code is exercised on machines without a GPU",
+        "through host mirrors before the previous coll module sees them, and through the "
+        "pinned pieces of the inter-node reduction), so the staging code is exercised on "
+        "machines without a GPU",
         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &c->stage_host_buffers);
     c->profiler = NULL;
     (void) mca_base_component_var_register(
