@@ -7,14 +7,16 @@
  * memory. The node of each rank comes from the same table on every rank, so every rank
  * computes the same plan for a call from its arguments alone (DESIGN decision 2).
  *
- * Tags fit the 24 bits every provider layout of the proxy allows: bit 23 set is this
- * communicator's node-local bootstrap (a round counter); otherwise bits 12-22 are a phase
- * number and bits 0-11 a step within the phase. Every rank draws a phase number at the
- * same points of every collective, whether it takes part in that phase or not, so phase
- * numbers agree on every rank; each phase completes all its operations before its rank
- * goes on, so phase numbers may wrap (a rank is never more than one phase ahead of a
- * peer it exchanges with).
+ * Tags: the top bit set (bit 31 when every rank's proxy takes 32-bit tags, bit 23 when
+ * some takes only 24) is this communicator's node-local bootstrap (a round counter);
+ * otherwise bits 12-30 (or 12-22) are a phase number and bits 0-11 a step within it.
+ * Every rank draws a phase number at the same points of every collective, whether it
+ * takes part in that phase or not, so phase numbers agree on every rank. Phase numbers
+ * wrap after 2^19 (or 2^11) phases: a rank would have to run that many phases ahead of a
+ * peer (a broadcast root's sends complete without waiting) for two to meet; a collective
+ * that fails on a rank fails its communicator, since its phases may then be out of step.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,9 +40,9 @@ struct cgpu_net {
     uint32_t bs_round;
     uint32_t phase;
     void *order_ev; /* device buffers handed to the proxy wait for the default stream */
+    bool wide;      /* every rank's proxy takes 32-bit tags (directed receive): 19-bit phases */
 };
 
-#define NET_BOOT_TAG 0x800000u
 
 /* The engine's own reference on the proxy, taken with the first communicator across nodes
  * and dropped by cgpu_engine_fini: a process that frees its last such communicator and
@@ -48,16 +50,47 @@ struct cgpu_net {
  * (peers would otherwise collect one address-vector entry per restart, up to the cap). */
 static atomic_int proxy_pinned;
 
+/* Node-local communicators whose parent was torn down inside cgpu_engine_fini (which holds
+ * the engine's list): released by cgpu_net_shutdown once the list is free again. */
+typedef struct orphan {
+    cgpu_comm_t *comm;
+    struct orphan *next;
+} orphan_t;
+static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+static orphan_t *orphans;
+
 void cgpu_net_shutdown(void)
 {
+    pthread_mutex_lock(&orphan_lock);
+    orphan_t *o = orphans;
+    orphans = NULL;
+    pthread_mutex_unlock(&orphan_lock);
+    while (NULL != o) {
+        orphan_t *next = o->next;
+        (void) cgpu_comm_release(&o->comm);
+        free(o);
+        o = next;
+    }
     if (0 != atomic_exchange(&proxy_pinned, 0)) {
         cgpu_proxy_release();
     }
 }
 
+/* Tag of phase number @p n: bits 12-22 (24-bit tags) or 12-30 (32-bit tags). */
+static uint32_t phase_tag(const cgpu_net_t *net, uint32_t n)
+{
+    return (n & (net->wide ? 0x7ffffu : 0x7ffu)) << 12;
+}
+
 static uint32_t next_phase(cgpu_net_t *net)
 {
-    return (net->phase++ & 0x7ffu) << 12;
+    return phase_tag(net, net->phase++);
+}
+
+/* Tag of the node-local bootstrap's round @p n: the top bit of the tag width. */
+static uint32_t boot_tag(const cgpu_net_t *net, uint32_t n)
+{
+    return net->wide ? 0x80000000u | (n & 0x7fffffffu) : 0x800000u | (n & 0x7fffffu);
 }
 
 static double wait_limit(void)
@@ -93,7 +126,7 @@ static cgpu_status_t local_allgather(void *ctx, const void *sbuf, void *rbuf, si
     cgpu_comm_t *comm = ctx;
     cgpu_net_t *net = comm->net;
     const int L = net->local_size, me = net->local_index;
-    const uint32_t tag = NET_BOOT_TAG | (net->bs_round++ & 0x7fffffu);
+    const uint32_t tag = boot_tag(net, net->bs_round++);
     memcpy((char *) rbuf + (size_t) me * bytes, sbuf, bytes);
     cgpu_proxy_req_t *reqs = calloc(2 * (size_t) L, sizeof(*reqs));
     if (NULL == reqs) {
@@ -136,6 +169,7 @@ static cgpu_status_t local_barrier(void *ctx)
 
 typedef struct net_rec {
     int32_t status;
+    uint32_t max_tag; /* the largest tag this rank's proxy takes */
     char addr[CGPU_PROXY_ADDR_BYTES];
 } net_rec_t;
 
@@ -144,11 +178,20 @@ static void net_free(cgpu_net_t *net)
     if (NULL == net) {
         return;
     }
-    if (cgpu_engine_is_up()) {
+    if (cgpu_engine_is_up() || NULL == net->local) {
         (void) cgpu_comm_release(&net->local);
     } else {
         /* cgpu_engine_fini, which holds the engine's list: the node-local communicator is
-         * on that list and fini frees its resources itself */
+         * on that list (fini frees its resources itself); its release waits for
+         * cgpu_net_shutdown */
+        orphan_t *o = malloc(sizeof(*o));
+        if (NULL != o) {
+            o->comm = net->local;
+            pthread_mutex_lock(&orphan_lock);
+            o->next = orphans;
+            orphans = o;
+            pthread_mutex_unlock(&orphan_lock);
+        }
         net->local = NULL;
     }
     cgpu_cuda_event_destroy(net->order_ev);
@@ -219,6 +262,7 @@ cgpu_status_t cgpu_net_create(cgpu_comm_t *comm, const int *node_of, int nnodes)
     }
     if (CGPU_OK == local) {
         local = cgpu_proxy_addr(mine.addr);
+        mine.max_tag = cgpu_proxy_max_tag();
     }
     mine.status = (int32_t) local;
     if (NULL == all) {
@@ -240,6 +284,10 @@ cgpu_status_t cgpu_net_create(cgpu_comm_t *comm, const int *node_of, int nnodes)
     }
     char *addrs = NULL;
     if (CGPU_OK == st) {
+        net->wide = true; /* the same verdict on every rank, from the same table */
+        for (int i = 0; i < bs->size; ++i) {
+            net->wide = net->wide && UINT32_MAX == all[i].max_tag;
+        }
         local = fill_tables(net, node_of, nnodes, bs->size, bs->rank);
         addrs = malloc((size_t) bs->size * CGPU_PROXY_ADDR_BYTES);
         if (CGPU_OK == local && NULL == addrs) {
@@ -384,6 +432,24 @@ static bool fatal(const cgpu_comm_t *comm, cgpu_status_t st)
            0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed);
 }
 
+/* The status of a collective whose later phases were skipped by fatal(): never OK. */
+static cgpu_status_t skipped(const cgpu_comm_t *comm, cgpu_status_t st)
+{
+    (void) comm;
+    return CGPU_OK != st ? st : CGPU_ERR_TIMEOUT; /* the watchdog aborted it */
+}
+
+/* A collective across nodes that failed on this rank may have left its phase numbers out
+ * of step with its peers' (a phase skipped, an allocation that failed before a draw): the
+ * communicator is failed, so its next calls return errors instead of mismatching. */
+static cgpu_status_t finish(cgpu_comm_t *comm, cgpu_status_t st)
+{
+    if (CGPU_OK != st) {
+        atomic_store(&comm->ras.state, CGPU_RAS_FAILED);
+    }
+    return st;
+}
+
 /* Memory the inter-node reduction must stage through host slots (device memory; host
  * memory too under the test switch coll_gpu_stage_host_buffers). */
 static bool staged(const void *p)
@@ -407,7 +473,7 @@ static cgpu_status_t ring_allreduce_any(cgpu_comm_t *comm, const int *members, i
     const size_t npieces = 0 == count ? 0 : (count + pe - 1) / pe;
     const uint32_t ph0 = net->phase;
     net->phase += (uint32_t) npieces; /* every rank, member or not */
-#define PIECE_PH(i) (((ph0 + (uint32_t) (i)) & 0x7ffu) << 12)
+#define PIECE_PH(i) phase_tag(net, ph0 + (uint32_t) (i))
     if (me < 0 || nm < 2 || 0 == count) {
         return CGPU_OK;
     }
@@ -545,11 +611,11 @@ static cgpu_status_t net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rb
         for (int k = 0; k < net->nnodes; ++k) {
             members[k] = node_rank(net, k, net->local_index);
         }
-        s2 = fatal(comm, st) ? CGPU_OK
+        s2 = fatal(comm, st) ? skipped(comm, st)
                              : ring_allreduce_any(comm, members, net->nnodes, net->node, mine,
                                                   blk, dt, op);
         st = CGPU_OK != st ? st : s2;
-        s2 = fatal(comm, st) ? CGPU_OK : cgpu_allgather(net->local, NULL, rbuf, blk * es);
+        s2 = fatal(comm, st) ? skipped(comm, st) : cgpu_allgather(net->local, NULL, rbuf, blk * es);
         st = CGPU_OK != st ? st : s2;
     } else {
         /* node reduce to its first rank, a ring of first ranks, node broadcast */
@@ -566,13 +632,13 @@ static cgpu_status_t net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rb
         for (int k = 0; k < net->nnodes; ++k) {
             members[k] = node_rank(net, k, 0);
         }
-        s2 = fatal(comm, st) ? CGPU_OK
+        s2 = fatal(comm, st) ? skipped(comm, st)
                              : ring_allreduce_any(comm, members, net->nnodes,
                                                   0 == net->local_index ? net->node : -1, rbuf,
                                                   count, dt, op);
         st = CGPU_OK != st ? st : s2;
-        if (net->local_size > 1 && !fatal(comm, st)) {
-            s2 = cgpu_bcast(net->local, rbuf, count * es, 0);
+        if (net->local_size > 1) {
+            s2 = fatal(comm, st) ? skipped(comm, st) : cgpu_bcast(net->local, rbuf, count * es, 0);
             st = CGPU_OK != st ? st : s2;
         }
     }
@@ -588,7 +654,7 @@ cgpu_status_t cgpu_net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf
                          "hierarchical");
     cgpu_status_t st = net_allreduce(comm, sbuf, rbuf, count, dt, op);
     cgpu_coll_prof_end(comm);
-    return st;
+    return finish(comm, st);
 }
 
 cgpu_status_t cgpu_net_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
@@ -627,7 +693,7 @@ cgpu_status_t cgpu_net_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
         free(copy);
         free(scratch);
         cgpu_coll_prof_end(comm);
-        return CGPU_ERR_NO_MEMORY;
+        return finish(comm, CGPU_ERR_NO_MEMORY);
     }
     cgpu_status_t err = st;
     st = CGPU_OK;
@@ -652,7 +718,7 @@ cgpu_status_t cgpu_net_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
     free(copy);
     free(scratch);
     cgpu_coll_prof_end(comm);
-    return CGPU_OK != err ? err : st;
+    return finish(comm, CGPU_OK != err ? err : st);
 }
 
 cgpu_status_t cgpu_net_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
@@ -666,7 +732,7 @@ cgpu_status_t cgpu_net_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int roo
     int *members = malloc(sizeof(int) * (size_t) N);
     if (NULL == members) {
         cgpu_coll_prof_end(comm);
-        return CGPU_ERR_NO_MEMORY;
+        return finish(comm, CGPU_ERR_NO_MEMORY);
     }
     int me = -1, local_root = 0;
     for (int v = 0; v < N; ++v) {
@@ -686,13 +752,14 @@ cgpu_status_t cgpu_net_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int roo
     cgpu_status_t st = me >= 0 ? after_default_stream(net, buf, NULL) : CGPU_OK;
     cgpu_status_t tb = tree_bcast(comm, members, N, me, buf, bytes);
     st = CGPU_OK != st ? st : tb;
-    if (net->local_size > 1 && !fatal(comm, st)) {
-        cgpu_status_t s2 = cgpu_bcast(net->local, buf, bytes, local_root);
+    if (net->local_size > 1) {
+        cgpu_status_t s2 = fatal(comm, st) ? skipped(comm, st)
+                                           : cgpu_bcast(net->local, buf, bytes, local_root);
         st = CGPU_OK != st ? st : s2;
     }
     free(members);
     cgpu_coll_prof_end(comm);
-    return st;
+    return finish(comm, st);
 }
 
 cgpu_status_t cgpu_net_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
@@ -727,7 +794,7 @@ cgpu_status_t cgpu_net_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf
         st = CGPU_OK != st ? st : w;
     }
     cgpu_coll_prof_end(comm);
-    return CGPU_OK != err ? err : st;
+    return finish(comm, CGPU_OK != err ? err : st);
 }
 
 /* Reductions whose output differs from the allreduce's: an allreduce of a host copy. */
@@ -765,7 +832,7 @@ cgpu_status_t cgpu_net_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf,
     }
     free(h);
     cgpu_coll_prof_end(comm);
-    return st;
+    return finish(comm, st);
 }
 
 cgpu_status_t cgpu_net_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
@@ -781,5 +848,5 @@ cgpu_status_t cgpu_net_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
     }
     free(h);
     cgpu_coll_prof_end(comm);
-    return st;
+    return finish(comm, st);
 }
