@@ -296,8 +296,8 @@ else
                 if [ ! -s "$f" ]; then echo "rank $r wrote no result"; bad=1; continue; fi
                 cat "$f"
                 # fields: rank R calls C failed F took T again_failed A again_took T2 error ...
-                # the timeout (3 s) plus a quarter of it (the watchdog's period, the proxy's
-                # cancel grace) plus 0.5 s of scheduling slack
+                # the timeout (3 s) plus a quarter of it (the period of the watchdog, the
+                # cancel grace of the proxy) plus 0.5 s of scheduling slack
                 awk "{ exit !(\$6 == 1 && \$8 < 4.25 && \$10 == 1) }" "$f" ||
                     { echo "rank $r: no error, or later than 4.25 s, or the failed communicator took a call"; bad=1; }
             done
