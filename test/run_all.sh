@@ -281,7 +281,7 @@ else
             "${NODES[@]}" --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/test_nb" threads
     fi
     # ---- a rank killed mid-allreduce across fake nodes: every survivor returns an error
-    # within coll_gpu_ras_timeout (3 s, plus a quarter of it and scheduling slack), nothing
+    # within coll_gpu_ras_timeout (3 s, plus a quarter of it and scheduling slack: 5 s), nothing
     # left in /dev/shm ----
     if [ -x "$BIN/mpi/test_fault" ]; then
         run_test "test_fault.kill_rank1.np4" bash -c '
@@ -297,9 +297,9 @@ else
                 cat "$f"
                 # fields: rank R calls C failed F took T again_failed A again_took T2 error ...
                 # the timeout (3 s) plus a quarter of it (the period of the watchdog, the
-                # cancel grace of the proxy) plus 0.5 s of scheduling slack
-                awk "{ exit !(\$6 == 1 && \$8 < 4.25 && \$10 == 1) }" "$f" ||
-                    { echo "rank $r: no error, or later than 4.25 s, or the failed communicator took a call"; bad=1; }
+                # cancel grace of the proxy) plus 1.25 s of scheduling slack on a loaded box
+                awk "{ exit !(\$6 == 1 && \$8 < 5 && \$10 == 1) }" "$f" ||
+                    { echo "rank $r: no error, or later than 5 s, or the failed communicator took a call"; bad=1; }
             done
             grep -h "coll/gpu" "$dir/mpirun.log" | head -8
             grep -q "rank 1\b" "$dir/mpirun.log" || { echo "no message names rank 1"; bad=1; }

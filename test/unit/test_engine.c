@@ -33,6 +33,7 @@
 
 #include <CUnit/Basic.h>
 
+#include "child_check.h"
 #include "cunit_run.h"
 #include "cgpu_proxy.h"
 
@@ -65,7 +66,6 @@ enum {
     TEST_GUARD_BYTES = 64,       /* bytes after every receive buffer that must stay intact */
     TEST_RUN_TIMEOUT_S = 30,     /* one group of ranks, one scenario */
     TEST_FAIL_GRACE_MS = 1000,   /* after a rank failed, how long the others get to finish */
-    TEST_MAX_REPORTS = 20,       /* failure lines one child prints at most */
     TEST_DTYPE_COUNT = 1201,     /* elements per dtype x op allreduce (a prime) */
     TEST_LOCKSTEP_OPS = 2000,
 };
@@ -168,37 +168,10 @@ typedef struct test_rank {
 
 typedef void (*test_scenario_fn_t)(test_rank_t *t);
 
-static int child_rank = -1;
-static int child_size;
-static int child_failures;
 static int child_warnings;
 static bool child_warnings_expected; /* the scenario provokes engine warnings on purpose */
 static char child_last_warning[512];
 
-static bool child_check(bool ok, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-/* Count a failure and say where it happened; returns @p ok so callers can branch on it. */
-static bool child_check(bool ok, const char *file, int line, const char *fmt, ...)
-{
-    if (ok) {
-        return true;
-    }
-    if (child_failures < TEST_MAX_REPORTS) {
-        char msg[512];
-        va_list ap;
-
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "    %s:%d: rank %d of %d: %s\n", file, line, child_rank, child_size, msg);
-    }
-    ++child_failures;
-    return false;
-}
-
-#define CHILD_CHECK(cond)       child_check(!!(cond), __FILE__, __LINE__, "check failed: %s", #cond)
-#define CHILD_CHECKF(cond, ...) child_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 
 /* The engine's log sink in children: warnings are counted, everything printed on demand. */
 static void test_log(int level, const char *msg)

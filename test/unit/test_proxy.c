@@ -23,6 +23,7 @@
  */
 #include <CUnit/Basic.h>
 
+#include "child_check.h"
 #include "cunit_run.h"
 
 #include <dlfcn.h>
@@ -52,7 +53,6 @@ enum {
     T_MAX_RANKS = 8,
     T_RUN_TIMEOUT_S = 120,  /* one group of ranks, one scenario */
     T_FAIL_GRACE_MS = 3000, /* after a rank failed, how long the others get to finish */
-    T_MAX_REPORTS = 20,     /* failure lines one child prints at most */
     T_CONTEXT_ID = 7,
 };
 static const double t_wait_s = 30.0; /* waitall limit of operations that must succeed */
@@ -115,33 +115,9 @@ static bool barrier(area_t *a)
 /* Inside a child                                                                        */
 /* ------------------------------------------------------------------------------------ */
 
-static int child_rank = -1, child_size;
-static int child_failures;
 static int child_warnings;
 static char child_warning_log[4096]; /* every warning of the scenario, concatenated */
 
-static bool child_check(bool ok, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static bool child_check(bool ok, const char *file, int line, const char *fmt, ...)
-{
-    if (ok) {
-        return true;
-    }
-    if (child_failures < T_MAX_REPORTS) {
-        char msg[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "    %s:%d: rank %d of %d: %s\n", file, line, child_rank, child_size, msg);
-    }
-    ++child_failures;
-    return false;
-}
-
-#define CHILD_CHECK(cond) child_check(!!(cond), __FILE__, __LINE__, "check failed: %s", #cond)
-#define CHILD_CHECKF(cond, ...) child_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 #define CHILD_ST(call, want)                                                                       \
     do {                                                                                           \
         cgpu_status_t st_ = (call);                                                                \
