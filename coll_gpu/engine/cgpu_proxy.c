@@ -665,8 +665,11 @@ static void op_completion(const cgpu_ofi_cqe_t *e)
         sl->state = SLOT_FREE;
         op->busy--;
         P.busy[k]--;
-        if (e->canceled) {
+        if (e->canceled && op->cancelling) {
             op_cancel(op, CGPU_ERR_TIMEOUT);
+        } else if (e->canceled) { /* nobody asked: the provider gave up (a peer that died) */
+            op_error(op, CGPU_ERR_PEER,
+                     "the provider cancelled it (the connection to the peer was lost)");
         } else {
             op_error(op, e->st, e->msg);
         }
