@@ -521,10 +521,8 @@ static mca_coll_gpu_nbq_t *worker_of(mca_coll_gpu_module_t *m)
             pthread_mutex_init(&q->lock, NULL);
             pthread_cond_init(&q->cv, NULL);
             q->m = m;
+            q->bs = m->bootstrap; /* rank, size, context id; its exchanges are ours */
             q->bs.ctx = q;
-            q->bs.rank = ompi_comm_rank(m->comm);
-            q->bs.size = ompi_comm_size(m->comm);
-            q->bs.context_id = ompi_comm_get_cid(m->comm);
             q->bs.allgather = async_allgather;
             q->bs.barrier = async_barrier;
             if (0 != pthread_create(&q->thread, NULL, worker_main, q)) {

@@ -35,6 +35,8 @@ struct cgpu_net {
     int *node_ranks;  /* [size] the ranks of node 0, then node 1, ... each ascending */
     int local_size, local_index;
     int ppn;          /* ranks per node when every node has as many, else 0 */
+    int *rail;        /* [nnodes] the rank of each node with this rank's local index (ppn > 1) */
+    int *firsts;      /* [nnodes] each node's first rank */
     cgpu_comm_t *local;        /* this node's communicator (NULL when alone on it) */
     cgpu_bootstrap_t local_bs; /* its bootstrap: point-to-point over the proxy */
     uint32_t bs_round;
@@ -202,6 +204,8 @@ static void net_free(cgpu_net_t *net)
     free(net->node_of);
     free(net->node_start);
     free(net->node_ranks);
+    free(net->rail);
+    free(net->firsts);
     free(net);
 }
 
@@ -241,6 +245,16 @@ static cgpu_status_t fill_tables(cgpu_net_t *net, const int *node_of, int nnodes
         if (node_size(net, k) != net->ppn) {
             net->ppn = 0;
         }
+    }
+    /* the rings of the allreduce, computed once */
+    net->rail = malloc(sizeof(int) * (size_t) nnodes);
+    net->firsts = malloc(sizeof(int) * (size_t) nnodes);
+    if (NULL == net->rail || NULL == net->firsts) {
+        return CGPU_ERR_NO_MEMORY;
+    }
+    for (int k = 0; k < nnodes; ++k) {
+        net->rail[k] = net->ppn > 1 ? node_rank(net, k, net->local_index) : -1;
+        net->firsts[k] = node_rank(net, k, 0);
     }
     return CGPU_OK;
 }
@@ -373,25 +387,18 @@ static bool on_device(const void *p)
 
 /*
  * Ring allreduce (reduce-scatter, then allgather) of host memory among @p members (ranks,
- * ring order), this rank being members[me]. Draws one phase on every rank; ranks outside
- * the ring (me < 0) return at once.
+ * ring order), this rank being members[me], under the tags of phase @p ph. @p tmp holds
+ * count / nm + 1 elements (the segment received at each step).
  */
 static cgpu_status_t ring_allreduce_host(cgpu_comm_t *comm, const int *members, int nm, int me,
                                          char *buf, size_t count, cgpu_dtype_t dt, cgpu_op_t op,
-                                         uint32_t ph)
+                                         uint32_t ph, char *tmp)
 {
-    if (me < 0 || nm < 2 || 0 == count) {
-        return CGPU_OK;
-    }
     cgpu_net_t *net = comm->net;
     const size_t es = cgpu_dtype_size(dt);
     const int right = members[(me + 1) % nm], left = members[(me + nm - 1) % nm];
 #define SEG_LO(i) (count * (size_t) (i) / (size_t) nm)
 #define SEG_N(i) (SEG_LO((i) + 1) - SEG_LO(i))
-    char *tmp = malloc((count / (size_t) nm + 1) * es);
-    if (NULL == tmp) {
-        return CGPU_ERR_NO_MEMORY; /* peers time out: nothing else is possible without memory */
-    }
     cgpu_status_t st = CGPU_OK;
     for (int s = 0; s < 2 * (nm - 1) && CGPU_OK == st; ++s) {
         const bool rs = s < nm - 1;
@@ -419,7 +426,6 @@ static cgpu_status_t ring_allreduce_host(cgpu_comm_t *comm, const int *members, 
     }
 #undef SEG_LO
 #undef SEG_N
-    free(tmp);
     return st;
 }
 
@@ -487,9 +493,14 @@ static cgpu_status_t ring_allreduce_any(cgpu_comm_t *comm, const int *members, i
     char *zeros = NULL;
     if (staged(buf) && NULL == sg) {
         zeros = calloc(pe, es);
-        if (NULL == zeros) {
-            return CGPU_ERR_NO_MEMORY;
-        }
+    }
+    /* the segment received at each step of any piece */
+    char *tmp = malloc(((pe < count ? pe : count) / (size_t) nm + 1) * es);
+    if (NULL == tmp || (staged(buf) && NULL == sg && NULL == zeros)) {
+        free(zeros); /* peers time out: nothing else is possible without memory */
+        free(tmp);
+        cgpu_stager_put(&sg);
+        return CGPU_ERR_NO_MEMORY;
     }
 #define PIECE_N(i) ((i) + 1 < npieces ? pe : count - (i) * pe)
     if (NULL != sg) {
@@ -515,7 +526,7 @@ static cgpu_status_t ring_allreduce_any(cgpu_comm_t *comm, const int *members, i
             work = zeros;
         }
         cgpu_status_t rs = ring_allreduce_host(comm, members, nm, me, work, n, dt, op,
-                                               PIECE_PH(i));
+                                               PIECE_PH(i), tmp);
         st = CGPU_OK != st ? st : rs;
         if (NULL != sg && CGPU_OK == st) {
             st = cgpu_stager_copy(sg, b + i * pe * es, work, n * es);
@@ -528,6 +539,7 @@ static cgpu_status_t ring_allreduce_any(cgpu_comm_t *comm, const int *members, i
         cgpu_stager_put(&sg);
     }
     free(zeros);
+    free(tmp);
 #undef PIECE_N
 #undef PIECE_PH
     return st;
@@ -591,10 +603,6 @@ static cgpu_status_t net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rb
     cgpu_net_t *net = comm->net;
     const size_t es = cgpu_dtype_size(dt);
     cgpu_status_t st = CGPU_OK, s2;
-    int *members = malloc(sizeof(int) * (size_t) net->nnodes);
-    if (NULL == members) {
-        return CGPU_ERR_NO_MEMORY;
-    }
     if (net->ppn > 1 && count >= (size_t) net->ppn && 0 == count % (size_t) net->ppn) {
         /* node reduce-scatter, a ring per local index across nodes, node allgather */
         atomic_store_explicit(&comm->ras.alg, CGPU_RAS_ALG_HIERARCHICAL, memory_order_relaxed);
@@ -608,11 +616,8 @@ static cgpu_status_t net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rb
                 st = cgpu_engine_copy(mine, rbuf, blk * es); /* the result came to the front */
             }
         }
-        for (int k = 0; k < net->nnodes; ++k) {
-            members[k] = node_rank(net, k, net->local_index);
-        }
         s2 = fatal(comm, st) ? skipped(comm, st)
-                             : ring_allreduce_any(comm, members, net->nnodes, net->node, mine,
+                             : ring_allreduce_any(comm, net->rail, net->nnodes, net->node, mine,
                                                   blk, dt, op);
         st = CGPU_OK != st ? st : s2;
         s2 = fatal(comm, st) ? skipped(comm, st) : cgpu_allgather(net->local, NULL, rbuf, blk * es);
@@ -629,11 +634,8 @@ static cgpu_status_t net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rb
         } else if (sbuf != rbuf) {
             st = cgpu_engine_copy(rbuf, sbuf, count * es);
         }
-        for (int k = 0; k < net->nnodes; ++k) {
-            members[k] = node_rank(net, k, 0);
-        }
         s2 = fatal(comm, st) ? skipped(comm, st)
-                             : ring_allreduce_any(comm, members, net->nnodes,
+                             : ring_allreduce_any(comm, net->firsts, net->nnodes,
                                                   0 == net->local_index ? net->node : -1, rbuf,
                                                   count, dt, op);
         st = CGPU_OK != st ? st : s2;
@@ -642,7 +644,6 @@ static cgpu_status_t net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rb
             st = CGPU_OK != st ? st : s2;
         }
     }
-    free(members);
     return st;
 }
 
@@ -737,7 +738,7 @@ cgpu_status_t cgpu_net_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int roo
     int me = -1, local_root = 0;
     for (int v = 0; v < N; ++v) {
         const int k = (rn + v) % N;
-        members[v] = 0 == v ? root : node_rank(net, k, 0);
+        members[v] = 0 == v ? root : net->firsts[k];
         if (members[v] == comm->rank) {
             me = v;
         }

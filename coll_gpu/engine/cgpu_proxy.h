@@ -49,8 +49,7 @@ typedef struct cgpu_proxy_req {
     uint32_t tag;
     uint64_t posted_ns;        /* when it was submitted (for the timeout message) */
     cgpu_prof_ev_t ev;         /* its CGPU_PROF_EVENT_PROXY_V1 event, in the group's context */
-    void *priv;                /* proxy-private: staging state of device memory */
-    char fi_ctx[64];           /* proxy-private: libfabric operation context */
+    void *priv;                /* proxy-private: the operation carrying it */
 } cgpu_proxy_req_t;
 
 /** True when this build has the proxy (libfabric found at configure time). */
