@@ -12,7 +12,9 @@
  * by our progress callback on the application's threads (never the previous module's
  * collectives, whose order on the communicator would then differ between ranks). If that
  * set-up fails (a cap, a resource), the calls queued behind it fail with a message and later
- * calls take the staged path; communicators spanning nodes take the staged path at once. The application's thread returns at
+ * calls take the staged path. A communicator spanning nodes (coll_gpu_fake_nodes' nodes too)
+ * is never set up by a worker: its non-blocking calls take the staged path until a blocking
+ * call has set it up, and the engine path after. The application's thread returns at
  * once; the request completes in MPI_Test/MPI_Wait (our progress callback) once the worker
  * is done. A blocking engine call on the same communicator first waits for the queue.
  *
@@ -742,8 +744,9 @@ static bool plan_engine(mca_coll_gpu_module_t *m, bool *create)
         break;
     }
     if (!mca_coll_gpu_one_node(m->comm)) {
-        /* no engine communicator can span nodes: the staged path from the start */
-        __atomic_store_n(&m->state, CGPU_MODULE_FALLBACK, __ATOMIC_RELEASE);
+        /* a set-up across nodes needs collectives of the previous module, which a post may
+         * not wait for: the staged path until a blocking call sets the communicator up (the
+         * state stays UNINIT, so that call still does) */
         return false;
     }
     __atomic_store_n(&m->state, CGPU_MODULE_CREATING, __ATOMIC_RELEASE);
