@@ -107,6 +107,7 @@ typedef struct mca_coll_gpu_module_t {
     /* non-blocking engine collectives: run in order by this communicator's worker thread
      * (coll_gpu_nb.c); a blocking engine call first waits until done == posted */
     struct mca_coll_gpu_nbq *nbq;
+    int spans_nodes; /* -1 until the first post asks (mca_coll_gpu_one_node), then 0 or 1 */
     _Atomic unsigned long long nb_posted;
     _Atomic unsigned long long nb_done;
 

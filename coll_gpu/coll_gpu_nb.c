@@ -743,7 +743,12 @@ static bool plan_engine(mca_coll_gpu_module_t *m, bool *create)
     case CGPU_MODULE_UNINIT:
         break;
     }
-    if (!mca_coll_gpu_one_node(m->comm)) {
+    int spans = __atomic_load_n(&m->spans_nodes, __ATOMIC_RELAXED);
+    if (spans < 0) { /* a function of the communicator alone: any thread may fill it in */
+        spans = !mca_coll_gpu_one_node(m->comm);
+        __atomic_store_n(&m->spans_nodes, spans, __ATOMIC_RELAXED);
+    }
+    if (spans) {
         /* a set-up across nodes needs collectives of the previous module, which a post may
          * not wait for: the staged path until a blocking call sets the communicator up (the
          * state stays UNINIT, so that call still does) */
