@@ -41,6 +41,24 @@ int mt_world_size(void)
     return mt.size;
 }
 
+int *mt_world_ranks(MPI_Comm comm)
+{
+    int size;
+    MPI_Comm_size(comm, &size);
+    MPI_Group g, wg;
+    MPI_Comm_group(comm, &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &wg);
+    int *ranks = mt_xmalloc(sizeof(int) * (size_t) size), *wr = mt_xmalloc(sizeof(int) * (size_t) size);
+    for (int i = 0; i < size; ++i) {
+        ranks[i] = i;
+    }
+    MPI_Group_translate_ranks(g, size, ranks, wg, wr);
+    free(ranks);
+    MPI_Group_free(&g);
+    MPI_Group_free(&wg);
+    return wr;
+}
+
 long mt_failures(void)
 {
     return mt.failures;

@@ -85,6 +85,9 @@ void mt_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int mt_world_rank(void);
 int mt_world_size(void);
 
+/** mt_world_ranks - the world rank of each rank of @comm, in a new array (free() it). */
+int *mt_world_ranks(MPI_Comm comm);
+
 /** mt_failures - failures recorded so far on this rank. */
 long mt_failures(void);
 

@@ -61,28 +61,14 @@ static int spans_fake_nodes(MPI_Comm comm)
     if (nodes <= 0) {
         return 0;
     }
-    int size, wsize;
+    int size;
     MPI_Comm_size(comm, &size);
-    MPI_Comm_size(MPI_COMM_WORLD, &wsize);
-    MPI_Group g, wg;
-    MPI_Comm_group(comm, &g);
-    MPI_Comm_group(MPI_COMM_WORLD, &wg);
-    int *r = malloc(sizeof(int) * (size_t) size), *w = malloc(sizeof(int) * (size_t) size);
-    MT_CHECK(NULL != r && NULL != w, "no memory");
-    int spans = 0;
-    if (NULL != r && NULL != w) {
-        for (int i = 0; i < size; ++i) {
-            r[i] = i;
-        }
-        MPI_Group_translate_ranks(g, size, r, wg, w);
-        for (int i = 1; i < size; ++i) {
-            spans = spans || (long) w[i] * nodes / wsize != (long) w[0] * nodes / wsize;
-        }
+    const long wsize = mt_world_size();
+    int *w = mt_world_ranks(comm), spans = 0;
+    for (int i = 1; i < size; ++i) {
+        spans = spans || (long) w[i] * nodes / wsize != (long) w[0] * nodes / wsize;
     }
-    free(r);
     free(w);
-    MPI_Group_free(&g);
-    MPI_Group_free(&wg);
     return spans;
 }
 

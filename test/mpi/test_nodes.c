@@ -39,14 +39,7 @@ static int comm_nodes(MPI_Comm comm, int *local_here)
     int size, me;
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &me);
-    MPI_Group g, wg;
-    MPI_Comm_group(comm, &g);
-    MPI_Comm_group(MPI_COMM_WORLD, &wg);
-    int *ranks = mt_xmalloc(sizeof(int) * (size_t) size), *wr = mt_xmalloc(sizeof(int) * (size_t) size);
-    for (int i = 0; i < size; ++i) {
-        ranks[i] = i;
-    }
-    MPI_Group_translate_ranks(g, size, ranks, wg, wr);
+    int *wr = mt_world_ranks(comm);
     int seen[64] = {0}, nn = 0;
     *local_here = 0;
     for (int i = 0; i < size; ++i) {
@@ -57,10 +50,7 @@ static int comm_nodes(MPI_Comm comm, int *local_here)
         }
         *local_here += node_of_world(wr[i]) == node_of_world(wr[me]);
     }
-    free(ranks);
     free(wr);
-    MPI_Group_free(&g);
-    MPI_Group_free(&wg);
     return nn;
 }
 
