@@ -17,10 +17,17 @@
  *
  * Bounds. At most proxy_max_inflight chunks are in progress at once (half for sends, half
  * for receives: receives waiting for a peer cannot starve this process's sends, which the
- * peer's receives need); the rest wait in the queue in submission order. Bounce buffers
- * come from a small pool per direction, allocated at the first staged operation on the
- * GPU's NUMA node. Peers are capped by proxy_max_peers. Each lock below protects a short
- * critical section and none is held across a wait.
+ * peer's receives need); the rest wait in the queue in submission order. One exception, so
+ * that communicators never wait on each other: a group with nothing of a direction in
+ * progress may always start one operation of that direction (one chunk at a time), past
+ * the window and, when staged, with bounce buffers of its own if the pool is taken. Without
+ * it, threads of two communicators that submit in different orders on two processes could
+ * fill one process's window with one group's operations and the other's with the other
+ * group's, each waiting for what the other's window holds back, until the timeout. So the
+ * operations in progress are at most the window plus one per group and direction. Bounce
+ * buffers come from a small pool per direction, allocated at the first staged operation on
+ * the GPU's NUMA node. Peers are capped by proxy_max_peers. Each lock below protects a
+ * short critical section and none is held across a wait.
  */
 #include "cgpu_config.h"
 
@@ -115,6 +122,7 @@ typedef struct proxy_pair {
     void *ev[2];
     bool registered;
     bool busy;
+    size_t temp_bytes; /* > 0: an operation's own pair (past the pool), freed with it */
 } proxy_pair_t;
 
 /* An operation the progress thread works on (a started request). Owned by the thread. */
@@ -132,6 +140,7 @@ typedef struct proxy_op {
     int busy; /* slots not free */
     cgpu_status_t status;
     bool in_use;
+    bool counted; /* in its group's active count (until it ends or is abandoned) */
     bool cancelling;
     uint64_t cancel_ns;
     uint64_t addr;
@@ -155,6 +164,8 @@ struct cgpu_proxy_group {
     proxy_peer_t **peers; /* registry entry per rank, NULL until first used (peer_lock) */
     atomic_int inflight;  /* requests submitted and not ended */
     atomic_int destroying;
+    int active[2];            /* progress thread: operations in progress per direction */
+    unsigned waiting_pass[2]; /* progress thread: the scheduling pass one of them waited in */
     struct cgpu_proxy_group *next_live;
 };
 
@@ -190,8 +201,8 @@ static struct proxy {
     int cap[2]; /* chunks in progress per direction at most */
     /* progress thread only */
     cgpu_proxy_req_t *pend_head, *pend_tail;
-    proxy_op_t *ops;
-    int nops;
+    proxy_op_t **ops; /* each allocated once and kept (libfabric holds its slots' contexts) */
+    int nops, ops_cap;
     int active[2];
     int busy[2];
     proxy_pair_t pairs[2][PROXY_PAIRS_MAX];
@@ -430,6 +441,38 @@ static proxy_pair_t *pair_get(int k)
     return NULL;
 }
 
+static void pair_temp_free(proxy_pair_t *pp)
+{
+    for (int s = 0; s < 2; ++s) {
+        if (NULL != pp->ev[s]) {
+            cgpu_cuda_event_destroy(pp->ev[s]);
+        }
+        bounce_free(pp->buf[s], pp->temp_bytes);
+    }
+    free(pp);
+}
+
+/* A pair of its own for an operation the pool cannot serve (not pinned: staging copies of
+ * device memory from it are slower, and correct). */
+static proxy_pair_t *pair_temp(size_t bytes)
+{
+    proxy_pair_t *pp = calloc(1, sizeof(*pp));
+    if (NULL == pp) {
+        return NULL;
+    }
+    pp->temp_bytes = bytes < P.chunk ? (bytes > 0 ? bytes : 1) : P.chunk;
+    pp->busy = true;
+    const bool cuda = cgpu_cuda_available() && P.device >= 0;
+    for (int s = 0; s < 2; ++s) {
+        pp->buf[s] = bounce_alloc(pp->temp_bytes);
+        if (NULL == pp->buf[s] || (cuda && CGPU_OK != cgpu_cuda_event_create(&pp->ev[s]))) {
+            pair_temp_free(pp);
+            return NULL;
+        }
+    }
+    return pp;
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Operations (progress thread)                                                          */
 /* ------------------------------------------------------------------------------------ */
@@ -466,13 +509,26 @@ static void req_end(cgpu_proxy_req_t *r, cgpu_status_t st)
     atomic_store_explicit(&r->state, (int) st, memory_order_release);
 }
 
+/* The operation no longer counts against its group (it ended, or was abandoned: its group
+ * may be gone before the provider gives the slot back). */
+static void op_uncount(proxy_op_t *op)
+{
+    if (op->counted) {
+        op->counted = false;
+        op->group->active[op->kind & PROXY_KIND_MASK]--;
+    }
+}
+
 static void op_release(proxy_op_t *op)
 {
     const int k = op->kind & PROXY_KIND_MASK;
     cgpu_ofi_dereg(op->mr);
-    if (NULL != op->pair) {
+    if (NULL != op->pair && op->pair->temp_bytes > 0) {
+        pair_temp_free(op->pair);
+    } else if (NULL != op->pair) {
         op->pair->busy = false;
     }
+    op_uncount(op);
     P.active[k]--;
     memset(op, 0, sizeof(*op));
 }
@@ -580,7 +636,9 @@ static bool op_advance(proxy_op_t *op)
     /* start chunks in free slots */
     for (int s = 0; s < op->nslots && !op->cancelling; ++s) {
         proxy_slot_t *sl = &op->slot[s];
-        if (SLOT_FREE != sl->state || op->next >= op->nchunks || P.busy[k] >= P.cap[k]) {
+        /* past the window an operation still moves, one chunk at a time */
+        if (SLOT_FREE != sl->state || op->next >= op->nchunks ||
+            (P.busy[k] >= P.cap[k] && op->busy > 0)) {
             continue;
         }
         did = true;
@@ -640,6 +698,7 @@ static bool op_advance(proxy_op_t *op)
                  "stops)",
                  kind_name(op->kind), op->bytes, kind_dir(op->kind), op->peer,
                  op->group->context_id, (double) proxy_cancel_grace_ns / 1e9);
+        op_uncount(op);
         req_end(op->req, op->status);
         op->req = NULL;
         did = true;
@@ -705,15 +764,32 @@ static bool same_key(const cgpu_proxy_req_t *a, const cgpu_proxy_req_t *b)
            req_kind(a) == req_kind(b);
 }
 
+/* A free operation, a new one past those made so far (at most the window plus one per group
+ * and direction are ever in use). */
 static proxy_op_t *op_alloc(void)
 {
     for (int i = 0; i < P.nops; ++i) {
-        if (!P.ops[i].in_use) {
-            P.ops[i].in_use = true;
-            return &P.ops[i];
+        if (!P.ops[i]->in_use) {
+            P.ops[i]->in_use = true;
+            return P.ops[i];
         }
     }
-    return NULL;
+    if (P.nops == P.ops_cap) {
+        const int cap = P.ops_cap > 0 ? 2 * P.ops_cap : 16;
+        proxy_op_t **ops = realloc(P.ops, sizeof(*ops) * (size_t) cap);
+        if (NULL == ops) {
+            return NULL;
+        }
+        P.ops = ops;
+        P.ops_cap = cap;
+    }
+    proxy_op_t *op = calloc(1, sizeof(*op));
+    if (NULL == op) {
+        return NULL;
+    }
+    P.ops[P.nops++] = op;
+    op->in_use = true;
+    return op;
 }
 
 /* Start request @p r as an operation; false if it must wait (nothing changed then). */
@@ -725,10 +801,20 @@ static bool op_start(cgpu_proxy_req_t *r, proxy_pair_t *pair)
     proxy_op_t *op = op_alloc();
     cgpu_status_t st = CGPU_OK;
 
-    if (NULL == op) { /* cannot happen: ops >= the sum of the caps */
-        return false;
+    if (NULL == op) {
+        if (NULL != pair && pair->temp_bytes > 0) {
+            pair_temp_free(pair);
+        } else if (NULL != pair) {
+            pair->busy = false;
+        }
+        cgpu_log(CGPU_LOG_WARN, "proxy: %s of %zu bytes %s rank %d of group %u: no memory for it",
+                 kind_name(r->kind), r->bytes, kind_dir(r->kind), r->peer, g->context_id);
+        req_end(r, CGPU_ERR_NO_MEMORY);
+        return true;
     }
     P.active[k]++;
+    g->active[k]++;
+    op->counted = true;
     op->req = r;
     op->group = g;
     op->peer = r->peer;
@@ -795,24 +881,33 @@ static void pend_unlink(cgpu_proxy_req_t *prev, cgpu_proxy_req_t *r)
 /*
  * Start what the caps allow from the pending list; returns true if anything changed.
  * Each direction starts in submission order: once one request of a direction waits for
- * room, the later ones of that direction wait too (and are not even looked at). A request
- * also waits while one with the same group, peer, tag and direction is in progress (or
- * waits before it), and a staged one while no bounce pair is free.
+ * room, the later ones of that direction wait too, except the first request of a group
+ * that has nothing of that direction in progress, which starts anyway (with a bounce pair
+ * of its own when staged and the pool is taken): see "Bounds" at the top. Within a group a
+ * waiting request holds back the later ones of its direction. A request also waits while
+ * one with the same group, peer, tag and direction is in progress (or waits before it),
+ * and a staged one while no bounce pair is free.
  */
 static bool proxy_schedule(void)
 {
+    static unsigned pass;
     const cgpu_proxy_req_t *skipped[PROXY_KEYS_WINDOW];
     int nskipped = 0;
     bool blocked[2] = {false, false}, stage_blocked[2] = {false, false};
     bool did = false;
     cgpu_proxy_req_t *prev = NULL, *r = P.pend_head;
 
-    for (; NULL != r && nskipped < PROXY_KEYS_WINDOW && !(blocked[0] && blocked[1]);) {
+    if (0 == ++pass) {
+        pass = 1; /* 0 is every group's initial mark */
+    }
+    for (; NULL != r && nskipped < PROXY_KEYS_WINDOW;) {
         cgpu_proxy_req_t *next = r->next;
         const int k = req_kind(r);
+        cgpu_proxy_group_t *g = r->group;
         const int state = atomic_load_explicit(&r->state, memory_order_relaxed);
-        const bool destroying =
-            0 != atomic_load_explicit(&r->group->destroying, memory_order_relaxed);
+        const bool destroying = 0 != atomic_load_explicit(&g->destroying, memory_order_relaxed);
+        const bool held = pass == g->waiting_pass[k]; /* an earlier one of its group waits */
+        const bool own_turn = !held && 0 == g->active[k];
         enum { WAIT, WAIT_BLOCKED, START, END } action = START;
         cgpu_status_t end_st = CGPU_OK;
         proxy_pair_t *pair = NULL;
@@ -820,7 +915,8 @@ static bool proxy_schedule(void)
         if (PROXY_CANCEL_REQUESTED == state || destroying) {
             action = END;
             end_st = destroying ? CGPU_ERR_STATE : CGPU_ERR_TIMEOUT;
-        } else if (blocked[k] || P.active[k] >= P.cap[k] || P.busy[k] >= P.cap[k]) {
+        } else if (held ||
+                   (!own_turn && (blocked[k] || P.active[k] >= P.cap[k] || P.busy[k] >= P.cap[k]))) {
             blocked[k] = true;
             action = WAIT_BLOCKED;
         } else {
@@ -828,22 +924,25 @@ static bool proxy_schedule(void)
                 action = same_key(skipped[i], r) ? WAIT : START;
             }
             for (int i = 0; i < P.nops && START == action; ++i) {
-                if (P.ops[i].in_use && NULL != P.ops[i].req && same_key(P.ops[i].req, r)) {
+                if (P.ops[i]->in_use && NULL != P.ops[i]->req && same_key(P.ops[i]->req, r)) {
                     action = WAIT;
                 }
             }
             if (START == action && 0 != (r->kind & PROXY_STAGED)) {
-                if (stage_blocked[k]) {
-                    action = WAIT;
-                } else if (0 == P.npairs[k] && CGPU_OK != (end_st = pairs_alloc(k))) {
+                if (0 == P.npairs[k] && CGPU_OK != (end_st = pairs_alloc(k))) {
                     action = END;
-                } else if (NULL == (pair = pair_get(k))) {
-                    stage_blocked[k] = true;
+                } else if (!stage_blocked[k] && NULL != (pair = pair_get(k))) {
+                    /* from the pool */
+                } else if (own_turn && NULL != (pair = pair_temp(r->bytes))) {
+                    /* the pool is taken (by other groups, maybe waiting on us): its own */
+                } else {
+                    stage_blocked[k] = stage_blocked[k] || !own_turn;
                     action = WAIT;
                 }
             }
         }
         if (WAIT_BLOCKED == action) {
+            g->waiting_pass[k] = pass; /* its group's later requests of the direction wait */
             prev = r; /* later requests of this direction wait too: no key to remember */
         } else if (WAIT == action) {
             skipped[nskipped++] = r;
@@ -878,7 +977,7 @@ static void proxy_scan_cancels(void)
         req_end(r, destroying ? CGPU_ERR_STATE : CGPU_ERR_TIMEOUT);
     }
     for (int i = 0; i < P.nops; ++i) {
-        proxy_op_t *op = &P.ops[i];
+        proxy_op_t *op = P.ops[i];
         if (!op->in_use || NULL == op->req || op->cancelling) {
             continue;
         }
@@ -921,15 +1020,16 @@ static cgpu_status_t proxy_setup(void)
     proxy_topology();
     P.cap[PROXY_KIND_SEND] = inflight / 2;
     P.cap[PROXY_KIND_RECV] = inflight - inflight / 2;
-    P.nops = inflight;
-    P.ops = calloc((size_t) P.nops, sizeof(*P.ops));
+    P.nops = 0;
+    P.ops_cap = inflight;
+    P.ops = calloc((size_t) P.ops_cap, sizeof(*P.ops)); /* the operations: made as needed */
     if (NULL == P.ops) {
         return CGPU_ERR_NO_MEMORY;
     }
     opts.provider = cfg->ofi_provider;
     opts.want_hmem = P.device >= 0;
     opts.no_directed = 0 != (P.flags & CGPU_PROXY_TEST_NO_DIRECTED);
-    opts.cq_size = (size_t) inflight * 2 + 64;
+    opts.cq_size = (size_t) inflight * 2 + 1024; /* and one operation per group past it */
     opts.av_size = cfg->proxy_max_peers > 0 ? (size_t) cfg->proxy_max_peers : 64;
     st = cgpu_ofi_open(&opts, &P.ofi);
     if (CGPU_OK != st) {
@@ -997,9 +1097,12 @@ static void proxy_teardown(void)
             P.stream[k] = NULL;
         }
     }
+    for (int i = 0; i < P.nops; ++i) {
+        free(P.ops[i]);
+    }
     free(P.ops);
     P.ops = NULL;
-    P.nops = 0;
+    P.nops = P.ops_cap = 0;
     if (NULL != P.bounce_nodes) {
         hwloc_bitmap_free(P.bounce_nodes);
         P.bounce_nodes = NULL;
@@ -1022,9 +1125,9 @@ static void proxy_drain(void)
     P.pend_head = P.pend_tail = NULL;
     bool any = false;
     for (int i = 0; i < P.nops; ++i) {
-        if (P.ops[i].in_use) {
+        if (P.ops[i]->in_use) {
             any = true;
-            op_cancel(&P.ops[i], CGPU_ERR_STATE);
+            op_cancel(P.ops[i], CGPU_ERR_STATE);
         }
     }
     if (any) {
@@ -1035,9 +1138,9 @@ static void proxy_drain(void)
         any = false;
         (void) proxy_poll();
         for (int i = 0; i < P.nops; ++i) {
-            if (P.ops[i].in_use) {
-                (void) op_advance(&P.ops[i]);
-                any = any || P.ops[i].in_use;
+            if (P.ops[i]->in_use) {
+                (void) op_advance(P.ops[i]);
+                any = any || P.ops[i]->in_use;
             }
         }
         if (any) {
@@ -1045,11 +1148,11 @@ static void proxy_drain(void)
         }
     }
     for (int i = 0; i < P.nops; ++i) {
-        if (P.ops[i].in_use) {
-            if (NULL != P.ops[i].req) {
-                req_end(P.ops[i].req, CGPU_ERR_STATE);
+        if (P.ops[i]->in_use) {
+            if (NULL != P.ops[i]->req) {
+                req_end(P.ops[i]->req, CGPU_ERR_STATE);
             }
-            op_release(&P.ops[i]);
+            op_release(P.ops[i]);
         }
     }
 }
@@ -1103,9 +1206,9 @@ static void *proxy_main(void *arg)
         }
         int nactive = 0;
         for (int i = 0; i < P.nops; ++i) {
-            if (P.ops[i].in_use) {
-                did = op_advance(&P.ops[i]) || did;
-                nactive += P.ops[i].in_use ? 1 : 0;
+            if (P.ops[i]->in_use) {
+                did = op_advance(P.ops[i]) || did;
+                nactive += P.ops[i]->in_use ? 1 : 0;
             }
         }
         did = proxy_poll() > 0 || did;

@@ -616,6 +616,70 @@ static void sc_two_groups(trank_t *t)
     barrier(t->area);
 }
 
+/*
+ * Two groups posted in opposite orders past the window: rank 0 submits group 1's sends and
+ * then group 2's; rank 1 submits group 2's receives and then group 1's. The messages are
+ * large enough for the providers' rendezvous, so a send ends only once its receive is
+ * posted. With one window shared in submission order, rank 0's window would hold group 1's
+ * sends and rank 1's would hold group 2's receives, and nothing would move until the
+ * timeout. Threads on two communicators do this (the order of their submissions differs
+ * between processes). A group with nothing of a direction in progress may always start one
+ * operation of it, so both groups move.
+ */
+static void sc_groups_crossed(trank_t *t)
+{
+    enum { N = 6 };
+    cgpu_proxy_group_t *g2 = NULL;
+    cgpu_prof_comm_t prof_off = {0};
+    const int peer = 1 - t->rank;
+    const size_t n = 300000;
+    unsigned char *b[2][N];
+    cgpu_proxy_req_t req[2 * N];
+
+    CHILD_ST(
+        cgpu_proxy_group_create(t->rank, t->size, t->area->name, T_CONTEXT_ID + 1, &prof_off, &g2),
+        CGPU_OK);
+    for (int j = 0; j < 2 * N; ++j) {
+        const int grp = 0 == t->rank ? j / N : 1 - j / N, i = j % N;
+        cgpu_proxy_group_t *g = 0 == grp ? t->g : g2;
+        b[grp][i] = xmalloc(n);
+        if (0 == t->rank) {
+            fill(b[grp][i], n, 0, 1, (uint32_t) (100 * grp + i));
+            CHILD_ST(cgpu_proxy_isend(g, peer, b[grp][i], n, (uint32_t) i, &req[j]), CGPU_OK);
+        } else {
+            CHILD_ST(cgpu_proxy_irecv(g, peer, b[grp][i], n, (uint32_t) i, &req[j]), CGPU_OK);
+        }
+    }
+    cgpu_status_t st = cgpu_proxy_waitall(req, 2 * N, t_wait_s, NULL);
+    if (CHILD_CHECKF(CGPU_OK == st, "waitall: %s", cgpu_status_string(st)) && 1 == t->rank) {
+        for (int grp = 0; grp < 2; ++grp) {
+            for (int i = 0; i < N; ++i) {
+                check_data(b[grp][i], n, 0, 1, (uint32_t) (100 * grp + i), "crossed groups");
+            }
+        }
+    }
+    cgpu_proxy_group_destroy(&g2);
+    for (int grp = 0; grp < 2; ++grp) {
+        for (int i = 0; i < N; ++i) {
+            free(b[grp][i]);
+        }
+    }
+    barrier(t->area);
+}
+
+/* The window of 4 (2 per direction), and rank 1 stages its host buffers through bounce
+ * buffers with 64 KiB chunks (the pool of 2 pairs is held by one group's receives). tcp
+ * only: the shm provider completes a process's sends in the order they were posted, so a
+ * send not yet matched holds back the completion of every later one, and a message of
+ * several chunks (the next chunk waits for a slot) cannot pass one of another group posted
+ * before it (README, Limits). */
+static unsigned cfg_small_window_staged(cgpu_config_t *cfg, int rank)
+{
+    cfg->proxy_max_inflight = 4;
+    cfg->proxy_bounce_bytes = 65536;
+    return 1 == rank ? CGPU_PROXY_TEST_STAGE_HOST : 0;
+}
+
 static unsigned cfg_one_peer(cgpu_config_t *cfg, int rank)
 {
     (void) rank;
@@ -990,6 +1054,10 @@ static const scenario_t S_NODIR = {"no directed receive", 3,  sc_no_directed,
 static const scenario_t S_MANY = {"many in flight", 2, sc_many, cfg_small_window, -1, false};
 static const scenario_t S_OOO = {"out of order", 2, sc_out_of_order, NULL, -1, false};
 static const scenario_t S_GROUPS = {"two groups", 2, sc_two_groups, NULL, -1, false};
+static const scenario_t S_CROSSED = {"groups crossed", 2, sc_groups_crossed, cfg_small_window,
+                                     -1, false};
+static const scenario_t S_CROSSED_STAGED = {"groups crossed, staged", 2, sc_groups_crossed,
+                                            cfg_small_window_staged, -1, false};
 static const scenario_t S_CAP = {"peer cap", 3, sc_peer_cap, cfg_one_peer, -1, true};
 static const scenario_t S_TIMEOUT = {"timeout", 2, sc_timeout, NULL, -1, true};
 static const scenario_t S_KILLED = {"killed peer", 2, sc_killed_peer, NULL, 1, true};
@@ -1019,6 +1087,7 @@ static const scenario_t S_PROF = {"profiler contexts", 2, sc_profiler, cfg_profi
     T_CASE(prov, many, S_MANY)                                                                 \
     T_CASE(prov, ooo, S_OOO)                                                                   \
     T_CASE(prov, groups, S_GROUPS)                                                             \
+    T_CASE(prov, crossed, S_CROSSED)                                                           \
     T_CASE(prov, cap, S_CAP)                                                                   \
     T_CASE(prov, timeout, S_TIMEOUT)                                                           \
     T_CASE(prov, killed, S_KILLED)                                                             \
@@ -1031,6 +1100,7 @@ static const scenario_t S_PROF = {"profiler contexts", 2, sc_profiler, cfg_profi
 
 T_CASES(tcp)
 T_CASES(shm)
+T_CASE(tcp, crossed_staged, S_CROSSED_STAGED)
 
 #define T_ENTRIES(prov)                                                                        \
     {#prov ": ring exchange of 0 B to 16 MiB between 2 ranks, data checked", test_##prov##_ring2}, \
@@ -1045,6 +1115,8 @@ T_CASES(shm)
      test_##prov##_many},                                                                      \
     {#prov ": receives posted in reverse order of the sends match by tag", test_##prov##_ooo},    \
     {#prov ": two groups with the same tags do not mix", test_##prov##_groups},                   \
+    {#prov ": two groups posted in opposite orders past a window of 4 both complete",             \
+     test_##prov##_crossed},                                                                   \
     {#prov ": the peer cap refuses a second peer with NO_RESOURCE", test_##prov##_cap},           \
     {#prov ": a peer that never sends times out, an abort stops a wait", test_##prov##_timeout},  \
     {#prov ": a peer killed mid-exchange ends the wait within its limit", test_##prov##_killed},  \
@@ -1058,7 +1130,11 @@ T_CASES(shm)
     {#prov ": GPU: device memory ring exchange, 3 ranks", test_##prov##_device3}
 
 /* clang-format on */
-static const cgpu_unit_case_t all_cases[] = {T_ENTRIES(tcp), T_ENTRIES(shm)};
+static const cgpu_unit_case_t all_cases[] = {
+    T_ENTRIES(tcp),
+    {"tcp: two groups crossed past the window, one side staged through a pool of 2 bounce pairs",
+     test_tcp_crossed_staged},
+    T_ENTRIES(shm)};
 
 /* A build without libfabric: every entry point says "not supported", nothing crashes. */
 static void test_not_built(void)
