@@ -19,8 +19,9 @@
  * for receives: receives waiting for a peer cannot starve this process's sends, which the
  * peer's receives need); the rest wait in the queue in submission order. One exception, so
  * that communicators never wait on each other: a group with nothing of a direction in
- * progress may always start one operation of that direction (one chunk at a time), past
- * the window and, when staged, with bounce buffers of its own if the pool is taken. Without
+ * progress may always start one operation of that direction, past the window and, when
+ * staged, with bounce buffers of its own if the pool is taken; and a group's only operation
+ * of a direction may always move one chunk at a time. Without
  * it, threads of two communicators that submit in different orders on two processes could
  * fill one process's window with one group's operations and the other's with the other
  * group's, each waiting for what the other's window holds back, until the timeout. So the
@@ -636,9 +637,11 @@ static bool op_advance(proxy_op_t *op)
     /* start chunks in free slots */
     for (int s = 0; s < op->nslots && !op->cancelling; ++s) {
         proxy_slot_t *sl = &op->slot[s];
-        /* past the window an operation still moves, one chunk at a time */
+        /* past the window its group's only operation of the direction still moves, one
+         * chunk at a time (see "Bounds") */
         if (SLOT_FREE != sl->state || op->next >= op->nchunks ||
-            (P.busy[k] >= P.cap[k] && op->busy > 0)) {
+            (P.busy[k] >= P.cap[k] &&
+             (op->busy > 0 || !op->counted || 1 != op->group->active[k]))) {
             continue;
         }
         did = true;
