@@ -560,9 +560,17 @@ static cgpu_status_t after_default_stream(cgpu_net_t *net, const void *a, const 
 }
 
 /* Binomial broadcast among @p members (members[0] is the source), of any memory. */
-static cgpu_status_t tree_bcast(cgpu_comm_t *comm, const int *members, int nm, int me, void *buf,
+/* Member @p v of the broadcast tree between nodes: the root, then the first rank of every
+ * other node in node order from the root's node @p rn. */
+static int tree_member(const cgpu_net_t *net, int root, int rn, int v)
+{
+    return 0 == v ? root : net->firsts[(rn + v) % net->nnodes];
+}
+
+static cgpu_status_t tree_bcast(cgpu_comm_t *comm, int root, int rn, int me, void *buf,
                                 size_t bytes)
 {
+    const int nm = comm->net->nnodes;
     const uint32_t ph = next_phase(comm->net);
     if (me < 0 || nm < 2 || 0 == bytes) {
         return CGPU_OK;
@@ -573,7 +581,8 @@ static cgpu_status_t tree_bcast(cgpu_comm_t *comm, const int *members, int nm, i
     while (mask < nm) {
         if (me & mask) {
             cgpu_proxy_req_t req;
-            st = cgpu_proxy_irecv(net->group, members[me - mask], buf, bytes, ph, &req);
+            st = cgpu_proxy_irecv(net->group, tree_member(net, root, rn, me - mask), buf, bytes,
+                                  ph, &req);
             if (CGPU_OK == st) {
                 st = wait_reqs(comm, &req, 1);
             }
@@ -585,7 +594,8 @@ static cgpu_status_t tree_bcast(cgpu_comm_t *comm, const int *members, int nm, i
     int n = 0;
     for (mask >>= 1; mask > 0 && CGPU_OK == st; mask >>= 1) {
         if (me + mask < nm) {
-            st = cgpu_proxy_isend(net->group, members[me + mask], buf, bytes, ph, &reqs[n]);
+            st = cgpu_proxy_isend(net->group, tree_member(net, root, rn, me + mask), buf, bytes,
+                                  ph, &reqs[n]);
             n += CGPU_OK == st;
         }
     }
@@ -727,21 +737,13 @@ cgpu_status_t cgpu_net_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int roo
     cgpu_net_t *net = comm->net;
     cgpu_coll_prof_begin(comm, "bcast", bytes, "byte", "", bytes, "hierarchical");
     atomic_store_explicit(&comm->ras.alg, CGPU_RAS_ALG_HIERARCHICAL, memory_order_relaxed);
-    /* between nodes: the root, and the first rank of every other node, in node order
-     * starting at the root's node */
+    /* between nodes: the root, and the first rank of every other node (tree_member) */
     const int rn = net->node_of[root], N = net->nnodes;
-    int *members = malloc(sizeof(int) * (size_t) N);
-    if (NULL == members) {
-        cgpu_coll_prof_end(comm);
-        return finish(comm, CGPU_ERR_NO_MEMORY);
-    }
     int me = -1, local_root = 0;
-    for (int v = 0; v < N; ++v) {
-        const int k = (rn + v) % N;
-        members[v] = 0 == v ? root : net->firsts[k];
-        if (members[v] == comm->rank) {
-            me = v;
-        }
+    if (comm->rank == root) {
+        me = 0;
+    } else if (net->node != rn && 0 == net->local_index) {
+        me = (net->node - rn + N) % N;
     }
     if (net->node == rn) {
         for (int i = 0; i < net->local_size; ++i) {
@@ -751,14 +753,13 @@ cgpu_status_t cgpu_net_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int roo
         }
     }
     cgpu_status_t st = me >= 0 ? after_default_stream(net, buf, NULL) : CGPU_OK;
-    cgpu_status_t tb = tree_bcast(comm, members, N, me, buf, bytes);
+    cgpu_status_t tb = tree_bcast(comm, root, rn, me, buf, bytes);
     st = CGPU_OK != st ? st : tb;
     if (net->local_size > 1) {
         cgpu_status_t s2 = fatal(comm, st) ? skipped(comm, st)
                                            : cgpu_bcast(net->local, buf, bytes, local_root);
         st = CGPU_OK != st ? st : s2;
     }
-    free(members);
     cgpu_coll_prof_end(comm);
     return finish(comm, st);
 }
