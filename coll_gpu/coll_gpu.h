@@ -122,8 +122,11 @@ OBJ_CLASS_DECLARATION(mca_coll_gpu_module_t);
 int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_threads);
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority);
 
-/* whether every rank of @p comm is on this node (Open MPI's locality: the same answer on
- * every rank; asked only when a non-blocking call plans the engine's set-up) */
+/* coll_gpu_fake_nodes' node of world rank @p rank of @p size (tests of the paths across
+ * nodes on one machine); the engine's node of this process comes from it too */
+int mca_coll_gpu_fake_node(long rank, long size);
+/* whether every rank of @p comm is on this node (Open MPI's locality, and the fake nodes':
+ * the same answer on every rank; asked once per communicator by the non-blocking path) */
 bool mca_coll_gpu_one_node(struct ompi_communicator_t *comm);
 
 /* whether @p module (may be NULL) is one of ours, of any communicator size */

@@ -454,8 +454,7 @@ static int gpu_open(void)
         /* the launcher's world rank and size (the world communicator does not exist yet) */
         const char *r = getenv("OMPI_COMM_WORLD_RANK"), *n = getenv("OMPI_COMM_WORLD_SIZE");
         const long rank = NULL != r ? atol(r) : 0, size = NULL != n ? atol(n) : 1;
-        cfg.fake_node = size > 0 && rank >= 0 && rank < size
-                            ? (int) (rank * (long) c->fake_nodes / size) : 0;
+        cfg.fake_node = mca_coll_gpu_fake_node(rank, size);
     }
     cfg.ras_timeout_s = c->ras_timeout;
     cfg.ras_abort_on_timeout = c->ras_abort_on_timeout;

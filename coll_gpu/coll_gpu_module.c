@@ -229,11 +229,10 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     return &m->super;
 }
 
-/* The node coll_gpu_fake_nodes gives a rank of the world (the engine's rule, cgpu_comm.c). */
-static long fake_node_of(long world_rank)
+int mca_coll_gpu_fake_node(long rank, long size)
 {
-    const long nodes = mca_coll_gpu_component.fake_nodes, size = ompi_comm_size(&ompi_mpi_comm_world.comm);
-    return size > 0 ? world_rank * nodes / size : 0;
+    const long nodes = mca_coll_gpu_component.fake_nodes;
+    return size > 0 && rank >= 0 && rank < size ? (int) (rank * nodes / size) : 0;
 }
 
 bool mca_coll_gpu_one_node(struct ompi_communicator_t *comm)
@@ -242,13 +241,14 @@ bool mca_coll_gpu_one_node(struct ompi_communicator_t *comm)
      * answer must be the engine's, so that a test on one machine takes the paths of a
      * cluster (a communicator across nodes never gets a worker set-up, for instance) */
     const bool fake = mca_coll_gpu_component.fake_nodes > 0;
-    const long mine = fake ? fake_node_of((long) ompi_proc_local()->super.proc_name.vpid) : 0;
+    const long wsize = ompi_comm_size(&ompi_mpi_comm_world.comm);
+    const int mine = fake ? mca_coll_gpu_fake_node(ompi_proc_local()->super.proc_name.vpid, wsize) : 0;
     for (int i = 0; i < ompi_comm_size(comm); ++i) {
         const ompi_proc_t *p = ompi_comm_peer_lookup(comm, i);
         if (NULL == p || !OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags)) {
             return false;
         }
-        if (fake && fake_node_of((long) p->super.proc_name.vpid) != mine) {
+        if (fake && mca_coll_gpu_fake_node(p->super.proc_name.vpid, wsize) != mine) {
             return false;
         }
     }
