@@ -247,6 +247,21 @@ static int window_for(size_t bytes, int window)
     return window;
 }
 
+/* Every size through the proxy from @p buf, best of B_REPS; rank 0 keeps column @p col. */
+static void proxy_sweep(cgpu_proxy_group_t *g, char *buf, char *ack, int window, int me, int col)
+{
+    for (int k = 0; k < S->nsizes; ++k) {
+        double bw = 0;
+        for (int rep = 0; rep < B_REPS; ++rep) {
+            double x = proxy_bw(g, buf, ack, S->sizes[k], window_for(S->sizes[k], window));
+            bw = x > bw ? x : bw;
+        }
+        if (0 == me) {
+            S->gbps[col][k] = bw;
+        }
+    }
+}
+
 static void rank_main(const char *prov, int window)
 {
     const size_t max = S->sizes[S->nsizes - 1];
@@ -292,16 +307,7 @@ static void rank_main(const char *prov, int window)
     if (CGPU_OK != cgpu_proxy_group_create(me, 2, names, 1, &prof_off, &g)) {
         die("cgpu_proxy_group_create", 0);
     }
-    for (int k = 0; k < S->nsizes; ++k) {
-        double bw = 0;
-        for (int rep = 0; rep < B_REPS; ++rep) {
-            double x = proxy_bw(g, buf, ack, S->sizes[k], window_for(S->sizes[k], window));
-            bw = x > bw ? x : bw;
-        }
-        if (0 == me) {
-            S->gbps[1][k] = bw;
-        }
-    }
+    proxy_sweep(g, buf, ack, window, me, 1);
     if (cgpu_cuda_available()) {
         void *d = NULL;
         if (0 == me) {
@@ -310,16 +316,7 @@ static void rank_main(const char *prov, int window)
         if (CGPU_OK != cgpu_cuda_malloc(&d, span, NULL)) {
             die("cudaMalloc", 0);
         }
-        for (int k = 0; k < S->nsizes; ++k) {
-            double bw = 0;
-            for (int rep = 0; rep < B_REPS; ++rep) {
-                double x = proxy_bw(g, d, ack, S->sizes[k], window_for(S->sizes[k], window));
-                bw = x > bw ? x : bw;
-            }
-            if (0 == me) {
-                S->gbps[2][k] = bw;
-            }
-        }
+        proxy_sweep(g, d, ack, window, me, 2);
         cgpu_cuda_free(d);
     }
     if (0 == me) {
