@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce order chmin
+#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk order chmin
 #   lat pending
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -155,6 +155,38 @@ if has ce; then # the copy-engine path forced on every alltoall and 2-rank bcast
     run ce_colls_np4 200 4 "${CE[@]}" --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_verbose 100 test/gpu/test_cuda_colls quick
     echo "copy-engine calls in ce_colls_np4: $(grep -c 'cuda: copy-engine' "$out/ce_colls_np4.log")"
     timeout -k 5 200 "${MPIRUN[@]}" -np 2 "${CE[@]}" bench/bench_colls ${CE_COLLS:-alltoall,bcast,reduce} 1073741824 1048576 2>&1 | tee "$out/bench_ce.txt"
+fi
+if has rk; then # the resident small-allreduce kernel: checked by default, with relaunches, against a launched peer; then latency
+    run rk_np2 200 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_allreduce quick
+    echo "rk_np2: resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_np2.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_np2.log")"
+    gzip -f "$out/rk_np2.log"
+    run rk_idle_np2 200 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_cuda_resident_idle_us 20 --mca coll_gpu_verbose 100 test/gpu/test_cuda_allreduce quick
+    echo "rk_idle_np2 (20 us idle): resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_idle_np2.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_idle_np2.log")"
+    gzip -f "$out/rk_idle_np2.log"
+    run rk_mixed_np2 200 1 --mca coll_gpu_cuda_timeout 10 -x OMPI_MCA_coll_gpu_cuda_resident=1 test/gpu/test_cuda_allreduce quick : \
+        -np 1 -x OMPI_MCA_coll_gpu_cuda_resident=0 test/gpu/test_cuda_allreduce quick
+    run rk_np4 200 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
+    run rk_colls_np2 200 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
+    run rk_order_np4 120 4 test/gpu/test_cuda_colls order
+    for v in on off; do
+        echo "## coll_gpu_cuda_resident $v" >> "$out/rk_lat.txt"
+        timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_resident $v \
+            bench/bench_colls ${RK_COLLS:-allreduce,allreduce_char} ${RK_MAX:-65536} 8 >> "$out/rk_lat.txt" 2>&1
+    done
+    awk '/^##/{v=$3} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s/%s", $1, $2, $4}' "$out/rk_lat.txt"; echo
+fi
+if has ce_ar; then # the 2-rank copy-engine allreduce forced on every size (checked against the host), then measured
+    CEA=(--mca coll_gpu_cuda_ce_allreduce_min_bytes 1)
+    run ce_ar_np2 200 2 "${CEA[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_allreduce quick
+    echo "copy-engine allreduces in ce_ar_np2: $(grep -c 'cuda: copy-engine allreduce' "$out/ce_ar_np2.log")"
+    run ce_ar_colls_np2 200 2 "${CEA[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
+    gzip -f "$out/ce_ar_np2.log"
+    for v in ${CE_AR_VARIANTS:-0 1048576}; do
+        echo "## coll_gpu_cuda_ce_allreduce_min_bytes $v" >> "$out/ce_ar.txt"
+        timeout -k 5 150 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_ce_allreduce_min_bytes "$v" \
+            bench/bench_colls ${CE_AR_COLLS:-allreduce} ${CE_AR_MAX:-1073741824} ${CE_AR_MIN:-1048576} >> "$out/ce_ar.txt" 2>&1
+    done
+    awk '/^##/{v=$3} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s/%s", $1, $3, $5}' "$out/ce_ar.txt"; echo
 fi
 if has order; then # default-stream ordering in each mode, and the negative control
     for m in auto event; do # the tests call MPI_Init: auto is stream here

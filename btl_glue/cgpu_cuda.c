@@ -189,9 +189,19 @@ void cgpu_cuda_release_pending(void)
     drain(true);
 }
 
+static void (*setup_hook)(void);
+
+void cgpu_cuda_set_setup_hook(void (*fn)(void))
+{
+    setup_hook = fn;
+}
+
 void cgpu_cuda_setup_begin(void)
 {
     (void) pthread_rwlock_wrlock(&inflight);
+    if (NULL != setup_hook) {
+        setup_hook();
+    }
 }
 
 void cgpu_cuda_setup_end(void)
@@ -525,6 +535,11 @@ void cgpu_cuda_release_pending(void)
 
 void cgpu_cuda_setup_begin(void)
 {
+}
+
+void cgpu_cuda_set_setup_hook(void (*fn)(void))
+{
+    (void) fn;
 }
 
 void cgpu_cuda_setup_end(void)

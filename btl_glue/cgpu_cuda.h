@@ -56,6 +56,9 @@ void cgpu_cuda_release_pending(void);
  * held across a call into MPI or a wait for a peer. */
 void cgpu_cuda_setup_begin(void);
 void cgpu_cuda_setup_end(void);
+/** Called by cgpu_cuda_setup_begin once no collective is in flight (the resident kernels
+ * are stopped there: a set-up call may wait for every kernel running on the device). */
+void cgpu_cuda_set_setup_hook(void (*fn)(void));
 
 /** A non-blocking stream (no implicit ordering with the legacy default stream), or with
  * @p blocking a blocking one: its work starts after what the legacy default stream holds

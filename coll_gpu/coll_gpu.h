@@ -62,6 +62,11 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_ce_alltoall_min_bytes;
     unsigned long cuda_ce_bcast_min_bytes;
     unsigned long cuda_ce_reduce_min_bytes;
+    unsigned long cuda_ce_allreduce_min_bytes;
+    int cuda_resident;
+    unsigned long cuda_resident_max_bytes;
+    double cuda_resident_idle_us;
+    int cuda_resident_max_kernels;
     char *profiler; /* path of a profiler plugin */
     char *ofi_provider;               /* inter-node proxy: libfabric provider ("" = best) */
     int proxy_max_peers;              /* ... peers one process connects to at most */

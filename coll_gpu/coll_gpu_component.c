@@ -330,6 +330,38 @@ static int gpu_register(void)
               "(mapped through CUDA IPC), and the root's SMs reduce each piece as it lands; "
               "0: never",
               &c->cuda_ce_reduce_min_bytes);
+    c->cuda_ce_allreduce_min_bytes = (unsigned long) d.cuda_ce_allreduce_min_bytes;
+    reg_ulong("cuda_ce_allreduce_min_bytes",
+              "cuda backend: 2-rank allreduces (out of place) of at least this many bytes: each "
+              "rank's copy engines push the half of its input the other rank reduces straight "
+              "into that rank's output (mapped through CUDA IPC), in flagged pieces; each rank's "
+              "SMs reduce its half as the pieces land and store the result in both outputs; "
+              "0: never",
+              &c->cuda_ce_allreduce_min_bytes);
+    c->cuda_resident = d.cuda_resident;
+    reg_enum("cuda_resident",
+             "cuda backend: small allreduces (up to coll_gpu_cuda_resident_max_bytes, device "
+             "buffers) run in a kernel that stays on the device between calls: the host hands "
+             "it each call through mapped host memory and polls for its end (no launch, no "
+             "stream synchronize). It ends after coll_gpu_cuda_resident_idle_us without work, "
+             "and before any set-up of ours; a cudaDeviceSynchronize or cudaFree made meanwhile "
+             "waits for that. auto: on, except under MPI_THREAD_MULTIPLE",
+             nb_engine_values, &c->cuda_resident);
+    c->cuda_resident_max_bytes = (unsigned long) d.cuda_resident_max_bytes;
+    reg_ulong("cuda_resident_max_bytes",
+              "cuda backend: largest allreduce (bytes) the resident kernel takes (at most 256 "
+              "KiB and the oneshot limit); its blocks: one per 8 KiB of this; 0: none",
+              &c->cuda_resident_max_bytes);
+    c->cuda_resident_idle_us = d.cuda_resident_idle_us;
+    reg("cuda_resident_idle_us",
+        "cuda backend: a resident kernel ends after this many microseconds without a call "
+        "(the next call launches it again)",
+        MCA_BASE_VAR_TYPE_DOUBLE, OPAL_INFO_LVL_6, &c->cuda_resident_idle_us);
+    c->cuda_resident_max_kernels = d.cuda_resident_max_kernels;
+    reg_int("cuda_resident_max_kernels",
+            "cuda backend: most resident kernels (communicators) per process at once; past it "
+            "a communicator launches a kernel per call",
+            OPAL_INFO_LVL_6, &c->cuda_resident_max_kernels);
     c->cuda_stream_order = d.cuda_stream_order;
     reg_enum("cuda_stream_order",
              "cuda backend: how a collective on device memory starts on the GPU only after the "
@@ -444,6 +476,11 @@ static int gpu_open(void)
     cfg.cuda_ce_alltoall_min_bytes = c->cuda_ce_alltoall_min_bytes;
     cfg.cuda_ce_bcast_min_bytes = c->cuda_ce_bcast_min_bytes;
     cfg.cuda_ce_reduce_min_bytes = c->cuda_ce_reduce_min_bytes;
+    cfg.cuda_ce_allreduce_min_bytes = c->cuda_ce_allreduce_min_bytes;
+    cfg.cuda_resident = c->cuda_resident;
+    cfg.cuda_resident_max_bytes = c->cuda_resident_max_bytes;
+    cfg.cuda_resident_idle_us = c->cuda_resident_idle_us;
+    cfg.cuda_resident_max_kernels = c->cuda_resident_max_kernels;
     cfg.profiler = c->profiler;
     cfg.ofi_provider = c->ofi_provider;
     cfg.stage_host_buffers = c->stage_host_buffers;

@@ -702,9 +702,10 @@ template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_a
 /* ---- oneshot allreduce: every rank writes its input into every peer's inbox, then each
  * reduces all contributions in rank order (so every rank computes identical bits) ---- */
 
-template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_oneshot_args_t a)
+template <typename T, int OP>
+__device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, const int b)
 {
-    const int b = blockIdx.x, n = a.nranks, me = a.rank;
+    const int n = a.nranks, me = a.rank;
     /* blocks split the elements on a 16-byte grid, so the reduction below runs on whole
      * vectors (every rank runs this same split) */
     constexpr size_t V = sizeof(uint4) / sizeof(T) > 0 ? sizeof(uint4) / sizeof(T) : 1;
@@ -781,12 +782,108 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
     }
 }
 
+template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_oneshot_args_t a)
+{
+    oneshot_body<T, OP>(a, (int) blockIdx.x);
+}
+
+/* ---- resident oneshot allreduce: the kernel stays on the device between calls and takes
+ * each call from a descriptor the host writes into mapped host memory, so a small call
+ * costs no launch and no stream synchronize. Block 0 polls the descriptor (its four
+ * 16-byte parts each carry a tag made of the descriptor's number and the part's field:
+ * one round trip over PCIe reads a whole, checked descriptor) and hands it to the other blocks through device memory;
+ * every block runs its part of the oneshot protocol above (the same inbox slots, flags and
+ * call numbers as a launched oneshot, so a peer may run either); the last block to finish
+ * publishes the descriptor's number to the host. After idle_ns without a descriptor, or
+ * on an exit descriptor, the kernel ends and says so to the host. ---- */
+
+__device__ __forceinline__ void load16_volatile(const void *p, uint64_t &x, uint64_t &y)
+{
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(x), "=l"(y) : "l"(p));
+}
+
+template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_resident_args_t a)
+{
+    __shared__ uint64_t s_f[4];
+    __shared__ int s_exit;
+    volatile uint64_t *dev = a.state; /* [0] admitted, [1] blocks done, [2..5] fields */
+    cgpu_cuda_oneshot_args_t o = a.o;
+    uint64_t t_idle = global_ns();
+    for (uint64_t k = a.start;; ++k) {
+        if (0 == threadIdx.x) {
+            s_exit = 0;
+            if (0 == blockIdx.x) {
+                for (unsigned it = 0;; ++it) {
+                    uint64_t q[4], f[4];
+                    for (int c = 0; c < 4; ++c) {
+                        load16_volatile(a.desc + 2 * c, q[c], f[c]);
+                    }
+                    bool whole = true;
+                    for (int c = 0; c < 4; ++c) {
+                        whole = whole && (q[c] ^ cgpu_cuda_resident_mix(f[c])) == k;
+                    }
+                    if (whole) {
+                        for (int c = 0; c < 4; ++c) {
+                            dev[2 + c] = f[c];
+                            s_f[c] = f[c];
+                        }
+                        __threadfence();
+                        dev[0] = k;
+                        s_exit = 0 != (f[2] & CGPU_CUDA_RESIDENT_EXIT);
+                        break;
+                    }
+                    if (0 == (it & 63) && global_ns() - t_idle > a.idle_ns) {
+                        dev[0] = k | CGPU_CUDA_RESIDENT_EXIT;
+                        s_exit = 1;
+                        break;
+                    }
+                }
+            } else {
+                uint64_t v;
+                while ((v = dev[0]) != k && v != (k | CGPU_CUDA_RESIDENT_EXIT)) {
+                }
+                __threadfence();
+                for (int c = 0; c < 4; ++c) {
+                    s_f[c] = dev[2 + c];
+                }
+                s_exit = v != k || 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
+            }
+        }
+        __syncthreads();
+        if (s_exit) {
+            if (0 == blockIdx.x && 0 == threadIdx.x) {
+                __threadfence_system();
+                store_flag(a.exited, k);
+            }
+            return;
+        }
+        o.in = (const void *) s_f[0];
+        o.out = (void *) s_f[1];
+        o.count = (size_t) (s_f[2] & CGPU_CUDA_RESIDENT_COUNT_MASK);
+        o.nblocks = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
+        o.seq = s_f[3];
+        if ((int) blockIdx.x < o.nblocks) {
+            oneshot_body<T, OP>(o, (int) blockIdx.x);
+        }
+        __syncthreads();
+        if (0 == threadIdx.x) {
+            __threadfence();
+            const unsigned long long before = atomicAdd((unsigned long long *) &dev[1], 1ull);
+            if (before + 1 == (k - a.start + 1) * gridDim.x) {
+                __threadfence_system();
+                store_flag(a.completed, k);
+            }
+        }
+        t_idle = global_ns();
+    }
+}
+
 /* ---- copy-engine reduce, root side: every block waits for each piece in turn, then
  * reduces its slice of it (whole 16-byte vectors); the landed data is read through L2 ---- */
 template <typename T, int OP> __global__ void ce_reduce_kernel(const cgpu_cuda_ce_reduce_args_t a)
 {
     constexpr size_t V = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
-    T *out = (T *) a.out;
+    T *out = (T *) a.out, *out2 = (T *) a.out2;
     const T *in = (const T *) a.in;
     for (int p = 0; p < a.npieces; ++p) {
         if (!block_wait_ge(a.flag, a.base + (uint64_t) p + 1, a.timeout_ns, a.err,
@@ -799,7 +896,8 @@ template <typename T, int OP> __global__ void ce_reduce_kernel(const cgpu_cuda_c
         size_t s = (size_t) blockIdx.x * per, e = s + per;
         s = s < cnt ? s : cnt;
         e = e < cnt ? e : cnt;
-        reduce_copy<T, OP>(out + first + s, nullptr, out + first + s, in + first + s, e - s);
+        reduce_copy<T, OP>(out + first + s, nullptr != out2 ? out2 + first + s : nullptr,
+                           out + first + s, in + first + s, e - s);
     }
 }
 
@@ -863,6 +961,16 @@ template <typename T, int OP> struct CeReduceK {
         ce_reduce_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
     }
 };
+template <typename T, int OP> struct ResidentK {
+    static void go(const cgpu_cuda_resident_args_t *a, int blocks, int threads, cudaStream_t st)
+    {
+        static int fit = 0;
+        if (0 == fit || threads != fit) {
+            fit = fit_threads(resident_kernel<T, OP>, threads);
+        }
+        resident_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
+    }
+};
 template <typename T, int OP> struct OneshotK {
     static void go(const cgpu_cuda_oneshot_args_t *a, int blocks, int threads, cudaStream_t st)
     {
@@ -887,6 +995,7 @@ template <typename T, int OP> struct PreloadK {
         (void) cudaFuncGetAttributes(&at, tree_kernel<T, OP>);
         (void) cudaFuncGetAttributes(&at, oneshot_kernel<T, OP>);
         (void) cudaFuncGetAttributes(&at, ce_reduce_kernel<T, OP>);
+        (void) cudaFuncGetAttributes(&at, resident_kernel<T, OP>);
     }
 };
 
@@ -1042,6 +1151,16 @@ extern "C" int cgpu_cuda_oneshot_allreduce(const cgpu_cuda_oneshot_args_t *a, cg
         return (int) cudaErrorInvalidValue;
     }
     int rc = dispatch<OneshotK>(a, dt, op, a->nblocks, threads, (cudaStream_t) stream);
+    return 0 != rc ? rc : (int) cudaGetLastError();
+}
+
+extern "C" int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt,
+                                         cgpu_op_t op, int blocks, int threads, void *stream)
+{
+    if (!cgpu_cuda_reduce_supported(dt, op)) {
+        return (int) cudaErrorInvalidValue;
+    }
+    int rc = dispatch<ResidentK>(a, dt, op, blocks, threads, (cudaStream_t) stream);
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 

@@ -170,6 +170,25 @@ typedef struct cgpu_cuda_oneshot_args {
     char *inbox[CGPU_CUDA_MAX_RANKS]; /* every rank's inbox (own one local) */
 } cgpu_cuda_oneshot_args_t;
 
+/** Resident oneshot allreduce (see the .cu). The host writes a descriptor of four 16-byte
+ * parts {tag, field}, fields in, out, count | blocks << 48 | exit bit, oneshot call number,
+ * with tag = number ^ cgpu_cuda_resident_mix(field), field first: a part read half old,
+ * half new fails its check (or holds the same field, so is right anyway). */
+#define CGPU_CUDA_RESIDENT_EXIT (1ull << 63)
+#define CGPU_CUDA_RESIDENT_BLOCKS_SHIFT 48
+#define CGPU_CUDA_RESIDENT_COUNT_MASK ((1ull << 48) - 1)
+typedef struct cgpu_cuda_resident_args {
+    const uint64_t *desc;  /* 8 words, host-mapped, 16-byte aligned */
+    uint64_t *completed;   /* host-mapped: number of the last descriptor completed */
+    uint64_t *exited;      /* host-mapped: set to the next number when the kernel ends */
+    uint64_t *state;       /* device memory, 8 words, zeroed before each launch */
+    uint64_t start;        /* the first descriptor number this launch takes */
+    unsigned long long idle_ns;
+    cgpu_cuda_oneshot_args_t o; /* the communicator's part (in/out/count/seq/nblocks unset) */
+} cgpu_cuda_resident_args_t;
+int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                              int blocks, int threads, void *stream);
+
 /** Whether the device kernels implement (dt, op): all of cgpu_reduce_supported but LONG_DOUBLE. */
 int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
 
@@ -211,6 +230,17 @@ int cgpu_cuda_ce_sync(const cgpu_cuda_ce_sync_args_t *a, void *stream);
 #define CGPU_CUDA_HD
 #endif
 
+/** The resident descriptor's tag mix (a 64-bit finalizer: any change of the field changes
+ * the tag in many bits). */
+static inline CGPU_CUDA_HD uint64_t cgpu_cuda_resident_mix(uint64_t x)
+{
+    x ^= x >> 31;
+    x *= 0x7fb5d329728ea185ull;
+    x ^= x >> 27;
+    x *= 0x81dadef4bc2dd44dull;
+    return x ^ (x >> 33);
+}
+
 /** Copy-engine reduce pieces, the same on host and device: counted back from the end they
  * are lo, 2 lo, 4 lo, ... elements, at most hi each, so the copies are few and large while
  * the reduction that trails the last copy is small; the first piece takes what is left.
@@ -245,11 +275,14 @@ static inline CGPU_CUDA_HD size_t cgpu_cuda_ce_start(size_t count, size_t lo, si
 
 /** Copy-engine reduce, root of 2 ranks: the other rank's copy engines write its input into
  * out in the pieces above, raising *flag to base + i + 1 after piece i; the kernel reduces
- * each piece with `in` into out as soon as it has landed. */
+ * each piece with `in` into out as soon as it has landed, and also stores the result
+ * through out2 (the other rank's output, mapped) unless that is NULL (the 2-rank
+ * copy-engine allreduce: each rank does this for its half). */
 typedef struct cgpu_cuda_ce_reduce_args {
     unsigned long long timeout_ns;
     unsigned long long *err;
     void *out;
+    void *out2;
     const void *in;
     size_t count;
     size_t lo, hi; /* piece sizes, elements */

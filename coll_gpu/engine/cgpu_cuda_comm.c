@@ -16,8 +16,12 @@ typedef struct cgpu_cuda_comm {
     int device;
     size_t ch_min; /* coll_gpu_cuda_channel_min_bytes */
     void *stream;
-    void *stream2;  /* copy-engine reduce (2 ranks, enabled): the copies, ahead of stream */
+    void *stream2;  /* copy-engine reduce/allreduce (2 ranks, enabled): the copies, ahead
+                     * of stream */
     void *ev2;      /* orders stream and stream2 */
+    void *stream3;  /* copy-engine allreduce: the flags after stream2's copies, so neither
+                     * the copies nor stream's reduction wait behind them */
+    void *ev3;      /* orders stream3 after stream2, and stream after stream3 */
     void *order_ev; /* recorded on the legacy default stream (NULL: no ordering) */
     bool blocking;  /* stream is a blocking one: ordered after the default stream already */
     size_t inbox_bytes;
@@ -49,7 +53,54 @@ typedef struct cgpu_cuda_comm {
     volatile unsigned long long *err_host; /* kernels' error record, host view */
     unsigned long long *err_dev;           /* the same, device view */
     unsigned long long timeout_ns;
+    /* the resident oneshot allreduce (see launch_resident) */
+    void *rk_stream;      /* non-blocking: the default stream never waits for it */
+    void *rk_ev;          /* recorded after each launch: whether the kernel has ended */
+    uint64_t *rk_ctl;     /* control block, host view: RK_DESC.., RK_DONE, RK_EXITED */
+    uint64_t *rk_ctl_dev; /* the same, device view */
+    uint64_t *rk_state;   /* device memory the kernel's blocks share */
+    uint64_t rk_k;        /* descriptors written */
+    bool rk_running;      /* launched, and not seen ending */
+    bool rk_listed;       /* counted in rk_count, on the rk_head list */
+    cgpu_dtype_t rk_dt;   /* the running kernel's reduction */
+    cgpu_op_t rk_op;
+    int rk_blocks;
+    struct cgpu_cuda_comm *rk_next;
 } cgpu_cuda_comm_t;
+
+/* word indices in the resident control block (one 64-byte line each part) */
+enum { RK_DESC = 0, RK_DONE = 16, RK_EXITED = 32, RK_CTL_BYTES = 512 };
+
+/* communicators that have launched a resident kernel (at most cuda_resident_max_kernels) */
+static pthread_mutex_t rk_lock = PTHREAD_MUTEX_INITIALIZER;
+static cgpu_cuda_comm_t *rk_head;
+static int rk_count;
+static pthread_once_t rk_hook_once = PTHREAD_ONCE_INIT;
+static void rk_stop(cgpu_cuda_comm_t *cc);
+
+static inline void rk_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* set-up (cgpu_cuda_setup_begin, no collective in flight): every resident kernel ends */
+static void rk_stop_all(void)
+{
+    pthread_mutex_lock(&rk_lock);
+    for (cgpu_cuda_comm_t *c = rk_head; NULL != c; c = c->rk_next) {
+        rk_stop(c);
+    }
+    pthread_mutex_unlock(&rk_lock);
+}
+
+static void rk_hook(void)
+{
+    cgpu_cuda_set_setup_hook(rk_stop_all);
+}
 
 bool cgpu_cuda_comm_supports(cgpu_dtype_t dt, cgpu_op_t op)
 {
@@ -128,10 +179,18 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     if (CGPU_OK == st && CGPU_ORDER_NONE != cfg->cuda_stream_order) {
         st = cgpu_cuda_event_create(&cc->order_ev);
     }
-    if (CGPU_OK == st && 0 != cfg->cuda_ce_reduce_min_bytes && 2 == comm->size) {
+    const bool ce2 = 2 == comm->size &&
+                     (0 != cfg->cuda_ce_reduce_min_bytes || 0 != cfg->cuda_ce_allreduce_min_bytes);
+    if (CGPU_OK == st && ce2) {
         st = cgpu_cuda_stream_create(&cc->stream2, false);
         if (CGPU_OK == st) {
             st = cgpu_cuda_event_create(&cc->ev2);
+        }
+    }
+    if (CGPU_OK == st && ce2 && 0 != cfg->cuda_ce_allreduce_min_bytes) {
+        st = cgpu_cuda_stream_create(&cc->stream3, false);
+        if (CGPU_OK == st) {
+            st = cgpu_cuda_event_create(&cc->ev3);
         }
     }
     if (CGPU_OK != st) {
@@ -144,6 +203,31 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     }
     cc->err_host = eh;
     cc->err_dev = ed;
+    if (1 == cfg->cuda_resident && 0 != cfg->cuda_resident_max_bytes &&
+        cfg->cuda_resident_max_kernels > 0 && comm->size >= 2) {
+        pthread_once(&rk_hook_once, rk_hook);
+        cc->rk_blocks = (int) clamp1(div_up(cfg->cuda_resident_max_bytes, 8 << 10),
+                                     CGPU_CUDA_MAX_ONESHOT_BLOCKS);
+        void *h = NULL, *d = NULL;
+        st = cgpu_cuda_stream_create(&cc->rk_stream, false);
+        if (CGPU_OK == st) {
+            st = cgpu_cuda_event_create(&cc->rk_ev);
+        }
+        if (CGPU_OK == st) {
+            st = cgpu_cuda_host_alloc_mapped(&h, &d, RK_CTL_BYTES);
+        }
+        if (CGPU_OK == st) {
+            cc->rk_ctl = h;
+            cc->rk_ctl_dev = d;
+            memset(h, 0, RK_CTL_BYTES);
+            void *sd = NULL;
+            st = cgpu_cuda_malloc(&sd, 64, cc->stream);
+            cc->rk_state = sd;
+        }
+        if (CGPU_OK != st) {
+            return st;
+        }
+    }
     st = cgpu_inbox_get(cc->inbox_bytes, CGPU_CUDA_FLAG_BYTES, comm->size - 1, cc->stream,
                         &cc->ib);
     if (CGPU_OK != st) {
@@ -229,6 +313,20 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     if (NULL != cc->stream) {
         (void) cgpu_cuda_stream_sync(cc->stream);
     }
+    pthread_mutex_lock(&rk_lock);
+    rk_stop(cc);
+    if (cc->rk_listed) {
+        cgpu_cuda_comm_t **pp = &rk_head;
+        while (NULL != *pp && *pp != cc) {
+            pp = &(*pp)->rk_next;
+        }
+        if (NULL != *pp) {
+            *pp = cc->rk_next;
+        }
+        cc->rk_listed = false;
+        rk_count--;
+    }
+    pthread_mutex_unlock(&rk_lock);
     bool all_mapped = NULL != cc->peer_inbox;
     if (NULL != cc->peer_inbox) {
         /* every kernel of ours has completed (the stream is synchronized): tell each
@@ -259,9 +357,15 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     cgpu_cuda_free(cc->scratch);
     cgpu_cuda_host_free(cc->pinned);
     cgpu_cuda_host_free((void *) cc->err_host);
+    cgpu_cuda_free(cc->rk_state);
+    cgpu_cuda_host_free(cc->rk_ctl);
+    cgpu_cuda_event_destroy(cc->rk_ev);
+    cgpu_cuda_stream_destroy(cc->rk_stream);
     cgpu_cuda_event_destroy(cc->order_ev);
     cgpu_cuda_event_destroy(cc->ev2);
     cgpu_cuda_stream_destroy(cc->stream2);
+    cgpu_cuda_event_destroy(cc->ev3);
+    cgpu_cuda_stream_destroy(cc->stream3);
     cgpu_cuda_stream_destroy(cc->stream);
     if (prev >= 0 && prev != cc->device) {
         (void) cgpu_cuda_set_device(prev);
@@ -317,6 +421,8 @@ typedef struct cuda_call {
     void *rbuf;
     size_t out_bytes;
     bool force_copy_in;
+    bool resident; /* fn hands the call to the resident kernel and waits for it itself; both
+                    * buffers are usable in place */
     cuda_launch_fn fn;
     const void *args;
 } cuda_call_t;
@@ -422,8 +528,12 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     if (CGPU_OK != st) {
         return st;
     }
-    cuda_staged_t sg;
-    st = cuda_stage(cc, k, &sg);
+    cuda_staged_t sg = {.in = k->sbuf, .out = k->rbuf};
+    if (k->resident) { /* no stream to order: the host waits for the default stream */
+        st = NULL != cc->order_ev ? cgpu_cuda_default_stream_wait_host(cc->order_ev) : CGPU_OK;
+    } else {
+        st = cuda_stage(cc, k, &sg);
+    }
     if (CGPU_OK != st) {
         goto out_restore;
     }
@@ -443,7 +553,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
                                   k->out_bytes, cc->stream);
     }
     /* MPI semantics: the result is in the buffer when the call returns */
-    cgpu_status_t sync = cgpu_cuda_stream_sync(cc->stream);
+    cgpu_status_t sync = k->resident ? CGPU_OK : cgpu_cuda_stream_sync(cc->stream);
     cgpu_cuda_inflight_end();
     cgpu_prof_stop(&kev); /* launch to completion */
     cgpu_coll_prof_end(comm);
@@ -637,11 +747,187 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     return 0 != err ? cgpu_cuda_check(err, "oneshot allreduce launch") : CGPU_OK;
 }
 
+static cgpu_status_t ce_allreduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sbuf,
+                                  void *rbuf, size_t count, cgpu_dtype_t dt, cgpu_op_t op,
+                                  bool *done);
+
+/* ---- the resident oneshot allreduce (kernels/cgpu_cuda_kernels.cu: resident_kernel) ----
+ * The host writes a descriptor into the control block (mapped host memory) and polls
+ * RK_DONE; the kernel, launched on first use and again whenever it has ended (idle, or
+ * stopped before a set-up or for another reduction), polls the descriptor. A peer may run
+ * the same call as a launched oneshot: the protocol in the inboxes is the same. */
+
+static uint64_t rk_load(const cgpu_cuda_comm_t *cc, int w)
+{
+    return __atomic_load_n(&cc->rk_ctl[w], __ATOMIC_ACQUIRE);
+}
+
+/* descriptor k = ++rk_k: each part's field, then its tag (see cgpu_cuda_resident_mix) */
+static uint64_t rk_write(cgpu_cuda_comm_t *cc, uint64_t in, uint64_t out, uint64_t f2,
+                         uint64_t oseq)
+{
+    const uint64_t k = ++cc->rk_k, f[4] = {in, out, f2, oseq};
+    for (int c = 0; c < 4; ++c) {
+        __atomic_store_n(&cc->rk_ctl[RK_DESC + 2 * c + 1], f[c], __ATOMIC_RELAXED);
+        __atomic_store_n(&cc->rk_ctl[RK_DESC + 2 * c], k ^ cgpu_cuda_resident_mix(f[c]),
+                         __ATOMIC_RELEASE);
+    }
+    return k;
+}
+
+/* whether the kernel has ended (it said so, or its launch's event has completed) */
+static bool rk_ended(cgpu_cuda_comm_t *cc)
+{
+    return 0 != rk_load(cc, RK_EXITED) || CGPU_IN_PROGRESS != cgpu_cuda_event_query(cc->rk_ev);
+}
+
+/* No call of this communicator is in progress (callers: the owner between calls, a
+ * set-up under the set-up lock, destroy): an exit descriptor ends the kernel at once. */
+static void rk_stop(cgpu_cuda_comm_t *cc)
+{
+    if (!cc->rk_running) {
+        return;
+    }
+    if (0 == rk_load(cc, RK_EXITED)) {
+        (void) rk_write(cc, 0, 0, CGPU_CUDA_RESIDENT_EXIT, 0);
+        while (!rk_ended(cc)) {
+            rk_relax();
+        }
+    }
+    cc->rk_running = false;
+}
+
+static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, uint64_t start)
+{
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    cgpu_status_t st = cgpu_cuda_memset_async(cc->rk_state, 0, 64, cc->rk_stream);
+    if (CGPU_OK != st) {
+        return st;
+    }
+    __atomic_store_n(&cc->rk_ctl[RK_EXITED], 0, __ATOMIC_RELEASE);
+    cgpu_cuda_resident_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.desc = cc->rk_ctl_dev + RK_DESC;
+    a.completed = cc->rk_ctl_dev + RK_DONE;
+    a.exited = cc->rk_ctl_dev + RK_EXITED;
+    a.state = cc->rk_state;
+    a.start = start;
+    a.idle_ns = (unsigned long long) (cgpu_engine_config()->cuda_resident_idle_us * 1e3);
+    a.o.timeout_ns = cc->timeout_ns;
+    a.o.err = cc->err_dev;
+    a.o.rank = comm->rank;
+    a.o.nranks = comm->size;
+    a.o.slice_bytes = cc->oneshot_slice;
+    a.o.oneshot_off = cc->oneshot_off;
+    for (int i = 0; i < comm->size; ++i) {
+        a.o.inbox[i] = cc->peer_inbox[i];
+    }
+    int err = cgpu_cuda_resident_launch(&a, dt, op, cc->rk_blocks, cc->threads, cc->rk_stream);
+    if (0 != err) {
+        return cgpu_cuda_check(err, "resident allreduce launch");
+    }
+    st = cgpu_cuda_event_record(cc->rk_ev, cc->rk_stream);
+    if (CGPU_OK != st) {
+        return st;
+    }
+    cgpu_log(CGPU_LOG_TRACE, "cuda: resident allreduce kernel launched, rank %d %s/%s from %llu",
+             comm->rank, cgpu_dtype_name(dt), cgpu_op_name(op), (unsigned long long) start);
+    cc->rk_running = true;
+    cc->rk_dt = dt;
+    cc->rk_op = op;
+    return CGPU_OK;
+}
+
+/* Whether this communicator may hand this allreduce to a resident kernel (this rank's
+ * choice alone: a peer running it as a launched oneshot interoperates). */
+static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t bytes)
+{
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    if (NULL == cc->rk_stream || bytes > cgpu_engine_config()->cuda_resident_max_bytes ||
+        div_up(bytes, 8 << 10) > (size_t) cc->rk_blocks || !cgpu_engine_may_bootstrap() ||
+        !buf_kind(cc, rbuf).in_place || (sbuf != rbuf && !buf_kind(cc, sbuf).in_place)) {
+        return false;
+    }
+    if (cc->rk_listed) {
+        return true;
+    }
+    pthread_mutex_lock(&rk_lock);
+    if (rk_count < cgpu_engine_config()->cuda_resident_max_kernels) {
+        rk_count++;
+        cc->rk_listed = true;
+        cc->rk_next = rk_head;
+        rk_head = cc;
+    }
+    pthread_mutex_unlock(&rk_lock);
+    return cc->rk_listed;
+}
+
+static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *out,
+                                     const void *args)
+{
+    const ring_call_t *rc = args;
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    const size_t bytes = rc->count * cgpu_dtype_size(rc->dt);
+    if (cc->rk_running && (rc->dt != cc->rk_dt || rc->op != cc->rk_op)) {
+        rk_stop(cc);
+    }
+    if (cc->rk_running && 0 != rk_load(cc, RK_EXITED)) {
+        cc->rk_running = false; /* ended idle: launched again below */
+    }
+    const uint64_t nblocks = clamp1(div_up(bytes, 8 << 10), CGPU_CUDA_MAX_ONESHOT_BLOCKS);
+    const uint64_t oseq = ++cc->oneshot_seq;
+    const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,
+                                (uint64_t) rc->count | nblocks << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT,
+                                oseq);
+    cgpu_log(CGPU_LOG_TRACE, "cuda: resident allreduce rank %d count %zu %s/%s blocks %llu seq %llu",
+             comm->rank, rc->count, cgpu_dtype_name(rc->dt), cgpu_op_name(rc->op),
+             (unsigned long long) nblocks, (unsigned long long) oseq);
+    cgpu_status_t st = cc->rk_running ? CGPU_OK : rk_launch(comm, rc->dt, rc->op, k);
+    for (unsigned long it = 1; CGPU_OK == st; ++it) {
+        if (rk_load(cc, RK_DONE) >= k) {
+            return CGPU_OK;
+        }
+        if (0 != rk_load(cc, RK_EXITED)) { /* it ended idle before taking descriptor k */
+            if (rk_load(cc, RK_DONE) >= k) {
+                return CGPU_OK;
+            }
+            st = rk_launch(comm, rc->dt, rc->op, k);
+            continue;
+        }
+        if (0 == (it & 0xfff) && CGPU_IN_PROGRESS != cgpu_cuda_event_query(cc->rk_ev) &&
+            rk_load(cc, RK_DONE) < k && 0 == rk_load(cc, RK_EXITED)) {
+            /* ended without a word: a device error (reported by the query, or here) */
+            cc->rk_running = false;
+            cgpu_log(CGPU_LOG_WARN, "cuda: rank %d: the resident allreduce kernel ended "
+                     "without completing a call", comm->rank);
+            return CGPU_ERR_DEVICE;
+        }
+        rk_relax();
+    }
+    cc->rk_running = false;
+    return st;
+}
+
+
 cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                   cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     const size_t bytes = count * cgpu_dtype_size(dt);
+    const size_t ce_min = cgpu_engine_config()->cuda_ce_allreduce_min_bytes;
+    /* 2 ranks, auto, out of place, and both halves whole vectors (the same answer on every
+     * rank: count and the settings are; the buffers are agreed on in ce_prepare) */
+    if (CGPU_ALLREDUCE_AUTO == alg && 0 != ce_min && bytes >= ce_min && 2 == comm->size &&
+        NULL != cc->stream3 && count >= 32) {
+        cuda_call_t k = {.kind = "allreduce", .dtype = cgpu_dtype_name(dt),
+                         .op = cgpu_op_name(op), .count = count, .bytes = bytes,
+                         .sbuf = sbuf, .in_bytes = bytes, .rbuf = rbuf, .out_bytes = bytes};
+        bool done;
+        cgpu_status_t st = ce_allreduce(comm, &k, sbuf, rbuf, count, dt, op, &done);
+        if (CGPU_OK != st || done) {
+            return st;
+        }
+    }
     /* oneshot moves (n-1) x bytes out of every rank, the ring 2(n-1)/n x bytes: with
      * auto, its size limit shrinks as ranks are added (2 ranks: the whole slice) */
     size_t oneshot_max = CGPU_ALLREDUCE_ONESHOT == alg ? cc->oneshot_slice
@@ -654,13 +940,18 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                 (CGPU_ALLREDUCE_TREE == alg ||
                  (CGPU_ALLREDUCE_AUTO == alg && comm->size >= 3 && bytes <= cc->tree_max_bytes));
     ring_call_t rc = {.mode = CGPU_CUDA_RING_ALLREDUCE, .count = count, .dt = dt, .op = op};
+    const bool resident = oneshot && rk_takes(comm, sbuf, rbuf, bytes);
     cuda_call_t k = {.kind = "allreduce", .dtype = cgpu_dtype_name(dt), .op = cgpu_op_name(op),
-                     .alg = oneshot ? "oneshot" : tree ? "tree" : "ring", .count = count,
-                     .bytes = bytes,
+                     .alg = resident ? "resident" : oneshot ? "oneshot" : tree ? "tree" : "ring",
+                     .count = count, .bytes = bytes,
                      .ras_alg = oneshot ? CGPU_RAS_ALG_ONESHOT : tree ? CGPU_RAS_ALG_TREE
                                                                       : CGPU_RAS_ALG_RING,
                      .sbuf = sbuf, .in_bytes = bytes, .rbuf = rbuf, .out_bytes = bytes,
-                     .fn = oneshot ? launch_oneshot : tree ? launch_tree : launch_ring,
+                     .resident = resident,
+                     .fn = resident  ? launch_resident
+                           : oneshot ? launch_oneshot
+                           : tree    ? launch_tree
+                                     : launch_ring,
                      .args = &rc};
     return cuda_run(comm, &k);
 }
@@ -804,7 +1095,7 @@ typedef struct ce_rec {
     char handle[CGPU_CUDA_IPC_HANDLE_BYTES];
 } ce_rec_t;
 
-enum { CE_ALLTOALL, CE_BCAST, CE_REDUCE };
+enum { CE_ALLTOALL, CE_BCAST, CE_REDUCE, CE_ALLREDUCE };
 
 typedef struct ce_call {
     int kind;
@@ -959,12 +1250,88 @@ static cgpu_status_t launch_ce_reduce(cgpu_comm_t *comm, const void *in, void *o
     return st; /* on an error the root times out waiting: coll_gpu_cuda_timeout */
 }
 
+/* 2-rank allreduce: rank r reduces the half h_r of the elements (h_0 first, cut on the
+ * 16-element grid). Its copy engines push the other half of its input, in pieces, into the
+ * peer's output (stream2), each piece flagged from stream3 once copied; its kernel
+ * (stream) reduces each piece of h_r as the peer's copies land in its output and stores the
+ * result in both outputs (the peer's through its mapping, over NVLink). A last flag on
+ * stream, after all of that, tells the peer its half of our output is written; the call
+ * completes when the peer's last flag has arrived. Both ranks advance ce_seq alike. */
+static cgpu_status_t launch_ce_allreduce(cgpu_comm_t *comm, const void *in, void *out,
+                                         const ce_call_t *ce)
+{
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    const int me = comm->rank, peer = 1 - me;
+    const size_t es = cgpu_dtype_size(ce->dt);
+    const size_t mid = ce->count / 2 / 16 * 16;
+    const size_t first[2] = {0, mid}, cnt[2] = {mid, ce->count - mid};
+    /* the reduce's pieces (see launch_ce_reduce); both halves counted as the larger one,
+     * so both ranks number them alike (the smaller half's first piece may be empty) */
+    const size_t lo = ((size_t) 2 << 20) / es, hi = ((size_t) 64 << 20) / es;
+    const int npieces = cgpu_cuda_ce_npieces(cnt[1], lo, hi);
+    const uint64_t base = cc->ce_seq;
+    cc->ce_seq += (uint64_t) npieces + 1;
+    cgpu_log(CGPU_LOG_TRACE, "cuda: copy-engine allreduce rank %d count %zu pieces %d", me,
+             ce->count, npieces);
+    /* stream2 and stream3 start after what stream holds (staging, the default stream) */
+    cgpu_status_t st = cgpu_cuda_stream_after(cc->stream2, cc->ev2, cc->stream);
+    cgpu_cuda_ce_sync_args_t s;
+    memset(&s, 0, sizeof(s));
+    s.timeout_ns = cc->timeout_ns;
+    s.err = cc->err_dev;
+    s.signal[peer] = (uint64_t *) (cc->peer_inbox[peer] + CGPU_CUDA_FLAG_CE(me));
+    for (int i = 0; i < npieces && CGPU_OK == st; ++i) {
+        const size_t a = cgpu_cuda_ce_start(cnt[peer], lo, hi, npieces, i);
+        const size_t b = cgpu_cuda_ce_start(cnt[peer], lo, hi, npieces, i + 1);
+        const size_t off = (first[peer] + a) * es;
+        if (b > a) {
+            st = cgpu_cuda_copy_async(ce->dst[peer] + off, (const char *) in + off, (b - a) * es,
+                                      cc->stream2);
+        }
+        if (CGPU_OK == st) {
+            st = cgpu_cuda_stream_after(cc->stream3, cc->ev3, cc->stream2);
+        }
+        if (CGPU_OK == st) {
+            s.seq = base + (uint64_t) i + 1;
+            int err = cgpu_cuda_ce_sync(&s, cc->stream3);
+            st = 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
+        }
+    }
+    if (CGPU_OK != st) {
+        return st; /* the peer times out waiting: coll_gpu_cuda_timeout */
+    }
+    const size_t off = first[me] * es;
+    cgpu_cuda_ce_reduce_args_t a = {.timeout_ns = cc->timeout_ns, .err = cc->err_dev,
+                                    .out = (char *) out + off, .out2 = ce->dst[peer] + off,
+                                    .in = (const char *) in + off, .count = cnt[me], .lo = lo,
+                                    .hi = hi, .npieces = npieces, .peer = peer, .base = base};
+    a.flag = (const uint64_t *) (cc->ib.ptr + CGPU_CUDA_FLAG_CE(peer));
+    const size_t largest = cnt[me] < hi ? cnt[me] : hi;
+    const int blocks = (int) clamp1(div_up(largest * es, 128 << 10), 128);
+    int err = cgpu_cuda_ce_reduce(&a, ce->dt, ce->op, blocks, cc->threads, cc->stream);
+    if (0 != err) {
+        return cgpu_cuda_check(err, "allreduce launch");
+    }
+    /* our last piece flag is raised before the final one (the same word) */
+    st = cgpu_cuda_stream_after(cc->stream, cc->ev3, cc->stream3);
+    if (CGPU_OK != st) {
+        return st;
+    }
+    s.seq = base + (uint64_t) npieces + 1;
+    s.wait[peer] = (const uint64_t *) (cc->ib.ptr + CGPU_CUDA_FLAG_CE(peer));
+    err = cgpu_cuda_ce_sync(&s, cc->stream);
+    return 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
+}
+
 static cgpu_status_t launch_ce(cgpu_comm_t *comm, const void *in, void *out, const void *args)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     const ce_call_t *ce = args;
     if (CE_REDUCE == ce->kind) {
         return launch_ce_reduce(comm, in, out, ce);
+    }
+    if (CE_ALLREDUCE == ce->kind) {
+        return launch_ce_allreduce(comm, in, out, ce);
     }
     const int n = comm->size, me = comm->rank;
     cgpu_cuda_ce_sync_args_t s;
@@ -1064,6 +1431,18 @@ static cgpu_status_t ce_reduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sb
                             : NULL != sbuf;
     return ce_try(comm, k, &ce, NULL != sbuf ? sbuf : rbuf, is_root ? rbuf : NULL, !is_root, ok,
                   done);
+}
+
+/* Every rank exports its output and maps the other's; both buffers usable as they are and
+ * apart (an in-place allreduce would overwrite the input the peer has yet to push). */
+static cgpu_status_t ce_allreduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sbuf,
+                                  void *rbuf, size_t count, cgpu_dtype_t dt, cgpu_op_t op,
+                                  bool *done)
+{
+    const size_t bytes = count * cgpu_dtype_size(dt);
+    ce_call_t ce = {.kind = CE_ALLREDUCE, .bytes = bytes, .count = count, .dt = dt, .op = op};
+    const bool ok = NULL != sbuf && apart(sbuf, rbuf, bytes) && cgpu_cuda_reduce_supported(dt, op);
+    return ce_try(comm, k, &ce, NULL != sbuf ? sbuf : rbuf, rbuf, true, ok, done);
 }
 
 cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)

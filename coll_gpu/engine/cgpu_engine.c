@@ -51,6 +51,11 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_ce_alltoall_min_bytes = 0;
     cfg->cuda_ce_bcast_min_bytes = 32u << 20;
     cfg->cuda_ce_reduce_min_bytes = 128u << 20;
+    cfg->cuda_ce_allreduce_min_bytes = 256u << 20;
+    cfg->cuda_resident = -1;
+    cfg->cuda_resident_max_bytes = 64u << 10;
+    cfg->cuda_resident_idle_us = 1000.0;
+    cfg->cuda_resident_max_kernels = 4;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
     cfg->ofi_provider = NULL;
@@ -129,6 +134,10 @@ void cgpu_engine_set_threads(bool multiple)
     }
     if (CGPU_ORDER_AUTO == engine_cfg.cuda_stream_order) {
         engine_cfg.cuda_stream_order = multiple ? CGPU_ORDER_EVENT : CGPU_ORDER_BLOCKING_STREAM;
+    }
+    if (engine_cfg.cuda_resident < 0) { /* another thread's device-wide synchronize (a
+                                         * cudaFree) would wait while ours keep it busy */
+        engine_cfg.cuda_resident = multiple ? 0 : 1;
     }
 }
 

@@ -86,6 +86,12 @@ typedef struct cgpu_config {
     size_t cuda_ce_alltoall_min_bytes; /* copy engines for alltoalls this large (0: never) */
     size_t cuda_ce_bcast_min_bytes;    /* ... and for 2-rank bcasts (0: never) */
     size_t cuda_ce_reduce_min_bytes;   /* ... and for 2-rank reduces (0: never) */
+    size_t cuda_ce_allreduce_min_bytes; /* ... and for 2-rank allreduces (0: never) */
+    int cuda_resident;          /* resident small-allreduce kernels: 1 on, 0 off, -1 auto
+                                 * (resolved by cgpu_engine_set_threads) */
+    size_t cuda_resident_max_bytes; /* allreduces up to this size take them */
+    double cuda_resident_idle_us;   /* a resident kernel ends after this long without work */
+    int cuda_resident_max_kernels;  /* at most this many per process at once */
     /* inter-node proxy (libfabric; cgpu_proxy.h) */
     const char *ofi_provider;   /* provider name; NULL or "": the best found, tcp as fallback */
     int proxy_max_peers;        /* peers one process connects to at most (0: no cap) */

@@ -233,14 +233,15 @@ int main(int argc, char **argv)
     int calls = 0;
 
     /* every type x op, sizes around the oneshot/ring switch and odd counts */
-    size_t small_counts[] = {0, 1, 3, (size_t) nranks - 1 > 0 ? (size_t) nranks - 1 : 2, 1031, 70001};
+    size_t small_counts[] = {0, 1, 3, (size_t) nranks - 1 > 0 ? (size_t) nranks - 1 : 2, 1031, 7777,
+                             70001};
     for (size_t ti = 0; ti < ntypes; ++ti) {
         for (int o = 0; o < 10; ++o) {
             if (!op_valid(types[ti].kind, o)) {
                 continue;
             }
             for (size_t ci = 0; ci < sizeof(small_counts) / sizeof(small_counts[0]); ++ci) {
-                if (quick && ci > 4) {
+                if (quick && ci > 5) { /* up to 7777: every block count of the oneshot */
                     continue;
                 }
                 for (int ip = 0; ip < 2; ++ip) {
