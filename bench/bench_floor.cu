@@ -3,7 +3,11 @@
  *   - cudaPointerGetAttributes (coll/gpu asks it for each buffer of a call),
  *   - an empty kernel launched and waited for with cudaStreamSynchronize,
  *   - the same kernel waited for by polling a flag it writes to mapped host memory,
- *   - cudaEventRecord + cudaStreamWaitEvent (the "event" stream order).
+ *   - cudaEventRecord + cudaStreamWaitEvent (the "event" stream order),
+ *   - cudaEventRecord on the legacy stream + cudaEventSynchronize (the resident path's
+ *     host-side order),
+ *   - a round trip to a kernel that stays resident: the host writes a number to mapped
+ *     host memory, the kernel (polling it) writes it back to another word the host polls.
  * Mean over many calls after a warm-up, in microseconds.
  *
  *   bench/bench_floor [iterations]
@@ -24,6 +28,19 @@
     } while (0)
 
 __global__ void empty_kernel() {}
+
+__global__ void echo_kernel(const volatile unsigned long long *req, volatile unsigned long long *resp,
+                            unsigned long long n)
+{
+    if (0 == threadIdx.x) {
+        for (unsigned long long i = 1; i <= n; ++i) {
+            while (*req != i) {
+            }
+            __threadfence_system();
+            *resp = i;
+        }
+    }
+}
 
 __global__ void flag_kernel(volatile unsigned long long *flag, unsigned long long v)
 {
@@ -98,10 +115,39 @@ int main(int argc, char **argv)
     const double order = (now_us() - t0) / it;
     CK(cudaStreamSynchronize(st));
 
+    t0 = now_us();
+    for (int i = 0; i < it; ++i) {
+        CK(cudaEventRecord(ev, cudaStreamLegacy));
+        CK(cudaEventSynchronize(ev));
+    }
+    const double host_order = (now_us() - t0) / it;
+
+    unsigned long long *hreq, *dreq;
+    CK(cudaHostAlloc((void **) &hreq, 64, cudaHostAllocMapped));
+    CK(cudaHostGetDevicePointer((void **) &dreq, hreq, 0));
+    *hreq = 0;
+    *hflag = 0;
+    echo_kernel<<<1, 32, 0, st>>>(dreq, dflag, (unsigned long long) it + 100);
+    for (int i = 1; i <= 100; ++i) { /* warm-up */
+        __atomic_store_n(hreq, (unsigned long long) i, __ATOMIC_RELEASE);
+        while (__atomic_load_n(hflag, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
+        }
+    }
+    t0 = now_us();
+    for (int i = 101; i <= it + 100; ++i) {
+        __atomic_store_n(hreq, (unsigned long long) i, __ATOMIC_RELEASE);
+        while (__atomic_load_n(hflag, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
+        }
+    }
+    const double echo = (now_us() - t0) / it;
+    CK(cudaStreamSynchronize(st));
+
     printf("cudaPointerGetAttributes          %7.2f us\n", attr);
     printf("kernel launch (queued, no wait)   %7.2f us\n", launch);
     printf("launch + cudaStreamSynchronize    %7.2f us\n", sync);
     printf("launch + poll mapped host flag    %7.2f us\n", poll);
     printf("event record + stream wait event  %7.2f us\n", order);
+    printf("legacy event record + synchronize %7.2f us\n", host_order);
+    printf("round trip to a resident kernel   %7.2f us\n", echo);
     return 0;
 }

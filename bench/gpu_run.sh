@@ -174,6 +174,9 @@ if has rk; then # the resident small-allreduce kernel: checked by default, with 
             bench/bench_colls ${RK_COLLS:-allreduce,allreduce_char} ${RK_MAX:-65536} 8 >> "$out/rk_lat.txt" 2>&1
     done
     awk '/^##/{v=$3} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s/%s", $1, $2, $4}' "$out/rk_lat.txt"; echo
+    timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_verbose 100 bench/bench_colls allreduce 64 8 > "$out/rk_lat_trace.log" 2>&1
+    echo "bench trace: resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_lat_trace.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_lat_trace.log")"
+    gzip -f "$out/rk_lat_trace.log"
 fi
 if has ce_ar; then # the 2-rank copy-engine allreduce forced on every size (checked against the host), then measured
     CEA=(--mca coll_gpu_cuda_ce_allreduce_min_bytes 1)
