@@ -20,6 +20,7 @@
  *        reduce_char|iallreduce] [maxbytes [minbytes]]
  */
 #include <cuda_runtime.h>
+#include <math.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -65,6 +66,7 @@ static int base_of(int coll)
 }
 
 static int rank, n;
+static int have_nccl; /* NCCL refuses two ranks on one GPU: then only ours is timed */
 static ncclComm_t nc;
 static cudaStream_t st;
 static float *sb, *rb;
@@ -203,15 +205,15 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
         }
         const double t_ours = (MPI_Wtime() - t0) / it;
         int ok = check(coll, cnt);
-        for (int i = 0; i < warm; ++i) {
+        for (int i = 0; have_nccl && i < warm; ++i) {
             nccl(coll, cnt);
         }
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = MPI_Wtime();
-        for (int i = 0; i < it; ++i) {
+        for (int i = 0; have_nccl && i < it; ++i) {
             nccl(coll, cnt);
         }
-        const double t_nccl = (MPI_Wtime() - t0) / it;
+        const double t_nccl = have_nccl ? (MPI_Wtime() - t0) / it : NAN;
         double tt[2] = {t_ours, t_nccl}, tm[2];
         int okall;
         MPI_Reduce(tt, tm, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -251,12 +253,17 @@ int main(int argc, char **argv)
     size_t maxb = argc > 2 ? strtoull(argv[2], NULL, 0) : ((size_t) 1 << 30);
     size_t minb = argc > 3 ? strtoull(argv[3], NULL, 0) : 8;
 
-    ncclUniqueId id;
-    if (0 == rank) {
-        NK(ncclGetUniqueId(&id));
+    have_nccl = n <= ndev;
+    if (have_nccl) {
+        ncclUniqueId id;
+        if (0 == rank) {
+            NK(ncclGetUniqueId(&id));
+        }
+        MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+        NK(ncclCommInitRank(&nc, n, id, rank));
+    } else if (0 == rank) {
+        printf("# %d ranks on %d GPUs: NCCL not run (it takes one rank per GPU)\n", n, ndev);
     }
-    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
-    NK(ncclCommInitRank(&nc, n, id, rank));
     CK(cudaStreamCreate(&st));
     CK(cudaMalloc((void **) &sb, maxb));
     CK(cudaMalloc((void **) &rb, maxb));
@@ -279,7 +286,9 @@ int main(int argc, char **argv)
     if (0 == ran && 0 == rank) {
         fprintf(stderr, "bench_colls: unknown collective '%s'\n", which);
     }
-    ncclCommDestroy(nc);
+    if (have_nccl) {
+        ncclCommDestroy(nc);
+    }
     cudaFree(sb);
     cudaFree(rb);
     MPI_Finalize();

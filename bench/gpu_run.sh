@@ -177,6 +177,12 @@ if has rk; then # the resident small-allreduce kernel: checked by default, with 
     timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_verbose 100 bench/bench_colls allreduce 64 8 > "$out/rk_lat_trace.log" 2>&1
     echo "bench trace: resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_lat_trace.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_lat_trace.log")"
     gzip -f "$out/rk_lat_trace.log"
+    for o in stream none; do # where a resident call's time goes (reported at MPI_Finalize, verbose 10)
+        timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_verbose 10 --mca coll_gpu_cuda_stream_order $o \
+            bench/bench_colls allreduce 8 8 > "$out/rk_split_$o.log" 2>&1
+        echo "stream_order $o: $(grep -h ' 8  *[0-9]' "$out/rk_split_$o.log" | head -1)"
+        grep -h "resident allreduce:" "$out/rk_split_$o.log" | sed 's/.*coll.gpu: //'
+    done
 fi
 if has ce_ar; then # the 2-rank copy-engine allreduce forced on every size (checked against the host), then measured
     CEA=(--mca coll_gpu_cuda_ce_allreduce_min_bytes 1)

@@ -423,11 +423,6 @@ cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *of
 
 cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev)
 {
-    /* nothing queued there: one query, no event (the resident path's common case) */
-    if (cudaSuccess == cudaStreamQuery(cudaStreamLegacy)) {
-        return CGPU_OK;
-    }
-    (void) cudaGetLastError();
     cudaError_t e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
     if (cudaSuccess == e) {
         e = cudaEventSynchronize((cudaEvent_t) ev);

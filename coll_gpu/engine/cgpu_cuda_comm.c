@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cgpu_config.h"
 #include "cgpu_cuda_comm.h"
@@ -66,6 +67,7 @@ typedef struct cgpu_cuda_comm {
     cgpu_op_t rk_op;
     int rk_blocks;
     struct cgpu_cuda_comm *rk_next;
+    uint64_t rk_calls, rk_launches, rk_pre_ns, rk_wait_ns; /* reported at destroy */
 } cgpu_cuda_comm_t;
 
 /* word indices in the resident control block (one 64-byte line each part) */
@@ -77,6 +79,13 @@ static cgpu_cuda_comm_t *rk_head;
 static int rk_count;
 static pthread_once_t rk_hook_once = PTHREAD_ONCE_INIT;
 static void rk_stop(cgpu_cuda_comm_t *cc);
+
+static uint64_t rk_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t) t.tv_sec * 1000000000ull + (uint64_t) t.tv_nsec;
+}
 
 static inline void rk_relax(void)
 {
@@ -312,6 +321,13 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     }
     if (NULL != cc->stream) {
         (void) cgpu_cuda_stream_sync(cc->stream);
+    }
+    if (cc->rk_calls > 0) {
+        cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident allreduce: %llu calls, %llu kernel launches; "
+                 "mean %.2f us from the engine call to the descriptor, %.2f us from it to completion",
+                 comm->rank, (unsigned long long) cc->rk_calls, (unsigned long long) cc->rk_launches,
+                 (double) cc->rk_pre_ns / 1e3 / (double) cc->rk_calls,
+                 (double) cc->rk_wait_ns / 1e3 / (double) cc->rk_calls);
     }
     pthread_mutex_lock(&rk_lock);
     rk_stop(cc);
@@ -591,6 +607,7 @@ out_restore:
 /* ---- the ring and the chains along it ---- */
 
 typedef struct ring_call {
+    uint64_t t0;  /* resident path: when the engine call began (for its report) */
     int mode;     /* CGPU_CUDA_RING_* */
     int root;
     size_t count; /* elements (per block where the mode has blocks); bytes when copying */
@@ -833,6 +850,7 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     cgpu_log(CGPU_LOG_TRACE, "cuda: resident allreduce kernel launched, rank %d %s/%s from %llu",
              comm->rank, cgpu_dtype_name(dt), cgpu_op_name(op), (unsigned long long) start);
     cc->rk_running = true;
+    cc->rk_launches++;
     cc->rk_dt = dt;
     cc->rk_op = op;
     return CGPU_OK;
@@ -876,6 +894,9 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     }
     const uint64_t nblocks = clamp1(div_up(bytes, 8 << 10), CGPU_CUDA_MAX_ONESHOT_BLOCKS);
     const uint64_t oseq = ++cc->oneshot_seq;
+    const uint64_t t1 = rk_now_ns();
+    cc->rk_calls++;
+    cc->rk_pre_ns += t1 - rc->t0;
     const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,
                                 (uint64_t) rc->count | nblocks << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT,
                                 oseq);
@@ -885,6 +906,7 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     cgpu_status_t st = cc->rk_running ? CGPU_OK : rk_launch(comm, rc->dt, rc->op, k);
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
         if (rk_load(cc, RK_DONE) >= k) {
+            cc->rk_wait_ns += rk_now_ns() - t1;
             return CGPU_OK;
         }
         if (0 != rk_load(cc, RK_EXITED)) { /* it ended idle before taking descriptor k */
@@ -941,6 +963,7 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                  (CGPU_ALLREDUCE_AUTO == alg && comm->size >= 3 && bytes <= cc->tree_max_bytes));
     ring_call_t rc = {.mode = CGPU_CUDA_RING_ALLREDUCE, .count = count, .dt = dt, .op = op};
     const bool resident = oneshot && rk_takes(comm, sbuf, rbuf, bytes);
+    rc.t0 = resident ? rk_now_ns() : 0;
     cuda_call_t k = {.kind = "allreduce", .dtype = cgpu_dtype_name(dt), .op = cgpu_op_name(op),
                      .alg = resident ? "resident" : oneshot ? "oneshot" : tree ? "tree" : "ring",
                      .count = count, .bytes = bytes,
