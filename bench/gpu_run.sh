@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk order chmin
+#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu order chmin
 #   lat pending
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -20,10 +20,13 @@ pass=0; fail=0
 run() { # name timeout np args...
     local name=$1 t=$2 np=$3; shift 3
     local t0=$SECONDS
-    if timeout -k 5 "$t" "${MPIRUN[@]}" -np "$np" "$@" > "$out/$name.log" 2>&1; then
+    local rc=0
+    timeout -k 5 "$t" "${MPIRUN[@]}" -np "$np" "$@" > "$out/$name.log" 2>&1 || rc=$?
+    if [ "$rc" -eq 0 ]; then
         pass=$((pass+1)); echo "PASS $name ($((SECONDS-t0)) s)"
     else
-        fail=$((fail+1)); echo "FAIL $name rc=$? ($((SECONDS-t0)) s)"; tail -25 "$out/$name.log"
+        fail=$((fail+1)); echo "FAIL $name rc=$rc ($((SECONDS-t0)) s)"; tail -25 "$out/$name.log"
+        cp "$out/$name.log" "$out/$name.fail$fail.log"
     fi
 }
 
@@ -183,6 +186,28 @@ if has rk; then # the resident small-allreduce kernel: checked by default, with 
         echo "stream_order $o: $(grep -h ' 8  *[0-9]' "$out/rk_split_$o.log" | head -1)"
         grep -h "resident allreduce:" "$out/rk_split_$o.log" | sed 's/.*coll.gpu: //'
     done
+fi
+if has osu; then # OSU micro-benchmarks 7.4 as a user runs them (-d cuda, their defaults: MPI_CHAR for
+    # the reductions); the OSU tree is a fetched copy carried in .osu (git-ignored, never committed)
+    if [ -x .osu/configure ]; then
+        ( cd .osu && touch aclocal.m4 && sleep 1 && touch configure Makefile.in && find . -name Makefile.in -exec touch {} + &&
+          ./configure CC=mpicc CXX=mpicxx --enable-cuda --with-cuda-include=/usr/local/cuda/include \
+              --with-cuda-libpath=/usr/local/cuda/lib64 && make -j16 ) > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
+        O=.osu/c/mpi/collective
+        for b in ${OSU_BLOCKING:-osu_allreduce osu_reduce osu_bcast osu_allgather osu_alltoall osu_reduce_scatter_block}; do
+            echo "## $b -d cuda" >> "$out/osu.txt"
+            timeout -k 5 90 "${MPIRUN[@]}" -np 2 $O/blocking/$b -d cuda >> "$out/osu.txt" 2>&1
+        done
+        for b in ${OSU_NB:-osu_iallreduce osu_ialltoall}; do
+            echo "## $b -d cuda" >> "$out/osu.txt"
+            timeout -k 5 120 "${MPIRUN[@]}" -np 2 $O/non_blocking/$b -d cuda >> "$out/osu.txt" 2>&1
+        done
+        echo "## osu_allreduce -d cuda, coll_gpu_cuda_resident off" >> "$out/osu.txt"
+        timeout -k 5 90 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_resident off $O/blocking/osu_allreduce -d cuda >> "$out/osu.txt" 2>&1
+        grep -c "^[0-9]" "$out/osu.txt"
+    else
+        echo "osu: no .osu tree carried"
+    fi
 fi
 if has ce_ar; then # the 2-rank copy-engine allreduce forced on every size (checked against the host), then measured
     CEA=(--mca coll_gpu_cuda_ce_allreduce_min_bytes 1)

@@ -343,12 +343,38 @@ cgpu_status_t cgpu_cuda_memset_async(void *dst, int v, size_t bytes, void *strea
                            "cudaMemsetAsync");
 }
 
+/* cudaMemcpy returns before a device-to-device copy (and the DMA of a pageable
+ * host-to-device one) has landed: a copy engine or another stream reading the target
+ * next (the proxy's staging) could see the old bytes (seen on one H200 shared by the
+ * ranks: blocks of an allgather across fake nodes wrong). So an event recorded behind the
+ * copy is waited for; it waits for nothing the copy itself did not wait for. */
 cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
 {
+    static __thread cudaEvent_t ev;
+    static __thread int ev_dev = -1;
     if (0 == bytes) {
         return CGPU_OK;
     }
-    return cgpu_cuda_check((int) cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+    int dev = -1;
+    if (cudaSuccess == e) {
+        e = cudaGetDevice(&dev);
+    }
+    if (cudaSuccess == e && dev != ev_dev) {
+        if (ev_dev >= 0) {
+            (void) cudaEventDestroy(ev); /* made on another device, which is still current */
+        }
+        ev_dev = -1;
+        e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+        ev_dev = cudaSuccess == e ? dev : -1;
+    }
+    if (cudaSuccess == e) {
+        e = cudaEventRecord(ev, cudaStreamLegacy);
+    }
+    if (cudaSuccess == e) {
+        e = cudaEventSynchronize(ev);
+    }
+    return cgpu_cuda_check((int) e, "cudaMemcpy");
 }
 
 cgpu_status_t cgpu_cuda_host_alloc_mapped(void **host, void **dev, size_t bytes)
