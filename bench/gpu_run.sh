@@ -160,6 +160,7 @@ if has ce; then # the copy-engine path forced on every alltoall and 2-rank bcast
     timeout -k 5 200 "${MPIRUN[@]}" -np 2 "${CE[@]}" bench/bench_colls ${CE_COLLS:-alltoall,bcast,reduce} 1073741824 1048576 2>&1 | tee "$out/bench_ce.txt"
 fi
 if has rk; then # the resident small-allreduce kernel: checked by default, with relaunches, against a launched peer; then latency
+  if [ "${RK_TESTS:-1}" = 1 ]; then
     run rk_np2 200 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_allreduce quick
     echo "rk_np2: resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_np2.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_np2.log")"
     gzip -f "$out/rk_np2.log"
@@ -171,6 +172,7 @@ if has rk; then # the resident small-allreduce kernel: checked by default, with 
     run rk_np4 200 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
     run rk_colls_np2 200 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
     run rk_order_np4 120 4 test/gpu/test_cuda_colls order
+  fi
     for v in on off; do
         echo "## coll_gpu_cuda_resident $v" >> "$out/rk_lat.txt"
         timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_resident $v \
