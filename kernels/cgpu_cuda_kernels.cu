@@ -832,7 +832,7 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
                         s_exit = 0 != (f[2] & CGPU_CUDA_RESIDENT_EXIT);
                         break;
                     }
-                    if (0 == (it & 63) && global_ns() - t_idle > a.idle_ns) {
+                    if (0 == (it & 3) && global_ns() - t_idle > a.idle_ns) { /* a poll: ~1 us */
                         dev[0] = k | CGPU_CUDA_RESIDENT_EXIT;
                         s_exit = 1;
                         break;

@@ -54,7 +54,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_ce_allreduce_min_bytes = 64u << 20;
     cfg->cuda_resident = -1;
     cfg->cuda_resident_max_bytes = 64u << 10;
-    cfg->cuda_resident_idle_us = 1000.0;
+    cfg->cuda_resident_idle_us = 50.0;
     cfg->cuda_resident_max_kernels = 4;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
