@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu order chmin
+#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin
 #   lat pending
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -106,6 +106,13 @@ if has mt_conn; then # the threaded engine path at np 4 with and without 32 hard
         run mt4_default_$i 45 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
         run mt4_conn32_$i 45 4 -x CUDA_DEVICE_MAX_CONNECTIONS=32 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
         run mt4_auto_$i 45 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads
+    done
+fi
+if has mt_excl; then # the threaded defect: the engine path forced, set-up exclusion on (as before) and off
+    run mtx_on 50 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+    for i in 1 2; do
+        run mtx_off_$i 50 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on \
+            --mca coll_gpu_cuda_setup_exclusive false test/gpu/test_cuda_nb threads
     done
 fi
 if has mt_trace; then # one failing threaded run with every call traced (verbose 100), for diagnosis

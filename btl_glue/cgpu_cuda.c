@@ -190,14 +190,23 @@ void cgpu_cuda_release_pending(void)
 }
 
 static void (*setup_hook)(void);
+static bool setup_exclusive = true; /* set once, at engine init */
 
 void cgpu_cuda_set_setup_hook(void (*fn)(void))
 {
     setup_hook = fn;
 }
 
+void cgpu_cuda_set_setup_exclusive(bool on)
+{
+    setup_exclusive = on;
+}
+
 void cgpu_cuda_setup_begin(void)
 {
+    if (!setup_exclusive) {
+        return;
+    }
     (void) pthread_rwlock_wrlock(&inflight);
     if (NULL != setup_hook) {
         setup_hook();
@@ -206,6 +215,9 @@ void cgpu_cuda_setup_begin(void)
 
 void cgpu_cuda_setup_end(void)
 {
+    if (!setup_exclusive) {
+        return;
+    }
     (void) pthread_rwlock_unlock(&inflight);
 }
 
@@ -566,6 +578,11 @@ void cgpu_cuda_setup_begin(void)
 void cgpu_cuda_set_setup_hook(void (*fn)(void))
 {
     (void) fn;
+}
+
+void cgpu_cuda_set_setup_exclusive(bool on)
+{
+    (void) on;
 }
 
 void cgpu_cuda_setup_end(void)

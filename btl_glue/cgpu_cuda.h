@@ -59,6 +59,8 @@ void cgpu_cuda_setup_end(void);
 /** Called by cgpu_cuda_setup_begin once no collective is in flight (the resident kernels
  * are stopped there: a set-up call may wait for every kernel running on the device). */
 void cgpu_cuda_set_setup_hook(void (*fn)(void));
+/** false: cgpu_cuda_setup_begin/end do nothing (set-up runs beside kernels in flight). */
+void cgpu_cuda_set_setup_exclusive(bool on);
 
 /** A non-blocking stream (no implicit ordering with the legacy default stream), or with
  * @p blocking a blocking one: its work starts after what the legacy default stream holds

@@ -362,6 +362,13 @@ static int gpu_register(void)
             "cuda backend: most resident kernels (communicators) per process at once; past it "
             "a communicator launches a kernel per call",
             OPAL_INFO_LVL_6, &c->cuda_resident_max_kernels);
+    c->cuda_setup_exclusive = d.cuda_setup_exclusive;
+    reg("cuda_setup_exclusive",
+        "cuda backend: a communicator's CUDA set-up (allocations, IPC export and open) waits "
+        "until no collective kernel of the process is in flight, in case the CUDA runtime makes "
+        "such calls wait for running kernels; false: it does not wait (an experiment on the "
+        "threaded defect, see README)",
+        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &c->cuda_setup_exclusive);
     c->cuda_stream_order = d.cuda_stream_order;
     reg_enum("cuda_stream_order",
              "cuda backend: how a collective on device memory starts on the GPU only after the "
@@ -481,6 +488,7 @@ static int gpu_open(void)
     cfg.cuda_resident_max_bytes = c->cuda_resident_max_bytes;
     cfg.cuda_resident_idle_us = c->cuda_resident_idle_us;
     cfg.cuda_resident_max_kernels = c->cuda_resident_max_kernels;
+    cfg.cuda_setup_exclusive = c->cuda_setup_exclusive;
     cfg.profiler = c->profiler;
     cfg.ofi_provider = c->ofi_provider;
     cfg.stage_host_buffers = c->stage_host_buffers;

@@ -56,6 +56,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_resident_max_bytes = 64u << 10;
     cfg->cuda_resident_idle_us = 50.0;
     cfg->cuda_resident_max_kernels = 4;
+    cfg->cuda_setup_exclusive = true;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
     cfg->ofi_provider = NULL;
@@ -83,10 +84,12 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_ipc_cache_size < 0 || cfg->cuda_channel_min_bytes < 1 ||
         cfg->cuda_stream_order < CGPU_ORDER_AUTO ||
         cfg->cuda_stream_order > CGPU_ORDER_BLOCKING_STREAM || cfg->proxy_max_peers < 0 ||
-        cfg->proxy_max_inflight < 1 || cfg->proxy_bounce_bytes < 4096) {
+        cfg->proxy_max_inflight < 1 || cfg->proxy_bounce_bytes < 4096 ||
+        !(cfg->cuda_resident_idle_us >= 0) || cfg->cuda_resident_max_kernels < 0) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;
+    cgpu_cuda_set_setup_exclusive(cfg->cuda_setup_exclusive);
     /* whole cache lines, so every slot is aligned for every element type */
     engine_cfg.slot_bytes &= ~(size_t) 63;
     engine_cfg.stage_bytes &= ~(size_t) 63;

@@ -92,6 +92,8 @@ typedef struct cgpu_config {
     size_t cuda_resident_max_bytes; /* allreduces up to this size take them */
     double cuda_resident_idle_us;   /* a resident kernel ends after this long without work */
     int cuda_resident_max_kernels;  /* at most this many per process at once */
+    bool cuda_setup_exclusive;  /* a communicator's CUDA set-up waits until no collective
+                                 * kernel of the process is in flight (cgpu_cuda_setup_begin) */
     /* inter-node proxy (libfabric; cgpu_proxy.h) */
     const char *ofi_provider;   /* provider name; NULL or "": the best found, tcp as fallback */
     int proxy_max_peers;        /* peers one process connects to at most (0: no cap) */
