@@ -273,6 +273,13 @@ static inline CGPU_CUDA_HD size_t cgpu_cuda_ce_start(size_t count, size_t lo, si
     return p == n ? count : t >= count ? 0 : (count - t) / 16 * 16;
 }
 
+/** 2-rank copy-engine allreduce: rank 0 reduces elements [0, mid), rank 1 [mid, count); mid
+ * is on the 16-element grid, so both halves start on whole vectors. */
+static inline CGPU_CUDA_HD size_t cgpu_cuda_ce_half(size_t count)
+{
+    return count / 2 / 16 * 16;
+}
+
 /** Copy-engine reduce, root of 2 ranks: the other rank's copy engines write its input into
  * out in the pieces above, raising *flag to base + i + 1 after piece i; the kernel reduces
  * each piece with `in` into out as soon as it has landed, and also stores the result

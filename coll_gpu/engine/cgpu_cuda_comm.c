@@ -1286,7 +1286,7 @@ static cgpu_status_t launch_ce_allreduce(cgpu_comm_t *comm, const void *in, void
     cgpu_cuda_comm_t *cc = comm->cuda;
     const int me = comm->rank, peer = 1 - me;
     const size_t es = cgpu_dtype_size(ce->dt);
-    const size_t mid = ce->count / 2 / 16 * 16;
+    const size_t mid = cgpu_cuda_ce_half(ce->count);
     const size_t first[2] = {0, mid}, cnt[2] = {mid, ce->count - mid};
     /* the reduce's pieces (see launch_ce_reduce); both halves counted as the larger one,
      * so both ranks number them alike (the smaller half's first piece may be empty) */

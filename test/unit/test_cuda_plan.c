@@ -1,0 +1,143 @@
+/*
+ * coll/gpu unit tests: the parts of the cuda backend's plans that the host computes and
+ * the kernels must agree with, checked on the host (no GPU needed):
+ *   - the copy-engine pieces of the 2-rank reduce and of each half of the 2-rank allreduce
+ *     (cgpu_cuda_ce_half, cgpu_cuda_ce_npieces, cgpu_cuda_ce_start): every element in
+ *     exactly one piece, boundaries on the 16-element grid, the last piece the small one;
+ *   - the resident kernel's descriptor tags (cgpu_cuda_resident_mix): a part read whole
+ *     checks, a part read half old and half new fails its check unless it holds the same
+ *     field, and the packed count/blocks/exit word round-trips.
+ */
+#include <CUnit/Basic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "cunit_run.h"
+#include "kernels/cgpu_cuda_kernels.h"
+
+/* pieces of `count` elements numbered as the kernels number them, with `n` pieces */
+static void check_pieces(size_t count, size_t lo, size_t hi, int n)
+{
+    size_t prev = 0;
+    for (int p = 0; p < n; ++p) {
+        const size_t a = cgpu_cuda_ce_start(count, lo, hi, n, p);
+        const size_t b = cgpu_cuda_ce_start(count, lo, hi, n, p + 1);
+        CU_ASSERT_EQUAL(a, prev);  /* contiguous, in order */
+        CU_ASSERT(b >= a);
+        CU_ASSERT(0 == a % 16);    /* whole vectors from the start */
+        if (b - a > hi + 16) {     /* no piece beyond the largest size (but for the grid) */
+            CU_FAIL("a piece larger than hi");
+        }
+        prev = b;
+    }
+    CU_ASSERT_EQUAL(prev, count); /* every element once */
+    if (count > 0 && n > 1) {     /* the last piece is the small one */
+        const size_t last = count - cgpu_cuda_ce_start(count, lo, hi, n, n - 1);
+        CU_ASSERT(last <= lo + 16);
+    }
+}
+
+static void test_ce_pieces(void)
+{
+    const size_t es[] = {1, 2, 4, 8, 16};
+    const size_t counts[] = {1, 15, 16, 17, 1000, 65536, 1000003, (size_t) 3 << 20, (size_t) 1 << 27,
+                             ((size_t) 1 << 28) + 7};
+    for (size_t e = 0; e < sizeof(es) / sizeof(es[0]); ++e) {
+        const size_t lo = ((size_t) 2 << 20) / es[e], hi = ((size_t) 64 << 20) / es[e];
+        for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
+            const size_t count = counts[c];
+            check_pieces(count, lo, hi, cgpu_cuda_ce_npieces(count, lo, hi));
+        }
+    }
+}
+
+/* the allreduce: each half cut in as many pieces as the larger half needs (both ranks count
+ * them alike); the halves meet at a vector boundary and cover the buffer */
+static void test_ce_allreduce_halves(void)
+{
+    const size_t counts[] = {32, 33, 47, 48, 100, 4097, 1000003, (size_t) 16 << 20, ((size_t) 1 << 27) + 5};
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
+        const size_t count = counts[c], es = 4;
+        const size_t lo = ((size_t) 2 << 20) / es, hi = ((size_t) 64 << 20) / es;
+        const size_t mid = cgpu_cuda_ce_half(count);
+        CU_ASSERT(0 == mid % 16);
+        CU_ASSERT(mid > 0 && mid <= count - mid); /* the second half is the larger */
+        CU_ASSERT(count - mid - mid < 32);        /* and by less than two vectors */
+        const int n = cgpu_cuda_ce_npieces(count - mid, lo, hi);
+        CU_ASSERT(n >= cgpu_cuda_ce_npieces(mid, lo, hi));
+        check_pieces(mid, lo, hi, n);
+        check_pieces(count - mid, lo, hi, n);
+    }
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static void test_resident_tags(void)
+{
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    unsigned torn_passed = 0;
+    for (int i = 0; i < 200000; ++i) {
+        const uint64_t k = 1 + rnd(&s) % 1000000;
+        /* fields as the host writes them: pointers, small counts, call numbers */
+        uint64_t f_old, f_new;
+        switch (i % 4) {
+        case 0:
+            f_old = 0x7f0000000000ull + (rnd(&s) & 0xffffff) * 256;
+            f_new = 0x7f0000000000ull + (rnd(&s) & 0xffffff) * 256;
+            break;
+        case 1:
+            f_old = (rnd(&s) % 65536) | (uint64_t) (1 + rnd(&s) % 8) << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT;
+            f_new = (rnd(&s) % 65536) | (uint64_t) (1 + rnd(&s) % 8) << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT;
+            break;
+        case 2:
+            f_old = k + 1000;
+            f_new = k + 1001;
+            break;
+        default: /* a change of the field by exactly the change of the number (a count
+                  * from 6 to 7 with k odd): a plain xor of number and field misses it */
+            f_old = rnd(&s) % 65536;
+            f_new = f_old ^ ((k - 1) ^ k);
+            break;
+        }
+        const uint64_t tag_old = (k - 1) ^ cgpu_cuda_resident_mix(f_old);
+        const uint64_t tag_new = k ^ cgpu_cuda_resident_mix(f_new);
+        CU_ASSERT_EQUAL(tag_new ^ cgpu_cuda_resident_mix(f_new), k);          /* whole, new */
+        CU_ASSERT_NOT_EQUAL(tag_old ^ cgpu_cuda_resident_mix(f_old), k);      /* whole, old */
+        if (f_old != f_new) {
+            torn_passed += (tag_new ^ cgpu_cuda_resident_mix(f_old)) == k;    /* new tag, old field */
+            torn_passed += (tag_old ^ cgpu_cuda_resident_mix(f_new)) == k;    /* old tag, new field */
+        }
+    }
+    CU_ASSERT_EQUAL(torn_passed, 0);
+}
+
+static void test_resident_packing(void)
+{
+    const uint64_t counts[] = {0, 1, 7777, (1ull << 48) - 1};
+    for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
+        for (uint64_t b = 1; b <= CGPU_CUDA_MAX_ONESHOT_BLOCKS; ++b) {
+            const uint64_t w = counts[c] | b << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT;
+            CU_ASSERT_EQUAL(w & CGPU_CUDA_RESIDENT_COUNT_MASK, counts[c]);
+            CU_ASSERT_EQUAL(w >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff, b);
+            CU_ASSERT_EQUAL(w & CGPU_CUDA_RESIDENT_EXIT, 0);
+        }
+    }
+    CU_ASSERT_NOT_EQUAL(CGPU_CUDA_RESIDENT_EXIT & CGPU_CUDA_RESIDENT_COUNT_MASK, CGPU_CUDA_RESIDENT_EXIT);
+}
+
+int main(void)
+{
+    static const cgpu_unit_case_t cases[] = {
+        {"copy-engine pieces cover every element once, on the vector grid", test_ce_pieces},
+        {"copy-engine allreduce halves and their pieces", test_ce_allreduce_halves},
+        {"resident descriptor tags reject torn parts", test_resident_tags},
+        {"resident descriptor word packing", test_resident_packing},
+    };
+    return cgpu_unit_run("test_cuda_plan", cases, sizeof(cases) / sizeof(cases[0]));
+}
