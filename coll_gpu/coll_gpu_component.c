@@ -147,8 +147,9 @@ static int gpu_register(void)
              "MPI_Ibcast, MPI_Iallgather, MPI_Ialltoall) on the engine (a worker thread per "
              "communicator; on: always, off: staged through the previous module's non-blocking "
              "collectives on host copies); auto: on, except on the cuda backend under "
-             "MPI_THREAD_MULTIPLE, where several threads driving them on their own "
-             "communicators failed on 2x H200 (known defect, see README)",
+             "MPI_THREAD_MULTIPLE with coll_gpu_cuda_setup_exclusive on, where several threads "
+             "driving them on their own communicators failed on 2x H200 (known defect, see "
+             "README)",
              nb_engine_values, &c->nb_engine);
     reg_int("nb_max_workers",
             "Most worker threads per process for non-blocking collectives on the engine path "
