@@ -168,17 +168,18 @@ if has ce; then # the copy-engine path forced on every alltoall and 2-rank bcast
 fi
 if has rk; then # the resident small-allreduce kernel: checked by default, with relaunches, against a launched peer; then latency
   if [ "${RK_TESTS:-1}" = 1 ]; then
-    run rk_np2 200 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_allreduce quick
+    RKON=(--mca coll_gpu_cuda_resident on) # off by default for now
+    run rk_np2 200 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_allreduce quick
     echo "rk_np2: resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_np2.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_np2.log")"
     gzip -f "$out/rk_np2.log"
-    run rk_idle_np2 200 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_cuda_resident_idle_us 20 --mca coll_gpu_verbose 100 test/gpu/test_cuda_allreduce quick
+    run rk_idle_np2 200 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_cuda_resident_idle_us 20 --mca coll_gpu_verbose 100 test/gpu/test_cuda_allreduce quick
     echo "rk_idle_np2 (20 us idle): resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_idle_np2.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_idle_np2.log")"
     gzip -f "$out/rk_idle_np2.log"
     run rk_mixed_np2 200 1 --mca coll_gpu_cuda_timeout 10 -x OMPI_MCA_coll_gpu_cuda_resident=1 test/gpu/test_cuda_allreduce quick : \
         -np 1 -x OMPI_MCA_coll_gpu_cuda_resident=0 test/gpu/test_cuda_allreduce quick
-    run rk_np4 200 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
-    run rk_colls_np2 200 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
-    run rk_order_np4 120 4 test/gpu/test_cuda_colls order
+    run rk_np4 200 4 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
+    run rk_colls_np2 200 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
+    run rk_order_np4 120 4 "${RKON[@]}" test/gpu/test_cuda_colls order
   fi
     for v in on off; do
         echo "## coll_gpu_cuda_resident $v" >> "$out/rk_lat.txt"
@@ -186,11 +187,11 @@ if has rk; then # the resident small-allreduce kernel: checked by default, with 
             bench/bench_colls ${RK_COLLS:-allreduce,allreduce_char} ${RK_MAX:-65536} 8 >> "$out/rk_lat.txt" 2>&1
     done
     awk '/^##/{v=$3} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s/%s", $1, $2, $4}' "$out/rk_lat.txt"; echo
-    timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_verbose 100 bench/bench_colls allreduce 64 8 > "$out/rk_lat_trace.log" 2>&1
+    timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 100 bench/bench_colls allreduce 64 8 > "$out/rk_lat_trace.log" 2>&1
     echo "bench trace: resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_lat_trace.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_lat_trace.log")"
     gzip -f "$out/rk_lat_trace.log"
     for o in stream none; do # where a resident call's time goes (reported at MPI_Finalize, verbose 10)
-        timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_verbose 10 --mca coll_gpu_cuda_stream_order $o \
+        timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 --mca coll_gpu_cuda_stream_order $o \
             bench/bench_colls allreduce 8 8 > "$out/rk_split_$o.log" 2>&1
         echo "stream_order $o: $(grep -h ' 8  *[0-9]' "$out/rk_split_$o.log" | head -1)"
         grep -h "resident allreduce:" "$out/rk_split_$o.log" | sed 's/.*coll.gpu: //'

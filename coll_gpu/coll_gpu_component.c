@@ -346,7 +346,9 @@ static int gpu_register(void)
              "it each call through mapped host memory and polls for its end (no launch, no "
              "stream synchronize). It ends after coll_gpu_cuda_resident_idle_us without work, "
              "and before any set-up of ours; a cudaDeviceSynchronize or cudaFree made meanwhile "
-             "waits for that. auto: on, except under MPI_THREAD_MULTIPLE",
+             "waits for that. auto: on, except under MPI_THREAD_MULTIPLE. Off by default for now: "
+             "the last version run on a GPU could end while a block was still in a call (fixed, "
+             "not yet run on a GPU)",
              nb_engine_values, &c->cuda_resident);
     c->cuda_resident_max_bytes = (unsigned long) d.cuda_resident_max_bytes;
     reg_ulong("cuda_resident_max_bytes",

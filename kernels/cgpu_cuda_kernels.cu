@@ -793,9 +793,10 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
  * 16-byte parts each carry a tag made of the descriptor's number and the part's field:
  * one round trip over PCIe reads a whole, checked descriptor) and hands it to the other blocks through device memory;
  * every block runs its part of the oneshot protocol above (the same inbox slots, flags and
- * call numbers as a launched oneshot, so a peer may run either); the last block to finish
- * publishes the descriptor's number to the host. After idle_ns without a descriptor, or
- * on an exit descriptor, the kernel ends and says so to the host. ---- */
+ * call numbers as a launched oneshot, so a peer may run either); once every block has
+ * counted itself done, block 0 publishes the descriptor's number to the host. After idle_ns without a descriptor, or
+ * on an exit descriptor, the kernel ends and says so to the host (with the number it was
+ * waiting for: the host launches it again only for a descriptor it has not taken). ---- */
 
 __device__ __forceinline__ void load16_volatile(const void *p, uint64_t &x, uint64_t &y)
 {
@@ -868,8 +869,15 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
         __syncthreads();
         if (0 == threadIdx.x) {
             __threadfence();
-            const unsigned long long before = atomicAdd((unsigned long long *) &dev[1], 1ull);
-            if (before + 1 == (k - a.start + 1) * gridDim.x) {
+            (void) atomicAdd((unsigned long long *) &dev[1], 1ull);
+            /* block 0 waits until every block is done with descriptor k (one scheduled
+             * late, or still waiting for a peer), and only then publishes it and starts
+             * its idle clock: so it never takes k + 1, nor ends, while a block is in k, and
+             * the host sees the completion before any end of the kernel */
+            if (0 == blockIdx.x) {
+                const unsigned long long all = (k - a.start + 1) * gridDim.x;
+                while (*(volatile unsigned long long *) &dev[1] < all) {
+                }
                 __threadfence_system();
                 store_flag(a.completed, k);
             }
@@ -1102,7 +1110,9 @@ __global__ void release_kernel(const cgpu_cuda_release_args_t a)
 __global__ void ce_sync_kernel(const cgpu_cuda_ce_sync_args_t a)
 {
     const int i = (int) threadIdx.x;
-    if (nullptr != a.signal[i]) {
+    /* after a timeout of ours (a reduction that gave up) the peers must not be told our
+     * part is written: they time out too, and every rank reports the failure */
+    if (nullptr != a.signal[i] && 0 == *(volatile unsigned long long *) a.err) {
         __threadfence_system();
         store_flag(a.signal[i], a.seq);
     }

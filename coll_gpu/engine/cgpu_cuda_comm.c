@@ -843,17 +843,14 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     if (0 != err) {
         return cgpu_cuda_check(err, "resident allreduce launch");
     }
-    st = cgpu_cuda_event_record(cc->rk_ev, cc->rk_stream);
-    if (CGPU_OK != st) {
-        return st;
-    }
-    cgpu_log(CGPU_LOG_TRACE, "cuda: resident allreduce kernel launched, rank %d %s/%s from %llu",
-             comm->rank, cgpu_dtype_name(dt), cgpu_op_name(op), (unsigned long long) start);
+    /* running from here on, whatever follows fails (it owns descriptor `start`) */
     cc->rk_running = true;
     cc->rk_launches++;
     cc->rk_dt = dt;
     cc->rk_op = op;
-    return CGPU_OK;
+    cgpu_log(CGPU_LOG_TRACE, "cuda: resident allreduce kernel launched, rank %d %s/%s from %llu",
+             comm->rank, cgpu_dtype_name(dt), cgpu_op_name(op), (unsigned long long) start);
+    return cgpu_cuda_event_record(cc->rk_ev, cc->rk_stream);
 }
 
 /* Whether this communicator may hand this allreduce to a resident kernel (this rank's
@@ -909,12 +906,21 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
             cc->rk_wait_ns += rk_now_ns() - t1;
             return CGPU_OK;
         }
-        if (0 != rk_load(cc, RK_EXITED)) { /* it ended idle before taking descriptor k */
-            if (rk_load(cc, RK_DONE) >= k) {
+        const uint64_t ended = rk_load(cc, RK_EXITED);
+        if (0 != ended) {
+            if (rk_load(cc, RK_DONE) >= k) { /* published before the kernel ended */
+                cc->rk_wait_ns += rk_now_ns() - t1;
                 return CGPU_OK;
             }
-            st = rk_launch(comm, rc->dt, rc->op, k);
-            continue;
+            if (ended == k) { /* it ended idle before taking descriptor k: again */
+                st = rk_launch(comm, rc->dt, rc->op, k);
+                continue;
+            }
+            cc->rk_running = false;
+            cgpu_log(CGPU_LOG_WARN, "cuda: rank %d: the resident allreduce kernel ended at "
+                     "descriptor %llu without completing %llu", comm->rank,
+                     (unsigned long long) ended, (unsigned long long) k);
+            return CGPU_ERR_DEVICE;
         }
         if (0 == (it & 0xfff) && CGPU_IN_PROGRESS != cgpu_cuda_event_query(cc->rk_ev) &&
             rk_load(cc, RK_DONE) < k && 0 == rk_load(cc, RK_EXITED)) {
@@ -1320,8 +1326,11 @@ static cgpu_status_t launch_ce_allreduce(cgpu_comm_t *comm, const void *in, void
             st = 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
         }
     }
-    if (CGPU_OK != st) {
-        return st; /* the peer times out waiting: coll_gpu_cuda_timeout */
+    if (CGPU_OK != st) { /* the peer times out waiting: coll_gpu_cuda_timeout; what this
+                          * call queued on stream2 and stream3 ends before it returns */
+        (void) cgpu_cuda_stream_after(cc->stream, cc->ev3, cc->stream3);
+        (void) cgpu_cuda_stream_after(cc->stream, cc->ev2, cc->stream2);
+        return st;
     }
     const size_t off = first[me] * es;
     cgpu_cuda_ce_reduce_args_t a = {.timeout_ns = cc->timeout_ns, .err = cc->err_dev,
@@ -1333,6 +1342,7 @@ static cgpu_status_t launch_ce_allreduce(cgpu_comm_t *comm, const void *in, void
     const int blocks = (int) clamp1(div_up(largest * es, 128 << 10), 128);
     int err = cgpu_cuda_ce_reduce(&a, ce->dt, ce->op, blocks, cc->threads, cc->stream);
     if (0 != err) {
+        (void) cgpu_cuda_stream_after(cc->stream, cc->ev3, cc->stream3);
         return cgpu_cuda_check(err, "allreduce launch");
     }
     /* our last piece flag is raised before the final one (the same word) */
