@@ -790,13 +790,14 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
 /* ---- resident oneshot allreduce: the kernel stays on the device between calls and takes
  * each call from a descriptor the host writes into mapped host memory, so a small call
  * costs no launch and no stream synchronize. Block 0 polls the descriptor (its four
- * 16-byte parts each carry a tag made of the descriptor's number and the part's field:
- * one round trip over PCIe reads a whole, checked descriptor) and hands it to the other blocks through device memory;
- * every block runs its part of the oneshot protocol above (the same inbox slots, flags and
- * call numbers as a launched oneshot, so a peer may run either); once every block has
- * counted itself done, block 0 publishes the descriptor's number to the host. After idle_ns without a descriptor, or
- * on an exit descriptor, the kernel ends and says so to the host (with the number it was
- * waiting for: the host launches it again only for a descriptor it has not taken). ---- */
+ * 16-byte parts each carry a tag made of the descriptor's number and the part's field: one
+ * round trip over PCIe reads a whole, checked descriptor) and hands it to the other blocks
+ * through device memory; every block runs its part of the oneshot protocol above (the same
+ * inbox slots, flags and call numbers as a launched oneshot, so a peer may run either);
+ * once every block has counted itself done, block 0 publishes the descriptor's number to
+ * the host. After idle_ns without a descriptor, or on an exit descriptor, the kernel ends
+ * and says so to the host (with the number it was waiting for: the host launches it again
+ * only for a descriptor it has not taken). ---- */
 
 __device__ __forceinline__ void load16_volatile(const void *p, uint64_t &x, uint64_t &y)
 {

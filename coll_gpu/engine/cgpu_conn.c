@@ -16,9 +16,7 @@ bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value)
         }
         ++spins;
         if (spins < 256) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
+            cgpu_cpu_relax();
         } else if (spins < 20000) {
             /* Oversubscribed runs (more ranks than cores) need the peer to get the CPU. */
             sched_yield();

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cgpu_config.h"
 #include "cgpu_cuda_comm.h"
@@ -67,7 +66,7 @@ typedef struct cgpu_cuda_comm {
     cgpu_op_t rk_op;
     int rk_blocks;
     struct cgpu_cuda_comm *rk_next;
-    uint64_t rk_calls, rk_launches, rk_pre_ns, rk_wait_ns; /* reported at destroy */
+    uint64_t rk_calls, rk_launches, rk_wait_ns; /* reported at destroy */
 } cgpu_cuda_comm_t;
 
 /* word indices in the resident control block (one 64-byte line each part) */
@@ -79,22 +78,6 @@ static cgpu_cuda_comm_t *rk_head;
 static int rk_count;
 static pthread_once_t rk_hook_once = PTHREAD_ONCE_INIT;
 static void rk_stop(cgpu_cuda_comm_t *cc);
-
-static uint64_t rk_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t) t.tv_sec * 1000000000ull + (uint64_t) t.tv_nsec;
-}
-
-static inline void rk_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 /* set-up (cgpu_cuda_setup_begin, no collective in flight): every resident kernel ends */
 static void rk_stop_all(void)
@@ -323,10 +306,9 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
         (void) cgpu_cuda_stream_sync(cc->stream);
     }
     if (cc->rk_calls > 0) {
-        cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident allreduce: %llu calls, %llu kernel launches; "
-                 "mean %.2f us from the engine call to the descriptor, %.2f us from it to completion",
-                 comm->rank, (unsigned long long) cc->rk_calls, (unsigned long long) cc->rk_launches,
-                 (double) cc->rk_pre_ns / 1e3 / (double) cc->rk_calls,
+        cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident allreduce: %llu calls, %llu kernel "
+                 "launches; mean %.2f us from the descriptor to its completion", comm->rank,
+                 (unsigned long long) cc->rk_calls, (unsigned long long) cc->rk_launches,
                  (double) cc->rk_wait_ns / 1e3 / (double) cc->rk_calls);
     }
     pthread_mutex_lock(&rk_lock);
@@ -607,7 +589,6 @@ out_restore:
 /* ---- the ring and the chains along it ---- */
 
 typedef struct ring_call {
-    uint64_t t0;  /* resident path: when the engine call began (for its report) */
     int mode;     /* CGPU_CUDA_RING_* */
     int root;
     size_t count; /* elements (per block where the mode has blocks); bytes when copying */
@@ -808,7 +789,7 @@ static void rk_stop(cgpu_cuda_comm_t *cc)
     if (0 == rk_load(cc, RK_EXITED)) {
         (void) rk_write(cc, 0, 0, CGPU_CUDA_RESIDENT_EXIT, 0);
         while (!rk_ended(cc)) {
-            rk_relax();
+            cgpu_cpu_relax();
         }
     }
     cc->rk_running = false;
@@ -891,9 +872,8 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     }
     const uint64_t nblocks = clamp1(div_up(bytes, 8 << 10), CGPU_CUDA_MAX_ONESHOT_BLOCKS);
     const uint64_t oseq = ++cc->oneshot_seq;
-    const uint64_t t1 = rk_now_ns();
+    const uint64_t t1 = cgpu_now_ns();
     cc->rk_calls++;
-    cc->rk_pre_ns += t1 - rc->t0;
     const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,
                                 (uint64_t) rc->count | nblocks << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT,
                                 oseq);
@@ -902,16 +882,13 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
              (unsigned long long) nblocks, (unsigned long long) oseq);
     cgpu_status_t st = cc->rk_running ? CGPU_OK : rk_launch(comm, rc->dt, rc->op, k);
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
+        const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the kernel publishes
+                                                          * completions before it ends */
         if (rk_load(cc, RK_DONE) >= k) {
-            cc->rk_wait_ns += rk_now_ns() - t1;
+            cc->rk_wait_ns += cgpu_now_ns() - t1;
             return CGPU_OK;
         }
-        const uint64_t ended = rk_load(cc, RK_EXITED);
         if (0 != ended) {
-            if (rk_load(cc, RK_DONE) >= k) { /* published before the kernel ended */
-                cc->rk_wait_ns += rk_now_ns() - t1;
-                return CGPU_OK;
-            }
             if (ended == k) { /* it ended idle before taking descriptor k: again */
                 st = rk_launch(comm, rc->dt, rc->op, k);
                 continue;
@@ -930,7 +907,7 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
                      "without completing a call", comm->rank);
             return CGPU_ERR_DEVICE;
         }
-        rk_relax();
+        cgpu_cpu_relax();
     }
     cc->rk_running = false;
     return st;
@@ -969,7 +946,6 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                  (CGPU_ALLREDUCE_AUTO == alg && comm->size >= 3 && bytes <= cc->tree_max_bytes));
     ring_call_t rc = {.mode = CGPU_CUDA_RING_ALLREDUCE, .count = count, .dt = dt, .op = op};
     const bool resident = oneshot && rk_takes(comm, sbuf, rbuf, bytes);
-    rc.t0 = resident ? rk_now_ns() : 0;
     cuda_call_t k = {.kind = "allreduce", .dtype = cgpu_dtype_name(dt), .op = cgpu_op_name(op),
                      .alg = resident ? "resident" : oneshot ? "oneshot" : tree ? "tree" : "ring",
                      .count = count, .bytes = bytes,
@@ -1224,6 +1200,33 @@ static cgpu_status_t ce_prepare(cgpu_comm_t *comm, const void *source, const voi
     return st;
 }
 
+/* The copy-engine pieces of `count` elements of `es` bytes (cgpu_cuda_ce_start, npieces of
+ * them) from src to dst on stream2, each followed by s->signal raised to base + i + 1 from
+ * flag_stream once it has landed (flag_ev orders the flag after the copy). */
+static cgpu_status_t ce_push_pieces(cgpu_cuda_comm_t *cc, char *dst, const char *src,
+                                    size_t count, size_t es, size_t lo, size_t hi, int npieces,
+                                    uint64_t base, cgpu_cuda_ce_sync_args_t *s,
+                                    void *flag_stream, void *flag_ev)
+{
+    cgpu_status_t st = CGPU_OK;
+    for (int i = 0; i < npieces && CGPU_OK == st; ++i) {
+        const size_t a = cgpu_cuda_ce_start(count, lo, hi, npieces, i);
+        const size_t b = cgpu_cuda_ce_start(count, lo, hi, npieces, i + 1);
+        if (b > a) { /* an allreduce's smaller half may start with empty pieces */
+            st = cgpu_cuda_copy_async(dst + a * es, src + a * es, (b - a) * es, cc->stream2);
+        }
+        if (CGPU_OK == st) {
+            st = cgpu_cuda_stream_after(flag_stream, flag_ev, cc->stream2);
+        }
+        if (CGPU_OK == st) {
+            s->seq = base + (uint64_t) i + 1;
+            int err = cgpu_cuda_ce_sync(s, flag_stream);
+            st = 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
+        }
+    }
+    return st;
+}
+
 /* 2-rank reduce: the other rank's copy engines push its input into the root's output in
  * pieces (on a second stream, so the copies run back to back), each followed by a flag;
  * the root's kernel reduces every piece as it lands. Both ranks advance ce_seq alike. */
@@ -1261,20 +1264,9 @@ static cgpu_status_t launch_ce_reduce(cgpu_comm_t *comm, const void *in, void *o
     s.err = cc->err_dev;
     s.signal[ce->root] = (uint64_t *) (cc->peer_inbox[ce->root] + CGPU_CUDA_FLAG_CE(me));
     cgpu_status_t st = cgpu_cuda_stream_after(cc->stream2, cc->ev2, cc->stream);
-    for (int i = 0; i < npieces && CGPU_OK == st; ++i) {
-        const size_t first = cgpu_cuda_ce_start(ce->count, lo, hi, npieces, i);
-        const size_t off = first * es;
-        const size_t len = (cgpu_cuda_ce_start(ce->count, lo, hi, npieces, i + 1) - first) * es;
-        st = cgpu_cuda_copy_async(ce->dst[ce->root] + off, (const char *) in + off, len,
-                                  cc->stream2);
-        if (CGPU_OK == st) {
-            st = cgpu_cuda_stream_after(cc->stream, cc->ev2, cc->stream2);
-        }
-        if (CGPU_OK == st) {
-            s.seq = base + (uint64_t) i + 1;
-            int err = cgpu_cuda_ce_sync(&s, cc->stream);
-            st = 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
-        }
+    if (CGPU_OK == st) {
+        st = ce_push_pieces(cc, ce->dst[ce->root], in, ce->count, es, lo, hi, npieces, base, &s,
+                            cc->stream, cc->ev2);
     }
     return st; /* on an error the root times out waiting: coll_gpu_cuda_timeout */
 }
@@ -1309,22 +1301,10 @@ static cgpu_status_t launch_ce_allreduce(cgpu_comm_t *comm, const void *in, void
     s.timeout_ns = cc->timeout_ns;
     s.err = cc->err_dev;
     s.signal[peer] = (uint64_t *) (cc->peer_inbox[peer] + CGPU_CUDA_FLAG_CE(me));
-    for (int i = 0; i < npieces && CGPU_OK == st; ++i) {
-        const size_t a = cgpu_cuda_ce_start(cnt[peer], lo, hi, npieces, i);
-        const size_t b = cgpu_cuda_ce_start(cnt[peer], lo, hi, npieces, i + 1);
-        const size_t off = (first[peer] + a) * es;
-        if (b > a) {
-            st = cgpu_cuda_copy_async(ce->dst[peer] + off, (const char *) in + off, (b - a) * es,
-                                      cc->stream2);
-        }
-        if (CGPU_OK == st) {
-            st = cgpu_cuda_stream_after(cc->stream3, cc->ev3, cc->stream2);
-        }
-        if (CGPU_OK == st) {
-            s.seq = base + (uint64_t) i + 1;
-            int err = cgpu_cuda_ce_sync(&s, cc->stream3);
-            st = 0 != err ? cgpu_cuda_check(err, "copy-engine flags") : CGPU_OK;
-        }
+    if (CGPU_OK == st) {
+        const size_t poff = first[peer] * es;
+        st = ce_push_pieces(cc, ce->dst[peer] + poff, (const char *) in + poff, cnt[peer], es, lo,
+                            hi, npieces, base, &s, cc->stream3, cc->ev3);
     }
     if (CGPU_OK != st) { /* the peer times out waiting: coll_gpu_cuda_timeout; what this
                           * call queued on stream2 and stream3 ends before it returns */

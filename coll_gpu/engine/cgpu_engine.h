@@ -352,6 +352,16 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
 cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                           cgpu_dtype_t dt, cgpu_op_t op, int root);
 
+/* One turn of a busy-wait loop: a hint to the core (x86 pause, arm yield). */
+static inline void cgpu_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 #ifdef __cplusplus
 }
 #endif

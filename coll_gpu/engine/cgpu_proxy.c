@@ -1704,9 +1704,7 @@ cgpu_status_t cgpu_proxy_waitall(cgpu_proxy_req_t *reqs, int n, double timeout_s
             }
         }
         if (++spins < 100) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
+            cgpu_cpu_relax();
         } else if (spins < 2000) {
             sched_yield();
         } else {
