@@ -135,15 +135,19 @@ if has floor; then # the launch-and-wait floor of one small call on this machine
     nvcc -O2 -gencode arch=compute_90,code=sm_90 -o bench/bench_floor bench/bench_floor.cu &&
         bench/bench_floor 20000 2>&1 | tee "$out/floor.txt"
 fi
-if has staged; then # the staged allreduce: pipelined (default) against one whole host copy
-    PIPE=(--mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback
-          --mca coll_gpu_stage_pipeline_min_bytes 1 --mca coll_gpu_stage_chunk_bytes 1000)
-    run pipe_staged_np3 200 3 "${PIPE[@]}" --mca coll_gpu_stage_host_buffers 1 test/mpi/test_forced_fallback
-    for v in 4194304 0; do
-        echo "## coll_gpu_stage_chunk_bytes $v (allreduce forced to the previous module)"
-        timeout -k 5 200 "${MPIRUN[@]}" -np 2 --mca coll_gpu_allreduce_algorithm fallback \
-            --mca coll_gpu_stage_chunk_bytes "$v" bench/bench_colls allreduce \
-            ${STAGED_MAX:-268435456} 1048576 2>&1 | tee -a "$out/staged.txt"
+if has staged; then # the staged allreduce: user ops and pair types on device buffers, then speed
+    SMALL=(--mca coll_gpu_stage_chunk_bytes 65536 --mca coll_gpu_stage_pipeline_min_bytes 131072)
+    run staged_gpu_np2 120 2 "${SMALL[@]}" test/gpu/test_cuda_staged engine
+    run staged_gpu_np3 150 3 "${SMALL[@]}" test/gpu/test_cuda_staged engine
+    run staged_gpu_np4 150 4 "${SMALL[@]}" test/gpu/test_cuda_staged engine
+    run staged_gpu_prev_np2 150 2 "${SMALL[@]}" --mca coll_gpu_stage_allreduce_engine 0 test/gpu/test_cuda_staged previous
+    for v in ${STAGED_VARIANTS:-engine:4194304 engine:16777216 previous:4194304}; do
+        IFS=: read -r how chunk <<<"$v"
+        e=1; [ "$how" = previous ] && e=0
+        echo "## staged allreduce forced ($how moves the data, coll_gpu_stage_chunk_bytes $chunk)"
+        timeout -k 5 150 "${MPIRUN[@]}" -np 2 --mca coll_gpu_allreduce_algorithm fallback \
+            --mca coll_gpu_stage_allreduce_engine $e --mca coll_gpu_stage_chunk_bytes "$chunk" \
+            bench/bench_colls allreduce ${STAGED_MAX:-268435456} 1048576 2>&1 | tee -a "$out/staged.txt"
     done
 fi
 if has colls_full; then # every collective, full sizes, at 3 and 4 ranks on 2 GPUs
@@ -168,7 +172,7 @@ if has ce; then # the copy-engine path forced on every alltoall and 2-rank bcast
 fi
 if has rk; then # the resident small-allreduce kernel: checked by default, with relaunches, against a launched peer; then latency
   if [ "${RK_TESTS:-1}" = 1 ]; then
-    RKON=(--mca coll_gpu_cuda_resident on) # off by default for now
+    RKON=(--mca coll_gpu_cuda_resident on) # forced (auto is off under MPI_THREAD_MULTIPLE)
     run rk_np2 200 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_allreduce quick
     echo "rk_np2: resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_np2.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_np2.log")"
     gzip -f "$out/rk_np2.log"

@@ -77,6 +77,7 @@ typedef struct mca_coll_gpu_component_t {
     bool stage_host_buffers; /* testing: stage host buffers as if they were on a device */
     unsigned long stage_chunk_bytes;        /* staged allreduce: chunk of the pipeline */
     unsigned long stage_pipeline_min_bytes; /* ... from this many bytes (0 chunk: never) */
+    bool stage_allreduce_engine;            /* ... data moved by the engine, host arithmetic */
     double ras_timeout;
     bool ras_abort_on_timeout;
     bool engine_up; /* cgpu_engine_init succeeded */
@@ -230,6 +231,9 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
 /* the engine reduces (dtype, op) (predefined, defined by MPI; MPI_BYTE bitwise only) */
 bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                    cgpu_dtype_t *dt, cgpu_op_t *eop);
+/* the host can reduce (dtype, op) with Open MPI's op: a user function, or Open MPI's own
+ * function for a predefined datatype */
+bool mca_coll_gpu_host_reducible(struct ompi_datatype_t *dtype, struct ompi_op_t *op);
 int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,

@@ -34,6 +34,7 @@ mca_coll_gpu_component_t mca_coll_gpu_component = {
     .nb_engine = -1,
     .stage_chunk_bytes = 4194304,
     .stage_pipeline_min_bytes = 8388608,
+    .stage_allreduce_engine = true,
     .verbose = 0,
     .output = -1,
     .backend = CGPU_BACKEND_AUTO,
@@ -346,9 +347,7 @@ static int gpu_register(void)
              "it each call through mapped host memory and polls for its end (no launch, no "
              "stream synchronize). It ends after coll_gpu_cuda_resident_idle_us without work, "
              "and before any set-up of ours; a cudaDeviceSynchronize or cudaFree made meanwhile "
-             "waits for that. auto: on, except under MPI_THREAD_MULTIPLE. Off by default for now: "
-             "the last version run on a GPU could end while a block was still in a call (fixed, "
-             "not yet run on a GPU)",
+             "waits for that. auto: on, except under MPI_THREAD_MULTIPLE",
              nb_engine_values, &c->cuda_resident);
     c->cuda_resident_max_bytes = (unsigned long) d.cuda_resident_max_bytes;
     reg_ulong("cuda_resident_max_bytes",
@@ -401,6 +400,14 @@ static int gpu_register(void)
               "the pipeline (host buffers too: reduced chunk by chunk, with no copy), smaller "
               "ones through one host copy",
               &c->stage_pipeline_min_bytes);
+    reg("stage_allreduce_engine",
+        "Staged allreduce, pipelined sizes: the engine moves the data (an alltoall of each "
+        "chunk's blocks, then an allgather of the results) and the host only reduces, with "
+        "Open MPI's op (user functions and derived datatypes included), while the next "
+        "chunk's copies run; false: the previous coll module's allreduce on each chunk's "
+        "pinned host copy. Taken where the communicator's engine is set up and no two of its "
+        "ranks share a GPU; every rank must use the same value",
+        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, &c->stage_allreduce_engine);
     c->stage_host_buffers = false;
     reg("stage_host_buffers",
         "Testing only: treat host buffers like device buffers on the staged paths (copy them "

@@ -11,6 +11,7 @@
 #include "coll_gpu.h"
 
 #include "ompi/datatype/ompi_datatype.h"
+#include "ompi/op/op.h"
 #include "opal/util/output.h"
 
 /* Bytes from the first to the last byte count elements of dtype touch, and the offset
@@ -163,6 +164,115 @@ static int pipe_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf
     return rc;
 }
 
+/*
+ * The staged allreduce with the engine moving the data (coll_gpu_stage_allreduce_engine):
+ * for each chunk of n x q elements, an engine alltoall gives this rank block `rank` of every
+ * rank's chunk (device scratch), the copy stream brings those n blocks to pinned host
+ * memory, the host reduces them with Open MPI's op (user functions, derived datatypes and
+ * the pair types included, in rank order for ops that do not commute), the copy stream takes
+ * the result to this rank's block of the receive buffer, and an engine allgather in place
+ * spreads the blocks. Only the arithmetic runs on the host; the copies of chunk i+1 and the
+ * result of chunk i-1 move while the host reduces chunk i. Fewer than n elements left at
+ * the end are allgathered whole and reduced by every rank.
+ *
+ * Every rank takes this path or none: the choice depends on the datatype, op, count, MCA
+ * params and the communicator's engine state, which the lazy set-up agrees on.
+ */
+/* acc = x_0 op x_1 op ... op x_(n-1), n blocks of q elements laid out one after another in
+ * h; the result lands in the last block. */
+static char *reduce_blocks(char *h, size_t q, int n, size_t size, struct ompi_op_t *op,
+                           struct ompi_datatype_t *dtype)
+{
+    char *acc = h + (size_t) (n - 1) * q * size;
+    for (int k = n - 2; k >= 0; --k) {
+        ompi_op_reduce(op, h + (size_t) k * q * size, acc, q, dtype);
+    }
+    return acc;
+}
+
+static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf, int count,
+                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                           struct ompi_communicator_t *comm, size_t per)
+{
+    const int nr = cgpu_comm_size(m->ecomm), rank = cgpu_comm_rank(m->ecomm);
+    size_t size;
+    ptrdiff_t tlb, text;
+    ompi_datatype_type_size(dtype, &size);
+    ompi_datatype_get_true_extent(dtype, &tlb, &text);
+    const size_t n = (size_t) nr, N = (size_t) count;
+    char *r0 = (char *) rbuf + tlb;
+    const char *s0 = MPI_IN_PLACE == sbuf ? r0 : (const char *) sbuf + tlb;
+    /* chunks of n x q elements; the last one shorter; then fewer than n left over */
+    const size_t q = per / n > 0 ? per / n : 1, full = N / (n * q), qt = (N - full * n * q) / n;
+    const size_t nch = full + (qt > 0), rem = N - full * n * q - qt * n;
+    const size_t chunk = n * q * size;
+    cgpu_stager_t *stg = NULL;
+    if (CGPU_OK != cgpu_stager_get(chunk, 3, &stg)) {
+        opal_output(0, "coll/gpu: MPI_Allreduce on %s: no pinned staging buffers (%zu bytes)",
+                    comm->c_name, 3 * chunk);
+        return MPI_ERR_NO_MEM; /* every rank's choice is the same; peers then fail in the
+                                * first engine call (its timeout) */
+    }
+    char *scr = NULL; /* two alltoall landing areas on the device */
+    cgpu_status_t st = cgpu_stager_scratch(stg, 2 * chunk, (void **) &scr); /* local failures */
+    cgpu_status_t est = CGPU_OK; /* the first engine failure: no engine call after it */
+    OBJ_RETAIN(m);
+    /* iteration i: chunk i moved and brought to the host; chunk i-1 reduced and its result
+     * sent down; chunk i-2 allgathered (its result copy had a whole iteration to land). A
+     * local failure still takes part in the exchanges (on whatever the buffers hold), so no
+     * peer waits for this rank; the call then returns the error. */
+    for (size_t i = 0; i < nch + 2 && CGPU_OK == est; ++i) {
+        if (i < nch) {
+            const size_t bi = (i < full ? q : qt) * size;
+            /* no scratch: land in the receive buffer, undefined on error anyway */
+            char *d = NULL != scr ? scr + (i % 2) * chunk : r0 + i * chunk;
+            est = cgpu_alltoall(m->ecomm, s0 + i * chunk, d, bi, CGPU_ALLTOALL_AUTO);
+            if (CGPU_OK == est && CGPU_OK == st) {
+                st = cgpu_stager_copy(stg, cgpu_stager_slot(stg, (int) (i % 3)), d, n * bi);
+                st = CGPU_OK == st ? cgpu_stager_mark(stg, (int) (i % 3)) : st;
+            }
+        }
+        if (i >= 1 && i - 1 < nch && CGPU_OK == est && CGPU_OK == st) {
+            const size_t j = i - 1, qj = j < full ? q : qt;
+            st = cgpu_stager_wait(stg, (int) (j % 3));
+            if (CGPU_OK == st) {
+                char *res = reduce_blocks(cgpu_stager_slot(stg, (int) (j % 3)), qj, nr, size, op,
+                                          dtype);
+                st = cgpu_stager_copy(stg, r0 + j * chunk + (size_t) rank * qj * size, res,
+                                      qj * size);
+                st = CGPU_OK == st ? cgpu_stager_mark(stg, (int) (j % 3)) : st;
+            }
+        }
+        if (i >= 2 && i - 2 < nch && CGPU_OK == est) {
+            const size_t j = i - 2, qj = j < full ? q : qt;
+            st = CGPU_OK == st ? cgpu_stager_wait(stg, (int) (j % 3)) : st;
+            est = cgpu_allgather(m->ecomm, NULL, r0 + j * chunk, qj * size);
+        }
+    }
+    if (rem > 0 && CGPU_OK == est) { /* the last rem elements of every rank, everywhere */
+        char *all = cgpu_stager_slot(stg, 0); /* n x rem < n x q elements */
+        const size_t off = N - rem;
+        st = CGPU_OK == st ? cgpu_stager_finish(stg) : st;
+        est = cgpu_allgather(m->ecomm, s0 + off * size, all, rem * size);
+        if (CGPU_OK == est && CGPU_OK == st) {
+            char *res = reduce_blocks(all, rem, nr, size, op, dtype);
+            st = cgpu_engine_copy(r0 + off * size, res, rem * size);
+        }
+    }
+    OBJ_RELEASE(m);
+    st = CGPU_OK == st ? cgpu_stager_finish(stg) : st;
+    cgpu_stager_put(&stg);
+    if (CGPU_OK != est) {
+        return mca_coll_gpu_engine_rc(est, "MPI_Allreduce (staged)", comm);
+    }
+    if (CGPU_OK != st) {
+        opal_output(0, "coll/gpu: MPI_Allreduce on %s: staging copies failed: %s", comm->c_name,
+                    cgpu_status_string(st));
+        return MPI_ERR_BUFFER;
+    }
+    return MPI_SUCCESS;
+}
+
 int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
                                     int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                     struct ompi_communicator_t *comm)
@@ -172,6 +282,16 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
     }
     size_t per;
     if (!mca_coll_gpu_nested() && pipelined(count, dtype, &per)) {
+        const size_t n = (size_t) ompi_comm_size(comm);
+        if (mca_coll_gpu_component.stage_allreduce_engine && n > 1 && per >= n * n &&
+            mca_coll_gpu_host_reducible(dtype, op)) {
+            mca_coll_gpu_lazy_init(m, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
+            /* ranks sharing a device: each engine call waits for a time slice, the previous
+             * module's pipeline is faster there */
+            if (CGPU_MODULE_READY == m->state && !cgpu_comm_shares_device(m->ecomm)) {
+                return moved_allreduce(m, sbuf, rbuf, count, dtype, op, comm, per);
+            }
+        }
         return pipe_allreduce(m, sbuf, rbuf, count, dtype, op, comm, per);
     }
     if (mca_coll_gpu_nested() || (!mca_coll_gpu_on_device(sbuf) && !mca_coll_gpu_on_device(rbuf))) {

@@ -192,3 +192,15 @@ bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op
     return base >= 0 && mca_coll_gpu_map_op(op, eop) && NULL != op->o_func.intrinsic.fns[base] &&
            map_dtype(dtype, base, dt) && cgpu_reduce_supported(*dt, *eop);
 }
+
+bool mca_coll_gpu_host_reducible(struct ompi_datatype_t *dtype, struct ompi_op_t *op)
+{
+    if (!ompi_op_is_intrinsic(op)) {
+        return true; /* a user function: it takes any datatype */
+    }
+    /* Open MPI's own function for a predefined datatype; other pairs (and REPLACE/NO_OP,
+     * which are no reduction) go to the previous module, which reports them */
+    const int base = op_base_of(dtype);
+    return base >= 0 && MPI_REPLACE != op && MPI_NO_OP != op &&
+           NULL != op->o_func.intrinsic.fns[base];
+}

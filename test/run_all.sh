@@ -46,6 +46,7 @@ export CGPU_PROF_TRACE_PLUGIN=${CGPU_PROF_TRACE_PLUGIN:-$PLUGIN_DIR/libcgpu_prof
 declare -A MPI_TEST_ARGS=(
     [test_forced_fallback]="--mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback"
     [test_staged]="--mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_bcast_algorithm fallback --mca coll_gpu_allgather_algorithm fallback --mca coll_gpu_reduce_algorithm fallback --mca coll_gpu_reduce_scatter_algorithm fallback"
+    [test_staged_allreduce]="--mca coll_gpu_stage_chunk_bytes 65536 --mca coll_gpu_stage_pipeline_min_bytes 131072"
     [test_profiler]="--mca coll_gpu_profiler $CGPU_PROF_CHECK_PLUGIN -x CGPU_PROF_CHECK_PLUGIN"
 )
 
@@ -250,6 +251,20 @@ else
             --mca coll_gpu_stage_host_buffers 1 -np 3 "$BIN/mpi/test_forced_fallback"
         run_test "test_forced_fallback.pipelined_host.np2" "${MPIRUN[@]}" "${PIPE[@]}" \
             -np 2 "$BIN/mpi/test_forced_fallback"
+        # the same through the previous module's allreduce on each chunk
+        run_test "test_forced_fallback.pipelined_previous.np3" "${MPIRUN[@]}" "${PIPE[@]}" \
+            --mca coll_gpu_stage_allreduce_engine 0 --mca coll_gpu_stage_host_buffers 1 -np 3 \
+            "$BIN/mpi/test_forced_fallback"
+    fi
+    # user ops, pair types: the engine moving the data (host buffers staged as device ones),
+    # then the previous module on each chunk
+    if [ -x "$BIN/mpi/test_staged_allreduce" ]; then
+        run_test "test_staged_allreduce.staged.np3" "${MPIRUN[@]}" \
+            ${MPI_TEST_ARGS[test_staged_allreduce]} --mca coll_gpu_stage_host_buffers 1 -np 3 \
+            "$BIN/mpi/test_staged_allreduce" engine
+        run_test "test_staged_allreduce.previous.np3" "${MPIRUN[@]}" \
+            ${MPI_TEST_ARGS[test_staged_allreduce]} --mca coll_gpu_stage_allreduce_engine 0 -np 3 \
+            "$BIN/mpi/test_staged_allreduce" previous
     fi
 
     # ---- across nodes: fake nodes, every collective through the proxy's tcp provider

@@ -628,6 +628,13 @@ cgpu_backend_t cgpu_comm_backend(const cgpu_comm_t *comm)
     return comm->backend;
 }
 
+bool cgpu_comm_shares_device(const cgpu_comm_t *comm)
+{
+    /* across nodes each node's ranks know only their own devices: no answer all agree on */
+    return CGPU_BACKEND_CUDA == comm->backend && NULL == comm->net &&
+           cgpu_cuda_comm_shares_device(comm);
+}
+
 int cgpu_comm_rank(const cgpu_comm_t *comm)
 {
     return comm->rank;

@@ -2,6 +2,7 @@
  * coll/gpu engine: the cuda backend (inbox set-up over CUDA IPC, allreduce dispatch).
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,7 @@ typedef struct cgpu_cuda_comm {
     size_t scratch_bytes;
     char *pinned;  /* host buffers pass through here, so no copy of ours is pageable */
     size_t pinned_bytes;
+    bool shared_device; /* two ranks of the communicator run on one device */
     volatile unsigned long long *err_host; /* kernels' error record, host view */
     unsigned long long *err_dev;           /* the same, device view */
     unsigned long long timeout_ns;
@@ -243,19 +245,37 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cgpu_cuda_inbox_rec_t *rec = handle_out;
     memcpy(rec->handle, cc->ib.handle, sizeof(rec->handle));
     rec->release_off = cc->ib.bytes;
+    memset(rec->bus, 0, sizeof(rec->bus));
+    if (CGPU_OK != cgpu_cuda_pci_bus_id(cc->device, rec->bus, (int) sizeof(rec->bus) - 1)) {
+        snprintf(rec->bus, sizeof(rec->bus), "?%d", comm->rank); /* unknown: shares nothing */
+    }
     return CGPU_OK;
+}
+
+static const cgpu_cuda_inbox_rec_t *rec_of(const char *handles, int i)
+{
+    return (const cgpu_cuda_inbox_rec_t *) (handles + (size_t) i * sizeof(cgpu_cuda_inbox_rec_t));
 }
 
 static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
+    cc->shared_device = false; /* from every record, so every rank says the same */
+    for (int i = 0; i < comm->size && !cc->shared_device; ++i) {
+        for (int j = i + 1; j < comm->size; ++j) {
+            if (0 == strncmp(rec_of(handles, i)->bus, rec_of(handles, j)->bus,
+                             sizeof(rec_of(handles, i)->bus))) {
+                cc->shared_device = true;
+                break;
+            }
+        }
+    }
     for (int i = 0; i < comm->size; ++i) {
         if (i == comm->rank) {
             continue;
         }
         void *p = NULL;
-        const cgpu_cuda_inbox_rec_t *rec =
-            (const cgpu_cuda_inbox_rec_t *) (handles + (size_t) i * sizeof(cgpu_cuda_inbox_rec_t));
+        const cgpu_cuda_inbox_rec_t *rec = rec_of(handles, i);
         cc->peer_release[i] = (size_t) rec->release_off;
         cgpu_status_t st = cgpu_ipc_cache_get(rec->handle, &p);
         if (CGPU_OK != st) {
@@ -1041,6 +1061,11 @@ bool cgpu_cuda_comm_alltoall_ok(const cgpu_comm_t *comm)
     return NULL != comm->cuda && comm->cuda->a2a_cpd_max > 0;
 }
 
+bool cgpu_cuda_comm_shares_device(const cgpu_comm_t *comm)
+{
+    return NULL != comm->cuda && comm->cuda->shared_device;
+}
+
 static cgpu_status_t launch_a2a(cgpu_comm_t *comm, const void *in, void *out, const void *args)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
@@ -1534,6 +1559,12 @@ cgpu_status_t cgpu_cuda_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbu
 {
     (void) comm, (void) sbuf, (void) rbuf, (void) bytes;
     return CGPU_ERR_NOT_SUPPORTED;
+}
+
+bool cgpu_cuda_comm_shares_device(const cgpu_comm_t *comm)
+{
+    (void) comm;
+    return false;
 }
 
 bool cgpu_cuda_comm_alltoall_ok(const cgpu_comm_t *comm)

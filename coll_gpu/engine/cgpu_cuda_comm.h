@@ -12,10 +12,12 @@
 #include "cgpu_comm_internal.h"
 #include "cgpu_cuda_pool.h"
 
-/** What each rank publishes at set-up: its inbox's IPC handle and release word offset. */
+/** What each rank publishes at set-up: its inbox's IPC handle and release word offset, and
+ * its device's PCI bus id (ranks of one node that share a device find each other by it). */
 typedef struct cgpu_cuda_inbox_rec {
     char handle[CGPU_CUDA_IPC_HANDLE_BYTES];
     uint64_t release_off;
+    char bus[32];
 } cgpu_cuda_inbox_rec_t;
 
 /** Take this rank's inbox (pool or new) and stream on the current device; fill the
@@ -44,6 +46,10 @@ cgpu_status_t cgpu_cuda_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbu
 /** Whether this communicator has a device alltoall (enough alltoall channels for its
  * peers); the same answer on every rank. */
 bool cgpu_cuda_comm_alltoall_ok(const cgpu_comm_t *comm);
+
+/** True when two ranks of this (node-local) communicator run on one device; the same answer
+ * on every rank (it is read from the records every rank received). */
+bool cgpu_cuda_comm_shares_device(const cgpu_comm_t *comm);
 cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
 
 /** Whether the device kernels do (dt, op). */

@@ -52,7 +52,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_ce_bcast_min_bytes = 32u << 20;
     cfg->cuda_ce_reduce_min_bytes = 128u << 20;
     cfg->cuda_ce_allreduce_min_bytes = 64u << 20;
-    cfg->cuda_resident = 0; /* off until the fixed kernel has run on a GPU (see README) */
+    cfg->cuda_resident = -1; /* auto: on, except under MPI_THREAD_MULTIPLE */
     cfg->cuda_resident_max_bytes = 64u << 10;
     cfg->cuda_resident_idle_us = 50.0;
     cfg->cuda_resident_max_kernels = 4;

@@ -172,6 +172,9 @@ bool cgpu_engine_may_bootstrap(void);
 typedef struct cgpu_stager cgpu_stager_t;
 cgpu_status_t cgpu_stager_get(size_t slot_bytes, int nslots, cgpu_stager_t **out);
 void *cgpu_stager_slot(const cgpu_stager_t *s, int i);
+/* Memory of at least @p bytes on the stager's device (malloc'd without a GPU), kept with
+ * the stager while it is pooled; a larger request replaces it once the queue is drained. */
+cgpu_status_t cgpu_stager_scratch(cgpu_stager_t *s, size_t bytes, void **out);
 cgpu_status_t cgpu_stager_copy(cgpu_stager_t *s, void *dst, const void *src, size_t bytes);
 cgpu_status_t cgpu_stager_mark(cgpu_stager_t *s, int i);
 cgpu_status_t cgpu_stager_wait(cgpu_stager_t *s, int i);
@@ -218,6 +221,13 @@ bool cgpu_comm_busy(const cgpu_comm_t *comm);
 
 /** Backend an internal communicator runs on (HOST or CUDA). */
 cgpu_backend_t cgpu_comm_backend(const cgpu_comm_t *comm);
+
+/**
+ * True on a one-node cuda communicator where two ranks run on one device (without MPS the
+ * device then runs one process's kernels at a time, and every collective whose kernels wait
+ * for each other costs a time slice). The same answer on every rank; false across nodes.
+ */
+bool cgpu_comm_shares_device(const cgpu_comm_t *comm);
 
 /** Memory kinds as the engine sees them (per call, per rank). */
 typedef enum cgpu_buf_kind { CGPU_BUF_HOST = 0, CGPU_BUF_DEVICE = 1, CGPU_BUF_MANAGED = 2 } cgpu_buf_kind_t;

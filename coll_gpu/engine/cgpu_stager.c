@@ -25,6 +25,8 @@ struct cgpu_stager {
     void *stream;
     void *order_ev;
     int device;
+    void *scratch; /* device memory (malloc'd without a GPU), kept with the stager */
+    size_t scratch_bytes;
     struct cgpu_stager *next;
 };
 
@@ -43,8 +45,11 @@ static void stager_destroy(cgpu_stager_t *s)
         }
     }
     if (s->cuda) {
+        cgpu_cuda_free(s->scratch);
         cgpu_cuda_event_destroy(s->order_ev);
         cgpu_cuda_stream_destroy(s->stream);
+    } else {
+        free(s->scratch);
     }
     free(s);
 }
@@ -120,6 +125,38 @@ ordered:
 void *cgpu_stager_slot(const cgpu_stager_t *s, int i)
 {
     return s->slot[i];
+}
+
+cgpu_status_t cgpu_stager_scratch(cgpu_stager_t *s, size_t bytes, void **out)
+{
+    *out = NULL;
+    if (s->scratch_bytes < bytes) {
+        /* the stream's copies may still read the old one */
+        cgpu_status_t st = cgpu_stager_finish(s);
+        if (CGPU_OK != st) {
+            return st;
+        }
+        if (s->cuda) {
+            cgpu_cuda_free(s->scratch);
+        } else {
+            free(s->scratch);
+        }
+        s->scratch = NULL;
+        s->scratch_bytes = 0;
+        if (s->cuda) {
+            st = cgpu_cuda_malloc(&s->scratch, bytes, NULL);
+        } else {
+            s->scratch = malloc(bytes);
+            st = NULL == s->scratch ? CGPU_ERR_NO_MEMORY : CGPU_OK;
+        }
+        if (CGPU_OK != st) {
+            s->scratch = NULL;
+            return st;
+        }
+        s->scratch_bytes = bytes;
+    }
+    *out = s->scratch;
+    return CGPU_OK;
 }
 
 cgpu_status_t cgpu_stager_copy(cgpu_stager_t *s, void *dst, const void *src, size_t bytes)

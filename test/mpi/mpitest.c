@@ -459,15 +459,30 @@ int mt_pvar_index(const char *name, int *is_int)
     return -1;
 }
 
-void mt_proc_pvar_open(mt_proc_pvar_t *p, const char *name)
+static void pvar_open(mt_proc_pvar_t *p, const char *name, MPI_Comm *comm)
 {
     int is_int = 0, count = 0, idx = mt_pvar_index(name, &is_int);
     p->ok = idx >= 0 && MPI_SUCCESS == MPI_T_pvar_session_create(&p->session);
-    if (p->ok && MPI_SUCCESS != MPI_T_pvar_handle_alloc(p->session, idx, NULL, &p->handle, &count)) {
+    if (p->ok && MPI_SUCCESS != MPI_T_pvar_handle_alloc(p->session, idx, comm, &p->handle, &count)) {
         MPI_T_pvar_session_free(&p->session);
         p->ok = 0;
     }
-    MT_CHECK(p->ok, "process pvar %s cannot be read", name);
+    if (p->ok) { /* a counter that is not continuous counts only while started */
+        const int rc = MPI_T_pvar_start(p->session, p->handle);
+        MT_CHECK(MPI_SUCCESS == rc || MPI_T_ERR_PVAR_NO_STARTSTOP == rc,
+                 "MPI_T_pvar_start(%s) returned %d", name, rc);
+    }
+    MT_CHECK(p->ok, "%s pvar %s cannot be read", NULL == comm ? "process" : "communicator", name);
+}
+
+void mt_proc_pvar_open(mt_proc_pvar_t *p, const char *name)
+{
+    pvar_open(p, name, NULL);
+}
+
+void mt_comm_pvar_open(mt_proc_pvar_t *p, const char *name, MPI_Comm comm)
+{
+    pvar_open(p, name, &comm);
 }
 
 unsigned long long mt_proc_pvar_read(mt_proc_pvar_t *p)

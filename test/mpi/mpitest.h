@@ -154,6 +154,8 @@ typedef struct mt_proc_pvar {
 /** mt_proc_pvar_open - allocates the reader; a pvar that is missing or cannot be bound is
  * recorded as a failure (and then reads as 0). */
 void mt_proc_pvar_open(mt_proc_pvar_t *p, const char *name);
+/** mt_comm_pvar_open - the same for a counter bound to @comm (read with mt_proc_pvar_read). */
+void mt_comm_pvar_open(mt_proc_pvar_t *p, const char *name, MPI_Comm comm);
 /** mt_proc_pvar_read - growth since mt_proc_pvar_open. */
 unsigned long long mt_proc_pvar_read(mt_proc_pvar_t *p);
 void mt_proc_pvar_close(mt_proc_pvar_t *p);
