@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -247,6 +248,86 @@ static cgpu_status_t ofi_choose(const cgpu_ofi_opts_t *opts, struct fi_info **ou
     return CGPU_OK;
 }
 
+/* Endpoint, bound to the queue and the address vector, with @p name (NULL: the
+ * provider's own); *enable_rc gets fi_enable's result and, when that fails, @p used the
+ * name the endpoint had (size CGPU_OFI_NAME_BYTES). On failure nothing is left open. */
+static cgpu_status_t ofi_ep_try(cgpu_ofi_t *o, const char *name, int *enable_rc, char *used)
+{
+    *enable_rc = 0;
+    cgpu_status_t st = ofi_check(fi_endpoint(o->domain, o->info, &o->ep, NULL), "fi_endpoint");
+    if (CGPU_OK != st) {
+        return st;
+    }
+    st = ofi_check(fi_ep_bind(o->ep, &o->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+    if (CGPU_OK == st) {
+        st = ofi_check(fi_ep_bind(o->ep, &o->av->fid, 0), "fi_ep_bind(av)");
+    }
+    if (CGPU_OK == st && NULL != name) {
+        st = ofi_check(fi_setname(&o->ep->fid, (void *) name, strlen(name) + 1), "fi_setname");
+    }
+    if (CGPU_OK == st) {
+        *enable_rc = fi_enable(o->ep);
+        st = 0 == *enable_rc ? CGPU_OK : ofi_status(-*enable_rc);
+        if (0 != *enable_rc) {
+            size_t len = CGPU_OFI_NAME_BYTES - 1;
+            memset(used, 0, CGPU_OFI_NAME_BYTES);
+            if (0 != fi_getname(&o->ep->fid, used, &len) || len >= CGPU_OFI_NAME_BYTES) {
+                memset(used, 0, CGPU_OFI_NAME_BYTES);
+            }
+        }
+    }
+    if (CGPU_OK != st) {
+        fi_close(&o->ep->fid);
+        o->ep = NULL;
+    }
+    return st;
+}
+
+/*
+ * The endpoint. The shm provider names its shared-memory region after the process id
+ * ("<pid>:0:0"), and a process killed before closing its endpoint leaves that region in
+ * /dev/shm: a later process that gets the same pid (pids wrap; another pid namespace
+ * sharing /dev/shm) then fails fi_enable with EBUSY. There the endpoint is opened again
+ * under the provider's name with a suffix of ours (a few tries, each suffix new); the
+ * peers learn whatever name the endpoint ends up with from fi_getname.
+ */
+static cgpu_status_t ofi_ep_open(cgpu_ofi_t *o)
+{
+    char base[CGPU_OFI_NAME_BYTES], name[CGPU_OFI_NAME_BYTES + 32];
+    int erc = 0;
+    cgpu_status_t st = ofi_ep_try(o, NULL, &erc, base);
+    if (-FI_EBUSY != erc || 0 != strcmp(o->provider, "shm") || '\0' == base[0]) {
+        if (0 != erc) {
+            ofi_check(erc, "fi_enable");
+        }
+        return st;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const unsigned stamp = (unsigned) (ts.tv_nsec & 0xffffff);
+    for (int k = 1; k <= 4 && -FI_EBUSY == erc; ++k) {
+        char taken[CGPU_OFI_NAME_BYTES];
+        snprintf(name, sizeof(name), "%s:cgpu%x.%d", base, stamp, k);
+        if (strlen(name) >= CGPU_OFI_NAME_BYTES) {
+            break;
+        }
+        st = ofi_ep_try(o, name, &erc, taken);
+        if (CGPU_OK == st) {
+            cgpu_log(CGPU_LOG_INFO,
+                     "proxy/ofi: shm endpoint name %s is taken (a region left in /dev/shm by a "
+                     "process with this pid that did not close its endpoint); this process uses "
+                     "%s",
+                     base, name);
+            return CGPU_OK;
+        }
+    }
+    cgpu_log(CGPU_LOG_WARN,
+             "proxy/ofi: the shm endpoint cannot be enabled: its name %s is taken (a region left "
+             "in /dev/shm by a dead process?) and so were the names tried after it",
+             base);
+    return 0 != erc ? ofi_status(-erc) : st;
+}
+
 cgpu_status_t cgpu_ofi_open(const cgpu_ofi_opts_t *opts, cgpu_ofi_t **out)
 {
     cgpu_status_t st;
@@ -302,19 +383,9 @@ cgpu_status_t cgpu_ofi_open(const cgpu_ofi_opts_t *opts, cgpu_ofi_t **out)
     if (CGPU_OK != st) {
         goto out_close_cq;
     }
-    st = ofi_check(fi_endpoint(o->domain, o->info, &o->ep, NULL), "fi_endpoint");
+    st = ofi_ep_open(o);
     if (CGPU_OK != st) {
         goto out_close_av;
-    }
-    st = ofi_check(fi_ep_bind(o->ep, &o->cq->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
-    if (CGPU_OK == st) {
-        st = ofi_check(fi_ep_bind(o->ep, &o->av->fid, 0), "fi_ep_bind(av)");
-    }
-    if (CGPU_OK == st) {
-        st = ofi_check(fi_enable(o->ep), "fi_enable");
-    }
-    if (CGPU_OK != st) {
-        goto out_close_ep;
     }
     cgpu_log(CGPU_LOG_INFO,
              "proxy/ofi: provider %s (fabric %s, domain %s): directed receive %s, send-after-send "
@@ -327,8 +398,6 @@ cgpu_status_t cgpu_ofi_open(const cgpu_ofi_opts_t *opts, cgpu_ofi_t **out)
     *out = o;
     return CGPU_OK;
 
-out_close_ep:
-    fi_close(&o->ep->fid);
 out_close_av:
     fi_close(&o->av->fid);
 out_close_cq:

@@ -28,6 +28,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -341,6 +342,18 @@ static bool run_ranks(const scenario_t *sc, const char *provider)
             fprintf(stderr, "\n    %s over %s: rank %d exited with status %d\n", sc->name, provider,
                     r, WEXITSTATUS(status[r]));
             ok = false;
+        }
+    }
+    /* a rank killed on purpose never closed its endpoint: shm's region of it stays in
+     * /dev/shm (named as its endpoint, without the scheme), and a later process given the
+     * same pid would meet it; the test removes what it made */
+    if (sc->dies >= 0 && 0 == strncmp(area->provider[sc->dies], "shm", 3)) {
+        char nm[CGPU_PROXY_ADDR_BYTES + 1] = {0}, path[CGPU_PROXY_ADDR_BYTES + 16];
+        memcpy(nm, area->name[sc->dies], CGPU_PROXY_ADDR_BYTES);
+        const char *base = 0 == strncmp(nm, "fi_shm://", 9) ? nm + 9 : nm;
+        if ('\0' != base[0] && NULL == strchr(base, '/')) {
+            snprintf(path, sizeof(path), "/dev/shm/%s", base);
+            (void) unlink(path);
         }
     }
     if (ok && t_verbose) {
@@ -1039,6 +1052,47 @@ static void sc_profiler(trank_t *t)
     barrier(t->area);
 }
 
+/* ---- a region left in /dev/shm under this process's shm name ---- */
+
+static char stale_path[64]; /* the region rank 0 made for itself, removed at its end */
+
+/* Rank 0 plays the process that gets the pid of one killed before it closed its shm
+ * endpoint: a region under the name libfabric's shm gives this pid ("<pid>:0:0") exists. */
+static unsigned cfg_stale_name(cgpu_config_t *cfg, int rank)
+{
+    (void) cfg;
+    if (0 == rank) {
+        snprintf(stale_path, sizeof(stale_path), "/dev/shm/%d:0:0", (int) getpid());
+        const int fd = open(stale_path, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (!CHILD_CHECKF(fd >= 0, "cannot make %s: %s", stale_path, strerror(errno)) ||
+            !CHILD_CHECKF(0 == ftruncate(fd, 4096), "ftruncate: %s", strerror(errno))) {
+            stale_path[0] = '\0';
+        }
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+    return 0;
+}
+
+/* The proxy still starts (under another name, which the peers use), and a ring works. */
+static void sc_stale_name(trank_t *t)
+{
+    if (0 == t->rank) {
+        char mine[CGPU_PROXY_ADDR_BYTES + 1] = {0};
+        memcpy(mine, t->area->name[0], CGPU_PROXY_ADDR_BYTES);
+        CHILD_CHECKF(NULL != strstr(mine, ":cgpu"),
+                     "the endpoint is named %s: the stale region %s did not collide with the "
+                     "shm provider's name here (not <pid>:0:0?)",
+                     mine, stale_path);
+    }
+    ring_round(t, t->g, 700);
+    if (0 == t->rank && '\0' != stale_path[0]) {
+        (void) unlink(stale_path); /* libfabric's shm may have removed it already */
+    }
+    barrier(t->area);
+}
+
 /* ------------------------------------------------------------------------------------ */
 /* Cases                                                                                 */
 /* ------------------------------------------------------------------------------------ */
@@ -1068,6 +1122,7 @@ static const scenario_t S_DEVICE = {"device memory ring", 2, sc_device, cfg_devi
 static const scenario_t S_DEVICE3 = {
     "device memory ring, 3 ranks", 3, sc_device, cfg_device, -1, false};
 static const scenario_t S_PROF = {"profiler contexts", 2, sc_profiler, cfg_profiler, -1, false};
+static const scenario_t S_STALE = {"stale shm name", 2, sc_stale_name, cfg_stale_name, -1, false};
 
 /* one line per case reads better than what clang-format makes of these tables */
 /* clang-format off */
@@ -1101,6 +1156,7 @@ static const scenario_t S_PROF = {"profiler contexts", 2, sc_profiler, cfg_profi
 T_CASES(tcp)
 T_CASES(shm)
 T_CASE(tcp, crossed_staged, S_CROSSED_STAGED)
+T_CASE(shm, stale, S_STALE)
 
 #define T_ENTRIES(prov)                                                                        \
     {#prov ": ring exchange of 0 B to 16 MiB between 2 ranks, data checked", test_##prov##_ring2}, \
@@ -1134,7 +1190,9 @@ static const cgpu_unit_case_t all_cases[] = {
     T_ENTRIES(tcp),
     {"tcp: two groups crossed past the window, one side staged through a pool of 2 bounce pairs",
      test_tcp_crossed_staged},
-    T_ENTRIES(shm)};
+    T_ENTRIES(shm),
+    {"shm: a region left in /dev/shm under this process's shm name does not stop the proxy",
+     test_shm_stale}};
 
 /* A build without libfabric: every entry point says "not supported", nothing crashes. */
 static void test_not_built(void)
