@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -248,6 +249,23 @@ static cgpu_status_t ofi_choose(const cgpu_ofi_opts_t *opts, struct fi_info **ou
     return CGPU_OK;
 }
 
+/* True when the shm provider's region for this (not yet enabled) endpoint's name exists. */
+static bool ofi_shm_name_taken(cgpu_ofi_t *o)
+{
+    char nm[CGPU_OFI_NAME_BYTES + 1] = {0}, path[CGPU_OFI_NAME_BYTES + 16];
+    size_t len = CGPU_OFI_NAME_BYTES;
+    if (0 != strcmp(o->provider, "shm") || 0 != fi_getname(&o->ep->fid, nm, &len) ||
+        len > CGPU_OFI_NAME_BYTES) {
+        return false;
+    }
+    const char *base = 0 == strncmp(nm, "fi_shm://", 9) ? nm + 9 : nm;
+    if ('\0' == base[0] || NULL != strchr(base, '/')) {
+        return false;
+    }
+    snprintf(path, sizeof(path), "/dev/shm/%s", base);
+    return 0 == access(path, F_OK);
+}
+
 /* Endpoint, bound to the queue and the address vector, with @p name (NULL: the
  * provider's own); *enable_rc gets fi_enable's result and, when that fails, @p used the
  * name the endpoint had (size CGPU_OFI_NAME_BYTES). On failure nothing is left open. */
@@ -266,7 +284,10 @@ static cgpu_status_t ofi_ep_try(cgpu_ofi_t *o, const char *name, int *enable_rc,
         st = ofi_check(fi_setname(&o->ep->fid, (void *) name, strlen(name) + 1), "fi_setname");
     }
     if (CGPU_OK == st) {
-        *enable_rc = fi_enable(o->ep);
+        /* shm's name already in /dev/shm: enabling would fail, and on its way out the
+         * provider would unlink the region, which may be a live process's (another pid
+         * namespace sharing /dev/shm): taken, without touching it */
+        *enable_rc = NULL == name && ofi_shm_name_taken(o) ? -FI_EBUSY : fi_enable(o->ep);
         st = 0 == *enable_rc ? CGPU_OK : ofi_status(-*enable_rc);
         if (0 != *enable_rc) {
             size_t len = CGPU_OFI_NAME_BYTES - 1;
@@ -287,9 +308,10 @@ static cgpu_status_t ofi_ep_try(cgpu_ofi_t *o, const char *name, int *enable_rc,
  * The endpoint. The shm provider names its shared-memory region after the process id
  * ("<pid>:0:0"), and a process killed before closing its endpoint leaves that region in
  * /dev/shm: a later process that gets the same pid (pids wrap; another pid namespace
- * sharing /dev/shm) then fails fi_enable with EBUSY. There the endpoint is opened again
- * under the provider's name with a suffix of ours (a few tries, each suffix new); the
- * peers learn whatever name the endpoint ends up with from fi_getname.
+ * sharing /dev/shm) then fails fi_enable with EBUSY. When the name is seen taken (before
+ * enabling, or by that EBUSY) the endpoint is opened again under the provider's name with
+ * a suffix of ours (a few tries, each suffix new); the peers learn whatever name the
+ * endpoint ends up with from fi_getname.
  */
 static cgpu_status_t ofi_ep_open(cgpu_ofi_t *o)
 {
