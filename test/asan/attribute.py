@@ -4,18 +4,20 @@
 Any ASan error (overflow, use after free, ...) fails, wherever it is. A leak is ours when
 the first frame above the allocator (past libasan's interceptors and libc's allocating
 helpers such as strdup or vasprintf) is in our plugin: a function cgpu_* or mca_coll_gpu_*,
-or the module mca_coll_gpu.so. Every other leak was allocated by Open MPI itself, its
+a source file of the plugin in this repository, or the module mca_coll_gpu.so. Every other leak was allocated by Open MPI itself, its
 runtime or its components (MPI_Init keeps such memory until exit) and is only counted,
 by the module that allocated it. Runs use full unwinding and preload the plugin
 (so Open MPI's dlclose at finalize does not unmap it), so frames keep their names.
 
 LeakSanitizer symbolizes at exit, after Open MPI has unloaded the components it allocated
-from, and names such a frame after the loaded module nearest below its address (it does not
-check the module's end): a frame "mca_coll_gpu.so+OFFSET" whose offset lies past the end of
-the plugin's loaded image belongs to an unloaded component, and is counted as unknown.
+from, and may name such a frame after our plugin: a frame "mca_coll_gpu.so+OFFSET" whose
+offset is not in one of the plugin's executable segments (past its image, or in its data or
+bss, where no return address can be) belongs to an unloaded component, and is counted as
+such.
 Exits 1 when any report is ours or any non-leak error appears.
 """
 import collections
+import os
 import re
 import struct
 import sys
@@ -23,38 +25,49 @@ import sys
 _SPANS = {}
 
 
-def image_end(path):
-    """End of the loaded image (highest PT_LOAD vaddr + memsz) of an ELF64 file, or None."""
+def code_spans(path):
+    """[(start, end)] of the executable PT_LOAD segments of an ELF64 file, or None."""
     if path not in _SPANS:
-        end = None
+        spans = None
         try:
             with open(path, "rb") as f:
                 data = f.read()
             if data[:4] == b"\x7fELF" and data[4] == 2:
+                spans = []
                 phoff, = struct.unpack_from("<Q", data, 0x20)
                 phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
                 for i in range(phnum):
                     o = phoff + i * phentsize
-                    ptype, = struct.unpack_from("<I", data, o)
-                    if ptype == 1:  # PT_LOAD
+                    ptype, pflags = struct.unpack_from("<II", data, o)
+                    if ptype == 1 and pflags & 1:  # PT_LOAD with PF_X
                         vaddr, = struct.unpack_from("<Q", data, o + 0x10)
                         memsz, = struct.unpack_from("<Q", data, o + 0x28)
-                        end = max(end or 0, vaddr + memsz)
+                        spans.append((vaddr, vaddr + memsz))
         except OSError:
-            end = None
-        _SPANS[path] = end
+            spans = None
+        _SPANS[path] = spans
     return _SPANS[path]
 
 
 def outside_image(frame):
-    """True for a frame named after our plugin whose offset is past the plugin's image."""
+    """True for a frame named after our plugin that is not our code: one without a function
+    name (the plugin keeps its symbols, so ASan names every frame of ours), or one whose
+    offset is not in an executable segment (past the image, or in its data or bss, where no
+    return address can be): another module's, an unloaded component's, named after us."""
     m = re.search(r"\((/[^()+]*mca_coll_gpu\.so)\+(0x[0-9a-f]+)\)", frame)
     if not m:
         return False
-    end = image_end(m.group(1))
-    return end is not None and int(m.group(2), 16) >= end
+    if not re.match(r"#\d+ 0x[0-9a-f]+ in \S", frame):
+        return True  # our plugin keeps its symbols: a frame of ours always has a name
+    spans = code_spans(m.group(1))
+    off = int(m.group(2), 16)
+    return spans is not None and not any(a <= off < b for a, b in spans)
 
-OURS = re.compile(r"\bcgpu_\w+|\bmca_coll_gpu_\w+|mca_coll_gpu\.so")
+# the plugin's sources, where a frame symbolized with file:line names them (static functions
+# such as gpu_open carry no cgpu_ / mca_coll_gpu_ prefix)
+_REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OURS = re.compile(r"\bcgpu_\w+|\bmca_coll_gpu_\w+|mca_coll_gpu\.so|" +
+                  re.escape(_REPO) + r"/(coll_gpu|ras|btl_glue|kernels|prof)/\S+:\d+")
 SKIP = re.compile(r"libasan|asan_|__interceptor|libc\.so|libio/|strdup|vasprintf|asprintf|"
                   r"/string/|malloc|calloc|realloc")
 
