@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Sort the reports of a valgrind memcheck log into ours and Open MPI's own.
 
-A report is ours when any frame of its stack lies in mca_coll_gpu.so or names a function
-of ours (cgpu_*, mca_coll_gpu_*); valgrind runs with --keep-debuginfo=yes so frames of the
+A report is ours when any frame of its stack lies in mca_coll_gpu.so, names a function
+of ours (cgpu_*, mca_coll_gpu_*) or one of our source files (coll_gpu_*.c, cgpu_*.c); valgrind runs with --keep-debuginfo=yes so frames of the
 plugin keep their names after Open MPI unloads it at finalize. Every other report comes
 from Open MPI's own libraries and components, PMIx, hwloc or libevent (MPI_Init and
 MPI_Finalize leave dozens, uninitialised bytes written by PMIx among them), beyond what
@@ -14,7 +14,10 @@ import collections
 import re
 import sys
 
-OURS = re.compile(r"mca_coll_gpu\.so|\bcgpu_\w+ \(|\bmca_coll_gpu_\w+ \(")
+# also a frame in one of the plugin's source files (coll_gpu_*.c, cgpu_*.c/.h): a static
+# function such as gpu_open shows only its name and "(coll_gpu_component.c:469)"
+OURS = re.compile(r"mca_coll_gpu\.so|\bcgpu_\w+ \(|\bmca_coll_gpu_\w+ \(|"
+                  r"\((coll_gpu_|cgpu_)\w*\.(c|h|cu):\d+\)")
 KIND = re.compile(r"(Invalid|uninitialised|definitely lost|Mismatched|overlap|"
                   r"Source and destination|Use of|Conditional jump)")
 
