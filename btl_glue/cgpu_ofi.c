@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
@@ -249,29 +248,39 @@ static cgpu_status_t ofi_choose(const cgpu_ofi_opts_t *opts, struct fi_info **ou
     return CGPU_OK;
 }
 
-/* True when the shm provider's region for this (not yet enabled) endpoint's name exists. */
-static bool ofi_shm_name_taken(cgpu_ofi_t *o)
+bool cgpu_ofi_shm_region(const void *name, char *path, size_t len)
 {
-    char nm[CGPU_OFI_NAME_BYTES + 1] = {0}, path[CGPU_OFI_NAME_BYTES + 16];
-    size_t len = CGPU_OFI_NAME_BYTES;
-    if (0 != strcmp(o->provider, "shm") || 0 != fi_getname(&o->ep->fid, nm, &len) ||
-        len > CGPU_OFI_NAME_BYTES) {
-        return false;
-    }
+    char nm[CGPU_OFI_NAME_BYTES + 1] = {0};
+    memcpy(nm, name, CGPU_OFI_NAME_BYTES);
     const char *base = 0 == strncmp(nm, "fi_shm://", 9) ? nm + 9 : nm;
     if ('\0' == base[0] || NULL != strchr(base, '/')) {
         return false;
     }
-    snprintf(path, sizeof(path), "/dev/shm/%s", base);
-    return 0 == access(path, F_OK);
+    return (size_t) snprintf(path, len, "/dev/shm/%s", base) < len;
 }
 
-/* Endpoint, bound to the queue and the address vector, with @p name (NULL: the
- * provider's own); *enable_rc gets fi_enable's result and, when that fails, @p used the
- * name the endpoint had (size CGPU_OFI_NAME_BYTES). On failure nothing is left open. */
-static cgpu_status_t ofi_ep_try(cgpu_ofi_t *o, const char *name, int *enable_rc, char *used)
+/* Whether the shm region of this (not yet enabled) endpoint's name already exists; @p name
+ * (CGPU_OFI_NAME_BYTES) gets that name. */
+static bool ofi_shm_name_taken(cgpu_ofi_t *o, char *name)
 {
-    *enable_rc = 0;
+    char path[CGPU_OFI_NAME_BYTES + 16];
+    size_t len = CGPU_OFI_NAME_BYTES;
+    memset(name, 0, CGPU_OFI_NAME_BYTES);
+    return 0 == fi_getname(&o->ep->fid, name, &len) && len <= CGPU_OFI_NAME_BYTES &&
+           cgpu_ofi_shm_region(name, path, sizeof(path)) && 0 == access(path, F_OK);
+}
+
+/*
+ * The endpoint, bound to the queue and the address vector, then enabled. The shm provider
+ * names its shared-memory region after the process id ("<pid>:0:0"), and a process killed
+ * before closing its endpoint leaves that region in /dev/shm: a later process given the
+ * same pid (pids wrap; another pid namespace sharing /dev/shm) would fail fi_enable with
+ * EBUSY, and on its way out the provider would unlink the region, maybe a live process's.
+ * So over shm a name whose region exists is replaced before enabling by the provider's
+ * name with a suffix of ours; the peers learn the name from fi_getname as always.
+ */
+static cgpu_status_t ofi_ep_open(cgpu_ofi_t *o)
+{
     cgpu_status_t st = ofi_check(fi_endpoint(o->domain, o->info, &o->ep, NULL), "fi_endpoint");
     if (CGPU_OK != st) {
         return st;
@@ -280,74 +289,39 @@ static cgpu_status_t ofi_ep_try(cgpu_ofi_t *o, const char *name, int *enable_rc,
     if (CGPU_OK == st) {
         st = ofi_check(fi_ep_bind(o->ep, &o->av->fid, 0), "fi_ep_bind(av)");
     }
-    if (CGPU_OK == st && NULL != name) {
-        st = ofi_check(fi_setname(&o->ep->fid, (void *) name, strlen(name) + 1), "fi_setname");
-    }
-    if (CGPU_OK == st) {
-        /* shm's name already in /dev/shm: enabling would fail, and on its way out the
-         * provider would unlink the region, which may be a live process's (another pid
-         * namespace sharing /dev/shm): taken, without touching it */
-        *enable_rc = NULL == name && ofi_shm_name_taken(o) ? -FI_EBUSY : fi_enable(o->ep);
-        st = 0 == *enable_rc ? CGPU_OK : ofi_status(-*enable_rc);
-        if (0 != *enable_rc) {
-            size_t len = CGPU_OFI_NAME_BYTES - 1;
-            memset(used, 0, CGPU_OFI_NAME_BYTES);
-            if (0 != fi_getname(&o->ep->fid, used, &len) || len >= CGPU_OFI_NAME_BYTES) {
-                memset(used, 0, CGPU_OFI_NAME_BYTES);
+    char base[CGPU_OFI_NAME_BYTES], name[CGPU_OFI_NAME_BYTES];
+    if (CGPU_OK == st && 0 == strcmp(o->provider, "shm") && ofi_shm_name_taken(o, base)) {
+        for (int k = 1; CGPU_OK == st; ++k) {
+            if (k > 8 || (size_t) snprintf(name, sizeof(name), "%s:cgpu%d", base, k) >=
+                             sizeof(name)) {
+                cgpu_log(CGPU_LOG_WARN,
+                         "proxy/ofi: shm endpoint name %s is taken (a region left in /dev/shm "
+                         "by a process with this pid that did not close its endpoint), and so "
+                         "are the names tried after it",
+                         base);
+                st = CGPU_ERR_SYSTEM;
+                break;
+            }
+            char now[CGPU_OFI_NAME_BYTES];
+            st = ofi_check(fi_setname(&o->ep->fid, name, strlen(name) + 1), "fi_setname");
+            if (CGPU_OK == st && !ofi_shm_name_taken(o, now)) {
+                cgpu_log(CGPU_LOG_INFO,
+                         "proxy/ofi: shm endpoint name %s is taken (a region left in /dev/shm "
+                         "by a process with this pid that did not close its endpoint); this "
+                         "process uses %s",
+                         base, name);
+                break;
             }
         }
+    }
+    if (CGPU_OK == st) {
+        st = ofi_check(fi_enable(o->ep), "fi_enable");
     }
     if (CGPU_OK != st) {
         fi_close(&o->ep->fid);
         o->ep = NULL;
     }
     return st;
-}
-
-/*
- * The endpoint. The shm provider names its shared-memory region after the process id
- * ("<pid>:0:0"), and a process killed before closing its endpoint leaves that region in
- * /dev/shm: a later process that gets the same pid (pids wrap; another pid namespace
- * sharing /dev/shm) then fails fi_enable with EBUSY. When the name is seen taken (before
- * enabling, or by that EBUSY) the endpoint is opened again under the provider's name with
- * a suffix of ours (a few tries, each suffix new); the peers learn whatever name the
- * endpoint ends up with from fi_getname.
- */
-static cgpu_status_t ofi_ep_open(cgpu_ofi_t *o)
-{
-    char base[CGPU_OFI_NAME_BYTES], name[CGPU_OFI_NAME_BYTES + 32];
-    int erc = 0;
-    cgpu_status_t st = ofi_ep_try(o, NULL, &erc, base);
-    if (-FI_EBUSY != erc || 0 != strcmp(o->provider, "shm") || '\0' == base[0]) {
-        if (0 != erc) {
-            ofi_check(erc, "fi_enable");
-        }
-        return st;
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    const unsigned stamp = (unsigned) (ts.tv_nsec & 0xffffff);
-    for (int k = 1; k <= 4 && -FI_EBUSY == erc; ++k) {
-        char taken[CGPU_OFI_NAME_BYTES];
-        snprintf(name, sizeof(name), "%s:cgpu%x.%d", base, stamp, k);
-        if (strlen(name) >= CGPU_OFI_NAME_BYTES) {
-            break;
-        }
-        st = ofi_ep_try(o, name, &erc, taken);
-        if (CGPU_OK == st) {
-            cgpu_log(CGPU_LOG_INFO,
-                     "proxy/ofi: shm endpoint name %s is taken (a region left in /dev/shm by a "
-                     "process with this pid that did not close its endpoint); this process uses "
-                     "%s",
-                     base, name);
-            return CGPU_OK;
-        }
-    }
-    cgpu_log(CGPU_LOG_WARN,
-             "proxy/ofi: the shm endpoint cannot be enabled: its name %s is taken (a region left "
-             "in /dev/shm by a dead process?) and so were the names tried after it",
-             base);
-    return 0 != erc ? ofi_status(-erc) : st;
 }
 
 cgpu_status_t cgpu_ofi_open(const cgpu_ofi_opts_t *opts, cgpu_ofi_t **out)

@@ -79,6 +79,11 @@ size_t cgpu_ofi_max_msg(const cgpu_ofi_t *o);
 /** This endpoint's name, zero padded to CGPU_OFI_NAME_BYTES. */
 cgpu_status_t cgpu_ofi_getname(cgpu_ofi_t *o, void *name);
 
+/** The file of the shm provider's region for endpoint @p name (CGPU_OFI_NAME_BYTES, as
+ * cgpu_ofi_getname gives it), "/dev/shm/<name without fi_shm://>", into @p path; false when
+ * the name cannot be one. */
+bool cgpu_ofi_shm_region(const void *name, char *path, size_t len);
+
 /** Insert a peer's name into the address vector; @p addr receives its fi_addr_t. */
 cgpu_status_t cgpu_ofi_insert(cgpu_ofi_t *o, const void *name, uint64_t *addr);
 

@@ -2,8 +2,7 @@
 # test/run_all.sh - the coll/gpu test driver.
 #
 # Runs, each counted as one test:
-#   - every executable test/unit/test_* (CUnit programs; pass = exit status 0; a failed
-#     one runs once more and passes only if that run passes, reported as FLAKY),
+#   - every executable test/unit/test_* (CUnit programs; pass = exit status 0),
 #   - every MPI test program in test/mpi/ under mpirun, once per np in the np list,
 #     with coll/gpu selected (host backend) from the plugin directory,
 #   - examples/demo at np 4, when it has been built,
@@ -54,7 +53,6 @@ declare -A MPI_TEST_ARGS=(
 passed=0
 failed=0
 skipped=0
-flaky=0
 
 # The lines of a log that say what went wrong, printed first: a CI excerpt around "FAIL"
 # then shows them even when the whole log is cut.
@@ -96,10 +94,11 @@ record() { # name status(0 = pass, 77 = skipped with a printed reason) log
     fi
 }
 
-# run_logged NAME LOG COMMAND... : runs it under the timeout, output to LOG; sets rc.
-run_logged() {
-    local name=$1 log=$2 start
-    shift 2
+# run_test NAME COMMAND... : runs it under the timeout, output to its log.
+run_test() {
+    local name=$1 log rc start
+    shift
+    log="$LOGDIR/${name//[^A-Za-z0-9_.=-]/_}.log"
     start=$SECONDS
     {
         echo "+ $*"
@@ -113,39 +112,7 @@ run_logged() {
             echo "+ TIMED OUT: killed after ${TIMEOUT} s"
         fi
     } >>"$log"
-}
-
-# run_test NAME COMMAND... : runs it under the timeout, output to its log.
-run_test() {
-    local name=$1 log
-    shift
-    log="$LOGDIR/${name//[^A-Za-z0-9_.=-]/_}.log"
-    run_logged "$name" "$log" "$@"
     record "$name" "$rc" "$log"
-}
-
-# run_unit NAME COMMAND... : a unit test program. Those fork their ranks over real
-# transports (tcp, shm) with the host's scheduler in the loop, so a failed program runs once
-# more: it passes only if that second run passes, and then it is reported as FLAKY with the
-# first run's failure lines and its log kept (counted in the "flaky" line of the summary).
-run_unit() {
-    local name=$1 log log2
-    shift
-    log="$LOGDIR/${name//[^A-Za-z0-9_.=-]/_}.log"
-    run_logged "$name" "$log" "$@"
-    if [ "$rc" -eq 0 ] || [ "$rc" -eq 77 ]; then
-        record "$name" "$rc" "$log"
-        return
-    fi
-    echo "FLAKY? $name failed (exit status $rc); its log: $log; running it once more"
-    show_failures "$log"
-    log2="${log%.log}.rerun.log"
-    run_logged "$name" "$log2" "$@"
-    if [ "$rc" -eq 0 ]; then
-        echo "FLAKY $name passed on its second run (the first run's failure is above)"
-        flaky=$((flaky + 1))
-    fi
-    record "$name" "$rc" "$log2"
 }
 
 cgpu_shm_entries() {
@@ -167,7 +134,7 @@ for t in "$BIN"/unit/test_*; do
     if [ ! -f "$t" ] || [ ! -x "$t" ]; then
         continue
     fi
-    run_unit "unit.$(basename "$t")" "$t"
+    run_test "unit.$(basename "$t")" "$t"
 done
 
 # ---- memory checking of the engine: ASan/LSan/UBSan build and valgrind memcheck ----
@@ -443,8 +410,5 @@ else
 fi
 
 echo "logs are in $LOGDIR"
-if [ "$flaky" -gt 0 ]; then
-    echo "$flaky flaky: unit test program(s) that failed once and passed on the second run (FLAKY above)"
-fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

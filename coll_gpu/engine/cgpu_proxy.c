@@ -86,6 +86,9 @@ enum {
     PROXY_DEV_SHIFT = 8,      /* device ordinal + 1 above this bit */
 };
 
+_Static_assert(CGPU_PROXY_ADDR_BYTES == CGPU_OFI_NAME_BYTES,
+               "an endpoint name is exchanged as the proxy's address");
+
 /* A request's state while the application asked to cancel it (reads as in progress). */
 #define PROXY_CANCEL_REQUESTED 2
 

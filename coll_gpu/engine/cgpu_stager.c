@@ -34,6 +34,17 @@ static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static cgpu_stager_t *pool;
 static int pooled;
 
+static void scratch_drop(cgpu_stager_t *s)
+{
+    if (s->cuda) {
+        cgpu_cuda_free(s->scratch);
+    } else {
+        free(s->scratch);
+    }
+    s->scratch = NULL;
+    s->scratch_bytes = 0;
+}
+
 static void stager_destroy(cgpu_stager_t *s)
 {
     for (int i = 0; i < s->nslots; ++i) {
@@ -44,12 +55,10 @@ static void stager_destroy(cgpu_stager_t *s)
             free(s->slot[i]);
         }
     }
+    scratch_drop(s);
     if (s->cuda) {
-        cgpu_cuda_free(s->scratch);
         cgpu_cuda_event_destroy(s->order_ev);
         cgpu_cuda_stream_destroy(s->stream);
-    } else {
-        free(s->scratch);
     }
     free(s);
 }
@@ -136,13 +145,7 @@ cgpu_status_t cgpu_stager_scratch(cgpu_stager_t *s, size_t bytes, void **out)
         if (CGPU_OK != st) {
             return st;
         }
-        if (s->cuda) {
-            cgpu_cuda_free(s->scratch);
-        } else {
-            free(s->scratch);
-        }
-        s->scratch = NULL;
-        s->scratch_bytes = 0;
+        scratch_drop(s);
         if (s->cuda) {
             st = cgpu_cuda_malloc(&s->scratch, bytes, NULL);
         } else {

@@ -45,7 +45,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cgpu_config.h"
 #include "btl_glue/cgpu_cuda.h"
+#ifdef CGPU_HAVE_LIBFABRIC
+#include "btl_glue/cgpu_ofi.h"
+#endif
 #include "cgpu_engine.h"
 #include "cgpu_proxy.h"
 #include "prof/cgpu_prof.h"
@@ -347,15 +351,13 @@ static bool run_ranks(const scenario_t *sc, const char *provider)
     /* a rank killed on purpose never closed its endpoint: shm's region of it stays in
      * /dev/shm (named as its endpoint, without the scheme), and a later process given the
      * same pid would meet it; the test removes what it made */
-    if (sc->dies >= 0 && 0 == strncmp(area->provider[sc->dies], "shm", 3)) {
-        char nm[CGPU_PROXY_ADDR_BYTES + 1] = {0}, path[CGPU_PROXY_ADDR_BYTES + 16];
-        memcpy(nm, area->name[sc->dies], CGPU_PROXY_ADDR_BYTES);
-        const char *base = 0 == strncmp(nm, "fi_shm://", 9) ? nm + 9 : nm;
-        if ('\0' != base[0] && NULL == strchr(base, '/')) {
-            snprintf(path, sizeof(path), "/dev/shm/%s", base);
-            (void) unlink(path);
-        }
+#ifdef CGPU_HAVE_LIBFABRIC
+    char path[CGPU_PROXY_ADDR_BYTES + 16];
+    if (sc->dies >= 0 && 0 == strncmp(area->provider[sc->dies], "shm", 3) &&
+        cgpu_ofi_shm_region(area->name[sc->dies], path, sizeof(path))) {
+        (void) unlink(path);
     }
+#endif
     if (ok && t_verbose) {
         fprintf(stderr, "\n    (%s ran on provider %s)\n", sc->name, area->provider[0]);
     }
@@ -1054,19 +1056,23 @@ static void sc_profiler(trank_t *t)
 
 /* ---- a region left in /dev/shm under this process's shm name ---- */
 
-static char stale_path[64]; /* the region rank 0 made for itself, removed at its end */
+/* the regions rank 0 made for itself, removed at its end: the provider's name for this pid
+ * and the first name the proxy would take instead */
+static char stale_path[2][64];
 
 /* Rank 0 plays the process that gets the pid of one killed before it closed its shm
- * endpoint: a region under the name libfabric's shm gives this pid ("<pid>:0:0") exists. */
+ * endpoint: a region under the name libfabric's shm gives this pid ("<pid>:0:0") exists,
+ * and one under the first name the proxy tries next. */
 static unsigned cfg_stale_name(cgpu_config_t *cfg, int rank)
 {
     (void) cfg;
-    if (0 == rank) {
-        snprintf(stale_path, sizeof(stale_path), "/dev/shm/%d:0:0", (int) getpid());
-        const int fd = open(stale_path, O_CREAT | O_EXCL | O_RDWR, 0600);
-        if (!CHILD_CHECKF(fd >= 0, "cannot make %s: %s", stale_path, strerror(errno)) ||
+    for (int k = 0; 0 == rank && k < 2; ++k) {
+        snprintf(stale_path[k], sizeof(stale_path[k]), "/dev/shm/%d:0:0%s", (int) getpid(),
+                 0 == k ? "" : ":cgpu1");
+        const int fd = open(stale_path[k], O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (!CHILD_CHECKF(fd >= 0, "cannot make %s: %s", stale_path[k], strerror(errno)) ||
             !CHILD_CHECKF(0 == ftruncate(fd, 4096), "ftruncate: %s", strerror(errno))) {
-            stale_path[0] = '\0';
+            stale_path[k][0] = '\0';
         }
         if (fd >= 0) {
             close(fd);
@@ -1075,20 +1081,28 @@ static unsigned cfg_stale_name(cgpu_config_t *cfg, int rank)
     return 0;
 }
 
-/* The proxy still starts (under another name, which the peers use), and a ring works. */
+/* The proxy still starts, under the next free name (which the peers use), the regions in
+ * the way untouched, and a ring works. */
 static void sc_stale_name(trank_t *t)
 {
     if (0 == t->rank) {
         char mine[CGPU_PROXY_ADDR_BYTES + 1] = {0};
         memcpy(mine, t->area->name[0], CGPU_PROXY_ADDR_BYTES);
-        CHILD_CHECKF(NULL != strstr(mine, ":cgpu"),
-                     "the endpoint is named %s: the stale region %s did not collide with the "
-                     "shm provider's name here (not <pid>:0:0?)",
-                     mine, stale_path);
+        const char *want = ":cgpu2";
+        const size_t len = strlen(mine), wl = strlen(want);
+        CHILD_CHECKF(len > wl && 0 == strcmp(mine + len - wl, want),
+                     "the endpoint is named %s, not <its name>:cgpu2: the regions %s and %s did "
+                     "not both collide with the names the proxy tried (not <pid>:0:0 here?)",
+                     mine, stale_path[0], stale_path[1]);
+        for (int k = 0; k < 2; ++k) {
+            CHILD_CHECKF(0 == access(stale_path[k], F_OK), "%s was removed", stale_path[k]);
+        }
     }
     ring_round(t, t->g, 700);
-    if (0 == t->rank && '\0' != stale_path[0]) {
-        (void) unlink(stale_path); /* libfabric's shm may have removed it already */
+    for (int k = 0; 0 == t->rank && k < 2; ++k) {
+        if ('\0' != stale_path[k][0]) {
+            (void) unlink(stale_path[k]);
+        }
     }
     barrier(t->area);
 }
