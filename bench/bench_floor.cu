@@ -7,11 +7,19 @@
  *   - cudaEventRecord on the legacy stream + cudaEventSynchronize (the resident path's
  *     host-side order),
  *   - a round trip to a kernel that stays resident: the host writes a number to mapped
- *     host memory, the kernel (polling it) writes it back to another word the host polls.
+ *     host memory, the kernel (polling it) writes it back to another word the host polls,
+ *   - the same with the host's order first (legacy event record + synchronize, then the
+ *     write: what a resident call costs today before any exchange between GPUs),
+ *   - a stream memory operation (cuStreamWriteValue64) on the legacy stream to mapped host
+ *     memory, the host polling it (a host-side order without a driver wait),
+ *   - the resident round trip where the legacy stream itself hands the number to the
+ *     kernel: cuStreamWriteValue64 on the legacy stream into device memory the kernel polls
+ *     (ordered after the application's work with no host wait, no poll over PCIe).
  * Mean over many calls after a warm-up, in microseconds.
  *
  *   bench/bench_floor [iterations]
  */
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +43,20 @@ __global__ void echo_kernel(const volatile unsigned long long *req, volatile uns
     if (0 == threadIdx.x) {
         for (unsigned long long i = 1; i <= n; ++i) {
             while (*req != i) {
+            }
+            __threadfence_system();
+            *resp = i;
+        }
+    }
+}
+
+/* n round trips: waits for number i in req (device or mapped host memory), answers in resp */
+__global__ void echo_any_kernel(const volatile unsigned long long *req,
+                                volatile unsigned long long *resp, unsigned long long n)
+{
+    if (0 == threadIdx.x) {
+        for (unsigned long long i = 1; i <= n; ++i) {
+            while (*req < i) {
             }
             __threadfence_system();
             *resp = i;
@@ -140,6 +162,81 @@ int main(int argc, char **argv)
     const double echo = (now_us() - t0) / it;
     CK(cudaStreamSynchronize(st));
 
+    /* the host's legacy-stream order, then the round trip (today's resident call) */
+    *hreq = 0;
+    *hflag = 0;
+    echo_kernel<<<1, 32, 0, st>>>(dreq, dflag, (unsigned long long) (warm + it));
+    for (int i = 1; i <= warm + it; ++i) {
+        if (warm + 1 == i) {
+            t0 = now_us();
+        }
+        CK(cudaEventRecord(ev, cudaStreamLegacy));
+        CK(cudaEventSynchronize(ev));
+        __atomic_store_n(hreq, (unsigned long long) i, __ATOMIC_RELEASE);
+        while (__atomic_load_n(hflag, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
+        }
+    }
+    const double echo_ordered = (now_us() - t0) / it;
+    CK(cudaStreamSynchronize(st));
+
+    /* stream memory operations (cuStreamWriteValue64) on the legacy stream */
+    CUdevice cd;
+    int memops = 0, memops64 = 0;
+    double wv_host = -1, wv_echo = -1, wv_echo_host = -1;
+    if (CUDA_SUCCESS == cuCtxGetDevice(&cd)) {
+        (void) cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, cd);
+        (void) cuDeviceGetAttribute(&memops64, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1, cd);
+    }
+    unsigned long long *dgo;
+    CK(cudaMalloc((void **) &dgo, 64));
+    CK(cudaMemset(dgo, 0, 64));
+    CK(cudaDeviceSynchronize());
+    if (memops64) {
+        /* to mapped host memory, the host polling it */
+        *hflag = 0;
+        for (int i = 1; i <= warm + it; ++i) {
+            if (warm + 1 == i) {
+                t0 = now_us();
+            }
+            CUresult r = cuStreamWriteValue64(CU_STREAM_LEGACY, (CUdeviceptr) dflag,
+                                              (cuuint64_t) i, 0);
+            if (CUDA_SUCCESS != r) {
+                fprintf(stderr, "cuStreamWriteValue64: %d\n", (int) r);
+                exit(1);
+            }
+            while (__atomic_load_n(hflag, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
+            }
+        }
+        wv_host = (now_us() - t0) / it;
+        /* to device memory a resident kernel polls; it answers in mapped host memory */
+        *hflag = 0;
+        echo_any_kernel<<<1, 32, 0, st>>>(dgo, dflag, (unsigned long long) (warm + it));
+        for (int i = 1; i <= warm + it; ++i) {
+            if (warm + 1 == i) {
+                t0 = now_us();
+            }
+            (void) cuStreamWriteValue64(CU_STREAM_LEGACY, (CUdeviceptr) dgo, (cuuint64_t) i, 0);
+            while (__atomic_load_n(hflag, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
+            }
+        }
+        wv_echo = (now_us() - t0) / it;
+        CK(cudaStreamSynchronize(st));
+        /* to mapped host memory the resident kernel polls */
+        *hflag = 0;
+        *hreq = 0;
+        echo_any_kernel<<<1, 32, 0, st>>>(dreq, dflag, (unsigned long long) (warm + it));
+        for (int i = 1; i <= warm + it; ++i) {
+            if (warm + 1 == i) {
+                t0 = now_us();
+            }
+            (void) cuStreamWriteValue64(CU_STREAM_LEGACY, (CUdeviceptr) dreq, (cuuint64_t) i, 0);
+            while (__atomic_load_n(hflag, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
+            }
+        }
+        wv_echo_host = (now_us() - t0) / it;
+        CK(cudaStreamSynchronize(st));
+    }
+
     printf("cudaPointerGetAttributes          %7.2f us\n", attr);
     printf("kernel launch (queued, no wait)   %7.2f us\n", launch);
     printf("launch + cudaStreamSynchronize    %7.2f us\n", sync);
@@ -147,5 +244,10 @@ int main(int argc, char **argv)
     printf("event record + stream wait event  %7.2f us\n", order);
     printf("legacy event record + synchronize %7.2f us\n", host_order);
     printf("round trip to a resident kernel   %7.2f us\n", echo);
+    printf("legacy order + resident round trip %6.2f us\n", echo_ordered);
+    printf("stream mem ops: %d, 64-bit: %d\n", memops, memops64);
+    printf("legacy write-value, host polls    %7.2f us\n", wv_host);
+    printf("legacy write-value -> resident kernel (device word) -> host %7.2f us\n", wv_echo);
+    printf("legacy write-value -> resident kernel (host word) -> host   %7.2f us\n", wv_echo_host);
     return 0;
 }

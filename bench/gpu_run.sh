@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin
+#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   lat pending
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -132,8 +132,34 @@ if has bench_nb; then # MPI_CHAR (the OSU default) and MPI_Iallreduce against NC
         ${BENCH_NB_MAX:-536870912} 2>&1 | tee "$out/bench_nb.txt"
 fi
 if has floor; then # the launch-and-wait floor of one small call on this machine (no MPI)
-    nvcc -O2 -gencode arch=compute_90,code=sm_90 -o bench/bench_floor bench/bench_floor.cu &&
+    nvcc -O2 -gencode arch=compute_90,code=sm_90 -o bench/bench_floor bench/bench_floor.cu -lcuda &&
         bench/bench_floor 20000 2>&1 | tee "$out/floor.txt"
+fi
+if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and log dirs under
+    # /tmp, quit at the end): the ranks' kernels run at once instead of time-slicing, so the small-call
+    # protocol can be looked at on a one-GPU machine. A development view only, never the 2-GPU figure.
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/cgpu_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/cgpu_mps/log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d; then
+        trap 'echo quit | nvidia-cuda-mps-control' EXIT
+        MPS=("${MPIRUN[@]}" -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY)
+        for v in on off; do
+            echo "## MPS, coll_gpu_cuda_resident $v" >> "$out/mps_lat.txt"
+            timeout -k 5 90 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident $v \
+                bench/bench_colls ${MPS_COLLS:-allreduce,allgather,alltoall,bcast,reduce} ${MPS_MAX:-65536} 8 >> "$out/mps_lat.txt" 2>&1
+        done
+        awk '/^##/{v=$4} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/mps_lat.txt"; echo
+        for o in stream none; do
+            timeout -k 5 60 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 --mca coll_gpu_cuda_stream_order $o \
+                bench/bench_colls allreduce 8 8 > "$out/mps_split_$o.log" 2>&1
+            echo "MPS stream_order $o: $(grep -h ' 8  *[0-9]' "$out/mps_split_$o.log" | head -1)"
+            grep -h "resident allreduce:" "$out/mps_split_$o.log" | sed 's/.*coll.gpu: //'
+        done
+        echo quit | nvidia-cuda-mps-control; trap - EXIT
+        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    else
+        echo "mps: no MPS daemon here"
+    fi
 fi
 if has staged; then # the staged allreduce: user ops and pair types on device buffers, then speed
     SMALL=(--mca coll_gpu_stage_chunk_bytes 65536 --mca coll_gpu_stage_pipeline_min_bytes 131072)
