@@ -703,7 +703,8 @@ template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_a
  * reduces all contributions in rank order (so every rank computes identical bits) ---- */
 
 template <typename T, int OP>
-__device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, const int b)
+__device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, const int b,
+                                             uint64_t *ts = nullptr)
 {
     const int n = a.nranks, me = a.rank;
     /* blocks split the elements on a 16-byte grid, so the reduction below runs on whole
@@ -727,6 +728,9 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
     }
     __threadfence_system();
     __syncthreads();
+    if (nullptr != ts && 0 == threadIdx.x) {
+        ts[0] = global_ns();
+    }
     if (threadIdx.x < (unsigned) n && (int) threadIdx.x != me) {
         uint64_t *pf = (uint64_t *) a.inbox[threadIdx.x];
         store_flag(pf + CGPU_CUDA_FLAG_ONESHOT(me, b), a.seq);
@@ -746,6 +750,9 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
     __syncthreads();
     if (failed) {
         return;
+    }
+    if (nullptr != ts && 0 == threadIdx.x) {
+        ts[1] = global_ns();
     }
     /* out = c_0 op c_1 op ... op c_{n-1}, element by element */
     auto contrib = [&](int p) -> const T * {
@@ -809,8 +816,9 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
     __shared__ uint64_t s_f[4];
     __shared__ int s_exit;
     volatile uint64_t *dev = a.state; /* [0] admitted, [1] blocks done, [2..5] fields */
+    __shared__ uint64_t s_ts[2]; /* block 0's stamps inside the oneshot body (trace) */
     cgpu_cuda_oneshot_args_t o = a.o;
-    uint64_t t_idle = global_ns();
+    uint64_t t_idle = global_ns(), t_seen = 0;
     for (uint64_t k = a.start;; ++k) {
         if (0 == threadIdx.x) {
             s_exit = 0;
@@ -825,6 +833,11 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
                         whole = whole && (q[c] ^ cgpu_cuda_resident_mix(f[c])) == k;
                     }
                     if (whole) {
+                        if (nullptr != a.trace) {
+                            t_seen = global_ns();
+                            a.trace[CGPU_CUDA_RK_TRACE_POLLS] += it + 1;
+                            a.trace[CGPU_CUDA_RK_TRACE_IDLE] += t_seen - t_idle;
+                        }
                         for (int c = 0; c < 4; ++c) {
                             dev[2 + c] = f[c];
                             s_f[c] = f[c];
@@ -864,10 +877,12 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
         o.count = (size_t) (s_f[2] & CGPU_CUDA_RESIDENT_COUNT_MASK);
         o.nblocks = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
         o.seq = s_f[3];
+        const bool traced = nullptr != a.trace && 0 == blockIdx.x;
         if ((int) blockIdx.x < o.nblocks) {
-            oneshot_body<T, OP>(o, (int) blockIdx.x);
+            oneshot_body<T, OP>(o, (int) blockIdx.x, traced ? s_ts : nullptr);
         }
         __syncthreads();
+        uint64_t t_body = traced ? global_ns() : 0;
         if (0 == threadIdx.x) {
             __threadfence();
             (void) atomicAdd((unsigned long long *) &dev[1], 1ull);
@@ -879,8 +894,19 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
                 const unsigned long long all = (k - a.start + 1) * gridDim.x;
                 while (*(volatile unsigned long long *) &dev[1] < all) {
                 }
+                const uint64_t t_all = traced ? global_ns() : 0;
                 __threadfence_system();
                 store_flag(a.completed, k);
+                if (traced) {
+                    const uint64_t t_done = global_ns();
+                    unsigned long long *tr = a.trace;
+                    tr[CGPU_CUDA_RK_TRACE_CALLS] += 1;
+                    tr[CGPU_CUDA_RK_TRACE_WRITE] += s_ts[0] - t_seen;
+                    tr[CGPU_CUDA_RK_TRACE_PEERS] += s_ts[1] - s_ts[0];
+                    tr[CGPU_CUDA_RK_TRACE_REDUCE] += t_body - s_ts[1];
+                    tr[CGPU_CUDA_RK_TRACE_BLOCKS] += t_all - t_body;
+                    tr[CGPU_CUDA_RK_TRACE_DONE] += t_done - t_all;
+                }
             }
         }
         t_idle = global_ns();

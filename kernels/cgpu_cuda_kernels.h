@@ -184,8 +184,17 @@ typedef struct cgpu_cuda_resident_args {
     uint64_t *state;       /* device memory, 8 words, zeroed before each launch */
     uint64_t start;        /* the first descriptor number this launch takes */
     unsigned long long idle_ns;
+    /* NULL, or CGPU_CUDA_RK_TRACE_WORDS words of device memory, zeroed: block 0 adds up
+     * where each call's time goes on the device (globaltimer ns; see the .cu) */
+    unsigned long long *trace;
     cgpu_cuda_oneshot_args_t o; /* the communicator's part (in/out/count/seq/nblocks unset) */
 } cgpu_cuda_resident_args_t;
+/* trace words: calls, descriptor polls, then summed ns of: waiting for the descriptor, the
+ * writes to the peers and their fence, waiting for the peers' flags, the reduction, waiting
+ * for the other blocks, the completion's fence and store */
+enum { CGPU_CUDA_RK_TRACE_CALLS, CGPU_CUDA_RK_TRACE_POLLS, CGPU_CUDA_RK_TRACE_IDLE,
+       CGPU_CUDA_RK_TRACE_WRITE, CGPU_CUDA_RK_TRACE_PEERS, CGPU_CUDA_RK_TRACE_REDUCE,
+       CGPU_CUDA_RK_TRACE_BLOCKS, CGPU_CUDA_RK_TRACE_DONE, CGPU_CUDA_RK_TRACE_WORDS };
 int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                               int blocks, int threads, void *stream);
 

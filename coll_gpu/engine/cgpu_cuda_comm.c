@@ -214,9 +214,13 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
             cc->rk_ctl = h;
             cc->rk_ctl_dev = d;
             memset(h, 0, RK_CTL_BYTES);
+            /* 8 words of state, then the trace (kept across launches; verbose 10) */
             void *sd = NULL;
-            st = cgpu_cuda_malloc(&sd, 64, cc->stream);
+            st = cgpu_cuda_malloc(&sd, 128, cc->stream);
             cc->rk_state = sd;
+            if (CGPU_OK == st) {
+                st = cgpu_cuda_memset_async(sd, 0, 128, cc->stream);
+            }
         }
         if (CGPU_OK != st) {
             return st;
@@ -311,6 +315,26 @@ cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles)
     return st;
 }
 
+/* Where the device time of a resident call went (the kernel's trace, verbose 10): block 0's
+ * means per call, after the kernel has ended */
+static void rk_report_trace(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
+{
+    unsigned long long tr[CGPU_CUDA_RK_TRACE_WORDS] = {0};
+    if (cgpu_engine_config()->verbose < CGPU_LOG_INFO || NULL == cc->stream ||
+        CGPU_OK != cgpu_cuda_copy_async(tr, cc->rk_state + 8, sizeof(tr), cc->stream) ||
+        CGPU_OK != cgpu_cuda_stream_sync(cc->stream) || 0 == tr[CGPU_CUDA_RK_TRACE_CALLS]) {
+        return;
+    }
+    const double n = (double) tr[CGPU_CUDA_RK_TRACE_CALLS];
+    cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident allreduce on the device, mean of %llu "
+             "calls: %.2f polls; us waiting for the descriptor %.2f, writes and fence %.2f, "
+             "peers' flags %.2f, reduction %.2f, other blocks %.2f, completion %.2f",
+             comm->rank, tr[CGPU_CUDA_RK_TRACE_CALLS], tr[CGPU_CUDA_RK_TRACE_POLLS] / n,
+             tr[CGPU_CUDA_RK_TRACE_IDLE] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_WRITE] / n / 1e3,
+             tr[CGPU_CUDA_RK_TRACE_PEERS] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_REDUCE] / n / 1e3,
+             tr[CGPU_CUDA_RK_TRACE_BLOCKS] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_DONE] / n / 1e3);
+}
+
 void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
@@ -333,6 +357,9 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     }
     pthread_mutex_lock(&rk_lock);
     rk_stop(cc);
+    if (cc->rk_calls > 0) {
+        rk_report_trace(comm, cc);
+    }
     if (cc->rk_listed) {
         cgpu_cuda_comm_t **pp = &rk_head;
         while (NULL != *pp && *pp != cc) {
@@ -831,6 +858,9 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     a.state = cc->rk_state;
     a.start = start;
     a.idle_ns = (unsigned long long) (cgpu_engine_config()->cuda_resident_idle_us * 1e3);
+    if (cgpu_engine_config()->verbose >= CGPU_LOG_INFO) {
+        a.trace = (unsigned long long *) (cc->rk_state + 8);
+    }
     a.o.timeout_ns = cc->timeout_ns;
     a.o.err = cc->err_dev;
     a.o.rank = comm->rank;
@@ -1521,6 +1551,26 @@ cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles)
 {
     (void) comm, (void) handles;
     return CGPU_ERR_NOT_SUPPORTED;
+}
+
+/* Where the device time of a resident call went (the kernel's trace, verbose 10): block 0's
+ * means per call, after the kernel has ended */
+static void rk_report_trace(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
+{
+    unsigned long long tr[CGPU_CUDA_RK_TRACE_WORDS] = {0};
+    if (cgpu_engine_config()->verbose < CGPU_LOG_INFO || NULL == cc->stream ||
+        CGPU_OK != cgpu_cuda_copy_async(tr, cc->rk_state + 8, sizeof(tr), cc->stream) ||
+        CGPU_OK != cgpu_cuda_stream_sync(cc->stream) || 0 == tr[CGPU_CUDA_RK_TRACE_CALLS]) {
+        return;
+    }
+    const double n = (double) tr[CGPU_CUDA_RK_TRACE_CALLS];
+    cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident allreduce on the device, mean of %llu "
+             "calls: %.2f polls; us waiting for the descriptor %.2f, writes and fence %.2f, "
+             "peers' flags %.2f, reduction %.2f, other blocks %.2f, completion %.2f",
+             comm->rank, tr[CGPU_CUDA_RK_TRACE_CALLS], tr[CGPU_CUDA_RK_TRACE_POLLS] / n,
+             tr[CGPU_CUDA_RK_TRACE_IDLE] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_WRITE] / n / 1e3,
+             tr[CGPU_CUDA_RK_TRACE_PEERS] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_REDUCE] / n / 1e3,
+             tr[CGPU_CUDA_RK_TRACE_BLOCKS] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_DONE] / n / 1e3);
 }
 
 void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
