@@ -726,14 +726,34 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
         T *dst = (T *) (a.inbox[p] + a.oneshot_off + ((size_t) buf * n + me) * a.slice_bytes);
         reduce_copy<T, OP>(dst + first, nullptr, nullptr, in + first, cnt);
     }
-    __threadfence_system();
-    __syncthreads();
-    if (nullptr != ts && 0 == threadIdx.x) {
-        ts[0] = global_ns();
-    }
-    if (threadIdx.x < (unsigned) n && (int) threadIdx.x != me) {
-        uint64_t *pf = (uint64_t *) a.inbox[threadIdx.x];
-        store_flag(pf + CGPU_CUDA_FLAG_ONESHOT(me, b), a.seq);
+    if (0 == a.fence) { /* every thread fences its own writes, then the flags */
+        __threadfence_system();
+        __syncthreads();
+        if (nullptr != ts && 0 == threadIdx.x) {
+            ts[0] = global_ns();
+        }
+        if (threadIdx.x < (unsigned) n && (int) threadIdx.x != me) {
+            uint64_t *pf = (uint64_t *) a.inbox[threadIdx.x];
+            store_flag(pf + CGPU_CUDA_FLAG_ONESHOT(me, b), a.seq);
+        }
+    } else { /* the barrier orders every thread's writes before thread 0's fence (cumulative,
+              * as in block_publish): one fence per block, then thread 0 flags every peer */
+        __syncthreads();
+        if (0 == threadIdx.x) {
+            if (1 == a.fence) {
+                __threadfence_system();
+            } else {
+                asm volatile("fence.acq_rel.sys;" ::: "memory");
+            }
+            if (nullptr != ts) {
+                ts[0] = global_ns();
+            }
+            for (int p = 0; p < n; ++p) {
+                if (p != me) {
+                    store_flag((uint64_t *) a.inbox[p] + CGPU_CUDA_FLAG_ONESHOT(me, b), a.seq);
+                }
+            }
+        }
     }
     /* wait for every peer's block b */
     const uint64_t *mf = (const uint64_t *) a.inbox[me];
@@ -820,49 +840,54 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
     cgpu_cuda_oneshot_args_t o = a.o;
     uint64_t t_idle = global_ns(), t_seen = 0;
     for (uint64_t k = a.start;; ++k) {
-        if (0 == threadIdx.x) {
-            s_exit = 0;
-            if (0 == blockIdx.x) {
-                for (unsigned it = 0;; ++it) {
-                    uint64_t q[4], f[4];
-                    for (int c = 0; c < 4; ++c) {
-                        load16_volatile(a.desc + 2 * c, q[c], f[c]);
+        if (0 == blockIdx.x && threadIdx.x < 32) {
+            /* warp 0 polls: lanes 0-3 read one 16-byte part each, one 64-byte read over PCIe
+             * per poll (one thread reading the four parts in turn waited for each) */
+            const unsigned lane = threadIdx.x;
+            for (unsigned it = 0;; ++it) {
+                uint64_t q = 0, f = 0;
+                if (lane < 4) {
+                    load16_volatile(a.desc + 2 * lane, q, f);
+                }
+                if (__all_sync(0xffffffffu, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k)) {
+                    if (lane < 4) {
+                        dev[2 + lane] = f;
+                        s_f[lane] = f;
                     }
-                    bool whole = true;
-                    for (int c = 0; c < 4; ++c) {
-                        whole = whole && (q[c] ^ cgpu_cuda_resident_mix(f[c])) == k;
-                    }
-                    if (whole) {
+                    __syncwarp();
+                    if (0 == lane) {
                         if (nullptr != a.trace) {
                             t_seen = global_ns();
                             a.trace[CGPU_CUDA_RK_TRACE_POLLS] += it + 1;
                             a.trace[CGPU_CUDA_RK_TRACE_IDLE] += t_seen - t_idle;
                         }
-                        for (int c = 0; c < 4; ++c) {
-                            dev[2 + c] = f[c];
-                            s_f[c] = f[c];
-                        }
                         __threadfence();
                         dev[0] = k;
-                        s_exit = 0 != (f[2] & CGPU_CUDA_RESIDENT_EXIT);
-                        break;
+                        s_exit = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
                     }
-                    if (0 == (it & 3) && global_ns() - t_idle > a.idle_ns) { /* a poll: ~1 us */
+                    break;
+                }
+                int idle = 0;
+                if (0 == lane && 0 == (it & 3)) { /* a poll: ~1 us */
+                    idle = global_ns() - t_idle > a.idle_ns;
+                }
+                if (__shfl_sync(0xffffffffu, idle, 0)) {
+                    if (0 == lane) {
                         dev[0] = k | CGPU_CUDA_RESIDENT_EXIT;
                         s_exit = 1;
-                        break;
                     }
+                    break;
                 }
-            } else {
-                uint64_t v;
-                while ((v = dev[0]) != k && v != (k | CGPU_CUDA_RESIDENT_EXIT)) {
-                }
-                __threadfence();
-                for (int c = 0; c < 4; ++c) {
-                    s_f[c] = dev[2 + c];
-                }
-                s_exit = v != k || 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
             }
+        } else if (0 != blockIdx.x && 0 == threadIdx.x) {
+            uint64_t v;
+            while ((v = dev[0]) != k && v != (k | CGPU_CUDA_RESIDENT_EXIT)) {
+            }
+            __threadfence();
+            for (int c = 0; c < 4; ++c) {
+                s_f[c] = dev[2 + c];
+            }
+            s_exit = v != k || 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
         }
         __syncthreads();
         if (s_exit) {
