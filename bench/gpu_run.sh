@@ -149,19 +149,24 @@ if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and
                 bench/bench_colls ${MPS_COLLS:-allreduce,allgather,alltoall,bcast,reduce} ${MPS_MAX:-65536} 8 >> "$out/mps_lat.txt" 2>&1
         done
         awk '/^##/{v=$4} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/mps_lat.txt"; echo
-        for f in ${MPS_FENCES:-0}; do # where a resident call's time goes, host and device (verbose 10)
-            for o in stream none; do
-                timeout -k 5 60 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 --mca coll_gpu_cuda_stream_order $o \
-                    --mca coll_gpu_cuda_oneshot_fence $f bench/bench_colls allreduce 8 8 > "$out/mps_split_${o}_f$f.log" 2>&1
-                echo "MPS fence $f stream_order $o: $(grep -h ' 8  *[0-9]' "$out/mps_split_${o}_f$f.log" | head -1)"
-                grep -h "resident allreduce[: ]" "$out/mps_split_${o}_f$f.log" | sed 's/.*coll.gpu: //'
-            done
+        for o in stream none; do # where a resident call's time goes, host and device (verbose 10)
+            timeout -k 5 60 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 --mca coll_gpu_cuda_stream_order $o \
+                bench/bench_colls allreduce 8 8 > "$out/mps_split_$o.log" 2>&1
+            echo "MPS stream_order $o: $(grep -h ' 8  *[0-9]' "$out/mps_split_$o.log" | head -1)"
+            grep -h "resident allreduce[: ]" "$out/mps_split_$o.log" | sed 's/.*coll.gpu: //'
         done
-        for f in ${MPS_TEST_FENCES:-}; do # the oneshot protocol checked with each fence, resident and launched
-            run mps_rk_np2_f$f 200 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_cuda_oneshot_fence $f --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
-            run mps_launched_np2_f$f 200 2 --mca coll_gpu_cuda_resident off --mca coll_gpu_cuda_oneshot_fence $f --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
-            run mps_rk_np4_f$f 200 4 --mca coll_gpu_cuda_resident on --mca coll_gpu_cuda_oneshot_fence $f --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
-        done
+        if [ "${MPS_TESTS:-0}" = 1 ]; then # the resident kernel checked with the ranks' kernels running at once
+            RKON=(--mca coll_gpu_cuda_resident on)
+            run mps_rk_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
+            run mps_launched_np2 120 2 --mca coll_gpu_cuda_resident off --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
+            run mps_rk_mixed_np2 120 1 --mca coll_gpu_cuda_timeout 10 -x OMPI_MCA_coll_gpu_cuda_resident=1 test/gpu/test_cuda_allreduce quick : \
+                -np 1 -x OMPI_MCA_coll_gpu_cuda_resident=0 test/gpu/test_cuda_allreduce quick
+            run mps_rk_idle_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_cuda_resident_idle_us 20 test/gpu/test_cuda_allreduce quick
+            run mps_rk_np4 120 4 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
+            run mps_rk_colls_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
+            run mps_rk_order_np4 120 4 "${RKON[@]}" test/gpu/test_cuda_colls order
+            run mps_rk_order_np2 120 2 "${RKON[@]}" test/gpu/test_cuda_colls order
+        fi
         echo quit | nvidia-cuda-mps-control; trap - EXIT
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     else

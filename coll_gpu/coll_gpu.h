@@ -67,7 +67,6 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_resident_max_bytes;
     double cuda_resident_idle_us;
     int cuda_resident_max_kernels;
-    int cuda_oneshot_fence;
     bool cuda_setup_exclusive;
     char *profiler; /* path of a profiler plugin */
     char *ofi_provider;               /* inter-node proxy: libfabric provider ("" = best) */

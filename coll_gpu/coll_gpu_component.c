@@ -364,12 +364,6 @@ static int gpu_register(void)
             "cuda backend: most resident kernels (communicators) per process at once; past it "
             "a communicator launches a kernel per call",
             OPAL_INFO_LVL_6, &c->cuda_resident_max_kernels);
-    c->cuda_oneshot_fence = d.cuda_oneshot_fence;
-    reg_int("cuda_oneshot_fence",
-            "cuda backend, developer: how a oneshot allreduce orders its writes to the peers "
-            "before their flags: 0 a system fence in every thread, 1 one system fence per "
-            "block after a barrier, 2 one acquire-release system fence per block",
-            OPAL_INFO_LVL_9, &c->cuda_oneshot_fence);
     c->cuda_setup_exclusive = d.cuda_setup_exclusive;
     reg("cuda_setup_exclusive",
         "cuda backend: a communicator's CUDA set-up (allocations, IPC export and open) waits "
@@ -504,7 +498,6 @@ static int gpu_open(void)
     cfg.cuda_resident_max_bytes = c->cuda_resident_max_bytes;
     cfg.cuda_resident_idle_us = c->cuda_resident_idle_us;
     cfg.cuda_resident_max_kernels = c->cuda_resident_max_kernels;
-    cfg.cuda_oneshot_fence = c->cuda_oneshot_fence;
     cfg.cuda_setup_exclusive = c->cuda_setup_exclusive;
     cfg.profiler = c->profiler;
     cfg.ofi_provider = c->ofi_provider;

@@ -726,34 +726,14 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
         T *dst = (T *) (a.inbox[p] + a.oneshot_off + ((size_t) buf * n + me) * a.slice_bytes);
         reduce_copy<T, OP>(dst + first, nullptr, nullptr, in + first, cnt);
     }
-    if (0 == a.fence) { /* every thread fences its own writes, then the flags */
-        __threadfence_system();
-        __syncthreads();
-        if (nullptr != ts && 0 == threadIdx.x) {
-            ts[0] = global_ns();
-        }
-        if (threadIdx.x < (unsigned) n && (int) threadIdx.x != me) {
-            uint64_t *pf = (uint64_t *) a.inbox[threadIdx.x];
-            store_flag(pf + CGPU_CUDA_FLAG_ONESHOT(me, b), a.seq);
-        }
-    } else { /* the barrier orders every thread's writes before thread 0's fence (cumulative,
-              * as in block_publish): one fence per block, then thread 0 flags every peer */
-        __syncthreads();
-        if (0 == threadIdx.x) {
-            if (1 == a.fence) {
-                __threadfence_system();
-            } else {
-                asm volatile("fence.acq_rel.sys;" ::: "memory");
-            }
-            if (nullptr != ts) {
-                ts[0] = global_ns();
-            }
-            for (int p = 0; p < n; ++p) {
-                if (p != me) {
-                    store_flag((uint64_t *) a.inbox[p] + CGPU_CUDA_FLAG_ONESHOT(me, b), a.seq);
-                }
-            }
-        }
+    __threadfence_system();
+    __syncthreads();
+    if (nullptr != ts && 0 == threadIdx.x) {
+        ts[0] = global_ns();
+    }
+    if (threadIdx.x < (unsigned) n && (int) threadIdx.x != me) {
+        uint64_t *pf = (uint64_t *) a.inbox[threadIdx.x];
+        store_flag(pf + CGPU_CUDA_FLAG_ONESHOT(me, b), a.seq);
     }
     /* wait for every peer's block b */
     const uint64_t *mf = (const uint64_t *) a.inbox[me];

@@ -167,7 +167,6 @@ typedef struct cgpu_cuda_oneshot_args {
     uint64_t seq;        /* this call's number (same on every rank), from 1 */
     size_t slice_bytes;  /* capacity of one rank's contribution in an inbox buffer */
     size_t oneshot_off;  /* byte offset of the oneshot area in an inbox */
-    int fence;           /* how the writes are ordered before the flags (coll_gpu_cuda_oneshot_fence) */
     char *inbox[CGPU_CUDA_MAX_RANKS]; /* every rank's inbox (own one local) */
 } cgpu_cuda_oneshot_args_t;
 

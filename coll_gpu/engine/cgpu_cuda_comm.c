@@ -782,7 +782,6 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     a.seq = ++cc->oneshot_seq;
     a.slice_bytes = cc->oneshot_slice;
     a.oneshot_off = cc->oneshot_off;
-    a.fence = cgpu_engine_config()->cuda_oneshot_fence;
     for (int i = 0; i < comm->size; ++i) {
         a.inbox[i] = cc->peer_inbox[i];
     }
@@ -868,7 +867,6 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     a.o.nranks = comm->size;
     a.o.slice_bytes = cc->oneshot_slice;
     a.o.oneshot_off = cc->oneshot_off;
-    a.o.fence = cgpu_engine_config()->cuda_oneshot_fence;
     for (int i = 0; i < comm->size; ++i) {
         a.o.inbox[i] = cc->peer_inbox[i];
     }

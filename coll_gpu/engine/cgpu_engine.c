@@ -56,7 +56,6 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_resident_max_bytes = 64u << 10;
     cfg->cuda_resident_idle_us = 50.0;
     cfg->cuda_resident_max_kernels = 4;
-    cfg->cuda_oneshot_fence = 0;
     cfg->cuda_setup_exclusive = true;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
@@ -86,8 +85,7 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_stream_order < CGPU_ORDER_AUTO ||
         cfg->cuda_stream_order > CGPU_ORDER_BLOCKING_STREAM || cfg->proxy_max_peers < 0 ||
         cfg->proxy_max_inflight < 1 || cfg->proxy_bounce_bytes < 4096 ||
-        !(cfg->cuda_resident_idle_us >= 0) || cfg->cuda_resident_max_kernels < 0 ||
-        cfg->cuda_oneshot_fence < 0 || cfg->cuda_oneshot_fence > 2) {
+        !(cfg->cuda_resident_idle_us >= 0) || cfg->cuda_resident_max_kernels < 0) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;

@@ -92,8 +92,6 @@ typedef struct cgpu_config {
     size_t cuda_resident_max_bytes; /* allreduces up to this size take them */
     double cuda_resident_idle_us;   /* a resident kernel ends after this long without work */
     int cuda_resident_max_kernels;  /* at most this many per process at once */
-    int cuda_oneshot_fence;         /* oneshot writes before flags: 0 every thread's fence,
-                                     * 1 one fence per block, 2 one acq_rel fence per block */
     bool cuda_setup_exclusive;  /* a communicator's CUDA set-up waits until no collective
                                  * kernel of the process is in flight (cgpu_cuda_setup_begin) */
     /* inter-node proxy (libfabric; cgpu_proxy.h) */
