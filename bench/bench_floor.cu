@@ -191,7 +191,12 @@ int main(int argc, char **argv)
     CK(cudaMalloc((void **) &dgo, 64));
     CK(cudaMemset(dgo, 0, 64));
     CK(cudaDeviceSynchronize());
-    if (memops64) {
+    /* the v1 attributes above say nothing of the v2 calls cuda.h maps these names to: try */
+    const CUresult probe = cuStreamWriteValue64(CU_STREAM_LEGACY, (CUdeviceptr) dgo, 0, 0);
+    CK(cudaDeviceSynchronize());
+    printf("cuStreamWriteValue64 on the legacy stream: %s (%d)\n",
+           CUDA_SUCCESS == probe ? "works" : "fails", (int) probe);
+    if (CUDA_SUCCESS == probe) {
         /* to mapped host memory, the host polling it */
         *hflag = 0;
         for (int i = 1; i <= warm + it; ++i) {

@@ -815,10 +815,12 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
 {
     __shared__ uint64_t s_f[4];
     __shared__ int s_exit;
-    volatile uint64_t *dev = a.state; /* [0] admitted, [1] blocks done, [2..5] fields */
+    /* [0] admitted, [1] blocks done, [2..5] fields, [6] working blocks done */
+    volatile uint64_t *dev = a.state;
     __shared__ uint64_t s_ts[2]; /* block 0's stamps inside the oneshot body (trace) */
     cgpu_cuda_oneshot_args_t o = a.o;
     uint64_t t_idle = global_ns(), t_seen = 0;
+    unsigned long long working = 0; /* block 0: blocks that worked on the calls so far */
     for (uint64_t k = a.start;; ++k) {
         if (0 == blockIdx.x && threadIdx.x < 32) {
             /* warp 0 polls: lanes 0-3 read one 16-byte part each, one 64-byte read over PCIe
@@ -840,6 +842,18 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
                             t_seen = global_ns();
                             a.trace[CGPU_CUDA_RK_TRACE_POLLS] += it + 1;
                             a.trace[CGPU_CUDA_RK_TRACE_IDLE] += t_seen - t_idle;
+                        }
+                        if (CGPU_CUDA_RESIDENT_ORDERED ==
+                            (s_f[2] & (CGPU_CUDA_RESIDENT_ORDERED | CGPU_CUDA_RESIDENT_EXIT))) {
+                            /* the caller's work on the legacy and blocking streams is done
+                             * once the legacy stream has written k here */
+                            while (*(const volatile uint64_t *) a.go < k) {
+                            }
+                            if (nullptr != a.trace) {
+                                const uint64_t t = global_ns();
+                                a.trace[CGPU_CUDA_RK_TRACE_ORDER] += t - t_seen;
+                                t_seen = t;
+                            }
                         }
                         __threadfence();
                         dev[0] = k;
@@ -890,14 +904,14 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
         uint64_t t_body = traced ? global_ns() : 0;
         if (0 == threadIdx.x) {
             __threadfence();
+            if ((int) blockIdx.x < o.nblocks) {
+                (void) atomicAdd((unsigned long long *) &dev[6], 1ull);
+            }
             (void) atomicAdd((unsigned long long *) &dev[1], 1ull);
-            /* block 0 waits until every block is done with descriptor k (one scheduled
-             * late, or still waiting for a peer), and only then publishes it and starts
-             * its idle clock: so it never takes k + 1, nor ends, while a block is in k, and
-             * the host sees the completion before any end of the kernel */
             if (0 == blockIdx.x) {
-                const unsigned long long all = (k - a.start + 1) * gridDim.x;
-                while (*(volatile unsigned long long *) &dev[1] < all) {
+                /* the result is whole once the blocks that worked are done: publish it */
+                working += (unsigned long long) o.nblocks;
+                while (*(volatile unsigned long long *) &dev[6] < working) {
                 }
                 const uint64_t t_all = traced ? global_ns() : 0;
                 __threadfence_system();
@@ -911,6 +925,13 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
                     tr[CGPU_CUDA_RK_TRACE_REDUCE] += t_body - s_ts[1];
                     tr[CGPU_CUDA_RK_TRACE_BLOCKS] += t_all - t_body;
                     tr[CGPU_CUDA_RK_TRACE_DONE] += t_done - t_all;
+                }
+                /* then block 0 waits until every block is done with descriptor k (one
+                 * scheduled late, or idle in this call) before it takes k + 1 or starts its
+                 * idle clock: so it never overwrites the fields a block still reads, nor
+                 * ends, while a block is in k */
+                const unsigned long long all = (k - a.start + 1) * gridDim.x;
+                while (*(volatile unsigned long long *) &dev[1] < all) {
                 }
             }
         }
