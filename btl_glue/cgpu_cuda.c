@@ -459,37 +459,6 @@ cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *of
     return CGPU_OK;
 }
 
-/* cuStreamWriteValue64 (the runtime has no call for it), found like cuPointerGetAttribute */
-typedef int (*write_value_fn)(void *stream, unsigned long long addr, uint64_t value,
-                              unsigned flags);
-static write_value_fn write_value;
-static pthread_once_t write_value_once = PTHREAD_ONCE_INIT;
-#define CGPU_CU_STREAM_LEGACY ((void *) 0x1) /* CU_STREAM_LEGACY */
-
-static void find_write_value(void)
-{
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (NULL != lib) {
-        write_value = (write_value_fn) dlsym(lib, "cuStreamWriteValue64_v2");
-    }
-}
-
-cgpu_status_t cgpu_cuda_default_stream_write(uint64_t *dptr, uint64_t v)
-{
-    pthread_once(&write_value_once, find_write_value);
-    if (NULL == write_value) {
-        return CGPU_ERR_NOT_SUPPORTED;
-    }
-    /* flags 0: the write follows a memory fence after the work before it */
-    const int r = write_value(CGPU_CU_STREAM_LEGACY, (unsigned long long) (uintptr_t) dptr, v, 0);
-    if (0 != r) {
-        cgpu_log(CGPU_LOG_INFO, "cuda: cuStreamWriteValue64 on the legacy stream: error %d; "
-                 "the resident kernel's order is a host wait instead", r);
-        return CGPU_ERR_NOT_SUPPORTED;
-    }
-    return CGPU_OK;
-}
-
 cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev)
 {
     cudaError_t e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
@@ -728,12 +697,6 @@ cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *of
 cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev)
 {
     (void) ev;
-    return CGPU_ERR_NOT_SUPPORTED;
-}
-
-cgpu_status_t cgpu_cuda_default_stream_write(uint64_t *dptr, uint64_t v)
-{
-    (void) dptr, (void) v;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

@@ -109,10 +109,6 @@ void cgpu_cuda_ipc_close_now(void *dptr);
 /** Wait on the host for the work already enqueued on the legacy default stream and every
  * blocking stream (@p ev is recorded there). */
 cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev);
-/** Enqueue on the legacy default stream a write of @p v to device memory @p dptr: it lands
- * after the work already enqueued there and on every blocking stream, and the host does not
- * wait (cuStreamWriteValue64). CGPU_ERR_NOT_SUPPORTED where the driver lacks it. */
-cgpu_status_t cgpu_cuda_default_stream_write(uint64_t *dptr, uint64_t v);
 void cgpu_cuda_ipc_close(void *dptr);
 
 /** Convert a CUDA error number returned by a kernel launcher; logs it with @p what. */

@@ -843,18 +843,6 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
                             a.trace[CGPU_CUDA_RK_TRACE_POLLS] += it + 1;
                             a.trace[CGPU_CUDA_RK_TRACE_IDLE] += t_seen - t_idle;
                         }
-                        if (CGPU_CUDA_RESIDENT_ORDERED ==
-                            (s_f[2] & (CGPU_CUDA_RESIDENT_ORDERED | CGPU_CUDA_RESIDENT_EXIT))) {
-                            /* the caller's work on the legacy and blocking streams is done
-                             * once the legacy stream has written k here */
-                            while (*(const volatile uint64_t *) a.go < k) {
-                            }
-                            if (nullptr != a.trace) {
-                                const uint64_t t = global_ns();
-                                a.trace[CGPU_CUDA_RK_TRACE_ORDER] += t - t_seen;
-                                t_seen = t;
-                            }
-                        }
                         __threadfence();
                         dev[0] = k;
                         s_exit = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
@@ -902,37 +890,37 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
         }
         __syncthreads();
         uint64_t t_body = traced ? global_ns() : 0;
-        if (0 == threadIdx.x) {
+        if (0 != blockIdx.x && 0 == threadIdx.x) {
             __threadfence();
             if ((int) blockIdx.x < o.nblocks) {
                 (void) atomicAdd((unsigned long long *) &dev[6], 1ull);
             }
             (void) atomicAdd((unsigned long long *) &dev[1], 1ull);
-            if (0 == blockIdx.x) {
-                /* the result is whole once the blocks that worked are done: publish it */
-                working += (unsigned long long) o.nblocks;
-                while (*(volatile unsigned long long *) &dev[6] < working) {
-                }
-                const uint64_t t_all = traced ? global_ns() : 0;
-                __threadfence_system();
-                store_flag(a.completed, k);
-                if (traced) {
-                    const uint64_t t_done = global_ns();
-                    unsigned long long *tr = a.trace;
-                    tr[CGPU_CUDA_RK_TRACE_CALLS] += 1;
-                    tr[CGPU_CUDA_RK_TRACE_WRITE] += s_ts[0] - t_seen;
-                    tr[CGPU_CUDA_RK_TRACE_PEERS] += s_ts[1] - s_ts[0];
-                    tr[CGPU_CUDA_RK_TRACE_REDUCE] += t_body - s_ts[1];
-                    tr[CGPU_CUDA_RK_TRACE_BLOCKS] += t_all - t_body;
-                    tr[CGPU_CUDA_RK_TRACE_DONE] += t_done - t_all;
-                }
-                /* then block 0 waits until every block is done with descriptor k (one
-                 * scheduled late, or idle in this call) before it takes k + 1 or starts its
-                 * idle clock: so it never overwrites the fields a block still reads, nor
-                 * ends, while a block is in k */
-                const unsigned long long all = (k - a.start + 1) * gridDim.x;
-                while (*(volatile unsigned long long *) &dev[1] < all) {
-                }
+        } else if (0 == threadIdx.x) {
+            /* the result is whole once the other blocks that worked are done (none for a
+             * call of one block): publish it */
+            working += (unsigned long long) o.nblocks - 1;
+            while (*(volatile unsigned long long *) &dev[6] < working) {
+            }
+            const uint64_t t_all = traced ? global_ns() : 0;
+            __threadfence_system();
+            store_flag(a.completed, k);
+            if (traced) {
+                const uint64_t t_done = global_ns();
+                unsigned long long *tr = a.trace;
+                tr[CGPU_CUDA_RK_TRACE_CALLS] += 1;
+                tr[CGPU_CUDA_RK_TRACE_WRITE] += s_ts[0] - t_seen;
+                tr[CGPU_CUDA_RK_TRACE_PEERS] += s_ts[1] - s_ts[0];
+                tr[CGPU_CUDA_RK_TRACE_REDUCE] += t_body - s_ts[1];
+                tr[CGPU_CUDA_RK_TRACE_BLOCKS] += t_all - t_body;
+                tr[CGPU_CUDA_RK_TRACE_DONE] += t_done - t_all;
+            }
+            /* then block 0 waits until every other block is done with descriptor k (one
+             * scheduled late, or idle in this call) before it takes k + 1 or starts its
+             * idle clock: so it never overwrites the fields a block still reads, nor ends,
+             * while a block is in k */
+            const unsigned long long all = (k - a.start + 1) * (gridDim.x - 1);
+            while (*(volatile unsigned long long *) &dev[1] < all) {
             }
         }
         t_idle = global_ns();

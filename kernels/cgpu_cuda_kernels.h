@@ -175,8 +175,6 @@ typedef struct cgpu_cuda_oneshot_args {
  * with tag = number ^ cgpu_cuda_resident_mix(field), field first: a part read half old,
  * half new fails its check (or holds the same field, so is right anyway). */
 #define CGPU_CUDA_RESIDENT_EXIT (1ull << 63)
-/* the call starts once *go reaches its number (written through the legacy stream) */
-#define CGPU_CUDA_RESIDENT_ORDERED (1ull << 62)
 #define CGPU_CUDA_RESIDENT_BLOCKS_SHIFT 48
 #define CGPU_CUDA_RESIDENT_COUNT_MASK ((1ull << 48) - 1)
 typedef struct cgpu_cuda_resident_args {
@@ -184,8 +182,6 @@ typedef struct cgpu_cuda_resident_args {
     uint64_t *completed;   /* host-mapped: number of the last descriptor completed */
     uint64_t *exited;      /* host-mapped: set to the next number when the kernel ends */
     uint64_t *state;       /* device memory, 8 words, zeroed before each launch */
-    const uint64_t *go;    /* device memory: the legacy stream writes here the number of
-                            * the last call whose input is ready (ORDERED descriptors) */
     uint64_t start;        /* the first descriptor number this launch takes */
     unsigned long long idle_ns;
     /* NULL, or CGPU_CUDA_RK_TRACE_WORDS words of device memory, zeroed: block 0 adds up
@@ -193,14 +189,12 @@ typedef struct cgpu_cuda_resident_args {
     unsigned long long *trace;
     cgpu_cuda_oneshot_args_t o; /* the communicator's part (in/out/count/seq/nblocks unset) */
 } cgpu_cuda_resident_args_t;
-/* trace words: calls, descriptor polls, then summed ns of: waiting for the descriptor,
- * waiting for the legacy stream's go (ORDERED), the writes to the peers and their fence,
- * waiting for the peers' flags, the reduction, waiting for the other working blocks, the
- * completion's fence and store */
+/* trace words: calls, descriptor polls, then summed ns of: waiting for the descriptor, the
+ * writes to the peers and their fence, waiting for the peers' flags, the reduction, waiting
+ * for the other working blocks, the completion's fence and store */
 enum { CGPU_CUDA_RK_TRACE_CALLS, CGPU_CUDA_RK_TRACE_POLLS, CGPU_CUDA_RK_TRACE_IDLE,
-       CGPU_CUDA_RK_TRACE_ORDER, CGPU_CUDA_RK_TRACE_WRITE, CGPU_CUDA_RK_TRACE_PEERS,
-       CGPU_CUDA_RK_TRACE_REDUCE, CGPU_CUDA_RK_TRACE_BLOCKS, CGPU_CUDA_RK_TRACE_DONE,
-       CGPU_CUDA_RK_TRACE_WORDS };
+       CGPU_CUDA_RK_TRACE_WRITE, CGPU_CUDA_RK_TRACE_PEERS, CGPU_CUDA_RK_TRACE_REDUCE,
+       CGPU_CUDA_RK_TRACE_BLOCKS, CGPU_CUDA_RK_TRACE_DONE, CGPU_CUDA_RK_TRACE_WORDS };
 int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                               int blocks, int threads, void *stream);
 

@@ -62,7 +62,6 @@ typedef struct cgpu_cuda_comm {
     uint64_t *rk_ctl_dev; /* the same, device view */
     uint64_t *rk_state;   /* device memory the kernel's blocks share */
     uint64_t rk_k;        /* descriptors written */
-    bool rk_go_write;     /* order through the legacy stream's write (else a host wait) */
     bool rk_running;      /* launched, and not seen ending */
     bool rk_listed;       /* counted in rk_count, on the rk_head list */
     cgpu_dtype_t rk_dt;   /* the running kernel's reduction */
@@ -74,9 +73,6 @@ typedef struct cgpu_cuda_comm {
 
 /* word indices in the resident control block (one 64-byte line each part) */
 enum { RK_DESC = 0, RK_DONE = 16, RK_EXITED = 32, RK_CTL_BYTES = 512 };
-/* word indices in the resident kernel's device memory */
-enum { RK_STATE_WORDS = 8, RK_TRACE = 8, RK_GO = 24, RK_DEV_BYTES = 256 };
-_Static_assert(RK_TRACE + CGPU_CUDA_RK_TRACE_WORDS <= RK_GO, "resident trace words");
 
 /* communicators that have launched a resident kernel (at most cuda_resident_max_kernels) */
 static pthread_mutex_t rk_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -218,15 +214,13 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
             cc->rk_ctl = h;
             cc->rk_ctl_dev = d;
             memset(h, 0, RK_CTL_BYTES);
-            /* words: RK_STATE_WORDS of state (zeroed at each launch), then the trace and the
-             * legacy stream's go word (kept across launches) */
+            /* 8 words of state, then the trace (kept across launches; verbose 10) */
             void *sd = NULL;
-            st = cgpu_cuda_malloc(&sd, RK_DEV_BYTES, cc->stream);
+            st = cgpu_cuda_malloc(&sd, 128, cc->stream);
             cc->rk_state = sd;
             if (CGPU_OK == st) {
-                st = cgpu_cuda_memset_async(sd, 0, RK_DEV_BYTES, cc->stream);
+                st = cgpu_cuda_memset_async(sd, 0, 128, cc->stream);
             }
-            cc->rk_go_write = true; /* until the driver says otherwise */
         }
         if (CGPU_OK != st) {
             return st;
@@ -327,7 +321,7 @@ static void rk_report_trace(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
 {
     unsigned long long tr[CGPU_CUDA_RK_TRACE_WORDS] = {0};
     if (cgpu_engine_config()->verbose < CGPU_LOG_INFO || NULL == cc->stream ||
-        CGPU_OK != cgpu_cuda_copy_async(tr, cc->rk_state + RK_TRACE, sizeof(tr), cc->stream) ||
+        CGPU_OK != cgpu_cuda_copy_async(tr, cc->rk_state + 8, sizeof(tr), cc->stream) ||
         CGPU_OK != cgpu_cuda_stream_sync(cc->stream) || 0 == tr[CGPU_CUDA_RK_TRACE_CALLS]) {
         return;
     }
@@ -580,7 +574,9 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         return st;
     }
     cuda_staged_t sg = {.in = k->sbuf, .out = k->rbuf};
-    if (!k->resident) { /* the resident call orders itself (launch_resident) */
+    if (k->resident) { /* no stream to order: the host waits for the default stream */
+        st = NULL != cc->order_ev ? cgpu_cuda_default_stream_wait_host(cc->order_ev) : CGPU_OK;
+    } else {
         st = cuda_stage(cc, k, &sg);
     }
     if (CGPU_OK != st) {
@@ -849,7 +845,7 @@ static void rk_stop(cgpu_cuda_comm_t *cc)
 static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, uint64_t start)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    cgpu_status_t st = cgpu_cuda_memset_async(cc->rk_state, 0, RK_STATE_WORDS * 8, cc->rk_stream);
+    cgpu_status_t st = cgpu_cuda_memset_async(cc->rk_state, 0, 64, cc->rk_stream);
     if (CGPU_OK != st) {
         return st;
     }
@@ -860,11 +856,10 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     a.completed = cc->rk_ctl_dev + RK_DONE;
     a.exited = cc->rk_ctl_dev + RK_EXITED;
     a.state = cc->rk_state;
-    a.go = cc->rk_state + RK_GO;
     a.start = start;
     a.idle_ns = (unsigned long long) (cgpu_engine_config()->cuda_resident_idle_us * 1e3);
     if (cgpu_engine_config()->verbose >= CGPU_LOG_INFO) {
-        a.trace = (unsigned long long *) (cc->rk_state + RK_TRACE);
+        a.trace = (unsigned long long *) (cc->rk_state + 8);
     }
     a.o.timeout_ns = cc->timeout_ns;
     a.o.err = cc->err_dev;
@@ -928,28 +923,10 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     const uint64_t nblocks = clamp1(div_up(bytes, 8 << 10), CGPU_CUDA_MAX_ONESHOT_BLOCKS);
     const uint64_t oseq = ++cc->oneshot_seq;
     const uint64_t t1 = cgpu_now_ns();
-    /* no stream to order the call after the caller's work on the default stream: the legacy
-     * stream writes the call's number where the kernel waits for it (no host wait), or,
-     * where the driver cannot, the host waits for an event recorded there */
-    uint64_t f2 = (uint64_t) rc->count | nblocks << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT;
-    if (NULL != cc->order_ev) {
-        cgpu_status_t ost = CGPU_ERR_NOT_SUPPORTED;
-        if (cc->rk_go_write) {
-            ost = cgpu_cuda_default_stream_write(cc->rk_state + RK_GO, cc->rk_k + 1);
-            cc->rk_go_write = CGPU_OK == ost;
-        }
-        if (CGPU_OK == ost) {
-            f2 |= CGPU_CUDA_RESIDENT_ORDERED;
-        } else {
-            ost = cgpu_cuda_default_stream_wait_host(cc->order_ev);
-            if (CGPU_OK != ost) {
-                --cc->oneshot_seq; /* no call was handed over */
-                return ost;
-            }
-        }
-    }
     cc->rk_calls++;
-    const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out, f2, oseq);
+    const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,
+                                (uint64_t) rc->count | nblocks << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT,
+                                oseq);
     cgpu_log(CGPU_LOG_TRACE, "cuda: resident allreduce rank %d count %zu %s/%s blocks %llu seq %llu",
              comm->rank, rc->count, cgpu_dtype_name(rc->dt), cgpu_op_name(rc->op),
              (unsigned long long) nblocks, (unsigned long long) oseq);
