@@ -223,6 +223,7 @@ if has rk; then # the resident small-allreduce kernel: checked by default, with 
     run rk_colls_np2 200 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
     run rk_order_np4 120 4 "${RKON[@]}" test/gpu/test_cuda_colls order
   fi
+  if [ "${RK_LAT:-1}" = 1 ]; then
     for v in on off; do
         echo "## coll_gpu_cuda_resident $v" >> "$out/rk_lat.txt"
         timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_resident $v \
@@ -236,8 +237,9 @@ if has rk; then # the resident small-allreduce kernel: checked by default, with 
         timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 --mca coll_gpu_cuda_stream_order $o \
             bench/bench_colls allreduce 8 8 > "$out/rk_split_$o.log" 2>&1
         echo "stream_order $o: $(grep -h ' 8  *[0-9]' "$out/rk_split_$o.log" | head -1)"
-        grep -h "resident allreduce:" "$out/rk_split_$o.log" | sed 's/.*coll.gpu: //'
+        grep -h "resident allreduce[: ]" "$out/rk_split_$o.log" | sed 's/.*coll.gpu: //'
     done
+  fi
 fi
 if has osu; then # OSU micro-benchmarks 7.4 as a user runs them (-d cuda, their defaults: MPI_CHAR for
     # the reductions); the OSU tree is a fetched copy carried in .osu (git-ignored, never committed)
