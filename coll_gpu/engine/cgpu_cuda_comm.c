@@ -357,9 +357,6 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     }
     pthread_mutex_lock(&rk_lock);
     rk_stop(cc);
-    if (cc->rk_calls > 0) {
-        rk_report_trace(comm, cc);
-    }
     if (cc->rk_listed) {
         cgpu_cuda_comm_t **pp = &rk_head;
         while (NULL != *pp && *pp != cc) {
@@ -372,6 +369,9 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
         rk_count--;
     }
     pthread_mutex_unlock(&rk_lock);
+    if (cc->rk_calls > 0) { /* the kernel has ended (rk_stop) */
+        rk_report_trace(comm, cc);
+    }
     bool all_mapped = NULL != cc->peer_inbox;
     if (NULL != cc->peer_inbox) {
         /* every kernel of ours has completed (the stream is synchronized): tell each
@@ -1551,26 +1551,6 @@ cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles)
 {
     (void) comm, (void) handles;
     return CGPU_ERR_NOT_SUPPORTED;
-}
-
-/* Where the device time of a resident call went (the kernel's trace, verbose 10): block 0's
- * means per call, after the kernel has ended */
-static void rk_report_trace(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
-{
-    unsigned long long tr[CGPU_CUDA_RK_TRACE_WORDS] = {0};
-    if (cgpu_engine_config()->verbose < CGPU_LOG_INFO || NULL == cc->stream ||
-        CGPU_OK != cgpu_cuda_copy_async(tr, cc->rk_state + 8, sizeof(tr), cc->stream) ||
-        CGPU_OK != cgpu_cuda_stream_sync(cc->stream) || 0 == tr[CGPU_CUDA_RK_TRACE_CALLS]) {
-        return;
-    }
-    const double n = (double) tr[CGPU_CUDA_RK_TRACE_CALLS];
-    cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident allreduce on the device, mean of %llu "
-             "calls: %.2f polls; us waiting for the descriptor %.2f, writes and fence %.2f, "
-             "peers' flags %.2f, reduction %.2f, other blocks %.2f, completion %.2f",
-             comm->rank, tr[CGPU_CUDA_RK_TRACE_CALLS], tr[CGPU_CUDA_RK_TRACE_POLLS] / n,
-             tr[CGPU_CUDA_RK_TRACE_IDLE] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_WRITE] / n / 1e3,
-             tr[CGPU_CUDA_RK_TRACE_PEERS] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_REDUCE] / n / 1e3,
-             tr[CGPU_CUDA_RK_TRACE_BLOCKS] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_DONE] / n / 1e3);
 }
 
 void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
