@@ -37,22 +37,9 @@
 
 __global__ void empty_kernel() {}
 
+/* n round trips: waits for number i in req (device or mapped host memory), answers in resp */
 __global__ void echo_kernel(const volatile unsigned long long *req, volatile unsigned long long *resp,
                             unsigned long long n)
-{
-    if (0 == threadIdx.x) {
-        for (unsigned long long i = 1; i <= n; ++i) {
-            while (*req != i) {
-            }
-            __threadfence_system();
-            *resp = i;
-        }
-    }
-}
-
-/* n round trips: waits for number i in req (device or mapped host memory), answers in resp */
-__global__ void echo_any_kernel(const volatile unsigned long long *req,
-                                volatile unsigned long long *resp, unsigned long long n)
 {
     if (0 == threadIdx.x) {
         for (unsigned long long i = 1; i <= n; ++i) {
@@ -77,6 +64,32 @@ static double now_us()
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double) t.tv_sec * 1e6 + (double) t.tv_nsec / 1e3;
+}
+
+/* Mean us of `it` round trips after `warm` untimed ones: post(i) hands number i to the other
+ * side (a store, or an enqueued operation), then the host waits until *resp says i. */
+template <typename F>
+static double round_trips(int warm, int it, const unsigned long long *resp, F post)
+{
+    double t0 = now_us();
+    for (int i = 1; i <= warm + it; ++i) {
+        if (warm + 1 == i) {
+            t0 = now_us();
+        }
+        post((unsigned long long) i);
+        while (__atomic_load_n(resp, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
+        }
+    }
+    return (now_us() - t0) / it;
+}
+
+static void write_value(unsigned long long *dptr, unsigned long long v)
+{
+    const CUresult r = cuStreamWriteValue64(CU_STREAM_LEGACY, (CUdeviceptr) dptr, (cuuint64_t) v, 0);
+    if (CUDA_SUCCESS != r) {
+        fprintf(stderr, "cuStreamWriteValue64: %d\n", (int) r);
+        exit(1);
+    }
 }
 
 int main(int argc, char **argv)
@@ -147,51 +160,31 @@ int main(int argc, char **argv)
     unsigned long long *hreq, *dreq;
     CK(cudaHostAlloc((void **) &hreq, 64, cudaHostAllocMapped));
     CK(cudaHostGetDevicePointer((void **) &dreq, hreq, 0));
+    const int warm = 100;
+    auto store_req = [&](unsigned long long v) { __atomic_store_n(hreq, v, __ATOMIC_RELEASE); };
     *hreq = 0;
     *hflag = 0;
-    const int warm = 100;
     echo_kernel<<<1, 32, 0, st>>>(dreq, dflag, (unsigned long long) (warm + it));
-    for (int i = 1; i <= warm + it; ++i) { /* the first `warm` round trips are not timed */
-        if (warm + 1 == i) {
-            t0 = now_us();
-        }
-        __atomic_store_n(hreq, (unsigned long long) i, __ATOMIC_RELEASE);
-        while (__atomic_load_n(hflag, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
-        }
-    }
-    const double echo = (now_us() - t0) / it;
+    const double echo = round_trips(warm, it, hflag, store_req);
     CK(cudaStreamSynchronize(st));
 
-    /* the host's legacy-stream order, then the round trip (today's resident call) */
+    /* the host's legacy-stream order, then the round trip (the resident call's host part) */
     *hreq = 0;
     *hflag = 0;
     echo_kernel<<<1, 32, 0, st>>>(dreq, dflag, (unsigned long long) (warm + it));
-    for (int i = 1; i <= warm + it; ++i) {
-        if (warm + 1 == i) {
-            t0 = now_us();
-        }
+    const double echo_ordered = round_trips(warm, it, hflag, [&](unsigned long long v) {
         CK(cudaEventRecord(ev, cudaStreamLegacy));
         CK(cudaEventSynchronize(ev));
-        __atomic_store_n(hreq, (unsigned long long) i, __ATOMIC_RELEASE);
-        while (__atomic_load_n(hflag, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
-        }
-    }
-    const double echo_ordered = (now_us() - t0) / it;
+        store_req(v);
+    });
     CK(cudaStreamSynchronize(st));
 
-    /* stream memory operations (cuStreamWriteValue64) on the legacy stream */
-    CUdevice cd;
-    int memops = 0, memops64 = 0;
+    /* stream memory operations (cuStreamWriteValue64, v2) on the legacy stream */
     double wv_host = -1, wv_echo = -1, wv_echo_host = -1;
-    if (CUDA_SUCCESS == cuCtxGetDevice(&cd)) {
-        (void) cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, cd);
-        (void) cuDeviceGetAttribute(&memops64, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1, cd);
-    }
     unsigned long long *dgo;
     CK(cudaMalloc((void **) &dgo, 64));
     CK(cudaMemset(dgo, 0, 64));
     CK(cudaDeviceSynchronize());
-    /* the v1 attributes above say nothing of the v2 calls cuda.h maps these names to: try */
     const CUresult probe = cuStreamWriteValue64(CU_STREAM_LEGACY, (CUdeviceptr) dgo, 0, 0);
     CK(cudaDeviceSynchronize());
     printf("cuStreamWriteValue64 on the legacy stream: %s (%d)\n",
@@ -199,46 +192,17 @@ int main(int argc, char **argv)
     if (CUDA_SUCCESS == probe) {
         /* to mapped host memory, the host polling it */
         *hflag = 0;
-        for (int i = 1; i <= warm + it; ++i) {
-            if (warm + 1 == i) {
-                t0 = now_us();
-            }
-            CUresult r = cuStreamWriteValue64(CU_STREAM_LEGACY, (CUdeviceptr) dflag,
-                                              (cuuint64_t) i, 0);
-            if (CUDA_SUCCESS != r) {
-                fprintf(stderr, "cuStreamWriteValue64: %d\n", (int) r);
-                exit(1);
-            }
-            while (__atomic_load_n(hflag, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
-            }
-        }
-        wv_host = (now_us() - t0) / it;
+        wv_host = round_trips(warm, it, hflag, [&](unsigned long long v) { write_value(dflag, v); });
         /* to device memory a resident kernel polls; it answers in mapped host memory */
         *hflag = 0;
-        echo_any_kernel<<<1, 32, 0, st>>>(dgo, dflag, (unsigned long long) (warm + it));
-        for (int i = 1; i <= warm + it; ++i) {
-            if (warm + 1 == i) {
-                t0 = now_us();
-            }
-            (void) cuStreamWriteValue64(CU_STREAM_LEGACY, (CUdeviceptr) dgo, (cuuint64_t) i, 0);
-            while (__atomic_load_n(hflag, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
-            }
-        }
-        wv_echo = (now_us() - t0) / it;
+        echo_kernel<<<1, 32, 0, st>>>(dgo, dflag, (unsigned long long) (warm + it));
+        wv_echo = round_trips(warm, it, hflag, [&](unsigned long long v) { write_value(dgo, v); });
         CK(cudaStreamSynchronize(st));
         /* to mapped host memory the resident kernel polls */
         *hflag = 0;
         *hreq = 0;
-        echo_any_kernel<<<1, 32, 0, st>>>(dreq, dflag, (unsigned long long) (warm + it));
-        for (int i = 1; i <= warm + it; ++i) {
-            if (warm + 1 == i) {
-                t0 = now_us();
-            }
-            (void) cuStreamWriteValue64(CU_STREAM_LEGACY, (CUdeviceptr) dreq, (cuuint64_t) i, 0);
-            while (__atomic_load_n(hflag, __ATOMIC_ACQUIRE) != (unsigned long long) i) {
-            }
-        }
-        wv_echo_host = (now_us() - t0) / it;
+        echo_kernel<<<1, 32, 0, st>>>(dreq, dflag, (unsigned long long) (warm + it));
+        wv_echo_host = round_trips(warm, it, hflag, [&](unsigned long long v) { write_value(dreq, v); });
         CK(cudaStreamSynchronize(st));
     }
 
@@ -250,7 +214,6 @@ int main(int argc, char **argv)
     printf("legacy event record + synchronize %7.2f us\n", host_order);
     printf("round trip to a resident kernel   %7.2f us\n", echo);
     printf("legacy order + resident round trip %6.2f us\n", echo_ordered);
-    printf("stream mem ops: %d, 64-bit: %d\n", memops, memops64);
     printf("legacy write-value, host polls    %7.2f us\n", wv_host);
     printf("legacy write-value -> resident kernel (device word) -> host %7.2f us\n", wv_echo);
     printf("legacy write-value -> resident kernel (host word) -> host   %7.2f us\n", wv_echo_host);

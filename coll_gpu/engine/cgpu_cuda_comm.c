@@ -73,6 +73,10 @@ typedef struct cgpu_cuda_comm {
 
 /* word indices in the resident control block (one 64-byte line each part) */
 enum { RK_DESC = 0, RK_DONE = 16, RK_EXITED = 32, RK_CTL_BYTES = 512 };
+/* the kernel's device memory: RK_STATE_WORDS of state (zeroed at each launch), then the
+ * trace (zeroed once, summed across launches; verbose 10) */
+enum { RK_STATE_WORDS = 8, RK_TRACE = RK_STATE_WORDS, RK_DEV_BYTES = 128 };
+_Static_assert((RK_TRACE + CGPU_CUDA_RK_TRACE_WORDS) * 8 <= RK_DEV_BYTES, "resident trace");
 
 /* communicators that have launched a resident kernel (at most cuda_resident_max_kernels) */
 static pthread_mutex_t rk_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -214,12 +218,11 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
             cc->rk_ctl = h;
             cc->rk_ctl_dev = d;
             memset(h, 0, RK_CTL_BYTES);
-            /* 8 words of state, then the trace (kept across launches; verbose 10) */
             void *sd = NULL;
-            st = cgpu_cuda_malloc(&sd, 128, cc->stream);
+            st = cgpu_cuda_malloc(&sd, RK_DEV_BYTES, cc->stream);
             cc->rk_state = sd;
             if (CGPU_OK == st) {
-                st = cgpu_cuda_memset_async(sd, 0, 128, cc->stream);
+                st = cgpu_cuda_memset_async(sd, 0, RK_DEV_BYTES, cc->stream);
             }
         }
         if (CGPU_OK != st) {
@@ -315,14 +318,20 @@ cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles)
     return st;
 }
 
-/* Where the device time of a resident call went (the kernel's trace, verbose 10): block 0's
- * means per call, after the kernel has ended */
-static void rk_report_trace(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
+/* The resident kernel's report (verbose 10), once it has ended: calls and launches, the
+ * host's mean wait, and where block 0's device time went (the kernel's trace) */
+static void rk_report(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
 {
+    if (0 == cc->rk_calls || cgpu_engine_config()->verbose < CGPU_LOG_INFO) {
+        return;
+    }
+    cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident allreduce: %llu calls, %llu kernel "
+             "launches; mean %.2f us from the descriptor to its completion", comm->rank,
+             (unsigned long long) cc->rk_calls, (unsigned long long) cc->rk_launches,
+             (double) cc->rk_wait_ns / 1e3 / (double) cc->rk_calls);
     unsigned long long tr[CGPU_CUDA_RK_TRACE_WORDS] = {0};
-    if (cgpu_engine_config()->verbose < CGPU_LOG_INFO || NULL == cc->stream ||
-        CGPU_OK != cgpu_cuda_copy_async(tr, cc->rk_state + 8, sizeof(tr), cc->stream) ||
-        CGPU_OK != cgpu_cuda_stream_sync(cc->stream) || 0 == tr[CGPU_CUDA_RK_TRACE_CALLS]) {
+    if (CGPU_OK != cgpu_cuda_copy(tr, cc->rk_state + RK_TRACE, sizeof(tr)) ||
+        0 == tr[CGPU_CUDA_RK_TRACE_CALLS]) {
         return;
     }
     const double n = (double) tr[CGPU_CUDA_RK_TRACE_CALLS];
@@ -349,12 +358,6 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     if (NULL != cc->stream) {
         (void) cgpu_cuda_stream_sync(cc->stream);
     }
-    if (cc->rk_calls > 0) {
-        cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident allreduce: %llu calls, %llu kernel "
-                 "launches; mean %.2f us from the descriptor to its completion", comm->rank,
-                 (unsigned long long) cc->rk_calls, (unsigned long long) cc->rk_launches,
-                 (double) cc->rk_wait_ns / 1e3 / (double) cc->rk_calls);
-    }
     pthread_mutex_lock(&rk_lock);
     rk_stop(cc);
     if (cc->rk_listed) {
@@ -369,9 +372,7 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
         rk_count--;
     }
     pthread_mutex_unlock(&rk_lock);
-    if (cc->rk_calls > 0) { /* the kernel has ended (rk_stop) */
-        rk_report_trace(comm, cc);
-    }
+    rk_report(comm, cc); /* the kernel has ended (rk_stop) */
     bool all_mapped = NULL != cc->peer_inbox;
     if (NULL != cc->peer_inbox) {
         /* every kernel of ours has completed (the stream is synchronized): tell each
@@ -845,7 +846,7 @@ static void rk_stop(cgpu_cuda_comm_t *cc)
 static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, uint64_t start)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    cgpu_status_t st = cgpu_cuda_memset_async(cc->rk_state, 0, 64, cc->rk_stream);
+    cgpu_status_t st = cgpu_cuda_memset_async(cc->rk_state, 0, RK_STATE_WORDS * 8, cc->rk_stream);
     if (CGPU_OK != st) {
         return st;
     }
@@ -859,7 +860,7 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     a.start = start;
     a.idle_ns = (unsigned long long) (cgpu_engine_config()->cuda_resident_idle_us * 1e3);
     if (cgpu_engine_config()->verbose >= CGPU_LOG_INFO) {
-        a.trace = (unsigned long long *) (cc->rk_state + 8);
+        a.trace = (unsigned long long *) (cc->rk_state + RK_TRACE);
     }
     a.o.timeout_ns = cc->timeout_ns;
     a.o.err = cc->err_dev;
