@@ -5,7 +5,7 @@
  *   - the same kernel waited for by polling a flag it writes to mapped host memory,
  *   - cudaEventRecord + cudaStreamWaitEvent (the "event" stream order),
  *   - cudaEventRecord on the legacy stream + cudaEventSynchronize (the resident path's
- *     host-side order),
+ *     host-side order), and cudaStreamQuery on the idle legacy stream (a cheaper test?),
  *   - a round trip to a kernel that stays resident: the host writes a number to mapped
  *     host memory, the kernel (polling it) writes it back to another word the host polls,
  *   - the same with the host's order first (legacy event record + synchronize, then the
@@ -157,6 +157,13 @@ int main(int argc, char **argv)
     }
     const double host_order = (now_us() - t0) / it;
 
+    int idle = 0;
+    t0 = now_us();
+    for (int i = 0; i < it; ++i) {
+        idle += cudaSuccess == cudaStreamQuery(cudaStreamLegacy);
+    }
+    const double query = (now_us() - t0) / it;
+
     unsigned long long *hreq, *dreq;
     CK(cudaHostAlloc((void **) &hreq, 64, cudaHostAllocMapped));
     CK(cudaHostGetDevicePointer((void **) &dreq, hreq, 0));
@@ -212,6 +219,7 @@ int main(int argc, char **argv)
     printf("launch + poll mapped host flag    %7.2f us\n", poll);
     printf("event record + stream wait event  %7.2f us\n", order);
     printf("legacy event record + synchronize %7.2f us\n", host_order);
+    printf("cudaStreamQuery(legacy), idle     %7.2f us (%d of %d idle)\n", query, idle, it);
     printf("round trip to a resident kernel   %7.2f us\n", echo);
     printf("legacy order + resident round trip %6.2f us\n", echo_ordered);
     printf("legacy write-value, host polls    %7.2f us\n", wv_host);

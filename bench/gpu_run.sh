@@ -149,11 +149,18 @@ if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and
                 bench/bench_colls ${MPS_COLLS:-allreduce,allgather,alltoall,bcast,reduce} ${MPS_MAX:-65536} 8 >> "$out/mps_lat.txt" 2>&1
         done
         awk '/^##/{v=$4} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/mps_lat.txt"; echo
+        # which path served the small calls of each collective (one trace line per call)
+        timeout -k 5 60 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 100 \
+            bench/bench_colls allgather,alltoall,bcast,reduce,reduce_scatter 1024 1024 > "$out/mps_paths.log" 2>&1
+        for c in allgather alltoall bcast reduce reduce_scatter_block; do
+            echo "MPS $c 1 KiB: resident calls $(grep -c "cuda: resident $c rank" "$out/mps_paths.log"), launched oneshot $(grep -c "cuda: oneshot $c rank" "$out/mps_paths.log")"
+        done
+        gzip -f "$out/mps_paths.log"
         for o in stream none; do # where a resident call's time goes, host and device (verbose 10)
             timeout -k 5 60 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 --mca coll_gpu_cuda_stream_order $o \
                 bench/bench_colls allreduce 8 8 > "$out/mps_split_$o.log" 2>&1
             echo "MPS stream_order $o: $(grep -h ' 8  *[0-9]' "$out/mps_split_$o.log" | head -1)"
-            grep -h "resident allreduce[: ]" "$out/mps_split_$o.log" | sed 's/.*coll.gpu: //'
+            grep -h "resident oneshot[: ]" "$out/mps_split_$o.log" | sed 's/.*coll.gpu: //'
         done
         if [ "${MPS_TESTS:-0}" = 1 ]; then # the resident kernel checked with the ranks' kernels running at once
             RKON=(--mca coll_gpu_cuda_resident on)
@@ -164,6 +171,12 @@ if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and
             run mps_rk_idle_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_cuda_resident_idle_us 20 test/gpu/test_cuda_allreduce quick
             run mps_rk_np4 120 4 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
             run mps_rk_colls_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
+            run mps_launched_colls_np2 120 2 --mca coll_gpu_cuda_resident off --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
+            run mps_rk_colls_mixed_np2 120 1 --mca coll_gpu_cuda_timeout 10 -x OMPI_MCA_coll_gpu_cuda_resident=1 test/gpu/test_cuda_colls quick : \
+                -np 1 -x OMPI_MCA_coll_gpu_cuda_resident=0 test/gpu/test_cuda_colls quick
+            run mps_small_off_colls_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_small_bytes 0 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
+            run mps_rk_colls_np4 150 4 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
+            run mps_rk_colls_np3 150 3 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
             run mps_rk_order_np4 120 4 "${RKON[@]}" test/gpu/test_cuda_colls order
             run mps_rk_order_np2 120 2 "${RKON[@]}" test/gpu/test_cuda_colls order
         fi
@@ -212,10 +225,10 @@ if has rk; then # the resident small-allreduce kernel: checked by default, with 
   if [ "${RK_TESTS:-1}" = 1 ]; then
     RKON=(--mca coll_gpu_cuda_resident on) # forced (auto is off under MPI_THREAD_MULTIPLE)
     run rk_np2 200 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_verbose 100 test/gpu/test_cuda_allreduce quick
-    echo "rk_np2: resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_np2.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_np2.log")"
+    echo "rk_np2: resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_np2.log"), kernel launches $(grep -c 'resident kernel launched' "$out/rk_np2.log")"
     gzip -f "$out/rk_np2.log"
     run rk_idle_np2 200 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_cuda_resident_idle_us 20 --mca coll_gpu_verbose 100 test/gpu/test_cuda_allreduce quick
-    echo "rk_idle_np2 (20 us idle): resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_idle_np2.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_idle_np2.log")"
+    echo "rk_idle_np2 (20 us idle): resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_idle_np2.log"), kernel launches $(grep -c 'resident kernel launched' "$out/rk_idle_np2.log")"
     gzip -f "$out/rk_idle_np2.log"
     run rk_mixed_np2 200 1 --mca coll_gpu_cuda_timeout 10 -x OMPI_MCA_coll_gpu_cuda_resident=1 test/gpu/test_cuda_allreduce quick : \
         -np 1 -x OMPI_MCA_coll_gpu_cuda_resident=0 test/gpu/test_cuda_allreduce quick
@@ -231,13 +244,13 @@ if has rk; then # the resident small-allreduce kernel: checked by default, with 
     done
     awk '/^##/{v=$3} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s/%s", $1, $2, $4}' "$out/rk_lat.txt"; echo
     timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 100 bench/bench_colls allreduce 64 8 > "$out/rk_lat_trace.log" 2>&1
-    echo "bench trace: resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_lat_trace.log"), kernel launches $(grep -c 'resident allreduce kernel launched' "$out/rk_lat_trace.log")"
+    echo "bench trace: resident calls $(grep -c 'cuda: resident allreduce rank' "$out/rk_lat_trace.log"), kernel launches $(grep -c 'resident kernel launched' "$out/rk_lat_trace.log")"
     gzip -f "$out/rk_lat_trace.log"
     for o in stream none; do # where a resident call's time goes (reported at MPI_Finalize, verbose 10)
         timeout -k 5 60 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 --mca coll_gpu_cuda_stream_order $o \
             bench/bench_colls allreduce 8 8 > "$out/rk_split_$o.log" 2>&1
         echo "stream_order $o: $(grep -h ' 8  *[0-9]' "$out/rk_split_$o.log" | head -1)"
-        grep -h "resident allreduce[: ]" "$out/rk_split_$o.log" | sed 's/.*coll.gpu: //'
+        grep -h "resident oneshot[: ]" "$out/rk_split_$o.log" | sed 's/.*coll.gpu: //'
     done
   fi
 fi

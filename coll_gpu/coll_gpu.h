@@ -50,6 +50,7 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_slot_bytes;
     int cuda_slots;
     unsigned long cuda_oneshot_bytes;
+    unsigned long cuda_small_bytes;
     double cuda_timeout;
     int cuda_tree_channels;
     int cuda_a2a_channels;

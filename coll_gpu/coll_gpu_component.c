@@ -261,6 +261,15 @@ static int gpu_register(void)
               "cuda backend: largest allreduce (bytes) the oneshot algorithm takes; also its "
               "buffer per peer (two of them per peer and rank)",
               &c->cuda_oneshot_bytes);
+    c->cuda_small_bytes = (unsigned long) d.cuda_small_bytes;
+    reg_ulong("cuda_small_bytes",
+              "cuda backend: MPI_Bcast, MPI_Reduce (the buffer), MPI_Allgather, MPI_Alltoall and "
+              "MPI_Reduce_scatter_block (a rank's block) up to this many bytes go oneshot: each "
+              "rank writes straight into its peers' inboxes and every rank builds its result "
+              "after one exchange of flags (resident, like the small allreduce, up to "
+              "coll_gpu_cuda_resident_max_bytes); at most coll_gpu_cuda_oneshot_bytes x 2 / "
+              "ranks; 0: never (the chains, the ring and the alltoall kernel)",
+              &c->cuda_small_bytes);
     c->cuda_timeout = d.cuda_timeout_s;
     reg("cuda_timeout",
         "cuda backend: seconds a kernel waits for a peer before the collective fails with an "
@@ -342,8 +351,9 @@ static int gpu_register(void)
               &c->cuda_ce_allreduce_min_bytes);
     c->cuda_resident = d.cuda_resident;
     reg_enum("cuda_resident",
-             "cuda backend: small allreduces (up to coll_gpu_cuda_resident_max_bytes, device "
-             "buffers) run in a kernel that stays on the device between calls: the host hands "
+             "cuda backend: small allreduces and the other oneshot collectives (up to "
+             "coll_gpu_cuda_resident_max_bytes a block, device buffers) run in a kernel that "
+             "stays on the device between calls: the host hands "
              "it each call through mapped host memory and polls for its end (no launch, no "
              "stream synchronize). It ends after coll_gpu_cuda_resident_idle_us without work, "
              "and before any set-up of ours; a cudaDeviceSynchronize or cudaFree made meanwhile "
@@ -351,8 +361,9 @@ static int gpu_register(void)
              nb_engine_values, &c->cuda_resident);
     c->cuda_resident_max_bytes = (unsigned long) d.cuda_resident_max_bytes;
     reg_ulong("cuda_resident_max_bytes",
-              "cuda backend: largest allreduce (bytes) the resident kernel takes (at most 256 "
-              "KiB and the oneshot limit); its blocks: one per 8 KiB of this; 0: none",
+              "cuda backend: largest allreduce (bytes), or block of another oneshot collective, "
+              "the resident kernel takes (at most 256 KiB and the oneshot limits); its blocks: "
+              "one per 8 KiB of this; 0: none",
               &c->cuda_resident_max_bytes);
     c->cuda_resident_idle_us = d.cuda_resident_idle_us;
     reg("cuda_resident_idle_us",
@@ -481,6 +492,7 @@ static int gpu_open(void)
     cfg.cuda_slot_bytes = c->cuda_slot_bytes;
     cfg.cuda_slots = c->cuda_slots;
     cfg.cuda_oneshot_bytes = c->cuda_oneshot_bytes;
+    cfg.cuda_small_bytes = c->cuda_small_bytes;
     cfg.cuda_timeout_s = c->cuda_timeout;
     cfg.cuda_tree_channels = c->cuda_tree_channels;
     cfg.cuda_a2a_channels = c->cuda_a2a_channels;

@@ -699,33 +699,55 @@ template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_a
     }
 }
 
-/* ---- oneshot allreduce: every rank writes its input into every peer's inbox, then each
- * reduces all contributions in rank order (so every rank computes identical bits) ---- */
+/* ---- oneshot calls (see cgpu_cuda_kernels.h for the modes): every rank writes its part
+ * into every peer's inbox, flags it, waits for every peer's flags, then builds its result
+ * from its inbox. Reductions combine the contributions in rank order, so every rank
+ * computes identical bits. ---- */
 
-template <typename T, int OP>
-__device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, const int b,
-                                             uint64_t *ts = nullptr)
+/* rank p's slice of call a.seq in rank r's inbox */
+__device__ __forceinline__ char *oneshot_slice(const cgpu_cuda_oneshot_args_t &a, int r, int p)
 {
-    const int n = a.nranks, me = a.rank;
-    /* blocks split the elements on a 16-byte grid, so the reduction below runs on whole
-     * vectors (every rank runs this same split) */
-    constexpr size_t V = sizeof(uint4) / sizeof(T) > 0 ? sizeof(uint4) / sizeof(T) : 1;
-    const size_t per = ((a.count + a.nblocks - 1) / a.nblocks + V - 1) / V * V;
-    const size_t first = (size_t) b * per < a.count ? (size_t) b * per : a.count;
-    const size_t last = first + per < a.count ? first + per : a.count;
-    const size_t cnt = last - first;
-    const int buf = (int) (a.seq & 1);
-    const T *in = (const T *) a.in;
-    T *out = (T *) a.out;
+    return a.inbox[r] + a.oneshot_off + ((size_t) (a.seq & 1) * a.nranks + p) * a.slice_bytes;
+}
 
-    /* scatter my block to every peer, then flag it there */
+/* block b's share [first, last) of count elements of E: blocks split on a 16-byte grid, so
+ * the copies and reductions run on whole vectors (every rank runs this same split) */
+template <typename E>
+__device__ __forceinline__ void oneshot_share(const cgpu_cuda_oneshot_args_t &a, int b,
+                                              size_t &first, size_t &last)
+{
+    constexpr size_t V = sizeof(uint4) / sizeof(E) > 0 ? sizeof(uint4) / sizeof(E) : 1;
+    const size_t per = ((a.count + a.nblocks - 1) / a.nblocks + V - 1) / V * V;
+    first = (size_t) b * per < a.count ? (size_t) b * per : a.count;
+    last = first + per < a.count ? first + per : a.count;
+}
+
+/* this rank's part of block b's share to every peer that takes one (E, OP: a copy) */
+template <typename E, int OP>
+__device__ __forceinline__ void oneshot_send(const cgpu_cuda_oneshot_args_t &a, size_t first,
+                                             size_t cnt)
+{
+    const int n = a.nranks, me = a.rank, mode = a.mode;
+    if (CGPU_CUDA_RING_BCAST == mode && me != a.root) {
+        return;
+    }
+    /* the modes whose input holds one block per rank */
+    const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
     for (int p = 0; p < n; ++p) {
-        if (p == me) {
+        if (p == me || (CGPU_CUDA_RING_REDUCE == mode && p != a.root)) {
             continue;
         }
-        T *dst = (T *) (a.inbox[p] + a.oneshot_off + ((size_t) buf * n + me) * a.slice_bytes);
-        reduce_copy<T, OP>(dst + first, nullptr, nullptr, in + first, cnt);
+        const E *src = (const E *) a.in + (blocks ? (size_t) p * a.count : 0) + first;
+        reduce_copy<E, OP>((E *) oneshot_slice(a, p, me) + first, nullptr, nullptr, src, cnt);
     }
+}
+
+/* flags: block b of this call is in every peer's inbox; then wait for every peer's block
+ * b. False on a timeout (recorded in a.err). ts: block 0's stamps (trace), or NULL. */
+__device__ __forceinline__ bool oneshot_sync(const cgpu_cuda_oneshot_args_t &a, int b,
+                                             uint64_t *ts)
+{
+    const int n = a.nranks, me = a.rank;
     __threadfence_system();
     __syncthreads();
     if (nullptr != ts && 0 == threadIdx.x) {
@@ -735,7 +757,6 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
         uint64_t *pf = (uint64_t *) a.inbox[threadIdx.x];
         store_flag(pf + CGPU_CUDA_FLAG_ONESHOT(me, b), a.seq);
     }
-    /* wait for every peer's block b */
     const uint64_t *mf = (const uint64_t *) a.inbox[me];
     __shared__ int failed;
     if (0 == threadIdx.x) {
@@ -748,31 +769,71 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
         failed = 1;
     }
     __syncthreads();
-    if (failed) {
-        return;
-    }
     if (nullptr != ts && 0 == threadIdx.x) {
         ts[1] = global_ns();
     }
-    /* out = c_0 op c_1 op ... op c_{n-1}, element by element */
+    return 0 == failed;
+}
+
+/* the copying modes' result: every block of out that comes from a peer (or, for the
+ * alltoall and an allgather out of place, from this rank's own input) */
+__device__ __forceinline__ void oneshot_place(const cgpu_cuda_oneshot_args_t &a, size_t first,
+                                              size_t cnt)
+{
+    const int n = a.nranks, me = a.rank, mode = a.mode;
+    uint8_t *out = (uint8_t *) a.out;
+    if (CGPU_CUDA_RING_BCAST == mode) {
+        if (me != a.root) {
+            reduce_copy<uint8_t, CGPU_OP_SUM>(out + first, nullptr,
+                                              (const uint8_t *) oneshot_slice(a, me, a.root) + first,
+                                              nullptr, cnt);
+        }
+        return;
+    }
+    const uint8_t *in = (const uint8_t *) a.in;
+    const uint8_t *own = CGPU_CUDA_ONESHOT_ALLTOALL == mode ? in + (size_t) me * a.count : in;
+    for (int p = 0; p < n; ++p) {
+        uint8_t *dst = out + (size_t) p * a.count + first;
+        if (p != me) {
+            reduce_copy<uint8_t, CGPU_OP_SUM>(dst, nullptr,
+                                              (const uint8_t *) oneshot_slice(a, me, p) + first,
+                                              nullptr, cnt);
+        } else if (own + first != dst) { /* in place: already there */
+            reduce_copy<uint8_t, CGPU_OP_SUM>(dst, nullptr, nullptr, own + first, cnt);
+        }
+    }
+}
+
+/* the reducing modes' result: out = c_0 op c_1 op ... op c_{n-1}, element by element */
+template <typename T, int OP>
+__device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a, size_t first,
+                                               size_t last)
+{
+    const int n = a.nranks, me = a.rank;
+    if (CGPU_CUDA_RING_REDUCE == a.mode && me != a.root) {
+        return;
+    }
+    const size_t cnt = last - first;
+    const T *mine = (const T *) a.in +
+                    (CGPU_CUDA_RING_REDUCE_SCATTER == a.mode ? (size_t) me * a.count : 0);
+    T *out = (T *) a.out;
+    constexpr size_t V = sizeof(uint4) / sizeof(T) > 0 ? sizeof(uint4) / sizeof(T) : 1;
     auto contrib = [&](int p) -> const T * {
-        return p == me ? in
-                       : (const T *) (a.inbox[me] + a.oneshot_off +
-                                      ((size_t) buf * n + p) * a.slice_bytes);
+        return p == me ? mine : (const T *) oneshot_slice(a, me, p);
     };
-    /* whole 16-byte vectors where in, out and the inbox slices allow (one load per
+    /* whole 16-byte vectors where the input, out and the inbox slices allow (one load per
      * contribution instead of one per element: 16 for a char), the rest element by element;
      * the same order of operations either way */
     size_t vdone = first;
-    if (V > 1 && 0 == (((uintptr_t) in | (uintptr_t) out | (uintptr_t) contrib(me == 0 ? 1 : 0) |
+    if (V > 1 && 0 == (((uintptr_t) mine | (uintptr_t) out | (uintptr_t) contrib(me == 0 ? 1 : 0) |
                         (uintptr_t) a.slice_bytes) & 15)) {
         const size_t nv = cnt / V;
         for (size_t v = threadIdx.x; v < nv; v += blockDim.x) {
             const size_t i = first + v * V;
-            uint4 acc = 0 == me ? *(const uint4 *) (in + i) : __ldcg((const uint4 *) (contrib(0) + i));
+            uint4 acc = 0 == me ? *(const uint4 *) (mine + i) : __ldcg((const uint4 *) (contrib(0) + i));
             for (int p = 1; p < n; ++p) {
                 const uint4 x =
-                    p == me ? *(const uint4 *) (in + i) : __ldcg((const uint4 *) (contrib(p) + i));
+                    p == me ? *(const uint4 *) (mine + i) : __ldcg((const uint4 *) (contrib(p) + i));
                 acc = combine<T, OP>(acc, x);
             }
             *(uint4 *) (out + i) = acc;
@@ -780,12 +841,33 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
         vdone = first + nv * V;
     }
     for (size_t i = vdone + threadIdx.x; i < last; i += blockDim.x) {
-        T acc = 0 == me ? in[i] : __ldcg(contrib(0) + i);
+        T acc = 0 == me ? mine[i] : __ldcg(contrib(0) + i);
         for (int p = 1; p < n; ++p) {
-            T v = p == me ? in[i] : __ldcg(contrib(p) + i);
+            T v = p == me ? mine[i] : __ldcg(contrib(p) + i);
             acc = Op<T, OP>::f(acc, v);
         }
         out[i] = acc;
+    }
+}
+
+/* block b's part of a oneshot call; T, OP: the reduction (unused by the copying modes) */
+template <typename T, int OP>
+__device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, const int b,
+                                             uint64_t *ts = nullptr)
+{
+    size_t first, last;
+    if (CGPU_CUDA_ONESHOT_COPIES(a.mode)) {
+        oneshot_share<uint8_t>(a, b, first, last);
+        oneshot_send<uint8_t, CGPU_OP_SUM>(a, first, last - first);
+        if (oneshot_sync(a, b, ts)) {
+            oneshot_place(a, first, last - first);
+        }
+    } else {
+        oneshot_share<T>(a, b, first, last);
+        oneshot_send<T, OP>(a, first, last - first);
+        if (oneshot_sync(a, b, ts)) {
+            oneshot_reduce<T, OP>(a, first, last);
+        }
     }
 }
 
@@ -882,7 +964,9 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
         o.in = (const void *) s_f[0];
         o.out = (void *) s_f[1];
         o.count = (size_t) (s_f[2] & CGPU_CUDA_RESIDENT_COUNT_MASK);
+        o.mode = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_MODE_SHIFT & 0xff);
         o.nblocks = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
+        o.root = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_ROOT_SHIFT & 0x7f);
         o.seq = s_f[3];
         const bool traced = nullptr != a.trace && 0 == blockIdx.x;
         if ((int) blockIdx.x < o.nblocks) {
@@ -1195,9 +1279,13 @@ extern "C" int cgpu_cuda_ce_reduce(const cgpu_cuda_ce_reduce_args_t *a, cgpu_dty
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 
-extern "C" int cgpu_cuda_oneshot_allreduce(const cgpu_cuda_oneshot_args_t *a, cgpu_dtype_t dt,
-                                           cgpu_op_t op, int threads, void *stream)
+extern "C" int cgpu_cuda_oneshot_launch(const cgpu_cuda_oneshot_args_t *a, cgpu_dtype_t dt,
+                                        cgpu_op_t op, int threads, void *stream)
 {
+    if (CGPU_CUDA_ONESHOT_COPIES(a->mode)) {
+        OneshotK<uint8_t, CGPU_OP_SUM>::go(a, a->nblocks, threads, (cudaStream_t) stream);
+        return (int) cudaGetLastError();
+    }
     if (!cgpu_cuda_reduce_supported(dt, op)) {
         return (int) cudaErrorInvalidValue;
     }

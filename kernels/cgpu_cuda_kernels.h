@@ -155,13 +155,34 @@ typedef struct cgpu_cuda_tree_args {
     uint64_t base[CGPU_CUDA_MAX_CHANNELS];
 } cgpu_cuda_tree_args_t;
 
-/** Arguments of one oneshot allreduce launch (small messages). */
+/*
+ * Oneshot calls (small messages): every rank writes its part straight into its peers'
+ * inboxes (slice [seq & 1][sender]), flags each peer, waits for every peer's flag, then
+ * builds its result from its own inbox. Every rank flags and waits for every peer in every
+ * mode (a rank that sends no data still says it has finished with the slices of call
+ * seq - 2), so no slice is written while its reader is still on it. The modes are the
+ * ring's numbers, plus the alltoall:
+ *   ALLREDUCE       count elements, in -> out on every rank
+ *   REDUCE_SCATTER  in holds nranks blocks of count; out gets block `rank` reduced
+ *   REDUCE          count elements, out written at the root only
+ *   ALLGATHER       count bytes from every rank into out's block of that rank
+ *   BCAST           count bytes, the root's in into every other rank's out
+ *   ALLTOALL        in's block p (count bytes) into rank p's out block `rank`
+ * A block b of every rank works on the same share of each count (16-byte grid).
+ */
+#define CGPU_CUDA_ONESHOT_ALLTOALL 5
+#define CGPU_CUDA_ONESHOT_COPIES(m) \
+    (CGPU_CUDA_RING_ALLGATHER == (m) || CGPU_CUDA_RING_BCAST == (m) || CGPU_CUDA_ONESHOT_ALLTOALL == (m))
+
+/** Arguments of one oneshot launch. */
 typedef struct cgpu_cuda_oneshot_args {
     unsigned long long timeout_ns;
     unsigned long long *err;
     const void *in;
     void *out;
-    size_t count;
+    size_t count;        /* elements of one block (copies: bytes) */
+    int mode;            /* CGPU_CUDA_RING_* or CGPU_CUDA_ONESHOT_ALLTOALL */
+    int root;            /* BCAST, REDUCE */
     int rank, nranks;
     int nblocks;
     uint64_t seq;        /* this call's number (same on every rank), from 1 */
@@ -170,13 +191,16 @@ typedef struct cgpu_cuda_oneshot_args {
     char *inbox[CGPU_CUDA_MAX_RANKS]; /* every rank's inbox (own one local) */
 } cgpu_cuda_oneshot_args_t;
 
-/** Resident oneshot allreduce (see the .cu). The host writes a descriptor of four 16-byte
- * parts {tag, field}, fields in, out, count | blocks << 48 | exit bit, oneshot call number,
- * with tag = number ^ cgpu_cuda_resident_mix(field), field first: a part read half old,
- * half new fails its check (or holds the same field, so is right anyway). */
+/** Resident oneshot kernel (see the .cu). The host writes a descriptor of four 16-byte
+ * parts {tag, field}, fields in, out, count | mode << 40 | blocks << 48 | root << 56 | exit
+ * bit, oneshot call number, with tag = number ^ cgpu_cuda_resident_mix(field), field first:
+ * a part read half old, half new fails its check (or holds the same field, so is right
+ * anyway). A kernel runs the reductions of its own (dt, op) and every copying mode. */
 #define CGPU_CUDA_RESIDENT_EXIT (1ull << 63)
+#define CGPU_CUDA_RESIDENT_MODE_SHIFT 40
 #define CGPU_CUDA_RESIDENT_BLOCKS_SHIFT 48
-#define CGPU_CUDA_RESIDENT_COUNT_MASK ((1ull << 48) - 1)
+#define CGPU_CUDA_RESIDENT_ROOT_SHIFT 56
+#define CGPU_CUDA_RESIDENT_COUNT_MASK ((1ull << 40) - 1)
 typedef struct cgpu_cuda_resident_args {
     const uint64_t *desc;  /* 8 words, host-mapped, 16-byte aligned */
     uint64_t *completed;   /* host-mapped: number of the last descriptor completed */
@@ -314,9 +338,10 @@ int cgpu_cuda_ce_reduce(const cgpu_cuda_ce_reduce_args_t *a, cgpu_dtype_t dt, cg
 int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                              int threads, void *stream);
 
-/** Enqueue a oneshot allreduce. Returns 0 or a cudaError_t value. */
-int cgpu_cuda_oneshot_allreduce(const cgpu_cuda_oneshot_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
-                                int threads, void *stream);
+/** Enqueue a oneshot call (a->mode; dt and op only for the reducing modes). Returns 0 or a
+ * cudaError_t value. */
+int cgpu_cuda_oneshot_launch(const cgpu_cuda_oneshot_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                             int threads, void *stream);
 
 #ifdef __cplusplus
 }

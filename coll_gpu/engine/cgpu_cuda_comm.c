@@ -64,7 +64,7 @@ typedef struct cgpu_cuda_comm {
     uint64_t rk_k;        /* descriptors written */
     bool rk_running;      /* launched, and not seen ending */
     bool rk_listed;       /* counted in rk_count, on the rk_head list */
-    cgpu_dtype_t rk_dt;   /* the running kernel's reduction */
+    cgpu_dtype_t rk_dt;   /* the running (or last) kernel's reduction */
     cgpu_op_t rk_op;
     int rk_blocks;
     struct cgpu_cuda_comm *rk_next;
@@ -204,6 +204,8 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     if (1 == cfg->cuda_resident && 0 != cfg->cuda_resident_max_bytes &&
         cfg->cuda_resident_max_kernels > 0 && comm->size >= 2) {
         pthread_once(&rk_hook_once, rk_hook);
+        cc->rk_dt = CGPU_DT_UINT8; /* the kernel for copies until a reduction comes */
+        cc->rk_op = CGPU_OP_SUM;
         cc->rk_blocks = (int) clamp1(div_up(cfg->cuda_resident_max_bytes, 8 << 10),
                                      CGPU_CUDA_MAX_ONESHOT_BLOCKS);
         void *h = NULL, *d = NULL;
@@ -325,7 +327,7 @@ static void rk_report(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
     if (0 == cc->rk_calls || cgpu_engine_config()->verbose < CGPU_LOG_INFO) {
         return;
     }
-    cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident allreduce: %llu calls, %llu kernel "
+    cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident oneshot: %llu calls, %llu kernel "
              "launches; mean %.2f us from the descriptor to its completion", comm->rank,
              (unsigned long long) cc->rk_calls, (unsigned long long) cc->rk_launches,
              (double) cc->rk_wait_ns / 1e3 / (double) cc->rk_calls);
@@ -335,9 +337,9 @@ static void rk_report(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
         return;
     }
     const double n = (double) tr[CGPU_CUDA_RK_TRACE_CALLS];
-    cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident allreduce on the device, mean of %llu "
+    cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident oneshot on the device, mean of %llu "
              "calls: %.2f polls; us waiting for the descriptor %.2f, writes and fence %.2f, "
-             "peers' flags %.2f, reduction %.2f, other blocks %.2f, completion %.2f",
+             "peers' flags %.2f, result %.2f, other blocks %.2f, completion %.2f",
              comm->rank, tr[CGPU_CUDA_RK_TRACE_CALLS], tr[CGPU_CUDA_RK_TRACE_POLLS] / n,
              tr[CGPU_CUDA_RK_TRACE_IDLE] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_WRITE] / n / 1e3,
              tr[CGPU_CUDA_RK_TRACE_PEERS] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_REDUCE] / n / 1e3,
@@ -763,12 +765,32 @@ static cgpu_status_t launch_tree(cgpu_comm_t *comm, const void *in, void *out, c
     return CGPU_OK;
 }
 
+/* ---- oneshot calls (every mode: see cgpu_cuda_kernels.h), launched or resident ---- */
+
+static const char *oneshot_name(int mode)
+{
+    static const char *names[] = {"allreduce", "reduce_scatter_block", "allgather", "bcast",
+                                  "reduce", "alltoall"};
+    return mode >= 0 && mode <= CGPU_CUDA_ONESHOT_ALLTOALL ? names[mode] : "?";
+}
+
+/* bytes of one block of the call (the unit the kernel splits among its blocks) */
+static size_t oneshot_unit(const ring_call_t *rc)
+{
+    return rc->count * (rc->copy ? 1 : cgpu_dtype_size(rc->dt));
+}
+
+/* one block per 8 KiB of a unit, at most the flag slots we have */
+static size_t oneshot_blocks(size_t unit)
+{
+    return clamp1(div_up(unit, 8 << 10), CGPU_CUDA_MAX_ONESHOT_BLOCKS);
+}
+
 static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out,
                                     const void *args)
 {
     const ring_call_t *rc = args;
     cgpu_cuda_comm_t *cc = comm->cuda;
-    const size_t bytes = rc->count * cgpu_dtype_size(rc->dt);
     cgpu_cuda_oneshot_args_t a;
     memset(&a, 0, sizeof(a));
     a.timeout_ns = cc->timeout_ns;
@@ -776,32 +798,35 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     a.in = in;
     a.out = out;
     a.count = rc->count;
+    a.mode = rc->mode;
+    a.root = rc->root;
     a.rank = comm->rank;
     a.nranks = comm->size;
-    /* one block per 8 KiB, at most the flag slots we have */
-    a.nblocks = (int) clamp1(div_up(bytes, 8 << 10), CGPU_CUDA_MAX_ONESHOT_BLOCKS);
+    a.nblocks = (int) oneshot_blocks(oneshot_unit(rc));
     a.seq = ++cc->oneshot_seq;
     a.slice_bytes = cc->oneshot_slice;
     a.oneshot_off = cc->oneshot_off;
     for (int i = 0; i < comm->size; ++i) {
         a.inbox[i] = cc->peer_inbox[i];
     }
-    cgpu_log(CGPU_LOG_TRACE, "cuda: oneshot allreduce rank %d count %zu %s/%s blocks %d seq %llu",
-             comm->rank, rc->count, cgpu_dtype_name(rc->dt), cgpu_op_name(rc->op), a.nblocks,
-             (unsigned long long) a.seq);
-    int err = cgpu_cuda_oneshot_allreduce(&a, rc->dt, rc->op, cc->threads, cc->stream);
-    return 0 != err ? cgpu_cuda_check(err, "oneshot allreduce launch") : CGPU_OK;
+    cgpu_log(CGPU_LOG_TRACE, "cuda: oneshot %s rank %d count %zu %s/%s blocks %d seq %llu",
+             oneshot_name(rc->mode), comm->rank, rc->count,
+             rc->copy ? "byte" : cgpu_dtype_name(rc->dt), rc->copy ? "-" : cgpu_op_name(rc->op),
+             a.nblocks, (unsigned long long) a.seq);
+    int err = cgpu_cuda_oneshot_launch(&a, rc->dt, rc->op, cc->threads, cc->stream);
+    return 0 != err ? cgpu_cuda_check(err, "oneshot launch") : CGPU_OK;
 }
 
 static cgpu_status_t ce_allreduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sbuf,
                                   void *rbuf, size_t count, cgpu_dtype_t dt, cgpu_op_t op,
                                   bool *done);
 
-/* ---- the resident oneshot allreduce (kernels/cgpu_cuda_kernels.cu: resident_kernel) ----
+/* ---- the resident oneshot kernel (kernels/cgpu_cuda_kernels.cu: resident_kernel) ----
  * The host writes a descriptor into the control block (mapped host memory) and polls
  * RK_DONE; the kernel, launched on first use and again whenever it has ended (idle, or
- * stopped before a set-up or for another reduction), polls the descriptor. A peer may run
- * the same call as a launched oneshot: the protocol in the inboxes is the same. */
+ * stopped before a set-up or for another reduction), polls the descriptor. It runs every
+ * copying mode and the reductions of its (dt, op). A peer may run the same call as a
+ * launched oneshot: the protocol in the inboxes is the same. */
 
 static uint64_t rk_load(const cgpu_cuda_comm_t *cc, int w)
 {
@@ -873,26 +898,28 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     }
     int err = cgpu_cuda_resident_launch(&a, dt, op, cc->rk_blocks, cc->threads, cc->rk_stream);
     if (0 != err) {
-        return cgpu_cuda_check(err, "resident allreduce launch");
+        return cgpu_cuda_check(err, "resident kernel launch");
     }
     /* running from here on, whatever follows fails (it owns descriptor `start`) */
     cc->rk_running = true;
     cc->rk_launches++;
     cc->rk_dt = dt;
     cc->rk_op = op;
-    cgpu_log(CGPU_LOG_TRACE, "cuda: resident allreduce kernel launched, rank %d %s/%s from %llu",
+    cgpu_log(CGPU_LOG_TRACE, "cuda: resident kernel launched, rank %d %s/%s from %llu",
              comm->rank, cgpu_dtype_name(dt), cgpu_op_name(op), (unsigned long long) start);
     return cgpu_cuda_event_record(cc->rk_ev, cc->rk_stream);
 }
 
-/* Whether this communicator may hand this allreduce to a resident kernel (this rank's
- * choice alone: a peer running it as a launched oneshot interoperates). */
-static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t bytes)
+/* Whether this communicator may hand this oneshot call (`unit` bytes a block) to a
+ * resident kernel (this rank's choice alone: a peer running it as a launched oneshot
+ * interoperates). Both buffers (NULL: none) must be usable in place. */
+static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t unit)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    if (NULL == cc->rk_stream || bytes > cgpu_engine_config()->cuda_resident_max_bytes ||
-        div_up(bytes, 8 << 10) > (size_t) cc->rk_blocks || !cgpu_engine_may_bootstrap() ||
-        !buf_kind(cc, rbuf).in_place || (sbuf != rbuf && !buf_kind(cc, sbuf).in_place)) {
+    if (NULL == cc->rk_stream || unit > cgpu_engine_config()->cuda_resident_max_bytes ||
+        oneshot_blocks(unit) > (size_t) cc->rk_blocks || !cgpu_engine_may_bootstrap() ||
+        (NULL != rbuf && !buf_kind(cc, rbuf).in_place) ||
+        (NULL != sbuf && sbuf != rbuf && !buf_kind(cc, sbuf).in_place)) {
         return false;
     }
     if (cc->rk_listed) {
@@ -914,24 +941,28 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
 {
     const ring_call_t *rc = args;
     cgpu_cuda_comm_t *cc = comm->cuda;
-    const size_t bytes = rc->count * cgpu_dtype_size(rc->dt);
-    if (cc->rk_running && (rc->dt != cc->rk_dt || rc->op != cc->rk_op)) {
+    /* a copying call runs on whichever reduction's kernel there is (or was) */
+    const cgpu_dtype_t dt = rc->copy ? cc->rk_dt : rc->dt;
+    const cgpu_op_t op = rc->copy ? cc->rk_op : rc->op;
+    if (cc->rk_running && (dt != cc->rk_dt || op != cc->rk_op)) {
         rk_stop(cc);
     }
     if (cc->rk_running && 0 != rk_load(cc, RK_EXITED)) {
         cc->rk_running = false; /* ended idle: launched again below */
     }
-    const uint64_t nblocks = clamp1(div_up(bytes, 8 << 10), CGPU_CUDA_MAX_ONESHOT_BLOCKS);
+    const uint64_t nblocks = oneshot_blocks(oneshot_unit(rc));
     const uint64_t oseq = ++cc->oneshot_seq;
     const uint64_t t1 = cgpu_now_ns();
     cc->rk_calls++;
-    const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,
-                                (uint64_t) rc->count | nblocks << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT,
-                                oseq);
-    cgpu_log(CGPU_LOG_TRACE, "cuda: resident allreduce rank %d count %zu %s/%s blocks %llu seq %llu",
-             comm->rank, rc->count, cgpu_dtype_name(rc->dt), cgpu_op_name(rc->op),
+    const uint64_t f2 = (uint64_t) rc->count | (uint64_t) rc->mode << CGPU_CUDA_RESIDENT_MODE_SHIFT |
+                        nblocks << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT |
+                        (uint64_t) rc->root << CGPU_CUDA_RESIDENT_ROOT_SHIFT;
+    const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out, f2, oseq);
+    cgpu_log(CGPU_LOG_TRACE, "cuda: resident %s rank %d count %zu %s/%s blocks %llu seq %llu",
+             oneshot_name(rc->mode), comm->rank, rc->count,
+             rc->copy ? "byte" : cgpu_dtype_name(dt), rc->copy ? "-" : cgpu_op_name(op),
              (unsigned long long) nblocks, (unsigned long long) oseq);
-    cgpu_status_t st = cc->rk_running ? CGPU_OK : rk_launch(comm, rc->dt, rc->op, k);
+    cgpu_status_t st = cc->rk_running ? CGPU_OK : rk_launch(comm, dt, op, k);
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
         const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the kernel publishes
                                                           * completions before it ends */
@@ -941,11 +972,11 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
         }
         if (0 != ended) {
             if (ended == k) { /* it ended idle before taking descriptor k: again */
-                st = rk_launch(comm, rc->dt, rc->op, k);
+                st = rk_launch(comm, dt, op, k);
                 continue;
             }
             cc->rk_running = false;
-            cgpu_log(CGPU_LOG_WARN, "cuda: rank %d: the resident allreduce kernel ended at "
+            cgpu_log(CGPU_LOG_WARN, "cuda: rank %d: the resident kernel ended at "
                      "descriptor %llu without completing %llu", comm->rank,
                      (unsigned long long) ended, (unsigned long long) k);
             return CGPU_ERR_DEVICE;
@@ -954,7 +985,7 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
             rk_load(cc, RK_DONE) < k && 0 == rk_load(cc, RK_EXITED)) {
             /* ended without a word: a device error (reported by the query, or here) */
             cc->rk_running = false;
-            cgpu_log(CGPU_LOG_WARN, "cuda: rank %d: the resident allreduce kernel ended "
+            cgpu_log(CGPU_LOG_WARN, "cuda: rank %d: the resident kernel ended "
                      "without completing a call", comm->rank);
             return CGPU_ERR_DEVICE;
         }
@@ -964,6 +995,26 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     return st;
 }
 
+/* Whether a call of another collective than the allreduce, `unit` bytes a block, goes
+ * oneshot: up to coll_gpu_cuda_small_bytes, within an inbox slice, and shrinking as ranks
+ * are added like the allreduce's (the same answer on every rank: sizes and settings are) */
+static bool small_call(const cgpu_comm_t *comm, size_t unit)
+{
+    return unit > 0 && unit <= cgpu_engine_config()->cuda_small_bytes &&
+           unit <= comm->cuda->oneshot_slice * 2 / (size_t) comm->size;
+}
+
+/* k as a oneshot call of rc (k->args), handed to the resident kernel where this rank may */
+static cgpu_status_t run_small(cgpu_comm_t *comm, cuda_call_t *k, ring_call_t *rc)
+{
+    k->resident = rk_takes(comm, k->sbuf, k->rbuf, oneshot_unit(rc));
+    k->alg = k->resident ? "resident" : "oneshot";
+    k->ras_alg = CGPU_RAS_ALG_ONESHOT;
+    k->force_copy_in = false; /* a block reads its share of the input before it writes out */
+    k->fn = k->resident ? launch_resident : launch_oneshot;
+    k->args = rc;
+    return cuda_run(comm, k);
+}
 
 cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                   cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
@@ -1022,7 +1073,7 @@ cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void
                      .ras_alg = CGPU_RAS_ALG_RING, .sbuf = NULL != sbuf ? sbuf : rbuf,
                      .in_bytes = total, .rbuf = rbuf, .out_bytes = NULL != sbuf ? bytes : total,
                      .fn = launch_ring, .args = &rc};
-    return cuda_run(comm, &k);
+    return small_call(comm, bytes) ? run_small(comm, &k, &rc) : cuda_run(comm, &k);
 }
 
 /* copy-engine paths, below */
@@ -1043,6 +1094,9 @@ cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, 
                      .sbuf = NULL != sbuf ? sbuf : rbuf, .in_bytes = bytes,
                      .rbuf = is_root ? rbuf : NULL, .out_bytes = is_root ? bytes : 0,
                      .fn = launch_ring, .args = &rc};
+    if (small_call(comm, bytes)) {
+        return run_small(comm, &k, &rc);
+    }
     const size_t ce_min = cgpu_engine_config()->cuda_ce_reduce_min_bytes;
     if (0 != ce_min && bytes >= ce_min && 2 == comm->size) {
         bool done;
@@ -1061,6 +1115,9 @@ cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int ro
     cuda_call_t k = {.kind = "bcast", .dtype = "byte", .op = "", .alg = "chain", .count = bytes,
                      .bytes = bytes, .ras_alg = CGPU_RAS_ALG_RING, .sbuf = buf, .in_bytes = bytes,
                      .rbuf = buf, .out_bytes = bytes, .fn = launch_ring, .args = &rc};
+    if (small_call(comm, bytes)) {
+        return run_small(comm, &k, &rc);
+    }
     const size_t ce_min = cgpu_engine_config()->cuda_ce_bcast_min_bytes;
     /* the root writes to each peer in turn: with more than 2 ranks the chain is faster */
     if (0 != ce_min && bytes >= ce_min && 2 == comm->size) {
@@ -1082,7 +1139,7 @@ cgpu_status_t cgpu_cuda_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbu
                      .sbuf = NULL != sbuf ? sbuf : (char *) rbuf + (size_t) comm->rank * bytes,
                      .in_bytes = bytes, .rbuf = rbuf, .out_bytes = total, .fn = launch_ring,
                      .args = &rc};
-    return cuda_run(comm, &k);
+    return small_call(comm, bytes) ? run_small(comm, &k, &rc) : cuda_run(comm, &k);
 }
 
 /* ---- alltoall ---- */
@@ -1521,6 +1578,10 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
                      .count = bytes, .bytes = total, .ras_alg = CGPU_RAS_ALG_DIRECT,
                      .sbuf = sbuf, .in_bytes = total, .rbuf = rbuf, .out_bytes = total,
                      .force_copy_in = sbuf == rbuf, .fn = launch_a2a, .args = &bytes};
+    ring_call_t rc = {.mode = CGPU_CUDA_ONESHOT_ALLTOALL, .count = bytes, .copy = true};
+    if (small_call(comm, bytes)) {
+        return run_small(comm, &k, &rc);
+    }
     const size_t ce_min = cgpu_engine_config()->cuda_ce_alltoall_min_bytes;
     /* separate buffers only (in place needs the inbox) */
     if (0 != ce_min && total >= ce_min && apart(sbuf, rbuf, total)) {

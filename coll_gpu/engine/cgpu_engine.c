@@ -39,6 +39,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_slot_bytes = 256 * 1024;
     cfg->cuda_slots = 4;
     cfg->cuda_oneshot_bytes = 1024 * 1024;
+    cfg->cuda_small_bytes = 64u << 10;
     cfg->cuda_timeout_s = 60.0;
     cfg->cuda_tree_channels = 8;
     cfg->cuda_a2a_channels = 32;

@@ -69,6 +69,8 @@ typedef struct cgpu_config {
     size_t cuda_slot_bytes;     /* ring slot per channel and step */
     int cuda_slots;             /* ring pipeline depth per channel */
     size_t cuda_oneshot_bytes;  /* largest message of the oneshot algorithm (auto) */
+    size_t cuda_small_bytes;    /* bcast/reduce/allgather/alltoall/reduce_scatter_block blocks
+                                 * up to this go oneshot (0: never) */
     double cuda_timeout_s;      /* a kernel waiting longer on a peer fails the call (0: never) */
     int cuda_tree_channels;     /* tree channels (two blocks each); 0 disables the tree */
     int cuda_a2a_channels;      /* alltoall channels shared by the peers; 0: host-staged alltoall */

@@ -547,8 +547,8 @@ int main(int argc, char **argv)
     mt_pvars_mark(&pv);
 
     /* bcast: every root, sizes across the pipelining thresholds */
-    const size_t bsizes[] = {1, 13, 4096, 65537, (1u << 20) + 17, 64u << 20};
-    const int nb = quick ? 5 : 6;
+    const size_t bsizes[] = {1, 13, 4096, 20000, 65537, (1u << 20) + 17, 64u << 20};
+    const int nb = quick ? 6 : 7;
     long calls = 0;
     for (int root = 0; root < nranks; ++root) {
         for (int k = 0; k < nb; ++k) {
@@ -561,8 +561,8 @@ int main(int argc, char **argv)
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "bcast");
 
     /* allgather */
-    const size_t gsizes[] = {1, 1000, 262147, 4u << 20};
-    const int ng = quick ? 3 : 4;
+    const size_t gsizes[] = {1, 1000, 8193, 262147, 4u << 20};
+    const int ng = quick ? 4 : 5;
     calls = 0;
     for (int k = 0; k < ng; ++k) {
         check_allgather(gsizes[k], false, false);
@@ -575,12 +575,12 @@ int main(int argc, char **argv)
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "allgather");
 
     /* reduce_scatter_block and reduce: every case, every root */
-    const size_t rsizes[] = {1, 1001, 262147, (3u << 20) + 7};
-    const int nr = quick ? 3 : 4;
+    const size_t rsizes[] = {1, 1001, 3001, 262147, (3u << 20) + 7};
+    const int nr = quick ? 4 : 5;
     calls = 0;
     for (size_t ci = 0; ci < sizeof(rcases) / sizeof(rcases[0]); ++ci) {
         for (int k = 0; k < nr; ++k) {
-            if (3 == k && ci > 1) {
+            if (4 == k && ci > 1) {
                 continue; /* the largest size for two cases is enough */
             }
             check_reduce_scatter(&rcases[ci], rsizes[k], false);
@@ -595,8 +595,8 @@ int main(int argc, char **argv)
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "reduce_scatter_block and reduce");
 
     /* alltoall */
-    const size_t asizes[] = {1, 3, 1000, 65537, 1u << 20, 8u << 20};
-    const int na = quick ? 5 : 6;
+    const size_t asizes[] = {1, 3, 1000, 20000, 65537, 1u << 20, 8u << 20};
+    const int na = quick ? 6 : 7;
     calls = 0;
     for (int k = 0; k < na; ++k) {
         check_alltoall(asizes[k], false, false);
