@@ -17,7 +17,8 @@ pkglib=$(ompi_info --path pkglibdir --parsable | cut -d: -f3)
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca mca_base_component_path "$PWD/.libs:$pkglib"
         --mca coll gpu,tuned,libnbc,basic,self ${CGPU_MPIRUN_EXTRA:-})
 pass=0; fail=0
-run() { # name timeout np args...
+run() { run_one "$@"; }
+run_one() { # name timeout np args...
     local name=$1 t=$2 np=$3; shift 3
     local t0=$SECONDS
     local rc=0
@@ -164,6 +165,10 @@ if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and
         done
         if [ "${MPS_TESTS:-0}" = 1 ]; then # the resident kernel checked with the ranks' kernels running at once
             RKON=(--mca coll_gpu_cuda_resident on)
+            run() { # a failed client can leave the MPS server refusing the next ones: a fresh one after a failure
+                local f0=$fail; run_one "$@"
+                if [ "$fail" -gt "$f0" ]; then echo quit | nvidia-cuda-mps-control; sleep 1; nvidia-cuda-mps-control -d; fi
+            }
             run mps_rk_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
             run mps_launched_np2 120 2 --mca coll_gpu_cuda_resident off --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
             run mps_rk_mixed_np2 120 1 --mca coll_gpu_cuda_timeout 10 -x OMPI_MCA_coll_gpu_cuda_resident=1 test/gpu/test_cuda_allreduce quick : \
@@ -180,6 +185,7 @@ if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and
             run mps_rk_order_np4 120 4 "${RKON[@]}" test/gpu/test_cuda_colls order
             run mps_rk_order_np2 120 2 "${RKON[@]}" test/gpu/test_cuda_colls order
         fi
+        run() { run_one "$@"; }
         echo quit | nvidia-cuda-mps-control; trap - EXIT
         unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
     else

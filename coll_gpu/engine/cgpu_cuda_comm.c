@@ -269,14 +269,32 @@ static const cgpu_cuda_inbox_rec_t *rec_of(const char *handles, int i)
 static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    cc->shared_device = false; /* from every record, so every rank says the same */
-    for (int i = 0; i < comm->size && !cc->shared_device; ++i) {
-        for (int j = i + 1; j < comm->size; ++j) {
-            if (0 == strncmp(rec_of(handles, i)->bus, rec_of(handles, j)->bus,
-                             sizeof(rec_of(handles, i)->bus))) {
-                cc->shared_device = true;
-                break;
-            }
+    /* the most ranks on one device, from every record, so every rank says the same */
+    int share = 1;
+    for (int i = 0; i < comm->size; ++i) {
+        int on_i = 0;
+        for (int j = 0; j < comm->size; ++j) {
+            on_i += 0 == strncmp(rec_of(handles, i)->bus, rec_of(handles, j)->bus,
+                                 sizeof(rec_of(handles, i)->bus));
+        }
+        share = on_i > share ? on_i : share;
+    }
+    cc->shared_device = share > 1;
+    if (share > 1) {
+        /* the kernels of a call wait for each other across the ranks: under MPS those of
+         * the ranks on one device must all fit on it at once (4 ranks x 64 ring channels
+         * of 512 threads, beside the resident kernels, do not on an H200), so the ranks
+         * that share it share the channels */
+        const int ch = cgpu_engine_config()->cuda_channels;
+        const int cpd = cgpu_engine_config()->cuda_a2a_channels / (comm->size - 1);
+        cc->nch_max = ch / share > 0 ? ch / share : 1;
+        if (cpd > 0) {
+            cc->a2a_cpd_max = cpd / share > 0 ? cpd / share : 1;
+        }
+        if (0 == comm->rank) {
+            cgpu_log(CGPU_LOG_INFO, "cuda: up to %d ranks share a device: at most %d ring "
+                     "channels and %d alltoall channels per peer a call", share, cc->nch_max,
+                     cc->a2a_cpd_max);
         }
     }
     for (int i = 0; i < comm->size; ++i) {
