@@ -150,6 +150,12 @@ if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and
                 bench/bench_colls ${MPS_COLLS:-allreduce,allgather,alltoall,bcast,reduce} ${MPS_MAX:-65536} 8 >> "$out/mps_lat.txt" 2>&1
         done
         awk '/^##/{v=$4} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/mps_lat.txt"; echo
+        # bytes per thread block of a oneshot call (coll_gpu_cuda_oneshot_block_bytes), resident
+        for b in ${MPS_BLOCKS:-}; do
+            timeout -k 5 90 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_cuda_oneshot_block_bytes "$b" \
+                bench/bench_colls ${MPS_BLOCK_COLLS:-allreduce,allgather,bcast} 65536 4096 > "$out/mps_blocks_$b.txt" 2>&1
+            awk -v b="$b" '/^# /{c=$2; printf "\nblock %s %s:", b, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/mps_blocks_$b.txt"; echo
+        done
         # which path served the small calls of each collective (one trace line per call)
         timeout -k 5 60 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 100 \
             bench/bench_colls allgather,alltoall,bcast,reduce,reduce_scatter 1024 1024 > "$out/mps_paths.log" 2>&1
@@ -162,6 +168,12 @@ if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and
                 bench/bench_colls allreduce 8 8 > "$out/mps_split_$o.log" 2>&1
             echo "MPS stream_order $o: $(grep -h ' 8  *[0-9]' "$out/mps_split_$o.log" | head -1)"
             grep -h "resident oneshot[: ]" "$out/mps_split_$o.log" | sed 's/.*coll.gpu: //'
+        done
+        for s in ${MPS_SPLIT_SIZES:-}; do # the same at larger sizes (several blocks a call)
+            timeout -k 5 60 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 \
+                bench/bench_colls allreduce "$s" "$s" > "$out/mps_split_$s.log" 2>&1
+            echo "MPS $s B: $(grep -h " $s  *[0-9]" "$out/mps_split_$s.log" | head -1)"
+            grep -h "resident oneshot on the device" "$out/mps_split_$s.log" | sed 's/.*coll.gpu: //'
         done
         if [ "${MPS_TESTS:-0}" = 1 ]; then # the resident kernel checked with the ranks' kernels running at once
             RKON=(--mca coll_gpu_cuda_resident on)

@@ -51,6 +51,7 @@ typedef struct mca_coll_gpu_component_t {
     int cuda_slots;
     unsigned long cuda_oneshot_bytes;
     unsigned long cuda_small_bytes;
+    unsigned long cuda_oneshot_block_bytes;
     double cuda_timeout;
     int cuda_tree_channels;
     int cuda_a2a_channels;

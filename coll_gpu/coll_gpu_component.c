@@ -270,6 +270,12 @@ static int gpu_register(void)
               "coll_gpu_cuda_resident_max_bytes); at most coll_gpu_cuda_oneshot_bytes x 2 / "
               "ranks; 0: never (the chains, the ring and the alltoall kernel)",
               &c->cuda_small_bytes);
+    c->cuda_oneshot_block_bytes = (unsigned long) d.cuda_oneshot_block_bytes;
+    reg_ulong("cuda_oneshot_block_bytes",
+              "cuda backend: a oneshot call (launched or resident) runs one thread block per "
+              "this many bytes of its message (a rank's block for the block-wise collectives), "
+              "at most 32; at least 1024; the same on every rank",
+              &c->cuda_oneshot_block_bytes);
     c->cuda_timeout = d.cuda_timeout_s;
     reg("cuda_timeout",
         "cuda backend: seconds a kernel waits for a peer before the collective fails with an "
@@ -363,7 +369,7 @@ static int gpu_register(void)
     reg_ulong("cuda_resident_max_bytes",
               "cuda backend: largest allreduce (bytes), or block of another oneshot collective, "
               "the resident kernel takes (at most 256 KiB and the oneshot limits); its blocks: "
-              "one per 8 KiB of this; 0: none",
+              "one per coll_gpu_cuda_oneshot_block_bytes of this; 0: none",
               &c->cuda_resident_max_bytes);
     c->cuda_resident_idle_us = d.cuda_resident_idle_us;
     reg("cuda_resident_idle_us",
@@ -493,6 +499,7 @@ static int gpu_open(void)
     cfg.cuda_slots = c->cuda_slots;
     cfg.cuda_oneshot_bytes = c->cuda_oneshot_bytes;
     cfg.cuda_small_bytes = c->cuda_small_bytes;
+    cfg.cuda_oneshot_block_bytes = c->cuda_oneshot_block_bytes;
     cfg.cuda_timeout_s = c->cuda_timeout;
     cfg.cuda_tree_channels = c->cuda_tree_channels;
     cfg.cuda_a2a_channels = c->cuda_a2a_channels;

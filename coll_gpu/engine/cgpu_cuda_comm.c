@@ -206,7 +206,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
         pthread_once(&rk_hook_once, rk_hook);
         cc->rk_dt = CGPU_DT_UINT8; /* the kernel for copies until a reduction comes */
         cc->rk_op = CGPU_OP_SUM;
-        cc->rk_blocks = (int) clamp1(div_up(cfg->cuda_resident_max_bytes, 8 << 10),
+        cc->rk_blocks = (int) clamp1(div_up(cfg->cuda_resident_max_bytes, cfg->cuda_oneshot_block_bytes),
                                      CGPU_CUDA_MAX_ONESHOT_BLOCKS);
         void *h = NULL, *d = NULL;
         st = cgpu_cuda_stream_create(&cc->rk_stream, false);
@@ -798,10 +798,12 @@ static size_t oneshot_unit(const ring_call_t *rc)
     return rc->count * (rc->copy ? 1 : cgpu_dtype_size(rc->dt));
 }
 
-/* one block per 8 KiB of a unit, at most the flag slots we have */
+/* one block per coll_gpu_cuda_oneshot_block_bytes of a unit, at most the flag slots we
+ * have (the same on every rank: a block flags and waits for the same block of its peers) */
 static size_t oneshot_blocks(size_t unit)
 {
-    return clamp1(div_up(unit, 8 << 10), CGPU_CUDA_MAX_ONESHOT_BLOCKS);
+    return clamp1(div_up(unit, cgpu_engine_config()->cuda_oneshot_block_bytes),
+                  CGPU_CUDA_MAX_ONESHOT_BLOCKS);
 }
 
 static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out,

@@ -69,6 +69,7 @@ typedef struct cgpu_config {
     size_t cuda_slot_bytes;     /* ring slot per channel and step */
     int cuda_slots;             /* ring pipeline depth per channel */
     size_t cuda_oneshot_bytes;  /* largest message of the oneshot algorithm (auto) */
+    size_t cuda_oneshot_block_bytes; /* a oneshot call takes a block per this many bytes */
     size_t cuda_small_bytes;    /* bcast/reduce/allgather/alltoall/reduce_scatter_block blocks
                                  * up to this go oneshot (0: never) */
     double cuda_timeout_s;      /* a kernel waiting longer on a peer fails the call (0: never) */
