@@ -876,131 +876,91 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
     oneshot_body<T, OP>(a, (int) blockIdx.x);
 }
 
-/* ---- resident oneshot kernel: it stays on the device between calls and takes each call
- * from a descriptor the host writes into mapped host memory, so a small call costs no
- * launch and no stream synchronize. Warp 0 of every block polls the descriptor (lanes 0-3
- * read its four 16-byte parts, each tagged with the descriptor's number and the part's
- * field: one round trip over PCIe reads a whole, checked descriptor), so no block waits for
- * another to hand a call on. The blocks of a call publish their parts' completion each in
- * its own word (the host waits for the call's blocks); every block runs its part of the
- * oneshot protocol (the same inbox slots, flags and call numbers as a launched oneshot, so
- * a peer may run either).
- *
- * One word of device memory, the gate, holds the number of the descriptor the kernel is
- * open for, marked TAKEN once a block has seen that descriptor, or EXIT once block 0 has
- * ended the kernel at that number (after idle_ns without a descriptor, or on an exit
- * descriptor). TAKEN and EXIT are set by a compare-and-swap from the bare number, so
- * exactly one wins: no block runs a call the kernel has ended before. Block 0 opens the
- * next number once the blocks that worked on the call are done with it; a block idle in a
- * call (or several) catches up from the gate. Block 0 tells the host the kernel has ended
- * (with the number it was open for: the host launches it again only for a descriptor no
- * block took) once every other block has left. ---- */
+/* ---- resident oneshot allreduce: the kernel stays on the device between calls and takes
+ * each call from a descriptor the host writes into mapped host memory, so a small call
+ * costs no launch and no stream synchronize. Block 0 polls the descriptor (its four
+ * 16-byte parts each carry a tag made of the descriptor's number and the part's field: one
+ * round trip over PCIe reads a whole, checked descriptor) and hands it to the other blocks
+ * through device memory; every block runs its part of the oneshot protocol above (the same
+ * inbox slots, flags and call numbers as a launched oneshot, so a peer may run either);
+ * once every block has counted itself done, block 0 publishes the descriptor's number to
+ * the host. After idle_ns without a descriptor, or on an exit descriptor, the kernel ends
+ * and says so to the host (with the number it was waiting for: the host launches it again
+ * only for a descriptor it has not taken). ---- */
 
 __device__ __forceinline__ void load16_volatile(const void *p, uint64_t &x, uint64_t &y)
 {
     asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(x), "=l"(y) : "l"(p));
 }
 
-#define CGPU_RK_TAKEN (1ull << 62)
-#define CGPU_RK_EXIT (1ull << 63)
-
 template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_resident_args_t a)
 {
     __shared__ uint64_t s_f[4];
     __shared__ int s_exit;
-    /* [0] the gate, [1] blocks that have left, [6] working blocks done (summed over calls) */
+    /* [0] admitted, [1] blocks done, [2..5] fields, [6] working blocks done */
     volatile uint64_t *dev = a.state;
     __shared__ uint64_t s_ts[2]; /* block 0's stamps inside the oneshot body (trace) */
     cgpu_cuda_oneshot_args_t o = a.o;
-    const unsigned full = 0xffffffffu;
     uint64_t t_idle = global_ns(), t_seen = 0;
-    unsigned long long working = 0; /* block 0: blocks other than itself that worked so far */
-    uint64_t k = a.start;
-    if (0 == blockIdx.x && 0 == threadIdx.x) {
-        dev[0] = k;
-    }
-    for (;;) {
-        if (threadIdx.x < 32) {
+    unsigned long long working = 0; /* block 0: blocks that worked on the calls so far */
+    for (uint64_t k = a.start;; ++k) {
+        if (0 == blockIdx.x && threadIdx.x < 32) {
+            /* warp 0 polls: lanes 0-3 read one 16-byte part each, one 64-byte read over PCIe
+             * per poll (one thread reading the four parts in turn waited for each) */
             const unsigned lane = threadIdx.x;
             for (unsigned it = 0;; ++it) {
-                uint64_t q = 0, f = 0, g = 0;
+                uint64_t q = 0, f = 0;
                 if (lane < 4) {
                     load16_volatile(a.desc + 2 * lane, q, f);
-                } else if (4 == lane) {
-                    g = dev[0];
                 }
-                g = __shfl_sync(full, g, 4);
-                const uint64_t num = g & ~(CGPU_RK_TAKEN | CGPU_RK_EXIT);
-                if (num > k) { /* idle in the calls before: catch up */
-                    k = num;
-                    continue;
-                }
-                if (num == k && 0 != (g & CGPU_RK_EXIT)) {
-                    if (0 == lane) {
-                        s_exit = 1;
-                    }
-                    break;
-                }
-                const bool seen = __all_sync(full, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k);
-                if (seen && num == k) {
-                    uint64_t r = g;
-                    if (0 == lane && 0 == (g & CGPU_RK_TAKEN)) {
-                        r = atomicCAS((unsigned long long *) &dev[0], k, k | CGPU_RK_TAKEN);
-                    }
-                    r = __shfl_sync(full, r, 0);
-                    if (r != k && r != (k | CGPU_RK_TAKEN)) {
-                        continue; /* ended at k meanwhile (seen on the next turn) */
-                    }
+                if (__all_sync(0xffffffffu, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k)) {
                     if (lane < 4) {
+                        dev[2 + lane] = f;
                         s_f[lane] = f;
                     }
+                    __syncwarp();
                     if (0 == lane) {
-                        s_exit = 0;
-                        if (0 == blockIdx.x && nullptr != a.trace) {
+                        if (nullptr != a.trace) {
                             t_seen = global_ns();
                             a.trace[CGPU_CUDA_RK_TRACE_POLLS] += it + 1;
                             a.trace[CGPU_CUDA_RK_TRACE_IDLE] += t_seen - t_idle;
                         }
+                        __threadfence();
+                        dev[0] = k;
+                        s_exit = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
                     }
                     break;
                 }
                 int idle = 0;
-                if (0 == blockIdx.x && 0 == lane && 0 == (it & 3)) { /* a poll: ~1 us */
-                    idle = global_ns() - t_idle > a.idle_ns &&
-                           k == atomicCAS((unsigned long long *) &dev[0], k, k | CGPU_RK_EXIT);
+                if (0 == lane && 0 == (it & 3)) { /* a poll: ~1 us */
+                    idle = global_ns() - t_idle > a.idle_ns;
                 }
-                if (__shfl_sync(full, idle, 0)) {
+                if (__shfl_sync(0xffffffffu, idle, 0)) {
                     if (0 == lane) {
+                        dev[0] = k | CGPU_CUDA_RESIDENT_EXIT;
                         s_exit = 1;
                     }
                     break;
                 }
             }
+        } else if (0 != blockIdx.x && 0 == threadIdx.x) {
+            uint64_t v;
+            while ((v = dev[0]) != k && v != (k | CGPU_CUDA_RESIDENT_EXIT)) {
+            }
+            __threadfence();
+            for (int c = 0; c < 4; ++c) {
+                s_f[c] = dev[2 + c];
+            }
+            s_exit = v != k || 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
         }
         __syncthreads();
-        /* ended at the gate, or an exit descriptor (its bit in part 2) */
-        const int ex = 0 != s_exit ? 1 : 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT) ? 2 : 0;
-        if (0 != ex) {
-            if (0 != blockIdx.x) {
-                if (0 == threadIdx.x) {
-                    __threadfence();
-                    (void) atomicAdd((unsigned long long *) &dev[1], 1ull);
-                }
-                return;
-            }
-            if (0 == threadIdx.x) {
-                if (2 == ex) { /* an exit descriptor: the blocks that missed it see the gate */
-                    __threadfence();
-                    dev[0] = k | CGPU_RK_EXIT;
-                }
-                while (*(volatile unsigned long long *) &dev[1] < gridDim.x - 1) {
-                }
+        if (s_exit) {
+            if (0 == blockIdx.x && 0 == threadIdx.x) {
                 __threadfence_system();
                 store_flag(a.exited, k);
             }
             return;
         }
-        __syncthreads();
         o.in = (const void *) s_f[0];
         o.out = (void *) s_f[1];
         o.count = (size_t) (s_f[2] & CGPU_CUDA_RESIDENT_COUNT_MASK);
@@ -1008,38 +968,45 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
         o.nblocks = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
         o.root = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_ROOT_SHIFT & 0x7f);
         o.seq = s_f[3];
-        __syncthreads(); /* every thread has its fields before warp 0 polls again */
         const bool traced = nullptr != a.trace && 0 == blockIdx.x;
         if ((int) blockIdx.x < o.nblocks) {
             oneshot_body<T, OP>(o, (int) blockIdx.x, traced ? s_ts : nullptr);
-            __syncthreads();
-            if (0 == threadIdx.x) {
-                const uint64_t t_body = traced ? global_ns() : 0;
-                __threadfence_system();
-                store_flag(a.completed + blockIdx.x, k);
-                if (0 != blockIdx.x) {
-                    (void) atomicAdd((unsigned long long *) &dev[6], 1ull);
-                } else {
-                    const uint64_t t_done = traced ? global_ns() : 0;
-                    /* open the next number once the other blocks of this call are done */
-                    working += (unsigned long long) o.nblocks - 1;
-                    while (*(volatile unsigned long long *) &dev[6] < working) {
-                    }
-                    __threadfence();
-                    dev[0] = k + 1;
-                    if (traced) {
-                        unsigned long long *tr = a.trace;
-                        tr[CGPU_CUDA_RK_TRACE_CALLS] += 1;
-                        tr[CGPU_CUDA_RK_TRACE_WRITE] += s_ts[0] - t_seen;
-                        tr[CGPU_CUDA_RK_TRACE_PEERS] += s_ts[1] - s_ts[0];
-                        tr[CGPU_CUDA_RK_TRACE_REDUCE] += t_body - s_ts[1];
-                        tr[CGPU_CUDA_RK_TRACE_DONE] += t_done - t_body;
-                        tr[CGPU_CUDA_RK_TRACE_BLOCKS] += global_ns() - t_done;
-                    }
-                }
+        }
+        __syncthreads();
+        uint64_t t_body = traced ? global_ns() : 0;
+        if (0 != blockIdx.x && 0 == threadIdx.x) {
+            __threadfence();
+            if ((int) blockIdx.x < o.nblocks) {
+                (void) atomicAdd((unsigned long long *) &dev[6], 1ull);
+            }
+            (void) atomicAdd((unsigned long long *) &dev[1], 1ull);
+        } else if (0 == threadIdx.x) {
+            /* the result is whole once the other blocks that worked are done (none for a
+             * call of one block): publish it */
+            working += (unsigned long long) o.nblocks - 1;
+            while (*(volatile unsigned long long *) &dev[6] < working) {
+            }
+            const uint64_t t_all = traced ? global_ns() : 0;
+            __threadfence_system();
+            store_flag(a.completed, k);
+            if (traced) {
+                const uint64_t t_done = global_ns();
+                unsigned long long *tr = a.trace;
+                tr[CGPU_CUDA_RK_TRACE_CALLS] += 1;
+                tr[CGPU_CUDA_RK_TRACE_WRITE] += s_ts[0] - t_seen;
+                tr[CGPU_CUDA_RK_TRACE_PEERS] += s_ts[1] - s_ts[0];
+                tr[CGPU_CUDA_RK_TRACE_REDUCE] += t_body - s_ts[1];
+                tr[CGPU_CUDA_RK_TRACE_BLOCKS] += t_all - t_body;
+                tr[CGPU_CUDA_RK_TRACE_DONE] += t_done - t_all;
+            }
+            /* then block 0 waits until every other block is done with descriptor k (one
+             * scheduled late, or idle in this call) before it takes k + 1 or starts its
+             * idle clock: so it never overwrites the fields a block still reads, nor ends,
+             * while a block is in k */
+            const unsigned long long all = (k - a.start + 1) * (gridDim.x - 1);
+            while (*(volatile unsigned long long *) &dev[1] < all) {
             }
         }
-        ++k;
         t_idle = global_ns();
     }
 }

@@ -203,7 +203,7 @@ typedef struct cgpu_cuda_oneshot_args {
 #define CGPU_CUDA_RESIDENT_COUNT_MASK ((1ull << 40) - 1)
 typedef struct cgpu_cuda_resident_args {
     const uint64_t *desc;  /* 8 words, host-mapped, 16-byte aligned */
-    uint64_t *completed;   /* host-mapped, a word per block: the last descriptor it finished */
+    uint64_t *completed;   /* host-mapped: number of the last descriptor completed */
     uint64_t *exited;      /* host-mapped: set to the next number when the kernel ends */
     uint64_t *state;       /* device memory, 8 words, zeroed before each launch */
     uint64_t start;        /* the first descriptor number this launch takes */
@@ -213,11 +213,9 @@ typedef struct cgpu_cuda_resident_args {
     unsigned long long *trace;
     cgpu_cuda_oneshot_args_t o; /* the communicator's part (in/out/count/seq/nblocks unset) */
 } cgpu_cuda_resident_args_t;
-/* trace words (block 0): calls, descriptor polls, then summed ns of: waiting for the
- * descriptor, the writes to the peers and their fence, waiting for the peers' flags, the
- * result (reduction or copies), then after the completion's fence and store (DONE), the
- * wait for the call's other blocks before the next number opens (BLOCKS: not on the path
- * of the call) */
+/* trace words: calls, descriptor polls, then summed ns of: waiting for the descriptor, the
+ * writes to the peers and their fence, waiting for the peers' flags, the reduction, waiting
+ * for the other working blocks, the completion's fence and store */
 enum { CGPU_CUDA_RK_TRACE_CALLS, CGPU_CUDA_RK_TRACE_POLLS, CGPU_CUDA_RK_TRACE_IDLE,
        CGPU_CUDA_RK_TRACE_WRITE, CGPU_CUDA_RK_TRACE_PEERS, CGPU_CUDA_RK_TRACE_REDUCE,
        CGPU_CUDA_RK_TRACE_BLOCKS, CGPU_CUDA_RK_TRACE_DONE, CGPU_CUDA_RK_TRACE_WORDS };

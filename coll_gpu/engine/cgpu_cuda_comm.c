@@ -58,7 +58,7 @@ typedef struct cgpu_cuda_comm {
     /* the resident oneshot allreduce (see launch_resident) */
     void *rk_stream;      /* non-blocking: the default stream never waits for it */
     void *rk_ev;          /* recorded after each launch: whether the kernel has ended */
-    uint64_t *rk_ctl;     /* control block, host view: RK_DESC.., RK_EXITED, RK_DONE.. */
+    uint64_t *rk_ctl;     /* control block, host view: RK_DESC.., RK_DONE, RK_EXITED */
     uint64_t *rk_ctl_dev; /* the same, device view */
     uint64_t *rk_state;   /* device memory the kernel's blocks share */
     uint64_t rk_k;        /* descriptors written */
@@ -71,10 +71,8 @@ typedef struct cgpu_cuda_comm {
     uint64_t rk_calls, rk_launches, rk_wait_ns; /* reported at destroy */
 } cgpu_cuda_comm_t;
 
-/* word indices in the resident control block: the descriptor, the word the kernel sets
- * when it ends, then one completion word per block (the last descriptor it finished) */
-enum { RK_DESC = 0, RK_EXITED = 16, RK_DONE = 32, RK_CTL_BYTES = 512 };
-_Static_assert((RK_DONE + CGPU_CUDA_MAX_ONESHOT_BLOCKS) * 8 <= RK_CTL_BYTES, "resident control");
+/* word indices in the resident control block (one 64-byte line each part) */
+enum { RK_DESC = 0, RK_DONE = 16, RK_EXITED = 32, RK_CTL_BYTES = 512 };
 /* the kernel's device memory: RK_STATE_WORDS of state (zeroed at each launch), then the
  * trace (zeroed once, summed across launches; verbose 10) */
 enum { RK_STATE_WORDS = 8, RK_TRACE = RK_STATE_WORDS, RK_DEV_BYTES = 128 };
@@ -359,12 +357,11 @@ static void rk_report(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
     const double n = (double) tr[CGPU_CUDA_RK_TRACE_CALLS];
     cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident oneshot on the device, mean of %llu "
              "calls: %.2f polls; us waiting for the descriptor %.2f, writes and fence %.2f, "
-             "peers' flags %.2f, result %.2f, completion %.2f; then opening the next "
-             "(the other blocks done) %.2f",
+             "peers' flags %.2f, result %.2f, other blocks %.2f, completion %.2f",
              comm->rank, tr[CGPU_CUDA_RK_TRACE_CALLS], tr[CGPU_CUDA_RK_TRACE_POLLS] / n,
              tr[CGPU_CUDA_RK_TRACE_IDLE] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_WRITE] / n / 1e3,
              tr[CGPU_CUDA_RK_TRACE_PEERS] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_REDUCE] / n / 1e3,
-             tr[CGPU_CUDA_RK_TRACE_DONE] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_BLOCKS] / n / 1e3);
+             tr[CGPU_CUDA_RK_TRACE_BLOCKS] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_DONE] / n / 1e3);
 }
 
 void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
@@ -869,17 +866,6 @@ static uint64_t rk_write(cgpu_cuda_comm_t *cc, uint64_t in, uint64_t out, uint64
     return k;
 }
 
-/* whether every block of descriptor k (nblocks of them) has finished it */
-static bool rk_done(const cgpu_cuda_comm_t *cc, uint64_t k, uint64_t nblocks)
-{
-    for (uint64_t b = 0; b < nblocks; ++b) {
-        if (rk_load(cc, RK_DONE + (int) b) < k) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* whether the kernel has ended (it said so, or its launch's event has completed) */
 static bool rk_ended(cgpu_cuda_comm_t *cc)
 {
@@ -1000,7 +986,7 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
         const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the kernel publishes
                                                           * completions before it ends */
-        if (rk_done(cc, k, nblocks)) {
+        if (rk_load(cc, RK_DONE) >= k) {
             cc->rk_wait_ns += cgpu_now_ns() - t1;
             return CGPU_OK;
         }
@@ -1016,7 +1002,7 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
             return CGPU_ERR_DEVICE;
         }
         if (0 == (it & 0xfff) && CGPU_IN_PROGRESS != cgpu_cuda_event_query(cc->rk_ev) &&
-            !rk_done(cc, k, nblocks) && 0 == rk_load(cc, RK_EXITED)) {
+            rk_load(cc, RK_DONE) < k && 0 == rk_load(cc, RK_EXITED)) {
             /* ended without a word: a device error (reported by the query, or here) */
             cc->rk_running = false;
             cgpu_log(CGPU_LOG_WARN, "cuda: rank %d: the resident kernel ended "
