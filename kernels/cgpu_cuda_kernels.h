@@ -274,6 +274,17 @@ static inline CGPU_CUDA_HD uint64_t cgpu_cuda_resident_mix(uint64_t x)
     return x ^ (x >> 33);
 }
 
+/** The resident descriptor's third field (without the exit bit): count (< 2^40), mode
+ * (CGPU_CUDA_RING_* or CGPU_CUDA_ONESHOT_ALLTOALL), blocks (1-32), root (0-63); the kernel
+ * reads each back with its shift and an 8-bit (root: 7-bit) mask. */
+static inline CGPU_CUDA_HD uint64_t cgpu_cuda_resident_word(uint64_t count, int mode, int blocks,
+                                                            int root)
+{
+    return count | (uint64_t) mode << CGPU_CUDA_RESIDENT_MODE_SHIFT |
+           (uint64_t) blocks << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT |
+           (uint64_t) root << CGPU_CUDA_RESIDENT_ROOT_SHIFT;
+}
+
 /** Copy-engine reduce pieces, the same on host and device: counted back from the end they
  * are lo, 2 lo, 4 lo, ... elements, at most hi each, so the copies are few and large while
  * the reduction that trails the last copy is small; the first piece takes what is left.

@@ -974,10 +974,9 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     const uint64_t oseq = ++cc->oneshot_seq;
     const uint64_t t1 = cgpu_now_ns();
     cc->rk_calls++;
-    const uint64_t f2 = (uint64_t) rc->count | (uint64_t) rc->mode << CGPU_CUDA_RESIDENT_MODE_SHIFT |
-                        nblocks << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT |
-                        (uint64_t) rc->root << CGPU_CUDA_RESIDENT_ROOT_SHIFT;
-    const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out, f2, oseq);
+    const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,
+                                cgpu_cuda_resident_word(rc->count, rc->mode, (int) nblocks,
+                                                        rc->root), oseq);
     cgpu_log(CGPU_LOG_TRACE, "cuda: resident %s rank %d count %zu %s/%s blocks %llu seq %llu",
              oneshot_name(rc->mode), comm->rank, rc->count,
              rc->copy ? "byte" : cgpu_dtype_name(dt), rc->copy ? "-" : cgpu_op_name(op),

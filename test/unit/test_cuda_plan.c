@@ -117,15 +117,24 @@ static void test_resident_tags(void)
     CU_ASSERT_EQUAL(torn_passed, 0);
 }
 
+/* every field of the engine's word comes back with the kernel's shift and mask, whatever
+ * the others hold, and the exit bit stays clear */
 static void test_resident_packing(void)
 {
-    const uint64_t counts[] = {0, 1, 7777, (1ull << 48) - 1};
+    const uint64_t counts[] = {0, 1, 7777, 65536, (1ull << 40) - 1};
+    const int roots[] = {0, 1, 17, CGPU_CUDA_MAX_RANKS - 1};
     for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
-        for (uint64_t b = 1; b <= CGPU_CUDA_MAX_ONESHOT_BLOCKS; ++b) {
-            const uint64_t w = counts[c] | b << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT;
-            CU_ASSERT_EQUAL(w & CGPU_CUDA_RESIDENT_COUNT_MASK, counts[c]);
-            CU_ASSERT_EQUAL(w >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff, b);
-            CU_ASSERT_EQUAL(w & CGPU_CUDA_RESIDENT_EXIT, 0);
+        for (int mode = 0; mode <= CGPU_CUDA_ONESHOT_ALLTOALL; ++mode) {
+            for (int b = 1; b <= CGPU_CUDA_MAX_ONESHOT_BLOCKS; ++b) {
+                for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); ++r) {
+                    const uint64_t w = cgpu_cuda_resident_word(counts[c], mode, b, roots[r]);
+                    CU_ASSERT_EQUAL(w & CGPU_CUDA_RESIDENT_COUNT_MASK, counts[c]);
+                    CU_ASSERT_EQUAL((int) (w >> CGPU_CUDA_RESIDENT_MODE_SHIFT & 0xff), mode);
+                    CU_ASSERT_EQUAL((int) (w >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff), b);
+                    CU_ASSERT_EQUAL((int) (w >> CGPU_CUDA_RESIDENT_ROOT_SHIFT & 0x7f), roots[r]);
+                    CU_ASSERT_EQUAL(w & CGPU_CUDA_RESIDENT_EXIT, 0);
+                }
+            }
         }
     }
     CU_ASSERT_NOT_EQUAL(CGPU_CUDA_RESIDENT_EXIT & CGPU_CUDA_RESIDENT_COUNT_MASK, CGPU_CUDA_RESIDENT_EXIT);
