@@ -194,6 +194,9 @@ if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and
             run mps_small_off_colls_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_small_bytes 0 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
             run mps_rk_colls_np4 150 4 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
             run mps_rk_colls_np3 150 3 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
+            run mps_rk_types_np2 150 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_types
+            run mps_rk_nb_np2 150 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb
+            run mps_nb_threads_np2 150 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb threads
             run mps_rk_order_np4 120 4 "${RKON[@]}" test/gpu/test_cuda_colls order
             run mps_rk_order_np2 120 2 "${RKON[@]}" test/gpu/test_cuda_colls order
         fi
