@@ -10,6 +10,7 @@
  * The reader spins on its local counter with volatile loads and reads the data with
  * ld.global.cg (L2, never a stale L1 line from an earlier step).
  */
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -893,16 +894,31 @@ __device__ __forceinline__ void load16_volatile(const void *p, uint64_t &x, uint
     asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(x), "=l"(y) : "l"(p));
 }
 
+/* Compute capability 9.0 and later: the kernel is one thread block cluster (at most 8
+ * blocks, cgpu_cuda_resident_max_blocks). Block 0 hands each call to the others through the
+ * cluster's hardware barrier and its shared memory (read by the others through distributed
+ * shared memory), and knows they are done at the next barrier: no flag in device memory to
+ * poll either way (about 1.9 us per call of several blocks through device memory, session 12).
+ * Before 9.0, the hand-off goes through device memory (a.state). */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define CGPU_RK_CLUSTER 1
+#else
+#define CGPU_RK_CLUSTER 0
+#endif
+
 template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_resident_args_t a)
 {
     __shared__ uint64_t s_f[4];
     __shared__ int s_exit;
-    /* [0] admitted, [1] blocks done, [2..5] fields, [6] working blocks done */
+    /* without clusters: [0] admitted, [1] blocks done, [2..5] fields, [6] working blocks done */
     volatile uint64_t *dev = a.state;
     __shared__ uint64_t s_ts[2]; /* block 0's stamps inside the oneshot body (trace) */
     cgpu_cuda_oneshot_args_t o = a.o;
     uint64_t t_idle = global_ns(), t_seen = 0;
     unsigned long long working = 0; /* block 0: blocks that worked on the calls so far */
+#if CGPU_RK_CLUSTER
+    cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+#endif
     for (uint64_t k = a.start;; ++k) {
         if (0 == blockIdx.x && threadIdx.x < 32) {
             /* warp 0 polls: lanes 0-3 read one 16-byte part each, one 64-byte read over PCIe
@@ -915,8 +931,10 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
                 }
                 if (__all_sync(0xffffffffu, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k)) {
                     if (lane < 4) {
-                        dev[2 + lane] = f;
                         s_f[lane] = f;
+#if !CGPU_RK_CLUSTER
+                        dev[2 + lane] = f;
+#endif
                     }
                     __syncwarp();
                     if (0 == lane) {
@@ -925,8 +943,10 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
                             a.trace[CGPU_CUDA_RK_TRACE_POLLS] += it + 1;
                             a.trace[CGPU_CUDA_RK_TRACE_IDLE] += t_seen - t_idle;
                         }
+#if !CGPU_RK_CLUSTER
                         __threadfence();
                         dev[0] = k;
+#endif
                         s_exit = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
                     }
                     break;
@@ -937,13 +957,35 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
                 }
                 if (__shfl_sync(0xffffffffu, idle, 0)) {
                     if (0 == lane) {
+#if !CGPU_RK_CLUSTER
                         dev[0] = k | CGPU_CUDA_RESIDENT_EXIT;
+#endif
                         s_exit = 1;
                     }
                     break;
                 }
             }
-        } else if (0 != blockIdx.x && 0 == threadIdx.x) {
+        }
+#if CGPU_RK_CLUSTER
+        cl.sync(); /* block 0 has the call (or the end) */
+        if (0 != blockIdx.x && threadIdx.x < 5) {
+            if (threadIdx.x < 4) {
+                s_f[threadIdx.x] = *cl.map_shared_rank(&s_f[threadIdx.x], 0);
+            } else {
+                s_exit = *cl.map_shared_rank(&s_exit, 0);
+            }
+        }
+        __syncthreads();
+        if (s_exit) {
+            cl.sync(); /* block 0's shared memory stays until every block has read it */
+            if (0 == blockIdx.x && 0 == threadIdx.x) {
+                __threadfence_system();
+                store_flag(a.exited, k);
+            }
+            return;
+        }
+#else
+        if (0 != blockIdx.x && 0 == threadIdx.x) {
             uint64_t v;
             while ((v = dev[0]) != k && v != (k | CGPU_CUDA_RESIDENT_EXIT)) {
             }
@@ -961,6 +1003,7 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
             }
             return;
         }
+#endif
         o.in = (const void *) s_f[0];
         o.out = (void *) s_f[1];
         o.count = (size_t) (s_f[2] & CGPU_CUDA_RESIDENT_COUNT_MASK);
@@ -974,6 +1017,11 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
         }
         __syncthreads();
         uint64_t t_body = traced ? global_ns() : 0;
+#if CGPU_RK_CLUSTER
+        cl.sync(); /* every block is done with the call (release/acquire across the cluster) */
+        if (0 == blockIdx.x && 0 == threadIdx.x) {
+            const uint64_t t_all = traced ? global_ns() : 0;
+#else
         if (0 != blockIdx.x && 0 == threadIdx.x) {
             __threadfence();
             if ((int) blockIdx.x < o.nblocks) {
@@ -987,6 +1035,7 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
             while (*(volatile unsigned long long *) &dev[6] < working) {
             }
             const uint64_t t_all = traced ? global_ns() : 0;
+#endif
             __threadfence_system();
             store_flag(a.completed, k);
             if (traced) {
@@ -999,6 +1048,7 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
                 tr[CGPU_CUDA_RK_TRACE_BLOCKS] += t_all - t_body;
                 tr[CGPU_CUDA_RK_TRACE_DONE] += t_done - t_all;
             }
+#if !CGPU_RK_CLUSTER
             /* then block 0 waits until every other block is done with descriptor k (one
              * scheduled late, or idle in this call) before it takes k + 1 or starts its
              * idle clock: so it never overwrites the fields a block still reads, nor ends,
@@ -1006,7 +1056,9 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
             const unsigned long long all = (k - a.start + 1) * (gridDim.x - 1);
             while (*(volatile unsigned long long *) &dev[1] < all) {
             }
+#endif
         }
+        (void) working, (void) dev;
         t_idle = global_ns();
     }
 }
@@ -1094,6 +1146,18 @@ template <typename T, int OP> struct CeReduceK {
         ce_reduce_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
     }
 };
+/* whether the current device runs the resident kernel as one cluster (see the kernel) */
+static bool resident_cluster()
+{
+    int dev = 0, major = 0, cluster = 0;
+    return cudaSuccess == cudaGetDevice(&dev) &&
+           cudaSuccess == cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) &&
+           cudaSuccess == cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev) &&
+           major >= 9 && 0 != cluster;
+}
+
+static thread_local cudaError_t resident_launch_err;
+
 template <typename T, int OP> struct ResidentK {
     static void go(const cgpu_cuda_resident_args_t *a, int blocks, int threads, cudaStream_t st)
     {
@@ -1101,7 +1165,22 @@ template <typename T, int OP> struct ResidentK {
         if (0 == fit || threads != fit) {
             fit = fit_threads(resident_kernel<T, OP>, threads);
         }
-        resident_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
+        if (!resident_cluster()) {
+            resident_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
+            return;
+        }
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = (unsigned) blocks; /* the whole grid: one cluster */
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3((unsigned) blocks);
+        cfg.blockDim = dim3((unsigned) fit);
+        cfg.stream = st;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        resident_launch_err = cudaLaunchKernelEx(&cfg, resident_kernel<T, OP>, *a);
     }
 };
 template <typename T, int OP> struct OneshotK {
@@ -1296,11 +1375,20 @@ extern "C" int cgpu_cuda_oneshot_launch(const cgpu_cuda_oneshot_args_t *a, cgpu_
 extern "C" int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt,
                                          cgpu_op_t op, int blocks, int threads, void *stream)
 {
-    if (!cgpu_cuda_reduce_supported(dt, op)) {
+    if (!cgpu_cuda_reduce_supported(dt, op) || blocks > cgpu_cuda_resident_max_blocks()) {
         return (int) cudaErrorInvalidValue;
     }
+    resident_launch_err = cudaSuccess;
     int rc = dispatch<ResidentK>(a, dt, op, blocks, threads, (cudaStream_t) stream);
+    if (0 == rc) {
+        rc = (int) resident_launch_err;
+    }
     return 0 != rc ? rc : (int) cudaGetLastError();
+}
+
+extern "C" int cgpu_cuda_resident_max_blocks(void)
+{
+    return resident_cluster() ? 8 : CGPU_CUDA_MAX_ONESHOT_BLOCKS;
 }
 
 extern "C" int cgpu_cuda_kernels_preload(void)

@@ -221,6 +221,9 @@ enum { CGPU_CUDA_RK_TRACE_CALLS, CGPU_CUDA_RK_TRACE_POLLS, CGPU_CUDA_RK_TRACE_ID
        CGPU_CUDA_RK_TRACE_BLOCKS, CGPU_CUDA_RK_TRACE_DONE, CGPU_CUDA_RK_TRACE_WORDS };
 int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                               int blocks, int threads, void *stream);
+/** Most blocks of a resident kernel on the current device: 8 where it runs as one thread
+ * block cluster (compute capability 9.0 and later), else CGPU_CUDA_MAX_ONESHOT_BLOCKS. */
+int cgpu_cuda_resident_max_blocks(void);
 
 /** Whether the device kernels implement (dt, op): all of cgpu_reduce_supported but LONG_DOUBLE. */
 int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);

@@ -206,8 +206,10 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
         pthread_once(&rk_hook_once, rk_hook);
         cc->rk_dt = CGPU_DT_UINT8; /* the kernel for copies until a reduction comes */
         cc->rk_op = CGPU_OP_SUM;
+        /* a block per coll_gpu_cuda_oneshot_block_bytes of the limit, at most 8 where the
+         * kernel is one cluster (calls of more blocks are launched) */
         cc->rk_blocks = (int) clamp1(div_up(cfg->cuda_resident_max_bytes, cfg->cuda_oneshot_block_bytes),
-                                     CGPU_CUDA_MAX_ONESHOT_BLOCKS);
+                                     (size_t) cgpu_cuda_resident_max_blocks());
         void *h = NULL, *d = NULL;
         st = cgpu_cuda_stream_create(&cc->rk_stream, false);
         if (CGPU_OK == st) {
