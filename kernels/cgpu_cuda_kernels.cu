@@ -902,6 +902,15 @@ __device__ __forceinline__ void load16_volatile(const void *p, uint64_t &x, uint
  * Before 9.0, the hand-off goes through device memory (a.state). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define CGPU_RK_CLUSTER 1
+/* the cluster barrier in two halves: every thread of the cluster arrives, then waits */
+__device__ __forceinline__ void cluster_arrive()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait()
+{
+    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
 #else
 #define CGPU_RK_CLUSTER 0
 #endif
@@ -967,17 +976,25 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
             }
         }
 #if CGPU_RK_CLUSTER
-        cl.sync(); /* block 0 has the call (or the end) */
-        if (0 != blockIdx.x && threadIdx.x < 5) {
+        /* phase 1: block 0 has the call (or the end). Block 0 only arrives here and waits
+         * after its own part (the others arrived long before); the others wait, then read
+         * block 0's fields */
+        cluster_arrive();
+        if (0 != blockIdx.x) {
+            cluster_wait();
             if (threadIdx.x < 4) {
                 s_f[threadIdx.x] = *cl.map_shared_rank(&s_f[threadIdx.x], 0);
-            } else {
+            } else if (4 == threadIdx.x) {
                 s_exit = *cl.map_shared_rank(&s_exit, 0);
             }
         }
         __syncthreads();
         if (s_exit) {
-            cl.sync(); /* block 0's shared memory stays until every block has read it */
+            if (0 == blockIdx.x) {
+                cluster_wait();
+            }
+            cluster_arrive(); /* phase 2: block 0's shared memory stays until all have read it */
+            cluster_wait();
             if (0 == blockIdx.x && 0 == threadIdx.x) {
                 __threadfence_system();
                 store_flag(a.exited, k);
@@ -1018,7 +1035,16 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
         __syncthreads();
         uint64_t t_body = traced ? global_ns() : 0;
 #if CGPU_RK_CLUSTER
-        cl.sync(); /* every block is done with the call (release/acquire across the cluster) */
+        /* phase 2: every block is done with the call (release/acquire across the cluster);
+         * a call of block 0 alone is published before it */
+        const bool alone = 1 == o.nblocks;
+        if (0 == blockIdx.x) {
+            cluster_wait(); /* phase 1 */
+        }
+        if (!alone) {
+            cluster_arrive();
+            cluster_wait();
+        }
         if (0 == blockIdx.x && 0 == threadIdx.x) {
             const uint64_t t_all = traced ? global_ns() : 0;
 #else
@@ -1058,6 +1084,13 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
             }
 #endif
         }
+#if CGPU_RK_CLUSTER
+        if (alone) { /* phase 2 after block 0 has published its call */
+            __syncthreads();
+            cluster_arrive();
+            cluster_wait();
+        }
+#endif
         (void) working, (void) dev;
         t_idle = global_ns();
     }
