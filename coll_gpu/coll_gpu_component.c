@@ -369,7 +369,8 @@ static int gpu_register(void)
     reg_ulong("cuda_resident_max_bytes",
               "cuda backend: largest allreduce (bytes), or block of another oneshot collective, "
               "the resident kernel takes (at most 256 KiB and the oneshot limits); its blocks: "
-              "one per coll_gpu_cuda_oneshot_block_bytes of this; 0: none",
+              "one per coll_gpu_cuda_oneshot_block_bytes of this, at most 8 on compute "
+              "capability 9.0 and later (one thread block cluster); 0: none",
               &c->cuda_resident_max_bytes);
     c->cuda_resident_idle_us = d.cuda_resident_idle_us;
     reg("cuda_resident_idle_us",
