@@ -181,18 +181,16 @@ if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and
                 local f0=$fail; run_one "$@"
                 if [ "$fail" -gt "$f0" ]; then echo quit | nvidia-cuda-mps-control; sleep 1; nvidia-cuda-mps-control -d; fi
             }
-            run mps_rk_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
-            run mps_launched_np2 120 2 --mca coll_gpu_cuda_resident off --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
-            run mps_rk_mixed_np2 120 1 --mca coll_gpu_cuda_timeout 10 -x OMPI_MCA_coll_gpu_cuda_resident=1 test/gpu/test_cuda_allreduce quick : \
-                -np 1 -x OMPI_MCA_coll_gpu_cuda_resident=0 test/gpu/test_cuda_allreduce quick
+            for t in allreduce colls; do # resident, launched, one of each, 4 ranks
+                T=(test/gpu/test_cuda_$t quick)
+                run mps_rk_${t}_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 "${T[@]}"
+                run mps_launched_${t}_np2 120 2 --mca coll_gpu_cuda_resident off --mca coll_gpu_cuda_timeout 10 "${T[@]}"
+                run mps_rk_${t}_mixed_np2 120 1 --mca coll_gpu_cuda_timeout 10 -x OMPI_MCA_coll_gpu_cuda_resident=1 "${T[@]}" : \
+                    -np 1 -x OMPI_MCA_coll_gpu_cuda_resident=0 "${T[@]}"
+                run mps_rk_${t}_np4 150 4 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 "${T[@]}"
+            done
             run mps_rk_idle_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_cuda_resident_idle_us 20 test/gpu/test_cuda_allreduce quick
-            run mps_rk_np4 120 4 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
-            run mps_rk_colls_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
-            run mps_launched_colls_np2 120 2 --mca coll_gpu_cuda_resident off --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
-            run mps_rk_colls_mixed_np2 120 1 --mca coll_gpu_cuda_timeout 10 -x OMPI_MCA_coll_gpu_cuda_resident=1 test/gpu/test_cuda_colls quick : \
-                -np 1 -x OMPI_MCA_coll_gpu_cuda_resident=0 test/gpu/test_cuda_colls quick
             run mps_small_off_colls_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_small_bytes 0 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
-            run mps_rk_colls_np4 150 4 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
             run mps_rk_colls_np3 150 3 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
             run mps_rk_types_np2 150 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_types
             run mps_rk_nb_np2 150 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb
