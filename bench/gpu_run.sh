@@ -136,14 +136,22 @@ if has floor; then # the launch-and-wait floor of one small call on this machine
     nvcc -O2 -gencode arch=compute_90,code=sm_90 -o bench/bench_floor bench/bench_floor.cu -lcuda &&
         bench/bench_floor 20000 2>&1 | tee "$out/floor.txt"
 fi
-if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and log dirs under
-    # /tmp, quit at the end): the ranks' kernels run at once instead of time-slicing, so the small-call
-    # protocol can be looked at on a one-GPU machine. A development view only, never the 2-GPU figure.
+# one GPU shared through an MPS daemon of our own (its pipe and log dirs under /tmp, quit at the
+# end): the ranks' kernels run at once instead of time-slicing, so the small-call protocol can be
+# looked at on a one-GPU machine. A development view only, never the 2-GPU figure.
+mps_start() {
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/cgpu_mps/pipe CUDA_MPS_LOG_DIRECTORY=/tmp/cgpu_mps/log
     mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-    if command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d; then
-        trap 'echo quit | nvidia-cuda-mps-control' EXIT
-        MPS=("${MPIRUN[@]}" -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY)
+    command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d || return 1
+    trap 'echo quit | nvidia-cuda-mps-control' EXIT
+    MPS=("${MPIRUN[@]}" -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY)
+}
+mps_stop() {
+    echo quit | nvidia-cuda-mps-control; trap - EXIT
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+if has mps; then
+    if mps_start; then
         for v in on off; do
             echo "## MPS, coll_gpu_cuda_resident $v" >> "$out/mps_lat.txt"
             timeout -k 5 90 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident $v \
@@ -199,8 +207,7 @@ if has mps; then # one GPU shared through an MPS daemon of our own (its pipe and
             run mps_rk_order_np2 120 2 "${RKON[@]}" test/gpu/test_cuda_colls order
         fi
         run() { run_one "$@"; }
-        echo quit | nvidia-cuda-mps-control; trap - EXIT
-        unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+        mps_stop
     else
         echo "mps: no MPS daemon here"
     fi
@@ -280,16 +287,23 @@ if has osu; then # OSU micro-benchmarks 7.4 as a user runs them (-d cuda, their 
           ./configure CC=mpicc CXX=mpicxx --enable-cuda --with-cuda-include=/usr/local/cuda/include \
               --with-cuda-libpath=/usr/local/cuda/lib64 && make -j16 ) > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
         O=.osu/c/mpi/collective
+        R=("${MPIRUN[@]}") # OSU_MPS=1: 2 ranks on one GPU under MPS (the development view)
+        if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$out/osu.txt"; fi
         for b in ${OSU_BLOCKING:-osu_allreduce osu_reduce osu_bcast osu_allgather osu_alltoall osu_reduce_scatter_block}; do
             echo "## $b -d cuda" >> "$out/osu.txt"
-            timeout -k 5 90 "${MPIRUN[@]}" -np 2 $O/blocking/$b -d cuda >> "$out/osu.txt" 2>&1
+            timeout -k 5 90 "${R[@]}" -np 2 $O/blocking/$b -d cuda >> "$out/osu.txt" 2>&1
         done
         for b in ${OSU_NB:-osu_iallreduce osu_ialltoall}; do
             echo "## $b -d cuda" >> "$out/osu.txt"
-            timeout -k 5 120 "${MPIRUN[@]}" -np 2 $O/non_blocking/$b -d cuda >> "$out/osu.txt" 2>&1
+            timeout -k 5 120 "${R[@]}" -np 2 $O/non_blocking/$b -d cuda >> "$out/osu.txt" 2>&1
         done
         echo "## osu_allreduce -d cuda, coll_gpu_cuda_resident off" >> "$out/osu.txt"
-        timeout -k 5 90 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_resident off $O/blocking/osu_allreduce -d cuda >> "$out/osu.txt" 2>&1
+        timeout -k 5 90 "${R[@]}" -np 2 --mca coll_gpu_cuda_resident off $O/blocking/osu_allreduce -d cuda >> "$out/osu.txt" 2>&1
+        for b in allreduce bcast alltoall; do # which path served OSU's calls (one trace line per call)
+            timeout -k 5 60 "${R[@]}" -np 2 --mca coll_gpu_verbose 100 $O/blocking/osu_$b -d cuda -m 4:4 -i 100 -x 10 > "$out/osu_paths.log" 2>&1
+            echo "osu_$b -d cuda, 4 B: resident calls $(grep -c "cuda: resident $b rank" "$out/osu_paths.log"), launched oneshot $(grep -c "cuda: oneshot $b rank" "$out/osu_paths.log")"
+        done
+        if [ "${OSU_MPS:-0}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
         grep -c "^[0-9]" "$out/osu.txt"
     else
         echo "osu: no .osu tree carried"
