@@ -285,7 +285,7 @@ if has osu; then # OSU micro-benchmarks 7.4 as a user runs them (-d cuda, their 
     if [ -x .osu/configure ]; then
         ( cd .osu && touch aclocal.m4 && sleep 1 && touch configure Makefile.in && find . -name Makefile.in -exec touch {} + &&
           ./configure CC=mpicc CXX=mpicxx --enable-cuda --with-cuda-include=/usr/local/cuda/include \
-              --with-cuda-libpath=/usr/local/cuda/lib64 && make -j16 ) > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
+              --with-cuda-libpath=/usr/local/cuda/lib64 && make -j16 -C c/mpi/collective/blocking && make -j16 -C c/mpi/collective/non_blocking ) > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
         O=.osu/c/mpi/collective
         R=("${MPIRUN[@]}") # OSU_MPS=1: 2 ranks on one GPU under MPS (the development view)
         if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$out/osu.txt"; fi
