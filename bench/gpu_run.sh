@@ -283,8 +283,8 @@ fi
 if has osu; then # OSU micro-benchmarks 7.4 as a user runs them (-d cuda, their defaults: MPI_CHAR for
     # the reductions); the OSU tree is a fetched copy carried in .osu (git-ignored, never committed)
     if [ -x .osu/configure ]; then
-        ( cd .osu && touch aclocal.m4 && sleep 1 && touch configure Makefile.in && find . -name Makefile.in -exec touch {} + &&
-          ./configure CC=mpicc CXX=mpicxx CFLAGS="-O2 -I/usr/local/cuda/include -include $PWD/bench/osu_cuda13_compat.h" \
+        ( top=$PWD && cd .osu && touch aclocal.m4 && sleep 1 && touch configure Makefile.in && find . -name Makefile.in -exec touch {} + &&
+          ./configure CC=mpicc CXX=mpicxx CFLAGS="-O2 -I/usr/local/cuda/include -include $top/bench/osu_cuda13_compat.h" \
               --enable-cuda --with-cuda-include=/usr/local/cuda/include \
               --with-cuda-libpath=/usr/local/cuda/lib64 && make -j16 -C c/mpi/collective/blocking && make -j16 -C c/mpi/collective/non_blocking ) > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
         O=.osu/c/mpi/collective
