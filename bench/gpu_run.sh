@@ -284,9 +284,11 @@ if has osu; then # OSU micro-benchmarks 7.4 as a user runs them (-d cuda, their 
     # the reductions); the OSU tree is a fetched copy carried in .osu (git-ignored, never committed)
     if [ -x .osu/configure ]; then
         ( top=$PWD && cd .osu && touch aclocal.m4 && sleep 1 && touch configure Makefile.in && find . -name Makefile.in -exec touch {} + &&
-          ./configure CC=mpicc CXX=mpicxx CFLAGS="-O2 -I/usr/local/cuda/include -include $top/bench/osu_cuda13_compat.h" \
-              --enable-cuda --with-cuda-include=/usr/local/cuda/include \
-              --with-cuda-libpath=/usr/local/cuda/lib64 && make -j16 -C c/mpi/collective/blocking && make -j16 -C c/mpi/collective/non_blocking ) > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
+          ./configure CC=mpicc CXX=mpicxx --enable-cuda --with-cuda-include=/usr/local/cuda/include \
+              --with-cuda-libpath=/usr/local/cuda/lib64 &&
+          for d in blocking non_blocking; do # the compat header at build time only (configure's link tests declare cudaFree their way)
+              make -j16 -C c/mpi/collective/$d CFLAGS="-O2 -I/usr/local/cuda/include -include $top/bench/osu_cuda13_compat.h" || exit 1
+          done ) > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
         O=.osu/c/mpi/collective
         R=("${MPIRUN[@]}") # OSU_MPS=1: 2 ranks on one GPU under MPS (the development view)
         if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$out/osu.txt"; fi
