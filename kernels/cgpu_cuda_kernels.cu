@@ -895,7 +895,7 @@ __device__ __forceinline__ void load16_volatile(const void *p, uint64_t &x, uint
 }
 
 /* Compute capability 9.0 and later: the kernel is one thread block cluster (at most 8
- * blocks, cgpu_cuda_resident_max_blocks). Block 0 hands each call to the others through the
+ * blocks, CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS). Block 0 hands each call to the others through the
  * cluster's hardware barrier and its shared memory (read by the others through distributed
  * shared memory), and knows they are done at the next barrier: no flag in device memory to
  * poll either way (about 1.9 us per call of several blocks through device memory, session 12).
@@ -1179,18 +1179,6 @@ template <typename T, int OP> struct CeReduceK {
         ce_reduce_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
     }
 };
-/* whether the current device runs the resident kernel as one cluster (see the kernel) */
-static bool resident_cluster()
-{
-    int dev = 0, major = 0, cluster = 0;
-    return cudaSuccess == cudaGetDevice(&dev) &&
-           cudaSuccess == cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) &&
-           cudaSuccess == cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev) &&
-           major >= 9 && 0 != cluster;
-}
-
-static thread_local cudaError_t resident_launch_err;
-
 template <typename T, int OP> struct ResidentK {
     static void go(const cgpu_cuda_resident_args_t *a, int blocks, int threads, cudaStream_t st)
     {
@@ -1198,7 +1186,7 @@ template <typename T, int OP> struct ResidentK {
         if (0 == fit || threads != fit) {
             fit = fit_threads(resident_kernel<T, OP>, threads);
         }
-        if (!resident_cluster()) {
+        if (!a->cluster) {
             resident_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
             return;
         }
@@ -1213,7 +1201,7 @@ template <typename T, int OP> struct ResidentK {
         cfg.stream = st;
         cfg.attrs = at;
         cfg.numAttrs = 1;
-        resident_launch_err = cudaLaunchKernelEx(&cfg, resident_kernel<T, OP>, *a);
+        (void) cudaLaunchKernelEx(&cfg, resident_kernel<T, OP>, *a); /* its error: last error */
     }
 };
 template <typename T, int OP> struct OneshotK {
@@ -1408,20 +1396,21 @@ extern "C" int cgpu_cuda_oneshot_launch(const cgpu_cuda_oneshot_args_t *a, cgpu_
 extern "C" int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt,
                                          cgpu_op_t op, int blocks, int threads, void *stream)
 {
-    if (!cgpu_cuda_reduce_supported(dt, op) || blocks > cgpu_cuda_resident_max_blocks()) {
+    if (!cgpu_cuda_reduce_supported(dt, op) ||
+        blocks > (a->cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS : CGPU_CUDA_MAX_ONESHOT_BLOCKS)) {
         return (int) cudaErrorInvalidValue;
     }
-    resident_launch_err = cudaSuccess;
     int rc = dispatch<ResidentK>(a, dt, op, blocks, threads, (cudaStream_t) stream);
-    if (0 == rc) {
-        rc = (int) resident_launch_err;
-    }
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 
-extern "C" int cgpu_cuda_resident_max_blocks(void)
+extern "C" int cgpu_cuda_resident_cluster(void)
 {
-    return resident_cluster() ? 8 : CGPU_CUDA_MAX_ONESHOT_BLOCKS;
+    int dev = 0, major = 0, cluster = 0;
+    return cudaSuccess == cudaGetDevice(&dev) &&
+           cudaSuccess == cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) &&
+           cudaSuccess == cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev) &&
+           major >= 9 && 0 != cluster;
 }
 
 extern "C" int cgpu_cuda_kernels_preload(void)

@@ -207,6 +207,7 @@ typedef struct cgpu_cuda_resident_args {
     uint64_t *exited;      /* host-mapped: set to the next number when the kernel ends */
     uint64_t *state;       /* device memory, 8 words, zeroed before each launch */
     uint64_t start;        /* the first descriptor number this launch takes */
+    int cluster;           /* launch as one thread block cluster (cgpu_cuda_resident_cluster) */
     unsigned long long idle_ns;
     /* NULL, or CGPU_CUDA_RK_TRACE_WORDS words of device memory, zeroed: block 0 adds up
      * where each call's time goes on the device (globaltimer ns; see the .cu) */
@@ -221,9 +222,12 @@ enum { CGPU_CUDA_RK_TRACE_CALLS, CGPU_CUDA_RK_TRACE_POLLS, CGPU_CUDA_RK_TRACE_ID
        CGPU_CUDA_RK_TRACE_BLOCKS, CGPU_CUDA_RK_TRACE_DONE, CGPU_CUDA_RK_TRACE_WORDS };
 int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                               int blocks, int threads, void *stream);
-/** Most blocks of a resident kernel on the current device: 8 where it runs as one thread
- * block cluster (compute capability 9.0 and later), else CGPU_CUDA_MAX_ONESHOT_BLOCKS. */
-int cgpu_cuda_resident_max_blocks(void);
+/** Whether the current device runs the resident kernel as one thread block cluster (compute
+ * capability 9.0 and later, where the kernel is built for it): then it has at most
+ * CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS blocks (the portable cluster size), else
+ * CGPU_CUDA_MAX_ONESHOT_BLOCKS. Asked once per communicator. */
+#define CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS 8
+int cgpu_cuda_resident_cluster(void);
 
 /** Whether the device kernels implement (dt, op): all of cgpu_reduce_supported but LONG_DOUBLE. */
 int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);

@@ -67,6 +67,7 @@ typedef struct cgpu_cuda_comm {
     cgpu_dtype_t rk_dt;   /* the running (or last) kernel's reduction */
     cgpu_op_t rk_op;
     int rk_blocks;
+    bool rk_cluster;      /* the device runs the kernel as one thread block cluster */
     struct cgpu_cuda_comm *rk_next;
     uint64_t rk_calls, rk_launches, rk_wait_ns; /* reported at destroy */
 } cgpu_cuda_comm_t;
@@ -129,6 +130,17 @@ static size_t clamp1(size_t v, size_t hi)
     return v < 1 ? 1 : v > hi ? hi : v;
 }
 
+/* The channels a call may use: ring channels, and alltoall channels per peer distance (0:
+ * no device alltoall), shared out among the `share` ranks on one device. Set-up lays the
+ * inbox out for share 1; connect may lower them (every rank computes the same share). */
+static void channel_caps(cgpu_cuda_comm_t *cc, int size, int share)
+{
+    const cgpu_config_t *cfg = cgpu_engine_config();
+    const int cpd = size > 1 ? cfg->cuda_a2a_channels / (size - 1) : 0;
+    cc->nch_max = cfg->cuda_channels / share > 0 ? cfg->cuda_channels / share : 1;
+    cc->a2a_cpd_max = 0 == cpd ? 0 : cpd / share > 0 ? cpd / share : 1;
+}
+
 static cgpu_status_t ensure_scratch(cgpu_cuda_comm_t *cc, size_t bytes);
 static cgpu_status_t ensure_pinned(cgpu_cuda_comm_t *cc, size_t bytes);
 
@@ -151,7 +163,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     }
     comm->cuda = cc;
     cc->device = cgpu_cuda_current_device();
-    cc->nch_max = cfg->cuda_channels;
+    channel_caps(cc, comm->size, 1);
     cc->ch_min = cfg->cuda_channel_min_bytes;
     cc->threads = cfg->cuda_threads;
     cc->nslots = cfg->cuda_slots;
@@ -164,7 +176,6 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->tree_max_bytes = cfg->cuda_tree_max_bytes;
     cc->a2a_off = cc->tree_off +
                   (size_t) cc->tree_nch * CGPU_CUDA_TREE_PORTS * cc->nslots * cc->slot_bytes;
-    cc->a2a_cpd_max = comm->size > 1 ? cfg->cuda_a2a_channels / (comm->size - 1) : 0;
     cc->inbox_bytes = cc->a2a_off + (size_t) cfg->cuda_a2a_channels * cc->nslots * cc->slot_bytes;
 
     cc->timeout_ns = (unsigned long long) (cfg->cuda_timeout_s * 1e9);
@@ -208,8 +219,10 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
         cc->rk_op = CGPU_OP_SUM;
         /* a block per coll_gpu_cuda_oneshot_block_bytes of the limit, at most 8 where the
          * kernel is one cluster (calls of more blocks are launched) */
+        cc->rk_cluster = 0 != cgpu_cuda_resident_cluster();
         cc->rk_blocks = (int) clamp1(div_up(cfg->cuda_resident_max_bytes, cfg->cuda_oneshot_block_bytes),
-                                     (size_t) cgpu_cuda_resident_max_blocks());
+                                     cc->rk_cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS
+                                                    : CGPU_CUDA_MAX_ONESHOT_BLOCKS);
         void *h = NULL, *d = NULL;
         st = cgpu_cuda_stream_create(&cc->rk_stream, false);
         if (CGPU_OK == st) {
@@ -287,12 +300,7 @@ static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
          * the ranks on one device must all fit on it at once (4 ranks x 64 ring channels
          * of 512 threads, beside the resident kernels, do not on an H200), so the ranks
          * that share it share the channels */
-        const int ch = cgpu_engine_config()->cuda_channels;
-        const int cpd = cgpu_engine_config()->cuda_a2a_channels / (comm->size - 1);
-        cc->nch_max = ch / share > 0 ? ch / share : 1;
-        if (cpd > 0) {
-            cc->a2a_cpd_max = cpd / share > 0 ? cpd / share : 1;
-        }
+        channel_caps(cc, comm->size, share);
         if (0 == comm->rank) {
             cgpu_log(CGPU_LOG_INFO, "cuda: up to %d ranks share a device: at most %d ring "
                      "channels and %d alltoall channels per peer a call", share, cc->nch_max,
@@ -893,7 +901,10 @@ static void rk_stop(cgpu_cuda_comm_t *cc)
 static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, uint64_t start)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    cgpu_status_t st = cgpu_cuda_memset_async(cc->rk_state, 0, RK_STATE_WORDS * 8, cc->rk_stream);
+    /* the blocks' hand-off words (a cluster hands calls on through its barrier instead) */
+    cgpu_status_t st = cc->rk_cluster ? CGPU_OK
+                                      : cgpu_cuda_memset_async(cc->rk_state, 0, RK_STATE_WORDS * 8,
+                                                               cc->rk_stream);
     if (CGPU_OK != st) {
         return st;
     }
@@ -905,6 +916,7 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     a.exited = cc->rk_ctl_dev + RK_EXITED;
     a.state = cc->rk_state;
     a.start = start;
+    a.cluster = cc->rk_cluster;
     a.idle_ns = (unsigned long long) (cgpu_engine_config()->cuda_resident_idle_us * 1e3);
     if (cgpu_engine_config()->verbose >= CGPU_LOG_INFO) {
         a.trace = (unsigned long long *) (cc->rk_state + RK_TRACE);
