@@ -3,6 +3,7 @@
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
+#   staged_mps ring_tree
 #   lat pending
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -46,14 +47,17 @@ if has smoke; then
     run gpu_demo 60 2 --mca coll_gpu_verbose 100 --mca coll_gpu_cuda_timeout 5 examples/demo_gpu
     if [ "$fail" -gt 0 ]; then echo "smoke failed: stopping"; exit 1; fi
 fi
-if has test; then
-    run gpu_np2 180 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce
-    run gpu_np4_quick 150 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
-    run gpu_np3_quick 100 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
+ring_tree_runs() { # the allreduce forced onto the ring and the tree
     run gpu_np2_ring 60 2 --mca coll_gpu_allreduce_algorithm ring test/gpu/test_cuda_allreduce quick
     run gpu_np2_tree 60 2 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
     run gpu_np3_tree 100 3 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
     run gpu_np4_tree 150 4 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
+}
+if has test; then
+    run gpu_np2 180 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce
+    run gpu_np4_quick 150 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
+    run gpu_np3_quick 100 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
+    ring_tree_runs
     run gpu_torch_cupy_np2 120 2 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
     if grep -q "cuda: \(ring mode 0\|oneshot allreduce\)" "$out/gpu_torch_cupy_np2.log"; then
         echo "torch/cupy calls served by our kernels: $(grep -c 'cuda: \(ring mode 0\|oneshot allreduce\)' "$out/gpu_torch_cupy_np2.log") trace lines"
@@ -65,6 +69,9 @@ if has test; then
     run gpu_colls_np3_quick 200 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
     run host_allreduce_np4 100 4 --mca coll_gpu_backend host test/mpi/test_allreduce
     run host_alltoall_np4 60 4 --mca coll_gpu_backend host test/mpi/test_alltoall
+fi
+if has ring_tree; then
+    ring_tree_runs
 fi
 if has test_min; then # the last additions only
     run gpu_np2_quick 100 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
@@ -210,6 +217,24 @@ if has mps; then
         mps_stop
     else
         echo "mps: no MPS daemon here"
+    fi
+fi
+if has staged_mps; then # the staged allreduce with the engine moving the data, 2 ranks on one GPU under MPS
+    if mps_start; then
+        SH=(--mca coll_gpu_stage_allreduce_engine_shared 1)
+        SMALL=(--mca coll_gpu_stage_chunk_bytes 65536 --mca coll_gpu_stage_pipeline_min_bytes 131072)
+        run staged_mps_np2 120 2 "${SH[@]}" "${SMALL[@]}" test/gpu/test_cuda_staged engine_shared
+        run staged_mps_np3 150 3 "${SH[@]}" "${SMALL[@]}" test/gpu/test_cuda_staged engine_shared
+        for v in ${STAGED_VARIANTS:-engine:4194304 engine:16777216 previous:4194304}; do
+            IFS=: read -r how chunk pmin <<<"$v" # pmin: coll_gpu_stage_pipeline_min_bytes (default if empty)
+            e=1; [ "$how" = previous ] && e=0
+            P=(); [ -n "$pmin" ] && P=(--mca coll_gpu_stage_pipeline_min_bytes "$pmin")
+            echo "## MPS: staged allreduce forced ($how moves the data, coll_gpu_stage_chunk_bytes $chunk, pipeline from ${pmin:-default})" | tee -a "$out/staged_mps.txt"
+            timeout -k 5 150 "${MPS[@]}" -np 2 "${SH[@]}" "${P[@]}" --mca coll_gpu_allreduce_algorithm fallback \
+                --mca coll_gpu_stage_allreduce_engine $e --mca coll_gpu_stage_chunk_bytes "$chunk" \
+                bench/bench_colls allreduce ${STAGED_MAX:-268435456} ${STAGED_MIN:-1048576} 2>&1 | tee -a "$out/staged_mps.txt" | grep -v "^#"
+        done
+        mps_stop
     fi
 fi
 if has staged; then # the staged allreduce: user ops and pair types on device buffers, then speed

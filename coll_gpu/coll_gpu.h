@@ -80,6 +80,7 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long stage_chunk_bytes;        /* staged allreduce: chunk of the pipeline */
     unsigned long stage_pipeline_min_bytes; /* ... from this many bytes (0 chunk: never) */
     bool stage_allreduce_engine;            /* ... data moved by the engine, host arithmetic */
+    bool stage_allreduce_engine_shared;     /* ... also where ranks share a GPU (MPS) */
     double ras_timeout;
     bool ras_abort_on_timeout;
     bool engine_up; /* cgpu_engine_init succeeded */

@@ -426,6 +426,13 @@ static int gpu_register(void)
         "pinned host copy. Taken where the communicator's engine is set up and no two of its "
         "ranks share a GPU; every rank must use the same value",
         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, &c->stage_allreduce_engine);
+    c->stage_allreduce_engine_shared = false;
+    reg("stage_allreduce_engine_shared",
+        "Staged allreduce: let the engine move the data also where ranks of the communicator "
+        "share a GPU. Worth it under MPS, where their kernels run at once; without MPS each "
+        "engine call waits for a time slice and the previous coll module is faster. Every "
+        "rank must use the same value",
+        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_5, &c->stage_allreduce_engine_shared);
     c->stage_host_buffers = false;
     reg("stage_host_buffers",
         "Testing only: treat host buffers like device buffers on the staged paths (copy them "

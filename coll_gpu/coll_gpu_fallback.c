@@ -7,6 +7,7 @@
  * copies, and the receive span is copied back.
  */
 #include <stdlib.h>
+#include <time.h>
 
 #include "coll_gpu.h"
 
@@ -77,6 +78,8 @@ int mca_coll_gpu_mirror_out(mca_coll_gpu_mirror_t *m, int rc)
  * the chunk size depend on the count, the datatype and MCA params only, not on where the
  * buffers live (host buffers are reduced chunk by chunk in place, with no copy).
  */
+enum { STAGE_CHUNK_FLOOR = 262144 };
+
 static bool pipelined(int count, struct ompi_datatype_t *dtype, size_t *per)
 {
     const mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
@@ -89,7 +92,15 @@ static bool pipelined(int count, struct ompi_datatype_t *dtype, size_t *per)
         (size_t) count * size < c->stage_pipeline_min_bytes) {
         return false;
     }
-    *per = c->stage_chunk_bytes / size > 0 ? c->stage_chunk_bytes / size : 1;
+    /* at least four chunks where the message allows: the chunk is halved down to
+     * STAGE_CHUNK_FLOOR (powers-of-two fractions of the parameter, so the pinned buffers of
+     * a few sizes are pooled and reused) */
+    const size_t bytes = (size_t) count * size;
+    size_t chunk = c->stage_chunk_bytes;
+    while (chunk / 2 >= STAGE_CHUNK_FLOOR && bytes < 4 * chunk) {
+        chunk /= 2;
+    }
+    *per = chunk / size > 0 ? chunk / size : 1;
     return (size_t) count > *per;
 }
 
@@ -190,6 +201,25 @@ static char *reduce_blocks(char *h, size_t q, int n, size_t size, struct ompi_op
     return acc;
 }
 
+/* where a staged call's time goes (coll_gpu_verbose >= 10): seconds in the engine's
+ * alltoalls, waiting for the copies, the host's arithmetic, the engine's allgathers */
+enum { MV_ALLTOALL, MV_WAIT, MV_REDUCE, MV_ALLGATHER, MV_PARTS };
+static double mv_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
+}
+/* adds the time since *t0 to part k (when timing) and restarts the clock */
+static void mv_mark(double *t, double *t0, int k)
+{
+    if (NULL != t) {
+        const double t1 = mv_now();
+        t[k] += t1 - *t0;
+        *t0 = t1;
+    }
+}
+
 static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf, int count,
                            struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                            struct ompi_communicator_t *comm, size_t per)
@@ -216,6 +246,11 @@ static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbu
     char *scr = NULL; /* two alltoall landing areas on the device */
     cgpu_status_t st = cgpu_stager_scratch(stg, 2 * chunk, (void **) &scr); /* local failures */
     cgpu_status_t est = CGPU_OK; /* the first engine failure: no engine call after it */
+    double parts[MV_PARTS] = {0}, t0 = 0, tstart = 0;
+    double *tm = opal_output_get_verbosity(mca_coll_gpu_component.output) >= 10 ? parts : NULL;
+    if (NULL != tm) {
+        tstart = t0 = mv_now();
+    }
     OBJ_RETAIN(m);
     /* iteration i: chunk i moved and brought to the host; chunk i-1 reduced and its result
      * sent down; chunk i-2 allgathered (its result copy had a whole iteration to land). A
@@ -227,6 +262,7 @@ static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbu
             /* no scratch: land in the receive buffer, undefined on error anyway */
             char *d = NULL != scr ? scr + (i % 2) * chunk : r0 + i * chunk;
             est = cgpu_alltoall(m->ecomm, s0 + i * chunk, d, bi, CGPU_ALLTOALL_AUTO);
+            mv_mark(tm, &t0, MV_ALLTOALL);
             if (CGPU_OK == est && CGPU_OK == st) {
                 st = cgpu_stager_copy(stg, cgpu_stager_slot(stg, (int) (i % 3)), d, n * bi);
                 st = CGPU_OK == st ? cgpu_stager_mark(stg, (int) (i % 3)) : st;
@@ -235,9 +271,11 @@ static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbu
         if (i >= 1 && i - 1 < nch && CGPU_OK == est && CGPU_OK == st) {
             const size_t j = i - 1, qj = j < full ? q : qt;
             st = cgpu_stager_wait(stg, (int) (j % 3));
+            mv_mark(tm, &t0, MV_WAIT);
             if (CGPU_OK == st) {
                 char *res = reduce_blocks(cgpu_stager_slot(stg, (int) (j % 3)), qj, nr, size, op,
                                           dtype);
+                mv_mark(tm, &t0, MV_REDUCE);
                 st = cgpu_stager_copy(stg, r0 + j * chunk + (size_t) rank * qj * size, res,
                                       qj * size);
                 st = CGPU_OK == st ? cgpu_stager_mark(stg, (int) (j % 3)) : st;
@@ -246,7 +284,9 @@ static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbu
         if (i >= 2 && i - 2 < nch && CGPU_OK == est) {
             const size_t j = i - 2, qj = j < full ? q : qt;
             st = CGPU_OK == st ? cgpu_stager_wait(stg, (int) (j % 3)) : st;
+            mv_mark(tm, &t0, MV_WAIT);
             est = cgpu_allgather(m->ecomm, NULL, r0 + j * chunk, qj * size);
+            mv_mark(tm, &t0, MV_ALLGATHER);
         }
     }
     if (rem > 0 && CGPU_OK == est) { /* the last rem elements of every rank, everywhere */
@@ -262,6 +302,14 @@ static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbu
     OBJ_RELEASE(m);
     st = CGPU_OK == st ? cgpu_stager_finish(stg) : st;
     cgpu_stager_put(&stg);
+    if (NULL != tm) {
+        opal_output(mca_coll_gpu_component.output,
+                    "coll/gpu: staged allreduce on %s, %zu bytes in %zu chunks: %.1f us; "
+                    "alltoalls %.1f, copy waits %.1f, host reduction %.1f, allgathers %.1f",
+                    comm->c_name, N * size, nch, 1e6 * (mv_now() - tstart),
+                    1e6 * tm[MV_ALLTOALL], 1e6 * tm[MV_WAIT], 1e6 * tm[MV_REDUCE],
+                    1e6 * tm[MV_ALLGATHER]);
+    }
     if (CGPU_OK != est) {
         return mca_coll_gpu_engine_rc(est, "MPI_Allreduce (staged)", comm);
     }
@@ -287,8 +335,10 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
             mca_coll_gpu_host_reducible(dtype, op)) {
             mca_coll_gpu_lazy_init(m, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
             /* ranks sharing a device: each engine call waits for a time slice, the previous
-             * module's pipeline is faster there */
-            if (CGPU_MODULE_READY == m->state && !cgpu_comm_shares_device(m->ecomm)) {
+             * module's pipeline is faster there (unless MPS runs their kernels at once) */
+            if (CGPU_MODULE_READY == m->state &&
+                (mca_coll_gpu_component.stage_allreduce_engine_shared ||
+                 !cgpu_comm_shares_device(m->ecomm))) {
                 return moved_allreduce(m, sbuf, rbuf, count, dtype, op, comm, per);
             }
         }
