@@ -234,6 +234,12 @@ if has staged_mps; then # the staged allreduce with the engine moving the data, 
                 --mca coll_gpu_stage_allreduce_engine $e --mca coll_gpu_stage_chunk_bytes "$chunk" \
                 bench/bench_colls allreduce ${STAGED_MAX:-268435456} ${STAGED_MIN:-1048576} 2>&1 | tee -a "$out/staged_mps.txt" | grep -v "^#"
         done
+        for b in ${STAGED_TRACE:-}; do # where a staged call's time goes (verbose 10), engine moving
+            timeout -k 5 60 "${MPS[@]}" -np 2 "${SH[@]}" --mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_verbose 10 \
+                bench/bench_colls allreduce "$b" "$b" > "$out/staged_trace_$b.log" 2>&1
+            grep -h "staged allreduce on" "$out/staged_trace_$b.log" | sed 's/.*coll.gpu: //' | sort | uniq -c | sort -rn | head -4
+            grep -h "staged allreduce on" "$out/staged_trace_$b.log" | tail -2 | sed 's/.*coll.gpu: //'
+        done
         mps_stop
     fi
 fi
