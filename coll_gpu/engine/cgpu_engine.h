@@ -182,8 +182,11 @@ cgpu_status_t cgpu_stager_copy(cgpu_stager_t *s, void *dst, const void *src, siz
 cgpu_status_t cgpu_stager_mark(cgpu_stager_t *s, int i);
 cgpu_status_t cgpu_stager_wait(cgpu_stager_t *s, int i);
 cgpu_status_t cgpu_stager_finish(cgpu_stager_t *s);
+/* gives s back to the pool, which keeps the most recently given back stagers (a few) */
 void cgpu_stager_put(cgpu_stager_t **s);
 void cgpu_stager_pool_drain(void);
+/* how many stagers were made so far (tests: whether the pool reused one) */
+unsigned long cgpu_stager_created(void);
 
 /** The configuration the engine runs with (valid between init and fini). */
 const cgpu_config_t *cgpu_engine_config(void);

@@ -31,8 +31,9 @@ struct cgpu_stager {
 };
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static cgpu_stager_t *pool;
+static cgpu_stager_t *pool; /* most recently given back first */
 static int pooled;
+static unsigned long created; /* stagers made so far (cgpu_stager_created) */
 
 static void scratch_drop(cgpu_stager_t *s)
 {
@@ -96,8 +97,19 @@ static cgpu_status_t stager_new(size_t slot_bytes, int nslots, bool cuda, cgpu_s
         stager_destroy(s);
         return st;
     }
+    pthread_mutex_lock(&pool_lock);
+    ++created;
+    pthread_mutex_unlock(&pool_lock);
     *out = s;
     return CGPU_OK;
+}
+
+unsigned long cgpu_stager_created(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    const unsigned long n = created;
+    pthread_mutex_unlock(&pool_lock);
+    return n;
 }
 
 cgpu_status_t cgpu_stager_get(size_t slot_bytes, int nslots, cgpu_stager_t **out)
@@ -197,16 +209,25 @@ void cgpu_stager_put(cgpu_stager_t **sp)
         return;
     }
     (void) cgpu_stager_finish(s);
+    /* the one given back is kept; a full pool loses its least recently given back stager,
+     * so a program that moves between more sizes than the pool holds still reuses the one
+     * it is working with (pinned memory costs milliseconds to make) */
+    cgpu_stager_t *old = NULL;
     pthread_mutex_lock(&pool_lock);
-    if (pooled < STAGER_POOL) {
-        s->next = pool;
-        pool = s;
-        ++pooled;
-        s = NULL;
+    s->next = pool;
+    pool = s;
+    if (++pooled > STAGER_POOL) {
+        cgpu_stager_t **pp = &pool;
+        while (NULL != (*pp)->next) {
+            pp = &(*pp)->next;
+        }
+        old = *pp;
+        *pp = NULL;
+        --pooled;
     }
     pthread_mutex_unlock(&pool_lock);
-    if (NULL != s) {
-        stager_destroy(s);
+    if (NULL != old) {
+        stager_destroy(old);
     }
 }
 

@@ -1623,6 +1623,35 @@ static void test_thread_level_resolves_auto_settings(void)
                              NULL));
 }
 
+/* More sizes in turn than the stager pool holds (a staged allreduce's chunk follows the
+ * message size): the stager just given back must be the one reused, else every call of the
+ * size in use would make pinned memory again (milliseconds each on a GPU). */
+static void test_stager_pool_reuses_the_size_in_use(void)
+{
+    const size_t sizes[] = {4096, 8192, 16384, 32768, 65536, 131072};
+    const int nsizes = (int) TEST_ARRAY_LEN(sizes);
+    cgpu_stager_t *s = NULL;
+    for (int round = 0; round < 2; ++round) {
+        for (int k = 0; k < nsizes; ++k) {
+            CU_ASSERT_EQUAL_FATAL(CGPU_OK, cgpu_stager_get(sizes[k], 3, &s));
+            memset(cgpu_stager_slot(s, 2), k, sizes[k]);
+            cgpu_stager_put(&s);
+            CU_ASSERT_PTR_NULL(s);
+            const unsigned long made = cgpu_stager_created();
+            CU_ASSERT_EQUAL_FATAL(CGPU_OK, cgpu_stager_get(sizes[k], 3, &s));
+            CU_ASSERT_EQUAL(made, cgpu_stager_created());
+            cgpu_stager_put(&s);
+        }
+    }
+    /* bounded: six sizes went through a pool of fewer, so the first one is made again */
+    const unsigned long made = cgpu_stager_created();
+    CU_ASSERT_EQUAL_FATAL(CGPU_OK, cgpu_stager_get(sizes[0], 3, &s));
+    CU_ASSERT_EQUAL(made + 1, cgpu_stager_created());
+    cgpu_stager_put(&s);
+    cgpu_stager_put(&s); /* a second put of the same handle is a no-op */
+    cgpu_stager_pool_drain();
+}
+
 /* ------------------------------------------------------------------------------------- */
 /* Registration                                                                           */
 /* ------------------------------------------------------------------------------------- */
@@ -1651,6 +1680,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_init_refuses_bad_configurations},
     {"the MPI thread level resolves the auto stream order and completion wait",
      test_thread_level_resolves_auto_settings},
+    {"the stager pool reuses the size in use and stays bounded",
+     test_stager_pool_reuses_the_size_in_use},
 };
 
 int main(void)
