@@ -219,17 +219,6 @@ if has mps; then
         echo "mps: no MPS daemon here"
     fi
 fi
-if has exp; then # EXPERIMENT under MPS: CGPU_EXP_ORDER 0 (event synchronize) or 1 (event query loop)
-    if mps_start; then
-        for f in 0 1 0 1 0 1; do
-            timeout -k 5 60 "${MPS[@]}" -np 2 -x CGPU_EXP_ORDER=$f --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 \
-                bench/bench_colls allreduce,bcast 8192 8 > "$out/exp_order_$f.log" 2>&1
-            echo "order $f: $(awk '/^# /{c=$2} /^ +[0-9]/{printf " %s/%s:%s", c, $1, $2}' "$out/exp_order_$f.log")"
-            grep -h "resident oneshot: " "$out/exp_order_$f.log" | sed 's/.*coll.gpu: //' | head -2
-        done
-        mps_stop
-    fi
-fi
 if has staged_mps; then # the staged allreduce with the engine moving the data, 2 ranks on one GPU under MPS
     if mps_start; then
         SH=(--mca coll_gpu_stage_allreduce_engine_shared 1)

@@ -459,20 +459,10 @@ cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *of
     return CGPU_OK;
 }
 
-/* EXPERIMENT: CGPU_EXP_ORDER=1 polls the event instead of synchronizing on it */
-static int exp_order = -1;
 cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev)
 {
-    if (exp_order < 0) {
-        const char *v = getenv("CGPU_EXP_ORDER");
-        exp_order = NULL != v && '1' == v[0];
-    }
     cudaError_t e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
-    if (cudaSuccess == e && exp_order) {
-        while (cudaErrorNotReady == (e = cudaEventQuery((cudaEvent_t) ev))) {
-            cgpu_cpu_relax();
-        }
-    } else if (cudaSuccess == e) {
+    if (cudaSuccess == e) {
         e = cudaEventSynchronize((cudaEvent_t) ev);
     }
     return cgpu_cuda_check((int) e, "waiting for the default stream");
