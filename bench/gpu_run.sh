@@ -159,9 +159,11 @@ mps_stop() {
 }
 if has mps; then
     if mps_start; then
-        for v in on off; do
+        for v in ${MPS_VARIANTS:-on off}; do # resident on/off, then :LL bytes (coll_gpu_cuda_ll_bytes)
+            IFS=: read -r rk llb <<<"$v"
+            L=(); [ -n "$llb" ] && L=(--mca coll_gpu_cuda_ll_bytes "$llb")
             echo "## MPS, coll_gpu_cuda_resident $v" >> "$out/mps_lat.txt"
-            timeout -k 5 90 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident $v \
+            timeout -k 5 90 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident $rk "${L[@]}" \
                 bench/bench_colls ${MPS_COLLS:-allreduce,allgather,alltoall,bcast,reduce} ${MPS_MAX:-65536} 8 >> "$out/mps_lat.txt" 2>&1
         done
         awk '/^##/{v=$4} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/mps_lat.txt"; echo
@@ -178,11 +180,12 @@ if has mps; then
             echo "MPS $c 1 KiB: resident calls $(grep -c "cuda: resident $c rank" "$out/mps_paths.log"), launched oneshot $(grep -c "cuda: oneshot $c rank" "$out/mps_paths.log")"
         done
         gzip -f "$out/mps_paths.log"
-        for o in stream none; do # where a resident call's time goes, host and device (verbose 10)
-            timeout -k 5 60 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 --mca coll_gpu_cuda_stream_order $o \
-                bench/bench_colls allreduce 8 8 > "$out/mps_split_$o.log" 2>&1
-            echo "MPS stream_order $o: $(grep -h ' 8  *[0-9]' "$out/mps_split_$o.log" | head -1)"
-            grep -h "resident oneshot[: ]" "$out/mps_split_$o.log" | sed 's/.*coll.gpu: //'
+        for o in stream none none:0; do # where a resident call's time goes, host and device (verbose 10); :0 = no LL lines
+            IFS=: read -r so llb <<<"$o"
+            timeout -k 5 60 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 --mca coll_gpu_cuda_stream_order $so \
+                --mca coll_gpu_cuda_ll_bytes "${llb:-1024}" bench/bench_colls allreduce 8 8 > "$out/mps_split_$so$llb.log" 2>&1
+            echo "MPS stream_order $o: $(grep -h ' 8  *[0-9]' "$out/mps_split_$so$llb.log" | head -1)"
+            grep -h "resident oneshot[: ]" "$out/mps_split_$so$llb.log" | sed 's/.*coll.gpu: //'
         done
         for s in ${MPS_SPLIT_SIZES:-}; do # the same at larger sizes (several blocks a call)
             timeout -k 5 60 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_resident on --mca coll_gpu_verbose 10 \
@@ -206,6 +209,7 @@ if has mps; then
             done
             run mps_rk_idle_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_cuda_resident_idle_us 20 test/gpu/test_cuda_allreduce quick
             run mps_small_off_colls_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_small_bytes 0 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
+            run mps_ll_off_colls_np2 120 2 "${RKON[@]}" --mca coll_gpu_cuda_ll_bytes 0 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
             run mps_rk_colls_np3 150 3 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
             run mps_rk_types_np2 150 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_types
             run mps_rk_nb_np2 150 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb

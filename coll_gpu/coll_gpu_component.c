@@ -276,6 +276,13 @@ static int gpu_register(void)
               "this many bytes of its message (a rank's block for the block-wise collectives), "
               "at most 32; at least 1024; the same on every rank",
               &c->cuda_oneshot_block_bytes);
+    c->cuda_ll_bytes = (unsigned long) d.cuda_ll_bytes;
+    reg_ulong("cuda_ll_bytes",
+              "cuda backend: oneshot calls (launched or resident) of at most this many bytes a "
+              "block, on elements of at most 8 bytes, send LL lines: each 8 bytes of data travel "
+              "with the call's number in one 16-byte store, so no fence and no separate flag; "
+              "at most 1024; 0: never; the same on every rank",
+              &c->cuda_ll_bytes);
     c->cuda_timeout = d.cuda_timeout_s;
     reg("cuda_timeout",
         "cuda backend: seconds a kernel waits for a peer before the collective fails with an "
@@ -508,6 +515,7 @@ static int gpu_open(void)
     cfg.cuda_oneshot_bytes = c->cuda_oneshot_bytes;
     cfg.cuda_small_bytes = c->cuda_small_bytes;
     cfg.cuda_oneshot_block_bytes = c->cuda_oneshot_block_bytes;
+    cfg.cuda_ll_bytes = c->cuda_ll_bytes;
     cfg.cuda_timeout_s = c->cuda_timeout;
     cfg.cuda_tree_channels = c->cuda_tree_channels;
     cfg.cuda_a2a_channels = c->cuda_a2a_channels;

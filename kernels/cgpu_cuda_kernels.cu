@@ -145,6 +145,18 @@ __device__ __forceinline__ uint64_t global_ns()
     return t;
 }
 
+/* the first wait of a launch to time out says why (see cgpu_cuda_kernels.h) */
+__device__ __forceinline__ void report_timeout(unsigned long long *err, int kind, int who,
+                                               uint64_t want, uint64_t seen)
+{
+    if (0 == atomicCAS(err, 0ull, (unsigned long long) kind)) {
+        err[1] = (unsigned long long) who;
+        err[2] = want;
+        err[3] = seen;
+        __threadfence_system();
+    }
+}
+
 /* Spin until *flag >= v or the timeout passes (then record why and return false). */
 __device__ bool spin_ge(const uint64_t *flag, uint64_t v, unsigned long long timeout_ns,
                         unsigned long long *err, int kind, int who)
@@ -156,12 +168,7 @@ __device__ bool spin_ge(const uint64_t *flag, uint64_t v, unsigned long long tim
     unsigned it = 0;
     while (load_flag(flag) < v) {
         if (0 == (++it & 1023) && 0 != timeout_ns && global_ns() - t0 > timeout_ns) {
-            if (0 == atomicCAS(err, 0ull, (unsigned long long) kind)) {
-                err[1] = (unsigned long long) who;
-                err[2] = v;
-                err[3] = load_flag(flag);
-                __threadfence_system();
-            }
+            report_timeout(err, kind, who, v, load_flag(flag));
             return false;
         }
     }
@@ -856,12 +863,180 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
     }
 }
 
+/* ---- LL calls (cgpu_cuda_kernels.h: CGPU_CUDA_ONESHOT_LL) ---- */
+
+/* line l of rank p's LL data in rank r's inbox, for call a.seq */
+__device__ __forceinline__ uint4 *ll_line(const cgpu_cuda_oneshot_args_t &a, int r, int p, int l)
+{
+    return (uint4 *) (a.inbox[r] + a.ll_off) +
+           ((size_t) ((a.seq & 1) * (uint64_t) a.nranks + (uint64_t) p) * CGPU_CUDA_LL_LINES + l);
+}
+
+__device__ __forceinline__ void ll_store(uint4 *dst, uint64_t v, uint32_t n)
+{
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst),
+                 "r"((uint32_t) v), "r"(n), "r"((uint32_t) (v >> 32)), "r"(n)
+                 : "memory");
+}
+
+/* bytes [off, off + 8) of src as one word, zeros from len on (src of any alignment) */
+__device__ __forceinline__ uint64_t ll_gather(const uint8_t *src, size_t off, size_t len)
+{
+    if (off + 8 <= len && 0 == (((uintptr_t) src + off) & 7)) {
+        return *(const uint64_t *) (src + off);
+    }
+    uint64_t v = 0;
+    for (size_t i = 0; i < 8 && off + i < len; ++i) {
+        v |= (uint64_t) src[off + i] << (8 * i);
+    }
+    return v;
+}
+
+/* the bytes of v that fall before len, to dst + off */
+__device__ __forceinline__ void ll_scatter(uint8_t *dst, size_t off, size_t len, uint64_t v)
+{
+    if (off + 8 <= len && 0 == (((uintptr_t) dst + off) & 7)) {
+        *(uint64_t *) (dst + off) = v;
+        return;
+    }
+    for (size_t i = 0; i < 8 && off + i < len; ++i) {
+        dst[off + i] = (uint8_t) (v >> (8 * i));
+    }
+}
+
+/* waits for line l from rank p; false after the timeout (recorded) */
+__device__ __forceinline__ bool ll_take(const cgpu_cuda_oneshot_args_t &a, int p, int l,
+                                        uint64_t &v)
+{
+    const uint4 *src = ll_line(a, a.rank, p, l);
+    const uint32_t n = (uint32_t) a.seq;
+    uint64_t t0 = 0;
+    for (unsigned it = 1;; ++it) {
+        uint32_t x, y, z, w;
+        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(x), "=r"(y), "=r"(z), "=r"(w)
+                     : "l"(src)
+                     : "memory");
+        if (y == n && w == n) {
+            v = (uint64_t) x | (uint64_t) z << 32;
+            return true;
+        }
+        if (0 == (it & 1023) && 0 != a.timeout_ns) {
+            const uint64_t t = global_ns();
+            if (0 == t0) {
+                t0 = t;
+            } else if (t - t0 > a.timeout_ns) {
+                report_timeout(a.err, CGPU_CUDA_ERR_ONESHOT, p, n, y);
+                return false;
+            }
+        }
+    }
+}
+
+/* acc = acc op x, element by element over the 8 bytes (T of at most 8 bytes) */
+template <typename T, int OP> __device__ __forceinline__ uint64_t ll_combine(uint64_t acc, uint64_t x)
+{
+    union W {
+        uint64_t u;
+        T e[8 / sizeof(T)];
+    } r, y;
+    r.u = acc;
+    y.u = x;
+#pragma unroll
+    for (int i = 0; i < (int) (8 / sizeof(T)); ++i) {
+        r.e[i] = Op<T, OP>::f(r.e[i], y.e[i]);
+    }
+    return r.u;
+}
+
+/* the whole LL call, block 0 alone; ts as in oneshot_sync */
+template <typename T, int OP>
+__device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, uint64_t *ts)
+{
+    const int n = a.nranks, me = a.rank, mode = a.mode & ~CGPU_CUDA_ONESHOT_LL, root = a.root;
+    const bool copies = CGPU_CUDA_ONESHOT_COPIES(mode);
+    const size_t len = a.count * (copies ? 1 : sizeof(T)); /* bytes of one block */
+    const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
+    const uint8_t *in = (const uint8_t *) a.in;
+    uint8_t *out = (uint8_t *) a.out;
+    const uint32_t num = (uint32_t) a.seq;
+    /* every line to every peer: its data where it takes some, zeros elsewhere */
+    for (int i = threadIdx.x; i < (n - 1) * CGPU_CUDA_LL_LINES; i += blockDim.x) {
+        const int q = i / CGPU_CUDA_LL_LINES, l = i % CGPU_CUDA_LL_LINES;
+        const int p = q < me ? q : q + 1;
+        const bool data = CGPU_CUDA_RING_BCAST == mode    ? me == root
+                          : CGPU_CUDA_RING_REDUCE == mode ? p == root
+                                                          : true;
+        const uint64_t v =
+            data ? ll_gather(in + (blocks ? (size_t) p * len : 0), (size_t) l * 8, len) : 0;
+        ll_store(ll_line(a, p, me, l), v, num);
+    }
+    __syncthreads(); /* every read of the input before any write of the output (in place) */
+    if (nullptr != ts && 0 == threadIdx.x) {
+        ts[0] = global_ns();
+    }
+    bool ok = true; /* false after a timeout (recorded): this thread stops */
+    for (int l = threadIdx.x; l < CGPU_CUDA_LL_LINES && ok; l += blockDim.x) {
+        const size_t off = (size_t) l * 8;
+        if (copies) {
+            for (int p = 0; p < n && ok; ++p) {
+                uint64_t v = 0;
+                if (p != me) {
+                    ok = ll_take(a, p, l, v);
+                    if (ok && off < len && (CGPU_CUDA_RING_BCAST != mode || p == root)) {
+                        ll_scatter(out + (CGPU_CUDA_RING_BCAST == mode ? 0 : (size_t) p * len), off,
+                                   len, v);
+                    }
+                } else if (CGPU_CUDA_RING_BCAST != mode && off < len) {
+                    /* this rank's own block of the allgather or alltoall (not in place) */
+                    const uint8_t *own = in + (CGPU_CUDA_ONESHOT_ALLTOALL == mode ? (size_t) me * len : 0);
+                    uint8_t *dst = out + (size_t) me * len;
+                    if (own != dst) {
+                        ll_scatter(dst, off, len, ll_gather(own, off, len));
+                    }
+                }
+            }
+        } else {
+            /* rank order, as oneshot_reduce: every rank computes identical bits */
+            const uint8_t *mine = in + (CGPU_CUDA_RING_REDUCE_SCATTER == mode ? (size_t) me * len : 0);
+            uint64_t acc = 0;
+            for (int p = 0; p < n && ok; ++p) {
+                uint64_t v = 0;
+                if (p == me) {
+                    v = ll_gather(mine, off, len);
+                } else {
+                    ok = ll_take(a, p, l, v);
+                }
+                acc = 0 == p ? v : ll_combine<T, OP>(acc, v);
+            }
+            if (ok && off < len && (CGPU_CUDA_RING_REDUCE != mode || me == root)) {
+                ll_scatter(out, off, len, acc);
+            }
+        }
+    }
+    __syncthreads();
+    if (nullptr != ts && 0 == threadIdx.x) {
+        ts[1] = global_ns();
+    }
+}
+
 /* block b's part of a oneshot call; T, OP: the reduction (unused by the copying modes) */
 template <typename T, int OP>
 __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, const int b,
                                              uint64_t *ts = nullptr)
 {
     size_t first, last;
+    if (0 != (a.mode & CGPU_CUDA_ONESHOT_LL)) { /* one block */
+        if (0 != b) {
+            return;
+        }
+        if (CGPU_CUDA_ONESHOT_COPIES(a.mode & ~CGPU_CUDA_ONESHOT_LL)) {
+            ll_body<uint8_t, CGPU_OP_SUM>(a, ts);
+        } else if constexpr (sizeof(T) <= 8) { /* the host sends no LL reduction of larger T */
+            ll_body<T, OP>(a, ts);
+        }
+        return;
+    }
     if (CGPU_CUDA_ONESHOT_COPIES(a.mode)) {
         oneshot_share<uint8_t>(a, b, first, last);
         oneshot_send<uint8_t, CGPU_OP_SUM>(a, first, last - first);
@@ -1386,7 +1561,7 @@ extern "C" int cgpu_cuda_ce_reduce(const cgpu_cuda_ce_reduce_args_t *a, cgpu_dty
 extern "C" int cgpu_cuda_oneshot_launch(const cgpu_cuda_oneshot_args_t *a, cgpu_dtype_t dt,
                                         cgpu_op_t op, int threads, void *stream)
 {
-    if (CGPU_CUDA_ONESHOT_COPIES(a->mode)) {
+    if (CGPU_CUDA_ONESHOT_COPIES(a->mode & ~CGPU_CUDA_ONESHOT_LL)) {
         OneshotK<uint8_t, CGPU_OP_SUM>::go(a, a->nblocks, threads, (cudaStream_t) stream);
         return (int) cudaGetLastError();
     }

@@ -173,6 +173,23 @@ typedef struct cgpu_cuda_tree_args {
 #define CGPU_CUDA_ONESHOT_ALLTOALL 5
 #define CGPU_CUDA_ONESHOT_COPIES(m) \
     (CGPU_CUDA_RING_ALLGATHER == (m) || CGPU_CUDA_RING_BCAST == (m) || CGPU_CUDA_ONESHOT_ALLTOALL == (m))
+/*
+ * LL calls (mode | CGPU_CUDA_ONESHOT_LL): a oneshot call of one thread block, at most
+ * CGPU_CUDA_LL_LINES x 8 bytes a block, elements of at most 8 bytes. Rank p's data for rank
+ * r travel in r's LL area as 16-byte lines {data lo, n, data hi, n}, n the low 32 bits of
+ * the call's number, written with one 16-byte store (each 8-byte half arrives whole): a
+ * reader takes a line once both halves carry n, so there is no fence and no separate flag.
+ * Every rank writes all CGPU_CUDA_LL_LINES lines to every peer in every LL call (zeros past
+ * its data) and reads all of them from every peer, and LL calls are numbered apart from the
+ * others (seq counts LL calls only), so a line holds this call's number or the number of
+ * the call two before (areas alternate with the number's parity): never a stale match.
+ * The area is zeroed with the flags when an inbox is taken.
+ */
+#define CGPU_CUDA_ONESHOT_LL 0x80
+#define CGPU_CUDA_LL_LINES 128
+#define CGPU_CUDA_LL_LINE_BYTES 16
+/* bytes of the LL area of an inbox of n ranks: two parities x n senders x the lines */
+#define CGPU_CUDA_LL_AREA_BYTES(n) ((size_t) 2 * (n) * CGPU_CUDA_LL_LINES * CGPU_CUDA_LL_LINE_BYTES)
 
 /** Arguments of one oneshot launch. */
 typedef struct cgpu_cuda_oneshot_args {
@@ -185,9 +202,11 @@ typedef struct cgpu_cuda_oneshot_args {
     int root;            /* BCAST, REDUCE */
     int rank, nranks;
     int nblocks;
-    uint64_t seq;        /* this call's number (same on every rank), from 1 */
+    uint64_t seq;        /* this call's number (same on every rank), from 1; LL calls have
+                          * their own numbers */
     size_t slice_bytes;  /* capacity of one rank's contribution in an inbox buffer */
     size_t oneshot_off;  /* byte offset of the oneshot area in an inbox */
+    size_t ll_off;       /* byte offset of the LL area in an inbox */
     char *inbox[CGPU_CUDA_MAX_RANKS]; /* every rank's inbox (own one local) */
 } cgpu_cuda_oneshot_args_t;
 

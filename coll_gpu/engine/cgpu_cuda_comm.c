@@ -31,6 +31,7 @@ typedef struct cgpu_cuda_comm {
     cgpu_inbox_t ib;      /* this rank's inbox, from the pool */
     size_t ring_off;
     size_t oneshot_off;
+    size_t ll_off; /* the LL area (CGPU_CUDA_LL_AREA_BYTES), zeroed with the flags */
     size_t oneshot_slice;
     size_t tree_off;
     int tree_nch;
@@ -43,6 +44,7 @@ typedef struct cgpu_cuda_comm {
     uint64_t ring_sbase[CGPU_CUDA_MAX_CHANNELS]; /* items sent right per channel */
     uint64_t ring_rbase[CGPU_CUDA_MAX_CHANNELS]; /* items received from the left */
     uint64_t oneshot_seq;
+    uint64_t ll_seq; /* LL calls are numbered apart (cgpu_cuda_kernels.h) */
     size_t a2a_off;
     int a2a_cpd_max; /* alltoall channels per peer distance (0: no device alltoall) */
     uint64_t a2a_base[CGPU_CUDA_MAX_CHANNELS];
@@ -169,7 +171,8 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->nslots = cfg->cuda_slots;
     cc->slot_bytes = (cfg->cuda_slot_bytes + 255) & ~(size_t) 255;
     cc->oneshot_slice = (cfg->cuda_oneshot_bytes + 255) & ~(size_t) 255;
-    cc->ring_off = (CGPU_CUDA_FLAG_BYTES + 4095) & ~(size_t) 4095;
+    cc->ll_off = (CGPU_CUDA_FLAG_BYTES + 255) & ~(size_t) 255;
+    cc->ring_off = (cc->ll_off + CGPU_CUDA_LL_AREA_BYTES(comm->size) + 4095) & ~(size_t) 4095;
     cc->oneshot_off = cc->ring_off + (size_t) cc->nch_max * cc->nslots * cc->slot_bytes;
     cc->tree_off = cc->oneshot_off + 2 * (size_t) comm->size * cc->oneshot_slice;
     cc->tree_nch = cfg->cuda_tree_channels;
@@ -246,7 +249,8 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
             return st;
         }
     }
-    st = cgpu_inbox_get(cc->inbox_bytes, CGPU_CUDA_FLAG_BYTES, comm->size - 1, cc->stream,
+    /* the flags and the LL area start from zero (cgpu_cuda_kernels.h) */
+    st = cgpu_inbox_get(cc->inbox_bytes, cc->ring_off, comm->size - 1, cc->stream,
                         &cc->ib);
     if (CGPU_OK != st) {
         return st;
@@ -808,6 +812,16 @@ static size_t oneshot_unit(const ring_call_t *rc)
     return rc->count * (rc->copy ? 1 : cgpu_dtype_size(rc->dt));
 }
 
+/* Whether a oneshot call sends LL lines (cgpu_cuda_kernels.h): a unit of at most
+ * coll_gpu_cuda_ll_bytes (so one block), elements of at most 8 bytes. The same on every
+ * rank (sizes and settings), launched or resident. */
+static bool ll_call(const ring_call_t *rc)
+{
+    const size_t unit = oneshot_unit(rc);
+    return unit > 0 && unit <= cgpu_engine_config()->cuda_ll_bytes &&
+           (rc->copy || cgpu_dtype_size(rc->dt) <= 8);
+}
+
 /* one block per coll_gpu_cuda_oneshot_block_bytes of a unit, at most the flag slots we
  * have (the same on every rank: a block flags and waits for the same block of its peers) */
 static size_t oneshot_blocks(size_t unit)
@@ -828,21 +842,23 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     a.in = in;
     a.out = out;
     a.count = rc->count;
-    a.mode = rc->mode;
+    const bool ll = ll_call(rc);
+    a.mode = rc->mode | (ll ? CGPU_CUDA_ONESHOT_LL : 0);
     a.root = rc->root;
     a.rank = comm->rank;
     a.nranks = comm->size;
-    a.nblocks = (int) oneshot_blocks(oneshot_unit(rc));
-    a.seq = ++cc->oneshot_seq;
+    a.nblocks = ll ? 1 : (int) oneshot_blocks(oneshot_unit(rc));
+    a.seq = ll ? ++cc->ll_seq : ++cc->oneshot_seq;
     a.slice_bytes = cc->oneshot_slice;
     a.oneshot_off = cc->oneshot_off;
+    a.ll_off = cc->ll_off;
     for (int i = 0; i < comm->size; ++i) {
         a.inbox[i] = cc->peer_inbox[i];
     }
-    cgpu_log(CGPU_LOG_TRACE, "cuda: oneshot %s rank %d count %zu %s/%s blocks %d seq %llu",
+    cgpu_log(CGPU_LOG_TRACE, "cuda: oneshot %s rank %d count %zu %s/%s blocks %d seq %llu%s",
              oneshot_name(rc->mode), comm->rank, rc->count,
              rc->copy ? "byte" : cgpu_dtype_name(rc->dt), rc->copy ? "-" : cgpu_op_name(rc->op),
-             a.nblocks, (unsigned long long) a.seq);
+             a.nblocks, (unsigned long long) a.seq, ll ? " LL" : "");
     int err = cgpu_cuda_oneshot_launch(&a, rc->dt, rc->op, cc->threads, cc->stream);
     return 0 != err ? cgpu_cuda_check(err, "oneshot launch") : CGPU_OK;
 }
@@ -927,6 +943,7 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     a.o.nranks = comm->size;
     a.o.slice_bytes = cc->oneshot_slice;
     a.o.oneshot_off = cc->oneshot_off;
+    a.o.ll_off = cc->ll_off;
     for (int i = 0; i < comm->size; ++i) {
         a.o.inbox[i] = cc->peer_inbox[i];
     }
@@ -984,17 +1001,20 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     if (cc->rk_running && 0 != rk_load(cc, RK_EXITED)) {
         cc->rk_running = false; /* ended idle: launched again below */
     }
-    const uint64_t nblocks = oneshot_blocks(oneshot_unit(rc));
-    const uint64_t oseq = ++cc->oneshot_seq;
+    const bool ll = ll_call(rc);
+    const uint64_t nblocks = ll ? 1 : oneshot_blocks(oneshot_unit(rc));
+    const uint64_t oseq = ll ? ++cc->ll_seq : ++cc->oneshot_seq;
     const uint64_t t1 = cgpu_now_ns();
     cc->rk_calls++;
     const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,
-                                cgpu_cuda_resident_word(rc->count, rc->mode, (int) nblocks,
-                                                        rc->root), oseq);
-    cgpu_log(CGPU_LOG_TRACE, "cuda: resident %s rank %d count %zu %s/%s blocks %llu seq %llu",
+                                cgpu_cuda_resident_word(rc->count,
+                                                        rc->mode | (ll ? CGPU_CUDA_ONESHOT_LL : 0),
+                                                        (int) nblocks, rc->root),
+                                oseq);
+    cgpu_log(CGPU_LOG_TRACE, "cuda: resident %s rank %d count %zu %s/%s blocks %llu seq %llu%s",
              oneshot_name(rc->mode), comm->rank, rc->count,
              rc->copy ? "byte" : cgpu_dtype_name(dt), rc->copy ? "-" : cgpu_op_name(op),
-             (unsigned long long) nblocks, (unsigned long long) oseq);
+             (unsigned long long) nblocks, (unsigned long long) oseq, ll ? " LL" : "");
     cgpu_status_t st = cc->rk_running ? CGPU_OK : rk_launch(comm, dt, op, k);
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
         const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the kernel publishes

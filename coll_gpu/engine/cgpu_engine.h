@@ -53,6 +53,10 @@ enum { CGPU_LOG_WARN = 0, CGPU_LOG_INFO = 10, CGPU_LOG_DEBUG = 50, CGPU_LOG_TRAC
 /** Where engine messages go (the glue routes them to Open MPI's output stream). */
 typedef void (*cgpu_log_fn_t)(int level, const char *msg);
 
+/** The largest coll_gpu_cuda_ll_bytes: the LL area of an inbox holds this many bytes per peer
+ * and call parity (CGPU_CUDA_LL_LINES lines of 8 data bytes). */
+#define CGPU_CUDA_LL_BYTES_MAX 1024
+
 /** Process-wide tunables, filled from MCA params by the glue (or by tests). */
 typedef struct cgpu_config {
     cgpu_backend_t backend;
@@ -70,6 +74,7 @@ typedef struct cgpu_config {
     int cuda_slots;             /* ring pipeline depth per channel */
     size_t cuda_oneshot_bytes;  /* largest message of the oneshot algorithm (auto) */
     size_t cuda_oneshot_block_bytes; /* a oneshot call takes a block per this many bytes */
+    size_t cuda_ll_bytes;       /* oneshot calls up to this many bytes a block: LL lines (0: none) */
     size_t cuda_small_bytes;    /* bcast/reduce/allgather/alltoall/reduce_scatter_block blocks
                                  * up to this go oneshot (0: never) */
     double cuda_timeout_s;      /* a kernel waiting longer on a peer fails the call (0: never) */

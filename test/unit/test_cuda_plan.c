@@ -124,7 +124,8 @@ static void test_resident_packing(void)
     const uint64_t counts[] = {0, 1, 7777, 65536, (1ull << 40) - 1};
     const int roots[] = {0, 1, 17, CGPU_CUDA_MAX_RANKS - 1};
     for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
-        for (int mode = 0; mode <= CGPU_CUDA_ONESHOT_ALLTOALL; ++mode) {
+        for (int m = 0; m <= 2 * CGPU_CUDA_ONESHOT_ALLTOALL + 1; ++m) { /* with and without LL */
+            const int mode = m / 2 | (m & 1 ? CGPU_CUDA_ONESHOT_LL : 0);
             for (int b = 1; b <= CGPU_CUDA_MAX_ONESHOT_BLOCKS; ++b) {
                 for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); ++r) {
                     const uint64_t w = cgpu_cuda_resident_word(counts[c], mode, b, roots[r]);
