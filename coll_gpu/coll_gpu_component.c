@@ -280,8 +280,9 @@ static int gpu_register(void)
     reg_ulong("cuda_ll_bytes",
               "cuda backend: oneshot calls (launched or resident) of at most this many bytes a "
               "block, on elements of at most 8 bytes, send LL lines: each 8 bytes of data travel "
-              "with the call's number in one 16-byte store, so no fence and no separate flag; "
-              "at most 1024; 0: never; the same on every rank",
+              "with the call's number in one 16-byte store, so no fence and no separate flag "
+              "(in size classes of 1 KiB to 64 KiB, up to 512 KiB / ranks); at most 65536; "
+              "0: never; the same on every rank",
               &c->cuda_ll_bytes);
     c->cuda_timeout = d.cuda_timeout_s;
     reg("cuda_timeout",

@@ -865,11 +865,14 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
 
 /* ---- LL calls (cgpu_cuda_kernels.h: CGPU_CUDA_ONESHOT_LL) ---- */
 
-/* line l of rank p's LL data in rank r's inbox, for call a.seq */
+/* line l of rank p's LL data in rank r's inbox, for call a.seq of a.mode's class */
 __device__ __forceinline__ uint4 *ll_line(const cgpu_cuda_oneshot_args_t &a, int r, int p, int l)
 {
-    return (uint4 *) (a.inbox[r] + a.ll_off) +
-           ((size_t) ((a.seq & 1) * (uint64_t) a.nranks + (uint64_t) p) * CGPU_CUDA_LL_LINES + l);
+    const int c = CGPU_CUDA_LL_CLASS(a.mode);
+    return (uint4 *) (a.inbox[r] + a.ll_off + CGPU_CUDA_LL_CLASS_OFF(a.nranks, c)) +
+           ((size_t) ((a.seq & 1) * (uint64_t) a.nranks + (uint64_t) p) *
+                ((size_t) CGPU_CUDA_LL_LINES << c) +
+            (size_t) l);
 }
 
 __device__ __forceinline__ void ll_store(uint4 *dst, uint64_t v, uint32_t n)
@@ -949,20 +952,23 @@ template <typename T, int OP> __device__ __forceinline__ uint64_t ll_combine(uin
     return r.u;
 }
 
-/* the whole LL call, block 0 alone; ts as in oneshot_sync */
+/* block b's share of an LL call's lines; ts as in oneshot_sync */
 template <typename T, int OP>
-__device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, uint64_t *ts)
+__device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const int b, uint64_t *ts)
 {
-    const int n = a.nranks, me = a.rank, mode = a.mode & ~CGPU_CUDA_ONESHOT_LL, root = a.root;
+    const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
+    const int lines = CGPU_CUDA_LL_LINES << CGPU_CUDA_LL_CLASS(a.mode);
+    const int per = (lines + a.nblocks - 1) / a.nblocks;
+    const int lo = b * per < lines ? b * per : lines, hi = lo + per < lines ? lo + per : lines;
     const bool copies = CGPU_CUDA_ONESHOT_COPIES(mode);
     const size_t len = a.count * (copies ? 1 : sizeof(T)); /* bytes of one block */
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
     const uint8_t *in = (const uint8_t *) a.in;
     uint8_t *out = (uint8_t *) a.out;
     const uint32_t num = (uint32_t) a.seq;
-    /* every line to every peer: its data where it takes some, zeros elsewhere */
-    for (int i = threadIdx.x; i < (n - 1) * CGPU_CUDA_LL_LINES; i += blockDim.x) {
-        const int q = i / CGPU_CUDA_LL_LINES, l = i % CGPU_CUDA_LL_LINES;
+    /* every line of this block's share to every peer: data where it takes some, else zeros */
+    for (int i = threadIdx.x; i < (n - 1) * (hi - lo); i += blockDim.x) {
+        const int q = i / (hi - lo), l = lo + i % (hi - lo);
         const int p = q < me ? q : q + 1;
         const bool data = CGPU_CUDA_RING_BCAST == mode    ? me == root
                           : CGPU_CUDA_RING_REDUCE == mode ? p == root
@@ -976,7 +982,7 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, uint6
         ts[0] = global_ns();
     }
     bool ok = true; /* false after a timeout (recorded): this thread stops */
-    for (int l = threadIdx.x; l < CGPU_CUDA_LL_LINES && ok; l += blockDim.x) {
+    for (int l = lo + (int) threadIdx.x; l < hi && ok; l += blockDim.x) {
         const size_t off = (size_t) l * 8;
         if (copies) {
             for (int p = 0; p < n && ok; ++p) {
@@ -1026,14 +1032,11 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
                                              uint64_t *ts = nullptr)
 {
     size_t first, last;
-    if (0 != (a.mode & CGPU_CUDA_ONESHOT_LL)) { /* one block */
-        if (0 != b) {
-            return;
-        }
-        if (CGPU_CUDA_ONESHOT_COPIES(a.mode & ~CGPU_CUDA_ONESHOT_LL)) {
-            ll_body<uint8_t, CGPU_OP_SUM>(a, ts);
+    if (0 != (a.mode & CGPU_CUDA_ONESHOT_LL)) {
+        if (CGPU_CUDA_ONESHOT_COPIES(CGPU_CUDA_ONESHOT_BASE(a.mode))) {
+            ll_body<uint8_t, CGPU_OP_SUM>(a, b, ts);
         } else if constexpr (sizeof(T) <= 8) { /* the host sends no LL reduction of larger T */
-            ll_body<T, OP>(a, ts);
+            ll_body<T, OP>(a, b, ts);
         }
         return;
     }
@@ -1561,7 +1564,7 @@ extern "C" int cgpu_cuda_ce_reduce(const cgpu_cuda_ce_reduce_args_t *a, cgpu_dty
 extern "C" int cgpu_cuda_oneshot_launch(const cgpu_cuda_oneshot_args_t *a, cgpu_dtype_t dt,
                                         cgpu_op_t op, int threads, void *stream)
 {
-    if (CGPU_CUDA_ONESHOT_COPIES(a->mode & ~CGPU_CUDA_ONESHOT_LL)) {
+    if (CGPU_CUDA_ONESHOT_COPIES(CGPU_CUDA_ONESHOT_BASE(a->mode))) {
         OneshotK<uint8_t, CGPU_OP_SUM>::go(a, a->nblocks, threads, (cudaStream_t) stream);
         return (int) cudaGetLastError();
     }

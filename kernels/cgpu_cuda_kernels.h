@@ -174,22 +174,32 @@ typedef struct cgpu_cuda_tree_args {
 #define CGPU_CUDA_ONESHOT_COPIES(m) \
     (CGPU_CUDA_RING_ALLGATHER == (m) || CGPU_CUDA_RING_BCAST == (m) || CGPU_CUDA_ONESHOT_ALLTOALL == (m))
 /*
- * LL calls (mode | CGPU_CUDA_ONESHOT_LL): a oneshot call of one thread block, at most
- * CGPU_CUDA_LL_LINES x 8 bytes a block, elements of at most 8 bytes. Rank p's data for rank
- * r travel in r's LL area as 16-byte lines {data lo, n, data hi, n}, n the low 32 bits of
- * the call's number, written with one 16-byte store (each 8-byte half arrives whole): a
- * reader takes a line once both halves carry n, so there is no fence and no separate flag.
- * Every rank writes all CGPU_CUDA_LL_LINES lines to every peer in every LL call (zeros past
- * its data) and reads all of them from every peer, and LL calls are numbered apart from the
- * others (seq counts LL calls only), so a line holds this call's number or the number of
- * the call two before (areas alternate with the number's parity): never a stale match.
- * The area is zeroed with the flags when an inbox is taken.
+ * LL calls (mode | CGPU_CUDA_ONESHOT_LL | class << CGPU_CUDA_LL_CLASS_SHIFT): a oneshot
+ * call of elements of at most 8 bytes whose block fits size class c (1 KiB << c of data,
+ * CGPU_CUDA_LL_LINES << c lines). Rank p's data for rank r travel in r's LL area of that
+ * class as 16-byte lines {data lo, n, data hi, n}, n the low 32 bits of the call's number,
+ * written with one 16-byte store (each 8-byte half arrives whole): a reader takes a line
+ * once both halves carry n, so there is no fence and no separate flag. Every rank writes
+ * all the class's lines to every peer in every LL call of that class (zeros past its data)
+ * and reads all of them from every peer, and each class numbers its calls apart (seq counts
+ * that class's LL calls only), so a line holds this call's number or the number of the
+ * class's call two before (areas alternate with the number's parity): never a stale match.
+ * Thread block b of a call takes its share of the lines. The area is zeroed with the flags
+ * when an inbox is taken.
  */
 #define CGPU_CUDA_ONESHOT_LL 0x80
-#define CGPU_CUDA_LL_LINES 128
+#define CGPU_CUDA_LL_CLASS_SHIFT 3
+#define CGPU_CUDA_ONESHOT_BASE(m) ((m) & 7) /* the mode without the LL bits */
+#define CGPU_CUDA_LL_CLASS(m) (((m) >> CGPU_CUDA_LL_CLASS_SHIFT) & 15)
+#define CGPU_CUDA_LL_LINES 128 /* lines of class 0 */
+#define CGPU_CUDA_LL_CLASSES 7 /* 1 KiB .. 64 KiB */
 #define CGPU_CUDA_LL_LINE_BYTES 16
-/* bytes of the LL area of an inbox of n ranks: two parities x n senders x the lines */
-#define CGPU_CUDA_LL_AREA_BYTES(n) ((size_t) 2 * (n) * CGPU_CUDA_LL_LINES * CGPU_CUDA_LL_LINE_BYTES)
+/* byte offset of class c in the LL area of an inbox of n ranks (two parities x n senders x
+ * the class's lines for each class before it); CGPU_CUDA_LL_CLASS_OFF(n, k): the area of
+ * classes 0..k-1 */
+#define CGPU_CUDA_LL_CLASS_OFF(n, c)                                                  \
+    ((size_t) 2 * (size_t) (n) * CGPU_CUDA_LL_LINE_BYTES * CGPU_CUDA_LL_LINES * \
+     (((size_t) 1 << (c)) - 1))
 
 /** Arguments of one oneshot launch. */
 typedef struct cgpu_cuda_oneshot_args {

@@ -31,7 +31,8 @@ typedef struct cgpu_cuda_comm {
     cgpu_inbox_t ib;      /* this rank's inbox, from the pool */
     size_t ring_off;
     size_t oneshot_off;
-    size_t ll_off; /* the LL area (CGPU_CUDA_LL_AREA_BYTES), zeroed with the flags */
+    size_t ll_off;  /* the LL area (classes 0..ll_classes-1), zeroed with the flags */
+    int ll_classes; /* LL size classes this communicator has (ll_class) */
     size_t oneshot_slice;
     size_t tree_off;
     int tree_nch;
@@ -44,7 +45,7 @@ typedef struct cgpu_cuda_comm {
     uint64_t ring_sbase[CGPU_CUDA_MAX_CHANNELS]; /* items sent right per channel */
     uint64_t ring_rbase[CGPU_CUDA_MAX_CHANNELS]; /* items received from the left */
     uint64_t oneshot_seq;
-    uint64_t ll_seq; /* LL calls are numbered apart (cgpu_cuda_kernels.h) */
+    uint64_t ll_seq[CGPU_CUDA_LL_CLASSES]; /* each class numbers its calls (cgpu_cuda_kernels.h) */
     size_t a2a_off;
     int a2a_cpd_max; /* alltoall channels per peer distance (0: no device alltoall) */
     uint64_t a2a_base[CGPU_CUDA_MAX_CHANNELS];
@@ -171,8 +172,18 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->nslots = cfg->cuda_slots;
     cc->slot_bytes = (cfg->cuda_slot_bytes + 255) & ~(size_t) 255;
     cc->oneshot_slice = (cfg->cuda_oneshot_bytes + 255) & ~(size_t) 255;
+    /* LL size classes up to coll_gpu_cuda_ll_bytes and 512 KiB / ranks (the area stays
+     * near 4 MiB whatever the size); the same on every rank */
+    const size_t ll_top = cfg->cuda_ll_bytes < (512u << 10) / (size_t) comm->size
+                              ? cfg->cuda_ll_bytes
+                              : (512u << 10) / (size_t) comm->size;
+    while (0 != cfg->cuda_ll_bytes && cc->ll_classes < CGPU_CUDA_LL_CLASSES &&
+           (0 == cc->ll_classes || (size_t) CGPU_CUDA_LL_LINES * 8 << cc->ll_classes <= ll_top)) {
+        cc->ll_classes++;
+    }
     cc->ll_off = (CGPU_CUDA_FLAG_BYTES + 255) & ~(size_t) 255;
-    cc->ring_off = (cc->ll_off + CGPU_CUDA_LL_AREA_BYTES(comm->size) + 4095) & ~(size_t) 4095;
+    cc->ring_off = (cc->ll_off + CGPU_CUDA_LL_CLASS_OFF(comm->size, cc->ll_classes) + 4095) &
+                   ~(size_t) 4095;
     cc->oneshot_off = cc->ring_off + (size_t) cc->nch_max * cc->nslots * cc->slot_bytes;
     cc->tree_off = cc->oneshot_off + 2 * (size_t) comm->size * cc->oneshot_slice;
     cc->tree_nch = cfg->cuda_tree_channels;
@@ -812,14 +823,28 @@ static size_t oneshot_unit(const ring_call_t *rc)
     return rc->count * (rc->copy ? 1 : cgpu_dtype_size(rc->dt));
 }
 
-/* Whether a oneshot call sends LL lines (cgpu_cuda_kernels.h): a unit of at most
- * coll_gpu_cuda_ll_bytes (so one block), elements of at most 8 bytes. The same on every
- * rank (sizes and settings), launched or resident. */
-static bool ll_call(const ring_call_t *rc)
+/* The LL size class of a oneshot call (cgpu_cuda_kernels.h), or -1 where it sends no LL
+ * lines: a unit of at most coll_gpu_cuda_ll_bytes within the communicator's classes,
+ * elements of at most 8 bytes. The same on every rank (sizes and settings), launched or
+ * resident. */
+static int ll_class(const cgpu_cuda_comm_t *cc, const ring_call_t *rc)
 {
     const size_t unit = oneshot_unit(rc);
-    return unit > 0 && unit <= cgpu_engine_config()->cuda_ll_bytes &&
-           (rc->copy || cgpu_dtype_size(rc->dt) <= 8);
+    if (0 == unit || unit > cgpu_engine_config()->cuda_ll_bytes ||
+        (!rc->copy && cgpu_dtype_size(rc->dt) > 8)) {
+        return -1;
+    }
+    int c = 0;
+    while ((size_t) CGPU_CUDA_LL_LINES * 8 << c < unit) {
+        ++c;
+    }
+    return c < cc->ll_classes ? c : -1;
+}
+
+/* the kernel's mode for rc in LL class c (-1: none) */
+static int ll_mode(const ring_call_t *rc, int c)
+{
+    return rc->mode | (c >= 0 ? CGPU_CUDA_ONESHOT_LL | c << CGPU_CUDA_LL_CLASS_SHIFT : 0);
 }
 
 /* one block per coll_gpu_cuda_oneshot_block_bytes of a unit, at most the flag slots we
@@ -842,13 +867,14 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     a.in = in;
     a.out = out;
     a.count = rc->count;
-    const bool ll = ll_call(rc);
-    a.mode = rc->mode | (ll ? CGPU_CUDA_ONESHOT_LL : 0);
+    const int c = ll_class(cc, rc);
+    const bool ll = c >= 0;
+    a.mode = ll_mode(rc, c);
     a.root = rc->root;
     a.rank = comm->rank;
     a.nranks = comm->size;
-    a.nblocks = ll ? 1 : (int) oneshot_blocks(oneshot_unit(rc));
-    a.seq = ll ? ++cc->ll_seq : ++cc->oneshot_seq;
+    a.nblocks = (int) oneshot_blocks(oneshot_unit(rc));
+    a.seq = ll ? ++cc->ll_seq[c] : ++cc->oneshot_seq;
     a.slice_bytes = cc->oneshot_slice;
     a.oneshot_off = cc->oneshot_off;
     a.ll_off = cc->ll_off;
@@ -1001,15 +1027,15 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     if (cc->rk_running && 0 != rk_load(cc, RK_EXITED)) {
         cc->rk_running = false; /* ended idle: launched again below */
     }
-    const bool ll = ll_call(rc);
-    const uint64_t nblocks = ll ? 1 : oneshot_blocks(oneshot_unit(rc));
-    const uint64_t oseq = ll ? ++cc->ll_seq : ++cc->oneshot_seq;
+    const int c = ll_class(cc, rc);
+    const bool ll = c >= 0;
+    const uint64_t nblocks = oneshot_blocks(oneshot_unit(rc));
+    const uint64_t oseq = ll ? ++cc->ll_seq[c] : ++cc->oneshot_seq;
     const uint64_t t1 = cgpu_now_ns();
     cc->rk_calls++;
     const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,
-                                cgpu_cuda_resident_word(rc->count,
-                                                        rc->mode | (ll ? CGPU_CUDA_ONESHOT_LL : 0),
-                                                        (int) nblocks, rc->root),
+                                cgpu_cuda_resident_word(rc->count, ll_mode(rc, c), (int) nblocks,
+                                                        rc->root),
                                 oseq);
     cgpu_log(CGPU_LOG_TRACE, "cuda: resident %s rank %d count %zu %s/%s blocks %llu seq %llu%s",
              oneshot_name(rc->mode), comm->rank, rc->count,

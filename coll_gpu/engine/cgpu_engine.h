@@ -53,9 +53,9 @@ enum { CGPU_LOG_WARN = 0, CGPU_LOG_INFO = 10, CGPU_LOG_DEBUG = 50, CGPU_LOG_TRAC
 /** Where engine messages go (the glue routes them to Open MPI's output stream). */
 typedef void (*cgpu_log_fn_t)(int level, const char *msg);
 
-/** The largest coll_gpu_cuda_ll_bytes: the LL area of an inbox holds this many bytes per peer
- * and call parity (CGPU_CUDA_LL_LINES lines of 8 data bytes). */
-#define CGPU_CUDA_LL_BYTES_MAX 1024
+/** The largest coll_gpu_cuda_ll_bytes: the LL area's largest size class (a communicator of n
+ * ranks keeps classes up to 512 KiB / n, so its area stays near 4 MiB an inbox). */
+#define CGPU_CUDA_LL_BYTES_MAX 65536
 
 /** Process-wide tunables, filled from MCA params by the glue (or by tests). */
 typedef struct cgpu_config {

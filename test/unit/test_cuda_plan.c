@@ -125,12 +125,18 @@ static void test_resident_packing(void)
     const int roots[] = {0, 1, 17, CGPU_CUDA_MAX_RANKS - 1};
     for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
         for (int m = 0; m <= 2 * CGPU_CUDA_ONESHOT_ALLTOALL + 1; ++m) { /* with and without LL */
-            const int mode = m / 2 | (m & 1 ? CGPU_CUDA_ONESHOT_LL : 0);
+            const int mode = m / 2 | (m & 1 ? CGPU_CUDA_ONESHOT_LL |
+                                                  (m / 2 % CGPU_CUDA_LL_CLASSES) << CGPU_CUDA_LL_CLASS_SHIFT
+                                            : 0);
             for (int b = 1; b <= CGPU_CUDA_MAX_ONESHOT_BLOCKS; ++b) {
                 for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); ++r) {
                     const uint64_t w = cgpu_cuda_resident_word(counts[c], mode, b, roots[r]);
                     CU_ASSERT_EQUAL(w & CGPU_CUDA_RESIDENT_COUNT_MASK, counts[c]);
                     CU_ASSERT_EQUAL((int) (w >> CGPU_CUDA_RESIDENT_MODE_SHIFT & 0xff), mode);
+                    CU_ASSERT_EQUAL(CGPU_CUDA_ONESHOT_BASE(mode), m / 2);
+                    if (m & 1) {
+                        CU_ASSERT_EQUAL(CGPU_CUDA_LL_CLASS(mode), m / 2 % CGPU_CUDA_LL_CLASSES);
+                    }
                     CU_ASSERT_EQUAL((int) (w >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff), b);
                     CU_ASSERT_EQUAL((int) (w >> CGPU_CUDA_RESIDENT_ROOT_SHIFT & 0x7f), roots[r]);
                     CU_ASSERT_EQUAL(w & CGPU_CUDA_RESIDENT_EXIT, 0);
