@@ -841,10 +841,17 @@ static int ll_class(const cgpu_cuda_comm_t *cc, const ring_call_t *rc)
     return c < cc->ll_classes ? c : -1;
 }
 
-/* the kernel's mode for rc in LL class c (-1: none) */
-static int ll_mode(const ring_call_t *rc, int c)
+_Static_assert((size_t) CGPU_CUDA_LL_LINES * 8 << (CGPU_CUDA_LL_CLASSES - 1) == CGPU_CUDA_LL_BYTES_MAX,
+               "coll_gpu_cuda_ll_bytes' cap is the largest LL size class");
+
+/* The kernel's mode for oneshot call rc and the call's number: LL calls are numbered per
+ * size class, the others together. One place for both launched and resident calls, which
+ * must agree on every rank. */
+static uint64_t oneshot_number(cgpu_cuda_comm_t *cc, const ring_call_t *rc, int *mode)
 {
-    return rc->mode | (c >= 0 ? CGPU_CUDA_ONESHOT_LL | c << CGPU_CUDA_LL_CLASS_SHIFT : 0);
+    const int c = ll_class(cc, rc);
+    *mode = rc->mode | (c >= 0 ? CGPU_CUDA_ONESHOT_LL | c << CGPU_CUDA_LL_CLASS_SHIFT : 0);
+    return c >= 0 ? ++cc->ll_seq[c] : ++cc->oneshot_seq;
 }
 
 /* one block per coll_gpu_cuda_oneshot_block_bytes of a unit, at most the flag slots we
@@ -867,14 +874,12 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     a.in = in;
     a.out = out;
     a.count = rc->count;
-    const int c = ll_class(cc, rc);
-    const bool ll = c >= 0;
-    a.mode = ll_mode(rc, c);
+    a.seq = oneshot_number(cc, rc, &a.mode);
+    const bool ll = 0 != (a.mode & CGPU_CUDA_ONESHOT_LL);
     a.root = rc->root;
     a.rank = comm->rank;
     a.nranks = comm->size;
     a.nblocks = (int) oneshot_blocks(oneshot_unit(rc));
-    a.seq = ll ? ++cc->ll_seq[c] : ++cc->oneshot_seq;
     a.slice_bytes = cc->oneshot_slice;
     a.oneshot_off = cc->oneshot_off;
     a.ll_off = cc->ll_off;
@@ -1027,14 +1032,14 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     if (cc->rk_running && 0 != rk_load(cc, RK_EXITED)) {
         cc->rk_running = false; /* ended idle: launched again below */
     }
-    const int c = ll_class(cc, rc);
-    const bool ll = c >= 0;
+    int mode;
+    const uint64_t oseq = oneshot_number(cc, rc, &mode);
+    const bool ll = 0 != (mode & CGPU_CUDA_ONESHOT_LL);
     const uint64_t nblocks = oneshot_blocks(oneshot_unit(rc));
-    const uint64_t oseq = ll ? ++cc->ll_seq[c] : ++cc->oneshot_seq;
     const uint64_t t1 = cgpu_now_ns();
     cc->rk_calls++;
     const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,
-                                cgpu_cuda_resident_word(rc->count, ll_mode(rc, c), (int) nblocks,
+                                cgpu_cuda_resident_word(rc->count, mode, (int) nblocks,
                                                         rc->root),
                                 oseq);
     cgpu_log(CGPU_LOG_TRACE, "cuda: resident %s rank %d count %zu %s/%s blocks %llu seq %llu%s",
