@@ -86,6 +86,8 @@ if has nb; then # every datatype, non-blocking collectives, one-rank communicato
     run nb_np4 240 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_nb
     run nb_np1 100 1 test/gpu/test_cuda_nb
     run nb_threads_np2 200 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb threads
+    run progress_np2 150 2 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_progress
+    run progress_np4 200 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_progress
     run self_np1 60 1 test/gpu/test_cuda_self
     run self_np2 60 2 test/gpu/test_cuda_self
     run self_np4 90 4 test/gpu/test_cuda_self

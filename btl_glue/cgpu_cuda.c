@@ -289,12 +289,16 @@ cgpu_status_t cgpu_cuda_stream_sync(void *stream)
         return cgpu_cuda_check((int) cudaStreamSynchronize((cudaStream_t) stream),
                                "collective on the GPU");
     }
+    unsigned yields = 0;
     for (int it = 0;; it += it < polls) {
         cudaError_t e = cudaStreamQuery((cudaStream_t) stream);
         if (cudaErrorNotReady != e) {
             return cgpu_cuda_check((int) e, "collective on the GPU");
         }
         if (it >= polls) {
+            if (0 == (++yields & 7)) {
+                cgpu_engine_progress(); /* a peer may wait in MPI for a message of ours */
+            }
             sched_yield();
         }
     }

@@ -6,6 +6,7 @@
 
 #include "coll_gpu.h"
 
+#include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
 
 static int gpu_register(void);
@@ -496,6 +497,13 @@ void mca_coll_gpu_log(int level, const char *msg)
     }
 }
 
+/* The engine's long waits run Open MPI's progress, so that a peer blocked in a receive
+ * from this rank (a rendezvous the sender must push) is not left waiting on us. */
+static void engine_progress(void)
+{
+    (void) opal_progress();
+}
+
 static int gpu_open(void)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
@@ -551,6 +559,7 @@ static int gpu_open(void)
     cfg.ras_abort_on_timeout = c->ras_abort_on_timeout;
     cfg.verbose = c->verbose;
     cfg.log = mca_coll_gpu_log;
+    cfg.progress = engine_progress;
     cgpu_status_t st = cgpu_engine_init(&cfg);
     c->engine_up = (CGPU_OK == st);
     if (c->engine_up) {

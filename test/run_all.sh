@@ -297,7 +297,7 @@ else
             env CGPU_PROF_MIN_TRANSPORT=100000 "${MPIRUN[@]}" "${NODES[@]}" \
             --mca coll_gpu_fake_nodes 2 ${MPI_TEST_ARGS[test_profiler]} -np 2 "$BIN/mpi/test_profiler"
         for p in test_allreduce test_alltoall test_bcast_allgather test_reduce_rs test_comms \
-                 test_types test_nb; do
+                 test_types test_nb test_progress; do
             [ -x "$BIN/mpi/$p" ] && run_test "$p.nodes2x2.np4" "${MPIRUN[@]}" "${NODES[@]}" \
                 --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/$p"
         done

@@ -49,7 +49,10 @@ asan)
             UBSAN_OPTIONS=print_stacktrace=1 "$out/$t" > "$out/$t.log" 2>&1; then
             echo "asan: $t clean ($(tail -n 1 "$out/$t.log"))"
         else
-            echo "asan: $t FAILED"; tail -n 40 "$out/$t.log"; rc=1
+            # the report itself (a child's report sits far above the summary's tail)
+            echo "asan: $t FAILED"
+            grep -n -m 3 -A 45 -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$out/$t.log"
+            tail -n 25 "$out/$t.log"; rc=1
         fi
     done
     rm -rf "$out"

@@ -17,7 +17,12 @@ bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value)
         ++spins;
         if (spins < 256) {
             cgpu_cpu_relax();
-        } else if (spins < 20000) {
+            continue;
+        }
+        if (0 == (spins & 7)) {
+            cgpu_engine_progress(); /* the peer may wait in MPI for a message of ours */
+        }
+        if (spins < 20000) {
             /* Oversubscribed runs (more ranks than cores) need the peer to get the CPU. */
             sched_yield();
         } else {

@@ -1073,6 +1073,9 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
                      "without completing a call", comm->rank);
             return CGPU_ERR_DEVICE;
         }
+        if (0 == (it & 0x3ff)) { /* a long wait (tens of us): a peer may wait in MPI for us */
+            cgpu_engine_progress();
+        }
         cgpu_cpu_relax();
     }
     cc->rk_running = false;

@@ -264,3 +264,14 @@ bool cgpu_engine_may_bootstrap(void)
 {
     return !no_bootstrap;
 }
+
+void cgpu_engine_progress(void)
+{
+    static __thread bool inside; /* the progress function may finish requests that wait */
+    if (NULL == engine_cfg.progress || no_bootstrap || inside) {
+        return;
+    }
+    inside = true;
+    engine_cfg.progress();
+    inside = false;
+}

@@ -53,6 +53,12 @@ enum { CGPU_LOG_WARN = 0, CGPU_LOG_INFO = 10, CGPU_LOG_DEBUG = 50, CGPU_LOG_TRAC
 /** Where engine messages go (the glue routes them to Open MPI's output stream). */
 typedef void (*cgpu_log_fn_t)(int level, const char *msg);
 
+/** The progress of the library around the engine (the glue passes Open MPI's): a blocking
+ * wait of an application's thread calls it once the wait has lasted a little, so that
+ * point-to-point messages a peer needs from this rank keep moving while it waits for that
+ * peer in a collective (MPI's progress rule). Never called on a worker thread. */
+typedef void (*cgpu_progress_fn_t)(void);
+
 /** The largest coll_gpu_cuda_ll_bytes: the LL area's largest size class (a communicator of n
  * ranks keeps classes up to 512 KiB / n, so its area stays near 4 MiB an inbox). */
 #define CGPU_CUDA_LL_BYTES_MAX 65536
@@ -66,6 +72,7 @@ typedef struct cgpu_config {
     int max_comms;            /* cap on live internal communicators (0 = no cap) */
     int verbose;              /* messages with level <= verbose are printed */
     cgpu_log_fn_t log;        /* may be NULL: messages go to stderr */
+    cgpu_progress_fn_t progress; /* may be NULL: waits only wait */
     bool force_node_per_rank; /* pretend every rank is on its own node (tests) */
     /* cuda backend */
     int cuda_channels;          /* most ring channels (thread blocks) per call */
@@ -168,6 +175,13 @@ void cgpu_engine_forbid_bootstrap(bool forbid);
 
 /** False on a thread marked by cgpu_engine_forbid_bootstrap(true). */
 bool cgpu_engine_may_bootstrap(void);
+
+/**
+ * Run the configured progress function (cgpu_config_t.progress) from a blocking wait that
+ * has lasted a while: nothing on a thread marked by cgpu_engine_forbid_bootstrap (workers
+ * never call MPI), nothing when called again from inside that function.
+ */
+void cgpu_engine_progress(void);
 
 /**
  * Stagers: pinned host slots and a copy stream for pipelining a collective through host

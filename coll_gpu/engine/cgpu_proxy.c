@@ -1708,7 +1708,12 @@ cgpu_status_t cgpu_proxy_waitall(cgpu_proxy_req_t *reqs, int n, double timeout_s
         }
         if (++spins < 100) {
             cgpu_cpu_relax();
-        } else if (spins < 2000) {
+            continue;
+        }
+        if (0 == (spins & 7)) {
+            cgpu_engine_progress(); /* a peer may wait in MPI for a message of ours */
+        }
+        if (spins < 2000) {
             sched_yield();
         } else {
             nap_ns(20000);
