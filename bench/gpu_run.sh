@@ -3,7 +3,7 @@
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
-#   staged_mps ring_tree
+#   staged_mps ring_tree progress
 #   lat pending
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -72,6 +72,10 @@ if has test; then
 fi
 if has ring_tree; then
     ring_tree_runs
+fi
+if has progress; then # a peer blocked in MPI_Recv on us while we wait in a collective
+    run progress_np2 150 2 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_progress
+    run progress_host_np2 100 2 --mca coll_gpu_backend host test/mpi/test_progress
 fi
 if has test_min; then # the last additions only
     run gpu_np2_quick 100 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
