@@ -268,7 +268,9 @@ bool cgpu_engine_may_bootstrap(void)
 void cgpu_engine_progress(void)
 {
     static __thread bool inside; /* the progress function may finish requests that wait */
-    if (NULL == engine_cfg.progress || no_bootstrap || inside) {
+    /* not from cgpu_engine_fini's waits: MPI is being finalized */
+    if (NULL == engine_cfg.progress || no_bootstrap || inside ||
+        0 == atomic_load_explicit(&engine_up, memory_order_relaxed)) {
         return;
     }
     inside = true;

@@ -96,7 +96,7 @@ typedef struct cgpu_config {
     size_t cuda_channel_min_bytes; /* ring/chain: a channel more only while each piece has this */
     int cuda_stream_order;      /* device-buffer calls start after the default stream's work:
                                  * CGPU_ORDER_* (auto resolved by cgpu_engine_set_threads) */
-    int cuda_wait_polls;        /* completion polls before yielding (-1: cudaStreamSynchronize;
+    int cuda_wait_polls;        /* completion polls before yielding (-1: never yields;
                                  * -2: auto, resolved by cgpu_engine_set_threads) */
     size_t cuda_ce_alltoall_min_bytes; /* copy engines for alltoalls this large (0: never) */
     size_t cuda_ce_bcast_min_bytes;    /* ... and for 2-rank bcasts (0: never) */

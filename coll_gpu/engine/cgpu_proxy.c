@@ -1176,6 +1176,7 @@ static void proxy_drain(void)
 static void *proxy_main(void *arg)
 {
     (void) arg;
+    cgpu_engine_forbid_bootstrap(true); /* never calls MPI: no bootstrap, no MPI progress */
     cgpu_status_t st = proxy_setup();
 
     pthread_mutex_lock(&sub_lock);

@@ -14,9 +14,8 @@
  * split of it, with the roles moving round the ranks; every result checked against values
  * computed here, the received message too; pvars: the engine ran the collectives.
  * Built with -DCGPU_TEST_CUDA (test/gpu/test_cuda_progress) the collectives take device
- * buffers: the small ones wait in the resident kernel's loop, the larger ones in a polled
- * stream wait (coll_gpu_cuda_wait_polls is set to 32 here: cudaStreamSynchronize, the
- * default without MPI_THREAD_MULTIPLE, cannot run progress; README "Limits").
+ * buffers: the small ones wait in the resident kernel's loop, the larger ones in the polled
+ * stream wait (the default settings: both run progress once the wait lasts).
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -199,9 +198,6 @@ int main(int argc, char **argv)
     /* the rendezvous must need the sender's progress; the user's own choice wins */
     setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 0);
     setenv("OMPI_MCA_btl_sm_single_copy_mechanism", "none", 0);
-#ifdef CGPU_TEST_CUDA
-    setenv("OMPI_MCA_coll_gpu_cuda_wait_polls", "32", 0);
-#endif
     signal(SIGALRM, on_alarm);
     alarm(120);
     mt_init(&argc, &argv, "test_progress");
