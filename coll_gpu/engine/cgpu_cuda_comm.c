@@ -1073,7 +1073,8 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
                      "without completing a call", comm->rank);
             return CGPU_ERR_DEVICE;
         }
-        if (0 == (it & 0x3ff)) { /* a long wait (tens of us): a peer may wait in MPI for us */
+        /* a wait past 50 us (a call takes 5-10): a peer may wait in MPI for a message of ours */
+        if (0 == (it & 0xff) && cgpu_now_ns() - t1 > 50000) {
             cgpu_engine_progress();
         }
         cgpu_cpu_relax();
