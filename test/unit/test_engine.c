@@ -51,6 +51,7 @@
 #include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1325,6 +1326,76 @@ static void scenario_many_collectives_in_lockstep(test_rank_t *t)
     CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
 }
 
+/* What the progress function saw (cgpu_config_t.progress): calls, and the deepest nesting. */
+static atomic_int progress_calls, progress_depth, progress_deepest;
+
+static void count_progress(void)
+{
+    const int d = atomic_fetch_add(&progress_depth, 1) + 1;
+    if (d > atomic_load(&progress_deepest)) {
+        atomic_store(&progress_deepest, d);
+    }
+    atomic_fetch_add(&progress_calls, 1);
+    cgpu_engine_progress(); /* from inside the progress function: must return at once */
+    atomic_fetch_sub(&progress_depth, 1);
+}
+
+typedef struct late_call {
+    cgpu_comm_t *comm;
+    int late_rank;
+    bool worker; /* run on a thread marked as a non-blocking collective's worker */
+} late_call_t;
+
+/* An allreduce that rank late_rank enters 100 ms after the others. */
+static void *late_allreduce(void *arg)
+{
+    late_call_t *c = arg;
+    if (c->worker) {
+        cgpu_engine_forbid_bootstrap(true);
+    }
+    if (cgpu_comm_rank(c->comm) == c->late_rank) {
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+    }
+    check_allreduce(c->comm, CGPU_DT_INT32, CGPU_OP_SUM, 3000, false, 77);
+    return NULL;
+}
+
+/* A rank that waits for a late peer in a collective runs the progress function (Open MPI's,
+ * in the plugin: a peer blocked in MPI_Recv on this rank must not wait for ever), never
+ * nested, and never on a worker's thread. */
+static void scenario_waits_run_progress(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+
+    child_config(&cfg);
+    cfg.progress = count_progress;
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    late_call_t c = {.comm = comm, .late_rank = t->size - 1, .worker = false};
+    atomic_store(&progress_calls, 0);
+    (void) late_allreduce(&c);
+    if (t->rank != c.late_rank) {
+        CHILD_CHECKF(atomic_load(&progress_calls) > 0,
+                     "100 ms waiting for a late rank ran no progress");
+    }
+    CHILD_CHECKF(atomic_load(&progress_deepest) <= 1, "progress nested %d deep",
+                 atomic_load(&progress_deepest));
+
+    /* the same call on a worker's thread: no progress there */
+    pthread_t th;
+    c.worker = true;
+    c.late_rank = 0;
+    atomic_store(&progress_calls, 0);
+    CHILD_CHECK(0 == pthread_create(&th, NULL, late_allreduce, &c));
+    CHILD_CHECK(0 == pthread_join(th, NULL));
+    CHILD_CHECKF(0 == atomic_load(&progress_calls), "a worker's wait ran progress %d times",
+                 atomic_load(&progress_calls));
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+}
+
 /* A communicator of one rank maps nothing and its collectives copy (or leave in place). */
 static void scenario_single_rank_copies(test_rank_t *t)
 {
@@ -1629,6 +1700,11 @@ static void test_thread_level_resolves_auto_settings(void)
 /* More sizes in turn than the stager pool holds (a staged allreduce's chunk follows the
  * message size): the stager just given back must be the one reused, else every call of the
  * size in use would make pinned memory again (milliseconds each on a GPU). */
+static void test_waits_run_progress(void)
+{
+    run_for_each_size("waits run progress", scenario_waits_run_progress, NULL);
+}
+
 static void test_stager_pool_reuses_the_size_in_use(void)
 {
     const size_t sizes[] = {4096, 8192, 16384, 32768, 65536, 131072};
@@ -1683,6 +1759,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_init_refuses_bad_configurations},
     {"the MPI thread level resolves the auto stream order and completion wait",
      test_thread_level_resolves_auto_settings},
+    {"a wait for a late rank runs the progress function, not nested, not on a worker",
+     test_waits_run_progress},
     {"the stager pool reuses the size in use and stays bounded",
      test_stager_pool_reuses_the_size_in_use},
 };
