@@ -278,22 +278,27 @@ void cgpu_cuda_stream_destroy(void *stream)
 /* Polls the stream. With polls >= 0, past that many polls it gives the core away between
  * them: with more threads than cores (MPI_THREAD_MULTIPLE under a one-core binding) a
  * spinning wait keeps the thread that would launch the peer kernel ours is waiting for off
- * the core for a whole time slice per collective. -1 spins, as cudaStreamSynchronize would
- * (no measurable difference between the two, session 3), but unlike it a wait that lasts
- * (past 256 polls, hundreds of microseconds) runs the MPI library's progress every 8th
- * poll: a peer blocked in a receive that this rank must push would wait on us for ever. */
-cgpu_status_t cgpu_cuda_stream_sync(void *stream)
+ * the core for a whole time slice per collective. -1 spins. With @p progress, a wait that
+ * lasts (past 256 polls, hundreds of microseconds) runs the MPI library's progress every
+ * 8th poll: a peer blocked in a receive that this rank must push would wait on us for ever
+ * (cudaStreamSynchronize, which spins as fast, cannot: session 3 measured no difference
+ * between the two waits). */
+static cgpu_status_t stream_wait(void *stream, bool progress)
 {
     int polls = cgpu_engine_config()->cuda_wait_polls;
     if (polls < 0 && !cgpu_engine_may_bootstrap()) {
         polls = 32; /* a non-blocking collective's worker shares the core with the caller */
+    }
+    if (polls < 0 && !progress) {
+        return cgpu_cuda_check((int) cudaStreamSynchronize((cudaStream_t) stream),
+                               "collective on the GPU");
     }
     for (unsigned it = 0;; ++it) {
         cudaError_t e = cudaStreamQuery((cudaStream_t) stream);
         if (cudaErrorNotReady != e) {
             return cgpu_cuda_check((int) e, "collective on the GPU");
         }
-        if (it >= 256 && 0 == (it & 7)) {
+        if (progress && it >= 256 && 0 == (it & 7)) {
             cgpu_engine_progress();
         }
         if (polls >= 0 && it >= (unsigned) polls) {
@@ -302,6 +307,16 @@ cgpu_status_t cgpu_cuda_stream_sync(void *stream)
             cgpu_cpu_relax();
         }
     }
+}
+
+cgpu_status_t cgpu_cuda_stream_sync(void *stream)
+{
+    return stream_wait(stream, false);
+}
+
+cgpu_status_t cgpu_cuda_stream_wait_collective(void *stream)
+{
+    return stream_wait(stream, true);
 }
 
 cgpu_status_t cgpu_cuda_event_create(void **ev)
@@ -618,6 +633,12 @@ void cgpu_cuda_stream_destroy(void *stream)
 }
 
 cgpu_status_t cgpu_cuda_stream_sync(void *stream)
+{
+    (void) stream;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_stream_wait_collective(void *stream)
 {
     (void) stream;
     return CGPU_ERR_NOT_SUPPORTED;

@@ -67,9 +67,13 @@ void cgpu_cuda_set_setup_exclusive(bool on);
  * when it is enqueued, and the legacy stream's later work waits for it. */
 cgpu_status_t cgpu_cuda_stream_create(void **stream, bool blocking);
 void cgpu_cuda_stream_destroy(void *stream);
-/** Wait for everything enqueued on @p stream (polling, yielding the core after the first
- * polls); converts asynchronous errors. */
+/** Wait for everything enqueued on @p stream (local work: copies, memsets; how is
+ * coll_gpu_cuda_wait_polls); converts asynchronous errors. Runs no MPI progress (callers
+ * may hold a lock). */
 cgpu_status_t cgpu_cuda_stream_sync(void *stream);
+/** The same for a collective's kernels, which wait for the peers': it polls, and once the
+ * wait lasts it runs the MPI library's progress (cgpu_engine_progress). */
+cgpu_status_t cgpu_cuda_stream_wait_collective(void *stream);
 /** An event without timing, for cgpu_cuda_stream_after_default. */
 cgpu_status_t cgpu_cuda_event_create(void **ev);
 /* record ev on stream / wait on the host until the work before it is done */

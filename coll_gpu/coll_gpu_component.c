@@ -347,8 +347,8 @@ static int gpu_register(void)
             "this many times, then gives the core away between polls (other threads of the "
             "process, such as those driving other communicators, can run); -1 polls without "
             "yielding (lowest latency, but it starves other threads sharing the core); a wait "
-            "that lasts runs Open MPI's progress every 8th poll either way; -2 (auto): 32 under "
-            "MPI_THREAD_MULTIPLE, else -1",
+            "for a collective that lasts runs Open MPI's progress every 8th poll either way; "
+            "-2 (auto): 32 under MPI_THREAD_MULTIPLE, else -1",
             OPAL_INFO_LVL_6, &c->cuda_wait_polls);
     c->cuda_ce_reduce_min_bytes = (unsigned long) d.cuda_ce_reduce_min_bytes;
     reg_ulong("cuda_ce_reduce_min_bytes",

@@ -644,7 +644,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
                                   k->out_bytes, cc->stream);
     }
     /* MPI semantics: the result is in the buffer when the call returns */
-    cgpu_status_t sync = k->resident ? CGPU_OK : cgpu_cuda_stream_sync(cc->stream);
+    cgpu_status_t sync = k->resident ? CGPU_OK : cgpu_cuda_stream_wait_collective(cc->stream);
     cgpu_cuda_inflight_end();
     cgpu_prof_stop(&kev); /* launch to completion */
     cgpu_coll_prof_end(comm);
