@@ -200,7 +200,7 @@ int main(int argc, char **argv)
     setenv("OMPI_MCA_btl_sm_single_copy_mechanism", "none", 0);
     signal(SIGALRM, on_alarm);
     alarm(120);
-    mt_init(&argc, &argv, "test_progress");
+    mt_init(&argc, &argv, MT_ON_DEVICE ? "test_cuda_progress" : "test_progress");
     mt_twin_init();
     wrank = mt_world_rank();
     wsize = mt_world_size();
