@@ -18,6 +18,8 @@
  *   mpirun -np 2 --mca coll gpu,tuned,libnbc,basic,self bench/bench_colls \
  *       [all|allreduce|alltoall|allgather|reduce_scatter|bcast|reduce|allreduce_char|
  *        reduce_char|iallreduce] [maxbytes [minbytes]]
+ * With CGPU_BENCH_OSU=1 each call is timed alone between two MPI_Barriers and the mean over
+ * ranks is reported, as the OSU benchmarks time it (default: back to back, slowest rank).
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -67,6 +69,9 @@ static int base_of(int coll)
 
 static int rank, n;
 static int have_nccl; /* NCCL refuses two ranks on one GPU: then only ours is timed */
+/* CGPU_BENCH_OSU=1: each call timed alone between two MPI_Barriers, the mean over ranks
+ * reported, as the OSU benchmarks do (default: back to back, the slowest rank's mean) */
+static int osu_mode;
 static ncclComm_t nc;
 static cudaStream_t st;
 static float *sb, *rb;
@@ -182,9 +187,10 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
                        : BCAST == b || REDUCE == b                  ? 1.0
                                                                     : (double) (n - 1) / n;
     if (0 == rank) {
-        printf("\n# %s %s%s, %d ranks, %d GPUs, out of place, per-call sync\n", names[coll],
+        printf("\n# %s %s%s, %d ranks, %d GPUs, out of place, per-call sync%s\n", names[coll],
                is_char(coll) ? "MPI_CHAR (NCCL int8)" : "float32",
-               ALLREDUCE == b || REDUCE == b || REDUCE_SCATTER == b ? " sum" : "", n, ndev);
+               ALLREDUCE == b || REDUCE == b || REDUCE_SCATTER == b ? " sum" : "", n, ndev,
+               osu_mode ? ", each call alone between MPI_Barriers, mean over ranks (as OSU)" : "");
         printf("%12s %10s %10s %10s %10s %8s %8s %s\n", "bytes", "ours_us", "ours_busbw",
                "nccl_us", "nccl_busbw", "bw_ratio", "lat_ratio", "check");
     }
@@ -199,24 +205,39 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
         }
         reset(coll, bytes);
         MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
+        double t0 = MPI_Wtime(), alone = 0;
         for (int i = 0; i < it; ++i) {
+            const double a = MPI_Wtime();
             ours(coll, cnt);
+            if (osu_mode) {
+                alone += MPI_Wtime() - a;
+                MPI_Barrier(MPI_COMM_WORLD);
+            }
         }
-        const double t_ours = (MPI_Wtime() - t0) / it;
+        const double t_ours = (osu_mode ? alone : MPI_Wtime() - t0) / it;
         int ok = check(coll, cnt);
         for (int i = 0; have_nccl && i < warm; ++i) {
             nccl(coll, cnt);
         }
         MPI_Barrier(MPI_COMM_WORLD);
         t0 = MPI_Wtime();
+        alone = 0;
         for (int i = 0; have_nccl && i < it; ++i) {
+            const double a = MPI_Wtime();
             nccl(coll, cnt);
+            if (osu_mode) {
+                alone += MPI_Wtime() - a;
+                MPI_Barrier(MPI_COMM_WORLD);
+            }
         }
-        const double t_nccl = have_nccl ? (MPI_Wtime() - t0) / it : NAN;
+        const double t_nccl = have_nccl ? (osu_mode ? alone : MPI_Wtime() - t0) / it : NAN;
         double tt[2] = {t_ours, t_nccl}, tm[2];
         int okall;
-        MPI_Reduce(tt, tm, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(tt, tm, 2, MPI_DOUBLE, osu_mode ? MPI_SUM : MPI_MAX, 0, MPI_COMM_WORLD);
+        if (osu_mode) {
+            tm[0] /= n;
+            tm[1] /= n;
+        }
         MPI_Reduce(&ok, &okall, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
         if (0 == rank) {
             const double sz = (double) cnt * (is_char(coll) ? 1 : sizeof(float)) *
@@ -247,6 +268,7 @@ int main(int argc, char **argv)
     int ndev;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
+    osu_mode = NULL != getenv("CGPU_BENCH_OSU") && 0 != atoi(getenv("CGPU_BENCH_OSU"));
     CK(cudaGetDeviceCount(&ndev));
     CK(cudaSetDevice(rank % ndev));
     const char *which = argc > 1 ? argv[1] : "all";
