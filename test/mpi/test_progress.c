@@ -10,9 +10,10 @@
  * then fails the test with a message instead of a hang.
  *
  * Every collective the engine runs (allreduce, reduce, reduce_scatter_block, bcast,
- * allgather, alltoall), one element and past a ring slot, on the world and on a reordered
- * split of it, with the roles moving round the ranks; every result checked against values
- * computed here, the received message too; pvars: the engine ran the collectives.
+ * allgather, alltoall, and an iallreduce waited for at once), one element and past a ring
+ * slot, on the world and on a reordered split of it, with the roles moving round the ranks;
+ * every result checked against values computed here, the received message too; pvars: the
+ * engine ran the collectives.
  * Built with -DCGPU_TEST_CUDA (test/gpu/test_cuda_progress) the collectives take device
  * buffers: the small ones wait in the resident kernel's loop, the larger ones in the polled
  * stream wait (the default settings: both run progress once the wait lasts).
@@ -103,7 +104,7 @@ static void round_of(MPI_Comm comm, const char *label, int k, long n, int salt, 
     int *r = mt_twin_alloc(sizeof(int) * (size_t) rn);
     const int root = salt % size;
     const char *names[] = {"allreduce", "reduce", "reduce_scatter_block", "bcast", "allgather",
-                           "alltoall"};
+                           "alltoall", "iallreduce + wait"};
 
     for (long i = 0; i < sn; ++i) {
         s[i] = v(salt, rank, i);
@@ -135,9 +136,15 @@ static void round_of(MPI_Comm comm, const char *label, int k, long n, int salt, 
     case 4:
         MT_CHECK_MPI(MPI_Allgather(MT_D(s), (int) n, MPI_INT, MT_D(r), (int) n, MPI_INT, comm));
         break;
-    default:
+    case 5:
         MT_CHECK_MPI(MPI_Alltoall(MT_D(s), (int) n, MPI_INT, MT_D(r), (int) n, MPI_INT, comm));
         break;
+    default: { /* the worker runs it; this thread's MPI_Wait progresses */
+        MPI_Request q;
+        MT_CHECK_MPI(MPI_Iallreduce(MT_D(s), MT_D(r), (int) n, MPI_INT, MPI_SUM, comm, &q));
+        MT_CHECK_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+        break;
+    }
     }
     pt_end(p);
     mt_pull(r);
@@ -147,7 +154,7 @@ static void round_of(MPI_Comm comm, const char *label, int k, long n, int salt, 
     const int has = 1 != k || rank == root;
     for (long i = 0; has && i < rn && bad < 0; ++i) {
         long e = 0;
-        if (k <= 1) {
+        if (k <= 1 || 6 == k) {
             for (int q = 0; q < size; ++q) {
                 e += v(salt, q, i);
             }
@@ -183,7 +190,7 @@ static void suite(MPI_Comm comm, const char *label, int *salt, unsigned char *ms
 
     mt_pvars_open(&pv, comm, label);
     mt_pvars_mark(&pv);
-    for (int k = 0; k < 6; ++k) {
+    for (int k = 0; k < 7; ++k) {
         for (size_t j = 0; j < sizeof(ns) / sizeof(ns[0]); ++j) {
             round_of(comm, label, k, ns[j], ++*salt, &p);
             ++calls;
