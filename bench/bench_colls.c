@@ -180,6 +180,31 @@ static int check(int coll, size_t cnt)
     return probe[0] == want_first && probe[1] == want_last;
 }
 
+/* Mean seconds of one of @p it calls of fn on this rank, after 5 warm-up calls (then the
+ * receive buffer's @p reset_bytes reset, if any): back to back, or each call alone between
+ * two MPI_Barriers (osu_mode). */
+static double timed(void (*fn)(int, size_t), int coll, size_t cnt, int it, size_t reset_bytes)
+{
+    for (int i = 0; i < 5; ++i) {
+        fn(coll, cnt);
+    }
+    if (reset_bytes > 0) {
+        reset(coll, reset_bytes);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    double alone = 0;
+    for (int i = 0; i < it; ++i) {
+        const double a = MPI_Wtime();
+        fn(coll, cnt);
+        if (osu_mode) {
+            alone += MPI_Wtime() - a;
+            MPI_Barrier(MPI_COMM_WORLD);
+        }
+    }
+    return (osu_mode ? alone : MPI_Wtime() - t0) / it;
+}
+
 static void run(int coll, size_t minb, size_t maxb, int ndev)
 {
     const int b = base_of(coll);
@@ -199,38 +224,10 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
         if (0 == cnt) {
             continue;
         }
-        const int it = iters_for(bytes), warm = 5;
-        for (int i = 0; i < warm; ++i) {
-            ours(coll, cnt);
-        }
-        reset(coll, bytes);
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime(), alone = 0;
-        for (int i = 0; i < it; ++i) {
-            const double a = MPI_Wtime();
-            ours(coll, cnt);
-            if (osu_mode) {
-                alone += MPI_Wtime() - a;
-                MPI_Barrier(MPI_COMM_WORLD);
-            }
-        }
-        const double t_ours = (osu_mode ? alone : MPI_Wtime() - t0) / it;
+        const int it = iters_for(bytes);
+        const double t_ours = timed(ours, coll, cnt, it, bytes);
         int ok = check(coll, cnt);
-        for (int i = 0; have_nccl && i < warm; ++i) {
-            nccl(coll, cnt);
-        }
-        MPI_Barrier(MPI_COMM_WORLD);
-        t0 = MPI_Wtime();
-        alone = 0;
-        for (int i = 0; have_nccl && i < it; ++i) {
-            const double a = MPI_Wtime();
-            nccl(coll, cnt);
-            if (osu_mode) {
-                alone += MPI_Wtime() - a;
-                MPI_Barrier(MPI_COMM_WORLD);
-            }
-        }
-        const double t_nccl = have_nccl ? (osu_mode ? alone : MPI_Wtime() - t0) / it : NAN;
+        const double t_nccl = have_nccl ? timed(nccl, coll, cnt, it, 0) : NAN;
         double tt[2] = {t_ours, t_nccl}, tm[2];
         int okall;
         MPI_Reduce(tt, tm, 2, MPI_DOUBLE, osu_mode ? MPI_SUM : MPI_MAX, 0, MPI_COMM_WORLD);

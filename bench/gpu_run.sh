@@ -47,6 +47,10 @@ if has smoke; then
     run gpu_demo 60 2 --mca coll_gpu_verbose 100 --mca coll_gpu_cuda_timeout 5 examples/demo_gpu
     if [ "$fail" -gt 0 ]; then echo "smoke failed: stopping"; exit 1; fi
 fi
+progress_runs() { # a peer blocked in MPI_Recv on us while we wait in a collective
+    run progress_np2 150 2 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_progress
+    run progress_np4 200 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_progress
+}
 ring_tree_runs() { # the allreduce forced onto the ring and the tree
     run gpu_np2_ring 60 2 --mca coll_gpu_allreduce_algorithm ring test/gpu/test_cuda_allreduce quick
     run gpu_np2_tree 60 2 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
@@ -58,6 +62,7 @@ if has test; then
     run gpu_np4_quick 150 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
     run gpu_np3_quick 100 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
     ring_tree_runs
+    progress_runs
     run gpu_torch_cupy_np2 120 2 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
     if grep -q "cuda: \(ring mode 0\|oneshot allreduce\)" "$out/gpu_torch_cupy_np2.log"; then
         echo "torch/cupy calls served by our kernels: $(grep -c 'cuda: \(ring mode 0\|oneshot allreduce\)' "$out/gpu_torch_cupy_np2.log") trace lines"
@@ -73,9 +78,8 @@ fi
 if has ring_tree; then
     ring_tree_runs
 fi
-if has progress; then # a peer blocked in MPI_Recv on us while we wait in a collective
-    run progress_np2 150 2 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_progress
-    run progress_host_np2 100 2 --mca coll_gpu_backend host test/mpi/test_progress
+if has progress; then
+    progress_runs
 fi
 if has test_min; then # the last additions only
     run gpu_np2_quick 100 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce quick
@@ -90,8 +94,6 @@ if has nb; then # every datatype, non-blocking collectives, one-rank communicato
     run nb_np4 240 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_nb
     run nb_np1 100 1 test/gpu/test_cuda_nb
     run nb_threads_np2 200 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb threads
-    run progress_np2 150 2 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_progress
-    run progress_np4 200 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_progress
     run self_np1 60 1 test/gpu/test_cuda_self
     run self_np2 60 2 test/gpu/test_cuda_self
     run self_np4 90 4 test/gpu/test_cuda_self

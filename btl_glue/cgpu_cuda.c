@@ -298,8 +298,8 @@ static cgpu_status_t stream_wait(void *stream, bool progress)
         if (cudaErrorNotReady != e) {
             return cgpu_cuda_check((int) e, "collective on the GPU");
         }
-        if (progress && it >= 256 && 0 == (it & 7)) {
-            cgpu_engine_progress();
+        if (progress) {
+            cgpu_engine_progress_poll(it, 256);
         }
         if (polls >= 0 && it >= (unsigned) polls) {
             sched_yield();

@@ -7,7 +7,6 @@
  * copies, and the receive span is copied back.
  */
 #include <stdlib.h>
-#include <time.h>
 
 #include "coll_gpu.h"
 
@@ -201,20 +200,14 @@ static char *reduce_blocks(char *h, size_t q, int n, size_t size, struct ompi_op
     return acc;
 }
 
-/* where a staged call's time goes (coll_gpu_verbose >= 10): seconds in the engine's
- * alltoalls, waiting for the copies, the host's arithmetic, the engine's allgathers */
+/* where a staged call's time goes (coll_gpu_verbose >= 10): ns in the engine's alltoalls,
+ * waiting for the copies, the host's arithmetic, the engine's allgathers */
 enum { MV_ALLTOALL, MV_WAIT, MV_REDUCE, MV_ALLGATHER, MV_PARTS };
-static double mv_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double) ts.tv_sec + 1e-9 * (double) ts.tv_nsec;
-}
 /* adds the time since *t0 to part k (when timing) and restarts the clock */
-static void mv_mark(double *t, double *t0, int k)
+static void mv_mark(uint64_t *t, uint64_t *t0, int k)
 {
     if (NULL != t) {
-        const double t1 = mv_now();
+        const uint64_t t1 = cgpu_now_ns();
         t[k] += t1 - *t0;
         *t0 = t1;
     }
@@ -246,10 +239,10 @@ static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbu
     char *scr = NULL; /* two alltoall landing areas on the device */
     cgpu_status_t st = cgpu_stager_scratch(stg, 2 * chunk, (void **) &scr); /* local failures */
     cgpu_status_t est = CGPU_OK; /* the first engine failure: no engine call after it */
-    double parts[MV_PARTS] = {0}, t0 = 0, tstart = 0;
-    double *tm = opal_output_get_verbosity(mca_coll_gpu_component.output) >= 10 ? parts : NULL;
+    uint64_t parts[MV_PARTS] = {0}, t0 = 0, tstart = 0;
+    uint64_t *tm = opal_output_get_verbosity(mca_coll_gpu_component.output) >= 10 ? parts : NULL;
     if (NULL != tm) {
-        tstart = t0 = mv_now();
+        tstart = t0 = cgpu_now_ns();
     }
     OBJ_RETAIN(m);
     /* iteration i: chunk i moved and brought to the host; chunk i-1 reduced and its result
@@ -306,9 +299,9 @@ static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbu
         opal_output(mca_coll_gpu_component.output,
                     "coll/gpu: staged allreduce on %s, %zu bytes in %zu chunks: %.1f us; "
                     "alltoalls %.1f, copy waits %.1f, host reduction %.1f, allgathers %.1f",
-                    comm->c_name, N * size, nch, 1e6 * (mv_now() - tstart),
-                    1e6 * tm[MV_ALLTOALL], 1e6 * tm[MV_WAIT], 1e6 * tm[MV_REDUCE],
-                    1e6 * tm[MV_ALLGATHER]);
+                    comm->c_name, N * size, nch, 1e-3 * (double) (cgpu_now_ns() - tstart),
+                    1e-3 * (double) tm[MV_ALLTOALL], 1e-3 * (double) tm[MV_WAIT],
+                    1e-3 * (double) tm[MV_REDUCE], 1e-3 * (double) tm[MV_ALLGATHER]);
     }
     if (CGPU_OK != est) {
         return mca_coll_gpu_engine_rc(est, "MPI_Allreduce (staged)", comm);

@@ -194,6 +194,8 @@ typedef struct cgpu_cuda_tree_args {
 #define CGPU_CUDA_LL_LINES 128 /* lines of class 0 */
 #define CGPU_CUDA_LL_CLASSES 7 /* 1 KiB .. 64 KiB */
 #define CGPU_CUDA_LL_LINE_BYTES 16
+/* data bytes class c carries from one rank to one peer (8 a line) */
+#define CGPU_CUDA_LL_CLASS_DATA(c) (((size_t) CGPU_CUDA_LL_LINES * 8) << (c))
 /* byte offset of class c in the LL area of an inbox of n ranks (two parities x n senders x
  * the class's lines for each class before it); CGPU_CUDA_LL_CLASS_OFF(n, k): the area of
  * classes 0..k-1 */

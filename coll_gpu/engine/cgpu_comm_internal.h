@@ -170,7 +170,6 @@ void cgpu_ras_progress(cgpu_comm_t *comm);
 /* Engine-internal: the watchdog thread (cgpu_ras.c). */
 void cgpu_watchdog_start(void);
 void cgpu_watchdog_stop(void);
-uint64_t cgpu_now_ns(void);
 /* Call fn on every live internal communicator, under the engine's list lock (not a data
  * path lock: only create, release and the watchdog take it). */
 void cgpu_engine_for_each_comm(void (*fn)(cgpu_comm_t *comm, void *arg), void *arg);

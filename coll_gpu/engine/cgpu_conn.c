@@ -14,15 +14,10 @@ bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value)
         if (0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed)) {
             return false;
         }
-        ++spins;
+        cgpu_engine_progress_poll(++spins, 256); /* the peer may wait in MPI for us */
         if (spins < 256) {
             cgpu_cpu_relax();
-            continue;
-        }
-        if (0 == (spins & 7)) {
-            cgpu_engine_progress(); /* the peer may wait in MPI for a message of ours */
-        }
-        if (spins < 20000) {
+        } else if (spins < 20000) {
             /* Oversubscribed runs (more ranks than cores) need the peer to get the CPU. */
             sched_yield();
         } else {

@@ -178,7 +178,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
                               ? cfg->cuda_ll_bytes
                               : (512u << 10) / (size_t) comm->size;
     while (0 != cfg->cuda_ll_bytes && cc->ll_classes < CGPU_CUDA_LL_CLASSES &&
-           (0 == cc->ll_classes || (size_t) CGPU_CUDA_LL_LINES * 8 << cc->ll_classes <= ll_top)) {
+           (0 == cc->ll_classes || CGPU_CUDA_LL_CLASS_DATA(cc->ll_classes) <= ll_top)) {
         cc->ll_classes++;
     }
     cc->ll_off = (CGPU_CUDA_FLAG_BYTES + 255) & ~(size_t) 255;
@@ -835,13 +835,13 @@ static int ll_class(const cgpu_cuda_comm_t *cc, const ring_call_t *rc)
         return -1;
     }
     int c = 0;
-    while ((size_t) CGPU_CUDA_LL_LINES * 8 << c < unit) {
+    while (CGPU_CUDA_LL_CLASS_DATA(c) < unit) {
         ++c;
     }
     return c < cc->ll_classes ? c : -1;
 }
 
-_Static_assert((size_t) CGPU_CUDA_LL_LINES * 8 << (CGPU_CUDA_LL_CLASSES - 1) == CGPU_CUDA_LL_BYTES_MAX,
+_Static_assert(CGPU_CUDA_LL_CLASS_DATA(CGPU_CUDA_LL_CLASSES - 1) == CGPU_CUDA_LL_BYTES_MAX,
                "coll_gpu_cuda_ll_bytes' cap is the largest LL size class");
 
 /* The kernel's mode for oneshot call rc and the call's number: LL calls are numbered per

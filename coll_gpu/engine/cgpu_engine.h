@@ -176,12 +176,24 @@ void cgpu_engine_forbid_bootstrap(bool forbid);
 /** False on a thread marked by cgpu_engine_forbid_bootstrap(true). */
 bool cgpu_engine_may_bootstrap(void);
 
+/** Monotonic clock, nanoseconds. */
+uint64_t cgpu_now_ns(void);
+
 /**
  * Run the configured progress function (cgpu_config_t.progress) from a blocking wait that
  * has lasted a while: nothing on a thread marked by cgpu_engine_forbid_bootstrap (workers
  * never call MPI), nothing when called again from inside that function.
  */
 void cgpu_engine_progress(void);
+
+/** From a wait loop's @p it-th poll: cgpu_engine_progress every 8th poll past the first
+ * @p after (only a wait that lasts pays for it). */
+static inline void cgpu_engine_progress_poll(unsigned it, unsigned after)
+{
+    if (it >= after && 0 == (it & 7)) {
+        cgpu_engine_progress();
+    }
+}
 
 /**
  * Stagers: pinned host slots and a copy stream for pipelining a collective through host

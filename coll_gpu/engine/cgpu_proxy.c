@@ -1707,14 +1707,10 @@ cgpu_status_t cgpu_proxy_waitall(cgpu_proxy_req_t *reqs, int n, double timeout_s
                 proxy_wake();
             }
         }
-        if (++spins < 100) {
+        cgpu_engine_progress_poll(++spins, 100); /* a peer may wait in MPI for us */
+        if (spins < 100) {
             cgpu_cpu_relax();
-            continue;
-        }
-        if (0 == (spins & 7)) {
-            cgpu_engine_progress(); /* a peer may wait in MPI for a message of ours */
-        }
-        if (spins < 2000) {
+        } else if (spins < 2000) {
             sched_yield();
         } else {
             nap_ns(20000);

@@ -8,6 +8,7 @@
  * slots are plain host memory and every copy is a memcpy done at once.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,7 +34,7 @@ struct cgpu_stager {
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static cgpu_stager_t *pool; /* most recently given back first */
 static int pooled;
-static unsigned long created; /* stagers made so far (cgpu_stager_created) */
+static atomic_ulong created; /* stagers made so far (cgpu_stager_created) */
 
 static void scratch_drop(cgpu_stager_t *s)
 {
@@ -97,19 +98,14 @@ static cgpu_status_t stager_new(size_t slot_bytes, int nslots, bool cuda, cgpu_s
         stager_destroy(s);
         return st;
     }
-    pthread_mutex_lock(&pool_lock);
-    ++created;
-    pthread_mutex_unlock(&pool_lock);
+    atomic_fetch_add_explicit(&created, 1, memory_order_relaxed);
     *out = s;
     return CGPU_OK;
 }
 
 unsigned long cgpu_stager_created(void)
 {
-    pthread_mutex_lock(&pool_lock);
-    const unsigned long n = created;
-    pthread_mutex_unlock(&pool_lock);
-    return n;
+    return atomic_load_explicit(&created, memory_order_relaxed);
 }
 
 cgpu_status_t cgpu_stager_get(size_t slot_bytes, int nslots, cgpu_stager_t **out)
