@@ -4,7 +4,7 @@
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   staged_mps ring_tree progress
-#   lat pending
+#   lat pending osu_gap
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
@@ -393,6 +393,17 @@ if has lat; then # small-message latency: stream ordering and the completion wai
     done
     # one line per variant and collective: ours/NCCL us at each size
     awk '/^##/{v=$3"/"$5} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s/%s", $1, $2, $4}' "$out/lat.txt"; echo
+fi
+if has osu_gap; then # back to back against OSU's pattern (each call alone between two MPI_Barriers), alternating
+    R=("${MPIRUN[@]}") # OSU_MPS=1: 2 ranks on one GPU under MPS (the development view)
+    if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$out/osu_gap.txt"; fi
+    for m in 0 1 0 1; do
+        echo "## CGPU_BENCH_OSU $m" >> "$out/osu_gap.txt"
+        CGPU_BENCH_OSU=$m timeout -k 5 60 "${R[@]}" -np 2 -x CGPU_BENCH_OSU ${GAP_MCA:-} \
+            bench/bench_colls ${GAP_COLLS:-allreduce,allreduce_char,alltoall} ${GAP_MAX:-65536} 8 >> "$out/osu_gap.txt" 2>&1
+    done
+    if [ "${OSU_MPS:-0}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
+    awk '/^## CGPU/{v=$3} /^# /{c=$2; printf "\nosu %s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/osu_gap.txt"; echo
 fi
 if has pending; then # threads, RAS, scale and trace on the cuda backend (with 'prof' for the profiler)
     run pend_comms_np4 150 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_comms
