@@ -4,7 +4,7 @@
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   staged_mps ring_tree progress
-#   lat pending osu_gap
+#   lat pending osu_gap ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
@@ -404,6 +404,31 @@ if has osu_gap; then # back to back against OSU's pattern (each call alone betwe
     done
     if [ "${OSU_MPS:-0}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
     awk '/^## CGPU/{v=$3} /^# /{c=$2; printf "\nosu %s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/osu_gap.txt"; echo
+fi
+if has ab; then # A/B: this tree ("new") against it with AB_PATCH reversed ("old"), calls alternating
+    # in one session (AB_MPS=1: 2 ranks on one GPU under MPS); back to back and OSU's pattern
+    ab=/tmp/cgpu_ab; rm -rf "$ab"; mkdir -p "$ab/new" "$ab/old"
+    cp .libs/mca_coll_gpu.so "$ab/new/"
+    if patch -R -p1 < "$AB_PATCH" > "$out/ab_build.log" 2>&1 && make -j16 >> "$out/ab_build.log" 2>&1; then
+        cp .libs/mca_coll_gpu.so "$ab/old/"
+    else
+        tail -20 "$out/ab_build.log"; echo "ab: the old build failed"
+    fi
+    patch -p1 < "$AB_PATCH" >> "$out/ab_build.log" 2>&1 && make -j16 >> "$out/ab_build.log" 2>&1 || echo "ab: restoring the new build failed"
+    X=()
+    if [ "${AB_MPS:-1}" = 1 ] && mps_start; then X=(-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY); echo "## under MPS, 2 ranks on one GPU" >> "$out/ab.txt"; fi
+    for round in 1 2; do
+        for v in old new; do
+            for m in 0 1; do
+                echo "## $v CGPU_BENCH_OSU $m round $round" >> "$out/ab.txt"
+                CGPU_BENCH_OSU=$m timeout -k 5 60 mpirun --allow-run-as-root --oversubscribe --mca mca_base_component_path "$ab/$v:$pkglib" \
+                    --mca coll gpu,tuned,libnbc,basic,self ${CGPU_MPIRUN_EXTRA:-} "${X[@]}" -np 2 -x CGPU_BENCH_OSU \
+                    ${AB_MCA:-} bench/bench_colls ${AB_COLLS:-allreduce,alltoall,allgather} ${AB_MAX:-65536} 8 >> "$out/ab.txt" 2>&1
+            done
+        done
+    done
+    if [ "${AB_MPS:-1}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
+    awk '/^## (old|new)/{v=$2" osu"$4} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/ab.txt"; echo
 fi
 if has pending; then # threads, RAS, scale and trace on the cuda backend (with 'prof' for the profiler)
     run pend_comms_np4 150 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_comms
