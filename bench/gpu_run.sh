@@ -4,7 +4,7 @@
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   staged_mps ring_tree progress
-#   lat pending osu_gap ab (AB_PATCH=file: this tree against it with the patch reversed)
+#   lat pending goals osu_gap ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
@@ -429,6 +429,35 @@ if has ab; then # A/B: this tree ("new") against it with AB_PATCH reversed ("old
     done
     if [ "${AB_MPS:-1}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
     awk '/^## (old|new)/{v=$2" osu"$4} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/ab.txt"; echo
+fi
+if has goals; then # issue 13's latency and bandwidth goals in one run (2x H200, one rank per GPU):
+    # bench_colls back to back and in OSU's pattern (ours and NCCL), OSU 7.4 -d cuda up to 64 KiB,
+    # the 512 MiB allreduce; then one line per goal
+    G=(allreduce,allreduce_char,alltoall,allgather,reduce_scatter,bcast,reduce 65536 8)
+    for m in 0 1; do
+        CGPU_BENCH_OSU=$m timeout -k 5 120 "${MPIRUN[@]}" -np 2 -x CGPU_BENCH_OSU ${GOALS_MCA:-} bench/bench_colls "${G[@]}" > "$out/goals_bench_osu$m.txt" 2>&1
+    done
+    timeout -k 5 120 "${MPIRUN[@]}" -np 2 ${GOALS_MCA:-} bench/bench_colls allreduce 536870912 536870912 > "$out/goals_512m.txt" 2>&1
+    if [ -x .osu/configure ] && [ ! -x .osu/c/mpi/collective/blocking/osu_allreduce ]; then
+        ( top=$PWD && cd .osu && touch aclocal.m4 && sleep 1 && touch configure Makefile.in && find . -name Makefile.in -exec touch {} + &&
+          ./configure CC=mpicc CXX=mpicxx --enable-cuda --with-cuda-include=/usr/local/cuda/include \
+              --with-cuda-libpath=/usr/local/cuda/lib64 &&
+          make -j16 -C c/mpi/collective/blocking CFLAGS="-O2 -I/usr/local/cuda/include -include $top/bench/osu_cuda13_compat.h" ) \
+            > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
+    fi
+    for b in osu_allreduce osu_reduce osu_bcast osu_allgather osu_alltoall osu_reduce_scatter_block; do
+        [ -x .osu/c/mpi/collective/blocking/$b ] || continue
+        echo "## $b" >> "$out/goals_osu.txt"
+        timeout -k 5 90 "${MPIRUN[@]}" -np 2 ${GOALS_MCA:-} .osu/c/mpi/collective/blocking/$b -d cuda -m 1:65536 >> "$out/goals_osu.txt" 2>&1
+    done
+    # bench rows: bytes ours_us ours_busbw nccl_us ...; OSU rows: bytes us
+    for f in goals_bench_osu0 goals_bench_osu1; do
+        awk -v f="$f" '/^# [a-z]/{c=$2} /^ +[0-9]/{if ($1==8 && c=="allreduce") a8=$2; if ($2>mx) {mx=$2; mc=c" "$1} if ($4>nx) nx=$4}
+            END{printf "%s: 8 B allreduce %.2f us (goal <= 8); slowest up to 64 KiB %.2f us (%s B, goal <= 10); NCCL up to %.2f\n", f, a8, mx, mc, nx}' "$out/$f.txt"
+    done
+    awk '/^## /{c=$2} /^[0-9]/{if ($1==8 && c=="osu_allreduce") a8=$2; if ($1<=65536 && $2>mx) {mx=$2; mc=c" "$1}}
+        END{printf "OSU -d cuda: 8 B osu_allreduce %.2f us (goal <= 8); slowest up to 64 KiB %.2f us (%s B, goal <= 10)\n", a8, mx, mc}' "$out/goals_osu.txt"
+    awk '/^ +[0-9]/{printf "allreduce 512 MiB: busbw %.2f GB/s (goal >= 360), NCCL %.2f\n", $3, $5}' "$out/goals_512m.txt"
 fi
 if has pending; then # threads, RAS, scale and trace on the cuda backend (with 'prof' for the profiler)
     run pend_comms_np4 150 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_comms
