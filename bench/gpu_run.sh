@@ -278,7 +278,7 @@ if has prof; then # the threaded profiler test on the cuda backend (default bind
     chk=$PWD/test/prof/.libs/libcgpu_prof_check.so
     export CGPU_PROF_CHECK_PLUGIN=$chk
     run prof_np2 120 2 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
-    run prof_np4 150 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
+    run prof_np4 240 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_profiler "$chk" -x CGPU_PROF_CHECK_PLUGIN test/mpi/test_profiler
     grep -h "events\|transport\|PASSED\|FAILED" "$out"/prof_np*.log | head -12
 fi
 if has ce; then # the copy-engine path forced on every alltoall and 2-rank bcast and reduce, then measured
