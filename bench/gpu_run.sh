@@ -4,7 +4,7 @@
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   staged_mps ring_tree progress
-#   lat pending goals osu_gap ab (AB_PATCH=file: this tree against it with the patch reversed)
+#   lat pending goals shared osu_gap ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
@@ -15,8 +15,11 @@ steps=${*:-build smoke test bench}
 case " $steps " in *" pending "*) steps="$steps prof" ;; esac # pending includes the profiler test
 has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 pkglib=$(ompi_info --path pkglibdir --parsable | cut -d: -f3)
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca mca_base_component_path "$PWD/.libs:$pkglib"
+# ranks that share a GPU without MPS take no engine by default (coll_gpu_cuda_time_sliced):
+# the suite runs our kernels there anyway (more ranks than GPUs); MPIRUN_BASE keeps the default
+MPIRUN_BASE=(mpirun --allow-run-as-root --oversubscribe --mca mca_base_component_path "$PWD/.libs:$pkglib"
         --mca coll gpu,tuned,libnbc,basic,self ${CGPU_MPIRUN_EXTRA:-})
+MPIRUN=("${MPIRUN_BASE[@]}" --mca coll_gpu_cuda_time_sliced 1)
 pass=0; fail=0
 run() { run_one "$@"; }
 run_one() { # name timeout np args...
@@ -458,6 +461,29 @@ if has goals; then # issue 13's latency and bandwidth goals in one run (2x H200,
     awk '/^## /{c=$2} /^[0-9]/{if ($1==8 && c=="osu_allreduce") a8=$2; if ($1<=65536 && $2>mx) {mx=$2; mc=c" "$1}}
         END{printf "OSU -d cuda: 8 B osu_allreduce %.2f us (goal <= 8); slowest up to 64 KiB %.2f us (%s B, goal <= 10)\n", a8, mx, mc}' "$out/goals_osu.txt"
     awk '/^ +[0-9]/{printf "allreduce 512 MiB: busbw %.2f GB/s (goal >= 360), NCCL %.2f\n", $3, $5}' "$out/goals_512m.txt"
+fi
+if has shared; then # ranks sharing a GPU, default settings: without MPS no engine (host copies to
+    # the previous module, every result checked), under MPS our kernels; then the latency each way
+    KEEP=("${MPIRUN[@]}"); MPIRUN=("${MPIRUN_BASE[@]}")
+    run shared_colls_np2 200 2 --mca coll_gpu_verbose 100 test/gpu/test_cuda_colls shared
+    echo "shared_colls_np2 (no MPS): $(grep -c 'share a GPU and not all are MPS' "$out/shared_colls_np2.log") notices, kernel calls $(grep -c 'cuda: \(ring mode\|resident\|oneshot\|alltoall rank\)' "$out/shared_colls_np2.log")"
+    run shared_colls_np4 240 4 test/gpu/test_cuda_colls shared
+    for v in 0 1; do
+        echo "## no MPS, coll_gpu_cuda_time_sliced $v" >> "$out/shared_lat.txt"
+        timeout -k 5 120 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_time_sliced $v bench/bench_colls \
+            ${SHARED_COLLS:-allreduce,alltoall} ${SHARED_MAX:-65536} 8 >> "$out/shared_lat.txt" 2>&1
+    done
+    if mps_start; then
+        run shared_mps_colls_np2 200 2 --mca coll_gpu_verbose 100 -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY test/gpu/test_cuda_colls quick
+        echo "shared_mps_colls_np2 (MPS): $(grep -c 'share a GPU and not all are MPS' "$out/shared_mps_colls_np2.log") notices, kernel calls $(grep -c 'cuda: \(ring mode\|resident\|oneshot\|alltoall rank\)' "$out/shared_mps_colls_np2.log")"
+        gzip -f "$out/shared_mps_colls_np2.log"
+        echo "## MPS, defaults" >> "$out/shared_lat.txt"
+        timeout -k 5 120 "${MPS[@]}" -np 2 bench/bench_colls ${SHARED_COLLS:-allreduce,alltoall} ${SHARED_MAX:-65536} 8 >> "$out/shared_lat.txt" 2>&1
+        mps_stop
+    fi
+    gzip -f "$out/shared_colls_np2.log"
+    awk '/^##/{v=$0} /^# [a-z]/{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/shared_lat.txt"; echo
+    MPIRUN=("${KEEP[@]}")
 fi
 if has pending; then # threads, RAS, scale and trace on the cuda backend (with 'prof' for the profiler)
     run pend_comms_np4 150 4 --mca coll_gpu_cuda_timeout 15 test/mpi/test_comms

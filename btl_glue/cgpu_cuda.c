@@ -80,6 +80,19 @@ int cgpu_cuda_current_device(void)
     return d;
 }
 
+int cgpu_cuda_mps_enabled(int device)
+{
+    /* cudaDevAttrMpsEnabled (133) by number: a runtime older than the attribute answers
+     * with an error, read as unknown */
+    int v = -1;
+    if (!cgpu_cuda_available() ||
+        cudaSuccess != cudaDeviceGetAttribute(&v, (enum cudaDeviceAttr) 133, device)) {
+        (void) cudaGetLastError();
+        return -1;
+    }
+    return 0 != v;
+}
+
 cgpu_status_t cgpu_cuda_set_device(int device)
 {
     return cgpu_cuda_check((int) cudaSetDevice(device), "cudaSetDevice");
@@ -575,6 +588,12 @@ cgpu_mem_kind_t cgpu_cuda_mem_kind(const void *ptr, int *device)
 
 int cgpu_cuda_current_device(void)
 {
+    return -1;
+}
+
+int cgpu_cuda_mps_enabled(int device)
+{
+    (void) device;
     return -1;
 }
 

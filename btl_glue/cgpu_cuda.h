@@ -34,6 +34,9 @@ cgpu_mem_kind_t cgpu_cuda_mem_kind(const void *ptr, int *device);
 
 /** The calling thread's current device, or -1. */
 int cgpu_cuda_current_device(void);
+/** Whether contexts on @p device are MPS clients: 1 yes, 0 no, -1 unknown (a runtime
+ *  without the attribute, or no device). */
+int cgpu_cuda_mps_enabled(int device);
 
 /** Make @p device current for the calling thread. */
 cgpu_status_t cgpu_cuda_set_device(int device);

@@ -71,6 +71,7 @@ typedef struct mca_coll_gpu_component_t {
     double cuda_resident_idle_us;
     int cuda_resident_max_kernels;
     bool cuda_setup_exclusive;
+    bool cuda_time_sliced;
     char *profiler; /* path of a profiler plugin */
     char *ofi_provider;               /* inter-node proxy: libfabric provider ("" = best) */
     int proxy_max_peers;              /* ... peers one process connects to at most */

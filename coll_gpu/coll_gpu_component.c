@@ -399,6 +399,15 @@ static int gpu_register(void)
         "such calls wait for running kernels; false: it does not wait (an experiment on the "
         "threaded defect, see README)",
         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &c->cuda_setup_exclusive);
+    c->cuda_time_sliced = d.cuda_time_sliced;
+    reg("cuda_time_sliced",
+        "cuda backend: where ranks of a communicator share a GPU and not all of them are MPS "
+        "clients, the GPU runs their kernels in turn, a time slice each, and a collective "
+        "(whose kernels wait for each other) takes milliseconds; so by default such a "
+        "communicator takes no engine and device buffers go through host copies to the "
+        "previous coll module. true: run our kernels there anyway (tests of the kernels with "
+        "more ranks than GPUs)",
+        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_6, &c->cuda_time_sliced);
     c->cuda_stream_order = d.cuda_stream_order;
     reg_enum("cuda_stream_order",
              "cuda backend: how a collective on device memory starts on the GPU only after the "
@@ -544,6 +553,7 @@ static int gpu_open(void)
     cfg.cuda_resident_idle_us = c->cuda_resident_idle_us;
     cfg.cuda_resident_max_kernels = c->cuda_resident_max_kernels;
     cfg.cuda_setup_exclusive = c->cuda_setup_exclusive;
+    cfg.cuda_time_sliced = c->cuda_time_sliced;
     cfg.profiler = c->profiler;
     cfg.ofi_provider = c->ofi_provider;
     cfg.stage_host_buffers = c->stage_host_buffers;

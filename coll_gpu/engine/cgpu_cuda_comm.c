@@ -289,6 +289,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     if (CGPU_OK != cgpu_cuda_pci_bus_id(cc->device, rec->bus, (int) sizeof(rec->bus) - 1)) {
         snprintf(rec->bus, sizeof(rec->bus), "?%d", comm->rank); /* unknown: shares nothing */
     }
+    rec->mps = cgpu_cuda_mps_enabled(cc->device);
     return CGPU_OK;
 }
 
@@ -301,14 +302,20 @@ static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     /* the most ranks on one device, from every record, so every rank says the same */
-    int share = 1;
-    for (int i = 0; i < comm->size; ++i) {
-        int on_i = 0;
-        for (int j = 0; j < comm->size; ++j) {
-            on_i += 0 == strncmp(rec_of(handles, i)->bus, rec_of(handles, j)->bus,
-                                 sizeof(rec_of(handles, i)->bus));
+    bool sliced;
+    const int share = cgpu_cuda_share_plan(rec_of(handles, 0), comm->size, &sliced);
+    if (sliced && !cgpu_engine_config()->cuda_time_sliced) {
+        static atomic_bool told;
+        if (0 == comm->rank) {
+            cgpu_log(atomic_exchange(&told, true) ? CGPU_LOG_INFO : CGPU_LOG_WARN,
+                     "cuda: up to %d ranks of a communicator share a GPU and not all are MPS "
+                     "clients: the GPU would run their kernels in turn, a time slice each "
+                     "(milliseconds a call), so device buffers on this communicator go "
+                     "through host copies to the previous coll module (start an MPS daemon "
+                     "for our kernels, or set coll_gpu_cuda_time_sliced to run them anyway)",
+                     share);
         }
-        share = on_i > share ? on_i : share;
+        return CGPU_ERR_NOT_SUPPORTED; /* every rank: the same records */
     }
     cc->shared_device = share > 1;
     if (share > 1) {

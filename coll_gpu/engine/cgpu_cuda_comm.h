@@ -8,17 +8,48 @@
 #ifndef CGPU_CUDA_COMM_H
 #define CGPU_CUDA_COMM_H
 
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
 #include "btl_glue/cgpu_cuda.h"
 #include "cgpu_comm_internal.h"
 #include "cgpu_cuda_pool.h"
 
 /** What each rank publishes at set-up: its inbox's IPC handle and release word offset, and
- * its device's PCI bus id (ranks of one node that share a device find each other by it). */
+ * its device's PCI bus id (ranks of one node that share a device find each other by it),
+ * and whether its context there is an MPS client. */
 typedef struct cgpu_cuda_inbox_rec {
     char handle[CGPU_CUDA_IPC_HANDLE_BYTES];
     uint64_t release_off;
     char bus[32];
+    int32_t mps; /* cgpu_cuda_mps_enabled: 1, 0, or -1 unknown */
+    int32_t unused;
 } cgpu_cuda_inbox_rec_t;
+
+/** From n ranks' records (the same on every rank, so every rank answers the same): the most
+ * ranks on one device, and in *time_sliced whether some device is shared by ranks that are
+ * not all MPS clients there (the GPU then runs their kernels in turn, a time slice each,
+ * and kernels that wait for each other take milliseconds a call). */
+static inline int cgpu_cuda_share_plan(const cgpu_cuda_inbox_rec_t *recs, int n,
+                                       bool *time_sliced)
+{
+    int share = 1;
+    *time_sliced = false;
+    for (int i = 0; i < n; ++i) {
+        int on_i = 0;
+        bool all_mps = true;
+        for (int j = 0; j < n; ++j) {
+            if (0 == strncmp(recs[i].bus, recs[j].bus, sizeof(recs[i].bus))) {
+                on_i++;
+                all_mps = all_mps && 1 == recs[j].mps;
+            }
+        }
+        share = on_i > share ? on_i : share;
+        *time_sliced = *time_sliced || (on_i > 1 && !all_mps);
+    }
+    return share;
+}
 
 /** Take this rank's inbox (pool or new) and stream on the current device; fill the
  * record (a cgpu_cuda_inbox_rec_t) its peers need. */

@@ -9,9 +9,13 @@
  *     field, and the packed count/blocks/exit word round-trips.
  */
 #include <CUnit/Basic.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "cgpu_cuda_comm.h"
 #include "cunit_run.h"
 #include "kernels/cgpu_cuda_kernels.h"
 
@@ -147,6 +151,84 @@ static void test_resident_packing(void)
     CU_ASSERT_NOT_EQUAL(CGPU_CUDA_RESIDENT_EXIT & CGPU_CUDA_RESIDENT_COUNT_MASK, CGPU_CUDA_RESIDENT_EXIT);
 }
 
+/* n ranks: rank i on device dev[i] (a bus id per device), MPS client or not per mps[i] */
+static void fill_recs(cgpu_cuda_inbox_rec_t *r, int n, const int *dev, const int *mps)
+{
+    memset(r, 0, sizeof(*r) * (size_t) n);
+    for (int i = 0; i < n; ++i) {
+        snprintf(r[i].bus, sizeof(r[i].bus), "0000:%02x:00.0", 0x10 + dev[i]);
+        r[i].mps = mps[i];
+    }
+}
+
+/* the reference: per device, its ranks counted and their MPS answers all 1 */
+static int share_reference(const int *dev, const int *mps, int n, bool *sliced)
+{
+    int most = 1;
+    *sliced = false;
+    for (int d = 0; d < 16; ++d) {
+        int on = 0, clients = 0;
+        for (int i = 0; i < n; ++i) {
+            on += dev[i] == d;
+            clients += dev[i] == d && 1 == mps[i];
+        }
+        most = on > most ? on : most;
+        *sliced = *sliced || (on > 1 && clients < on);
+    }
+    return most;
+}
+
+/* which ranks share a device, and whether the GPU would time-slice their kernels */
+static void test_share_plan(void)
+{
+    cgpu_cuda_inbox_rec_t r[8];
+    bool sliced;
+    const int one_each[4] = {0, 1, 2, 3}, no_mps[4] = {0, 0, 0, 0};
+    fill_recs(r, 4, one_each, no_mps);
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, 4, &sliced), 1); /* a GPU each: no MPS needed */
+    CU_ASSERT_FALSE(sliced);
+    const int two_two[4] = {0, 0, 1, 1}, all_mps[4] = {1, 1, 1, 1};
+    fill_recs(r, 4, two_two, no_mps);
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, 4, &sliced), 2); /* 4 ranks, 2 GPUs, no MPS */
+    CU_ASSERT_TRUE(sliced);
+    fill_recs(r, 4, two_two, all_mps);
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, 4, &sliced), 2); /* the same under MPS */
+    CU_ASSERT_FALSE(sliced);
+    const int one_unknown[4] = {1, -1, 1, 1}, one_gpu_no_mps[4] = {1, 1, 0, 1};
+    fill_recs(r, 4, two_two, one_unknown);
+    (void) cgpu_cuda_share_plan(r, 4, &sliced); /* unknown counts as no MPS */
+    CU_ASSERT_TRUE(sliced);
+    fill_recs(r, 4, two_two, one_gpu_no_mps);
+    (void) cgpu_cuda_share_plan(r, 4, &sliced); /* one shared GPU without it is enough */
+    CU_ASSERT_TRUE(sliced);
+    const int alone_no_mps[4] = {0, 0, 1, 2}, mixed[4] = {1, 1, 0, 0};
+    fill_recs(r, 4, alone_no_mps, mixed);
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, 4, &sliced), 2); /* the ranks alone need no MPS */
+    CU_ASSERT_FALSE(sliced);
+    /* unknown bus ids ("?rank", cgpu_cuda_comm_setup) share nothing */
+    memset(r, 0, sizeof(r));
+    for (int i = 0; i < 3; ++i) {
+        snprintf(r[i].bus, sizeof(r[i].bus), "?%d", i);
+    }
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, 3, &sliced), 1);
+    CU_ASSERT_FALSE(sliced);
+    /* random layouts against the reference */
+    unsigned seed = 12345;
+    for (int t = 0; t < 2000; ++t) {
+        const int n = 1 + (int) ((seed = seed * 1103515245u + 12345u) >> 16) % 8;
+        int dev[8], mps[8];
+        for (int i = 0; i < n; ++i) {
+            dev[i] = (int) ((seed = seed * 1103515245u + 12345u) >> 16) % 4;
+            mps[i] = (int) ((seed = seed * 1103515245u + 12345u) >> 16) % 3 - 1;
+        }
+        bool want;
+        const int most = share_reference(dev, mps, n, &want);
+        fill_recs(r, n, dev, mps);
+        CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, n, &sliced), most);
+        CU_ASSERT_EQUAL(sliced, want);
+    }
+}
+
 int main(void)
 {
     static const cgpu_unit_case_t cases[] = {
@@ -154,6 +236,7 @@ int main(void)
         {"copy-engine allreduce halves and their pieces", test_ce_allreduce_halves},
         {"resident descriptor tags reject torn parts", test_resident_tags},
         {"resident descriptor word packing", test_resident_packing},
+        {"ranks sharing a device, and time slices without MPS", test_share_plan},
     };
     return cgpu_unit_run("test_cuda_plan", cases, sizeof(cases) / sizeof(cases[0]));
 }
