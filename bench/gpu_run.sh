@@ -468,6 +468,8 @@ if has shared; then # ranks sharing a GPU, default settings: without MPS no engi
     run shared_colls_np2 200 2 --mca coll_gpu_verbose 100 test/gpu/test_cuda_colls shared
     echo "shared_colls_np2 (no MPS): $(grep -c 'share a GPU and not all are MPS' "$out/shared_colls_np2.log") notices, kernel calls $(grep -c 'cuda: \(ring mode\|resident\|oneshot\|alltoall rank\)' "$out/shared_colls_np2.log")"
     run shared_colls_np4 240 4 test/gpu/test_cuda_colls shared
+    run shared_nb_np2 150 2 -x CGPU_TEST_NO_ENGINE=1 test/gpu/test_cuda_nb
+    run shared_nb_threads_np2 150 2 -x CGPU_TEST_NO_ENGINE=1 test/gpu/test_cuda_nb threads
     for v in 0 1; do
         echo "## no MPS, coll_gpu_cuda_time_sliced $v" >> "$out/shared_lat.txt"
         timeout -k 5 120 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_time_sliced $v bench/bench_colls \
