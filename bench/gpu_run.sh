@@ -462,14 +462,16 @@ if has goals; then # issue 13's latency and bandwidth goals in one run (2x H200,
         END{printf "OSU -d cuda: 8 B osu_allreduce %.2f us (goal <= 8); slowest up to 64 KiB %.2f us (%s B, goal <= 10)\n", a8, mx, mc}' "$out/goals_osu.txt"
     awk '/^ +[0-9]/{printf "allreduce 512 MiB: busbw %.2f GB/s (goal >= 360), NCCL %.2f\n", $3, $5}' "$out/goals_512m.txt"
 fi
-if has shared; then # ranks sharing a GPU, default settings: without MPS no engine (host copies to
-    # the previous module, every result checked), under MPS our kernels; then the latency each way
+if has shared; then # ranks sharing a GPU, default settings: without MPS the engine's host backend
+    # (device buffers staged through host copies, every result checked), under MPS our kernels;
+    # then the latency each way
     KEEP=("${MPIRUN[@]}"); MPIRUN=("${MPIRUN_BASE[@]}")
     run shared_colls_np2 200 2 --mca coll_gpu_verbose 100 test/gpu/test_cuda_colls shared
     echo "shared_colls_np2 (no MPS): $(grep -c 'share a GPU and not all are MPS' "$out/shared_colls_np2.log") notices, kernel calls $(grep -c 'cuda: \(ring mode\|resident\|oneshot\|alltoall rank\)' "$out/shared_colls_np2.log")"
     run shared_colls_np4 240 4 test/gpu/test_cuda_colls shared
-    run shared_nb_np2 150 2 -x CGPU_TEST_NO_ENGINE=1 test/gpu/test_cuda_nb
-    run shared_nb_threads_np2 150 2 -x CGPU_TEST_NO_ENGINE=1 test/gpu/test_cuda_nb threads
+    run shared_nb_np2 150 2 test/gpu/test_cuda_nb
+    run shared_nb_threads_np2 150 2 test/gpu/test_cuda_nb threads
+    run shared_types_np2 150 2 test/gpu/test_cuda_types
     for v in 0 1; do
         echo "## no MPS, coll_gpu_cuda_time_sliced $v" >> "$out/shared_lat.txt"
         timeout -k 5 120 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_time_sliced $v bench/bench_colls \

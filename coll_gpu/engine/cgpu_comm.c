@@ -25,6 +25,7 @@ typedef struct cgpu_peer_info {
     int32_t status; /* this rank's local result so far */
     int32_t cuda_ok; /* this process can run the cuda backend */
     int32_t device;
+    cgpu_cuda_dev_rec_t dev; /* its device's bus id and MPS answer (ranks sharing a GPU) */
     uint64_t slot_bytes;
     uint64_t nslots;
     uint64_t stage_bytes;
@@ -245,6 +246,12 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     me.stage_bytes = cfg->stage_bytes;
     me.cuda_ok = (CGPU_BACKEND_HOST != cfg->backend && cgpu_cuda_available()) ? 1 : 0;
     me.device = cgpu_cuda_current_device();
+    if (me.cuda_ok) {
+        cgpu_cuda_dev_rec(&me.dev, me.device, bs->rank);
+    } else {
+        snprintf(me.dev.bus, sizeof(me.dev.bus), "?%d", bs->rank);
+        me.dev.mps = -1;
+    }
     if (NULL != comm && NULL != comm->self_seg.base) {
         snprintf(me.seg_name, sizeof(me.seg_name), "%s", comm->self_seg.name);
     }
@@ -284,6 +291,30 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         if (nnodes < 0) {
             st = CGPU_ERR_NO_MEMORY; /* tables of a few ints per rank: the process is dying */
             goto out_release;
+        }
+    }
+
+    /* One node, the cuda backend chosen by auto: ranks sharing a GPU without MPS would run
+     * their kernels in turn, a time slice each (milliseconds a call), so the communicator
+     * takes the host backend instead (device buffers staged through host copies; the same
+     * on every rank, from the same table), unless coll_gpu_cuda_time_sliced */
+    if (CGPU_BACKEND_CUDA == comm->backend && CGPU_BACKEND_AUTO == cfg->backend &&
+        !cfg->cuda_time_sliced && bs->size > 1) {
+        bool sliced;
+        const int share = cgpu_cuda_share_plan(&all[0].dev, sizeof(all[0]), bs->size, &sliced);
+        if (sliced) {
+            static atomic_bool told;
+            if (0 == bs->rank) {
+                cgpu_log(atomic_exchange(&told, true) ? CGPU_LOG_INFO : CGPU_LOG_WARN,
+                         "engine: up to %d ranks of a communicator share a GPU and not all are "
+                         "MPS clients: the GPU would run their kernels in turn, a time slice "
+                         "each (milliseconds a call), so this communicator runs the host "
+                         "backend, device buffers staged through host copies (start an MPS "
+                         "daemon for our kernels, or set coll_gpu_cuda_time_sliced to run them "
+                         "anyway)",
+                         share);
+            }
+            comm->backend = CGPU_BACKEND_HOST;
         }
     }
 

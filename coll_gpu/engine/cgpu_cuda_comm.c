@@ -285,12 +285,18 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cgpu_cuda_inbox_rec_t *rec = handle_out;
     memcpy(rec->handle, cc->ib.handle, sizeof(rec->handle));
     rec->release_off = cc->ib.bytes;
-    memset(rec->bus, 0, sizeof(rec->bus));
-    if (CGPU_OK != cgpu_cuda_pci_bus_id(cc->device, rec->bus, (int) sizeof(rec->bus) - 1)) {
-        snprintf(rec->bus, sizeof(rec->bus), "?%d", comm->rank); /* unknown: shares nothing */
-    }
-    rec->mps = cgpu_cuda_mps_enabled(cc->device);
+    cgpu_cuda_dev_rec(&rec->dev, cc->device, comm->rank);
     return CGPU_OK;
+}
+
+void cgpu_cuda_dev_rec(cgpu_cuda_dev_rec_t *rec, int device, int rank)
+{
+    memset(rec, 0, sizeof(*rec));
+    if (device < 0 ||
+        CGPU_OK != cgpu_cuda_pci_bus_id(device, rec->bus, (int) sizeof(rec->bus) - 1)) {
+        snprintf(rec->bus, sizeof(rec->bus), "?%d", rank); /* unknown: shares nothing */
+    }
+    rec->mps = device < 0 ? -1 : cgpu_cuda_mps_enabled(device);
 }
 
 static const cgpu_cuda_inbox_rec_t *rec_of(const char *handles, int i)
@@ -301,22 +307,11 @@ static const cgpu_cuda_inbox_rec_t *rec_of(const char *handles, int i)
 static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    /* the most ranks on one device, from every record, so every rank says the same */
+    /* the most ranks on one device, from every record, so every rank says the same (a
+     * time-sliced GPU took the host backend already, unless coll_gpu_cuda_time_sliced) */
     bool sliced;
-    const int share = cgpu_cuda_share_plan(rec_of(handles, 0), comm->size, &sliced);
-    if (sliced && !cgpu_engine_config()->cuda_time_sliced) {
-        static atomic_bool told;
-        if (0 == comm->rank) {
-            cgpu_log(atomic_exchange(&told, true) ? CGPU_LOG_INFO : CGPU_LOG_WARN,
-                     "cuda: up to %d ranks of a communicator share a GPU and not all are MPS "
-                     "clients: the GPU would run their kernels in turn, a time slice each "
-                     "(milliseconds a call), so device buffers on this communicator go "
-                     "through host copies to the previous coll module (start an MPS daemon "
-                     "for our kernels, or set coll_gpu_cuda_time_sliced to run them anyway)",
-                     share);
-        }
-        return CGPU_ERR_NOT_SUPPORTED; /* every rank: the same records */
-    }
+    const int share = cgpu_cuda_share_plan(&rec_of(handles, 0)->dev,
+                                           sizeof(cgpu_cuda_inbox_rec_t), comm->size, &sliced);
     cc->shared_device = share > 1;
     if (share > 1) {
         /* the kernels of a call wait for each other across the ranks: under MPS those of
@@ -1704,6 +1699,14 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
 }
 
 #else /* !CGPU_HAVE_CUDA */
+
+void cgpu_cuda_dev_rec(cgpu_cuda_dev_rec_t *rec, int device, int rank)
+{
+    (void) device;
+    memset(rec, 0, sizeof(*rec));
+    snprintf(rec->bus, sizeof(rec->bus), "?%d", rank); /* no device: shares nothing */
+    rec->mps = -1;
+}
 
 bool cgpu_cuda_comm_supports(cgpu_dtype_t dt, cgpu_op_t op)
 {

@@ -16,33 +16,47 @@
 #include "cgpu_comm_internal.h"
 #include "cgpu_cuda_pool.h"
 
+/** A rank's device as its peers see it: the PCI bus id (ranks of one node that share a
+ * device find each other by it; "?rank" when unknown, which shares nothing) and whether its
+ * context there is an MPS client (cgpu_cuda_mps_enabled: 1, 0, or -1 unknown). */
+typedef struct cgpu_cuda_dev_rec {
+    char bus[32];
+    int32_t mps;
+    int32_t unused;
+} cgpu_cuda_dev_rec_t;
+
+/** Fill @p rec for @p device (the current one), @p rank naming an unknown bus. */
+void cgpu_cuda_dev_rec(cgpu_cuda_dev_rec_t *rec, int device, int rank);
+
 /** What each rank publishes at set-up: its inbox's IPC handle and release word offset, and
- * its device's PCI bus id (ranks of one node that share a device find each other by it),
- * and whether its context there is an MPS client. */
+ * its device. */
 typedef struct cgpu_cuda_inbox_rec {
     char handle[CGPU_CUDA_IPC_HANDLE_BYTES];
     uint64_t release_off;
-    char bus[32];
-    int32_t mps; /* cgpu_cuda_mps_enabled: 1, 0, or -1 unknown */
-    int32_t unused;
+    cgpu_cuda_dev_rec_t dev;
 } cgpu_cuda_inbox_rec_t;
 
-/** From n ranks' records (the same on every rank, so every rank answers the same): the most
- * ranks on one device, and in *time_sliced whether some device is shared by ranks that are
- * not all MPS clients there (the GPU then runs their kernels in turn, a time slice each,
- * and kernels that wait for each other take milliseconds a call). */
-static inline int cgpu_cuda_share_plan(const cgpu_cuda_inbox_rec_t *recs, int n,
+/** From n ranks' device records, `stride` bytes apart (the same table on every rank, so
+ * every rank answers the same): the most ranks on one device, and in *time_sliced whether
+ * some device is shared by ranks that are not all MPS clients there (the GPU then runs their
+ * kernels in turn, a time slice each, and kernels that wait for each other take
+ * milliseconds a call). */
+static inline int cgpu_cuda_share_plan(const cgpu_cuda_dev_rec_t *first, size_t stride, int n,
                                        bool *time_sliced)
 {
+    const char *base = (const char *) first;
     int share = 1;
     *time_sliced = false;
     for (int i = 0; i < n; ++i) {
+        const cgpu_cuda_dev_rec_t *a = (const cgpu_cuda_dev_rec_t *) (base + (size_t) i * stride);
         int on_i = 0;
         bool all_mps = true;
         for (int j = 0; j < n; ++j) {
-            if (0 == strncmp(recs[i].bus, recs[j].bus, sizeof(recs[i].bus))) {
+            const cgpu_cuda_dev_rec_t *b =
+                (const cgpu_cuda_dev_rec_t *) (base + (size_t) j * stride);
+            if (0 == strncmp(a->bus, b->bus, sizeof(a->bus))) {
                 on_i++;
-                all_mps = all_mps && 1 == recs[j].mps;
+                all_mps = all_mps && 1 == b->mps;
             }
         }
         share = on_i > share ? on_i : share;

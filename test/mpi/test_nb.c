@@ -80,15 +80,8 @@ static void expect(mt_pvars_t *pv, long nb_engine, long blocking_engine, long fa
      * collectives take the previous module */
     const char *ne = getenv("OMPI_MCA_coll_gpu_nb_engine");
     const int nb_off = (NULL != ne && 0 == strcmp(ne, "off")) || spans_fake_nodes(pv->comm);
-    long engine = (nb_off ? 0 : nb_engine) + blocking_engine;
+    const long engine = (nb_off ? 0 : nb_engine) + blocking_engine;
     fallback += nb_off ? nb_engine : 0;
-    /* CGPU_TEST_NO_ENGINE=1: communicators of 2+ ranks take no engine (ranks sharing a GPU
-     * without MPS): every call goes to the previous module */
-    const char *none = getenv("CGPU_TEST_NO_ENGINE");
-    if (NULL != none && 0 != atoi(none) && pv->size >= 2) {
-        fallback += engine;
-        engine = 0;
-    }
     unsigned long long e = 0, f = 0;
     if (!mt_pvars_available()) {
         return;

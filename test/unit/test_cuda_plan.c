@@ -152,7 +152,7 @@ static void test_resident_packing(void)
 }
 
 /* n ranks: rank i on device dev[i] (a bus id per device), MPS client or not per mps[i] */
-static void fill_recs(cgpu_cuda_inbox_rec_t *r, int n, const int *dev, const int *mps)
+static void fill_recs(cgpu_cuda_dev_rec_t *r, int n, const int *dev, const int *mps)
 {
     memset(r, 0, sizeof(*r) * (size_t) n);
     for (int i = 0; i < n; ++i) {
@@ -181,37 +181,47 @@ static int share_reference(const int *dev, const int *mps, int n, bool *sliced)
 /* which ranks share a device, and whether the GPU would time-slice their kernels */
 static void test_share_plan(void)
 {
-    cgpu_cuda_inbox_rec_t r[8];
+    cgpu_cuda_dev_rec_t r[8];
+    const size_t st = sizeof(r[0]);
     bool sliced;
     const int one_each[4] = {0, 1, 2, 3}, no_mps[4] = {0, 0, 0, 0};
     fill_recs(r, 4, one_each, no_mps);
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, 4, &sliced), 1); /* a GPU each: no MPS needed */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced), 1); /* a GPU each: no MPS needed */
     CU_ASSERT_FALSE(sliced);
     const int two_two[4] = {0, 0, 1, 1}, all_mps[4] = {1, 1, 1, 1};
     fill_recs(r, 4, two_two, no_mps);
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, 4, &sliced), 2); /* 4 ranks, 2 GPUs, no MPS */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced), 2); /* 4 ranks, 2 GPUs, no MPS */
     CU_ASSERT_TRUE(sliced);
     fill_recs(r, 4, two_two, all_mps);
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, 4, &sliced), 2); /* the same under MPS */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced), 2); /* the same under MPS */
     CU_ASSERT_FALSE(sliced);
     const int one_unknown[4] = {1, -1, 1, 1}, one_gpu_no_mps[4] = {1, 1, 0, 1};
     fill_recs(r, 4, two_two, one_unknown);
-    (void) cgpu_cuda_share_plan(r, 4, &sliced); /* unknown counts as no MPS */
+    (void) cgpu_cuda_share_plan(r, st, 4, &sliced); /* unknown counts as no MPS */
     CU_ASSERT_TRUE(sliced);
     fill_recs(r, 4, two_two, one_gpu_no_mps);
-    (void) cgpu_cuda_share_plan(r, 4, &sliced); /* one shared GPU without it is enough */
+    (void) cgpu_cuda_share_plan(r, st, 4, &sliced); /* one shared GPU without it is enough */
     CU_ASSERT_TRUE(sliced);
     const int alone_no_mps[4] = {0, 0, 1, 2}, mixed[4] = {1, 1, 0, 0};
     fill_recs(r, 4, alone_no_mps, mixed);
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, 4, &sliced), 2); /* the ranks alone need no MPS */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced), 2); /* the ranks alone need no MPS */
     CU_ASSERT_FALSE(sliced);
     /* unknown bus ids ("?rank", cgpu_cuda_comm_setup) share nothing */
     memset(r, 0, sizeof(r));
     for (int i = 0; i < 3; ++i) {
         snprintf(r[i].bus, sizeof(r[i].bus), "?%d", i);
     }
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, 3, &sliced), 1);
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 3, &sliced), 1);
     CU_ASSERT_FALSE(sliced);
+    /* records inside larger ones (the inbox record), read with its stride */
+    cgpu_cuda_inbox_rec_t in[4];
+    memset(in, 0, sizeof(in));
+    fill_recs(r, 4, two_two, no_mps);
+    for (int i = 0; i < 4; ++i) {
+        in[i].dev = r[i];
+    }
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(&in[0].dev, sizeof(in[0]), 4, &sliced), 2);
+    CU_ASSERT_TRUE(sliced);
     /* random layouts against the reference */
     unsigned seed = 12345;
     for (int t = 0; t < 2000; ++t) {
@@ -224,7 +234,7 @@ static void test_share_plan(void)
         bool want;
         const int most = share_reference(dev, mps, n, &want);
         fill_recs(r, n, dev, mps);
-        CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, n, &sliced), most);
+        CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, n, &sliced), most);
         CU_ASSERT_EQUAL(sliced, want);
     }
 }
