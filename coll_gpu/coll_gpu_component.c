@@ -403,10 +403,10 @@ static int gpu_register(void)
     reg("cuda_time_sliced",
         "cuda backend: where ranks of a communicator share a GPU and not all of them are MPS "
         "clients, the GPU runs their kernels in turn, a time slice each, and a collective "
-        "(whose kernels wait for each other) takes milliseconds; so by default such a "
-        "communicator takes no engine and device buffers go through host copies to the "
-        "previous coll module. true: run our kernels there anyway (tests of the kernels with "
-        "more ranks than GPUs)",
+        "(whose kernels wait for each other) takes milliseconds; so by default (with "
+        "coll_gpu_backend auto) such a communicator runs the host backend, device buffers "
+        "staged through host copies. true: run our kernels there anyway (tests of the "
+        "kernels with more ranks than GPUs)",
         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_6, &c->cuda_time_sliced);
     c->cuda_stream_order = d.cuda_stream_order;
     reg_enum("cuda_stream_order",
