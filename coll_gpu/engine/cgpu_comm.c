@@ -246,12 +246,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     me.stage_bytes = cfg->stage_bytes;
     me.cuda_ok = (CGPU_BACKEND_HOST != cfg->backend && cgpu_cuda_available()) ? 1 : 0;
     me.device = cgpu_cuda_current_device();
-    if (me.cuda_ok) {
-        cgpu_cuda_dev_rec(&me.dev, me.device, bs->rank);
-    } else {
-        snprintf(me.dev.bus, sizeof(me.dev.bus), "?%d", bs->rank);
-        me.dev.mps = -1;
-    }
+    cgpu_cuda_dev_rec(&me.dev, me.cuda_ok ? me.device : -1, bs->rank);
     if (NULL != comm && NULL != comm->self_seg.base) {
         snprintf(me.seg_name, sizeof(me.seg_name), "%s", comm->self_seg.name);
     }

@@ -289,16 +289,6 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     return CGPU_OK;
 }
 
-void cgpu_cuda_dev_rec(cgpu_cuda_dev_rec_t *rec, int device, int rank)
-{
-    memset(rec, 0, sizeof(*rec));
-    if (device < 0 ||
-        CGPU_OK != cgpu_cuda_pci_bus_id(device, rec->bus, (int) sizeof(rec->bus) - 1)) {
-        snprintf(rec->bus, sizeof(rec->bus), "?%d", rank); /* unknown: shares nothing */
-    }
-    rec->mps = device < 0 ? -1 : cgpu_cuda_mps_enabled(device);
-}
-
 static const cgpu_cuda_inbox_rec_t *rec_of(const char *handles, int i)
 {
     return (const cgpu_cuda_inbox_rec_t *) (handles + (size_t) i * sizeof(cgpu_cuda_inbox_rec_t));
@@ -1700,14 +1690,6 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
 
 #else /* !CGPU_HAVE_CUDA */
 
-void cgpu_cuda_dev_rec(cgpu_cuda_dev_rec_t *rec, int device, int rank)
-{
-    (void) device;
-    memset(rec, 0, sizeof(*rec));
-    snprintf(rec->bus, sizeof(rec->bus), "?%d", rank); /* no device: shares nothing */
-    rec->mps = -1;
-}
-
 bool cgpu_cuda_comm_supports(cgpu_dtype_t dt, cgpu_op_t op)
 {
     (void) dt, (void) op;
@@ -1783,3 +1765,14 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
 }
 
 #endif /* CGPU_HAVE_CUDA */
+
+/* with or without CUDA: the glue answers "unknown" without it */
+void cgpu_cuda_dev_rec(cgpu_cuda_dev_rec_t *rec, int device, int rank)
+{
+    memset(rec, 0, sizeof(*rec));
+    if (device < 0 ||
+        CGPU_OK != cgpu_cuda_pci_bus_id(device, rec->bus, (int) sizeof(rec->bus) - 1)) {
+        snprintf(rec->bus, sizeof(rec->bus), "?%d", rank); /* unknown: shares nothing */
+    }
+    rec->mps = device < 0 ? -1 : cgpu_cuda_mps_enabled(device);
+}
