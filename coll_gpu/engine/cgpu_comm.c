@@ -289,15 +289,17 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         }
     }
 
-    /* One node, the cuda backend chosen by auto: ranks sharing a GPU without MPS would run
-     * their kernels in turn, a time slice each (milliseconds a call), so the communicator
-     * takes the host backend instead (device buffers staged through host copies; the same
-     * on every rank, from the same table), unless coll_gpu_cuda_time_sliced */
-    if (CGPU_BACKEND_CUDA == comm->backend && CGPU_BACKEND_AUTO == cfg->backend &&
-        !cfg->cuda_time_sliced && bs->size > 1) {
+    /* One node, the cuda backend: how many ranks share a device, from the same table on
+     * every rank. Ranks sharing a GPU without MPS would run their kernels in turn, a time
+     * slice each (milliseconds a call), so where auto chose the cuda backend the
+     * communicator takes the host backend instead (device buffers staged through host
+     * copies), unless coll_gpu_cuda_time_sliced */
+    comm->dev_share = 1;
+    if (CGPU_BACKEND_CUDA == comm->backend) {
         bool sliced;
         const int share = cgpu_cuda_share_plan(&all[0].dev, sizeof(all[0]), bs->size, &sliced);
-        if (sliced) {
+        comm->dev_share = share;
+        if (sliced && CGPU_BACKEND_AUTO == cfg->backend && !cfg->cuda_time_sliced) {
             static atomic_bool told;
             if (0 == bs->rank) {
                 cgpu_log(atomic_exchange(&told, true) ? CGPU_LOG_INFO : CGPU_LOG_WARN,

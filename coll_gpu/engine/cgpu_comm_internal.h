@@ -64,6 +64,8 @@ typedef struct cgpu_ras {
 struct cgpu_comm {
     int magic; /* CGPU_COMM_ALIVE while usable */
     cgpu_backend_t backend;       /* HOST or CUDA, agreed at create */
+    int dev_share;                /* most ranks on one device (cuda, one node), from the
+                                   * first exchange: the same on every rank */
     struct cgpu_cuda_comm *cuda;  /* cuda backend state (NULL for HOST) */
     cgpu_net_t *net;              /* ranks on several nodes (cgpu_net.c); else NULL */
     int rank;

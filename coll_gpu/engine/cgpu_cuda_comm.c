@@ -285,7 +285,6 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cgpu_cuda_inbox_rec_t *rec = handle_out;
     memcpy(rec->handle, cc->ib.handle, sizeof(rec->handle));
     rec->release_off = cc->ib.bytes;
-    cgpu_cuda_dev_rec(&rec->dev, cc->device, comm->rank);
     return CGPU_OK;
 }
 
@@ -297,11 +296,8 @@ static const cgpu_cuda_inbox_rec_t *rec_of(const char *handles, int i)
 static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    /* the most ranks on one device, from every record, so every rank says the same (a
-     * time-sliced GPU took the host backend already, unless coll_gpu_cuda_time_sliced) */
-    bool sliced;
-    const int share = cgpu_cuda_share_plan(&rec_of(handles, 0)->dev,
-                                           sizeof(cgpu_cuda_inbox_rec_t), comm->size, &sliced);
+    /* the most ranks on one device (cgpu_comm_create, from the first exchange) */
+    const int share = comm->dev_share;
     cc->shared_device = share > 1;
     if (share > 1) {
         /* the kernels of a call wait for each other across the ranks: under MPS those of

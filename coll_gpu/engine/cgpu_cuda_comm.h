@@ -28,12 +28,11 @@ typedef struct cgpu_cuda_dev_rec {
 /** Fill @p rec for @p device (the current one), @p rank naming an unknown bus. */
 void cgpu_cuda_dev_rec(cgpu_cuda_dev_rec_t *rec, int device, int rank);
 
-/** What each rank publishes at set-up: its inbox's IPC handle and release word offset, and
- * its device. */
+/** What each rank publishes at set-up: its inbox's IPC handle and release word offset (its
+ * device travelled in the communicator's first exchange). */
 typedef struct cgpu_cuda_inbox_rec {
     char handle[CGPU_CUDA_IPC_HANDLE_BYTES];
     uint64_t release_off;
-    cgpu_cuda_dev_rec_t dev;
 } cgpu_cuda_inbox_rec_t;
 
 /** From n ranks' device records, `stride` bytes apart (the same table on every rank, so

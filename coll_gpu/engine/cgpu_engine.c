@@ -60,7 +60,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_resident_idle_us = 50.0;
     cfg->cuda_resident_max_kernels = 4;
     cfg->cuda_setup_exclusive = true;
-    cfg->cuda_time_sliced = false; /* ranks sharing a GPU without MPS: no engine */
+    cfg->cuda_time_sliced = false; /* ranks sharing a GPU without MPS: the host backend */
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
     cfg->ofi_provider = NULL;

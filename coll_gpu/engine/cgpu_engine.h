@@ -110,7 +110,8 @@ typedef struct cgpu_config {
     bool cuda_setup_exclusive;  /* a communicator's CUDA set-up waits until no collective
                                  * kernel of the process is in flight (cgpu_cuda_setup_begin) */
     bool cuda_time_sliced;      /* run the kernels also where ranks share a device without
-                                 * MPS (else such a communicator takes no engine) */
+                                 * MPS (else such a communicator, where the backend is auto,
+                                 * takes the host backend) */
     /* inter-node proxy (libfabric; cgpu_proxy.h) */
     const char *ofi_provider;   /* provider name; NULL or "": the best found, tcp as fallback */
     int proxy_max_peers;        /* peers one process connects to at most (0: no cap) */

@@ -213,8 +213,13 @@ static void test_share_plan(void)
     }
     CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 3, &sliced), 1);
     CU_ASSERT_FALSE(sliced);
-    /* records inside larger ones (the inbox record), read with its stride */
-    cgpu_cuda_inbox_rec_t in[4];
+    /* records inside larger ones (each rank's entry of the first exchange), read with its
+     * stride */
+    struct {
+        char before[24];
+        cgpu_cuda_dev_rec_t dev;
+        uint64_t after;
+    } in[4];
     memset(in, 0, sizeof(in));
     fill_recs(r, 4, two_two, no_mps);
     for (int i = 0; i < 4; ++i) {
