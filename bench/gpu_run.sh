@@ -326,15 +326,18 @@ if has rk; then # the resident small-allreduce kernel: checked by default, with 
     done
   fi
 fi
+osu_build() { # the OSU tree carried in .osu, the collective directories named (blocking, non_blocking)
+    ( top=$PWD && cd .osu && touch aclocal.m4 && sleep 1 && touch configure Makefile.in && find . -name Makefile.in -exec touch {} + &&
+      ./configure CC=mpicc CXX=mpicxx --enable-cuda --with-cuda-include=/usr/local/cuda/include \
+          --with-cuda-libpath=/usr/local/cuda/lib64 &&
+      for d in "$@"; do # the compat header at build time only (configure's link tests declare cudaFree their way)
+          make -j16 -C c/mpi/collective/$d CFLAGS="-O2 -I/usr/local/cuda/include -include $top/bench/osu_cuda13_compat.h" || exit 1
+      done ) > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
+}
 if has osu; then # OSU micro-benchmarks 7.4 as a user runs them (-d cuda, their defaults: MPI_CHAR for
     # the reductions); the OSU tree is a fetched copy carried in .osu (git-ignored, never committed)
     if [ -x .osu/configure ]; then
-        ( top=$PWD && cd .osu && touch aclocal.m4 && sleep 1 && touch configure Makefile.in && find . -name Makefile.in -exec touch {} + &&
-          ./configure CC=mpicc CXX=mpicxx --enable-cuda --with-cuda-include=/usr/local/cuda/include \
-              --with-cuda-libpath=/usr/local/cuda/lib64 &&
-          for d in blocking non_blocking; do # the compat header at build time only (configure's link tests declare cudaFree their way)
-              make -j16 -C c/mpi/collective/$d CFLAGS="-O2 -I/usr/local/cuda/include -include $top/bench/osu_cuda13_compat.h" || exit 1
-          done ) > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
+        osu_build blocking non_blocking
         O=.osu/c/mpi/collective
         R=("${MPIRUN[@]}") # OSU_MPS=1: 2 ranks on one GPU under MPS (the development view)
         if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$out/osu.txt"; fi
@@ -442,11 +445,7 @@ if has goals; then # issue 13's latency and bandwidth goals in one run (2x H200,
     done
     timeout -k 5 120 "${MPIRUN[@]}" -np 2 ${GOALS_MCA:-} bench/bench_colls allreduce 536870912 536870912 > "$out/goals_512m.txt" 2>&1
     if [ -x .osu/configure ] && [ ! -x .osu/c/mpi/collective/blocking/osu_allreduce ]; then
-        ( top=$PWD && cd .osu && touch aclocal.m4 && sleep 1 && touch configure Makefile.in && find . -name Makefile.in -exec touch {} + &&
-          ./configure CC=mpicc CXX=mpicxx --enable-cuda --with-cuda-include=/usr/local/cuda/include \
-              --with-cuda-libpath=/usr/local/cuda/lib64 &&
-          make -j16 -C c/mpi/collective/blocking CFLAGS="-O2 -I/usr/local/cuda/include -include $top/bench/osu_cuda13_compat.h" ) \
-            > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
+        osu_build blocking
     fi
     for b in osu_allreduce osu_reduce osu_bcast osu_allgather osu_alltoall osu_reduce_scatter_block; do
         [ -x .osu/c/mpi/collective/blocking/$b ] || continue
