@@ -381,8 +381,10 @@ static void check_allreduce(size_t count)
 }
 
 /* Ordering after the default stream: each rank fills a large buffer with an asynchronous
- * cudaMemsetAsync on the legacy default stream (it returns before the device has written
- * anything) and at once runs a collective on its last bytes. Every result is what the fill
+ * cudaMemsetAsync on the legacy default stream, or in rounds 10-19 of every 20 on a blocking
+ * stream of its own (it returns before the device has written anything), and at once runs
+ * a collective on its last bytes: 64 KiB a rank, or in every other 5 rounds 256 bytes (the
+ * resident kernel's calls, which wait for the default stream on the device). Every result is what the fill
  * wrote (a byte per rank and round, combined on the host), never the previous round's: the
  * collective starts on the GPU after the fill (coll_gpu_cuda_stream_order). A bcast's
  * output is also filled, so a fill landing late would overwrite it. Returns the failures;
@@ -394,12 +396,16 @@ static unsigned char fill_byte(int r, int round)
 
 static long check_default_stream_order(int rounds)
 {
-    const size_t fill = 256u << 20, per = 64u << 10, tail = per * (size_t) nranks;
+    const size_t fill = 256u << 20, most = (64u << 10) * (size_t) nranks;
     char *big = dev_alloc(fill);
-    char *out = dev_alloc(tail);
-    unsigned char *h = mt_xmalloc(tail);
+    char *out = dev_alloc(most);
+    unsigned char *h = mt_xmalloc(most);
+    cudaStream_t blocking;
+    CUDA_OK(cudaStreamCreate(&blocking));
     long failed = 0;
     for (int it = 0; it < rounds; ++it) {
+        const size_t per = (it / 5) % 2 ? 256 : 64u << 10, tail = per * (size_t) nranks;
+        cudaStream_t on = (it / 10) % 2 ? blocking : 0;
         unsigned char x = 0, m = 0; /* the ranks' bytes this round: their xor and max */
         for (int r = 0; r < nranks; ++r) {
             x ^= fill_byte(r, it);
@@ -408,7 +414,7 @@ static long check_default_stream_order(int rounds)
         char *src = big + fill - tail;
         const int kind = it % 5, root = it % nranks;
         const char *names[] = {"allreduce", "alltoall", "reduce", "bcast", "allgather"};
-        CUDA_OK(cudaMemsetAsync(big, fill_byte(rank, it), fill, 0));
+        CUDA_OK(cudaMemsetAsync(big, fill_byte(rank, it), fill, on));
         int rc = MPI_SUCCESS;
         switch (kind) {
         case 0: rc = MPI_Allreduce(src, out, (int) per, MPI_UNSIGNED_CHAR, MPI_BXOR, MPI_COMM_WORLD); break;
@@ -433,9 +439,11 @@ static long check_default_stream_order(int rounds)
             bad += h[i] != want;
         }
         failed += 0 != bad;
-        MT_CHECK(0 == bad, "default-stream order, round %d: %s read or left %ld bytes the "
-                 "fill had not written yet", it, names[kind], bad);
+        MT_CHECK(0 == bad, "default-stream order, round %d: %s of %zu bytes a rank (fill on "
+                 "the %s stream) read or left %ld bytes the fill had not written yet", it,
+                 names[kind], per, on ? "blocking" : "default", bad);
     }
+    CUDA_OK(cudaStreamDestroy(blocking));
     free(h);
     cudaFree(out);
     cudaFree(big);
@@ -637,7 +645,7 @@ int main(int argc, char **argv)
     }
     MT_EXPECT_PATH(&pv, nmix, MT_PATH_ENGINE, "random mix");
 
-    check_default_stream_order(quick ? 10 : 50);
+    check_default_stream_order(quick ? 20 : 50);
     mt_pvars_close(&pv);
     if (!shared) { /* the inbox pool and IPC cache of the cuda backend */
         check_comm_cycles(quick ? 100 : 500);
