@@ -416,14 +416,16 @@ if has osu_gap; then # back to back against OSU's pattern (each call alone betwe
 fi
 if has ab; then # A/B: this tree ("new") against it with AB_PATCH reversed ("old"), calls alternating
     # in one session (AB_MPS=1: 2 ranks on one GPU under MPS); back to back and OSU's pattern
+    # the old build in a copy of the tree: a run cut short leaves this tree's sources and
+    # objects as they were (patched in place, a later build here mixed old and new objects)
     ab=/tmp/cgpu_ab; rm -rf "$ab"; mkdir -p "$ab/new" "$ab/old"
     cp .libs/mca_coll_gpu.so "$ab/new/"
-    if patch -R -p1 < "$AB_PATCH" > "$out/ab_build.log" 2>&1 && make -j16 >> "$out/ab_build.log" 2>&1; then
-        cp .libs/mca_coll_gpu.so "$ab/old/"
+    patch_file=$(realpath "$AB_PATCH")
+    if cp -a . "$ab/src" && ( cd "$ab/src" && patch -R -p1 < "$patch_file" && make -j16 ) > "$out/ab_build.log" 2>&1; then
+        cp "$ab/src/.libs/mca_coll_gpu.so" "$ab/old/"
     else
         tail -20 "$out/ab_build.log"; echo "ab: the old build failed"
     fi
-    patch -p1 < "$AB_PATCH" >> "$out/ab_build.log" 2>&1 && make -j16 >> "$out/ab_build.log" 2>&1 || echo "ab: restoring the new build failed"
     X=()
     if [ "${AB_MPS:-1}" = 1 ] && mps_start; then X=(-x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY); echo "## under MPS, 2 ranks on one GPU" >> "$out/ab.txt"; fi
     for round in 1 2; do

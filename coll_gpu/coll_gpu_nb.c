@@ -674,6 +674,14 @@ void mca_coll_gpu_nb_close(void)
 
 /* ---- posting ---- */
 
+/* A post that fails hands back MPI_REQUEST_NULL, so a program that waits on it anyway (its
+ * error handler returned) waits for nothing instead of reading an unset handle. */
+static int post_failed(ompi_request_t **request, int rc)
+{
+    *request = &ompi_request_null.request;
+    return rc;
+}
+
 /* Queue an engine call (or run it now when no worker can be had). */
 static int engine_post(mca_coll_gpu_request_t *r, ompi_request_t **request)
 {
@@ -696,7 +704,7 @@ static int engine_post(mca_coll_gpu_request_t *r, ompi_request_t **request)
         free(r->scratch);
         r->scratch = NULL;
         request_destroy(r);
-        return MPI_ERR_OTHER;
+        return post_failed(request, MPI_ERR_OTHER);
     } else {
         atomic_fetch_add_explicit(&m->nb_posted, 1, memory_order_relaxed);
         r->qnext = NULL;
@@ -793,7 +801,7 @@ static int staged_post(mca_coll_gpu_request_t *r, int rc, ompi_request_t **reque
             (void) mca_coll_gpu_unstage(&r->sb[i], rc, false);
         }
         request_destroy(r);
-        return rc;
+        return post_failed(request, rc);
     }
     pending_add(r);
     *request = &r->super.super;
@@ -820,7 +828,7 @@ static mca_coll_gpu_request_t *staged_begin(mca_coll_gpu_module_t *m,
     mca_coll_gpu_request_t *r = staged_begin(m, comm, (a), (b));                              \
     if (NULL == r) {                                                                          \
         if (!mca_coll_gpu_nested() && (mca_coll_gpu_on_device(a) || mca_coll_gpu_on_device(b))) \
-            return MPI_ERR_NO_MEM;                                                            \
+            return post_failed(request, MPI_ERR_NO_MEM);                                      \
         return MCA_COLL_GPU_PREV(prevcall);                                                   \
     }
 
@@ -834,7 +842,7 @@ static int post_reduction(mca_coll_gpu_module_t *m, struct ompi_communicator_t *
 {
     mca_coll_gpu_request_t *q = engine_request(m, comm, create, NULL != s ? s : r);
     if (NULL == q) {
-        return MPI_ERR_NO_MEM;
+        return post_failed(request, MPI_ERR_NO_MEM);
     }
     q->kind = kind;
     q->s = s;
@@ -959,7 +967,7 @@ static int nb_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int ro
         plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, buf);
         if (NULL == r) {
-            return MPI_ERR_NO_MEM;
+            return post_failed(request, MPI_ERR_NO_MEM);
         }
         size_t esize;
         ompi_datatype_type_size(dtype, &esize);
@@ -971,7 +979,7 @@ static int nb_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int ro
         if (MPI_SUCCESS != r->rc) {
             if (!use_scratch(r, r->bytes)) {
                 request_destroy(r);
-                return MPI_ERR_NO_MEM;
+                return post_failed(request, MPI_ERR_NO_MEM);
             }
             r->r = r->scratch;
         }
@@ -1005,7 +1013,7 @@ static int nb_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *s
         (in_place || scount >= 0) && plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
         if (NULL == r) {
-            return MPI_ERR_NO_MEM;
+            return post_failed(request, MPI_ERR_NO_MEM);
         }
         size_t rsize;
         ompi_datatype_type_size(rdt, &rsize);
@@ -1023,7 +1031,7 @@ static int nb_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *s
                 view_close(&r->v[0], MPI_ERR_NO_MEM);
                 view_close(&r->v[1], MPI_ERR_NO_MEM);
                 request_destroy(r);
-                return MPI_ERR_NO_MEM;
+                return post_failed(request, MPI_ERR_NO_MEM);
             }
             r->s = NULL;
             r->r = r->scratch;
@@ -1060,7 +1068,7 @@ static int nb_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sd
         plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
         if (NULL == r) {
-            return MPI_ERR_NO_MEM;
+            return post_failed(request, MPI_ERR_NO_MEM);
         }
         const size_t total = bytes * (size_t) n;
         r->kind = NB_ALLTOALL;
@@ -1081,7 +1089,7 @@ static int nb_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sd
                 view_close(&r->v[0], MPI_ERR_NO_MEM);
                 view_close(&r->v[1], MPI_ERR_NO_MEM);
                 request_destroy(r);
-                return MPI_ERR_NO_MEM;
+                return post_failed(request, MPI_ERR_NO_MEM);
             }
             r->s = r->r = r->scratch;
         }

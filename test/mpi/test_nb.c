@@ -593,7 +593,8 @@ static void threaded(void)
 
 /* Run with --mca coll_gpu_nb_max_workers 1: world's first non-blocking engine call takes
  * the one worker; a call on a dup then fails with an MPI error on every rank (each has
- * exactly world's worker), nothing hangs, and world keeps working. */
+ * exactly world's worker) and hands back MPI_REQUEST_NULL (a wait on it returns at once),
+ * nothing hangs, and world keeps working. */
 static void cap(void)
 {
     const int size = mt_world_size(), rank = mt_world_rank();
@@ -621,11 +622,13 @@ static void cap(void)
         MPI_Comm d;
         MPI_Comm_dup(MPI_COMM_WORLD, &d);
         MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
+        memset(&req, 0xa5, sizeof(req)); /* what an uninitialized handle may hold */
         int rc = MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), CN, MPI_INT, MPI_SUM, d, &req);
         MT_CHECK(MPI_SUCCESS != rc, "cap: a second communicator got a worker past the cap");
-        if (MPI_SUCCESS == rc) {
-            MPI_Wait(&req, MPI_STATUS_IGNORE);
+        if (MPI_SUCCESS != rc) { /* the failed post handed back MPI_REQUEST_NULL */
+            MT_CHECK(MPI_REQUEST_NULL == req, "cap: a failed post left its request unset");
         }
+        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE)); /* a no-op on MPI_REQUEST_NULL */
         MPI_Comm_free(&d);
     }
     mt_twin_free(x);

@@ -310,7 +310,7 @@ int main(int argc, char **argv)
                 /* non-blocking */
                 memset(r, 0x5a, (size_t) n * t->size);
                 mt_push(r);
-                MPI_Request req;
+                MPI_Request req = MPI_REQUEST_NULL;
                 MT_CHECK_MPI(MPI_Iallreduce(MT_D(s), MT_D(r), (int) n, t->dt, ops[op],
                                             MPI_COMM_WORLD, &req));
                 MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
