@@ -507,12 +507,14 @@ cgpu_status_t cgpu_cuda_default_stream_signal(uint32_t *dev_word, uint32_t value
 {
     pthread_once(&ptr_attr_once, find_ptr_attr);
     /* CU_STREAM_LEGACY is the runtime's cudaStreamLegacy; flags 0: a memory barrier first */
-    if (NULL == write_value ||
-        0 != write_value((void *) cudaStreamLegacy, (unsigned long long) (uintptr_t) dev_word,
-                         value, 0)) {
-        return CGPU_ERR_NOT_SUPPORTED; /* a driver error is not sticky: nothing to clear */
+    if (NULL == write_value) {
+        return CGPU_ERR_NOT_SUPPORTED;
     }
-    return CGPU_OK;
+    /* a driver error (no context current on this thread, say) is not sticky: nothing to clear */
+    return 0 == write_value((void *) cudaStreamLegacy, (unsigned long long) (uintptr_t) dev_word,
+                            value, 0)
+               ? CGPU_OK
+               : CGPU_ERR_DEVICE;
 }
 
 cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev)

@@ -1017,13 +1017,15 @@ static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size
      * only grows. */
     if (NULL != cc->order_ev && cgpu_cuda_current_device() == cc->device) {
         const uint32_t m = cgpu_cuda_resident_next_mark(cc->rk_order);
-        if (!cc->rk_no_signal &&
-            CGPU_OK == cgpu_cuda_default_stream_signal((uint32_t *) (cc->rk_state + RK_ORDER), m)) {
+        const cgpu_status_t sig =
+            cc->rk_no_signal ? CGPU_ERR_NOT_SUPPORTED
+                             : cgpu_cuda_default_stream_signal((uint32_t *) (cc->rk_state + RK_ORDER), m);
+        if (CGPU_OK == sig) {
             cc->rk_order = m;
             cc->rk_mark = m & 0xffffu;
             cc->order_how = ORDER_DEVICE;
         } else {
-            cc->rk_no_signal = true;
+            cc->rk_no_signal = CGPU_ERR_NOT_SUPPORTED == sig; /* no such call: not again */
             cc->order_how = CGPU_OK == cgpu_cuda_default_stream_mark(cc->order_ev) ? ORDER_EVENT
                                                                                    : ORDER_HOST;
         }
