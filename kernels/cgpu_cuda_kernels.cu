@@ -15,6 +15,16 @@
 
 #include "cgpu_cuda_kernels.h"
 
+/* The build compiles this file once per part, in parallel (Makefile.am), each part
+ * instantiating one family of kernels for every (type, op): 0 the ring and its chains, the
+ * alltoall and the small kernels; 1 the tree and the copy-engine reduction; 2 the launched
+ * oneshot; 3 the resident kernel. Without CGPU_KERNELS_PART, one object has them all. */
+#ifdef CGPU_KERNELS_PART
+#define CGPU_PART(n) (CGPU_KERNELS_PART == (n))
+#else
+#define CGPU_PART(n) 1
+#endif
+
 namespace {
 
 /* ---- element operations (same semantics as the host twin: r = a op b) ---- */
@@ -523,6 +533,7 @@ template <typename T, int OP> __global__ void ringx_kernel(const cgpu_cuda_ring_
 /* ---- alltoall: see cgpu_cuda_a2a_args_t. Send blocks store into the receiver's slots
  * over NVLink; receive blocks copy out of their own inbox; nothing waits on anything but
  * the one peer of its channel, so all peers are in flight at once. ---- */
+#if CGPU_PART(0)
 __global__ void a2a_kernel(const cgpu_cuda_a2a_args_t a)
 {
     const int n = a.nranks, me = a.rank;
@@ -585,6 +596,7 @@ __global__ void a2a_kernel(const cgpu_cuda_a2a_args_t a)
     }
 }
 
+#endif /* CGPU_PART(0) */
 /* ---- tree allreduce: block 2c reduces channel c up a binary tree rooted at rank 0 (the
  * root also starts the broadcast), block 2c+1 carries the broadcast down. Reduce and
  * broadcast of different chunks overlap; a rank's broadcast block only ever writes a
@@ -1415,12 +1427,20 @@ template <typename T, int OP> struct PreloadK {
     {
         (void) a, (void) blocks, (void) threads, (void) st;
         cudaFuncAttributes at;
+#if CGPU_PART(0)
         (void) cudaFuncGetAttributes(&at, ring_kernel<T, OP>);
         (void) cudaFuncGetAttributes(&at, ringx_kernel<T, OP>);
+#endif
+#if CGPU_PART(1)
         (void) cudaFuncGetAttributes(&at, tree_kernel<T, OP>);
-        (void) cudaFuncGetAttributes(&at, oneshot_kernel<T, OP>);
         (void) cudaFuncGetAttributes(&at, ce_reduce_kernel<T, OP>);
+#endif
+#if CGPU_PART(2)
+        (void) cudaFuncGetAttributes(&at, oneshot_kernel<T, OP>);
+#endif
+#if CGPU_PART(3)
         (void) cudaFuncGetAttributes(&at, resident_kernel<T, OP>);
+#endif
     }
 };
 
@@ -1477,8 +1497,45 @@ int dispatch(const Args *a, cgpu_dtype_t dt, cgpu_op_t op, int blocks, int threa
     }
 }
 
+/* this part's instances of every supported (type, op), loaded (see PreloadK) */
+void preload_part()
+{
+    static const cgpu_op_t ops[] = {CGPU_OP_SUM, CGPU_OP_PROD, CGPU_OP_MIN, CGPU_OP_MAX,
+                                    CGPU_OP_LAND, CGPU_OP_LOR, CGPU_OP_LXOR, CGPU_OP_BAND,
+                                    CGPU_OP_BOR, CGPU_OP_BXOR};
+    static const cgpu_dtype_t dts[] = {CGPU_DT_INT8, CGPU_DT_UINT8, CGPU_DT_BOOL, CGPU_DT_INT16,
+                                       CGPU_DT_UINT16, CGPU_DT_INT32, CGPU_DT_UINT32,
+                                       CGPU_DT_INT64, CGPU_DT_UINT64, CGPU_DT_FLOAT32,
+                                       CGPU_DT_FLOAT64, CGPU_DT_COMPLEX64, CGPU_DT_COMPLEX128};
+    const int none = 0;
+    for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); ++d) {
+        for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); ++o) {
+            if (CGPU_DT_LONG_DOUBLE != dts[d] && cgpu_reduce_supported(dts[d], ops[o])) {
+                (void) dispatch<PreloadK>(&none, dts[d], ops[o], 0, 0, (cudaStream_t) 0);
+            }
+        }
+    }
+}
+
 } /* namespace */
 
+/* the other parts' loaders (each defined in its own part) */
+#ifdef CGPU_KERNELS_PART
+extern "C" int cgpu_cuda_kernels_preload_1(void);
+extern "C" int cgpu_cuda_kernels_preload_2(void);
+extern "C" int cgpu_cuda_kernels_preload_3(void);
+#endif
+#if defined(CGPU_KERNELS_PART) && CGPU_KERNELS_PART > 0
+#define CGPU_PRELOAD_FN2(n) cgpu_cuda_kernels_preload_##n
+#define CGPU_PRELOAD_FN(n) CGPU_PRELOAD_FN2(n)
+extern "C" int CGPU_PRELOAD_FN(CGPU_KERNELS_PART)(void)
+{
+    preload_part();
+    return (int) cudaGetLastError();
+}
+#endif
+
+#if CGPU_PART(0)
 extern "C" int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op)
 {
     return CGPU_DT_LONG_DOUBLE != dt && cgpu_reduce_supported(dt, op);
@@ -1551,6 +1608,9 @@ extern "C" int cgpu_cuda_release_signal(const cgpu_cuda_release_args_t *a, void 
     return (int) cudaGetLastError();
 }
 
+#endif /* CGPU_PART(0) */
+
+#if CGPU_PART(1)
 extern "C" int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt,
                                         cgpu_op_t op, int threads, void *stream)
 {
@@ -1571,6 +1631,9 @@ extern "C" int cgpu_cuda_ce_reduce(const cgpu_cuda_ce_reduce_args_t *a, cgpu_dty
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 
+#endif /* CGPU_PART(1) */
+
+#if CGPU_PART(2)
 extern "C" int cgpu_cuda_oneshot_launch(const cgpu_cuda_oneshot_args_t *a, cgpu_dtype_t dt,
                                         cgpu_op_t op, int threads, void *stream)
 {
@@ -1585,6 +1648,9 @@ extern "C" int cgpu_cuda_oneshot_launch(const cgpu_cuda_oneshot_args_t *a, cgpu_
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 
+#endif /* CGPU_PART(2) */
+
+#if CGPU_PART(3)
 extern "C" int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt,
                                          cgpu_op_t op, int blocks, int threads, void *stream)
 {
@@ -1605,27 +1671,25 @@ extern "C" int cgpu_cuda_resident_cluster(void)
            major >= 9 && 0 != cluster;
 }
 
+#endif /* CGPU_PART(3) */
+
+#if CGPU_PART(0)
 extern "C" int cgpu_cuda_kernels_preload(void)
 {
-    static const cgpu_op_t ops[] = {CGPU_OP_SUM, CGPU_OP_PROD, CGPU_OP_MIN, CGPU_OP_MAX,
-                                    CGPU_OP_LAND, CGPU_OP_LOR, CGPU_OP_LXOR, CGPU_OP_BAND,
-                                    CGPU_OP_BOR, CGPU_OP_BXOR};
-    static const cgpu_dtype_t dts[] = {CGPU_DT_INT8, CGPU_DT_UINT8, CGPU_DT_BOOL, CGPU_DT_INT16,
-                                       CGPU_DT_UINT16, CGPU_DT_INT32, CGPU_DT_UINT32,
-                                       CGPU_DT_INT64, CGPU_DT_UINT64, CGPU_DT_FLOAT32,
-                                       CGPU_DT_FLOAT64, CGPU_DT_COMPLEX64, CGPU_DT_COMPLEX128};
-    const int none = 0;
-    for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); ++d) {
-        for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); ++o) {
-            if (cgpu_cuda_reduce_supported(dts[d], ops[o])) {
-                (void) dispatch<PreloadK>(&none, dts[d], ops[o], 0, 0, (cudaStream_t) 0);
-            }
-        }
-    }
+    preload_part();
     cudaFuncAttributes at;
     (void) cudaFuncGetAttributes(&at, a2a_kernel);
     (void) cudaFuncGetAttributes(&at, release_kernel);
     (void) cudaFuncGetAttributes(&at, ce_sync_kernel);
     (void) cudaFuncGetAttributes(&at, ringx_kernel<uint8_t, CGPU_OP_SUM>);
-    return (int) cudaGetLastError();
+    int rc = (int) cudaGetLastError();
+#ifdef CGPU_KERNELS_PART
+    const int more[] = {cgpu_cuda_kernels_preload_1(), cgpu_cuda_kernels_preload_2(),
+                        cgpu_cuda_kernels_preload_3()};
+    for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); ++i) {
+        rc = 0 != rc ? rc : more[i];
+    }
+#endif
+    return rc;
 }
+#endif /* CGPU_PART(0) */
