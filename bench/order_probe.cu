@@ -4,7 +4,10 @@
  * Prints: the mean cost of each way over many calls on an idle legacy stream, then, for
  * work queued on the legacy stream, a blocking stream and the per-thread default stream,
  * whether cudaStreamQuery(cudaStreamLegacy) and an event recorded on the legacy stream
- * see it still running. */
+ * see it still running. Also the enqueue of a cuStreamWriteValue32 on the legacy stream (how
+ * a resident call waits for the default stream since 639c900) and a cudaPointerGetAttributes
+ * (two a resident call). Link with -lcuda. */
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +63,8 @@ int main(void)
     CK(cudaStreamCreate(&blk));
     cudaEvent_t ev;
     CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    unsigned int *word_d = NULL;
+    CK(cudaMalloc((void **) &word_d, 256));
     setvbuf(stdout, NULL, _IONBF, 0);
     /* load both kernels first: a lazy load while spin_until runs would wait for it */
     spin_for<<<1, 1>>>(0);
@@ -104,10 +109,26 @@ int main(void)
             CK(cudaEventQuery(ev));
         }
         double q_ev = (now_us() - t) / n;
+        t = now_us();
+        for (int i = 0; i < n; ++i) {
+            if (CUDA_SUCCESS != cuStreamWriteValue32(CU_STREAM_LEGACY, (CUdeviceptr) word_d,
+                                                     (cuuint32_t) i, 0)) {
+                fprintf(stderr, "cuStreamWriteValue32 failed\n");
+                return 1;
+            }
+        }
+        double wv = (now_us() - t) / n;
+        t = now_us();
+        for (int i = 0; i < n; ++i) {
+            struct cudaPointerAttributes at;
+            CK(cudaPointerGetAttributes(&at, word_d + (i & 1)));
+        }
+        double pa = (now_us() - t) / n;
         printf("pass %d, us a call (idle legacy stream, our kernel running): record+sync %.3f, "
                "record %.3f, record+query loop %.3f, query legacy %.3f, query blocking stream "
-               "%.3f, query done event %.3f\n",
-               pass, rec_sync, rec, rec_poll, q_legacy, q_blk, q_ev);
+               "%.3f, query done event %.3f, cuStreamWriteValue32 on the legacy stream %.3f, "
+               "cudaPointerGetAttributes %.3f\n",
+               pass, rec_sync, rec, rec_poll, q_legacy, q_blk, q_ev, wv, pa);
     }
 
     const long long cycles = 200000000LL; /* ~0.1 s */
