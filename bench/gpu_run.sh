@@ -378,7 +378,7 @@ if has order; then # default-stream ordering in each mode, and the negative cont
     for m in auto event; do # the tests call MPI_Init: auto is stream here
         run order_${m}_np4 120 4 --mca coll_gpu_cuda_stream_order $m test/gpu/test_cuda_colls order
     done
-    # one rank per GPU (on 2 GPUs): the resident calls wait for the default stream's mark on the device
+    # one rank per GPU (on 2 GPUs): every call resident (its report at verbose 10)
     run order_auto_np2 120 2 --mca coll_gpu_verbose 10 test/gpu/test_cuda_colls order
     grep -h "resident oneshot:" "$out/order_auto_np2.log" | sed 's/.*coll.gpu: //'
     timeout -k 5 120 "${MPIRUN[@]}" -np 4 --mca coll_gpu_cuda_stream_order none test/gpu/test_cuda_colls order \

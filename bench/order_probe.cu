@@ -4,8 +4,8 @@
  * Prints: the mean cost of each way over many calls on an idle legacy stream, then, for
  * work queued on the legacy stream, a blocking stream and the per-thread default stream,
  * whether cudaStreamQuery(cudaStreamLegacy) and an event recorded on the legacy stream
- * see it still running. Also the enqueue of a cuStreamWriteValue32 on the legacy stream (how
- * a resident call waits for the default stream since 639c900) and a cudaPointerGetAttributes
+ * see it still running. Also the enqueue of a cuStreamWriteValue32 on the legacy stream (a
+ * mark the resident kernel waited for in 639c900, reverted) and a cudaPointerGetAttributes
  * (two a resident call). Link with -lcuda. */
 #include <cuda.h>
 #include <cuda_runtime.h>

@@ -461,17 +461,11 @@ static ptr_attr_fn ptr_attr;
 static pthread_once_t ptr_attr_once = PTHREAD_ONCE_INIT;
 enum { CGPU_CU_ATTR_BUFFER_ID = 7, CGPU_CU_ATTR_RANGE_START = 11 }; /* CUpointer_attribute */
 
-/* cuStreamWriteValue32 (the _v2 entry: the one cuda.h has named so since CUDA 11.7) */
-typedef int (*write_value_fn)(void *stream, unsigned long long addr, unsigned int value,
-                              unsigned int flags);
-static write_value_fn write_value;
-
 static void find_ptr_attr(void)
 {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (NULL != lib) {
         ptr_attr = (ptr_attr_fn) dlsym(lib, "cuPointerGetAttribute");
-        write_value = (write_value_fn) dlsym(lib, "cuStreamWriteValue32_v2");
     }
 }
 
@@ -501,20 +495,6 @@ cgpu_status_t cgpu_cuda_default_stream_mark(void *ev)
 {
     return cgpu_cuda_check((int) cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy),
                            "marking the default stream");
-}
-
-cgpu_status_t cgpu_cuda_default_stream_signal(uint32_t *dev_word, uint32_t value)
-{
-    pthread_once(&ptr_attr_once, find_ptr_attr);
-    /* CU_STREAM_LEGACY is the runtime's cudaStreamLegacy; flags 0: a memory barrier first */
-    if (NULL == write_value) {
-        return CGPU_ERR_NOT_SUPPORTED;
-    }
-    /* a driver error (no context current on this thread, say) is not sticky: nothing to clear */
-    return 0 == write_value((void *) cudaStreamLegacy, (unsigned long long) (uintptr_t) dev_word,
-                            value, 0)
-               ? CGPU_OK
-               : CGPU_ERR_DEVICE;
 }
 
 cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev)
@@ -767,12 +747,6 @@ cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *of
 cgpu_status_t cgpu_cuda_default_stream_mark(void *ev)
 {
     (void) ev;
-    return CGPU_ERR_NOT_SUPPORTED;
-}
-
-cgpu_status_t cgpu_cuda_default_stream_signal(uint32_t *dev_word, uint32_t value)
-{
-    (void) dev_word, (void) value;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

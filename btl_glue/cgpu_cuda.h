@@ -119,14 +119,6 @@ cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev);
 /** Record ev on the legacy default stream (the first half of default_stream_wait_host:
  *  cgpu_cuda_event_sync(ev) is the second), so host work can run while the GPU gets to it. */
 cgpu_status_t cgpu_cuda_default_stream_mark(void *ev);
-/** Enqueue on the legacy default stream a write of @p value to @p dev_word (device memory of
- * the current device): it lands once the work enqueued there and on every blocking stream
- * before it is done, and after that work's writes (a kernel of ours polling the word waits
- * for the default stream on the device, and the host waits for nothing). Costs the host an
- * enqueue (cuStreamWriteValue32 of the libcuda the runtime has loaded).
- * CGPU_ERR_NOT_SUPPORTED, silently, where the driver has no such call; CGPU_ERR_DEVICE,
- * silently, where it refuses this one (nothing was enqueued either way). */
-cgpu_status_t cgpu_cuda_default_stream_signal(uint32_t *dev_word, uint32_t value);
 void cgpu_cuda_ipc_close(void *dptr);
 
 /** Convert a CUDA error number returned by a kernel launcher; logs it with @p what. */

@@ -1142,16 +1142,6 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
                     }
                     __syncwarp();
                     if (0 == lane) {
-                        /* the default stream's order: the host enqueued a mark there as
-                         * the call began; the buffers are the call's once it has landed */
-                        const unsigned mark =
-                            (unsigned) (s_f[3] >> CGPU_CUDA_RESIDENT_ORDER_SHIFT);
-                        if (0 != mark) {
-                            while (!cgpu_cuda_resident_order_ready(
-                                *(volatile const unsigned int *) a.order, mark)) {
-                            }
-                            __threadfence();
-                        }
                         if (nullptr != a.trace) {
                             t_seen = global_ns();
                             a.trace[CGPU_CUDA_RK_TRACE_POLLS] += it + 1;
@@ -1232,7 +1222,7 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
         o.mode = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_MODE_SHIFT & 0xff);
         o.nblocks = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
         o.root = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_ROOT_SHIFT & 0x7f);
-        o.seq = s_f[3] & CGPU_CUDA_RESIDENT_SEQ_MASK;
+        o.seq = s_f[3];
         const bool traced = nullptr != a.trace && 0 == blockIdx.x;
         if ((int) blockIdx.x < o.nblocks) {
             oneshot_body<T, OP>(o, (int) blockIdx.x, traced ? s_ts : nullptr);

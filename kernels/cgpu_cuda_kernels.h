@@ -224,7 +224,7 @@ typedef struct cgpu_cuda_oneshot_args {
 
 /** Resident oneshot kernel (see the .cu). The host writes a descriptor of four 16-byte
  * parts {tag, field}, fields in, out, count | mode << 40 | blocks << 48 | root << 56 | exit
- * bit, oneshot call number | order mark << 48 (cgpu_cuda_resident_seq_word), with tag = number ^ cgpu_cuda_resident_mix(field), field first:
+ * bit, oneshot call number, with tag = number ^ cgpu_cuda_resident_mix(field), field first:
  * a part read half old, half new fails its check (or holds the same field, so is right
  * anyway). A kernel runs the reductions of its own (dt, op) and every copying mode. */
 #define CGPU_CUDA_RESIDENT_EXIT (1ull << 63)
@@ -232,16 +232,11 @@ typedef struct cgpu_cuda_oneshot_args {
 #define CGPU_CUDA_RESIDENT_BLOCKS_SHIFT 48
 #define CGPU_CUDA_RESIDENT_ROOT_SHIFT 56
 #define CGPU_CUDA_RESIDENT_COUNT_MASK ((1ull << 40) - 1)
-#define CGPU_CUDA_RESIDENT_ORDER_SHIFT 48
-#define CGPU_CUDA_RESIDENT_SEQ_MASK ((1ull << CGPU_CUDA_RESIDENT_ORDER_SHIFT) - 1)
 typedef struct cgpu_cuda_resident_args {
     const uint64_t *desc;  /* 8 words, host-mapped, 16-byte aligned */
     uint64_t *completed;   /* host-mapped: number of the last descriptor completed */
     uint64_t *exited;      /* host-mapped: set to the next number when the kernel ends */
     uint64_t *state;       /* device memory, 8 words, zeroed before each launch */
-    /* device memory, never zeroed: the default stream's last order mark (written there by
-     * cgpu_cuda_default_stream_signal); a call with a mark starts once it has landed */
-    const unsigned int *order;
     uint64_t start;        /* the first descriptor number this launch takes */
     int cluster;           /* launch as one thread block cluster (cgpu_cuda_resident_cluster) */
     unsigned long long idle_ns;
@@ -326,32 +321,6 @@ static inline CGPU_CUDA_HD uint64_t cgpu_cuda_resident_word(uint64_t count, int 
     return count | (uint64_t) mode << CGPU_CUDA_RESIDENT_MODE_SHIFT |
            (uint64_t) blocks << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT |
            (uint64_t) root << CGPU_CUDA_RESIDENT_ROOT_SHIFT;
-}
-
-/** The resident descriptor's fourth field: the oneshot call number (< 2^48) and the
- * default stream's order mark this call waits for (16 bits; 0: none). */
-static inline CGPU_CUDA_HD uint64_t cgpu_cuda_resident_seq_word(uint64_t seq, unsigned mark)
-{
-    return (seq & CGPU_CUDA_RESIDENT_SEQ_MASK) |
-           (uint64_t) (mark & 0xffffu) << CGPU_CUDA_RESIDENT_ORDER_SHIFT;
-}
-
-/** The default stream's next order mark after @p prev (the host's 32-bit count, which the
- * order word holds): one on, skipping those whose low 16 bits are 0 (a call's mark 0 means
- * none). */
-static inline CGPU_CUDA_HD uint32_t cgpu_cuda_resident_next_mark(uint32_t prev)
-{
-    const uint32_t m = prev + 1;
-    return m + (0 == (m & 0xffffu));
-}
-
-/** Whether the order word (the last mark that landed, 32 bits, marks counted on from 1
- * skipping those whose low 16 bits are 0) has reached a call's 16-bit @p mark: compared
- * modulo 2^16, so a word at most 2^15 marks ahead or behind reads right (a rank has at most
- * a few marks in flight: each call waits for its own). Mark 0: nothing to wait for. */
-static inline CGPU_CUDA_HD int cgpu_cuda_resident_order_ready(unsigned int word, unsigned mark)
-{
-    return 0 == mark || (int16_t) (uint16_t) ((word & 0xffffu) - (mark & 0xffffu)) >= 0;
 }
 
 /** Copy-engine reduce pieces, the same on host and device: counted back from the end they

@@ -24,7 +24,7 @@ typedef struct cgpu_cuda_comm {
                      * the copies nor stream's reduction wait behind them */
     void *ev3;      /* orders stream3 after stream2, and stream after stream3 */
     void *order_ev; /* recorded on the legacy default stream (NULL: no ordering) */
-    int order_how;     /* how this resident call waits for the default stream (rk_takes) */
+    bool order_marked; /* order_ev was recorded as this resident call began (rk_takes) */
     bool blocking;  /* stream is a blocking one: ordered after the default stream already */
     size_t inbox_bytes;
     char **peer_inbox; /* [size]; own entry is inbox */
@@ -66,9 +66,6 @@ typedef struct cgpu_cuda_comm {
     uint64_t *rk_ctl_dev; /* the same, device view */
     uint64_t *rk_state;   /* device memory the kernel's blocks share */
     uint64_t rk_k;        /* descriptors written */
-    uint32_t rk_order;    /* the last mark enqueued on the default stream (RK_ORDER) */
-    unsigned rk_mark;     /* this call's mark, 0: none (rk_takes for launch_resident) */
-    bool rk_no_signal;    /* the driver refused a mark: the host waits instead */
     bool rk_running;      /* launched, and not seen ending */
     bool rk_listed;       /* counted in rk_count, on the rk_head list */
     cgpu_dtype_t rk_dt;   /* the running (or last) kernel's reduction */
@@ -76,19 +73,15 @@ typedef struct cgpu_cuda_comm {
     int rk_blocks;
     bool rk_cluster;      /* the device runs the kernel as one thread block cluster */
     struct cgpu_cuda_comm *rk_next;
-    uint64_t rk_calls, rk_marked, rk_launches, rk_wait_ns; /* reported at destroy */
+    uint64_t rk_calls, rk_launches, rk_wait_ns; /* reported at destroy */
 } cgpu_cuda_comm_t;
 
 /* word indices in the resident control block (one 64-byte line each part) */
 enum { RK_DESC = 0, RK_DONE = 16, RK_EXITED = 32, RK_CTL_BYTES = 512 };
 /* the kernel's device memory: RK_STATE_WORDS of state (zeroed at each launch), then the
- * trace (zeroed once, summed across launches; verbose 10), then on a line of its own the
- * order word the default stream writes (zeroed once: see rk_takes) */
-enum { RK_STATE_WORDS = 8, RK_TRACE = RK_STATE_WORDS, RK_ORDER = 16, RK_DEV_BYTES = 192 };
-_Static_assert((RK_TRACE + CGPU_CUDA_RK_TRACE_WORDS) * 8 <= RK_ORDER * 8, "resident trace");
-/* how a resident call waits for the default stream: the host from scratch, the host for an
- * event recorded as the call began, or the kernel for a mark (cgpu_cuda_default_stream_signal) */
-enum { ORDER_HOST, ORDER_EVENT, ORDER_DEVICE };
+ * trace (zeroed once, summed across launches; verbose 10) */
+enum { RK_STATE_WORDS = 8, RK_TRACE = RK_STATE_WORDS, RK_DEV_BYTES = 128 };
+_Static_assert((RK_TRACE + CGPU_CUDA_RK_TRACE_WORDS) * 8 <= RK_DEV_BYTES, "resident trace");
 
 /* communicators that have launched a resident kernel (at most cuda_resident_max_kernels) */
 static pthread_mutex_t rk_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -263,9 +256,6 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
             if (CGPU_OK == st) {
                 st = cgpu_cuda_memset_async(sd, 0, RK_DEV_BYTES, cc->stream);
             }
-            if (CGPU_OK == st) { /* zero before the default stream's first mark lands */
-                st = cgpu_cuda_stream_sync(cc->stream);
-            }
         }
         if (CGPU_OK != st) {
             return st;
@@ -369,10 +359,9 @@ static void rk_report(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
     if (0 == cc->rk_calls || cgpu_engine_config()->verbose < CGPU_LOG_INFO) {
         return;
     }
-    cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident oneshot: %llu calls (%llu ordered after "
-             "the default stream on the device), %llu kernel launches; mean %.2f us from the "
-             "descriptor to its completion", comm->rank, (unsigned long long) cc->rk_calls,
-             (unsigned long long) cc->rk_marked, (unsigned long long) cc->rk_launches,
+    cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident oneshot: %llu calls, %llu kernel "
+             "launches; mean %.2f us from the descriptor to its completion", comm->rank,
+             (unsigned long long) cc->rk_calls, (unsigned long long) cc->rk_launches,
              (double) cc->rk_wait_ns / 1e3 / (double) cc->rk_calls);
     unsigned long long tr[CGPU_CUDA_RK_TRACE_WORDS] = {0};
     if (CGPU_OK != cgpu_cuda_copy(tr, cc->rk_state + RK_TRACE, sizeof(tr)) ||
@@ -620,12 +609,11 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         return st;
     }
     cuda_staged_t sg = {.in = k->sbuf, .out = k->rbuf};
-    if (k->resident) { /* no stream to order: the kernel or the host waits for the
-                        * default stream (rk_takes) */
-        st = NULL == cc->order_ev || ORDER_DEVICE == cc->order_how ? CGPU_OK
-             : ORDER_EVENT == cc->order_how ? cgpu_cuda_event_sync(cc->order_ev)
-                                            : cgpu_cuda_default_stream_wait_host(cc->order_ev);
-        cc->order_how = ORDER_HOST;
+    if (k->resident) { /* no stream to order: the host waits for the default stream */
+        st = NULL == cc->order_ev ? CGPU_OK
+             : cc->order_marked   ? cgpu_cuda_event_sync(cc->order_ev)
+                                  : cgpu_cuda_default_stream_wait_host(cc->order_ev);
+        cc->order_marked = false;
     } else {
         st = cuda_stage(cc, k, &sg);
     }
@@ -966,7 +954,6 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     a.completed = cc->rk_ctl_dev + RK_DONE;
     a.exited = cc->rk_ctl_dev + RK_EXITED;
     a.state = cc->rk_state;
-    a.order = (const unsigned int *) (cc->rk_state + RK_ORDER);
     a.start = start;
     a.cluster = cc->rk_cluster;
     a.idle_ns = (unsigned long long) (cgpu_engine_config()->cuda_resident_idle_us * 1e3);
@@ -1003,33 +990,17 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
 static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t unit)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    cc->order_how = ORDER_HOST;
-    cc->rk_mark = 0;
+    cc->order_marked = false;
     if (NULL == cc->rk_stream || unit > cgpu_engine_config()->cuda_resident_max_bytes ||
         oneshot_blocks(unit) > (size_t) cc->rk_blocks || !cgpu_engine_may_bootstrap()) {
         return false;
     }
-    /* the default-stream order (on the communicator's device only: the legacy stream is
-     * the current device's), enqueued now so the GPU gets to it under the host work that
-     * follows: a mark the kernel waits for (the host asking the driver whether an event has
-     * completed costs 1.3-1.6 us a call on an H200, bench/order_probe.cu), else an event the
-     * host waits for in cuda_run. A mark the call ends up not using is harmless: the word
-     * only grows. */
-    if (NULL != cc->order_ev && cgpu_cuda_current_device() == cc->device) {
-        const uint32_t m = cgpu_cuda_resident_next_mark(cc->rk_order);
-        const cgpu_status_t sig =
-            cc->rk_no_signal ? CGPU_ERR_NOT_SUPPORTED
-                             : cgpu_cuda_default_stream_signal((uint32_t *) (cc->rk_state + RK_ORDER), m);
-        if (CGPU_OK == sig) {
-            cc->rk_order = m;
-            cc->rk_mark = m & 0xffffu;
-            cc->order_how = ORDER_DEVICE;
-        } else {
-            cc->rk_no_signal = CGPU_ERR_NOT_SUPPORTED == sig; /* no such call: not again */
-            cc->order_how = CGPU_OK == cgpu_cuda_default_stream_mark(cc->order_ev) ? ORDER_EVENT
-                                                                                   : ORDER_HOST;
-        }
-    }
+    /* the default-stream order in two halves: the event goes onto the legacy stream now
+     * and cuda_run waits for it, so the GPU's round trip to it runs under the buffer
+     * lookups below instead of after them (on the communicator's device only: the legacy
+     * stream is the current device's) */
+    cc->order_marked = NULL != cc->order_ev && cgpu_cuda_current_device() == cc->device &&
+                       CGPU_OK == cgpu_cuda_default_stream_mark(cc->order_ev);
     if ((NULL != rbuf && !buf_kind(cc, rbuf).in_place) ||
         (NULL != sbuf && sbuf != rbuf && !buf_kind(cc, sbuf).in_place)) {
         return false;
@@ -1071,9 +1042,7 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,
                                 cgpu_cuda_resident_word(rc->count, mode, (int) nblocks,
                                                         rc->root),
-                                cgpu_cuda_resident_seq_word(oseq, cc->rk_mark));
-    cc->rk_marked += 0 != cc->rk_mark;
-    cc->rk_mark = 0;
+                                oseq);
     cgpu_log(CGPU_LOG_TRACE, "cuda: resident %s rank %d count %zu %s/%s blocks %llu seq %llu%s",
              oneshot_name(rc->mode), comm->rank, rc->count,
              rc->copy ? "byte" : cgpu_dtype_name(dt), rc->copy ? "-" : cgpu_op_name(op),

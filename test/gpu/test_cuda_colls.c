@@ -384,7 +384,7 @@ static void check_allreduce(size_t count)
  * cudaMemsetAsync on the legacy default stream, or in rounds 10-19 of every 20 on a blocking
  * stream of its own (it returns before the device has written anything), and at once runs
  * a collective on its last bytes: 64 KiB a rank, or in every other 5 rounds 256 bytes (the
- * resident kernel's calls, which wait for the default stream on the device). Every result is what the fill
+ * resident kernel's smallest calls). Every result is what the fill
  * wrote (a byte per rank and round, combined on the host), never the previous round's: the
  * collective starts on the GPU after the fill (coll_gpu_cuda_stream_order). A bcast's
  * output is also filled, so a fill landing late would overwrite it. Returns the failures;

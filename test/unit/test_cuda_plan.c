@@ -6,9 +6,7 @@
  *     exactly one piece, boundaries on the 16-element grid, the last piece the small one;
  *   - the resident kernel's descriptor tags (cgpu_cuda_resident_mix): a part read whole
  *     checks, a part read half old and half new fails its check unless it holds the same
- *     field, and the packed count/blocks/exit word round-trips;
- *   - the resident call's default-stream mark (cgpu_cuda_resident_order_ready) against the
- *     host's full count.
+ *     field, and the packed count/blocks/exit word round-trips.
  */
 #include <CUnit/Basic.h>
 #include <stdbool.h>
@@ -153,49 +151,6 @@ static void test_resident_packing(void)
     CU_ASSERT_NOT_EQUAL(CGPU_CUDA_RESIDENT_EXIT & CGPU_CUDA_RESIDENT_COUNT_MASK, CGPU_CUDA_RESIDENT_EXIT);
 }
 
-/* The resident call's default-stream mark: the fourth descriptor field keeps the call
- * number and the mark apart, and the kernel's 16-bit test of the order word agrees with the
- * host's full count (a later mark landed means ready, an earlier one not) across the 16-bit
- * and 32-bit wraps, for words up to 30000 marks either side of the call's. */
-static void test_resident_order(void)
-{
-    const uint64_t seqs[] = {0, 1, 123456789, CGPU_CUDA_RESIDENT_SEQ_MASK};
-    const unsigned marks[] = {0, 1, 0x7fff, 0x8000, 0xffff};
-    for (size_t i = 0; i < sizeof(seqs) / sizeof(seqs[0]); ++i) {
-        for (size_t j = 0; j < sizeof(marks) / sizeof(marks[0]); ++j) {
-            const uint64_t w = cgpu_cuda_resident_seq_word(seqs[i], marks[j]);
-            CU_ASSERT_EQUAL(w & CGPU_CUDA_RESIDENT_SEQ_MASK, seqs[i]);
-            CU_ASSERT_EQUAL(w >> CGPU_CUDA_RESIDENT_ORDER_SHIFT, marks[j]);
-        }
-    }
-    enum { LEN = 70000, PAIRS = 40000, SPAN = 30000 };
-    uint32_t *mark = malloc(LEN * sizeof(*mark));
-    CU_ASSERT_FATAL(NULL != mark);
-    const uint32_t starts[] = {0, 0x7ff0, 0xfff0, 0xffffffffu - 40000, 0x12345678};
-    srand(7);
-    long wrong = 0, zero = 0;
-    for (size_t s = 0; s < sizeof(starts) / sizeof(starts[0]); ++s) {
-        uint32_t m = starts[s];
-        for (int i = 0; i < LEN; ++i) {
-            mark[i] = m = cgpu_cuda_resident_next_mark(m);
-            zero += 0 == (m & 0xffffu);
-        }
-        for (int p = 0; p < PAIRS; ++p) {
-            const int call = rand() % LEN;
-            const int lo = call > SPAN ? call - SPAN : 0, hi = call + SPAN < LEN ? call + SPAN : LEN - 1;
-            const int landed = lo + rand() % (hi - lo + 1);
-            wrong += cgpu_cuda_resident_order_ready(mark[landed], mark[call] & 0xffffu) !=
-                     (landed >= call);
-        }
-        /* mark 0 waits for nothing, whatever the word */
-        CU_ASSERT_TRUE(cgpu_cuda_resident_order_ready(mark[0], 0));
-        CU_ASSERT_TRUE(cgpu_cuda_resident_order_ready(0, 0));
-    }
-    CU_ASSERT_EQUAL(zero, 0);
-    CU_ASSERT_EQUAL(wrong, 0);
-    free(mark);
-}
-
 /* n ranks: rank i on device dev[i] (a bus id per device), MPS client or not per mps[i] */
 static void fill_recs(cgpu_cuda_dev_rec_t *r, int n, const int *dev, const int *mps)
 {
@@ -296,7 +251,6 @@ int main(void)
         {"copy-engine allreduce halves and their pieces", test_ce_allreduce_halves},
         {"resident descriptor tags reject torn parts", test_resident_tags},
         {"resident descriptor word packing", test_resident_packing},
-        {"resident default-stream mark against the host's count", test_resident_order},
         {"ranks sharing a device, and time slices without MPS", test_share_plan},
     };
     return cgpu_unit_run("test_cuda_plan", cases, sizeof(cases) / sizeof(cases[0]));
