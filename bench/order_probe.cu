@@ -73,57 +73,33 @@ int main(void)
     CK(cudaGetLastError());
     CK(cudaStreamSynchronize(cudaStreamLegacy)); /* idle legacy stream, warm */
 
-    double t;
+/* the mean us of `stmt` over n calls (i: the call's number) */
+#define PER_CALL(stmt)                                                                       \
+    ({                                                                                       \
+        const double t0_ = now_us();                                                         \
+        for (int i = 0; i < n; ++i) {                                                        \
+            stmt;                                                                            \
+        }                                                                                    \
+        (now_us() - t0_) / n;                                                                \
+    })
     for (int pass = 0; pass < 2; ++pass) {
-        t = now_us();
-        for (int i = 0; i < n; ++i) {
-            CK(cudaEventRecord(ev, cudaStreamLegacy));
-            CK(cudaEventSynchronize(ev));
-        }
-        double rec_sync = (now_us() - t) / n;
-        t = now_us();
-        for (int i = 0; i < n; ++i) {
-            CK(cudaEventRecord(ev, cudaStreamLegacy));
-        }
-        double rec = (now_us() - t) / n;
+        const double rec_sync = PER_CALL(CK(cudaEventRecord(ev, cudaStreamLegacy));
+                                         CK(cudaEventSynchronize(ev)));
+        const double rec = PER_CALL(CK(cudaEventRecord(ev, cudaStreamLegacy)));
         CK(cudaEventSynchronize(ev));
-        t = now_us();
-        for (int i = 0; i < n; ++i) {
-            CK(cudaEventRecord(ev, cudaStreamLegacy));
-            while (cudaErrorNotReady == cudaEventQuery(ev)) {
-            }
-        }
-        double rec_poll = (now_us() - t) / n;
-        t = now_us();
-        for (int i = 0; i < n; ++i) {
-            CK(cudaStreamQuery(cudaStreamLegacy));
-        }
-        double q_legacy = (now_us() - t) / n;
-        t = now_us();
-        for (int i = 0; i < n; ++i) {
-            CK(cudaStreamQuery(blk));
-        }
-        double q_blk = (now_us() - t) / n;
-        t = now_us();
-        for (int i = 0; i < n; ++i) {
-            CK(cudaEventQuery(ev));
-        }
-        double q_ev = (now_us() - t) / n;
-        t = now_us();
-        for (int i = 0; i < n; ++i) {
+        const double rec_poll = PER_CALL(CK(cudaEventRecord(ev, cudaStreamLegacy));
+                                         while (cudaErrorNotReady == cudaEventQuery(ev)) {});
+        const double q_legacy = PER_CALL(CK(cudaStreamQuery(cudaStreamLegacy)));
+        const double q_blk = PER_CALL(CK(cudaStreamQuery(blk)));
+        const double q_ev = PER_CALL(CK(cudaEventQuery(ev)));
+        const double wv = PER_CALL(
             if (CUDA_SUCCESS != cuStreamWriteValue32(CU_STREAM_LEGACY, (CUdeviceptr) word_d,
                                                      (cuuint32_t) i, 0)) {
                 fprintf(stderr, "cuStreamWriteValue32 failed\n");
                 return 1;
-            }
-        }
-        double wv = (now_us() - t) / n;
-        t = now_us();
-        for (int i = 0; i < n; ++i) {
-            struct cudaPointerAttributes at;
-            CK(cudaPointerGetAttributes(&at, word_d + (i & 1)));
-        }
-        double pa = (now_us() - t) / n;
+            });
+        const double pa = PER_CALL(struct cudaPointerAttributes at;
+                                   CK(cudaPointerGetAttributes(&at, word_d + (i & 1))));
         printf("pass %d, us a call (idle legacy stream, our kernel running): record+sync %.3f, "
                "record %.3f, record+query loop %.3f, query legacy %.3f, query blocking stream "
                "%.3f, query done event %.3f, cuStreamWriteValue32 on the legacy stream %.3f, "

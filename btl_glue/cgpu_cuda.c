@@ -491,12 +491,6 @@ cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *of
     return CGPU_OK;
 }
 
-cgpu_status_t cgpu_cuda_default_stream_mark(void *ev)
-{
-    return cgpu_cuda_check((int) cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy),
-                           "marking the default stream");
-}
-
 cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev)
 {
     cudaError_t e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
@@ -741,12 +735,6 @@ cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *of
     (void) p, (void) handle;
     *offset = 0;
     *id = 0;
-    return CGPU_ERR_NOT_SUPPORTED;
-}
-
-cgpu_status_t cgpu_cuda_default_stream_mark(void *ev)
-{
-    (void) ev;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

@@ -116,9 +116,6 @@ void cgpu_cuda_ipc_close_now(void *dptr);
 /** Wait on the host for the work already enqueued on the legacy default stream and every
  * blocking stream (@p ev is recorded there). */
 cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev);
-/** Record ev on the legacy default stream (the first half of default_stream_wait_host:
- *  cgpu_cuda_event_sync(ev) is the second), so host work can run while the GPU gets to it. */
-cgpu_status_t cgpu_cuda_default_stream_mark(void *ev);
 void cgpu_cuda_ipc_close(void *dptr);
 
 /** Convert a CUDA error number returned by a kernel launcher; logs it with @p what. */

@@ -24,7 +24,6 @@ typedef struct cgpu_cuda_comm {
                      * the copies nor stream's reduction wait behind them */
     void *ev3;      /* orders stream3 after stream2, and stream after stream3 */
     void *order_ev; /* recorded on the legacy default stream (NULL: no ordering) */
-    bool order_marked; /* order_ev was recorded as this resident call began (rk_takes) */
     bool blocking;  /* stream is a blocking one: ordered after the default stream already */
     size_t inbox_bytes;
     char **peer_inbox; /* [size]; own entry is inbox */
@@ -610,10 +609,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     }
     cuda_staged_t sg = {.in = k->sbuf, .out = k->rbuf};
     if (k->resident) { /* no stream to order: the host waits for the default stream */
-        st = NULL == cc->order_ev ? CGPU_OK
-             : cc->order_marked   ? cgpu_cuda_event_sync(cc->order_ev)
-                                  : cgpu_cuda_default_stream_wait_host(cc->order_ev);
-        cc->order_marked = false;
+        st = NULL != cc->order_ev ? cgpu_cuda_default_stream_wait_host(cc->order_ev) : CGPU_OK;
     } else {
         st = cuda_stage(cc, k, &sg);
     }
@@ -990,18 +986,9 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
 static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t unit)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    cc->order_marked = false;
     if (NULL == cc->rk_stream || unit > cgpu_engine_config()->cuda_resident_max_bytes ||
-        oneshot_blocks(unit) > (size_t) cc->rk_blocks || !cgpu_engine_may_bootstrap()) {
-        return false;
-    }
-    /* the default-stream order in two halves: the event goes onto the legacy stream now
-     * and cuda_run waits for it, so the GPU's round trip to it runs under the buffer
-     * lookups below instead of after them (on the communicator's device only: the legacy
-     * stream is the current device's) */
-    cc->order_marked = NULL != cc->order_ev && cgpu_cuda_current_device() == cc->device &&
-                       CGPU_OK == cgpu_cuda_default_stream_mark(cc->order_ev);
-    if ((NULL != rbuf && !buf_kind(cc, rbuf).in_place) ||
+        oneshot_blocks(unit) > (size_t) cc->rk_blocks || !cgpu_engine_may_bootstrap() ||
+        (NULL != rbuf && !buf_kind(cc, rbuf).in_place) ||
         (NULL != sbuf && sbuf != rbuf && !buf_kind(cc, sbuf).in_place)) {
         return false;
     }
