@@ -307,6 +307,10 @@ if has rk; then # the resident small-allreduce kernel: checked by default, with 
     run rk_np4 200 4 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
     run rk_colls_np2 200 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
     run rk_order_np4 120 4 "${RKON[@]}" test/gpu/test_cuda_colls order
+    # the mailbox in device memory (devices before compute capability 9.0), up to 32 blocks
+    NOCL=(--mca coll_gpu_cuda_resident_cluster 0 --mca coll_gpu_cuda_oneshot_block_bytes 2048)
+    run rk_nocluster_idle_np2 200 2 "${RKON[@]}" "${NOCL[@]}" --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_cuda_resident_idle_us 20 test/gpu/test_cuda_allreduce quick
+    run rk_nocluster_colls_np2 200 2 "${RKON[@]}" "${NOCL[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
   fi
   if [ "${RK_LAT:-1}" = 1 ]; then
     for v in on off; do

@@ -70,6 +70,7 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_resident_max_bytes;
     double cuda_resident_idle_us;
     int cuda_resident_max_kernels;
+    bool cuda_resident_cluster;
     bool cuda_setup_exclusive;
     bool cuda_time_sliced;
     char *profiler; /* path of a profiler plugin */

@@ -392,6 +392,12 @@ static int gpu_register(void)
             "cuda backend: most resident kernels (communicators) per process at once; past it "
             "a communicator launches a kernel per call",
             OPAL_INFO_LVL_6, &c->cuda_resident_max_kernels);
+    c->cuda_resident_cluster = d.cuda_resident_cluster;
+    reg("cuda_resident_cluster",
+        "cuda backend: on compute capability 9.0 and later, run the resident kernel as one "
+        "thread block cluster (at most 8 blocks; block 0 hands each call to the others' shared "
+        "memory); false: one mailbox in device memory, as on older devices (at most 32 blocks)",
+        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &c->cuda_resident_cluster);
     c->cuda_setup_exclusive = d.cuda_setup_exclusive;
     reg("cuda_setup_exclusive",
         "cuda backend: a communicator's CUDA set-up (allocations, IPC export and open) waits "
@@ -413,12 +419,12 @@ static int gpu_register(void)
              "cuda backend: how a collective on device memory starts on the GPU only after the "
              "work already queued on the default stream and on every blocking stream (a "
              "cudaMemcpy from pageable memory or a cudaMemset that filled the buffer may still "
-             "be running when it returns); the host never waits. stream: our stream is a "
-             "blocking one (no cost; a default-stream call made by another thread may then "
-             "wait for our collective), event: an event on the legacy default stream that our "
-             "non-blocking stream waits for (about 1 us per call), none: the application "
-             "synchronizes its buffers itself, auto: event under MPI_THREAD_MULTIPLE, else "
-             "stream",
+             "be running when it returns). event: an event on the legacy default stream that "
+             "our non-blocking stream waits for (about 1 us per call), stream: our stream is a "
+             "blocking one (no cost, but ordered only after the legacy stream, not after the "
+             "application's own blocking streams; a default-stream call made by another thread "
+             "may wait for our collective), none: the application synchronizes its buffers "
+             "itself, auto: event",
              stream_order_values, &c->cuda_stream_order);
     c->ras_abort_on_timeout = d.ras_abort_on_timeout;
     reg("ras_abort_on_timeout",
@@ -552,6 +558,7 @@ static int gpu_open(void)
     cfg.cuda_resident_max_bytes = c->cuda_resident_max_bytes;
     cfg.cuda_resident_idle_us = c->cuda_resident_idle_us;
     cfg.cuda_resident_max_kernels = c->cuda_resident_max_kernels;
+    cfg.cuda_resident_cluster = c->cuda_resident_cluster;
     cfg.cuda_setup_exclusive = c->cuda_setup_exclusive;
     cfg.cuda_time_sliced = c->cuda_time_sliced;
     cfg.profiler = c->profiler;

@@ -7,7 +7,11 @@
  * stores it with release semantics at system scope (store_release_sys: one per chunk in
  * the ring and the alltoall, per item in the tree, per peer in a oneshot).
  * The reader spins on its local counter with volatile loads and reads the data with
- * ld.global.cg (L2, never a stale L1 line from an earlier step).
+ * ld.global.cg (L2, never a stale L1 line from an earlier step). The caller's buffers are
+ * read the same way: the resident kernel stays on an SM across calls and keeps its L1, so
+ * a plain load of an input could return what the previous call read there instead of what
+ * the application or a copy wrote since (session 17: an alltoall's second use of the same
+ * buffers sent the first use's input; test_cuda_colls, carved buffers, under MPS).
  */
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
@@ -265,7 +269,7 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
                     a[u] = __ldcg(s0 + i + u * nth);
                 }
                 if (nullptr != s1) {
-                    b[u] = s1[i + u * nth];
+                    b[u] = __ldcg(s1 + i + u * nth);
                 }
             }
 #pragma unroll
@@ -285,7 +289,7 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
         }
         for (; i < nv; i += nth) {
             uint4 a = nullptr != s0 ? __ldcg(s0 + i) : uint4();
-            uint4 b = nullptr != s1 ? s1[i] : uint4();
+            uint4 b = nullptr != s1 ? __ldcg(s1 + i) : uint4();
             uint4 r = (nullptr != s0 && nullptr != s1) ? combine<T, OP>(a, b)
                                                      : (nullptr != s0 ? a : b);
             if (nullptr != d0) {
@@ -302,7 +306,7 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
     }
     for (size_t i = done + tid; i < n; i += nth) {
         T a = nullptr != src0 ? __ldcg(src0 + i) : T{};
-        T b = nullptr != src1 ? src1[i] : T{};
+        T b = nullptr != src1 ? __ldcg(src1 + i) : T{};
         T r = (nullptr != src0 && nullptr != src1) ? Op<T, OP>::f(a, b)
                                                    : (nullptr != src0 ? a : b);
         if (nullptr != dst0) {
@@ -855,10 +859,9 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
         const size_t nv = cnt / V;
         for (size_t v = threadIdx.x; v < nv; v += blockDim.x) {
             const size_t i = first + v * V;
-            uint4 acc = 0 == me ? *(const uint4 *) (mine + i) : __ldcg((const uint4 *) (contrib(0) + i));
+            uint4 acc = __ldcg((const uint4 *) (contrib(0) + i));
             for (int p = 1; p < n; ++p) {
-                const uint4 x =
-                    p == me ? *(const uint4 *) (mine + i) : __ldcg((const uint4 *) (contrib(p) + i));
+                const uint4 x = __ldcg((const uint4 *) (contrib(p) + i));
                 acc = combine<T, OP>(acc, x);
             }
             *(uint4 *) (out + i) = acc;
@@ -866,9 +869,9 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
         vdone = first + nv * V;
     }
     for (size_t i = vdone + threadIdx.x; i < last; i += blockDim.x) {
-        T acc = 0 == me ? mine[i] : __ldcg(contrib(0) + i);
+        T acc = __ldcg(contrib(0) + i);
         for (int p = 1; p < n; ++p) {
-            T v = p == me ? mine[i] : __ldcg(contrib(p) + i);
+            T v = __ldcg(contrib(p) + i);
             acc = Op<T, OP>::f(acc, v);
         }
         out[i] = acc;
@@ -898,11 +901,11 @@ __device__ __forceinline__ void ll_store(uint4 *dst, uint64_t v, uint32_t n)
 __device__ __forceinline__ uint64_t ll_gather(const uint8_t *src, size_t off, size_t len)
 {
     if (off + 8 <= len && 0 == (((uintptr_t) src + off) & 7)) {
-        return *(const uint64_t *) (src + off);
+        return __ldcg((const unsigned long long *) (src + off));
     }
     uint64_t v = 0;
     for (size_t i = 0; i < 8 && off + i < len; ++i) {
-        v |= (uint64_t) src[off + i] << (8 * i);
+        v |= (uint64_t) __ldcg(src + off + i) << (8 * i);
     }
     return v;
 }
@@ -1072,38 +1075,47 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
     oneshot_body<T, OP>(a, (int) blockIdx.x);
 }
 
-/* ---- resident oneshot allreduce: the kernel stays on the device between calls and takes
+/* ---- resident oneshot calls: the kernel stays on the device between calls and takes
  * each call from a descriptor the host writes into mapped host memory, so a small call
- * costs no launch and no stream synchronize. Block 0 polls the descriptor (its four
- * 16-byte parts each carry a tag made of the descriptor's number and the part's field: one
- * round trip over PCIe reads a whole, checked descriptor) and hands it to the other blocks
- * through device memory; every block runs its part of the oneshot protocol above (the same
- * inbox slots, flags and call numbers as a launched oneshot, so a peer may run either);
- * once every block has counted itself done, block 0 publishes the descriptor's number to
- * the host. After idle_ns without a descriptor, or on an exit descriptor, the kernel ends
- * and says so to the host (with the number it was waiting for: the host launches it again
- * only for a descriptor it has not taken). ---- */
+ * costs no launch and no stream synchronize. Block 0's warp 0 polls the descriptor (its
+ * four 16-byte parts each carry a tag made of the descriptor's number and the part's field:
+ * one 64-byte read over PCIe takes a whole, checked descriptor) and hands it on in the same
+ * form (a mailbox of four tagged parts) to the blocks that work on the call; every working
+ * block runs its part of the oneshot protocol above (the same inbox slots, flags and call
+ * numbers as a launched oneshot, so a peer may run either) and then publishes the number
+ * in its own completion word, which the host reads. Block 0 alone decides that the kernel
+ * ends (after idle_ns without a descriptor, or on an exit descriptor): it hands the end to
+ * every block, so no block ever takes a call block 0 has given up (the host launches the
+ * kernel again from the number it was waiting for). ---- */
 
 __device__ __forceinline__ void load16_volatile(const void *p, uint64_t &x, uint64_t &y)
 {
     asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(x), "=l"(y) : "l"(p));
 }
 
+/* a mailbox part, generic address (this block's shared memory, another block's through the
+ * cluster's window, or device memory) */
+__device__ __forceinline__ void load16_volatile_any(const void *p, uint64_t &x, uint64_t &y)
+{
+    asm volatile("ld.volatile.v2.u64 {%0, %1}, [%2];" : "=l"(x), "=l"(y) : "l"(p) : "memory");
+}
+__device__ __forceinline__ void store16_volatile_any(void *p, uint64_t x, uint64_t y)
+{
+    asm volatile("st.volatile.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(x), "l"(y) : "memory");
+}
+
 /* Compute capability 9.0 and later: the kernel is one thread block cluster (at most 8
- * blocks, CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS). Block 0 hands each call to the others through the
- * cluster's hardware barrier and its shared memory (read by the others through distributed
- * shared memory), and knows they are done at the next barrier: no flag in device memory to
- * poll either way (about 1.9 us per call of several blocks through device memory, session 12).
- * Before 9.0, the hand-off goes through device memory (a.state). */
+ * blocks, CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS) and block 0 stores each call straight into the
+ * mailboxes in the working blocks' shared memory (distributed shared memory), where they
+ * poll without leaving their SM. Before 9.0 (or with coll_gpu_cuda_resident_cluster off),
+ * one mailbox in device memory (a.state) serves every block. Session 13's trace: handing each call on through the cluster's barrier and
+ * waiting at a second barrier for every block to be done cost 0.9-1.0 us per call of
+ * several blocks (0.1 for one block). */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define CGPU_RK_CLUSTER 1
-/* the cluster barrier in two halves: every thread of the cluster arrives, then waits */
-__device__ __forceinline__ void cluster_arrive()
+__device__ __forceinline__ void cluster_sync_all()
 {
     asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait()
-{
     asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 #else
@@ -1112,110 +1124,125 @@ __device__ __forceinline__ void cluster_wait()
 
 template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_resident_args_t a)
 {
-    __shared__ uint64_t s_f[4];
+    __shared__ __align__(16) uint64_t s_mb[8]; /* this block's mailbox (clusters) */
+    __shared__ uint64_t s_f[4], s_k;
     __shared__ int s_exit;
-    /* without clusters: [0] admitted, [1] blocks done, [2..5] fields, [6] working blocks done */
-    volatile uint64_t *dev = a.state;
     __shared__ uint64_t s_ts[2]; /* block 0's stamps inside the oneshot body (trace) */
     cgpu_cuda_oneshot_args_t o = a.o;
-    uint64_t t_idle = global_ns(), t_seen = 0;
-    unsigned long long working = 0; /* block 0: blocks that worked on the calls so far */
+    uint64_t t_idle = global_ns(), t_seen = 0, t_fwd = 0;
+    /* a.cluster: launched as one cluster (compute capability 9.0 and later, unless
+     * coll_gpu_cuda_resident_cluster is off) */
+    const bool clustered = CGPU_RK_CLUSTER && 0 != a.cluster;
 #if CGPU_RK_CLUSTER
     cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
+    if (clustered) {
+        if (threadIdx.x < 8) {
+            s_mb[threadIdx.x] = 0; /* an earlier launch's parts may still be here */
+        }
+        cluster_sync_all(); /* every mailbox is clear before block 0 stores into one */
+    }
 #endif
+    uint64_t *const mine = clustered ? s_mb : a.state; /* a.state: zeroed before the launch */
+    /* block 0: the descriptor it waits for; the others: the least number they may take (they
+     * skip the calls they have no part in) */
     for (uint64_t k = a.start;; ++k) {
-        if (0 == blockIdx.x && threadIdx.x < 32) {
-            /* warp 0 polls: lanes 0-3 read one 16-byte part each, one 64-byte read over PCIe
-             * per poll (one thread reading the four parts in turn waited for each) */
+        if (threadIdx.x < 32) {
             const unsigned lane = threadIdx.x;
-            for (unsigned it = 0;; ++it) {
-                uint64_t q = 0, f = 0;
-                if (lane < 4) {
-                    load16_volatile(a.desc + 2 * lane, q, f);
-                }
-                if (__all_sync(0xffffffffu, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k)) {
+            if (0 == blockIdx.x) {
+                /* warp 0 polls: lanes 0-3 read one 16-byte part each, one 64-byte read over
+                 * PCIe per poll */
+                for (unsigned it = 0;; ++it) {
+                    uint64_t q = 0, f = 0;
                     if (lane < 4) {
-                        s_f[lane] = f;
-#if !CGPU_RK_CLUSTER
-                        dev[2 + lane] = f;
-#endif
+                        load16_volatile(a.desc + 2 * lane, q, f);
                     }
-                    __syncwarp();
-                    if (0 == lane) {
-                        if (nullptr != a.trace) {
+                    if (__all_sync(0xffffffffu, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k)) {
+                        if (lane < 4) {
+                            s_f[lane] = f;
+                        }
+                        if (0 == lane && nullptr != a.trace) {
                             t_seen = global_ns();
                             a.trace[CGPU_CUDA_RK_TRACE_POLLS] += it + 1;
                             a.trace[CGPU_CUDA_RK_TRACE_IDLE] += t_seen - t_idle;
                         }
-#if !CGPU_RK_CLUSTER
-                        __threadfence();
-                        dev[0] = k;
-#endif
-                        s_exit = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
+                        break;
                     }
-                    break;
-                }
-                int idle = 0;
-                if (0 == lane && 0 == (it & 3)) { /* a poll: ~1 us */
-                    idle = global_ns() - t_idle > a.idle_ns;
-                }
-                if (__shfl_sync(0xffffffffu, idle, 0)) {
-                    if (0 == lane) {
-#if !CGPU_RK_CLUSTER
-                        dev[0] = k | CGPU_CUDA_RESIDENT_EXIT;
-#endif
-                        s_exit = 1;
+                    int idle = 0;
+                    if (0 == lane && 0 == (it & 3)) { /* a poll: ~1 us */
+                        idle = global_ns() - t_idle > a.idle_ns;
                     }
-                    break;
+                    if (__shfl_sync(0xffffffffu, idle, 0)) {
+                        if (lane < 4) { /* the end, as an exit descriptor would say */
+                            s_f[lane] = 2 == lane ? CGPU_CUDA_RESIDENT_EXIT : 0;
+                        }
+                        break;
+                    }
                 }
-            }
-        }
+                __syncwarp();
+                const int ex = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
+                if (0 == lane) {
+                    s_exit = ex;
+                }
+                /* hand the call on to the blocks that work on it (the end: to every block),
+                 * one 16-byte part per lane */
+                const int nb = ex ? (int) gridDim.x
+                                  : (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
+                if (!clustered) {
+                    if (nb > 1 && lane < 4) {
+                        store16_volatile_any(mine + 2 * lane,
+                                             k ^ cgpu_cuda_resident_mix(s_f[lane]), s_f[lane]);
+                    }
+                }
 #if CGPU_RK_CLUSTER
-        /* phase 1: block 0 has the call (or the end). Block 0 only arrives here and waits
-         * after its own part (the others arrived long before); the others wait, then read
-         * block 0's fields */
-        cluster_arrive();
-        if (0 != blockIdx.x) {
-            cluster_wait();
-            if (threadIdx.x < 4) {
-                s_f[threadIdx.x] = *cl.map_shared_rank(&s_f[threadIdx.x], 0);
-            } else if (4 == threadIdx.x) {
-                s_exit = *cl.map_shared_rank(&s_exit, 0);
-            }
-        }
-        __syncthreads();
-        if (s_exit) {
-            if (0 == blockIdx.x) {
-                cluster_wait();
-            }
-            cluster_arrive(); /* phase 2: block 0's shared memory stays until all have read it */
-            cluster_wait();
-            if (0 == blockIdx.x && 0 == threadIdx.x) {
-                __threadfence_system();
-                store_flag(a.exited, k);
-            }
-            return;
-        }
-#else
-        if (0 != blockIdx.x && 0 == threadIdx.x) {
-            uint64_t v;
-            while ((v = dev[0]) != k && v != (k | CGPU_CUDA_RESIDENT_EXIT)) {
-            }
-            __threadfence();
-            for (int c = 0; c < 4; ++c) {
-                s_f[c] = dev[2 + c];
-            }
-            s_exit = v != k || 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
-        }
-        __syncthreads();
-        if (s_exit) {
-            if (0 == blockIdx.x && 0 == threadIdx.x) {
-                __threadfence_system();
-                store_flag(a.exited, k);
-            }
-            return;
-        }
+                for (int l = (int) lane; clustered && l < 4 * (nb - 1); l += 32) {
+                    const uint64_t f = s_f[l & 3];
+                    store16_volatile_any(cl.map_shared_rank(s_mb, 1 + (l >> 2)) + 2 * (l & 3),
+                                         k ^ cgpu_cuda_resident_mix(f), f);
+                }
 #endif
+                if (0 == lane && nullptr != a.trace) {
+                    t_fwd = global_ns();
+                }
+            } else {
+                /* lanes 0-3 poll this block's mailbox: a whole one (the four parts tell the
+                 * same number) of at least k */
+                for (;;) {
+                    uint64_t q = 0, f = 0, n = 0;
+                    if (lane < 4) {
+                        load16_volatile_any(mine + 2 * lane, q, f);
+                        n = q ^ cgpu_cuda_resident_mix(f);
+                    }
+                    const uint64_t n0 = __shfl_sync(0xffffffffu, n, 0);
+                    if (__all_sync(0xffffffffu, lane >= 4 || (n == n0 && n0 >= k))) {
+                        if (lane < 4) {
+                            s_f[lane] = f;
+                        }
+                        __syncwarp();
+                        if (0 == lane) {
+                            s_k = n0;
+                            s_exit = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        if (0 != blockIdx.x) {
+            k = s_k;
+        }
+        if (s_exit) {
+#if CGPU_RK_CLUSTER
+            if (clustered) {
+                cluster_sync_all(); /* block 0 is done storing into the others' shared memory */
+            }
+#endif
+            if (0 == blockIdx.x && 0 == threadIdx.x) {
+                __threadfence_system();
+                store_flag(a.exited, k);
+            }
+            return;
+        }
         o.in = (const void *) s_f[0];
         o.out = (void *) s_f[1];
         o.count = (size_t) (s_f[2] & CGPU_CUDA_RESIDENT_COUNT_MASK);
@@ -1226,66 +1253,23 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
         const bool traced = nullptr != a.trace && 0 == blockIdx.x;
         if ((int) blockIdx.x < o.nblocks) {
             oneshot_body<T, OP>(o, (int) blockIdx.x, traced ? s_ts : nullptr);
-        }
-        __syncthreads();
-        uint64_t t_body = traced ? global_ns() : 0;
-#if CGPU_RK_CLUSTER
-        /* phase 2: every block is done with the call (release/acquire across the cluster);
-         * a call of block 0 alone is published before it */
-        const bool alone = 1 == o.nblocks;
-        if (0 == blockIdx.x) {
-            cluster_wait(); /* phase 1 */
-        }
-        if (!alone) {
-            cluster_arrive();
-            cluster_wait();
-        }
-        if (0 == blockIdx.x && 0 == threadIdx.x) {
-            const uint64_t t_all = traced ? global_ns() : 0;
-#else
-        if (0 != blockIdx.x && 0 == threadIdx.x) {
-            __threadfence();
-            if ((int) blockIdx.x < o.nblocks) {
-                (void) atomicAdd((unsigned long long *) &dev[6], 1ull);
+            __syncthreads(); /* every thread's part of the result, before the release */
+            if (0 == threadIdx.x) {
+                const uint64_t t_body = traced ? global_ns() : 0;
+                store_release_sys(a.completed + blockIdx.x, k);
+                if (traced) {
+                    const uint64_t t_done = global_ns();
+                    unsigned long long *tr = a.trace;
+                    tr[CGPU_CUDA_RK_TRACE_CALLS] += 1;
+                    tr[CGPU_CUDA_RK_TRACE_HANDOFF] += t_fwd - t_seen;
+                    tr[CGPU_CUDA_RK_TRACE_WRITE] += s_ts[0] - t_fwd;
+                    tr[CGPU_CUDA_RK_TRACE_PEERS] += s_ts[1] - s_ts[0];
+                    tr[CGPU_CUDA_RK_TRACE_REDUCE] += t_body - s_ts[1];
+                    tr[CGPU_CUDA_RK_TRACE_DONE] += t_done - t_body;
+                }
             }
-            (void) atomicAdd((unsigned long long *) &dev[1], 1ull);
-        } else if (0 == threadIdx.x) {
-            /* the result is whole once the other blocks that worked are done (none for a
-             * call of one block): publish it */
-            working += (unsigned long long) o.nblocks - 1;
-            while (*(volatile unsigned long long *) &dev[6] < working) {
-            }
-            const uint64_t t_all = traced ? global_ns() : 0;
-#endif
-            store_release_sys(a.completed, k);
-            if (traced) {
-                const uint64_t t_done = global_ns();
-                unsigned long long *tr = a.trace;
-                tr[CGPU_CUDA_RK_TRACE_CALLS] += 1;
-                tr[CGPU_CUDA_RK_TRACE_WRITE] += s_ts[0] - t_seen;
-                tr[CGPU_CUDA_RK_TRACE_PEERS] += s_ts[1] - s_ts[0];
-                tr[CGPU_CUDA_RK_TRACE_REDUCE] += t_body - s_ts[1];
-                tr[CGPU_CUDA_RK_TRACE_BLOCKS] += t_all - t_body;
-                tr[CGPU_CUDA_RK_TRACE_DONE] += t_done - t_all;
-            }
-#if !CGPU_RK_CLUSTER
-            /* then block 0 waits until every other block is done with descriptor k (one
-             * scheduled late, or idle in this call) before it takes k + 1 or starts its
-             * idle clock: so it never overwrites the fields a block still reads, nor ends,
-             * while a block is in k */
-            const unsigned long long all = (k - a.start + 1) * (gridDim.x - 1);
-            while (*(volatile unsigned long long *) &dev[1] < all) {
-            }
-#endif
         }
-#if CGPU_RK_CLUSTER
-        if (alone) { /* phase 2 after block 0 has published its call */
-            __syncthreads();
-            cluster_arrive();
-            cluster_wait();
-        }
-#endif
-        (void) working, (void) dev;
+        __syncthreads(); /* s_f, s_k and s_exit are read before warp 0 writes them again */
         t_idle = global_ns();
     }
 }

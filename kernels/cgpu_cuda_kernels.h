@@ -234,9 +234,11 @@ typedef struct cgpu_cuda_oneshot_args {
 #define CGPU_CUDA_RESIDENT_COUNT_MASK ((1ull << 40) - 1)
 typedef struct cgpu_cuda_resident_args {
     const uint64_t *desc;  /* 8 words, host-mapped, 16-byte aligned */
-    uint64_t *completed;   /* host-mapped: number of the last descriptor completed */
+    uint64_t *completed;   /* host-mapped, one word per block: the number of the last
+                            * descriptor that block worked on (published when its part is done) */
     uint64_t *exited;      /* host-mapped: set to the next number when the kernel ends */
-    uint64_t *state;       /* device memory, 8 words, zeroed before each launch */
+    uint64_t *state;       /* device memory, 8 words, 16-byte aligned, zeroed before each
+                            * launch: the blocks' mailbox where the kernel is no cluster */
     uint64_t start;        /* the first descriptor number this launch takes */
     int cluster;           /* launch as one thread block cluster (cgpu_cuda_resident_cluster) */
     unsigned long long idle_ns;
@@ -245,12 +247,12 @@ typedef struct cgpu_cuda_resident_args {
     unsigned long long *trace;
     cgpu_cuda_oneshot_args_t o; /* the communicator's part (in/out/count/seq/nblocks unset) */
 } cgpu_cuda_resident_args_t;
-/* trace words: calls, descriptor polls, then summed ns of: waiting for the descriptor, the
- * writes to the peers and their fence, waiting for the peers' flags, the reduction, waiting
- * for the other working blocks, the completion's fence and store */
+/* trace words: calls, descriptor polls, then summed ns of: waiting for the descriptor,
+ * handing the call on to the other working blocks, the writes to the peers and their fence,
+ * waiting for the peers' flags, the reduction, the completion's release */
 enum { CGPU_CUDA_RK_TRACE_CALLS, CGPU_CUDA_RK_TRACE_POLLS, CGPU_CUDA_RK_TRACE_IDLE,
-       CGPU_CUDA_RK_TRACE_WRITE, CGPU_CUDA_RK_TRACE_PEERS, CGPU_CUDA_RK_TRACE_REDUCE,
-       CGPU_CUDA_RK_TRACE_BLOCKS, CGPU_CUDA_RK_TRACE_DONE, CGPU_CUDA_RK_TRACE_WORDS };
+       CGPU_CUDA_RK_TRACE_HANDOFF, CGPU_CUDA_RK_TRACE_WRITE, CGPU_CUDA_RK_TRACE_PEERS,
+       CGPU_CUDA_RK_TRACE_REDUCE, CGPU_CUDA_RK_TRACE_DONE, CGPU_CUDA_RK_TRACE_WORDS };
 int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                               int blocks, int threads, void *stream);
 /** Whether the current device runs the resident kernel as one thread block cluster (compute

@@ -61,7 +61,7 @@ typedef struct cgpu_cuda_comm {
     /* the resident oneshot allreduce (see launch_resident) */
     void *rk_stream;      /* non-blocking: the default stream never waits for it */
     void *rk_ev;          /* recorded after each launch: whether the kernel has ended */
-    uint64_t *rk_ctl;     /* control block, host view: RK_DESC.., RK_DONE, RK_EXITED */
+    uint64_t *rk_ctl;     /* control block, host view: RK_DESC.., RK_DONE.., RK_EXITED */
     uint64_t *rk_ctl_dev; /* the same, device view */
     uint64_t *rk_state;   /* device memory the kernel's blocks share */
     uint64_t rk_k;        /* descriptors written */
@@ -76,7 +76,11 @@ typedef struct cgpu_cuda_comm {
 } cgpu_cuda_comm_t;
 
 /* word indices in the resident control block (one 64-byte line each part) */
-enum { RK_DESC = 0, RK_DONE = 16, RK_EXITED = 32, RK_CTL_BYTES = 512 };
+/* words: the descriptor, one completion word per block (a call of up to 8 blocks is one
+ * cache line for the host to read), the end */
+enum { RK_DESC = 0, RK_DONE = 16, RK_EXITED = RK_DONE + CGPU_CUDA_MAX_ONESHOT_BLOCKS,
+       RK_CTL_BYTES = 512 };
+_Static_assert((RK_EXITED + 1) * 8 <= RK_CTL_BYTES, "resident control block");
 /* the kernel's device memory: RK_STATE_WORDS of state (zeroed at each launch), then the
  * trace (zeroed once, summed across launches; verbose 10) */
 enum { RK_STATE_WORDS = 8, RK_TRACE = RK_STATE_WORDS, RK_DEV_BYTES = 128 };
@@ -193,10 +197,10 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->inbox_bytes = cc->a2a_off + (size_t) cfg->cuda_a2a_channels * cc->nslots * cc->slot_bytes;
 
     cc->timeout_ns = (unsigned long long) (cfg->cuda_timeout_s * 1e9);
-    /* ordering after the caller's default-stream work: a blocking stream does it for
-     * free where no other thread can call MPI meanwhile (auto resolved in init_query;
-     * unresolved, the event); the copy-engine paths also wait for it on the host, through
-     * order_ev, before peers write into our buffers */
+    /* ordering after the caller's default-stream work: the stream waits for order_ev,
+     * recorded on the legacy stream (cuda_stage); in `stream` mode the stream is a blocking
+     * one instead (ordered after the legacy stream, not after the application's blocking
+     * streams); the copy-engine paths and resident calls wait for order_ev on the host */
     cc->blocking = CGPU_ORDER_BLOCKING_STREAM == cfg->cuda_stream_order;
     cgpu_status_t st = cgpu_cuda_stream_create(&cc->stream, cc->blocking);
     if (CGPU_OK == st && CGPU_ORDER_NONE != cfg->cuda_stream_order) {
@@ -233,7 +237,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
         cc->rk_op = CGPU_OP_SUM;
         /* a block per coll_gpu_cuda_oneshot_block_bytes of the limit, at most 8 where the
          * kernel is one cluster (calls of more blocks are launched) */
-        cc->rk_cluster = 0 != cgpu_cuda_resident_cluster();
+        cc->rk_cluster = cfg->cuda_resident_cluster && 0 != cgpu_cuda_resident_cluster();
         cc->rk_blocks = (int) clamp1(div_up(cfg->cuda_resident_max_bytes, cfg->cuda_oneshot_block_bytes),
                                      cc->rk_cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS
                                                     : CGPU_CUDA_MAX_ONESHOT_BLOCKS);
@@ -369,12 +373,12 @@ static void rk_report(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
     }
     const double n = (double) tr[CGPU_CUDA_RK_TRACE_CALLS];
     cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident oneshot on the device, mean of %llu "
-             "calls: %.2f polls; us waiting for the descriptor %.2f, writes and fence %.2f, "
-             "peers' flags %.2f, result %.2f, other blocks %.2f, completion %.2f",
+             "calls: %.2f polls; us waiting for the descriptor %.2f, hand-off %.2f, writes and "
+             "fence %.2f, peers' flags %.2f, result %.2f, completion %.2f",
              comm->rank, tr[CGPU_CUDA_RK_TRACE_CALLS], tr[CGPU_CUDA_RK_TRACE_POLLS] / n,
-             tr[CGPU_CUDA_RK_TRACE_IDLE] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_WRITE] / n / 1e3,
-             tr[CGPU_CUDA_RK_TRACE_PEERS] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_REDUCE] / n / 1e3,
-             tr[CGPU_CUDA_RK_TRACE_BLOCKS] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_DONE] / n / 1e3);
+             tr[CGPU_CUDA_RK_TRACE_IDLE] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_HANDOFF] / n / 1e3,
+             tr[CGPU_CUDA_RK_TRACE_WRITE] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_PEERS] / n / 1e3,
+             tr[CGPU_CUDA_RK_TRACE_REDUCE] / n / 1e3, tr[CGPU_CUDA_RK_TRACE_DONE] / n / 1e3);
 }
 
 void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
@@ -567,7 +571,12 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     sg->copy_out = false;
     sg->host_out = NULL;
     cgpu_status_t st = CGPU_OK;
-    /* device memory the caller filled through the default stream may not be written yet */
+    /* device memory the caller filled through the default stream (or a blocking stream)
+     * may not be written yet: an event on the legacy stream (a legacy-stream operation
+     * waits for every blocking stream); in `stream` mode our blocking stream is ordered
+     * after the legacy stream only (an event there would also wait for our other
+     * communicators' blocking streams: one waited for another's kernel, which waited
+     * for a peer, session 17) */
     if (NULL != cc->order_ev && !cc->blocking &&
         ((k->out_bytes > 0 && !rk.host) || (k->in_bytes > 0 && !sk.host))) {
         st = cgpu_cuda_stream_after_default(cc->stream, cc->order_ev);
@@ -887,15 +896,27 @@ static cgpu_status_t ce_allreduce(cgpu_comm_t *comm, cuda_call_t *k, const void 
                                   bool *done);
 
 /* ---- the resident oneshot kernel (kernels/cgpu_cuda_kernels.cu: resident_kernel) ----
- * The host writes a descriptor into the control block (mapped host memory) and polls
- * RK_DONE; the kernel, launched on first use and again whenever it has ended (idle, or
- * stopped before a set-up or for another reduction), polls the descriptor. It runs every
+ * The host writes a descriptor into the control block (mapped host memory) and polls the
+ * working blocks' RK_DONE words; the kernel, launched on first use and again whenever it
+ * has ended (idle, or stopped before a set-up or for another reduction), polls the
+ * descriptor. It runs every
  * copying mode and the reductions of its (dt, op). A peer may run the same call as a
  * launched oneshot: the protocol in the inboxes is the same. */
 
 static uint64_t rk_load(const cgpu_cuda_comm_t *cc, int w)
 {
     return __atomic_load_n(&cc->rk_ctl[w], __ATOMIC_ACQUIRE);
+}
+
+/* whether each of the nblocks blocks that work on descriptor k has published it */
+static bool rk_done(const cgpu_cuda_comm_t *cc, uint64_t k, int nblocks)
+{
+    for (int b = 0; b < nblocks; ++b) {
+        if (rk_load(cc, RK_DONE + b) < k) {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* descriptor k = ++rk_k: each part's field, then its tag (see cgpu_cuda_resident_mix) */
@@ -936,7 +957,7 @@ static void rk_stop(cgpu_cuda_comm_t *cc)
 static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, uint64_t start)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    /* the blocks' hand-off words (a cluster hands calls on through its barrier instead) */
+    /* the blocks' mailbox (a cluster's are in its blocks' shared memory instead) */
     cgpu_status_t st = cc->rk_cluster ? CGPU_OK
                                       : cgpu_cuda_memset_async(cc->rk_state, 0, RK_STATE_WORDS * 8,
                                                                cc->rk_stream);
@@ -1036,29 +1057,28 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
              (unsigned long long) nblocks, (unsigned long long) oseq, ll ? " LL" : "");
     cgpu_status_t st = cc->rk_running ? CGPU_OK : rk_launch(comm, dt, op, k);
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
-        const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the kernel publishes
-                                                          * completions before it ends */
-        if (rk_load(cc, RK_DONE) >= k) {
+        const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the blocks publish
+                                                          * completions before they end */
+        if (rk_done(cc, k, (int) nblocks)) {
             cc->rk_wait_ns += cgpu_now_ns() - t1;
             return CGPU_OK;
         }
-        if (0 != ended) {
-            if (ended == k) { /* it ended idle before taking descriptor k: again */
-                st = rk_launch(comm, dt, op, k);
-                continue;
-            }
-            cc->rk_running = false;
-            cgpu_log(CGPU_LOG_WARN, "cuda: rank %d: the resident kernel ended at "
-                     "descriptor %llu without completing %llu", comm->rank,
-                     (unsigned long long) ended, (unsigned long long) k);
-            return CGPU_ERR_DEVICE;
+        if (ended == k) {
+            /* block 0 ended (idle) before taking descriptor k, and so took no other block
+             * (it hands every call on): again */
+            st = rk_launch(comm, dt, op, k);
+            continue;
         }
+        /* ended past k: block 0 is done with k and the kernel ends once the other working
+         * blocks are (they see the end only then); so only a kernel gone without every
+         * completion is a fault */
         if (0 == (it & 0xfff) && CGPU_IN_PROGRESS != cgpu_cuda_event_query(cc->rk_ev) &&
-            rk_load(cc, RK_DONE) < k && 0 == rk_load(cc, RK_EXITED)) {
-            /* ended without a word: a device error (reported by the query, or here) */
+            !rk_done(cc, k, (int) nblocks) && k != rk_load(cc, RK_EXITED)) {
+            /* a device error (reported by the query, or here) */
             cc->rk_running = false;
-            cgpu_log(CGPU_LOG_WARN, "cuda: rank %d: the resident kernel ended "
-                     "without completing a call", comm->rank);
+            cgpu_log(CGPU_LOG_WARN, "cuda: rank %d: the resident kernel ended at descriptor "
+                     "%llu without completing %llu", comm->rank,
+                     (unsigned long long) rk_load(cc, RK_EXITED), (unsigned long long) k);
             return CGPU_ERR_DEVICE;
         }
         /* a wait past 50 us (a call takes 5-10): a peer may wait in MPI for a message of ours */

@@ -59,6 +59,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_resident_max_bytes = 64u << 10;
     cfg->cuda_resident_idle_us = 50.0;
     cfg->cuda_resident_max_kernels = 4;
+    cfg->cuda_resident_cluster = true;
     cfg->cuda_setup_exclusive = true;
     cfg->cuda_time_sliced = false; /* ranks sharing a GPU without MPS: the host backend */
     cfg->ras_timeout_s = 300.0;
@@ -141,7 +142,9 @@ void cgpu_engine_set_threads(bool multiple)
         engine_cfg.cuda_wait_polls = multiple ? 32 : -1;
     }
     if (CGPU_ORDER_AUTO == engine_cfg.cuda_stream_order) {
-        engine_cfg.cuda_stream_order = multiple ? CGPU_ORDER_EVENT : CGPU_ORDER_BLOCKING_STREAM;
+        /* not the blocking stream: it is not ordered after the application's blocking
+         * streams (session 17, under MPS) */
+        engine_cfg.cuda_stream_order = CGPU_ORDER_EVENT;
     }
     if (engine_cfg.cuda_resident < 0) { /* another thread's device-wide synchronize (a
                                          * cudaFree) would wait while ours keep it busy */

@@ -107,6 +107,7 @@ typedef struct cgpu_config {
     size_t cuda_resident_max_bytes; /* allreduces up to this size take them */
     double cuda_resident_idle_us;   /* a resident kernel ends after this long without work */
     int cuda_resident_max_kernels;  /* at most this many per process at once */
+    bool cuda_resident_cluster; /* one thread block cluster where the device has them */
     bool cuda_setup_exclusive;  /* a communicator's CUDA set-up waits until no collective
                                  * kernel of the process is in flight (cgpu_cuda_setup_begin) */
     bool cuda_time_sliced;      /* run the kernels also where ranks share a device without
@@ -128,7 +129,8 @@ enum {
     CGPU_ORDER_AUTO = -1,  /* BLOCKING_STREAM unless threads call MPI at once, then EVENT */
     CGPU_ORDER_NONE = 0,   /* the application synchronizes its buffers itself */
     CGPU_ORDER_EVENT = 1,  /* an event on the legacy stream, waited for by our stream */
-    CGPU_ORDER_BLOCKING_STREAM = 2, /* our stream is a blocking one: implicit ordering */
+    CGPU_ORDER_BLOCKING_STREAM = 2, /* our stream is a blocking one: implicit ordering after
+                                     * the legacy stream (not after other blocking streams) */
 };
 
 /** Fill @p cfg with the documented defaults. */

@@ -340,8 +340,14 @@ static void check_carved(size_t per)
         MT_CHECK_MPI(MPI_Alltoall(s, (int) per, MPI_INT, r, (int) per, MPI_INT, MPI_COMM_WORLD));
         from_dev(h, r, tb);
         long bad = diff(h, want, total, sizeof(int));
-        MT_CHECK(0 == bad, "alltoall %zu ints per peer in a carved buffer (use %d): %ld wrong",
-                 per, rep + 1, bad);
+        int later = h[0]; /* a wrong result: whether it was late, or lost */
+        if (0 != bad) {
+            CUDA_OK(cudaDeviceSynchronize());
+            from_dev(&later, r, sizeof(int));
+        }
+        MT_CHECK(0 == bad, "alltoall %zu ints per peer in a carved buffer (use %d): %ld wrong "
+                 "(first element 0x%08x, want 0x%08x; after a device synchronize 0x%08x)", per,
+                 rep + 1, bad, (unsigned) h[0], (unsigned) want[0], (unsigned) later);
         const int root = rep % nranks;
         for (size_t i = 0; i < 3 * per; ++i) {
             wb[i] = pattern(root + 10 * rep, i);

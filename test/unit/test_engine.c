@@ -1489,7 +1489,7 @@ static void scenario_thread_level_resolves_auto_settings(test_rank_t *t)
         bool multiple;
         int want_order, want_polls;
     } cases[] = {
-        {CGPU_ORDER_AUTO, -2, false, CGPU_ORDER_BLOCKING_STREAM, -1},
+        {CGPU_ORDER_AUTO, -2, false, CGPU_ORDER_EVENT, -1},
         {CGPU_ORDER_AUTO, -2, true, CGPU_ORDER_EVENT, 32},
         {CGPU_ORDER_BLOCKING_STREAM, 5, true, CGPU_ORDER_BLOCKING_STREAM, 5},
         {CGPU_ORDER_NONE, -1, true, CGPU_ORDER_NONE, -1},
