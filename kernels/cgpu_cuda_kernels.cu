@@ -922,9 +922,14 @@ __device__ __forceinline__ void ll_scatter(uint8_t *dst, size_t off, size_t len,
     }
 }
 
+/* LL lines a thread keeps in flight: its loads of the input, and its polls of the peers'
+ * lines, go out together instead of one round trip after another (a class of 8 KiB in one
+ * block of 512 threads is two lines a thread) */
+#define CGPU_LL_BATCH 4
+
 /* waits for line l from rank p; false after the timeout (recorded) */
-__device__ __forceinline__ bool ll_take(const cgpu_cuda_oneshot_args_t &a, int p, int l,
-                                        uint64_t &v)
+__device__ __forceinline__ bool ll_take1(const cgpu_cuda_oneshot_args_t &a, int p, int l,
+                                         uint64_t &v)
 {
     const uint4 *src = ll_line(a, a.rank, p, l);
     const uint32_t n = (uint32_t) a.seq;
@@ -951,6 +956,48 @@ __device__ __forceinline__ bool ll_take(const cgpu_cuda_oneshot_args_t &a, int p
     }
 }
 
+/* waits for lines l[0..cnt) from rank p, polling every missing one in each round; false
+ * after the timeout (recorded) */
+__device__ __forceinline__ bool ll_take(const cgpu_cuda_oneshot_args_t &a, int p, const int *l,
+                                        int cnt, uint64_t *v)
+{
+    const uint32_t n = (uint32_t) a.seq;
+    unsigned missing = (1u << cnt) - 1;
+    uint64_t t0 = 0;
+    for (unsigned it = 1;; ++it) {
+        uint32_t x[CGPU_LL_BATCH], y[CGPU_LL_BATCH], z[CGPU_LL_BATCH], w[CGPU_LL_BATCH];
+#pragma unroll
+        for (int u = 0; u < CGPU_LL_BATCH; ++u) {
+            if (missing >> u & 1) {
+                asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                             : "=r"(x[u]), "=r"(y[u]), "=r"(z[u]), "=r"(w[u])
+                             : "l"(ll_line(a, a.rank, p, l[u]))
+                             : "memory");
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < CGPU_LL_BATCH; ++u) {
+            if ((missing >> u & 1) && y[u] == n && w[u] == n) {
+                v[u] = (uint64_t) x[u] | (uint64_t) z[u] << 32;
+                missing &= ~(1u << u);
+            }
+        }
+        if (0 == missing) {
+            return true;
+        }
+        if (0 == (it & 1023) && 0 != a.timeout_ns) {
+            const uint64_t t = global_ns();
+            if (0 == t0) {
+                t0 = t;
+            } else if (t - t0 > a.timeout_ns) {
+                const int u = __ffs(missing) - 1;
+                report_timeout(a.err, CGPU_CUDA_ERR_ONESHOT, p, n, y[u]);
+                return false;
+            }
+        }
+    }
+}
+
 /* acc = acc op x, element by element over the 8 bytes (T of at most 8 bytes) */
 template <typename T, int OP> __device__ __forceinline__ uint64_t ll_combine(uint64_t acc, uint64_t x)
 {
@@ -967,14 +1014,13 @@ template <typename T, int OP> __device__ __forceinline__ uint64_t ll_combine(uin
     return r.u;
 }
 
-/* block b's share of an LL call's lines; ts as in oneshot_sync */
+/* ll_body's lines [lo, hi) where a thread has at most one line each way: one at a time
+ * (the batches below cost calls of up to 2 KiB 0.1-0.7 us more under MPS, session 17) */
 template <typename T, int OP>
-__device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const int b, uint64_t *ts)
+__device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, const int lo,
+                                            const int hi, uint64_t *ts)
 {
     const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
-    const int lines = CGPU_CUDA_LL_LINES << CGPU_CUDA_LL_CLASS(a.mode);
-    const int per = (lines + a.nblocks - 1) / a.nblocks;
-    const int lo = b * per < lines ? b * per : lines, hi = lo + per < lines ? lo + per : lines;
     const bool copies = CGPU_CUDA_ONESHOT_COPIES(mode);
     const size_t len = a.count * (copies ? 1 : sizeof(T)); /* bytes of one block */
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
@@ -1003,7 +1049,7 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
             for (int p = 0; p < n && ok; ++p) {
                 uint64_t v = 0;
                 if (p != me) {
-                    ok = ll_take(a, p, l, v);
+                    ok = ll_take1(a, p, l, v);
                     if (ok && off < len && (CGPU_CUDA_RING_BCAST != mode || p == root)) {
                         ll_scatter(out + (CGPU_CUDA_RING_BCAST == mode ? 0 : (size_t) p * len), off,
                                    len, v);
@@ -1026,12 +1072,124 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
                 if (p == me) {
                     v = ll_gather(mine, off, len);
                 } else {
-                    ok = ll_take(a, p, l, v);
+                    ok = ll_take1(a, p, l, v);
                 }
                 acc = 0 == p ? v : ll_combine<T, OP>(acc, v);
             }
             if (ok && off < len && (CGPU_CUDA_RING_REDUCE != mode || me == root)) {
                 ll_scatter(out, off, len, acc);
+            }
+        }
+    }
+    __syncthreads();
+    if (nullptr != ts && 0 == threadIdx.x) {
+        ts[1] = global_ns();
+    }
+}
+
+/* block b's share of an LL call's lines; ts as in oneshot_sync */
+template <typename T, int OP>
+__device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const int b, uint64_t *ts)
+{
+    const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
+    const int lines = CGPU_CUDA_LL_LINES << CGPU_CUDA_LL_CLASS(a.mode);
+    const int per = (lines + a.nblocks - 1) / a.nblocks;
+    const int lo = b * per < lines ? b * per : lines, hi = lo + per < lines ? lo + per : lines;
+    const bool copies = CGPU_CUDA_ONESHOT_COPIES(mode);
+    const size_t len = a.count * (copies ? 1 : sizeof(T)); /* bytes of one block */
+    const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
+    const uint8_t *in = (const uint8_t *) a.in;
+    uint8_t *out = (uint8_t *) a.out;
+    const uint32_t num = (uint32_t) a.seq;
+    /* every line of this block's share to every peer: data where it takes some, else zeros
+     * (a batch of loads, then their stores) */
+    const int total = (n - 1) * (hi - lo), nth = (int) blockDim.x;
+    if (total <= nth && hi - lo <= nth) {
+        ll_body_one<T, OP>(a, lo, hi, ts);
+        return;
+    }
+    for (int i0 = (int) threadIdx.x; i0 < total; i0 += CGPU_LL_BATCH * nth) {
+        uint64_t v[CGPU_LL_BATCH] = {};
+        uint4 *dst[CGPU_LL_BATCH];
+#pragma unroll
+        for (int u = 0; u < CGPU_LL_BATCH; ++u) {
+            const int i = i0 + u * nth;
+            if (i < total) {
+                const int q = i / (hi - lo), l = lo + i % (hi - lo);
+                const int p = q < me ? q : q + 1;
+                const bool data = CGPU_CUDA_RING_BCAST == mode    ? me == root
+                                  : CGPU_CUDA_RING_REDUCE == mode ? p == root
+                                                                  : true;
+                v[u] = data ? ll_gather(in + (blocks ? (size_t) p * len : 0), (size_t) l * 8, len) : 0;
+                dst[u] = ll_line(a, p, me, l);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < CGPU_LL_BATCH; ++u) {
+            if (i0 + u * nth < total) {
+                ll_store(dst[u], v[u], num);
+            }
+        }
+    }
+    __syncthreads(); /* every read of the input before any write of the output (in place) */
+    if (nullptr != ts && 0 == threadIdx.x) {
+        ts[0] = global_ns();
+    }
+    bool ok = true; /* false after a timeout (recorded): this thread stops */
+    for (int l0 = lo + (int) threadIdx.x; l0 < hi && ok; l0 += CGPU_LL_BATCH * nth) {
+        int ls[CGPU_LL_BATCH], cnt = 0; /* this thread's lines of the batch */
+#pragma unroll
+        for (int u = 0; u < CGPU_LL_BATCH; ++u) {
+            ls[u] = l0 + u * nth;
+            cnt += ls[u] < hi;
+        }
+        uint64_t v[CGPU_LL_BATCH] = {};
+        if (copies) {
+            for (int p = 0; p < n && ok; ++p) {
+                if (p != me) {
+                    ok = ll_take(a, p, ls, cnt, v);
+                    for (int u = 0; ok && u < cnt; ++u) {
+                        const size_t off = (size_t) ls[u] * 8;
+                        if (off < len && (CGPU_CUDA_RING_BCAST != mode || p == root)) {
+                            ll_scatter(out + (CGPU_CUDA_RING_BCAST == mode ? 0 : (size_t) p * len),
+                                       off, len, v[u]);
+                        }
+                    }
+                } else if (CGPU_CUDA_RING_BCAST != mode) {
+                    /* this rank's own block of the allgather or alltoall (not in place) */
+                    const uint8_t *own = in + (CGPU_CUDA_ONESHOT_ALLTOALL == mode ? (size_t) me * len : 0);
+                    uint8_t *dst = out + (size_t) me * len;
+                    for (int u = 0; own != dst && u < cnt; ++u) {
+                        const size_t off = (size_t) ls[u] * 8;
+                        if (off < len) {
+                            ll_scatter(dst, off, len, ll_gather(own, off, len));
+                        }
+                    }
+                }
+            }
+        } else {
+            /* rank order, as oneshot_reduce: every rank computes identical bits */
+            const uint8_t *mine = in + (CGPU_CUDA_RING_REDUCE_SCATTER == mode ? (size_t) me * len : 0);
+            uint64_t acc[CGPU_LL_BATCH], own[CGPU_LL_BATCH];
+#pragma unroll
+            for (int u = 0; u < CGPU_LL_BATCH; ++u) { /* loaded before the peers' lines come */
+                own[u] = u < cnt ? ll_gather(mine, (size_t) ls[u] * 8, len) : 0;
+            }
+            for (int p = 0; p < n && ok; ++p) {
+                if (p != me) {
+                    ok = ll_take(a, p, ls, cnt, v);
+                }
+#pragma unroll
+                for (int u = 0; u < CGPU_LL_BATCH; ++u) {
+                    const uint64_t x = p == me ? own[u] : v[u];
+                    acc[u] = 0 == p ? x : ll_combine<T, OP>(acc[u], x);
+                }
+            }
+            for (int u = 0; ok && u < cnt && (CGPU_CUDA_RING_REDUCE != mode || me == root); ++u) {
+                const size_t off = (size_t) ls[u] * 8;
+                if (off < len) {
+                    ll_scatter(out, off, len, acc[u]);
+                }
             }
         }
     }
