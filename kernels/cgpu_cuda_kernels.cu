@@ -927,6 +927,26 @@ __device__ __forceinline__ void ll_scatter(uint8_t *dst, size_t off, size_t len,
  * block of 512 threads is two lines a thread) */
 #define CGPU_LL_BATCH 4
 
+/* every 1024th poll of a wait for rank p's line: whether the wait has passed the timeout
+ * (then recorded, with the number the line held) */
+__device__ __forceinline__ bool ll_timed_out(const cgpu_cuda_oneshot_args_t &a, unsigned it,
+                                             uint64_t &t0, int p, uint32_t seen)
+{
+    if (0 != (it & 1023) || 0 == a.timeout_ns) {
+        return false;
+    }
+    const uint64_t t = global_ns();
+    if (0 == t0) {
+        t0 = t;
+        return false;
+    }
+    if (t - t0 <= a.timeout_ns) {
+        return false;
+    }
+    report_timeout(a.err, CGPU_CUDA_ERR_ONESHOT, p, (uint32_t) a.seq, seen);
+    return true;
+}
+
 /* waits for line l from rank p; false after the timeout (recorded) */
 __device__ __forceinline__ bool ll_take1(const cgpu_cuda_oneshot_args_t &a, int p, int l,
                                          uint64_t &v)
@@ -944,14 +964,8 @@ __device__ __forceinline__ bool ll_take1(const cgpu_cuda_oneshot_args_t &a, int 
             v = (uint64_t) x | (uint64_t) z << 32;
             return true;
         }
-        if (0 == (it & 1023) && 0 != a.timeout_ns) {
-            const uint64_t t = global_ns();
-            if (0 == t0) {
-                t0 = t;
-            } else if (t - t0 > a.timeout_ns) {
-                report_timeout(a.err, CGPU_CUDA_ERR_ONESHOT, p, n, y);
-                return false;
-            }
+        if (ll_timed_out(a, it, t0, p, y)) {
+            return false;
         }
     }
 }
@@ -985,15 +999,8 @@ __device__ __forceinline__ bool ll_take(const cgpu_cuda_oneshot_args_t &a, int p
         if (0 == missing) {
             return true;
         }
-        if (0 == (it & 1023) && 0 != a.timeout_ns) {
-            const uint64_t t = global_ns();
-            if (0 == t0) {
-                t0 = t;
-            } else if (t - t0 > a.timeout_ns) {
-                const int u = __ffs(missing) - 1;
-                report_timeout(a.err, CGPU_CUDA_ERR_ONESHOT, p, n, y[u]);
-                return false;
-            }
+        if (ll_timed_out(a, it, t0, p, y[__ffs(missing) - 1])) {
+            return false;
         }
     }
 }

@@ -899,9 +899,8 @@ static cgpu_status_t ce_allreduce(cgpu_comm_t *comm, cuda_call_t *k, const void 
  * The host writes a descriptor into the control block (mapped host memory) and polls the
  * working blocks' RK_DONE words; the kernel, launched on first use and again whenever it
  * has ended (idle, or stopped before a set-up or for another reduction), polls the
- * descriptor. It runs every
- * copying mode and the reductions of its (dt, op). A peer may run the same call as a
- * launched oneshot: the protocol in the inboxes is the same. */
+ * descriptor. It runs every copying mode and the reductions of its (dt, op). A peer may
+ * run the same call as a launched oneshot: the protocol in the inboxes is the same. */
 
 static uint64_t rk_load(const cgpu_cuda_comm_t *cc, int w)
 {
