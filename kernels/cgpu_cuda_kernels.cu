@@ -1108,13 +1108,13 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
     const uint8_t *in = (const uint8_t *) a.in;
     uint8_t *out = (uint8_t *) a.out;
     const uint32_t num = (uint32_t) a.seq;
-    /* every line of this block's share to every peer: data where it takes some, else zeros
-     * (a batch of loads, then their stores) */
     const int total = (n - 1) * (hi - lo), nth = (int) blockDim.x;
     if (total <= nth && hi - lo <= nth) {
         ll_body_one<T, OP>(a, lo, hi, ts);
         return;
     }
+    /* every line of this block's share to every peer: data where it takes some, else zeros
+     * (a batch of loads, then their stores) */
     for (int i0 = (int) threadIdx.x; i0 < total; i0 += CGPU_LL_BATCH * nth) {
         uint64_t v[CGPU_LL_BATCH] = {};
         uint4 *dst[CGPU_LL_BATCH];

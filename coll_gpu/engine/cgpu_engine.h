@@ -126,7 +126,7 @@ typedef struct cgpu_config {
 /** How a device-buffer call is ordered after the work the caller queued on the default
  * stream (cuda backend). */
 enum {
-    CGPU_ORDER_AUTO = -1,  /* BLOCKING_STREAM unless threads call MPI at once, then EVENT */
+    CGPU_ORDER_AUTO = -1,  /* EVENT (cgpu_engine_set_threads) */
     CGPU_ORDER_NONE = 0,   /* the application synchronizes its buffers itself */
     CGPU_ORDER_EVENT = 1,  /* an event on the legacy stream, waited for by our stream */
     CGPU_ORDER_BLOCKING_STREAM = 2, /* our stream is a blocking one: implicit ordering after
