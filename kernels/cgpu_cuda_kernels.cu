@@ -152,6 +152,16 @@ __device__ __forceinline__ void store_release_sys(uint64_t *p, uint64_t v)
     asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+/* A store with release semantics at GPU scope: what this thread stored, or what is ordered
+ * before it through a barrier, has reached this GPU's L2 (the point every later kernel, copy
+ * and migration of this device's memory reads through) before the value is visible. For a
+ * word only the host reads, whose stores before it went to this device's memory; see the
+ * resident kernel's completion. */
+__device__ __forceinline__ void store_release_gpu(uint64_t *p, uint64_t v)
+{
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 __device__ __forceinline__ uint64_t global_ns()
 {
     uint64_t t;
@@ -1421,7 +1431,11 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
             __syncthreads(); /* every thread's part of the result, before the release */
             if (0 == threadIdx.x) {
                 const uint64_t t_body = traced ? global_ns() : 0;
-                store_release_sys(a.completed + blockIdx.x, k);
+                /* GPU scope: the host reads only this word, and the result went to this
+                 * device's memory, which whatever the application does next reads through
+                 * this GPU's L2 (the peers' inboxes are the protocol's business, with its own
+                 * system-scope releases) */
+                store_release_gpu(a.completed + blockIdx.x, k);
                 if (traced) {
                     const uint64_t t_done = global_ns();
                     unsigned long long *tr = a.trace;

@@ -332,6 +332,30 @@ int main(int argc, char **argv)
         MT_EXPECT_PATH(&pv, 2, MT_PATH_ENGINE, "cudaMallocAsync and managed");
     }
 
+    /* small calls on managed memory (the resident kernel's sizes, whose completion is
+     * released at GPU scope): written and read by the CPU right around each call, no
+     * synchronize; the values change every call so a late result shows */
+    {
+        const size_t n = 1001;
+        const int rounds = 200;
+        int *m = NULL;
+        CUDA_OK(cudaMallocManaged((void **) &m, n * sizeof(int), cudaMemAttachGlobal));
+        long bad = 0;
+        for (int it = 0; it < rounds; ++it) {
+            for (size_t i = 0; i < n; ++i) {
+                m[i] = (int) (i % 11) + rank + it;
+            }
+            MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, m, (int) n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+            for (size_t i = 0; i < n; ++i) {
+                bad += m[i] != ((int) (i % 11) + it) * nranks + nranks * (nranks - 1) / 2;
+            }
+        }
+        MT_CHECK(0 == bad, "small managed allreduce read by the CPU: %ld wrong in %d calls", bad,
+                 rounds);
+        cudaFree(m);
+        MT_EXPECT_PATH(&pv, rounds, MT_PATH_ENGINE, "small managed calls");
+    }
+
     /* pinned host memory (cudaMallocHost) is host memory: staged into device scratch */
     {
         const size_t n = 150001;
