@@ -277,6 +277,14 @@ static int gpu_register(void)
               "this many bytes of its message (a rank's block for the block-wise collectives), "
               "at most 32; at least 1024; the same on every rank",
               &c->cuda_oneshot_block_bytes);
+    c->cuda_oneshot_small_block_bytes = (unsigned long) d.cuda_oneshot_small_block_bytes;
+    reg_ulong("cuda_oneshot_small_block_bytes",
+              "cuda backend: a oneshot call takes one thread block per this many bytes instead "
+              "of coll_gpu_cuda_oneshot_block_bytes while that makes at most 8 blocks (the "
+              "resident kernel's cluster), never fewer blocks than the other rule; 0 (or at "
+              "least coll_gpu_cuda_oneshot_block_bytes): never; else at least 1024; the same "
+              "on every rank",
+              &c->cuda_oneshot_small_block_bytes);
     c->cuda_ll_bytes = (unsigned long) d.cuda_ll_bytes;
     reg_ulong("cuda_ll_bytes",
               "cuda backend: oneshot calls (launched or resident) of at most this many bytes a "
@@ -379,8 +387,8 @@ static int gpu_register(void)
     reg_ulong("cuda_resident_max_bytes",
               "cuda backend: largest allreduce (bytes), or block of another oneshot collective, "
               "the resident kernel takes (at most 256 KiB and the oneshot limits); its blocks: "
-              "one per coll_gpu_cuda_oneshot_block_bytes of this, at most 8 on compute "
-              "capability 9.0 and later (one thread block cluster); 0: none",
+              "those of a oneshot call of this size, at most 8 on compute capability 9.0 and "
+              "later (one thread block cluster); 0: none",
               &c->cuda_resident_max_bytes);
     c->cuda_resident_idle_us = d.cuda_resident_idle_us;
     reg("cuda_resident_idle_us",
@@ -540,6 +548,7 @@ static int gpu_open(void)
     cfg.cuda_oneshot_bytes = c->cuda_oneshot_bytes;
     cfg.cuda_small_bytes = c->cuda_small_bytes;
     cfg.cuda_oneshot_block_bytes = c->cuda_oneshot_block_bytes;
+    cfg.cuda_oneshot_small_block_bytes = c->cuda_oneshot_small_block_bytes;
     cfg.cuda_ll_bytes = c->cuda_ll_bytes;
     cfg.cuda_timeout_s = c->cuda_timeout;
     cfg.cuda_tree_channels = c->cuda_tree_channels;

@@ -41,6 +41,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_oneshot_bytes = 1024 * 1024;
     cfg->cuda_small_bytes = 64u << 10;
     cfg->cuda_oneshot_block_bytes = 8u << 10;
+    cfg->cuda_oneshot_small_block_bytes = 4u << 10;
     cfg->cuda_ll_bytes = 8u << 10; /* 2-8 KiB gained about 1 us, 16-64 KiB mixed (session 13) */
     cfg->cuda_timeout_s = 60.0;
     cfg->cuda_tree_channels = 8;
@@ -91,7 +92,9 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_stream_order > CGPU_ORDER_BLOCKING_STREAM || cfg->proxy_max_peers < 0 ||
         cfg->proxy_max_inflight < 1 || cfg->proxy_bounce_bytes < 4096 ||
         !(cfg->cuda_resident_idle_us >= 0) || cfg->cuda_resident_max_kernels < 0 ||
-        cfg->cuda_oneshot_block_bytes < 1024 || cfg->cuda_ll_bytes > CGPU_CUDA_LL_BYTES_MAX) {
+        cfg->cuda_oneshot_block_bytes < 1024 ||
+        (0 != cfg->cuda_oneshot_small_block_bytes && cfg->cuda_oneshot_small_block_bytes < 1024) ||
+        cfg->cuda_ll_bytes > CGPU_CUDA_LL_BYTES_MAX) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;

@@ -81,6 +81,8 @@ typedef struct cgpu_config {
     int cuda_slots;             /* ring pipeline depth per channel */
     size_t cuda_oneshot_bytes;  /* largest message of the oneshot algorithm (auto) */
     size_t cuda_oneshot_block_bytes; /* a oneshot call takes a block per this many bytes */
+    size_t cuda_oneshot_small_block_bytes; /* ... or per this many, while that is at most 8
+                                            * blocks (0: never) */
     size_t cuda_ll_bytes;       /* oneshot calls up to this many bytes a block: LL lines (0: none) */
     size_t cuda_small_bytes;    /* bcast/reduce/allgather/alltoall/reduce_scatter_block blocks
                                  * up to this go oneshot (0: never) */
