@@ -3,7 +3,7 @@
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
-#   staged_mps ring_tree progress
+#   staged_mps ring_tree progress osu_bind
 #   lat pending goals shared osu_gap ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -224,6 +224,7 @@ if has mps; then
             run mps_rk_colls_np3 150 3 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
             run mps_rk_types_np2 150 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_types
             run mps_rk_nb_np2 150 2 "${RKON[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb
+            run mps_rk_nb_np4 200 4 "${RKON[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_nb
             run mps_nb_threads_np2 150 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb threads
             run mps_rk_order_np4 120 4 "${RKON[@]}" test/gpu/test_cuda_colls order
             run mps_rk_order_np2 120 2 "${RKON[@]}" test/gpu/test_cuda_colls order
@@ -363,6 +364,28 @@ if has osu; then # OSU micro-benchmarks 7.4 as a user runs them (-d cuda, their 
         grep -c "^[0-9]" "$out/osu.txt"
     else
         echo "osu: no .osu tree carried"
+    fi
+fi
+if has osu_bind; then # non-blocking overlap under Open MPI's default binding (a core per rank, the worker
+    # shares it) and with --bind-to none (OSU_MPS=1: 2 ranks on one GPU under MPS)
+    if [ -x .osu/configure ]; then
+        [ -x .osu/c/mpi/collective/non_blocking/osu_iallreduce ] || osu_build non_blocking
+        O=.osu/c/mpi/collective
+        R=("${MPIRUN[@]}")
+        if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$out/osu_bind.txt"; fi
+        for b in ${OSU_NB:-osu_iallreduce osu_ialltoall osu_ibcast}; do
+            for bind in default none; do
+                B=(); [ "$bind" = none ] && B=(--bind-to none)
+                echo "## $b -d cuda, binding $bind" >> "$out/osu_bind.txt"
+                timeout -k 5 120 "${R[@]}" -np 2 --report-bindings "${B[@]}" $O/non_blocking/$b -d cuda \
+                    -m 1:${OSU_NB_MAX:-65536} >> "$out/osu_bind.txt" 2>&1
+            done
+        done
+        if [ "${OSU_MPS:-0}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
+        awk '/^## /{c=$2" "$6} /^[0-9]/{printf "%s %s B: overall %s us, overlap %s %%\n", c, $1, $2, $5}' "$out/osu_bind.txt" |
+            awk '$3==8 || $3==4096 || $3==65536'
+    else
+        echo "osu_bind: no .osu tree carried"
     fi
 fi
 if has ce_ar; then # the 2-rank copy-engine allreduce forced on every size (checked against the host), then measured

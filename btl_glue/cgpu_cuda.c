@@ -1,9 +1,6 @@
 /*
  * coll/gpu CUDA transport: runtime wrappers, IPC handles, memory kinds.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* sched_getaffinity */
-#endif
 #include "btl_glue/cgpu_cuda.h"
 #include "cgpu_config.h"
 #include "cgpu_engine.h"
@@ -299,19 +296,6 @@ void cgpu_cuda_stream_destroy(void *stream)
  * 8th poll: a peer blocked in a receive that this rank must push would wait on us for ever
  * (cudaStreamSynchronize, which spins as fast, cannot: session 3 measured no difference
  * between the two waits). */
-/* Whether this thread may run on one CPU only (Open MPI binds each of 2-4 ranks to a core
- * by default); asked once per thread. */
-static bool one_cpu(void)
-{
-    static __thread int known; /* 0: not asked yet, 1: one CPU, 2: more */
-    if (0 == known) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        known = 0 == sched_getaffinity(0, sizeof(set), &set) && 1 == CPU_COUNT(&set) ? 1 : 2;
-    }
-    return 1 == known;
-}
-
 static cgpu_status_t stream_wait(void *stream, bool progress)
 {
     int polls = cgpu_engine_config()->cuda_wait_polls;
@@ -321,7 +305,7 @@ static cgpu_status_t stream_wait(void *stream, bool progress)
          * cudaStreamQuery, costs 1.3-1.5 us while a kernel runs: 32 of them held the core
          * for the whole collective, and osu_iallreduce under the default binding showed 0 %
          * overlap, session 18); with a core of its own, 32 */
-        polls = one_cpu() ? 0 : 32;
+        polls = cgpu_engine_thread_one_cpu() ? 0 : 32;
     }
     if (polls < 0 && !progress) {
         return cgpu_cuda_check((int) cudaStreamSynchronize((cudaStream_t) stream),

@@ -722,6 +722,12 @@ static int engine_post(mca_coll_gpu_request_t *r, ompi_request_t **request)
     }
     pending_add(r);
     *request = &r->super.super;
+    if (cgpu_engine_thread_one_cpu()) {
+        /* the worker shares this core (Open MPI's default binding): hand it the core now so
+         * that it launches the kernel before the application computes; without this the
+         * launch waited for the caller's MPI_Wait, and osu_iallreduce showed no overlap */
+        sched_yield();
+    }
     return MPI_SUCCESS;
 }
 

@@ -2,6 +2,7 @@
  * coll/gpu engine: the cuda backend (inbox set-up over CUDA IPC, allreduce dispatch).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1019,7 +1020,7 @@ static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     if (NULL == cc->rk_stream || unit > cgpu_engine_config()->cuda_resident_max_bytes ||
-        oneshot_blocks(unit) > (size_t) cc->rk_blocks || !cgpu_engine_may_bootstrap() ||
+        oneshot_blocks(unit) > (size_t) cc->rk_blocks ||
         (NULL != rbuf && !buf_kind(cc, rbuf).in_place) ||
         (NULL != sbuf && sbuf != rbuf && !buf_kind(cc, sbuf).in_place)) {
         return false;
@@ -1067,6 +1068,9 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
              rc->copy ? "byte" : cgpu_dtype_name(dt), rc->copy ? "-" : cgpu_op_name(op),
              (unsigned long long) nblocks, (unsigned long long) oseq, ll ? " LL" : "");
     cgpu_status_t st = cc->rk_running ? CGPU_OK : rk_launch(comm, dt, op, k);
+    /* a non-blocking collective's worker bound to the caller's one CPU gives it the core
+     * between polls (a poll reads one mapped line): the caller computes meanwhile */
+    const bool share = !cgpu_engine_may_bootstrap() && cgpu_engine_thread_one_cpu();
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
         const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the blocks publish
                                                           * completions before they end */
@@ -1096,7 +1100,11 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
         if (0 == (it & 0xff) && cgpu_now_ns() - t1 > 50000) {
             cgpu_engine_progress();
         }
-        cgpu_cpu_relax();
+        if (share) {
+            sched_yield();
+        } else {
+            cgpu_cpu_relax();
+        }
     }
     cc->rk_running = false;
     return st;

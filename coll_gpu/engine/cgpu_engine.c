@@ -5,7 +5,11 @@
  * what an owner forgot; it is touched only at create/release/fini, never on the data
  * path, and its mutex is never held across a bootstrap (MPI) call.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity */
+#endif
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -270,6 +274,17 @@ void cgpu_engine_forbid_bootstrap(bool forbid)
 bool cgpu_engine_may_bootstrap(void)
 {
     return !no_bootstrap;
+}
+
+bool cgpu_engine_thread_one_cpu(void)
+{
+    static __thread int known; /* 0: not asked yet, 1: one CPU, 2: more */
+    if (0 == known) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        known = 0 == sched_getaffinity(0, sizeof(set), &set) && 1 == CPU_COUNT(&set) ? 1 : 2;
+    }
+    return 1 == known;
 }
 
 void cgpu_engine_progress(void)

@@ -183,6 +183,10 @@ void cgpu_engine_forbid_bootstrap(bool forbid);
 /** False on a thread marked by cgpu_engine_forbid_bootstrap(true). */
 bool cgpu_engine_may_bootstrap(void);
 
+/** Whether the calling thread may run on one CPU only (Open MPI binds each of a few ranks
+ *  to a core by default); asked once per thread. */
+bool cgpu_engine_thread_one_cpu(void);
+
 /** Monotonic clock, nanoseconds. */
 uint64_t cgpu_now_ns(void);
 
