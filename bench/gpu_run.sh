@@ -3,7 +3,7 @@
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
-#   staged_mps ring_tree progress osu_bind
+#   staged_mps ring_tree progress osu_bind nb_busy
 #   lat pending goals shared osu_gap ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -387,6 +387,20 @@ if has osu_bind; then # non-blocking overlap under Open MPI's default binding (a
     else
         echo "osu_bind: no .osu tree carried"
     fi
+fi
+if has nb_busy; then # a post right behind long GPU work of the application: the caller's CPU taken
+    # by the non-blocking worker (bench/nb_busy_probe.c); OSU_MPS=1: 2 ranks on one GPU under MPS
+    mpicc -O2 -I/usr/local/cuda/include bench/nb_busy_probe.c -L/usr/local/cuda/lib64 -lcudart \
+        -o bench/nb_busy_probe || echo "nb_busy: build failed"
+    R=("${MPIRUN[@]}")
+    if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$out/nb_busy.txt"; fi
+    for bind in default none; do
+        B=(); [ "$bind" = none ] && B=(--bind-to none)
+        echo "## binding $bind" >> "$out/nb_busy.txt"
+        timeout -k 5 60 "${R[@]}" -np 2 "${B[@]}" bench/nb_busy_probe ${BUSY_MIB:-4096} 200 >> "$out/nb_busy.txt" 2>&1
+    done
+    if [ "${OSU_MPS:-0}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
+    grep -E "^##|^rank" "$out/nb_busy.txt"
 fi
 if has ce_ar; then # the 2-rank copy-engine allreduce forced on every size (checked against the host), then measured
     CEA=(--mca coll_gpu_cuda_ce_allreduce_min_bytes 1)

@@ -499,7 +499,13 @@ cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *of
 cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev)
 {
     cudaError_t e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
-    if (cudaSuccess == e) {
+    if (cudaSuccess == e && cgpu_engine_worker_shares_cpu()) {
+        /* the application's work queued before the post may take long: a worker on the
+         * caller's core asks, and gives the core back between questions */
+        while (cudaErrorNotReady == (e = cudaEventQuery((cudaEvent_t) ev))) {
+            sched_yield();
+        }
+    } else if (cudaSuccess == e) {
         e = cudaEventSynchronize((cudaEvent_t) ev);
     }
     return cgpu_cuda_check((int) e, "waiting for the default stream");

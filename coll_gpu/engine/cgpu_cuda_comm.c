@@ -1070,7 +1070,7 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     cgpu_status_t st = cc->rk_running ? CGPU_OK : rk_launch(comm, dt, op, k);
     /* a non-blocking collective's worker bound to the caller's one CPU gives it the core
      * between polls (a poll reads one mapped line): the caller computes meanwhile */
-    const bool share = !cgpu_engine_may_bootstrap() && cgpu_engine_thread_one_cpu();
+    const bool share = cgpu_engine_worker_shares_cpu();
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
         const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the blocks publish
                                                           * completions before they end */

@@ -287,6 +287,11 @@ bool cgpu_engine_thread_one_cpu(void)
     return 1 == known;
 }
 
+bool cgpu_engine_worker_shares_cpu(void)
+{
+    return no_bootstrap && cgpu_engine_thread_one_cpu();
+}
+
 void cgpu_engine_progress(void)
 {
     static __thread bool inside; /* the progress function may finish requests that wait */
