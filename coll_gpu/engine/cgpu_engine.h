@@ -187,8 +187,9 @@ bool cgpu_engine_may_bootstrap(void);
  *  to a core by default); asked once per thread. */
 bool cgpu_engine_thread_one_cpu(void);
 
-/** A non-blocking collective's worker (cgpu_engine_forbid_bootstrap) bound to one CPU: it
- *  shares the application thread's core, so its waits give the core away between polls. */
+/** A thread of ours (marked by cgpu_engine_forbid_bootstrap: a non-blocking collectives'
+ *  worker) bound to one CPU: it shares the application thread's core, so its waits give
+ *  the core away between polls. */
 bool cgpu_engine_worker_shares_cpu(void);
 
 /** Monotonic clock, nanoseconds. */
