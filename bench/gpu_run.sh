@@ -339,13 +339,19 @@ osu_build() { # the OSU tree carried in .osu, the collective directories named (
           make -j16 -C c/mpi/collective/$d CFLAGS="-O2 -I/usr/local/cuda/include -include $top/bench/osu_cuda13_compat.h" || exit 1
       done ) > "$out/osu_build.log" 2>&1 || tail -20 "$out/osu_build.log"
 }
+runner_start() { # R: the mpirun line; with OSU_MPS=1 under MPS (a header line in file $1)
+    R=("${MPIRUN[@]}")
+    if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$1"; fi
+}
+runner_stop() {
+    if [ "${OSU_MPS:-0}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
+}
 if has osu; then # OSU micro-benchmarks 7.4 as a user runs them (-d cuda, their defaults: MPI_CHAR for
     # the reductions); the OSU tree is a fetched copy carried in .osu (git-ignored, never committed)
     if [ -x .osu/configure ]; then
         osu_build blocking non_blocking
         O=.osu/c/mpi/collective
-        R=("${MPIRUN[@]}") # OSU_MPS=1: 2 ranks on one GPU under MPS (the development view)
-        if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$out/osu.txt"; fi
+        runner_start "$out/osu.txt"
         for b in ${OSU_BLOCKING:-osu_allreduce osu_reduce osu_bcast osu_allgather osu_alltoall osu_reduce_scatter_block}; do
             echo "## $b -d cuda" >> "$out/osu.txt"
             timeout -k 5 90 "${R[@]}" -np 2 $O/blocking/$b -d cuda >> "$out/osu.txt" 2>&1
@@ -360,7 +366,7 @@ if has osu; then # OSU micro-benchmarks 7.4 as a user runs them (-d cuda, their 
             timeout -k 5 60 "${R[@]}" -np 2 --mca coll_gpu_verbose 100 $O/blocking/osu_$b -d cuda -m 4:4 -i 100 -x 10 > "$out/osu_paths.log" 2>&1
             echo "osu_$b -d cuda, 4 B: resident calls $(grep -c "cuda: resident $b rank" "$out/osu_paths.log"), launched oneshot $(grep -c "cuda: oneshot $b rank" "$out/osu_paths.log")"
         done
-        if [ "${OSU_MPS:-0}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
+        runner_stop
         grep -c "^[0-9]" "$out/osu.txt"
     else
         echo "osu: no .osu tree carried"
@@ -371,8 +377,7 @@ if has osu_bind; then # non-blocking overlap under Open MPI's default binding (a
     if [ -x .osu/configure ]; then
         [ -x .osu/c/mpi/collective/non_blocking/osu_iallreduce ] || osu_build non_blocking
         O=.osu/c/mpi/collective
-        R=("${MPIRUN[@]}")
-        if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$out/osu_bind.txt"; fi
+        runner_start "$out/osu_bind.txt"
         for b in ${OSU_NB:-osu_iallreduce osu_ialltoall osu_ibcast}; do
             for bind in default none; do
                 B=(); [ "$bind" = none ] && B=(--bind-to none)
@@ -381,7 +386,7 @@ if has osu_bind; then # non-blocking overlap under Open MPI's default binding (a
                     -m 1:${OSU_NB_MAX:-65536} >> "$out/osu_bind.txt" 2>&1
             done
         done
-        if [ "${OSU_MPS:-0}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
+        runner_stop
         awk '/^## /{c=$2" "$6} /^[0-9]/{printf "%s %s B: overall %s us, overlap %s %%\n", c, $1, $2, $5}' "$out/osu_bind.txt" |
             awk '$3==8 || $3==4096 || $3==65536'
     else
@@ -392,14 +397,13 @@ if has nb_busy; then # a post right behind long GPU work of the application: the
     # by the non-blocking worker (bench/nb_busy_probe.c); OSU_MPS=1: 2 ranks on one GPU under MPS
     mpicc -O2 -I/usr/local/cuda/include bench/nb_busy_probe.c -L/usr/local/cuda/lib64 -lcudart \
         -o bench/nb_busy_probe || echo "nb_busy: build failed"
-    R=("${MPIRUN[@]}")
-    if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$out/nb_busy.txt"; fi
+    runner_start "$out/nb_busy.txt"
     for bind in default none; do
         B=(); [ "$bind" = none ] && B=(--bind-to none)
         echo "## binding $bind" >> "$out/nb_busy.txt"
         timeout -k 5 60 "${R[@]}" -np 2 "${B[@]}" bench/nb_busy_probe ${BUSY_MIB:-4096} 200 >> "$out/nb_busy.txt" 2>&1
     done
-    if [ "${OSU_MPS:-0}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
+    runner_stop
     grep -E "^##|^rank" "$out/nb_busy.txt"
 fi
 if has ce_ar; then # the 2-rank copy-engine allreduce forced on every size (checked against the host), then measured
@@ -445,14 +449,13 @@ if has lat; then # small-message latency: stream ordering and the completion wai
     awk '/^##/{v=$3"/"$5} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s/%s", $1, $2, $4}' "$out/lat.txt"; echo
 fi
 if has osu_gap; then # back to back against OSU's pattern (each call alone between two MPI_Barriers), alternating
-    R=("${MPIRUN[@]}") # OSU_MPS=1: 2 ranks on one GPU under MPS (the development view)
-    if [ "${OSU_MPS:-0}" = 1 ] && mps_start; then R=("${MPS[@]}"); echo "## under MPS, 2 ranks on one GPU" >> "$out/osu_gap.txt"; fi
+    runner_start "$out/osu_gap.txt"
     for m in 0 1 0 1; do
         echo "## CGPU_BENCH_OSU $m" >> "$out/osu_gap.txt"
         CGPU_BENCH_OSU=$m timeout -k 5 60 "${R[@]}" -np 2 -x CGPU_BENCH_OSU ${GAP_MCA:-} \
             bench/bench_colls ${GAP_COLLS:-allreduce,allreduce_char,alltoall} ${GAP_MAX:-65536} 8 >> "$out/osu_gap.txt" 2>&1
     done
-    if [ "${OSU_MPS:-0}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
+    runner_stop
     awk '/^## CGPU/{v=$3} /^# /{c=$2; printf "\nosu %s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/osu_gap.txt"; echo
 fi
 if has ab; then # A/B: this tree ("new") against it with AB_PATCH reversed ("old"), calls alternating

@@ -52,7 +52,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const size_t mib = argc > 1 ? strtoul(argv[1], NULL, 0) : 1024;
-    const int rounds = argc > 2 ? atoi(argv[2]) : 200;
+    const int rounds = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 200;
     int ndev = 0;
     if (cudaSuccess != cudaGetDeviceCount(&ndev) || ndev < 1) {
         if (0 == rank) {
@@ -65,7 +65,7 @@ int main(int argc, char **argv)
     char *big;
     int *d;
     if (cudaSuccess != cudaMalloc((void **) &big, mib << 20) ||
-        cudaSuccess != cudaMalloc((void **) &d, 2 * sizeof(int) * 2)) {
+        cudaSuccess != cudaMalloc((void **) &d, 2 * sizeof(int))) {
         fprintf(stderr, "nb_busy_probe: cudaMalloc failed\n");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -113,6 +113,8 @@ int main(int argc, char **argv)
         }
     }
     cudaDeviceSynchronize();
+    cudaFree(d);
+    cudaFree(big);
     const double m_alone = median(alone, rounds), m_post = median(post, rounds),
                  m_work = median(work, rounds), m_wait = median(wait, rounds);
     for (int p = 0; p < size; ++p) {
@@ -124,6 +126,10 @@ int main(int argc, char **argv)
         }
         MPI_Barrier(MPI_COMM_WORLD);
     }
+    free(alone);
+    free(post);
+    free(work);
+    free(wait);
     MPI_Finalize();
     return bad != 0;
 }

@@ -305,7 +305,7 @@ static cgpu_status_t stream_wait(void *stream, bool progress)
          * cudaStreamQuery, costs 1.3-1.5 us while a kernel runs: 32 of them held the core
          * for the whole collective, and osu_iallreduce under the default binding showed 0 %
          * overlap, session 18); with a core of its own, 32 */
-        polls = cgpu_engine_thread_one_cpu() ? 0 : 32;
+        polls = cgpu_engine_worker_shares_cpu() ? 0 : 32;
     }
     if (polls < 0 && !progress) {
         return cgpu_cuda_check((int) cudaStreamSynchronize((cudaStream_t) stream),
