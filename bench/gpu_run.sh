@@ -3,7 +3,7 @@
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
-#   staged_mps ring_tree progress osu_bind nb_busy
+#   staged_mps ring_tree progress osu_bind nb_busy osu_all
 #   lat pending goals shared osu_gap ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -391,6 +391,42 @@ if has osu_bind; then # non-blocking overlap under Open MPI's default binding (a
             awk '$3==8 || $3==4096 || $3==65536'
     else
         echo "osu_bind: no .osu tree carried"
+    fi
+fi
+if has osu_all; then # every OSU collective benchmark as a user tries it on device buffers, with OSU's own
+    # check of the results (-c, MPI_CHAR, MPI_INT and MPI_FLOAT), at OSU_ALL_NP ranks (OSU_MPS=1: on one
+    # GPU under MPS); then the reductions, bcast and alltoall with a vector datatype (-D, the staged path;
+    # OSU checks nothing there): a run passes when it exits 0 and no line says Fail
+    if [ -x .osu/configure ]; then
+        [ -x .osu/c/mpi/collective/non_blocking/osu_ireduce ] && [ -x .osu/c/mpi/collective/blocking/osu_gatherv ] ||
+            osu_build blocking non_blocking
+        O=.osu/c/mpi/collective
+        runner_start "$out/osu_all.txt"
+        osu_one() { # name np args...
+            local name=$1 np=$2; shift 2
+            local t0=$SECONDS rc=0
+            timeout -k 5 ${OSU_ALL_T:-120} "${R[@]}" -np "$np" "$@" > "$out/osu_all_cur.log" 2>&1 || rc=$?
+            local ok=$(grep -c "Pass" "$out/osu_all_cur.log") bad=$(grep -c "Fail" "$out/osu_all_cur.log")
+            { echo "## $name np $np: rc $rc, $ok lines Pass, $bad Fail ($((SECONDS-t0)) s)"; cat "$out/osu_all_cur.log"; } >> "$out/osu_all.txt"
+            if [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ]; then
+                pass=$((pass+1)); echo "PASS osu $name np $np ($ok checked lines, $((SECONDS-t0)) s)"
+            else
+                fail=$((fail+1)); echo "FAIL osu $name np $np rc=$rc fail lines $bad"; tail -8 "$out/osu_all_cur.log"
+            fi
+        }
+        for np in ${OSU_ALL_NP:-2 3}; do
+            for b in $O/blocking/osu_* $O/non_blocking/osu_*; do
+                [ -x "$b" ] && [ "${b%.*}" = "$b" ] || continue
+                osu_one "$(basename "$b")" "$np" "$b" -d cuda -c -T all -m 1:${OSU_ALL_MAX:-1048576} -i ${OSU_ALL_I:-5} -x 1
+            done
+        done
+        for b in blocking/osu_allreduce blocking/osu_reduce blocking/osu_bcast blocking/osu_alltoall non_blocking/osu_iallreduce; do
+            osu_one "$(basename "$b") -D vect:8:4" 2 "$O/$b" -d cuda -D vect:8:4 -m 1:${OSU_ALL_MAX:-1048576} -i ${OSU_ALL_I:-5} -x 1
+        done
+        rm -f "$out/osu_all_cur.log"
+        runner_stop
+    else
+        echo "osu_all: no .osu tree carried"
     fi
 fi
 if has nb_busy; then # a post right behind long GPU work of the application: the caller's CPU taken
