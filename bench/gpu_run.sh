@@ -395,7 +395,7 @@ if has osu_bind; then # non-blocking overlap under Open MPI's default binding (a
 fi
 if has osu_all; then # every OSU collective benchmark as a user tries it on device buffers, with OSU's own
     # check of the results (-c, MPI_CHAR, MPI_INT and MPI_FLOAT), at OSU_ALL_NP ranks (OSU_MPS=1: on one
-    # GPU under MPS); then the reductions, bcast and alltoall with a vector datatype (-D, the staged path;
+    # GPU under MPS); then bcast, alltoall and allgather with a vector datatype (-D, the staged path;
     # OSU checks nothing there): a run passes when it exits 0 and no line says Fail
     if [ -x .osu/configure ]; then
         [ -x .osu/c/mpi/collective/non_blocking/osu_ireduce ] && [ -x .osu/c/mpi/collective/blocking/osu_gatherv ] ||
@@ -416,11 +416,12 @@ if has osu_all; then # every OSU collective benchmark as a user tries it on devi
         }
         for np in ${OSU_ALL_NP:-2 3}; do
             for b in $O/blocking/osu_* $O/non_blocking/osu_*; do
-                [ -x "$b" ] && [ "${b%.*}" = "$b" ] || continue
-                osu_one "$(basename "$b")" "$np" "$b" -d cuda -c -T all -m 1:${OSU_ALL_MAX:-1048576} -i ${OSU_ALL_I:-5} -x 1
+                n=$(basename "$b"); [ -x "$b" ] && [ "${n%.*}" = "$n" ] || continue
+                C=(-c -T all -m 1:${OSU_ALL_MAX:-1048576}); case $n in *barrier) C=() ;; esac # no data
+                osu_one "$n" "$np" "$b" -d cuda "${C[@]}" -i ${OSU_ALL_I:-5} -x 1
             done
         done
-        for b in blocking/osu_allreduce blocking/osu_reduce blocking/osu_bcast blocking/osu_alltoall non_blocking/osu_iallreduce; do
+        for b in blocking/osu_bcast blocking/osu_alltoall blocking/osu_allgather; do # OSU takes -D with -d only there
             osu_one "$(basename "$b") -D vect:8:4" 2 "$O/$b" -d cuda -D vect:8:4 -m 1:${OSU_ALL_MAX:-1048576} -i ${OSU_ALL_I:-5} -x 1
         done
         rm -f "$out/osu_all_cur.log"

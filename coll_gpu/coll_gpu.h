@@ -228,6 +228,15 @@ int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int r
                                              struct ompi_datatype_t *dt, struct ompi_op_t *op,
                                              struct ompi_communicator_t *comm,
                                              mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                       struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                                       struct ompi_communicator_t *comm,
+                                       mca_coll_base_module_t *module);
+int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+/* rcounts as the engine takes them (malloc'd; NULL without memory) */
+size_t *mca_coll_gpu_engine_counts(const int *rcounts, int n);
 int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
                         struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
                         mca_coll_base_module_t *module);

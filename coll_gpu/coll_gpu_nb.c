@@ -1,7 +1,7 @@
 /*
  * coll/gpu: non-blocking collectives (MPI_Iallreduce, MPI_Ialltoall, ...).
  *
- * Engine path (iallreduce, ireduce, ireduce_scatter_block, ibcast, iallgather, ialltoall,
+ * Engine path (iallreduce, ireduce, ireduce_scatter(_block), ibcast, iallgather, ialltoall,
  * decided exactly as the blocking calls decide, from arguments MPI requires to match and
  * MCA params, so every rank takes the same path): the post packs what is not one gap-free
  * run and queues the call on the communicator's worker thread, which runs it with the engine
@@ -49,10 +49,10 @@
 #define M(module) ((mca_coll_gpu_module_t *) (module))
 
 enum nb_kind { NB_ALLREDUCE, NB_REDUCE, NB_REDUCE_SCATTER_BLOCK, NB_BCAST, NB_ALLGATHER,
-               NB_ALLTOALL };
+               NB_ALLTOALL, NB_REDUCE_SCATTER };
 static const char *const nb_names[] = {"MPI_Iallreduce", "MPI_Ireduce",
                                        "MPI_Ireduce_scatter_block", "MPI_Ibcast",
-                                       "MPI_Iallgather", "MPI_Ialltoall"};
+                                       "MPI_Iallgather", "MPI_Ialltoall", "MPI_Ireduce_scatter"};
 
 /* A user buffer as the engine sees it: the user's own gap-free run, or packed host bytes
  * (packed at the post, unpacked at completion). */
@@ -82,6 +82,7 @@ typedef struct mca_coll_gpu_request_t {
     cgpu_dtype_t dt;
     cgpu_op_t op;
     int root;
+    size_t *counts;           /* NB_REDUCE_SCATTER: every rank's count (ours, freed with us) */
     bool create;              /* the worker creates the engine communicator first */
     const void *create_buf;   /* ... on this buffer's device */
     int post_device;          /* the posting thread's current device (-1: none) */
@@ -105,6 +106,7 @@ static void request_construct(mca_coll_gpu_request_t *r)
     r->m = NULL;
     r->inner = NULL;
     r->scratch = NULL;
+    r->counts = NULL;
     r->uop = NULL;
     r->dts[0] = r->dts[1] = NULL;
     memset(r->v, 0, sizeof(r->v));
@@ -191,6 +193,7 @@ static void request_destroy(mca_coll_gpu_request_t *r)
     if (NULL != r->m) {
         OBJ_RELEASE(r->m);
     }
+    free(r->counts);
     OMPI_REQUEST_FINI(&r->super.super);
     OBJ_RELEASE(r);
 }
@@ -318,6 +321,8 @@ static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
         return cgpu_reduce(ec, r->s, r->r, r->count, r->dt, r->op, r->root);
     case NB_REDUCE_SCATTER_BLOCK:
         return cgpu_reduce_scatter_block(ec, r->s, r->r, r->count, r->dt, r->op);
+    case NB_REDUCE_SCATTER:
+        return cgpu_reduce_scatter(ec, r->s, r->r, r->counts, r->dt, r->op);
     case NB_BCAST:
         return cgpu_bcast(ec, r->r, r->bytes, r->root);
     case NB_ALLGATHER:
@@ -787,6 +792,16 @@ static mca_coll_gpu_request_t *engine_request(mca_coll_gpu_module_t *m,
     return r;
 }
 
+/* No memory for an engine request: a set-up it was to run is not planned any more (a later
+ * call plans it again) */
+static int engine_request_failed(mca_coll_gpu_module_t *m, bool create, ompi_request_t **request)
+{
+    if (create) {
+        __atomic_store_n(&m->state, CGPU_MODULE_UNINIT, __ATOMIC_RELEASE);
+    }
+    return post_failed(request, MPI_ERR_NO_MEM);
+}
+
 /* ---- staged path ---- */
 
 static int staged_in(mca_coll_gpu_request_t *r, int i, const void *buf, size_t count,
@@ -848,7 +863,7 @@ static int post_reduction(mca_coll_gpu_module_t *m, struct ompi_communicator_t *
 {
     mca_coll_gpu_request_t *q = engine_request(m, comm, create, NULL != s ? s : r);
     if (NULL == q) {
-        return post_failed(request, MPI_ERR_NO_MEM);
+        return engine_request_failed(m, create, request);
     }
     q->kind = kind;
     q->s = s;
@@ -973,7 +988,7 @@ static int nb_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int ro
         plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, buf);
         if (NULL == r) {
-            return post_failed(request, MPI_ERR_NO_MEM);
+            return engine_request_failed(m, create, request);
         }
         size_t esize;
         ompi_datatype_type_size(dtype, &esize);
@@ -1019,7 +1034,7 @@ static int nb_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *s
         (in_place || scount >= 0) && plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
         if (NULL == r) {
-            return post_failed(request, MPI_ERR_NO_MEM);
+            return engine_request_failed(m, create, request);
         }
         size_t rsize;
         ompi_datatype_type_size(rdt, &rsize);
@@ -1074,7 +1089,7 @@ static int nb_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sd
         plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
         if (NULL == r) {
-            return post_failed(request, MPI_ERR_NO_MEM);
+            return engine_request_failed(m, create, request);
         }
         const size_t total = bytes * (size_t) n;
         r->kind = NB_ALLTOALL;
@@ -1311,13 +1326,38 @@ static int nb_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
                               mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
-    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
-                       m->prev.coll_ireduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, request,
-                                                    m->prev.coll_ireduce_scatter_module))
     size_t total = 0;
     for (int i = 0; i < ompi_comm_size(comm); ++i) {
         total += (size_t) rcounts[i];
     }
+    bool create;
+    cgpu_dtype_t dt;
+    cgpu_op_t eop;
+    if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.reduce_scatter_algorithm &&
+        total > 0 && mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop) &&
+        plan_engine(m, &create)) {
+        mca_coll_gpu_request_t *q = engine_request(m, comm, create,
+                                                   MPI_IN_PLACE == sbuf ? rbuf : sbuf);
+        if (NULL != q) {
+            q->counts = mca_coll_gpu_engine_counts(rcounts, ompi_comm_size(comm));
+        }
+        if (NULL == q || NULL == q->counts) {
+            if (NULL != q) {
+                request_destroy(q);
+            }
+            return engine_request_failed(m, create, request);
+        }
+        q->kind = NB_REDUCE_SCATTER;
+        q->s = MPI_IN_PLACE == sbuf ? NULL : sbuf;
+        q->r = rbuf;
+        q->count = total;
+        q->dt = dt;
+        q->op = eop;
+        return engine_post(q, request);
+    }
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_ireduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, request,
+                                                    m->prev.coll_ireduce_scatter_module))
     const size_t mine = (size_t) rcounts[ompi_comm_rank(comm)];
     void *hs, *hr;
     int rc = staged_in(r, 0, sbuf, total, dtype, false, &hs);

@@ -1,9 +1,11 @@
 /*
- * coll/gpu: MPI_Reduce and MPI_Reduce_scatter_block entry points. As for allreduce, the
+ * coll/gpu: MPI_Reduce, MPI_Reduce_scatter_block and MPI_Reduce_scatter entry points. As for allreduce, the
  * path depends only on (datatype, op, count, MCA params), which MPI requires to match on
  * every rank (decision 2); everything else goes to the staged previous module.
  */
 #include "coll_gpu.h"
+
+#include <stdlib.h>
 
 #include "opal/util/output.h"
 
@@ -56,4 +58,51 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
     atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
     OBJ_RELEASE(m);
     return mca_coll_gpu_engine_rc(st, "MPI_Reduce_scatter_block", comm);
+}
+
+size_t *mca_coll_gpu_engine_counts(const int *rcounts, int n)
+{
+    size_t *c = malloc(sizeof(size_t) * (size_t) (n > 0 ? n : 1));
+    for (int p = 0; NULL != c && p < n; ++p) {
+        c[p] = (size_t) rcounts[p];
+    }
+    return c;
+}
+
+/* MPI_Reduce_scatter: the engine for what it reduces (coll_gpu_reduce_scatter_algorithm, as
+ * for the block form), with the counts MPI requires to match on every rank; else staged */
+int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int n = ompi_comm_size(comm);
+    size_t total = 0;
+    for (int p = 0; p < n; ++p) {
+        total += (size_t) rcounts[p];
+    }
+    cgpu_dtype_t dt;
+    cgpu_op_t eop;
+    if (mca_coll_gpu_nested() ||
+        CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.reduce_scatter_algorithm ||
+        0 == total || !mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
+        return mca_coll_gpu_staged_reduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, module);
+    }
+    mca_coll_gpu_lazy_init(m, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
+    if (CGPU_MODULE_READY != m->state) {
+        return mca_coll_gpu_staged_reduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, module);
+    }
+    size_t *counts = mca_coll_gpu_engine_counts(rcounts, n);
+    if (NULL == counts) { /* a local failure before any exchange: peers then time out */
+        opal_output(0, "coll/gpu: MPI_Reduce_scatter on %s: no memory for %d counts",
+                    comm->c_name, n);
+        return MPI_ERR_NO_MEM;
+    }
+    OBJ_RETAIN(m);
+    cgpu_status_t st = cgpu_reduce_scatter(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf,
+                                           counts, dt, eop);
+    atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
+    OBJ_RELEASE(m);
+    free(counts);
+    return mca_coll_gpu_engine_rc(st, "MPI_Reduce_scatter", comm);
 }

@@ -393,9 +393,10 @@ static int gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispl
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-static int gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
-                              struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                              struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+int mca_coll_gpu_staged_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                                       struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                                       struct ompi_communicator_t *comm,
+                                       mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     if (passthrough(m, sbuf, rbuf)) {
@@ -527,7 +528,7 @@ void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
     m->super.coll_scatterv = gpu_scatterv;
     m->super.coll_alltoallv = gpu_alltoallv;
     m->super.coll_alltoallw = gpu_alltoallw;
-    m->super.coll_reduce_scatter = gpu_reduce_scatter;
+    m->super.coll_reduce_scatter = mca_coll_gpu_reduce_scatter;
     m->super.coll_reduce_scatter_block = mca_coll_gpu_reduce_scatter_block;
     m->super.coll_scan = gpu_scan;
     m->super.coll_exscan = gpu_exscan;

@@ -324,6 +324,73 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
     return st;
 }
 
+/* The communicator's reduce_scatter result memory, at least @p bytes, on the device when
+ * @p device (a failed device allocation falls back on host memory, which the allreduce
+ * stages). */
+static cgpu_status_t rs_scratch(cgpu_comm_t *comm, bool device, size_t bytes, void **out)
+{
+    if (NULL != comm->rs_buf && comm->rs_bytes >= bytes && comm->rs_device == device) {
+        *out = comm->rs_buf;
+        return CGPU_OK;
+    }
+    if (comm->rs_device) {
+        cgpu_cuda_free(comm->rs_buf);
+    } else {
+        free(comm->rs_buf);
+    }
+    comm->rs_buf = NULL;
+    comm->rs_bytes = 0;
+    comm->rs_device = device && CGPU_OK == cgpu_cuda_malloc(&comm->rs_buf, bytes, NULL);
+    if (!comm->rs_device) {
+        comm->rs_buf = malloc(bytes);
+        if (NULL == comm->rs_buf) {
+            cgpu_log(CGPU_LOG_WARN, "reduce_scatter: no memory for its %zu-byte result", bytes);
+            return CGPU_ERR_NO_MEMORY;
+        }
+    }
+    comm->rs_bytes = bytes;
+    *out = comm->rs_buf;
+    return CGPU_OK;
+}
+
+cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                  const size_t *counts, cgpu_dtype_t dt, cgpu_op_t op)
+{
+    if (NULL == comm || NULL == counts || !cgpu_reduce_supported(dt, op)) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    size_t total = 0, before = 0;
+    bool equal = true;
+    for (int p = 0; p < comm->size; ++p) {
+        total += counts[p];
+        before += p < comm->rank ? counts[p] : 0;
+        equal = equal && counts[p] == counts[0];
+    }
+    const size_t mine = counts[comm->rank], es = cgpu_dtype_size(dt);
+    if (equal) {
+        return cgpu_reduce_scatter_block(comm, sbuf, rbuf, mine, dt, op);
+    }
+    if ((mine > 0 && NULL == rbuf) || (NULL == sbuf && NULL == rbuf)) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    /* the result where this rank's block goes: device memory for a device rbuf (or, with
+     * mine == 0, a device input) on the cuda backend */
+    const void *in = NULL != sbuf ? sbuf : rbuf;
+    int dev;
+    const bool device = CGPU_BACKEND_CUDA == comm->backend &&
+                        CGPU_BUF_HOST != cgpu_buf_kind(mine > 0 ? rbuf : in, &dev);
+    void *res = NULL;
+    cgpu_status_t st = rs_scratch(comm, device, total * es, &res);
+    if (CGPU_OK != st) {
+        return st;
+    }
+    st = cgpu_allreduce(comm, in, res, total, dt, op, CGPU_ALLREDUCE_AUTO);
+    if (CGPU_OK == st && mine > 0) {
+        st = cgpu_engine_copy(rbuf, (char *) res + before * es, mine * es);
+    }
+    return st;
+}
+
 cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                           cgpu_dtype_t dt, cgpu_op_t op, int root)
 {

@@ -96,6 +96,12 @@ struct cgpu_comm {
                             * coll_gpu_ras_abort_on_timeout (communicators across nodes and
                             * their node-local ones: a dead peer must not hang the others) */
 
+    /* cgpu_reduce_scatter's allreduce result (unequal counts): grown to the largest call,
+     * on the device (rs_device) or the host, freed with the communicator's resources */
+    void *rs_buf;
+    size_t rs_bytes;
+    bool rs_device;
+
     cgpu_prof_comm_t prof; /* profiler context of this communicator (by value) */
     cgpu_ras_t ras;        /* health, for pvars and the watchdog */
     uint64_t prof_step;    /* step counter within the current collective */

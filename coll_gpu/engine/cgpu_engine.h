@@ -408,6 +408,17 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
                                         size_t count, cgpu_dtype_t dt, cgpu_op_t op);
 
 /**
+ * Reduce-scatter with any counts: rbuf (counts[rank] elements) receives this rank's block of
+ * the reduction of every rank's sbuf (the sum of counts, blocks in rank order). sbuf == NULL
+ * means in place (rbuf holds the whole input). Equal counts run as
+ * cgpu_reduce_scatter_block; otherwise as an allreduce into memory the communicator keeps
+ * (on the device when rbuf is device memory, grown to the largest call, freed with the
+ * communicator), from which this rank's block is copied.
+ */
+cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                  const size_t *counts, cgpu_dtype_t dt, cgpu_op_t op);
+
+/**
  * Reduce to root: rbuf (significant at the root only) receives the reduction of every
  * rank's sbuf. sbuf == NULL at the root means in place (rbuf holds its input). Host
  * chain; device buffers staged for now.

@@ -373,7 +373,7 @@ static void two_comms_crossed(MPI_Comm a, MPI_Comm b, uint64_t salt)
     mt_twin_free(x), mt_twin_free(y);
 }
 
-/* The non-blocking collectives without an engine path. */
+/* The non-blocking collectives without an engine path, and MPI_Ireduce_scatter. */
 static void the_others(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
 {
     int rank, size;
@@ -485,7 +485,9 @@ static void the_others(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
         bad += r[7][i] != e;
     }
     MT_CHECK(0 == bad, "comm %s: the other non-blocking collectives: %ld wrong", pv->label, bad);
-    expect(pv, 0, 0, 11, 0, "the other non-blocking collectives, and MPI_Alltoallw");
+    /* MPI_Ireduce_scatter (unequal counts) runs on the engine; the rest take the previous
+     * module */
+    expect(pv, 1, 0, 10, 0, "the other non-blocking collectives, and MPI_Alltoallw");
     for (int k = 0; k < 11; ++k) {
         mt_twin_free(r[k]);
     }

@@ -5,7 +5,8 @@
  *
  * Which (type, op) pairs Open MPI accepts is asked of Open MPI itself (MPI_Reduce_local on
  * one element with errors returned); each accepted pair runs MPI_Allreduce at several counts,
- * MPI_Reduce to a root and MPI_Iallreduce, checked against a reference this test computes:
+ * MPI_Reduce to a root, MPI_Iallreduce, MPI_Reduce_scatter with unequal counts and
+ * MPI_Ireduce_scatter in place, checked against a reference this test computes:
  * integer SUM and PROD wrap like C's unsigned arithmetic (two's complement) -- the data is
  * chosen to overflow --, not the saturating sums an op component may compute on host memory;
  * floating data is integer-valued so any order of summation is exact.
@@ -203,10 +204,9 @@ static void put(const tdesc_t *t, int op, char *buf, uint64_t salt, int r, long 
     }
 }
 
-/* Whether element i of got equals the reduction of every rank's element i. */
-static bool right(const tdesc_t *t, int op, const char *got, uint64_t salt, int n, long i)
+/* Whether the element at e equals the reduction of every rank's element i. */
+static bool right_el(const tdesc_t *t, int op, const char *e, uint64_t salt, int n, long i)
 {
-    const char *e = got + (size_t) i * t->size;
     if (SINT == t->kind || UINT == t->kind || LOGICAL == t->kind) {
         uint64_t acc = ival(t, op, salt, 0, i);
         for (int r = 1; r < n; ++r) {
@@ -251,6 +251,12 @@ static bool right(const tdesc_t *t, int op, const char *got, uint64_t salt, int 
     long double _Complex c;
     memcpy(&c, e, sizeof(c));
     return creall(c) == creall(acc) && cimagl(c) == cimagl(acc);
+}
+
+/* Whether element i of got equals the reduction of every rank's element i. */
+static bool right(const tdesc_t *t, int op, const char *got, uint64_t salt, int n, long i)
+{
+    return right_el(t, op, got + (size_t) i * t->size, salt, n, i);
 }
 
 int main(int argc, char **argv)
@@ -318,7 +324,33 @@ int main(int argc, char **argv)
                 for (long i = 0; i < n; ++i) {
                     bad += !right(t, op, r, salt, size, i);
                 }
-                calls += 3;
+                /* reduce_scatter, n elements split as evenly as n allows (unequal counts
+                 * unless size divides n): blocking, then non-blocking in place */
+                int *rc = mt_xmalloc(sizeof(int) * (size_t) size);
+                long displ = 0;
+                for (int p = 0; p < size; ++p) {
+                    rc[p] = (int) (n / size + (p < n % size));
+                    displ += p < rank ? rc[p] : 0;
+                }
+                memset(r, 0x5a, (size_t) n * t->size);
+                mt_push(r);
+                MT_CHECK_MPI(MPI_Reduce_scatter(MT_D(s), MT_D(r), rc, t->dt, ops[op],
+                                                MPI_COMM_WORLD));
+                mt_pull(r);
+                for (long i = 0; i < rc[rank]; ++i) {
+                    bad += !right_el(t, op, r + (size_t) i * t->size, salt, size, displ + i);
+                }
+                memcpy(r, s, (size_t) n * t->size);
+                mt_push(r);
+                MT_CHECK_MPI(MPI_Ireduce_scatter(MPI_IN_PLACE, MT_D(r), rc, t->dt, ops[op],
+                                                 MPI_COMM_WORLD, &req));
+                MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+                mt_pull(r);
+                for (long i = 0; i < rc[rank]; ++i) {
+                    bad += !right_el(t, op, r + (size_t) i * t->size, salt, size, displ + i);
+                }
+                free(rc);
+                calls += 5;
                 /* documented exception: an MPI_Iallreduce of 1-2 MPI_INT with MAX/MIN (the
                  * shape of Open MPI's own communicator-id agreement) takes the previous module */
                 cid_shaped += n <= 2 && MPI_INT == t->dt && (O_MAX == op || O_MIN == op);
