@@ -247,6 +247,11 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
 /* the engine reduces (dtype, op) (predefined, defined by MPI; MPI_BYTE bitwise only) */
 bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                    cgpu_dtype_t *dt, cgpu_op_t *eop);
+/* the op to hand the previous module for (dtype, op): for a pair the engine reduces, a
+ * commutative user op running the engine's host arithmetic (Open MPI 4.1's own saturates
+ * 8/16-bit sums and orders MPI_UNSIGNED_LONG as signed); else op; depends on (dtype, op)
+ * alone */
+struct ompi_op_t *mca_coll_gpu_prev_op(struct ompi_datatype_t *dtype, struct ompi_op_t *op);
 /* the host can reduce (dtype, op) with Open MPI's op: a user function, or Open MPI's own
  * function for a predefined datatype */
 bool mca_coll_gpu_host_reducible(struct ompi_datatype_t *dtype, struct ompi_op_t *op);

@@ -1381,6 +1381,7 @@ static int nb_iscan_like(bool ex, const void *sbuf, void *rbuf, int count,
     mca_coll_gpu_module_t *m = M(module);
     mca_coll_base_module_iscan_fn_t fn = ex ? m->prev.coll_iexscan : m->prev.coll_iscan;
     mca_coll_base_module_t *pm = ex ? m->prev.coll_iexscan_module : m->prev.coll_iscan_module;
+    op = mca_coll_gpu_prev_op(dtype, op); /* on every rank alike, host buffers too */
     STAGED_NEW_OR_PASS(r, sbuf, rbuf, fn(sbuf, rbuf, count, dtype, op, comm, request, pm))
     void *hs, *hr;
     int rc = staged_in(r, 0, sbuf, (size_t) count, dtype, false, &hs);

@@ -459,6 +459,7 @@ static int scan_like(bool ex, const void *sbuf, void *rbuf, int count, struct om
     mca_coll_gpu_module_t *m = M(module);
     mca_coll_base_module_scan_fn_t fn = ex ? m->prev.coll_exscan : m->prev.coll_scan;
     mca_coll_base_module_t *pm = ex ? m->prev.coll_exscan_module : m->prev.coll_scan_module;
+    op = mca_coll_gpu_prev_op(dt, op); /* on every rank alike, host buffers too */
     if (passthrough(m, sbuf, rbuf)) {
         return MCA_COLL_GPU_PREV(fn(sbuf, rbuf, count, dt, op, comm, pm));
     }

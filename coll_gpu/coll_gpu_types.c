@@ -10,9 +10,12 @@
  * unsigned arithmetic (two's complement), whatever an op component does on host memory.
  * Left to the previous module: derived types, user ops, MINLOC/MAXLOC and the pair types,
  * REPLACE/NO_OP, half and quad precision, long double complex, 16-byte integers, and pairs
- * Open MPI rejects (it reports them as MPI does). The decision depends only on the datatype
+ * Open MPI rejects (it reports them as MPI does). Where the previous module reduces such a
+ * pair (scan, exscan), it gets a user op that runs the engine's host arithmetic instead
+ * (mca_coll_gpu_prev_op), so the results are the ones the engine would give. The decision depends only on the datatype
  * and op, which MPI requires to be the same on every rank of a reduction (decision 2).
  */
+#include <stdint.h>
 #include <wchar.h>
 
 #include "coll_gpu.h"
@@ -20,6 +23,7 @@
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/mca/op/op.h"
 #include "ompi/op/op.h"
+#include "opal/util/output.h"
 
 static bool int_of(size_t size, bool is_signed, cgpu_dtype_t *out)
 {
@@ -191,6 +195,70 @@ bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op
      * and the engine must have it */
     return base >= 0 && mca_coll_gpu_map_op(op, eop) && NULL != op->o_func.intrinsic.fns[base] &&
            map_dtype(dtype, base, dt) && cgpu_reduce_supported(*dt, *eop);
+}
+
+/* The previous module's reductions in our arithmetic (scan, exscan): for a (predefined
+ * datatype, op) pair the engine reduces, that module gets a user op (one per operator, made
+ * at first use and kept to the end) that runs cgpu_reduce_host, so its sums wrap as ours do
+ * (Open MPI 4.1's op/avx saturates 8- and 16-bit sums, open-mpi/ompi#8045, and its op table
+ * orders MPI_UNSIGNED_LONG as signed for MIN and MAX). */
+static void prev_op_apply(cgpu_op_t eop, void *in, void *inout, const int *len,
+                          MPI_Datatype *dtype)
+{
+    cgpu_dtype_t dt;
+    const int base = op_base_of(*dtype);
+    if (base < 0 || !map_dtype(*dtype, base, &dt) ||
+        0 != cgpu_reduce_host(dt, eop, inout, in, inout, *len > 0 ? (size_t) *len : 0)) {
+        /* only ever handed to the previous module with the pairs mapped below */
+        opal_output(0, "coll/gpu: no host arithmetic for %s on %s", cgpu_op_name(eop),
+                    (*dtype)->name);
+    }
+}
+
+#define CGPU_PREV_OP_FN(k)                                                                    \
+    static void prev_op_##k(void *in, void *inout, int *len, MPI_Datatype *dtype)          \
+    {                                                                                      \
+        prev_op_apply(CGPU_OP_##k, in, inout, len, dtype);                                 \
+    }
+CGPU_PREV_OP_FN(SUM)
+CGPU_PREV_OP_FN(PROD)
+CGPU_PREV_OP_FN(MIN)
+CGPU_PREV_OP_FN(MAX)
+CGPU_PREV_OP_FN(LAND)
+CGPU_PREV_OP_FN(LOR)
+CGPU_PREV_OP_FN(LXOR)
+CGPU_PREV_OP_FN(BAND)
+CGPU_PREV_OP_FN(BOR)
+CGPU_PREV_OP_FN(BXOR)
+
+static MPI_User_function *const prev_op_fns[CGPU_OP_COUNT] = {
+    prev_op_SUM,  prev_op_PROD, prev_op_MIN,  prev_op_MAX, prev_op_LAND,
+    prev_op_LOR,  prev_op_LXOR, prev_op_BAND, prev_op_BOR, prev_op_BXOR};
+static struct ompi_op_t *_Atomic prev_ops[CGPU_OP_COUNT];
+
+struct ompi_op_t *mca_coll_gpu_prev_op(struct ompi_datatype_t *dtype, struct ompi_op_t *op)
+{
+    cgpu_dtype_t dt;
+    cgpu_op_t eop;
+    if (!mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
+        return op;
+    }
+    struct ompi_op_t *u = atomic_load_explicit(&prev_ops[eop], memory_order_acquire);
+    if (NULL != u) {
+        return u;
+    }
+    /* as MPI_Op_create does: the C function goes into the same slot of the op */
+    struct ompi_op_t *made = ompi_op_create_user(
+        true, (ompi_op_fortran_handler_fn_t *) (void (*)(void)) prev_op_fns[eop]);
+    if (NULL == made) {
+        return op; /* no memory: Open MPI's own arithmetic */
+    }
+    struct ompi_op_t *none = NULL;
+    if (!atomic_compare_exchange_strong(&prev_ops[eop], &none, made)) {
+        OBJ_RELEASE(made); /* another thread made one first */
+        return none;
+    }
+    return made;
 }
 
 bool mca_coll_gpu_host_reducible(struct ompi_datatype_t *dtype, struct ompi_op_t *op)

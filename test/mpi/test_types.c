@@ -6,7 +6,8 @@
  * Which (type, op) pairs Open MPI accepts is asked of Open MPI itself (MPI_Reduce_local on
  * one element with errors returned); each accepted pair runs MPI_Allreduce at several counts,
  * MPI_Reduce to a root, MPI_Iallreduce, MPI_Reduce_scatter with unequal counts and
- * MPI_Ireduce_scatter in place, checked against a reference this test computes:
+ * MPI_Ireduce_scatter in place, MPI_Scan and MPI_Iexscan (the previous module's), checked
+ * against a reference this test computes:
  * integer SUM and PROD wrap like C's unsigned arithmetic (two's complement) -- the data is
  * chosen to overflow --, not the saturating sums an op component may compute on host memory;
  * floating data is integer-valued so any order of summation is exact.
@@ -287,7 +288,7 @@ int main(int argc, char **argv)
             ++pairs;
             engine_pairs += t->engine;
             mt_pvars_mark(&pv);
-            long calls = 0, bad = 0, cid_shaped = 0;
+            long calls = 0, bad = 0, cid_shaped = 0, prev_calls = 0;
             for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); ++k) {
                 const long n = counts[k];
                 const uint64_t salt = (uint64_t) ti * 1000 + (uint64_t) op * 10 + k;
@@ -351,6 +352,24 @@ int main(int argc, char **argv)
                 }
                 free(rc);
                 calls += 5;
+                /* scan and non-blocking exscan: the previous module's (staged on device
+                 * buffers), whose 8- and 16-bit sums coll/gpu makes wrap as well */
+                memset(r, 0x5a, (size_t) n * t->size);
+                mt_push(r);
+                MT_CHECK_MPI(MPI_Scan(MT_D(s), MT_D(r), (int) n, t->dt, ops[op], MPI_COMM_WORLD));
+                mt_pull(r);
+                for (long i = 0; i < n; ++i) {
+                    bad += !right(t, op, r, salt, rank + 1, i); /* ranks 0 to this one */
+                }
+                MT_CHECK_MPI(MPI_Iexscan(MT_D(s), MT_D(r), (int) n, t->dt, ops[op],
+                                         MPI_COMM_WORLD, &req));
+                MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+                mt_pull(r);
+                for (long i = 0; rank > 0 && i < n; ++i) {
+                    bad += !right(t, op, r, salt, rank, i); /* the ranks before this one */
+                }
+                calls += 2;
+                prev_calls += 2;
                 /* documented exception: an MPI_Iallreduce of 1-2 MPI_INT with MAX/MIN (the
                  * shape of Open MPI's own communicator-id agreement) takes the previous module */
                 cid_shaped += n <= 2 && MPI_INT == t->dt && (O_MAX == op || O_MIN == op);
@@ -358,8 +377,8 @@ int main(int argc, char **argv)
             MT_CHECK(0 == bad, "%s %s: %ld wrong elements", t->name, op_names[op], bad);
             unsigned long long e = 0, f = 0;
             if (mt_pvars_available() && size >= 2 && 0 == mt_pvars_delta(&pv, &e, &f)) {
-                MT_CHECK(t->engine ? e == (unsigned long long) (calls - cid_shaped) &&
-                                         f == (unsigned long long) cid_shaped
+                MT_CHECK(t->engine ? e == (unsigned long long) (calls - cid_shaped - prev_calls) &&
+                                         f == (unsigned long long) (cid_shaped + prev_calls)
                                    : 0 == e && f == (unsigned long long) calls,
                          "%s %s: %ld calls, engine_calls +%llu, fallback_calls +%llu (expected "
                          "all on the %s)",
