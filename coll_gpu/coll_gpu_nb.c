@@ -853,18 +853,25 @@ static mca_coll_gpu_request_t *staged_begin(mca_coll_gpu_module_t *m,
         return MCA_COLL_GPU_PREV(prevcall);                                                   \
     }
 
-/* ---- entry points: the six with an engine path ---- */
+/* ---- entry points: the seven with an engine path ---- */
 
-/* An engine reduction (allreduce, reduce, reduce_scatter_block) queued for the worker;
- * s NULL: in place. */
-static int post_reduction(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                          enum nb_kind kind, bool create, const void *s, void *r, size_t count,
-                          cgpu_dtype_t dt, cgpu_op_t eop, int root, ompi_request_t **request)
+/* An engine reduction (allreduce, reduce, reduce_scatter(_block)) queued for the worker;
+ * s NULL: in place. NB_REDUCE_SCATTER takes every rank's count in @p counts (malloc'd,
+ * owned by the call from here on; NULL: no memory for them), the others NULL. */
+static int post_reduction_counts(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                 enum nb_kind kind, bool create, const void *s, void *r,
+                                 size_t count, cgpu_dtype_t dt, cgpu_op_t eop, int root,
+                                 size_t *counts, ompi_request_t **request)
 {
-    mca_coll_gpu_request_t *q = engine_request(m, comm, create, NULL != s ? s : r);
+    mca_coll_gpu_request_t *q = NULL;
+    if (NB_REDUCE_SCATTER != kind || NULL != counts) {
+        q = engine_request(m, comm, create, NULL != s ? s : r);
+    }
     if (NULL == q) {
+        free(counts);
         return engine_request_failed(m, create, request);
     }
+    q->counts = counts;
     q->kind = kind;
     q->s = s;
     q->r = r;
@@ -873,6 +880,14 @@ static int post_reduction(mca_coll_gpu_module_t *m, struct ompi_communicator_t *
     q->op = eop;
     q->root = root;
     return engine_post(q, request);
+}
+
+static int post_reduction(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                          enum nb_kind kind, bool create, const void *s, void *r, size_t count,
+                          cgpu_dtype_t dt, cgpu_op_t eop, int root, ompi_request_t **request)
+{
+    return post_reduction_counts(m, comm, kind, create, s, r, count, dt, eop, root, NULL,
+                                 request);
 }
 
 static int nb_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
@@ -943,6 +958,16 @@ static int nb_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_datat
     return staged_post(r, rc, request, "MPI_Ireduce");
 }
 
+/* Both reduce_scatter forms (with data): the engine (plan_engine) for what it reduces,
+ * unless coll_gpu_reduce_scatter_algorithm is fallback */
+static bool plan_reduce_scatter(mca_coll_gpu_module_t *m, struct ompi_datatype_t *dtype,
+                                struct ompi_op_t *op, cgpu_dtype_t *dt, cgpu_op_t *eop,
+                                bool *create)
+{
+    return CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.reduce_scatter_algorithm &&
+           mca_coll_gpu_engine_reduction(dtype, op, dt, eop) && plan_engine(m, create);
+}
+
 static int nb_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                     struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                     struct ompi_communicator_t *comm, ompi_request_t **request,
@@ -952,9 +977,7 @@ static int nb_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
     bool create;
     cgpu_dtype_t dt;
     cgpu_op_t eop;
-    if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.reduce_scatter_algorithm &&
-        rcount > 0 && mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop) &&
-        plan_engine(m, &create)) {
+    if (rcount > 0 && plan_reduce_scatter(m, dtype, op, &dt, &eop, &create)) {
         return post_reduction(m, comm, NB_REDUCE_SCATTER_BLOCK, create,
                               MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf, (size_t) rcount, dt, eop,
                               0, request);
@@ -1333,27 +1356,11 @@ static int nb_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
     bool create;
     cgpu_dtype_t dt;
     cgpu_op_t eop;
-    if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.reduce_scatter_algorithm &&
-        total > 0 && mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop) &&
-        plan_engine(m, &create)) {
-        mca_coll_gpu_request_t *q = engine_request(m, comm, create,
-                                                   MPI_IN_PLACE == sbuf ? rbuf : sbuf);
-        if (NULL != q) {
-            q->counts = mca_coll_gpu_engine_counts(rcounts, ompi_comm_size(comm));
-        }
-        if (NULL == q || NULL == q->counts) {
-            if (NULL != q) {
-                request_destroy(q);
-            }
-            return engine_request_failed(m, create, request);
-        }
-        q->kind = NB_REDUCE_SCATTER;
-        q->s = MPI_IN_PLACE == sbuf ? NULL : sbuf;
-        q->r = rbuf;
-        q->count = total;
-        q->dt = dt;
-        q->op = eop;
-        return engine_post(q, request);
+    if (total > 0 && plan_reduce_scatter(m, dtype, op, &dt, &eop, &create)) {
+        return post_reduction_counts(m, comm, NB_REDUCE_SCATTER, create,
+                                     MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf, total, dt, eop, 0,
+                                     mca_coll_gpu_engine_counts(rcounts, ompi_comm_size(comm)),
+                                     request);
     }
     STAGED_NEW_OR_PASS(r, sbuf, rbuf,
                        m->prev.coll_ireduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, request,
