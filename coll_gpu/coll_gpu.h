@@ -85,6 +85,7 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long stage_pipeline_min_bytes; /* ... from this many bytes (0 chunk: never) */
     bool stage_allreduce_engine;            /* ... data moved by the engine, host arithmetic */
     bool stage_allreduce_engine_shared;     /* ... also where ranks share a GPU (MPS) */
+    unsigned long stage_pinned_bytes;       /* host mirrors: pinned memory kept, at most */
     double ras_timeout;
     bool ras_abort_on_timeout;
     bool engine_up; /* cgpu_engine_init succeeded */
@@ -166,7 +167,7 @@ int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_commu
  * dtype touch, copied in (receive spans too, so gaps keep their bytes) and back out */
 typedef struct mca_coll_gpu_mirror_t {
     void *dev;       /* the user's pointer */
-    char *mem;       /* malloc'd host copy of the span */
+    char *mem;       /* host copy of the span (pooled pinned memory, or malloc'd) */
     ptrdiff_t first; /* offset of the span's first byte from dev */
     size_t span;
 } mca_coll_gpu_mirror_t;
@@ -174,6 +175,10 @@ bool mca_coll_gpu_on_device(const void *p);
 int mca_coll_gpu_mirror_in(mca_coll_gpu_mirror_t *m, const void *buf, size_t count,
                            struct ompi_datatype_t *dtype, void **host);
 int mca_coll_gpu_mirror_out(mca_coll_gpu_mirror_t *m, int rc);
+/* gives a mirror's host memory back without copying (NULL mem: nothing) */
+void mca_coll_gpu_mirror_drop(mca_coll_gpu_mirror_t *m);
+/* frees the pooled pinned memory of the mirrors (component close, before the engine's fini) */
+void mca_coll_gpu_mirror_pool_drain(void);
 
 /*
  * Calls into the previous module, counted per thread: a previous module may build one

@@ -35,6 +35,7 @@ mca_coll_gpu_component_t mca_coll_gpu_component = {
     .nb_engine = -1,
     .stage_chunk_bytes = 4194304,
     .stage_pipeline_min_bytes = 524288,
+    .stage_pinned_bytes = 134217728,
     .stage_allreduce_engine = true,
     .verbose = 0,
     .output = -1,
@@ -446,6 +447,12 @@ static int gpu_register(void)
               "every rank must use the same value; 0: no pipeline (one host copy of the "
               "whole buffer)",
               &c->stage_chunk_bytes);
+    reg_ulong("stage_pinned_bytes",
+              "Host copies of device buffers for the collectives handed to the previous coll "
+              "module: pinned host memory kept between calls, at most this many bytes per "
+              "process (a copy that finds none free gets unpinned memory, which the GPU copies "
+              "at a fraction of the speed); 0: never pinned",
+              &c->stage_pinned_bytes);
     reg_ulong("stage_pipeline_min_bytes",
               "Staged allreduce: contiguous messages of at least this many bytes go through "
               "the pipeline (host buffers too: reduced chunk by chunk, with no copy), smaller "
@@ -612,6 +619,7 @@ static int gpu_close(void)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     mca_coll_gpu_nb_close();
+    mca_coll_gpu_mirror_pool_drain();
     if (c->engine_up) {
         cgpu_engine_fini();
         c->engine_up = false;

@@ -290,8 +290,7 @@ static int view_open(nb_view_t *v, void *buf, int count, struct ompi_datatype_t 
 static int view_close(nb_view_t *v, int rc)
 {
     if (NULL == v->pack) { /* the user's run, or a view that failed before packing */
-        free(v->mir.mem);
-        v->mir.mem = NULL;
+        mca_coll_gpu_mirror_drop(&v->mir);
         return rc;
     }
     if (MPI_SUCCESS == rc && v->unpack) {
@@ -302,8 +301,7 @@ static int view_close(nb_view_t *v, int rc)
     if (v->unpack) {
         return mca_coll_gpu_mirror_out(&v->mir, rc);
     }
-    free(v->mir.mem);
-    v->mir.mem = NULL;
+    mca_coll_gpu_mirror_drop(&v->mir);
     return rc;
 }
 

@@ -38,8 +38,7 @@ int mca_coll_gpu_unstage(mca_coll_gpu_staged_buf_t *s, int rc, bool copy_back)
     if (copy_back) {
         return mca_coll_gpu_mirror_out(&s->mirror, rc);
     }
-    free(s->mirror.mem);
-    s->mirror.mem = NULL;
+    mca_coll_gpu_mirror_drop(&s->mirror);
     return rc;
 }
 

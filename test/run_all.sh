@@ -241,6 +241,14 @@ else
                 "$BIN/mpi/$p" staged
         fi
     done
+    # the host mirrors' pool: room for two 64 KiB blocks only (larger mirrors unpooled), none
+    if [ -x "$BIN/mpi/test_staged" ]; then
+        run_test "test_staged.pinned_small.np3" "${MPIRUN[@]}" ${MPI_TEST_ARGS[test_staged]} \
+            --mca coll_gpu_stage_pinned_bytes 131072 -np 3 "$BIN/mpi/test_staged"
+    fi
+    [ -x "$BIN/mpi/test_nb" ] && run_test "test_nb.staged_unpinned.np3" "${MPIRUN[@]}" \
+        --mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_stage_pinned_bytes 0 -np 3 \
+        "$BIN/mpi/test_nb" staged
 
     # ---- non-blocking: 4 threads on their own communicators; and the worker cap (a post
     # past it fails on every rank, nothing hangs) ----

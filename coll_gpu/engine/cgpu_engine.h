@@ -235,6 +235,12 @@ void cgpu_stager_pool_drain(void);
 /* how many stagers were made so far (tests: whether the pool reused one) */
 unsigned long cgpu_stager_created(void);
 
+/* Host memory that copies to and from device memory run fastest with: pinned (*pinned set)
+ * when a GPU is usable, else malloc'd. cgpu_engine_host_free takes the same flag; a pinned
+ * release waits for no collective kernel (deferred while one is in flight). */
+cgpu_status_t cgpu_engine_host_alloc(size_t bytes, void **out, bool *pinned);
+void cgpu_engine_host_free(void *p, bool pinned);
+
 /** The configuration the engine runs with (valid between init and fini). */
 const cgpu_config_t *cgpu_engine_config(void);
 

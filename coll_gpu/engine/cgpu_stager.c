@@ -108,6 +108,25 @@ unsigned long cgpu_stager_created(void)
     return atomic_load_explicit(&created, memory_order_relaxed);
 }
 
+cgpu_status_t cgpu_engine_host_alloc(size_t bytes, void **out, bool *pinned)
+{
+    void *dev;
+    *pinned = cgpu_cuda_available() && CGPU_OK == cgpu_cuda_host_alloc_mapped(out, &dev, bytes);
+    if (!*pinned) {
+        *out = malloc(bytes > 0 ? bytes : 1);
+    }
+    return NULL != *out ? CGPU_OK : CGPU_ERR_NO_MEMORY;
+}
+
+void cgpu_engine_host_free(void *p, bool pinned)
+{
+    if (pinned) {
+        cgpu_cuda_host_free(p);
+    } else {
+        free(p);
+    }
+}
+
 cgpu_status_t cgpu_stager_get(size_t slot_bytes, int nslots, cgpu_stager_t **out)
 {
     *out = NULL;
