@@ -86,6 +86,6 @@ int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t 
     }
     free(spack);
     free(rpack);
-    free(ms.mem);
+    mca_coll_gpu_mirror_drop(&ms);
     return mca_coll_gpu_mirror_out(&mr, rc);
 }

@@ -116,7 +116,7 @@ out_agree:
                         comm->c_name);
             free(spack != rpack ? spack : NULL);
             free(rpack);
-            free(ms.mem);
+            mca_coll_gpu_mirror_drop(&ms);
             return mca_coll_gpu_mirror_out(&mr, MPI_ERR_NO_MEM);
         }
         OBJ_RETAIN(m); /* as in allreduce: the module outlives a concurrent free */
@@ -136,7 +136,7 @@ out_agree:
         free(spack);
     }
     free(rpack);
-    free(ms.mem);
+    mca_coll_gpu_mirror_drop(&ms);
     return mca_coll_gpu_mirror_out(&mr, rc);
 
 fallback:

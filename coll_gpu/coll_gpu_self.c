@@ -75,7 +75,7 @@ int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t
         rc = ompi_datatype_sndrcv(hs, scount, sdt, hr, rcount, rdt);
         rc = OMPI_SUCCESS == rc ? MPI_SUCCESS : MPI_ERR_TYPE;
     }
-    free(ms.mem);
+    mca_coll_gpu_mirror_drop(&ms);
     return mca_coll_gpu_mirror_out(&mr, rc);
 }
 
