@@ -46,8 +46,10 @@ bool mca_coll_gpu_on_device(const void *p)
  * of at least 64 KiB. A mirror that finds no free block large enough and no room for a new
  * one gets malloc'd memory. The lock is never held across a call into MPI.
  */
-enum { MIRROR_BLOCKS = 8, MIRROR_MIN_BLOCK = 65536 };
+enum { MIRROR_BLOCKS = 8, MIRROR_MIN_BLOCK = 65536, MIRROR_GUARD = 64 };
 typedef struct mirror_block {
+    char *base; /* as allocated; mem is MIRROR_GUARD bytes in, so that a pooled block handed
+                 * to free() by mistake aborts at once instead of being reused after it */
     char *mem;
     size_t bytes;
     bool pinned;
@@ -82,8 +84,9 @@ static char *mirror_mem_get(size_t bytes)
                mirror_kept + size <= mca_coll_gpu_component.stage_pinned_bytes) {
         mirror_block_t *b = &mirror_blocks[empty];
         void *p = NULL;
-        if (CGPU_OK == cgpu_engine_host_alloc(size, &p, &b->pinned)) {
-            b->mem = mem = p;
+        if (CGPU_OK == cgpu_engine_host_alloc(size + MIRROR_GUARD, &p, &b->pinned)) {
+            b->base = p;
+            b->mem = mem = b->base + MIRROR_GUARD;
             b->bytes = size;
             b->busy = true;
             mirror_kept += size;
@@ -113,7 +116,7 @@ void mca_coll_gpu_mirror_pool_drain(void)
     for (int i = 0; i < MIRROR_BLOCKS; ++i) {
         mirror_block_t *b = &mirror_blocks[i];
         if (NULL != b->mem && !b->busy) { /* a busy one belongs to a call still running */
-            cgpu_engine_host_free(b->mem, b->pinned);
+            cgpu_engine_host_free(b->base, b->pinned);
             mirror_kept -= b->bytes;
             *b = (mirror_block_t){0};
         }
@@ -448,7 +451,7 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
         opal_output(0, "coll/gpu: MPI_Allreduce on %s: cannot stage device buffers to host "
                        "for the fallback", comm->c_name);
     }
-    free(ms.mem);
+    mca_coll_gpu_mirror_drop(&ms);
     return mca_coll_gpu_mirror_out(&mr, rc);
 }
 
@@ -480,6 +483,6 @@ int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, i
         opal_output(0, "coll/gpu: MPI_Alltoall on %s: cannot stage device buffers to host "
                        "for the fallback", comm->c_name);
     }
-    free(ms.mem);
+    mca_coll_gpu_mirror_drop(&ms);
     return mca_coll_gpu_mirror_out(&mr, rc);
 }

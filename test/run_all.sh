@@ -241,6 +241,10 @@ else
                 "$BIN/mpi/$p" staged
         fi
     done
+    # every datatype with host buffers staged: the staged reductions' mirrors (long double
+    # complex, scan, exscan) come from the pool
+    [ -x "$BIN/mpi/test_types" ] && run_test "test_types.staged.np2" "${MPIRUN[@]}" \
+        --mca coll_gpu_stage_host_buffers 1 -np 2 "$BIN/mpi/test_types"
     # the host mirrors' pool: room for two 64 KiB blocks only (larger mirrors unpooled), none
     if [ -x "$BIN/mpi/test_staged" ]; then
         run_test "test_staged.pinned_small.np3" "${MPIRUN[@]}" ${MPI_TEST_ARGS[test_staged]} \
