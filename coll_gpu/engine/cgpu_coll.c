@@ -324,6 +324,17 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
     return st;
 }
 
+void cgpu_comm_rs_release(cgpu_comm_t *comm)
+{
+    if (comm->rs_device) {
+        cgpu_cuda_free(comm->rs_buf); /* deferred while a kernel is in flight */
+    } else {
+        free(comm->rs_buf);
+    }
+    comm->rs_buf = NULL;
+    comm->rs_bytes = 0;
+}
+
 /* The communicator's reduce_scatter result memory, at least @p bytes, on the device when
  * @p device (a failed device allocation falls back on host memory, which the allreduce
  * stages). */
@@ -333,13 +344,7 @@ static cgpu_status_t rs_scratch(cgpu_comm_t *comm, bool device, size_t bytes, vo
         *out = comm->rs_buf;
         return CGPU_OK;
     }
-    if (comm->rs_device) {
-        cgpu_cuda_free(comm->rs_buf);
-    } else {
-        free(comm->rs_buf);
-    }
-    comm->rs_buf = NULL;
-    comm->rs_bytes = 0;
+    cgpu_comm_rs_release(comm);
     comm->rs_device = device && CGPU_OK == cgpu_cuda_malloc(&comm->rs_buf, bytes, NULL);
     if (!comm->rs_device) {
         comm->rs_buf = malloc(bytes);

@@ -164,13 +164,7 @@ void cgpu_comm_free_resources(cgpu_comm_t *comm)
         return;
     }
     comm->resources_freed = true;
-    if (comm->rs_device) {
-        cgpu_cuda_free(comm->rs_buf); /* deferred while a kernel is in flight */
-    } else {
-        free(comm->rs_buf);
-    }
-    comm->rs_buf = NULL;
-    comm->rs_bytes = 0;
+    cgpu_comm_rs_release(comm);
     if (NULL != comm->net) {
         cgpu_net_destroy(comm);
     }

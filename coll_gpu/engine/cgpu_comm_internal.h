@@ -118,6 +118,8 @@ bool cgpu_engine_is_up(void);
 cgpu_status_t cgpu_engine_register_comm(cgpu_comm_t *comm);
 void cgpu_engine_unregister_comm(cgpu_comm_t *comm);
 void cgpu_comm_free_resources(cgpu_comm_t *comm);
+/* frees cgpu_reduce_scatter's result memory (cgpu_coll.c) */
+void cgpu_comm_rs_release(cgpu_comm_t *comm);
 
 /* Every rank's status through the bootstrap: all return the first failure, or OK. */
 cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine);
