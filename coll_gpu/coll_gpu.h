@@ -36,7 +36,10 @@ typedef struct mca_coll_gpu_component_t {
     int bcast_algorithm;
     int reduce_algorithm;
     int reduce_scatter_algorithm;
-    int allgather_algorithm;
+    int allgather_algorithm; /* allgatherv too */
+    int gather_algorithm;
+    int scatter_algorithm;
+    unsigned long gather_scratch_bytes; /* gather/scatter/allgatherv: whole message, at most */
     unsigned long allreduce_min_bytes; /* below: fallback */
     unsigned long allreduce_max_bytes; /* above: fallback (0 = no limit) */
     unsigned long alltoall_min_bytes;
@@ -226,6 +229,16 @@ int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_data
                                   void *rbuf, int rcount, struct ompi_datatype_t *rdt,
                                   struct ompi_communicator_t *comm,
                                   mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                   void *rbuf, const int *rcounts, const int *displs,
+                                   struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                                   mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                               void *rbuf, int rcount, struct ompi_datatype_t *rdt, int root,
+                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                void *rbuf, int rcount, struct ompi_datatype_t *rdt, int root,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count,
                                struct ompi_datatype_t *dt, struct ompi_op_t *op, int root,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
@@ -265,6 +278,16 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int roo
 int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                            int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
                            mca_coll_base_module_t *module);
+/* allgatherv, gather and scatter on the engine (coll_gpu_gather.c) */
+int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                            const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
+                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                        int rcount, struct ompi_datatype_t *rdt, int root,
+                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                         int rcount, struct ompi_datatype_t *rdt, int root,
+                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
 /* One buffer of a staged call: replaced by a host copy of its span when it lives on a
  * device (coll_gpu_staged.c). stage: the copy in (host = the buffer itself otherwise);

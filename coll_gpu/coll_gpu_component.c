@@ -36,6 +36,7 @@ mca_coll_gpu_component_t mca_coll_gpu_component = {
     .stage_chunk_bytes = 4194304,
     .stage_pipeline_min_bytes = 524288,
     .stage_pinned_bytes = 134217728,
+    .gather_scratch_bytes = 268435456,
     .stage_allreduce_engine = true,
     .verbose = 0,
     .output = -1,
@@ -185,10 +186,29 @@ static int gpu_register(void)
              "(always the previous coll module, device buffers staged)",
              ring_or_fallback_values, &c->bcast_algorithm);
     reg_enum("allgather_algorithm",
-             "MPI_Allgather algorithm: auto and ring (host backend; device buffers are staged "
-             "through host memory), fallback (always the previous coll module, device buffers "
-             "staged)",
+             "MPI_Allgather and MPI_Allgatherv algorithm: auto and ring (the engine: our "
+             "kernels on the cuda backend, a ring on the host backend; allgatherv pads every "
+             "block to the largest count), fallback (always the previous coll module, device "
+             "buffers staged)",
              ring_or_fallback_values, &c->allgather_algorithm);
+    reg_enum("gather_algorithm",
+             "MPI_Gather algorithm: auto and ring (an allgather on the engine: the ranks other "
+             "than the root receive the whole message too, into memory their communicator "
+             "keeps), fallback (always the previous coll module, device buffers staged)",
+             ring_or_fallback_values, &c->gather_algorithm);
+    reg_enum("scatter_algorithm",
+             "MPI_Scatter algorithm: auto and ring (a broadcast of the root's whole message on "
+             "the engine, into memory their communicator keeps on the other ranks, of which "
+             "each keeps its block), fallback (always the previous coll module, device "
+             "buffers staged)",
+             ring_or_fallback_values, &c->scatter_algorithm);
+    reg_ulong("gather_scratch_bytes",
+              "MPI_Gather, MPI_Scatter and MPI_Allgatherv on the engine: the most bytes of a "
+              "whole message (ranks x bytes per rank; for allgatherv ranks x the largest "
+              "count) a rank keeps for them per communicator, on the device for device "
+              "buffers; larger calls go to the previous coll module (device buffers staged). "
+              "Must be the same on every rank",
+              &c->gather_scratch_bytes);
     reg_enum("reduce_algorithm",
              "MPI_Reduce algorithm: auto and ring (a pipelined chain along the ring ending at the "
              "root, host backend; device buffers staged through host memory), fallback (the "

@@ -180,7 +180,7 @@ int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_data
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-static int gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+int mca_coll_gpu_staged_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                           const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
@@ -208,7 +208,7 @@ static int gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-static int gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+int mca_coll_gpu_staged_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                       int rcount, struct ompi_datatype_t *rdt, int root,
                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
@@ -263,7 +263,7 @@ static int gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-static int gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+int mca_coll_gpu_staged_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                        int rcount, struct ompi_datatype_t *rdt, int root,
                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
@@ -521,10 +521,10 @@ void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
     m->super.coll_bcast = mca_coll_gpu_bcast; /* engine path, staged fallback inside */
     m->super.coll_reduce = mca_coll_gpu_reduce; /* engine path, staged fallback inside */
     m->super.coll_allgather = mca_coll_gpu_allgather;
-    m->super.coll_allgatherv = gpu_allgatherv;
-    m->super.coll_gather = gpu_gather;
+    m->super.coll_allgatherv = mca_coll_gpu_allgatherv; /* engine path, staged inside */
+    m->super.coll_gather = mca_coll_gpu_gather;         /* engine path, staged inside */
     m->super.coll_gatherv = gpu_gatherv;
-    m->super.coll_scatter = gpu_scatter;
+    m->super.coll_scatter = mca_coll_gpu_scatter; /* engine path, staged inside */
     m->super.coll_scatterv = gpu_scatterv;
     m->super.coll_alltoallv = gpu_alltoallv;
     m->super.coll_alltoallw = gpu_alltoallw;

@@ -324,38 +324,47 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
     return st;
 }
 
-void cgpu_comm_rs_release(cgpu_comm_t *comm)
+void cgpu_comm_scratch_release(cgpu_comm_t *comm)
 {
-    if (comm->rs_device) {
-        cgpu_cuda_free(comm->rs_buf); /* deferred while a kernel is in flight */
+    if (comm->scratch_device) {
+        cgpu_cuda_free(comm->scratch_buf); /* deferred while a kernel is in flight */
     } else {
-        free(comm->rs_buf);
+        free(comm->scratch_buf);
     }
-    comm->rs_buf = NULL;
-    comm->rs_bytes = 0;
+    comm->scratch_buf = NULL;
+    comm->scratch_bytes = 0;
 }
 
-/* The communicator's reduce_scatter result memory, at least @p bytes, on the device when
- * @p device (a failed device allocation falls back on host memory, which the allreduce
- * stages). */
-static cgpu_status_t rs_scratch(cgpu_comm_t *comm, bool device, size_t bytes, void **out)
+/* The communicator's scratch, at least @p bytes, on the device when @p device (a failed
+ * device allocation falls back on host memory, which the collectives stage). */
+static cgpu_status_t comm_scratch(cgpu_comm_t *comm, bool device, size_t bytes, const char *what,
+                                  void **out)
 {
-    if (NULL != comm->rs_buf && comm->rs_bytes >= bytes && comm->rs_device == device) {
-        *out = comm->rs_buf;
+    if (NULL != comm->scratch_buf && comm->scratch_bytes >= bytes &&
+        comm->scratch_device == device) {
+        *out = comm->scratch_buf;
         return CGPU_OK;
     }
-    cgpu_comm_rs_release(comm);
-    comm->rs_device = device && CGPU_OK == cgpu_cuda_malloc(&comm->rs_buf, bytes, NULL);
-    if (!comm->rs_device) {
-        comm->rs_buf = malloc(bytes);
-        if (NULL == comm->rs_buf) {
-            cgpu_log(CGPU_LOG_WARN, "reduce_scatter: no memory for its %zu-byte result", bytes);
+    cgpu_comm_scratch_release(comm);
+    comm->scratch_device = device && CGPU_OK == cgpu_cuda_malloc(&comm->scratch_buf, bytes, NULL);
+    if (!comm->scratch_device) {
+        comm->scratch_buf = malloc(bytes);
+        if (NULL == comm->scratch_buf) {
+            cgpu_log(CGPU_LOG_WARN, "%s: no memory for its %zu bytes of scratch", what, bytes);
             return CGPU_ERR_NO_MEMORY;
         }
     }
-    comm->rs_bytes = bytes;
-    *out = comm->rs_buf;
+    comm->scratch_bytes = bytes;
+    *out = comm->scratch_buf;
     return CGPU_OK;
+}
+
+/* scratch on the device when @p like is device memory on the cuda backend */
+static bool scratch_on_device(const cgpu_comm_t *comm, const void *like)
+{
+    int dev;
+    return CGPU_BACKEND_CUDA == comm->backend && NULL != like &&
+           CGPU_BUF_HOST != cgpu_buf_kind(like, &dev);
 }
 
 cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
@@ -381,17 +390,98 @@ cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbu
     /* the result where this rank's block goes: device memory for a device rbuf (or, with
      * mine == 0, a device input) on the cuda backend */
     const void *in = NULL != sbuf ? sbuf : rbuf;
-    int dev;
-    const bool device = CGPU_BACKEND_CUDA == comm->backend &&
-                        CGPU_BUF_HOST != cgpu_buf_kind(mine > 0 ? rbuf : in, &dev);
     void *res = NULL;
-    cgpu_status_t st = rs_scratch(comm, device, total * es, &res);
+    cgpu_status_t st = comm_scratch(comm, scratch_on_device(comm, mine > 0 ? rbuf : in),
+                                    total * es, "reduce_scatter", &res);
     if (CGPU_OK != st) {
         return st;
     }
     st = cgpu_allreduce(comm, in, res, total, dt, op, CGPU_ALLREDUCE_AUTO);
     if (CGPU_OK == st && mine > 0) {
         st = cgpu_engine_copy(rbuf, (char *) res + before * es, mine * es);
+    }
+    return st;
+}
+
+cgpu_status_t cgpu_allgatherv(cgpu_comm_t *comm, const void *sbuf, void *rbuf, const size_t *bytes,
+                              const ptrdiff_t *offs)
+{
+    if (NULL == comm || NULL == bytes || NULL == offs) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    const int n = comm->size, me = comm->rank;
+    size_t maxb = 0;
+    bool dense = true; /* equal blocks, back to back from rbuf: the allgather itself */
+    for (int p = 0; p < n; ++p) {
+        maxb = bytes[p] > maxb ? bytes[p] : maxb;
+        dense = dense && bytes[p] == bytes[0] && offs[p] == (ptrdiff_t) ((size_t) p * bytes[0]);
+    }
+    if ((maxb > 0 && NULL == rbuf) || (bytes[me] > 0 && NULL == sbuf && NULL == rbuf)) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    if (dense || 0 == maxb) {
+        return cgpu_allgather(comm, sbuf, rbuf, maxb);
+    }
+    /* every rank's block padded to the largest, in the communicator's scratch */
+    char *pad = NULL;
+    cgpu_status_t st = comm_scratch(comm, scratch_on_device(comm, rbuf), maxb * (size_t) n,
+                                    "allgatherv", (void **) &pad);
+    const void *own = NULL != sbuf ? sbuf : (const char *) rbuf + offs[me];
+    const void *src = NULL;
+    if (CGPU_OK == st && bytes[me] == maxb) {
+        src = own; /* read in place by the allgather */
+    } else if (CGPU_OK == st) {
+        st = cgpu_engine_copy(pad + (size_t) me * maxb, own, bytes[me]);
+    }
+    if (CGPU_OK != st) {
+        return st;
+    }
+    st = cgpu_allgather(comm, src, pad, maxb);
+    for (int p = 0; CGPU_OK == st && p < n; ++p) {
+        if (p != me || NULL != sbuf) {
+            st = cgpu_engine_copy((char *) rbuf + offs[p], pad + (size_t) p * maxb, bytes[p]);
+        }
+    }
+    return st;
+}
+
+cgpu_status_t cgpu_gather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes, int root)
+{
+    if (NULL == comm || root < 0 || root >= comm->size ||
+        (bytes > 0 && comm->rank == root && NULL == rbuf) ||
+        (bytes > 0 && comm->rank != root && NULL == sbuf)) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    void *all = rbuf;
+    if (comm->rank != root && bytes > 0) { /* the whole message lands here too */
+        cgpu_status_t st = comm_scratch(comm, scratch_on_device(comm, sbuf),
+                                        bytes * (size_t) comm->size, "gather", &all);
+        if (CGPU_OK != st) {
+            return st;
+        }
+    }
+    return cgpu_allgather(comm, sbuf, all, bytes);
+}
+
+cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes, int root)
+{
+    if (NULL == comm || root < 0 || root >= comm->size ||
+        (bytes > 0 && comm->rank == root && NULL == sbuf) ||
+        (bytes > 0 && comm->rank != root && NULL == rbuf)) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    const bool is_root = comm->rank == root;
+    void *all = (void *) sbuf; /* the root's is only read */
+    cgpu_status_t st = CGPU_OK;
+    if (!is_root && bytes > 0) {
+        st = comm_scratch(comm, scratch_on_device(comm, rbuf), bytes * (size_t) comm->size,
+                          "scatter", &all);
+    }
+    if (CGPU_OK == st) {
+        st = cgpu_bcast(comm, all, bytes * (size_t) comm->size, root);
+    }
+    if (CGPU_OK == st && NULL != rbuf) {
+        st = cgpu_engine_copy(rbuf, (const char *) all + (size_t) comm->rank * bytes, bytes);
     }
     return st;
 }

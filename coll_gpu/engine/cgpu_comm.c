@@ -164,7 +164,7 @@ void cgpu_comm_free_resources(cgpu_comm_t *comm)
         return;
     }
     comm->resources_freed = true;
-    cgpu_comm_rs_release(comm);
+    cgpu_comm_scratch_release(comm);
     if (NULL != comm->net) {
         cgpu_net_destroy(comm);
     }

@@ -96,11 +96,14 @@ struct cgpu_comm {
                             * coll_gpu_ras_abort_on_timeout (communicators across nodes and
                             * their node-local ones: a dead peer must not hang the others) */
 
-    /* cgpu_reduce_scatter's allreduce result (unequal counts): grown to the largest call,
-     * on the device (rs_device) or the host, freed with the communicator's resources */
-    void *rs_buf;
-    size_t rs_bytes;
-    bool rs_device;
+    /* scratch of the collectives built on others (cgpu_reduce_scatter's allreduce result,
+     * the padded blocks of cgpu_allgatherv, cgpu_gather's and cgpu_scatter's whole message
+     * on the ranks that are not the root): one call's at a time, grown to the largest
+     * call, on the device (scratch_device) or the host, freed with the communicator's
+     * resources */
+    void *scratch_buf;
+    size_t scratch_bytes;
+    bool scratch_device;
 
     cgpu_prof_comm_t prof; /* profiler context of this communicator (by value) */
     cgpu_ras_t ras;        /* health, for pvars and the watchdog */
@@ -118,8 +121,8 @@ bool cgpu_engine_is_up(void);
 cgpu_status_t cgpu_engine_register_comm(cgpu_comm_t *comm);
 void cgpu_engine_unregister_comm(cgpu_comm_t *comm);
 void cgpu_comm_free_resources(cgpu_comm_t *comm);
-/* frees cgpu_reduce_scatter's result memory (cgpu_coll.c) */
-void cgpu_comm_rs_release(cgpu_comm_t *comm);
+/* frees the communicator's scratch (cgpu_coll.c) */
+void cgpu_comm_scratch_release(cgpu_comm_t *comm);
 
 /* Every rank's status through the bootstrap: all return the first failure, or OK. */
 cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine);

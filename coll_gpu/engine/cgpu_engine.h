@@ -425,6 +425,31 @@ cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbu
                                   const size_t *counts, cgpu_dtype_t dt, cgpu_op_t op);
 
 /**
+ * Allgather with a byte count per rank: rank p's sbuf (bytes[p]) lands at rbuf + offs[p]
+ * (a signed byte offset).
+ * sbuf == NULL means in place (this rank's block is already at rbuf + offs[rank]). Equal
+ * counts laid back to back run as cgpu_allgather on rbuf; otherwise every block is padded
+ * to the largest in memory the communicator keeps (size x largest bytes, on the device for
+ * a device rbuf) and copied out. bytes must match on every rank; offs are this rank's.
+ */
+cgpu_status_t cgpu_allgatherv(cgpu_comm_t *comm, const void *sbuf, void *rbuf, const size_t *bytes,
+                              const ptrdiff_t *offs);
+
+/**
+ * Gather: rank p's sbuf (bytes) lands in block p of the root's rbuf (size x bytes). sbuf ==
+ * NULL at the root means in place. Runs as an allgather: the other ranks receive the whole
+ * message into memory the communicator keeps.
+ */
+cgpu_status_t cgpu_gather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes, int root);
+
+/**
+ * Scatter: block p of the root's sbuf (size x bytes) lands in rank p's rbuf (bytes). rbuf ==
+ * NULL at the root means in place. Runs as a broadcast of the whole message (into memory
+ * the communicator keeps on the other ranks) and a copy of the rank's block.
+ */
+cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes, int root);
+
+/**
  * Reduce to root: rbuf (significant at the root only) receives the reduction of every
  * rank's sbuf. sbuf == NULL at the root means in place (rbuf holds its input). Host
  * chain; device buffers staged for now.

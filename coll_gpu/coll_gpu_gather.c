@@ -1,0 +1,280 @@
+/*
+ * coll/gpu: MPI_Allgatherv, MPI_Gather and MPI_Scatter on the engine. Each runs as one
+ * engine collective whose size every rank knows from arguments MPI requires to match:
+ * allgatherv as an allgather of blocks padded to the largest count, gather as an
+ * allgather, scatter as a broadcast of the root's whole message (the engine keeps the
+ * whole message on the ranks that only need a part of it, coll_gpu_gather_scratch_bytes at
+ * most). The path depends on those sizes and MCA params alone (decision 2); a layout that
+ * is not one gap-free run is packed on the host around the engine call, whatever the other
+ * ranks' layouts.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_gpu.h"
+
+#include "ompi/datatype/ompi_datatype.h"
+
+/* One side of an engine call: the user's count x dtype at buf as contiguous bytes (run),
+ * directly when they are one gap-free run, else packed on the host (pack), from a host
+ * mirror when buf is device memory. */
+typedef struct gather_side {
+    mca_coll_gpu_mirror_t mirror;
+    void *host; /* buf, or its host mirror */
+    char *pack; /* malloc'd packed bytes, or NULL */
+    const char *run;
+    size_t count;
+    struct ompi_datatype_t *dt;
+} gather_side_t;
+
+/* fill: pack the user's bytes (a send side, or an in-place receive side) */
+static int side_open(gather_side_t *sd, const void *buf, size_t count, struct ompi_datatype_t *dt,
+                     bool fill)
+{
+    memset(sd, 0, sizeof(*sd));
+    sd->host = (void *) buf;
+    sd->count = count;
+    sd->dt = dt;
+    if (count <= (size_t) INT_MAX && mca_coll_gpu_contiguous_run(buf, (int) count, dt, &sd->run)) {
+        return MPI_SUCCESS;
+    }
+    size_t es;
+    ompi_datatype_type_size(dt, &es);
+    int rc = MPI_SUCCESS;
+    if (mca_coll_gpu_on_device(buf)) { /* the whole span: gaps keep their bytes */
+        rc = mca_coll_gpu_mirror_in(&sd->mirror, buf, count, dt, &sd->host);
+    }
+    if (MPI_SUCCESS == rc) {
+        sd->pack = malloc(count * es > 0 ? count * es : 1);
+        rc = NULL == sd->pack ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    }
+    if (MPI_SUCCESS == rc && fill) {
+        rc = mca_coll_gpu_typed_copy(sd->host, sd->pack, count, dt, true);
+    }
+    sd->run = sd->pack;
+    return rc;
+}
+
+/* back: unpack into the user's buffer (a receive side) when rc is success */
+static int side_close(gather_side_t *sd, int rc, bool back)
+{
+    if (back && MPI_SUCCESS == rc && NULL != sd->pack) {
+        rc = mca_coll_gpu_typed_copy(sd->pack, sd->host, sd->count, sd->dt, false);
+    }
+    free(sd->pack);
+    sd->pack = NULL;
+    if (back) {
+        return mca_coll_gpu_mirror_out(&sd->mirror, rc);
+    }
+    mca_coll_gpu_mirror_drop(&sd->mirror);
+    return rc;
+}
+
+/* The engine communicator for a call of @p bytes per rank (uniform), or NULL: the staged
+ * path then serves the call on every rank. */
+static cgpu_comm_t *engine_for(mca_coll_gpu_module_t *m, int algorithm, size_t bytes,
+                               const void *buf, int n)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    if (mca_coll_gpu_nested() || CGPU_ALLREDUCE_FALLBACK == algorithm || 0 == bytes ||
+        bytes > c->gather_scratch_bytes / (size_t) n) {
+        return NULL;
+    }
+    mca_coll_gpu_lazy_init(m, buf);
+    return CGPU_MODULE_READY == m->state ? m->ecomm : NULL;
+}
+
+/* the module is held across the engine call, which is counted */
+#define CGPU_ENGINE_CALL(m, call)                                                         \
+    __extension__({                                                                       \
+        cgpu_status_t st_;                                                                \
+        OBJ_RETAIN(m);                                                                    \
+        st_ = (call);                                                                     \
+        atomic_fetch_add_explicit(&(m)->engine_calls, 1, memory_order_relaxed);           \
+        OBJ_RELEASE(m);                                                                   \
+        st_;                                                                              \
+    })
+
+int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                            const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
+                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    size_t rsize, maxb = 0, total = 0;
+    ompi_datatype_type_size(rdt, &rsize);
+    bool valid = in_place || scount >= 0;
+    for (int p = 0; p < n; ++p) {
+        valid = valid && rcounts[p] >= 0;
+        const size_t b = valid ? (size_t) rcounts[p] * rsize : 0;
+        maxb = b > maxb ? b : maxb;
+        total += b;
+    }
+    cgpu_comm_t *ec = valid ? engine_for(m, mca_coll_gpu_component.allgather_algorithm, maxb,
+                                         in_place ? rbuf : sbuf, n)
+                            : NULL;
+    if (NULL == ec) {
+        return mca_coll_gpu_staged_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
+                                              comm, module);
+    }
+    size_t *bytes = malloc(sizeof(size_t) * (size_t) n);
+    ptrdiff_t *offs = malloc(sizeof(ptrdiff_t) * (size_t) n);
+    ptrdiff_t lb, ext;
+    ompi_datatype_get_extent(rdt, &lb, &ext);
+    const char *rrun = NULL;
+    /* the receive side: blocks where the user wants them (one gap-free element layout),
+     * or packed back to back on the host */
+    const bool r_dense = mca_coll_gpu_contiguous_run(rbuf, 2, rdt, &rrun);
+    gather_side_t r = {0}, s = {0};
+    int rc = NULL == bytes || NULL == offs ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    char *dst = (char *) rrun;
+    if (MPI_SUCCESS == rc && !r_dense) {
+        if (mca_coll_gpu_on_device(rbuf)) {
+            rc = mca_coll_gpu_mirror_in(&r.mirror, rbuf, mca_coll_gpu_v_span(rcounts, displs, n),
+                                        rdt, &r.host);
+        } else {
+            r.host = rbuf;
+        }
+        r.pack = dst = MPI_SUCCESS == rc ? malloc(total > 0 ? total : 1) : NULL;
+        rc = NULL == dst ? MPI_ERR_NO_MEM : rc;
+    }
+    size_t packed = 0;
+    for (int p = 0; MPI_SUCCESS == rc && p < n; ++p) {
+        bytes[p] = (size_t) rcounts[p] * rsize;
+        offs[p] = r_dense ? (ptrdiff_t) displs[p] * ext : (ptrdiff_t) packed;
+        packed += bytes[p];
+    }
+    if (MPI_SUCCESS == rc && !r_dense && in_place) {
+        rc = mca_coll_gpu_typed_copy((char *) r.host + (ptrdiff_t) displs[me] * ext,
+                                     dst + offs[me], (size_t) rcounts[me], rdt, true);
+    }
+    if (MPI_SUCCESS == rc && !in_place) {
+        rc = side_open(&s, sbuf, (size_t) scount, sdt, true);
+    }
+    char *scratch = NULL;
+    const void *src = in_place ? NULL : s.run;
+    if (MPI_SUCCESS != rc) { /* take part anyway: blocks back to back on zeroed scratch */
+        scratch = calloc(1, total > 0 ? total : 1);
+        src = NULL;
+        dst = scratch;
+        ptrdiff_t off = 0;
+        for (int p = 0; NULL != bytes && NULL != offs && p < n; ++p) {
+            bytes[p] = (size_t) rcounts[p] * rsize;
+            offs[p] = off;
+            off += (ptrdiff_t) bytes[p];
+        }
+    }
+    cgpu_status_t st = CGPU_ERR_NO_MEMORY;
+    if (NULL != dst && NULL != bytes && NULL != offs) {
+        st = CGPU_ENGINE_CALL(m, cgpu_allgatherv(ec, src, dst, bytes, offs));
+    }
+    free(scratch);
+    if (MPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_engine_rc(st, "MPI_Allgatherv", comm);
+    }
+    for (int p = 0; MPI_SUCCESS == rc && !r_dense && p < n; ++p) {
+        rc = mca_coll_gpu_typed_copy(dst + offs[p], (char *) r.host + (ptrdiff_t) displs[p] * ext,
+                                     (size_t) rcounts[p], rdt, false);
+    }
+    side_close(&s, MPI_SUCCESS, false);
+    free(r.pack);
+    free(bytes);
+    free(offs);
+    return mca_coll_gpu_mirror_out(&r.mirror, rc);
+}
+
+int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                        int rcount, struct ompi_datatype_t *rdt, int root,
+                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int n = ompi_comm_size(comm);
+    const bool is_root = ompi_comm_rank(comm) == root, in_place = MPI_IN_PLACE == sbuf;
+    /* the bytes per rank: the root's receive count, everyone else's send count */
+    size_t es;
+    ompi_datatype_type_size(is_root ? rdt : sdt, &es);
+    const int count = is_root ? rcount : scount;
+    cgpu_comm_t *ec = count < 0 || (is_root && !in_place && scount < 0)
+                          ? NULL
+                          : engine_for(m, mca_coll_gpu_component.gather_algorithm,
+                                       (size_t) count * es, in_place ? rbuf : sbuf, n);
+    if (NULL == ec) {
+        return mca_coll_gpu_staged_gather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, module);
+    }
+    const size_t bytes = (size_t) count * es;
+    gather_side_t s = {0}, r = {0};
+    int rc = MPI_SUCCESS;
+    if (is_root) { /* in place: the root's own block is packed with the rest */
+        rc = side_open(&r, rbuf, (size_t) rcount * (size_t) n, rdt, in_place);
+    }
+    if (MPI_SUCCESS == rc && !in_place) {
+        rc = side_open(&s, sbuf, (size_t) scount, sdt, true);
+    }
+    const void *src = in_place ? NULL : s.run;
+    void *dst = is_root ? (void *) r.run : NULL;
+    char *scratch = NULL;
+    if (MPI_SUCCESS != rc) { /* take part anyway, on zeroed scratch */
+        scratch = calloc(1, bytes * (size_t) (is_root ? n : 1));
+        src = is_root ? NULL : scratch;
+        dst = is_root ? scratch : NULL;
+    }
+    cgpu_status_t st = CGPU_ERR_NO_MEMORY;
+    if (NULL != (is_root ? dst : src)) {
+        st = CGPU_ENGINE_CALL(m, cgpu_gather(ec, src, dst, bytes, root));
+    }
+    free(scratch);
+    if (MPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_engine_rc(st, "MPI_Gather", comm);
+    }
+    side_close(&s, MPI_SUCCESS, false);
+    return is_root ? side_close(&r, rc, true) : rc;
+}
+
+int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                         int rcount, struct ompi_datatype_t *rdt, int root,
+                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int n = ompi_comm_size(comm);
+    const bool is_root = ompi_comm_rank(comm) == root, in_place = MPI_IN_PLACE == rbuf;
+    /* the bytes per rank: the root's send count, everyone else's receive count */
+    size_t es;
+    ompi_datatype_type_size(is_root ? sdt : rdt, &es);
+    const int count = is_root ? scount : rcount;
+    cgpu_comm_t *ec = count < 0 || (is_root && !in_place && rcount < 0)
+                          ? NULL
+                          : engine_for(m, mca_coll_gpu_component.scatter_algorithm,
+                                       (size_t) count * es, is_root ? sbuf : rbuf, n);
+    if (NULL == ec) {
+        return mca_coll_gpu_staged_scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
+                                           module);
+    }
+    const size_t bytes = (size_t) count * es;
+    gather_side_t s = {0}, r = {0};
+    int rc = MPI_SUCCESS;
+    if (is_root) {
+        rc = side_open(&s, sbuf, (size_t) scount * (size_t) n, sdt, true);
+    }
+    if (MPI_SUCCESS == rc && !in_place) { /* a receive side: gaps keep their bytes */
+        rc = side_open(&r, rbuf, (size_t) rcount, rdt, false);
+    }
+    const void *src = is_root ? (const void *) s.run : NULL;
+    void *dst = in_place ? NULL : (void *) r.run;
+    char *scratch = NULL;
+    if (MPI_SUCCESS != rc) { /* take part anyway, on zeroed scratch */
+        scratch = calloc(1, bytes * (size_t) (is_root ? n : 1));
+        src = is_root ? scratch : NULL;
+        dst = is_root ? NULL : scratch;
+    }
+    cgpu_status_t st = CGPU_ERR_NO_MEMORY;
+    if (NULL != (is_root ? src : dst)) {
+        st = CGPU_ENGINE_CALL(m, cgpu_scatter(ec, src, dst, bytes, root));
+    }
+    free(scratch);
+    if (MPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_engine_rc(st, "MPI_Scatter", comm);
+    }
+    side_close(&s, MPI_SUCCESS, false);
+    return in_place ? rc : side_close(&r, rc, true);
+}
