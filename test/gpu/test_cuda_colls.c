@@ -1,6 +1,6 @@
 /*
- * GPU integration test: MPI_Bcast, MPI_Reduce, MPI_Allgather, MPI_Reduce_scatter_block
- * and MPI_Alltoall on CUDA device buffers through coll/gpu's cuda backend, each result
+ * GPU integration test: MPI_Bcast, MPI_Reduce, MPI_Allgather(v), MPI_Gather, MPI_Scatter,
+ * MPI_Reduce_scatter_block and MPI_Alltoall on CUDA device buffers through coll/gpu's cuda backend, each result
  * checked against a reference every rank computes on the host from the same
  * deterministic inputs, and the pvars proving the engine served every call. With the
  * argument "shared" (ranks sharing a GPU without MPS, coll_gpu_cuda_time_sliced off: the
@@ -218,6 +218,92 @@ static void check_allgather(size_t per, bool in_place, bool host)
     free(h);
     free(want);
     free(mine);
+}
+
+/* MPI_Allgatherv (mode 0: equal counts back to back; 1: unequal counts, blocks in reverse
+ * rank order with gaps; 2: the same in place), MPI_Gather and MPI_Scatter (in place at the
+ * root in mode 2) on device buffers: 3 calls, each checked whole (gaps included) against
+ * the host's reference */
+static void check_vgathers(size_t per, int root, int mode)
+{
+    const int n = nranks;
+    int *counts = mt_xmalloc(sizeof(int) * (size_t) n), *displs = mt_xmalloc(sizeof(int) * (size_t) n);
+    size_t at = 0;
+    for (int q = 0; q < n; ++q) {
+        const int p = 0 == mode ? q : n - 1 - q;
+        counts[p] = (int) per + (0 == mode ? 0 : 3 * p);
+        displs[p] = (int) at;
+        at += (size_t) counts[p] + (0 == mode ? 0 : 2);
+    }
+    const size_t span = at + 1, whole = per * (size_t) n;
+    const size_t cap = (span > whole ? span : whole) + 1;
+    int *h = mt_xmalloc(cap * sizeof(int)), *want = mt_xmalloc(cap * sizeof(int));
+    int *mine = mt_xmalloc(((size_t) counts[rank] + per + 1) * sizeof(int));
+    void *r = dev_alloc(cap * sizeof(int)), *sd = dev_alloc(((size_t) counts[rank] + per + 1) * sizeof(int));
+    /* allgatherv */
+    for (size_t i = 0; i < span; ++i) {
+        want[i] = h[i] = -7;
+    }
+    for (int p = 0; p < n; ++p) {
+        for (int i = 0; i < counts[p]; ++i) {
+            want[displs[p] + i] = (int) value(p, 1, (size_t) i, O_SUM);
+        }
+    }
+    for (int i = 0; i < counts[rank]; ++i) {
+        mine[i] = want[displs[rank] + i];
+        if (2 == mode) {
+            h[displs[rank] + i] = mine[i];
+        }
+    }
+    to_dev(r, h, span * sizeof(int));
+    to_dev(sd, mine, (size_t) counts[rank] * sizeof(int));
+    MT_CHECK_MPI(MPI_Allgatherv(2 == mode ? MPI_IN_PLACE : sd, counts[rank], MPI_INT, r, counts,
+                                displs, MPI_INT, MPI_COMM_WORLD));
+    from_dev(h, r, span * sizeof(int));
+    long bad = diff(h, want, span, sizeof(int));
+    MT_CHECK(0 == bad, "allgatherv %zu ints mode %d: %ld wrong", per, mode, bad);
+    /* gather to root */
+    for (size_t i = 0; i < whole + 1; ++i) {
+        h[i] = -7;
+        want[i] = i < whole ? (int) value((int) (i / per), 2, i % per, O_SUM) : -7;
+    }
+    for (size_t i = 0; i < per; ++i) {
+        mine[i] = want[(size_t) rank * per + i];
+    }
+    const bool in_place = 2 == mode && rank == root;
+    if (in_place) {
+        memcpy(h + (size_t) rank * per, mine, per * sizeof(int));
+    }
+    to_dev(r, h, (whole + 1) * sizeof(int));
+    to_dev(sd, mine, per * sizeof(int));
+    MT_CHECK_MPI(MPI_Gather(in_place ? MPI_IN_PLACE : sd, (int) per, MPI_INT, r, (int) per,
+                            MPI_INT, root, MPI_COMM_WORLD));
+    if (rank == root) {
+        from_dev(h, r, (whole + 1) * sizeof(int));
+        bad = diff(h, want, whole + 1, sizeof(int));
+        MT_CHECK(0 == bad, "gather %zu ints root %d mode %d: %ld wrong", per, root, mode, bad);
+    }
+    /* scatter from root: want holds the whole message */
+    to_dev(r, want, whole * sizeof(int)); /* read at the root only */
+    for (size_t i = 0; i < per + 1; ++i) {
+        mine[i] = -7;
+    }
+    to_dev(sd, mine, (per + 1) * sizeof(int));
+    MT_CHECK_MPI(MPI_Scatter(r, (int) per, MPI_INT, in_place ? MPI_IN_PLACE : sd, (int) per,
+                             MPI_INT, root, MPI_COMM_WORLD));
+    from_dev(mine, sd, (per + 1) * sizeof(int));
+    bad = mine[per] != -7;
+    for (size_t i = 0; i < per && !in_place; ++i) {
+        bad += mine[i] != want[(size_t) rank * per + i];
+    }
+    MT_CHECK(0 == bad, "scatter %zu ints root %d mode %d: %ld wrong", per, root, mode, bad);
+    cudaFree(r);
+    cudaFree(sd);
+    free(h);
+    free(want);
+    free(mine);
+    free(counts);
+    free(displs);
 }
 
 static void check_reduce_scatter(const rcase_t *c, size_t count, bool in_place)
@@ -593,6 +679,18 @@ int main(int argc, char **argv)
     check_allgather(12345, true, true);
     calls += 2;
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "allgather");
+
+    /* allgatherv, gather, scatter */
+    const size_t vsizes[] = {1, 1000, 65537, 1u << 20};
+    const int nv = quick ? 3 : 4;
+    calls = 0;
+    for (int k = 0; k < nv; ++k) {
+        for (int mode = 0; mode < 3; ++mode) {
+            check_vgathers(vsizes[k], (k + mode) % nranks, mode);
+            calls += 3;
+        }
+    }
+    MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "allgatherv, gather and scatter");
 
     /* reduce_scatter_block and reduce: every case, every root */
     const size_t rsizes[] = {1, 1001, 3001, 262147, (3u << 20) + 7};
