@@ -396,7 +396,8 @@ fi
 if has osu_all; then # every OSU collective benchmark as a user tries it on device buffers, with OSU's own
     # check of the results (-c, MPI_CHAR, MPI_INT and MPI_FLOAT), at OSU_ALL_NP ranks (OSU_MPS=1: on one
     # GPU under MPS); then bcast, alltoall and allgather with a vector datatype (-D, the staged path;
-    # OSU checks nothing there): a run passes when it exits 0 and no line says Fail
+    # OSU checks nothing there): a run passes when it exits 0 and no line says Fail; OSU_ALL_ONLY: a regex
+    # of the benchmark names to run (then no -D runs)
     if [ -x .osu/configure ]; then
         [ -x .osu/c/mpi/collective/non_blocking/osu_ireduce ] && [ -x .osu/c/mpi/collective/blocking/osu_gatherv ] ||
             osu_build blocking non_blocking
@@ -417,11 +418,13 @@ if has osu_all; then # every OSU collective benchmark as a user tries it on devi
         for np in ${OSU_ALL_NP:-2 3}; do
             for b in $O/blocking/osu_* $O/non_blocking/osu_*; do
                 n=$(basename "$b"); [ -x "$b" ] && [ "${n%.*}" = "$n" ] || continue
+                [[ -z "${OSU_ALL_ONLY:-}" || "$n" =~ ${OSU_ALL_ONLY:-} ]] || continue # a regex
                 C=(-c -T all -m 1:${OSU_ALL_MAX:-1048576}); case $n in *barrier) C=() ;; esac # no data
                 osu_one "$n" "$np" "$b" -d cuda "${C[@]}" -i ${OSU_ALL_I:-5} -x 1
             done
         done
         for b in blocking/osu_bcast blocking/osu_alltoall blocking/osu_allgather; do # OSU takes -D with -d only there
+            [ -z "${OSU_ALL_ONLY:-}" ] || break
             osu_one "$(basename "$b") -D vect:8:4" 2 "$O/$b" -d cuda -D vect:8:4 -m 1:${OSU_ALL_MAX:-1048576} -i ${OSU_ALL_I:-5} -x 1
         done
         rm -f "$out/osu_all_cur.log"
