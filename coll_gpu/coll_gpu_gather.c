@@ -184,97 +184,78 @@ int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t
     return mca_coll_gpu_mirror_out(&r.mirror, rc);
 }
 
+/* MPI_Gather (gather) and MPI_Scatter: the root's whole message is all_count x all_dt at
+ * all_buf (significant at the root only), each rank's block one_count x one_dt at one_buf
+ * (MPI_IN_PLACE at the root: its block stays in the whole message). OMPI_ERR_NOT_AVAILABLE:
+ * the engine does not take the call (the same answer on every rank). */
+static int rooted(bool gather, const void *one_buf, int one_count, struct ompi_datatype_t *one_dt,
+                  const void *all_buf, int all_count, struct ompi_datatype_t *all_dt, int root,
+                  struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
+{
+    const int n = ompi_comm_size(comm);
+    const bool is_root = ompi_comm_rank(comm) == root, in_place = MPI_IN_PLACE == one_buf;
+    /* the bytes per rank: the root's count of the whole message, everyone else's own */
+    size_t es;
+    ompi_datatype_type_size(is_root ? all_dt : one_dt, &es);
+    const int count = is_root ? all_count : one_count;
+    if (count < 0 || (is_root && !in_place && one_count < 0)) {
+        return OMPI_ERR_NOT_AVAILABLE;
+    }
+    const size_t bytes = (size_t) count * es;
+    cgpu_comm_t *ec = engine_for(m,
+                                 gather ? mca_coll_gpu_component.gather_algorithm
+                                        : mca_coll_gpu_component.scatter_algorithm,
+                                 bytes, is_root ? all_buf : one_buf, n);
+    if (NULL == ec) {
+        return OMPI_ERR_NOT_AVAILABLE;
+    }
+    gather_side_t one = {0}, all = {0};
+    int rc = MPI_SUCCESS;
+    if (is_root) { /* gather in place: the root's own block is packed with the rest */
+        rc = side_open(&all, all_buf, (size_t) all_count * (size_t) n, all_dt, !gather || in_place);
+    }
+    if (MPI_SUCCESS == rc && !in_place) { /* a scatter's receive side: gaps keep their bytes */
+        rc = side_open(&one, one_buf, (size_t) one_count, one_dt, gather);
+    }
+    const char *one_run = in_place ? NULL : one.run, *all_run = is_root ? all.run : NULL;
+    char *scratch = NULL;
+    if (MPI_SUCCESS != rc) { /* take part anyway, on zeroed scratch */
+        scratch = calloc(1, bytes * (size_t) (is_root ? n : 1));
+        one_run = is_root ? NULL : scratch;
+        all_run = is_root ? scratch : NULL;
+    }
+    cgpu_status_t st = CGPU_ERR_NO_MEMORY;
+    if (NULL != (is_root ? all_run : one_run)) {
+        st = gather ? CGPU_ENGINE_CALL(m, cgpu_gather(ec, one_run, (void *) all_run, bytes, root))
+                    : CGPU_ENGINE_CALL(m, cgpu_scatter(ec, all_run, (void *) one_run, bytes, root));
+    }
+    free(scratch);
+    if (MPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_engine_rc(st, gather ? "MPI_Gather" : "MPI_Scatter", comm);
+    }
+    /* what was received goes back: the root's whole message, or a scatter's block */
+    rc = in_place ? rc : side_close(&one, rc, !gather);
+    return is_root ? side_close(&all, rc, gather) : rc;
+}
+
 int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                         int rcount, struct ompi_datatype_t *rdt, int root,
                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    const int n = ompi_comm_size(comm);
-    const bool is_root = ompi_comm_rank(comm) == root, in_place = MPI_IN_PLACE == sbuf;
-    /* the bytes per rank: the root's receive count, everyone else's send count */
-    size_t es;
-    ompi_datatype_type_size(is_root ? rdt : sdt, &es);
-    const int count = is_root ? rcount : scount;
-    cgpu_comm_t *ec = count < 0 || (is_root && !in_place && scount < 0)
-                          ? NULL
-                          : engine_for(m, mca_coll_gpu_component.gather_algorithm,
-                                       (size_t) count * es, in_place ? rbuf : sbuf, n);
-    if (NULL == ec) {
-        return mca_coll_gpu_staged_gather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, module);
-    }
-    const size_t bytes = (size_t) count * es;
-    gather_side_t s = {0}, r = {0};
-    int rc = MPI_SUCCESS;
-    if (is_root) { /* in place: the root's own block is packed with the rest */
-        rc = side_open(&r, rbuf, (size_t) rcount * (size_t) n, rdt, in_place);
-    }
-    if (MPI_SUCCESS == rc && !in_place) {
-        rc = side_open(&s, sbuf, (size_t) scount, sdt, true);
-    }
-    const void *src = in_place ? NULL : s.run;
-    void *dst = is_root ? (void *) r.run : NULL;
-    char *scratch = NULL;
-    if (MPI_SUCCESS != rc) { /* take part anyway, on zeroed scratch */
-        scratch = calloc(1, bytes * (size_t) (is_root ? n : 1));
-        src = is_root ? NULL : scratch;
-        dst = is_root ? scratch : NULL;
-    }
-    cgpu_status_t st = CGPU_ERR_NO_MEMORY;
-    if (NULL != (is_root ? dst : src)) {
-        st = CGPU_ENGINE_CALL(m, cgpu_gather(ec, src, dst, bytes, root));
-    }
-    free(scratch);
-    if (MPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_engine_rc(st, "MPI_Gather", comm);
-    }
-    side_close(&s, MPI_SUCCESS, false);
-    return is_root ? side_close(&r, rc, true) : rc;
+    int rc = rooted(true, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
+                    (mca_coll_gpu_module_t *) module);
+    return OMPI_ERR_NOT_AVAILABLE != rc ? rc
+                                        : mca_coll_gpu_staged_gather(sbuf, scount, sdt, rbuf, rcount,
+                                                                     rdt, root, comm, module);
 }
 
 int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                          int rcount, struct ompi_datatype_t *rdt, int root,
                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    const int n = ompi_comm_size(comm);
-    const bool is_root = ompi_comm_rank(comm) == root, in_place = MPI_IN_PLACE == rbuf;
-    /* the bytes per rank: the root's send count, everyone else's receive count */
-    size_t es;
-    ompi_datatype_type_size(is_root ? sdt : rdt, &es);
-    const int count = is_root ? scount : rcount;
-    cgpu_comm_t *ec = count < 0 || (is_root && !in_place && rcount < 0)
-                          ? NULL
-                          : engine_for(m, mca_coll_gpu_component.scatter_algorithm,
-                                       (size_t) count * es, is_root ? sbuf : rbuf, n);
-    if (NULL == ec) {
-        return mca_coll_gpu_staged_scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
-                                           module);
-    }
-    const size_t bytes = (size_t) count * es;
-    gather_side_t s = {0}, r = {0};
-    int rc = MPI_SUCCESS;
-    if (is_root) {
-        rc = side_open(&s, sbuf, (size_t) scount * (size_t) n, sdt, true);
-    }
-    if (MPI_SUCCESS == rc && !in_place) { /* a receive side: gaps keep their bytes */
-        rc = side_open(&r, rbuf, (size_t) rcount, rdt, false);
-    }
-    const void *src = is_root ? (const void *) s.run : NULL;
-    void *dst = in_place ? NULL : (void *) r.run;
-    char *scratch = NULL;
-    if (MPI_SUCCESS != rc) { /* take part anyway, on zeroed scratch */
-        scratch = calloc(1, bytes * (size_t) (is_root ? n : 1));
-        src = is_root ? scratch : NULL;
-        dst = is_root ? NULL : scratch;
-    }
-    cgpu_status_t st = CGPU_ERR_NO_MEMORY;
-    if (NULL != (is_root ? src : dst)) {
-        st = CGPU_ENGINE_CALL(m, cgpu_scatter(ec, src, dst, bytes, root));
-    }
-    free(scratch);
-    if (MPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_engine_rc(st, "MPI_Scatter", comm);
-    }
-    side_close(&s, MPI_SUCCESS, false);
-    return in_place ? rc : side_close(&r, rc, true);
+    int rc = rooted(false, rbuf, rcount, rdt, sbuf, scount, sdt, root, comm,
+                    (mca_coll_gpu_module_t *) module);
+    return OMPI_ERR_NOT_AVAILABLE != rc ? rc
+                                        : mca_coll_gpu_staged_scatter(sbuf, scount, sdt, rbuf, rcount,
+                                                                      rdt, root, comm, module);
 }
