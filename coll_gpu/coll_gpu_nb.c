@@ -776,27 +776,37 @@ static bool plan_engine(mca_coll_gpu_module_t *m, bool *create)
     return true;
 }
 
-/* A new engine request, the set-up first when planned. */
+/* A set-up planned for a request that is not posted after all: a later call plans it
+ * again (the state would otherwise stay CREATING, and no call would create it). */
+static void unplan(mca_coll_gpu_module_t *m, bool create)
+{
+    if (create) {
+        __atomic_store_n(&m->state, CGPU_MODULE_UNINIT, __ATOMIC_RELEASE);
+    }
+}
+
+/* A new engine request, the set-up first when planned; NULL (no memory): not planned. */
 static mca_coll_gpu_request_t *engine_request(mca_coll_gpu_module_t *m,
                                               struct ompi_communicator_t *comm, bool create,
                                               const void *buf)
 {
     mca_coll_gpu_request_t *r = request_new(m, comm, true);
-    if (NULL != r) {
-        r->create = create;
-        r->create_buf = buf;
-        r->post_device = create ? cgpu_engine_current_device() : -1;
+    if (NULL == r) {
+        unplan(m, create);
+        return NULL;
     }
+    r->create = create;
+    r->create_buf = buf;
+    r->post_device = create ? cgpu_engine_current_device() : -1;
     return r;
 }
 
-/* No memory for an engine request: a set-up it was to run is not planned any more (a later
- * call plans it again) */
-static int engine_request_failed(mca_coll_gpu_module_t *m, bool create, ompi_request_t **request)
+/* An engine request that cannot be posted (no memory for its scratch): freed, its set-up
+ * no longer planned */
+static int engine_unpost(mca_coll_gpu_request_t *r, ompi_request_t **request)
 {
-    if (create) {
-        __atomic_store_n(&m->state, CGPU_MODULE_UNINIT, __ATOMIC_RELEASE);
-    }
+    unplan(r->m, r->create);
+    request_destroy(r);
     return post_failed(request, MPI_ERR_NO_MEM);
 }
 
@@ -861,13 +871,14 @@ static int post_reduction_counts(mca_coll_gpu_module_t *m, struct ompi_communica
                                  size_t count, cgpu_dtype_t dt, cgpu_op_t eop, int root,
                                  size_t *counts, ompi_request_t **request)
 {
-    mca_coll_gpu_request_t *q = NULL;
-    if (NB_REDUCE_SCATTER != kind || NULL != counts) {
-        q = engine_request(m, comm, create, NULL != s ? s : r);
+    if (NB_REDUCE_SCATTER == kind && NULL == counts) {
+        unplan(m, create);
+        return post_failed(request, MPI_ERR_NO_MEM);
     }
+    mca_coll_gpu_request_t *q = engine_request(m, comm, create, NULL != s ? s : r);
     if (NULL == q) {
         free(counts);
-        return engine_request_failed(m, create, request);
+        return post_failed(request, MPI_ERR_NO_MEM);
     }
     q->counts = counts;
     q->kind = kind;
@@ -1009,7 +1020,7 @@ static int nb_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int ro
         plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, buf);
         if (NULL == r) {
-            return engine_request_failed(m, create, request);
+            return post_failed(request, MPI_ERR_NO_MEM);
         }
         size_t esize;
         ompi_datatype_type_size(dtype, &esize);
@@ -1020,8 +1031,7 @@ static int nb_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int ro
         r->rc = view_open(&r->v[0], buf, count, dtype, r->bytes, is_root, !is_root, &r->r);
         if (MPI_SUCCESS != r->rc) {
             if (!use_scratch(r, r->bytes)) {
-                request_destroy(r);
-                return post_failed(request, MPI_ERR_NO_MEM);
+                return engine_unpost(r, request);
             }
             r->r = r->scratch;
         }
@@ -1055,7 +1065,7 @@ static int nb_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *s
         (in_place || scount >= 0) && plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
         if (NULL == r) {
-            return engine_request_failed(m, create, request);
+            return post_failed(request, MPI_ERR_NO_MEM);
         }
         size_t rsize;
         ompi_datatype_type_size(rdt, &rsize);
@@ -1072,8 +1082,7 @@ static int nb_iallgather(const void *sbuf, int scount, struct ompi_datatype_t *s
             if (!use_scratch(r, r->bytes * (size_t) n)) {
                 view_close(&r->v[0], MPI_ERR_NO_MEM);
                 view_close(&r->v[1], MPI_ERR_NO_MEM);
-                request_destroy(r);
-                return post_failed(request, MPI_ERR_NO_MEM);
+                return engine_unpost(r, request);
             }
             r->s = NULL;
             r->r = r->scratch;
@@ -1110,7 +1119,7 @@ static int nb_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sd
         plan_engine(m, &create)) {
         mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
         if (NULL == r) {
-            return engine_request_failed(m, create, request);
+            return post_failed(request, MPI_ERR_NO_MEM);
         }
         const size_t total = bytes * (size_t) n;
         r->kind = NB_ALLTOALL;
@@ -1130,8 +1139,7 @@ static int nb_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sd
             if (!use_scratch(r, total)) {
                 view_close(&r->v[0], MPI_ERR_NO_MEM);
                 view_close(&r->v[1], MPI_ERR_NO_MEM);
-                request_destroy(r);
-                return post_failed(request, MPI_ERR_NO_MEM);
+                return engine_unpost(r, request);
             }
             r->s = r->r = r->scratch;
         }
