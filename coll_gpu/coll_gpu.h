@@ -203,6 +203,19 @@ static inline bool mca_coll_gpu_nested(void)
     return mca_coll_gpu_depth > 0;
 }
 
+/* A blocking engine call, counted in engine_calls: the module is held across it, so that
+ * a communicator another thread frees meanwhile (erroneous, but it must not crash) keeps its
+ * module until the call returns. Evaluates to the call's cgpu_status_t. */
+#define MCA_COLL_GPU_ENGINE(m, call)                                                      \
+    __extension__({                                                                       \
+        cgpu_status_t engine_st_;                                                         \
+        OBJ_RETAIN(m);                                                                    \
+        engine_st_ = (call);                                                              \
+        atomic_fetch_add_explicit(&(m)->engine_calls, 1, memory_order_relaxed);           \
+        OBJ_RELEASE(m);                                                                   \
+        engine_st_;                                                                       \
+    })
+
 /* every other blocking collective: the previous module on host copies of device
  * buffers (coll_gpu_staged.c) */
 void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m);

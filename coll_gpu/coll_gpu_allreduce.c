@@ -45,12 +45,9 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
 
     /* held for the call: a communicator freed by another thread meanwhile (erroneous)
      * must not free the module under us; its teardown then waits for this release */
-    OBJ_RETAIN(m);
-    cgpu_status_t st = cgpu_allreduce(m->ecomm, MPI_IN_PLACE == sbuf ? rbuf : sbuf, rbuf,
-                                      (size_t) count, dt, eop,
-                                      (cgpu_allreduce_alg_t) c->allreduce_algorithm);
-    atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
-    OBJ_RELEASE(m);
+    cgpu_status_t st = MCA_COLL_GPU_ENGINE(
+        m, cgpu_allreduce(m->ecomm, MPI_IN_PLACE == sbuf ? rbuf : sbuf, rbuf, (size_t) count,
+                          dt, eop, (cgpu_allreduce_alg_t) c->allreduce_algorithm));
     return mca_coll_gpu_engine_rc(st, "MPI_Allreduce", comm);
 
 fallback:

@@ -119,11 +119,9 @@ out_agree:
             mca_coll_gpu_mirror_drop(&ms);
             return mca_coll_gpu_mirror_out(&mr, MPI_ERR_NO_MEM);
         }
-        OBJ_RETAIN(m); /* as in allreduce: the module outlives a concurrent free */
-        st = cgpu_alltoall(m->ecomm, total > 0 ? src : &dummy, total > 0 ? dst : &dummy, bytes,
-                           (cgpu_alltoall_alg_t) c->alltoall_algorithm);
-        atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
-        OBJ_RELEASE(m);
+        st = MCA_COLL_GPU_ENGINE(m, cgpu_alltoall(m->ecomm, total > 0 ? src : &dummy,
+                                                  total > 0 ? dst : &dummy, bytes,
+                                                  (cgpu_alltoall_alg_t) c->alltoall_algorithm));
         free(scratch);
         if (MPI_SUCCESS == rc) {
             rc = mca_coll_gpu_engine_rc(st, "MPI_Alltoall", comm);

@@ -55,10 +55,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int roo
     }
     cgpu_status_t st = CGPU_ERR_NO_MEMORY;
     if (NULL != target) {
-        OBJ_RETAIN(m);
-        st = cgpu_bcast(m->ecomm, target, bytes, root);
-        atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
-        OBJ_RELEASE(m);
+        st = MCA_COLL_GPU_ENGINE(m, cgpu_bcast(m->ecomm, target, bytes, root));
     }
     free(scratch);
     if (MPI_SUCCESS == rc) {

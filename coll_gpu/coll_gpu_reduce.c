@@ -25,11 +25,9 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
     if (CGPU_MODULE_READY != m->state) {
         return mca_coll_gpu_staged_reduce(sbuf, rbuf, count, dtype, op, root, comm, module);
     }
-    OBJ_RETAIN(m);
-    cgpu_status_t st = cgpu_reduce(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                                   is_root ? rbuf : NULL, (size_t) count, dt, eop, root);
-    atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
-    OBJ_RELEASE(m);
+    cgpu_status_t st = MCA_COLL_GPU_ENGINE(
+        m, cgpu_reduce(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf, is_root ? rbuf : NULL,
+                       (size_t) count, dt, eop, root));
     return mca_coll_gpu_engine_rc(st, "MPI_Reduce", comm);
 }
 
@@ -52,11 +50,9 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
         return mca_coll_gpu_staged_reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm,
                                                         module);
     }
-    OBJ_RETAIN(m);
-    cgpu_status_t st = cgpu_reduce_scatter_block(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                                                 rbuf, (size_t) rcount, dt, eop);
-    atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
-    OBJ_RELEASE(m);
+    cgpu_status_t st = MCA_COLL_GPU_ENGINE(
+        m, cgpu_reduce_scatter_block(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf,
+                                     (size_t) rcount, dt, eop));
     return mca_coll_gpu_engine_rc(st, "MPI_Reduce_scatter_block", comm);
 }
 
@@ -98,11 +94,9 @@ int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts
                     comm->c_name, n);
         return MPI_ERR_NO_MEM;
     }
-    OBJ_RETAIN(m);
-    cgpu_status_t st = cgpu_reduce_scatter(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf,
-                                           counts, dt, eop);
-    atomic_fetch_add_explicit(&m->engine_calls, 1, memory_order_relaxed);
-    OBJ_RELEASE(m);
+    cgpu_status_t st = MCA_COLL_GPU_ENGINE(
+        m, cgpu_reduce_scatter(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf, counts, dt,
+                               eop));
     free(counts);
     return mca_coll_gpu_engine_rc(st, "MPI_Reduce_scatter", comm);
 }
