@@ -1,7 +1,7 @@
 /*
- * coll/gpu: MPI_Allgatherv, MPI_Gather and MPI_Scatter on the engine. Each runs as one
- * engine collective whose size every rank knows from arguments MPI requires to match:
- * allgatherv as an allgather of blocks padded to the largest count, gather as an
+ * coll/gpu: MPI_Allgather, MPI_Allgatherv, MPI_Gather and MPI_Scatter on the engine. Each
+ * runs as one engine collective whose size every rank knows from arguments MPI requires to
+ * match: allgatherv as an allgather of blocks padded to the largest count, gather as an
  * allgather, scatter as a broadcast of the root's whole message (the engine keeps the
  * whole message on the ranks that only need a part of it, coll_gpu_gather_scratch_bytes at
  * most). The path depends on those sizes and MCA params alone (decision 2); a layout that
@@ -84,16 +84,49 @@ static cgpu_comm_t *engine_for(mca_coll_gpu_module_t *m, int algorithm, size_t b
     return CGPU_MODULE_READY == m->state ? m->ecomm : NULL;
 }
 
-/* the module is held across the engine call, which is counted */
-#define CGPU_ENGINE_CALL(m, call)                                                         \
-    __extension__({                                                                       \
-        cgpu_status_t st_;                                                                \
-        OBJ_RETAIN(m);                                                                    \
-        st_ = (call);                                                                     \
-        atomic_fetch_add_explicit(&(m)->engine_calls, 1, memory_order_relaxed);           \
-        OBJ_RELEASE(m);                                                                   \
-        st_;                                                                              \
-    })
+int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                           int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                           mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    if (mca_coll_gpu_nested() || CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.allgather_algorithm ||
+        rcount <= 0 || (!in_place && scount < 0)) {
+        return mca_coll_gpu_staged_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm, module);
+    }
+    const size_t n = (size_t) ompi_comm_size(comm);
+    size_t rsize;
+    ompi_datatype_type_size(rdt, &rsize);
+    const size_t bytes = (size_t) rcount * rsize; /* per rank, equal everywhere */
+    mca_coll_gpu_lazy_init(m, in_place ? rbuf : sbuf);
+    if (CGPU_MODULE_READY != m->state) {
+        return mca_coll_gpu_staged_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm, module);
+    }
+    gather_side_t s = {0}, r = {0};
+    /* in place: this rank's own block is packed with the rest */
+    int rc = side_open(&r, rbuf, (size_t) rcount * n, rdt, in_place);
+    if (MPI_SUCCESS == rc && !in_place) {
+        rc = side_open(&s, sbuf, (size_t) scount, sdt, true);
+    }
+    const void *src = in_place ? NULL : s.run;
+    void *dst = (void *) r.run;
+    char *scratch = NULL;
+    if (MPI_SUCCESS != rc) { /* take part anyway, on zeroed scratch, so no peer waits */
+        scratch = calloc(1, bytes * n);
+        src = NULL;
+        dst = scratch;
+    }
+    cgpu_status_t st = CGPU_ERR_NO_MEMORY;
+    if (NULL != dst) {
+        st = MCA_COLL_GPU_ENGINE(m, cgpu_allgather(m->ecomm, src, dst, bytes));
+    }
+    free(scratch);
+    if (MPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_engine_rc(st, "MPI_Allgather", comm);
+    }
+    side_close(&s, MPI_SUCCESS, false);
+    return side_close(&r, rc, true);
+}
 
 int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                             const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
@@ -118,18 +151,29 @@ int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t
         return mca_coll_gpu_staged_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
                                               comm, module);
     }
-    size_t *bytes = malloc(sizeof(size_t) * (size_t) n);
-    ptrdiff_t *offs = malloc(sizeof(ptrdiff_t) * (size_t) n);
-    ptrdiff_t lb, ext;
+    /* every rank's bytes, and two layouts of the blocks: back to back (packed) and where
+     * this rank wants them (placed, for one gap-free element layout) */
+    ptrdiff_t *packed = malloc((sizeof(size_t) + 2 * sizeof(ptrdiff_t)) * (size_t) n);
+    if (NULL == packed) { /* a local failure before any exchange: peers then time out */
+        return MPI_ERR_NO_MEM;
+    }
+    ptrdiff_t *placed = packed + n;
+    size_t *bytes = (size_t *) (placed + n);
+    ptrdiff_t lb, ext, at = 0;
     ompi_datatype_get_extent(rdt, &lb, &ext);
+    for (int p = 0; p < n; ++p) {
+        bytes[p] = (size_t) rcounts[p] * rsize;
+        packed[p] = at;
+        placed[p] = (ptrdiff_t) displs[p] * ext;
+        at += (ptrdiff_t) bytes[p];
+    }
     const char *rrun = NULL;
-    /* the receive side: blocks where the user wants them (one gap-free element layout),
-     * or packed back to back on the host */
     const bool r_dense = mca_coll_gpu_contiguous_run(rbuf, 2, rdt, &rrun);
+    const ptrdiff_t *offs = r_dense ? placed : packed;
     gather_side_t r = {0}, s = {0};
-    int rc = NULL == bytes || NULL == offs ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    int rc = MPI_SUCCESS;
     char *dst = (char *) rrun;
-    if (MPI_SUCCESS == rc && !r_dense) {
+    if (!r_dense) { /* packed on the host, from a mirror of a device buffer */
         if (mca_coll_gpu_on_device(rbuf)) {
             rc = mca_coll_gpu_mirror_in(&r.mirror, rbuf, mca_coll_gpu_v_span(rcounts, displs, n),
                                         rdt, &r.host);
@@ -139,15 +183,9 @@ int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t
         r.pack = dst = MPI_SUCCESS == rc ? malloc(total > 0 ? total : 1) : NULL;
         rc = NULL == dst ? MPI_ERR_NO_MEM : rc;
     }
-    size_t packed = 0;
-    for (int p = 0; MPI_SUCCESS == rc && p < n; ++p) {
-        bytes[p] = (size_t) rcounts[p] * rsize;
-        offs[p] = r_dense ? (ptrdiff_t) displs[p] * ext : (ptrdiff_t) packed;
-        packed += bytes[p];
-    }
     if (MPI_SUCCESS == rc && !r_dense && in_place) {
-        rc = mca_coll_gpu_typed_copy((char *) r.host + (ptrdiff_t) displs[me] * ext,
-                                     dst + offs[me], (size_t) rcounts[me], rdt, true);
+        rc = mca_coll_gpu_typed_copy((char *) r.host + placed[me], dst + packed[me],
+                                     (size_t) rcounts[me], rdt, true);
     }
     if (MPI_SUCCESS == rc && !in_place) {
         rc = side_open(&s, sbuf, (size_t) scount, sdt, true);
@@ -158,29 +196,23 @@ int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t
         scratch = calloc(1, total > 0 ? total : 1);
         src = NULL;
         dst = scratch;
-        ptrdiff_t off = 0;
-        for (int p = 0; NULL != bytes && NULL != offs && p < n; ++p) {
-            bytes[p] = (size_t) rcounts[p] * rsize;
-            offs[p] = off;
-            off += (ptrdiff_t) bytes[p];
-        }
+        offs = packed;
     }
     cgpu_status_t st = CGPU_ERR_NO_MEMORY;
-    if (NULL != dst && NULL != bytes && NULL != offs) {
-        st = CGPU_ENGINE_CALL(m, cgpu_allgatherv(ec, src, dst, bytes, offs));
+    if (NULL != dst) {
+        st = MCA_COLL_GPU_ENGINE(m, cgpu_allgatherv(ec, src, dst, bytes, offs));
     }
     free(scratch);
     if (MPI_SUCCESS == rc) {
         rc = mca_coll_gpu_engine_rc(st, "MPI_Allgatherv", comm);
     }
     for (int p = 0; MPI_SUCCESS == rc && !r_dense && p < n; ++p) {
-        rc = mca_coll_gpu_typed_copy(dst + offs[p], (char *) r.host + (ptrdiff_t) displs[p] * ext,
+        rc = mca_coll_gpu_typed_copy(dst + packed[p], (char *) r.host + placed[p],
                                      (size_t) rcounts[p], rdt, false);
     }
     side_close(&s, MPI_SUCCESS, false);
     free(r.pack);
-    free(bytes);
-    free(offs);
+    free(packed);
     return mca_coll_gpu_mirror_out(&r.mirror, rc);
 }
 
@@ -226,8 +258,8 @@ static int rooted(bool gather, const void *one_buf, int one_count, struct ompi_d
     }
     cgpu_status_t st = CGPU_ERR_NO_MEMORY;
     if (NULL != (is_root ? all_run : one_run)) {
-        st = gather ? CGPU_ENGINE_CALL(m, cgpu_gather(ec, one_run, (void *) all_run, bytes, root))
-                    : CGPU_ENGINE_CALL(m, cgpu_scatter(ec, all_run, (void *) one_run, bytes, root));
+        st = gather ? MCA_COLL_GPU_ENGINE(m, cgpu_gather(ec, one_run, (void *) all_run, bytes, root))
+                    : MCA_COLL_GPU_ENGINE(m, cgpu_scatter(ec, all_run, (void *) one_run, bytes, root));
     }
     free(scratch);
     if (MPI_SUCCESS == rc) {
