@@ -3,7 +3,7 @@
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
-#   staged_mps ring_tree progress osu_bind nb_busy osu_all
+#   staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls
 #   lat pending goals shared osu_gap ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -60,6 +60,17 @@ ring_tree_runs() { # the allreduce forced onto the ring and the tree
     run gpu_np3_tree 100 3 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
     run gpu_np4_tree 150 4 --mca coll_gpu_allreduce_algorithm tree test/gpu/test_cuda_allreduce quick
 }
+# gatherv, scatterv, alltoallv on device buffers (with 4 ranks on fewer GPUs, peers share one)
+vcolls_runs() {
+    run vcolls_np2 150 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_vcolls
+    run vcolls_np3 150 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_vcolls quick
+    run vcolls_np4 200 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_vcolls quick
+    run vcolls_capped_np3 150 3 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_gather_scratch_bytes 40000 \
+        test/gpu/test_cuda_vcolls capped
+}
+if has vcolls; then
+    vcolls_runs
+fi
 if has test; then
     run gpu_np2 180 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce
     run gpu_np4_quick 150 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_allreduce quick
@@ -75,6 +86,7 @@ if has test; then
     echo "device kernel launches in gpu_colls_np2: ring-mode $(grep -c 'cuda: ring mode [1-4]' "$out/gpu_colls_np2.log"), alltoall $(grep -c 'cuda: alltoall rank' "$out/gpu_colls_np2.log")"
     run gpu_colls_np4_quick 240 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
     run gpu_colls_np3_quick 200 3 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
+    vcolls_runs
     run host_allreduce_np4 100 4 --mca coll_gpu_backend host test/mpi/test_allreduce
     run host_alltoall_np4 60 4 --mca coll_gpu_backend host test/mpi/test_alltoall
 fi

@@ -397,14 +397,22 @@ cgpu_status_t cgpu_cuda_memset_async(void *dst, int v, size_t bytes, void *strea
  * next (the proxy's staging) could see the old bytes (seen on one H200 shared by the
  * ranks: blocks of an allgather across fake nodes wrong). So an event recorded behind the
  * copy is waited for; it waits for nothing the copy itself did not wait for. */
-cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
+cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n)
 {
     static __thread cudaEvent_t ev;
     static __thread int ev_dev = -1;
-    if (0 == bytes) {
+    cudaError_t e = cudaSuccess;
+    int queued = 0;
+    for (int i = 0; i < n && cudaSuccess == e; ++i) {
+        if (c[i].bytes > 0) {
+            e = cudaMemcpyAsync(c[i].dst, c[i].src, c[i].bytes, cudaMemcpyDefault,
+                                cudaStreamLegacy);
+            ++queued;
+        }
+    }
+    if (0 == queued) {
         return CGPU_OK;
     }
-    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
     int dev = -1;
     if (cudaSuccess == e) {
         e = cudaGetDevice(&dev);
@@ -424,6 +432,12 @@ cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
         e = cudaEventSynchronize(ev);
     }
     return cgpu_cuda_check((int) e, "cudaMemcpy");
+}
+
+cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
+{
+    const cgpu_copy_t c = {.dst = dst, .src = src, .bytes = bytes};
+    return cgpu_cuda_copy_many(&c, 1);
 }
 
 cgpu_status_t cgpu_cuda_host_alloc_mapped(void **host, void **dev, size_t bytes)
@@ -712,6 +726,12 @@ cgpu_status_t cgpu_cuda_memset_async(void *dst, int v, size_t bytes, void *strea
 cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
 {
     (void) dst, (void) src, (void) bytes;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n)
+{
+    (void) c, (void) n;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

@@ -98,6 +98,15 @@ cgpu_status_t cgpu_cuda_copy_async(void *dst, const void *src, size_t bytes, voi
 cgpu_status_t cgpu_cuda_memset_async(void *dst, int v, size_t bytes, void *stream);
 /** Synchronous copy between any two addresses. */
 cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes);
+/** One copy of a batch. */
+typedef struct cgpu_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} cgpu_copy_t;
+/** The @p n copies of @p c, queued one after another with one wait for all (as synchronous
+ * as cgpu_cuda_copy, at the cost of one wait). */
+cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n);
 
 /** Pinned host memory the device can write directly; *dev is the device's view. */
 cgpu_status_t cgpu_cuda_host_alloc_mapped(void **host, void **dev, size_t bytes);

@@ -302,6 +302,39 @@ int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *s
                          int rcount, struct ompi_datatype_t *rdt, int root,
                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
+/* The engine communicator for a call padded to @p bytes per rank (the same on every rank),
+ * or NULL: the staged path then serves the call on every rank (nested calls, @p off (the
+ * algorithm "fallback"), 0 bytes, n x bytes above coll_gpu_gather_scratch_bytes, no engine;
+ * coll_gpu_gather.c) */
+cgpu_comm_t *mca_coll_gpu_padded_engine(mca_coll_gpu_module_t *m, bool off, size_t bytes,
+                                        const void *buf, int n);
+/* gatherv, scatterv and alltoallv on the engine, once the ranks agree (coll_gpu_vcoll.c) */
+int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                         const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
+                         int root, struct ompi_communicator_t *comm,
+                         mca_coll_base_module_t *module);
+int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
+                          struct ompi_datatype_t *sdt, void *rbuf, int rcount,
+                          struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
+                          mca_coll_base_module_t *module);
+int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                           struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                           const int *rdispls, struct ompi_datatype_t *rdt,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                void *rbuf, const int *rcounts, const int *displs,
+                                struct ompi_datatype_t *rdt, int root,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_scatterv(const void *sbuf, const int *scounts, const int *displs,
+                                 struct ompi_datatype_t *sdt, void *rbuf, int rcount,
+                                 struct ompi_datatype_t *rdt, int root,
+                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                                  struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                                  const int *rdispls, struct ompi_datatype_t *rdt,
+                                  struct ompi_communicator_t *comm,
+                                  mca_coll_base_module_t *module);
+
 /* One buffer of a staged call: replaced by a host copy of its span when it lives on a
  * device (coll_gpu_staged.c). stage: the copy in (host = the buffer itself otherwise);
  * stage_bytes: the same for the bytes [lo, hi) of buf (host points at buf's place);

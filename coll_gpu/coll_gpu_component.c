@@ -192,22 +192,26 @@ static int gpu_register(void)
              "buffers staged)",
              ring_or_fallback_values, &c->allgather_algorithm);
     reg_enum("gather_algorithm",
-             "MPI_Gather algorithm: auto and ring (an allgather on the engine: the ranks other "
-             "than the root receive the whole message too, into memory their communicator "
-             "keeps), fallback (always the previous coll module, device buffers staged)",
+             "MPI_Gather and MPI_Gatherv algorithm: auto and ring (an allgather on the engine: "
+             "the ranks other than the root receive the whole message too, into memory their "
+             "communicator keeps; gatherv pads every block to the largest count, which the "
+             "ranks first agree on), fallback (always the previous coll module, device "
+             "buffers staged)",
              ring_or_fallback_values, &c->gather_algorithm);
     reg_enum("scatter_algorithm",
-             "MPI_Scatter algorithm: auto and ring (a broadcast of the root's whole message on "
-             "the engine, into memory their communicator keeps on the other ranks, of which "
-             "each keeps its block), fallback (always the previous coll module, device "
-             "buffers staged)",
+             "MPI_Scatter and MPI_Scatterv algorithm: auto and ring (a broadcast of the root's "
+             "whole message on the engine, into memory their communicator keeps on the other "
+             "ranks, of which each keeps its block; scatterv pads every block to the largest "
+             "count, which the ranks first agree on), fallback (always the previous coll "
+             "module, device buffers staged)",
              ring_or_fallback_values, &c->scatter_algorithm);
     reg_ulong("gather_scratch_bytes",
-              "MPI_Gather, MPI_Scatter and MPI_Allgatherv on the engine: the most bytes of a "
-              "whole message (ranks x bytes per rank; for allgatherv ranks x the largest "
-              "count) a rank keeps for them per communicator, on the device for device "
-              "buffers; larger calls go to the previous coll module (device buffers staged). "
-              "Must be the same on every rank",
+              "MPI_Gather(v), MPI_Scatter(v), MPI_Allgatherv and MPI_Alltoallv on the engine: "
+              "the most bytes of a whole message (ranks x bytes per rank; for the v forms "
+              "ranks x the largest block) a rank keeps for them per communicator, on the "
+              "device for device buffers (alltoallv: up to twice that, one for each side "
+              "whose layout is not already padded); larger calls go to the previous coll "
+              "module (device buffers staged). Must be the same on every rank",
               &c->gather_scratch_bytes);
     reg_enum("reduce_algorithm",
              "MPI_Reduce algorithm: auto and ring (a pipelined chain along the ring ending at the "
@@ -220,8 +224,10 @@ static int gpu_register(void)
              "staged)",
              ring_or_fallback_values, &c->reduce_scatter_algorithm);
     reg_enum("alltoall_algorithm",
-             "MPI_Alltoall algorithm: auto, direct (every peer at once through each rank's "
-             "staging area), fallback (always the previous coll module)",
+             "MPI_Alltoall and MPI_Alltoallv algorithm: auto, direct (every peer at once "
+             "through each rank's staging area; alltoallv pads every block to the largest "
+             "count, which the ranks first agree on), fallback (always the previous coll "
+             "module)",
              alltoall_values, &c->alltoall_algorithm);
     c->allreduce_min_bytes = 0;
     reg_ulong("allreduce_min_bytes",

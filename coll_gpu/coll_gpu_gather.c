@@ -70,13 +70,11 @@ static int side_close(gather_side_t *sd, int rc, bool back)
     return rc;
 }
 
-/* The engine communicator for a call of @p bytes per rank (uniform), or NULL: the staged
- * path then serves the call on every rank. */
-static cgpu_comm_t *engine_for(mca_coll_gpu_module_t *m, int algorithm, size_t bytes,
-                               const void *buf, int n)
+cgpu_comm_t *mca_coll_gpu_padded_engine(mca_coll_gpu_module_t *m, bool off, size_t bytes,
+                                        const void *buf, int n)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
-    if (mca_coll_gpu_nested() || CGPU_ALLREDUCE_FALLBACK == algorithm || 0 == bytes ||
+    if (mca_coll_gpu_nested() || off || 0 == bytes ||
         bytes > c->gather_scratch_bytes / (size_t) n) {
         return NULL;
     }
@@ -144,8 +142,8 @@ int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t
         maxb = b > maxb ? b : maxb;
         total += b;
     }
-    cgpu_comm_t *ec = valid ? engine_for(m, mca_coll_gpu_component.allgather_algorithm, maxb,
-                                         in_place ? rbuf : sbuf, n)
+    const bool off = CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.allgather_algorithm;
+    cgpu_comm_t *ec = valid ? mca_coll_gpu_padded_engine(m, off, maxb, in_place ? rbuf : sbuf, n)
                             : NULL;
     if (NULL == ec) {
         return mca_coll_gpu_staged_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
@@ -234,10 +232,10 @@ static int rooted(bool gather, const void *one_buf, int one_count, struct ompi_d
         return OMPI_ERR_NOT_AVAILABLE;
     }
     const size_t bytes = (size_t) count * es;
-    cgpu_comm_t *ec = engine_for(m,
-                                 gather ? mca_coll_gpu_component.gather_algorithm
-                                        : mca_coll_gpu_component.scatter_algorithm,
-                                 bytes, is_root ? all_buf : one_buf, n);
+    const int algorithm = gather ? mca_coll_gpu_component.gather_algorithm
+                                 : mca_coll_gpu_component.scatter_algorithm;
+    cgpu_comm_t *ec = mca_coll_gpu_padded_engine(m, CGPU_ALLREDUCE_FALLBACK == algorithm, bytes,
+                                                 is_root ? all_buf : one_buf, n);
     if (NULL == ec) {
         return OMPI_ERR_NOT_AVAILABLE;
     }

@@ -235,7 +235,7 @@ int mca_coll_gpu_staged_gather(const void *sbuf, int scount, struct ompi_datatyp
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-static int gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+int mca_coll_gpu_staged_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                        const int *rcounts, const int *displs, struct ompi_datatype_t *rdt, int root,
                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
@@ -294,7 +294,7 @@ int mca_coll_gpu_staged_scatter(const void *sbuf, int scount, struct ompi_dataty
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-static int gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
+int mca_coll_gpu_staged_scatterv(const void *sbuf, const int *scounts, const int *displs,
                         struct ompi_datatype_t *sdt, void *rbuf, int rcount,
                         struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
                         mca_coll_base_module_t *module)
@@ -326,7 +326,7 @@ static int gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-static int gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
                          struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
                          const int *rdispls, struct ompi_datatype_t *rdt,
                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
@@ -523,10 +523,10 @@ void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
     m->super.coll_allgather = mca_coll_gpu_allgather;
     m->super.coll_allgatherv = mca_coll_gpu_allgatherv; /* engine path, staged inside */
     m->super.coll_gather = mca_coll_gpu_gather;         /* engine path, staged inside */
-    m->super.coll_gatherv = gpu_gatherv;
+    m->super.coll_gatherv = mca_coll_gpu_gatherv; /* engine path, staged inside */
     m->super.coll_scatter = mca_coll_gpu_scatter; /* engine path, staged inside */
-    m->super.coll_scatterv = gpu_scatterv;
-    m->super.coll_alltoallv = gpu_alltoallv;
+    m->super.coll_scatterv = mca_coll_gpu_scatterv; /* engine path, staged inside */
+    m->super.coll_alltoallv = mca_coll_gpu_alltoallv; /* engine path, staged inside */
     m->super.coll_alltoallw = gpu_alltoallw;
     m->super.coll_reduce_scatter = mca_coll_gpu_reduce_scatter;
     m->super.coll_reduce_scatter_block = mca_coll_gpu_reduce_scatter_block;

@@ -45,7 +45,7 @@ export CGPU_PROF_CHECK_PLUGIN=${CGPU_PROF_CHECK_PLUGIN:-$BIN/prof/.libs/libcgpu_
 export CGPU_PROF_TRACE_PLUGIN=${CGPU_PROF_TRACE_PLUGIN:-$PLUGIN_DIR/libcgpu_prof_trace.so}
 declare -A MPI_TEST_ARGS=(
     [test_forced_fallback]="--mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback"
-    [test_staged]="--mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_bcast_algorithm fallback --mca coll_gpu_allgather_algorithm fallback --mca coll_gpu_gather_algorithm fallback --mca coll_gpu_scatter_algorithm fallback --mca coll_gpu_reduce_algorithm fallback --mca coll_gpu_reduce_scatter_algorithm fallback"
+    [test_staged]="--mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_bcast_algorithm fallback --mca coll_gpu_allgather_algorithm fallback --mca coll_gpu_gather_algorithm fallback --mca coll_gpu_scatter_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback --mca coll_gpu_reduce_algorithm fallback --mca coll_gpu_reduce_scatter_algorithm fallback"
     [test_staged_allreduce]="--mca coll_gpu_stage_chunk_bytes 65536 --mca coll_gpu_stage_pipeline_min_bytes 131072"
     [test_profiler]="--mca coll_gpu_profiler $CGPU_PROF_CHECK_PLUGIN -x CGPU_PROF_CHECK_PLUGIN"
 )
@@ -245,11 +245,14 @@ else
     # complex, scan, exscan) come from the pool
     [ -x "$BIN/mpi/test_types" ] && run_test "test_types.staged.np2" "${MPIRUN[@]}" \
         --mca coll_gpu_stage_host_buffers 1 -np 2 "$BIN/mpi/test_types"
-    # the host mirrors' pool: room for two 64 KiB blocks only (larger mirrors unpooled), none
     # allgatherv, gather and scatter above coll_gpu_gather_scratch_bytes: the previous module
     [ -x "$BIN/mpi/test_bcast_allgather" ] && run_test "test_bcast_allgather.capped.np3" \
         "${MPIRUN[@]}" --mca coll_gpu_gather_scratch_bytes 40000 -np 3 \
         "$BIN/mpi/test_bcast_allgather" capped
+    # gatherv, scatterv and alltoallv padded above the same cap: the previous module
+    [ -x "$BIN/mpi/test_vcolls" ] && run_test "test_vcolls.capped.np3" \
+        "${MPIRUN[@]}" --mca coll_gpu_gather_scratch_bytes 40000 -np 3 "$BIN/mpi/test_vcolls" capped
+    # the host mirrors' pool: room for two 64 KiB blocks only (larger mirrors unpooled), none
     if [ -x "$BIN/mpi/test_staged" ]; then
         run_test "test_staged.pinned_small.np3" "${MPIRUN[@]}" ${MPI_TEST_ARGS[test_staged]} \
             --mca coll_gpu_stage_pinned_bytes 131072 -np 3 "$BIN/mpi/test_staged"
@@ -313,7 +316,7 @@ else
             env CGPU_PROF_MIN_TRANSPORT=100000 "${MPIRUN[@]}" "${NODES[@]}" \
             --mca coll_gpu_fake_nodes 2 ${MPI_TEST_ARGS[test_profiler]} -np 2 "$BIN/mpi/test_profiler"
         for p in test_allreduce test_alltoall test_bcast_allgather test_reduce_rs test_comms \
-                 test_types test_nb test_progress; do
+                 test_types test_nb test_progress test_vcolls; do
             [ -x "$BIN/mpi/$p" ] && run_test "$p.nodes2x2.np4" "${MPIRUN[@]}" "${NODES[@]}" \
                 --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/$p"
         done

@@ -403,6 +403,63 @@ cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbu
     return st;
 }
 
+/* whether layout @p b is already padded to maxb: every block maxb bytes at p x maxb */
+static bool blocks_padded(const cgpu_blocks_t *b, int n, size_t maxb)
+{
+    bool padded = true;
+    for (int p = 0; p < n && padded; ++p) {
+        padded = b->bytes[p] == maxb && b->offs[p] == (ptrdiff_t) ((size_t) p * maxb);
+    }
+    return padded;
+}
+
+/* copies every block of layout @p b but block @p skip into its place in @p pad (pack), or
+ * back out of it, with one wait */
+static cgpu_status_t blocks_copy(const cgpu_blocks_t *b, char *pad, size_t maxb, int n, int skip,
+                                 bool pack)
+{
+    cgpu_copy_t *c = malloc(sizeof(*c) * (size_t) n);
+    if (NULL == c) {
+        return CGPU_ERR_NO_MEMORY;
+    }
+    int k = 0;
+    for (int p = 0; p < n; ++p) {
+        if (p == skip || 0 == b->bytes[p]) {
+            continue;
+        }
+        char *user = b->base + b->offs[p], *slot = pad + (size_t) p * maxb;
+        c[k].dst = pack ? slot : user;
+        c[k].src = pack ? user : slot;
+        c[k++].bytes = b->bytes[p];
+    }
+    cgpu_status_t st = cgpu_engine_copy_many(c, k);
+    free(c);
+    return st;
+}
+
+/* An allgather of blocks padded to maxb into @p pad (size x maxb): this rank's block
+ * (own_bytes at @p own) is read in place when it is whole, else first copied into its slot;
+ * then the blocks are copied out to @p out (NULL: none), all but block @p skip. */
+static cgpu_status_t padded_allgather(cgpu_comm_t *comm, const void *own, size_t own_bytes,
+                                      char *pad, size_t maxb, const cgpu_blocks_t *out, int skip)
+{
+    char *slot = pad + (size_t) comm->rank * maxb;
+    const void *src = NULL; /* in place at slot */
+    cgpu_status_t st = CGPU_OK;
+    if (own != slot && own_bytes == maxb) {
+        src = own;
+    } else if (own != slot) {
+        st = cgpu_engine_copy(slot, own, own_bytes);
+    }
+    if (CGPU_OK == st) {
+        st = cgpu_allgather(comm, src, pad, maxb);
+    }
+    if (CGPU_OK == st && NULL != out) {
+        st = blocks_copy(out, pad, maxb, comm->size, skip, false);
+    }
+    return st;
+}
+
 cgpu_status_t cgpu_allgatherv(cgpu_comm_t *comm, const void *sbuf, void *rbuf, const size_t *bytes,
                               const ptrdiff_t *offs)
 {
@@ -411,36 +468,125 @@ cgpu_status_t cgpu_allgatherv(cgpu_comm_t *comm, const void *sbuf, void *rbuf, c
     }
     const int n = comm->size, me = comm->rank;
     size_t maxb = 0;
-    bool dense = true; /* equal blocks, back to back from rbuf: the allgather itself */
     for (int p = 0; p < n; ++p) {
         maxb = bytes[p] > maxb ? bytes[p] : maxb;
-        dense = dense && bytes[p] == bytes[0] && offs[p] == (ptrdiff_t) ((size_t) p * bytes[0]);
     }
     if ((maxb > 0 && NULL == rbuf) || (bytes[me] > 0 && NULL == sbuf && NULL == rbuf)) {
         return CGPU_ERR_INVALID_ARG;
     }
-    if (dense || 0 == maxb) {
+    const cgpu_blocks_t r = {.base = rbuf, .bytes = bytes, .offs = offs};
+    if (0 == maxb || blocks_padded(&r, n, maxb)) { /* the allgather itself */
         return cgpu_allgather(comm, sbuf, rbuf, maxb);
     }
-    /* every rank's block padded to the largest, in the communicator's scratch */
     char *pad = NULL;
     cgpu_status_t st = comm_scratch(comm, scratch_on_device(comm, rbuf), maxb * (size_t) n,
                                     "allgatherv", (void **) &pad);
     const void *own = NULL != sbuf ? sbuf : (const char *) rbuf + offs[me];
-    const void *src = NULL;
-    if (CGPU_OK == st && bytes[me] == maxb) {
-        src = own; /* read in place by the allgather */
-    } else if (CGPU_OK == st) {
-        st = cgpu_engine_copy(pad + (size_t) me * maxb, own, bytes[me]);
+    return CGPU_OK != st ? st
+                         : padded_allgather(comm, own, bytes[me], pad, maxb, &r,
+                                            NULL != sbuf ? -1 : me);
+}
+
+cgpu_status_t cgpu_gatherv(cgpu_comm_t *comm, const void *sbuf, size_t sbytes,
+                           const cgpu_blocks_t *r, size_t maxb, int root)
+{
+    if (NULL == comm || root < 0 || root >= comm->size) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    const int n = comm->size, me = comm->rank;
+    const bool is_root = me == root;
+    if (is_root && (NULL == r || NULL == r->bytes || NULL == r->offs ||
+                    (maxb > 0 && NULL == r->base))) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    const void *own = NULL != sbuf || !is_root ? sbuf : r->base + r->offs[me];
+    const size_t own_bytes = NULL != sbuf || !is_root ? sbytes : r->bytes[me];
+    if (own_bytes > maxb || (own_bytes > 0 && NULL == own)) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    if (0 == maxb) {
+        return cgpu_allgather(comm, NULL, NULL, 0);
+    }
+    char *pad = NULL;
+    cgpu_status_t st = CGPU_OK;
+    const bool direct = is_root && blocks_padded(r, n, maxb); /* straight into the root's */
+    if (direct) {
+        pad = r->base;
+    } else {
+        st = comm_scratch(comm, scratch_on_device(comm, is_root ? r->base : own),
+                          maxb * (size_t) n, "gatherv", (void **) &pad);
     }
     if (CGPU_OK != st) {
         return st;
     }
-    st = cgpu_allgather(comm, src, pad, maxb);
-    for (int p = 0; CGPU_OK == st && p < n; ++p) {
-        if (p != me || NULL != sbuf) {
-            st = cgpu_engine_copy((char *) rbuf + offs[p], pad + (size_t) p * maxb, bytes[p]);
+    return padded_allgather(comm, own, own_bytes, pad, maxb, is_root && !direct ? r : NULL,
+                            NULL == sbuf ? me : -1);
+}
+
+cgpu_status_t cgpu_scatterv(cgpu_comm_t *comm, const cgpu_blocks_t *s, void *rbuf, size_t rbytes,
+                            size_t maxb, int root)
+{
+    if (NULL == comm || root < 0 || root >= comm->size) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    const int n = comm->size, me = comm->rank;
+    const bool is_root = me == root;
+    if ((is_root && (NULL == s || NULL == s->bytes || NULL == s->offs ||
+                     (maxb > 0 && NULL == s->base))) ||
+        rbytes > maxb || (rbytes > 0 && NULL == rbuf && !is_root)) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    char *all = NULL;
+    cgpu_status_t st = CGPU_OK;
+    if (is_root && blocks_padded(s, n, maxb)) {
+        all = s->base; /* only read */
+    } else if (maxb > 0) {
+        st = comm_scratch(comm, scratch_on_device(comm, is_root ? s->base : rbuf),
+                          maxb * (size_t) n, "scatterv", (void **) &all);
+        if (CGPU_OK == st && is_root) {
+            st = blocks_copy(s, all, maxb, n, NULL == rbuf ? me : -1, true);
         }
+    }
+    if (CGPU_OK == st) {
+        st = cgpu_bcast(comm, all, maxb * (size_t) n, root);
+    }
+    if (CGPU_OK == st && NULL != rbuf) {
+        st = cgpu_engine_copy(rbuf, all + (size_t) me * maxb, rbytes);
+    }
+    return st;
+}
+
+cgpu_status_t cgpu_alltoallv(cgpu_comm_t *comm, const cgpu_blocks_t *s, const cgpu_blocks_t *r,
+                             size_t maxb, cgpu_alltoall_alg_t alg)
+{
+    if (NULL == comm || NULL == r || NULL == r->bytes || NULL == r->offs ||
+        (NULL != s && (NULL == s->bytes || NULL == s->offs))) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    const int n = comm->size;
+    const size_t whole = maxb * (size_t) n;
+    if (0 == maxb) {
+        return cgpu_alltoall(comm, NULL, NULL, 0, alg);
+    }
+    /* in place: the blocks leave from the receive layout, so they are always copied out */
+    const bool s_direct = NULL != s && blocks_padded(s, n, maxb), r_direct = blocks_padded(r, n, maxb);
+    const cgpu_blocks_t *from = NULL != s ? s : r;
+    char *scratch = NULL;
+    cgpu_status_t st = CGPU_OK;
+    if (!s_direct || !r_direct) {
+        st = comm_scratch(comm, scratch_on_device(comm, r->base),
+                          whole * (size_t) (!s_direct + !r_direct), "alltoallv", (void **) &scratch);
+    }
+    char *spad = s_direct ? s->base : scratch;
+    char *rpad = r_direct ? r->base : scratch + (s_direct ? 0 : whole);
+    if (CGPU_OK == st && !s_direct) {
+        st = blocks_copy(from, spad, maxb, n, -1, true);
+    }
+    if (CGPU_OK == st) {
+        st = cgpu_alltoall(comm, spad, rpad, maxb, alg);
+    }
+    if (CGPU_OK == st && !r_direct) {
+        st = blocks_copy(r, rpad, maxb, n, -1, false);
     }
     return st;
 }

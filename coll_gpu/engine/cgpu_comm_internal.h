@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "btl_glue/cgpu_cuda.h"
 #include "btl_glue/cgpu_shm.h"
 #include "cgpu_engine.h"
 #include "prof/cgpu_prof.h"
@@ -123,6 +124,9 @@ void cgpu_engine_unregister_comm(cgpu_comm_t *comm);
 void cgpu_comm_free_resources(cgpu_comm_t *comm);
 /* frees the communicator's scratch (cgpu_coll.c) */
 void cgpu_comm_scratch_release(cgpu_comm_t *comm);
+/* the copies of @p c (btl_glue/cgpu_cuda.h), host ones by memmove, any other all on the
+ * device with one wait */
+cgpu_status_t cgpu_engine_copy_many(const cgpu_copy_t *c, int n);
 
 /* Every rank's status through the bootstrap: all return the first failure, or OK. */
 cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine);

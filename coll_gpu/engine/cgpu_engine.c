@@ -254,6 +254,23 @@ cgpu_status_t cgpu_engine_copy(void *dst, const void *src, size_t bytes)
     return cgpu_cuda_copy(dst, src, bytes);
 }
 
+cgpu_status_t cgpu_engine_copy_many(const cgpu_copy_t *c, int n)
+{
+    int d;
+    bool host = true;
+    for (int i = 0; i < n && host; ++i) {
+        host = 0 == c[i].bytes || (CGPU_BUF_HOST == cgpu_buf_kind(c[i].dst, &d) &&
+                                   CGPU_BUF_HOST == cgpu_buf_kind(c[i].src, &d));
+    }
+    if (!host) {
+        return cgpu_cuda_copy_many(c, n);
+    }
+    for (int i = 0; i < n; ++i) {
+        memmove(c[i].dst, c[i].src, c[i].bytes);
+    }
+    return CGPU_OK;
+}
+
 int cgpu_engine_current_device(void)
 {
     return cgpu_cuda_current_device();

@@ -450,6 +450,44 @@ cgpu_status_t cgpu_gather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
 cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes, int root);
 
 /**
+ * One rank's layout of the blocks of a v-collective: block p is bytes[p] bytes at base +
+ * offs[p] (a signed byte offset). The collectives below pad every block to maxb, the
+ * largest block of any rank (which every rank must pass alike), so that they run as the
+ * uniform collective of maxb bytes per rank; a layout that is not already padded (every
+ * block maxb bytes at p x maxb) is copied through memory the communicator keeps (size x
+ * maxb, twice for an alltoallv that needs both sides; on the device for device buffers).
+ */
+typedef struct cgpu_blocks {
+    char *base;
+    const size_t *bytes;
+    const ptrdiff_t *offs;
+} cgpu_blocks_t;
+
+/**
+ * Alltoallv: block p of this rank's send layout @p s lands as block `rank` of rank p's
+ * receive layout @p r. s == NULL means in place (the blocks are sent from @p r). Runs as
+ * cgpu_alltoall of maxb bytes per peer.
+ */
+cgpu_status_t cgpu_alltoallv(cgpu_comm_t *comm, const cgpu_blocks_t *s, const cgpu_blocks_t *r,
+                             size_t maxb, cgpu_alltoall_alg_t alg);
+
+/**
+ * Gatherv: rank p's sbuf (sbytes) lands as block p of the root's layout @p r (significant at
+ * the root only). sbuf == NULL at the root means in place (its block is already in @p r).
+ * Runs as an allgather of maxb bytes per rank, as cgpu_gather does.
+ */
+cgpu_status_t cgpu_gatherv(cgpu_comm_t *comm, const void *sbuf, size_t sbytes,
+                           const cgpu_blocks_t *r, size_t maxb, int root);
+
+/**
+ * Scatterv: block p of the root's layout @p s (significant at the root only) lands in rank
+ * p's rbuf (rbytes). rbuf == NULL at the root means in place. Runs as a broadcast of size x
+ * maxb bytes, as cgpu_scatter does.
+ */
+cgpu_status_t cgpu_scatterv(cgpu_comm_t *comm, const cgpu_blocks_t *s, void *rbuf, size_t rbytes,
+                            size_t maxb, int root);
+
+/**
  * Reduce to root: rbuf (significant at the root only) receives the reduction of every
  * rank's sbuf. sbuf == NULL at the root means in place (rbuf holds its input). Host
  * chain; device buffers staged for now.

@@ -1,0 +1,191 @@
+/*
+ * coll/gpu: MPI_Gatherv, MPI_Scatterv and MPI_Alltoallv on the engine.
+ *
+ * No rank sees every count of these (a gatherv's non-root ranks know their own block
+ * only, an alltoallv's ranks their own row and column), so no rank can pick the path
+ * alone (decision 2). The ranks first agree: one allreduce (MAX) on the previous module,
+ * over host memory, of each rank's largest block and its veto. The engine then runs the
+ * uniform collective of blocks padded to the largest (cgpu_gatherv, cgpu_scatterv,
+ * cgpu_alltoallv); a veto, the algorithm "fallback" or a padded message above
+ * coll_gpu_gather_scratch_bytes sends the call to the previous module on every rank,
+ * staged. A rank vetoes when its counts are negative, its elements are not back to back
+ * (a derived datatype with gaps: the staged path packs those), or it has no memory for
+ * the layout: all before any exchange, so no peer is left waiting.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_gpu.h"
+
+#include "ompi/datatype/ompi_datatype.h"
+
+/* One rank's layout of counts x dt at buf, block p at displs[p] elements, as the engine
+ * takes it. */
+typedef struct v_side {
+    cgpu_blocks_t b;
+    size_t largest; /* bytes of its largest block */
+} v_side_t;
+
+/* false: a veto (a negative count, elements with gaps, no memory) */
+static bool side_layout(v_side_t *v, const void *buf, const int *counts, const int *displs,
+                        struct ompi_datatype_t *dt, int n)
+{
+    memset(v, 0, sizeof(*v));
+    size_t *bytes = malloc((sizeof(size_t) + sizeof(ptrdiff_t)) * (size_t) n);
+    if (NULL == bytes) {
+        return false;
+    }
+    ptrdiff_t *offs = (ptrdiff_t *) (bytes + n);
+    const char *run = NULL;
+    bool ok = mca_coll_gpu_contiguous_run(buf, 2, dt, &run);
+    size_t es;
+    ptrdiff_t lb, ext;
+    ompi_datatype_type_size(dt, &es);
+    ompi_datatype_get_extent(dt, &lb, &ext);
+    for (int p = 0; p < n; ++p) {
+        ok = ok && counts[p] >= 0;
+        bytes[p] = ok ? (size_t) counts[p] * es : 0;
+        offs[p] = (ptrdiff_t) displs[p] * ext;
+        v->largest = bytes[p] > v->largest ? bytes[p] : v->largest;
+    }
+    v->b = (cgpu_blocks_t){.base = (char *) run, .bytes = bytes, .offs = offs};
+    return ok;
+}
+
+static void side_free(v_side_t *v)
+{
+    free((void *) v->b.bytes); /* offs live in the same allocation */
+    v->b.bytes = NULL;
+}
+
+/* One block (count x dt at buf) as a run of bytes; false: a veto. */
+static bool one_block(const void *buf, int count, struct ompi_datatype_t *dt, const char **run,
+                      size_t *bytes)
+{
+    size_t es;
+    ompi_datatype_type_size(dt, &es);
+    *bytes = count > 0 ? (size_t) count * es : 0;
+    return count >= 0 && mca_coll_gpu_contiguous_run(buf, count, dt, run);
+}
+
+/* The agreement: the engine communicator and every rank's largest block (*maxb), or NULL
+ * (staged, on every rank; *rc then holds an error of the agreement itself, if any). */
+static cgpu_comm_t *v_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                            bool off, size_t mine, bool veto, const void *buf, size_t *maxb,
+                            int *rc)
+{
+    *rc = MPI_SUCCESS;
+    if (mca_coll_gpu_nested() || off || CGPU_MODULE_FALLBACK == m->state) { /* all three alike on every rank */
+        return NULL;
+    }
+    long long in[2] = {mine > (size_t) LLONG_MAX ? LLONG_MAX : (long long) mine, veto ? 1 : 0};
+    long long out[2] = {0, 1};
+    *rc = MCA_COLL_GPU_PREV(m->prev.coll_allreduce(in, out, 2, MPI_LONG_LONG, MPI_MAX, comm,
+                                                   m->prev.coll_allreduce_module));
+    if (MPI_SUCCESS != *rc || 0 != out[1]) {
+        return NULL;
+    }
+    *maxb = (size_t) out[0];
+    return mca_coll_gpu_padded_engine(m, false, *maxb, buf, ompi_comm_size(comm));
+}
+
+int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                         const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
+                         int root, struct ompi_communicator_t *comm,
+                         mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int n = ompi_comm_size(comm);
+    const bool is_root = ompi_comm_rank(comm) == root, in_place = is_root && MPI_IN_PLACE == sbuf;
+    const char *srun = NULL;
+    size_t sbytes = 0, maxb = 0;
+    bool ok = in_place || one_block(sbuf, scount, sdt, &srun, &sbytes);
+    v_side_t r = {0};
+    if (is_root) { /* rcounts, displs and rdt mean something at the root only */
+        ok = side_layout(&r, rbuf, rcounts, displs, rdt, n) && ok;
+    }
+    int rc;
+    cgpu_comm_t *ec = v_agree(m, comm,
+                              CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.gather_algorithm,
+                              sbytes > r.largest ? sbytes : r.largest, !ok,
+                              is_root ? rbuf : sbuf, &maxb, &rc);
+    if (NULL == ec) {
+        side_free(&r);
+        return MPI_SUCCESS != rc ? rc
+                                 : mca_coll_gpu_staged_gatherv(sbuf, scount, sdt, rbuf, rcounts,
+                                                               displs, rdt, root, comm, module);
+    }
+    cgpu_status_t st = MCA_COLL_GPU_ENGINE(m, cgpu_gatherv(ec, in_place ? NULL : srun, sbytes,
+                                                           is_root ? &r.b : NULL, maxb, root));
+    side_free(&r);
+    return mca_coll_gpu_engine_rc(st, "MPI_Gatherv", comm);
+}
+
+int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
+                          struct ompi_datatype_t *sdt, void *rbuf, int rcount,
+                          struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
+                          mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int n = ompi_comm_size(comm);
+    const bool is_root = ompi_comm_rank(comm) == root, in_place = is_root && MPI_IN_PLACE == rbuf;
+    const char *rrun = NULL;
+    size_t rbytes = 0, maxb = 0;
+    bool ok = in_place || one_block(rbuf, rcount, rdt, &rrun, &rbytes);
+    v_side_t s = {0};
+    if (is_root) { /* scounts, displs and sdt mean something at the root only */
+        ok = side_layout(&s, sbuf, scounts, displs, sdt, n) && ok;
+    }
+    int rc;
+    cgpu_comm_t *ec = v_agree(m, comm,
+                              CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.scatter_algorithm,
+                              rbytes > s.largest ? rbytes : s.largest, !ok,
+                              is_root ? sbuf : rbuf, &maxb, &rc);
+    if (NULL == ec) {
+        side_free(&s);
+        return MPI_SUCCESS != rc ? rc
+                                 : mca_coll_gpu_staged_scatterv(sbuf, scounts, displs, sdt, rbuf,
+                                                                rcount, rdt, root, comm, module);
+    }
+    cgpu_status_t st = MCA_COLL_GPU_ENGINE(m, cgpu_scatterv(ec, is_root ? &s.b : NULL,
+                                                            in_place ? NULL : (void *) rrun,
+                                                            rbytes, maxb, root));
+    side_free(&s);
+    return mca_coll_gpu_engine_rc(st, "MPI_Scatterv", comm);
+}
+
+int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                           struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                           const int *rdispls, struct ompi_datatype_t *rdt,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    const int n = ompi_comm_size(comm);
+    const bool in_place = MPI_IN_PLACE == sbuf; /* sent from the receive layout */
+    v_side_t s = {0}, r = {0};
+    bool ok = side_layout(&r, rbuf, rcounts, rdispls, rdt, n);
+    if (!in_place) {
+        ok = side_layout(&s, sbuf, scounts, sdispls, sdt, n) && ok;
+    }
+    size_t maxb = 0;
+    int rc;
+    cgpu_comm_t *ec = v_agree(m, comm, CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm,
+                              s.largest > r.largest ? s.largest : r.largest, !ok,
+                              in_place ? rbuf : sbuf, &maxb, &rc);
+    if (NULL == ec) {
+        side_free(&s);
+        side_free(&r);
+        return MPI_SUCCESS != rc ? rc
+                                 : mca_coll_gpu_staged_alltoallv(sbuf, scounts, sdispls, sdt, rbuf,
+                                                                 rcounts, rdispls, rdt, comm,
+                                                                 module);
+    }
+    cgpu_status_t st = MCA_COLL_GPU_ENGINE(
+        m, cgpu_alltoallv(ec, in_place ? NULL : &s.b, &r.b, maxb,
+                          (cgpu_alltoall_alg_t) c->alltoall_algorithm));
+    side_free(&s);
+    side_free(&r);
+    return mca_coll_gpu_engine_rc(st, "MPI_Alltoallv", comm);
+}
