@@ -170,21 +170,30 @@ static cgpu_status_t host_bcast(cgpu_comm_t *comm, const void *in, void *out, co
     return cgpu_host_ring_bcast(comm, out, a->bytes, a->root);
 }
 
-cgpu_status_t cgpu_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
+/* A broadcast of which this rank also keeps part_bytes from part_off in @p part (a scatter's
+ * own block; NULL: none). On the cuda backend a device part is copied on the kernel's stream,
+ * with no wait of its own. */
+static cgpu_status_t bcast_keeping(cgpu_comm_t *comm, void *buf, size_t bytes, int root,
+                                   void *part, size_t part_off, size_t part_bytes)
 {
-    if (NULL == comm || (bytes > 0 && NULL == buf) || root < 0 || root >= comm->size) {
+    if (NULL == comm || (bytes > 0 && NULL == buf) || root < 0 || root >= comm->size ||
+        (NULL != part && part_off + part_bytes > bytes)) {
         return CGPU_ERR_INVALID_ARG;
     }
     cgpu_status_t st = cgpu_comm_enter(comm, "bcast", CGPU_KIND_BCAST);
     if (CGPU_OK != st) {
         return st;
     }
+    int dev;
+    bool kept = NULL == part || 0 == part_bytes;
     if (0 == bytes || 1 == comm->size) {
         /* nothing to move */
     } else if (NULL != comm->net) {
         st = cgpu_net_bcast(comm, buf, bytes, root);
     } else if (CGPU_BACKEND_CUDA == comm->backend) {
-        st = cgpu_cuda_bcast(comm, buf, bytes, root);
+        const bool tail = !kept && CGPU_BUF_DEVICE == cgpu_buf_kind(part, &dev);
+        st = cgpu_cuda_bcast(comm, buf, bytes, root, tail ? part : NULL, part_off, part_bytes);
+        kept = kept || tail;
     } else {
         bcast_args_t a = {.root = root, .bytes = bytes};
         cgpu_coll_prof_begin(comm, "bcast", bytes, "byte", "", bytes, "chain");
@@ -192,7 +201,15 @@ cgpu_status_t cgpu_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
         cgpu_coll_prof_end(comm);
     }
     cgpu_comm_leave(comm, st, bytes);
+    if (CGPU_OK == st && !kept) {
+        st = cgpu_engine_copy(part, (const char *) buf + part_off, part_bytes);
+    }
     return st;
+}
+
+cgpu_status_t cgpu_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
+{
+    return bcast_keeping(comm, buf, bytes, root, NULL, 0, 0);
 }
 
 static cgpu_status_t host_allgather(cgpu_comm_t *comm, const void *in, void *out, const void *args)
@@ -547,13 +564,9 @@ cgpu_status_t cgpu_scatterv(cgpu_comm_t *comm, const cgpu_blocks_t *s, void *rbu
             st = blocks_copy(s, all, maxb, n, NULL == rbuf ? me : -1, true);
         }
     }
-    if (CGPU_OK == st) {
-        st = cgpu_bcast(comm, all, maxb * (size_t) n, root);
-    }
-    if (CGPU_OK == st && NULL != rbuf) {
-        st = cgpu_engine_copy(rbuf, all + (size_t) me * maxb, rbytes);
-    }
-    return st;
+    return CGPU_OK != st ? st
+                         : bcast_keeping(comm, all, maxb * (size_t) n, root, rbuf,
+                                         (size_t) me * maxb, rbytes);
 }
 
 cgpu_status_t cgpu_alltoallv(cgpu_comm_t *comm, const cgpu_blocks_t *s, const cgpu_blocks_t *r,
@@ -623,13 +636,9 @@ cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size
         st = comm_scratch(comm, scratch_on_device(comm, rbuf), bytes * (size_t) comm->size,
                           "scatter", &all);
     }
-    if (CGPU_OK == st) {
-        st = cgpu_bcast(comm, all, bytes * (size_t) comm->size, root);
-    }
-    if (CGPU_OK == st && NULL != rbuf) {
-        st = cgpu_engine_copy(rbuf, (const char *) all + (size_t) comm->rank * bytes, bytes);
-    }
-    return st;
+    return CGPU_OK != st ? st
+                         : bcast_keeping(comm, all, bytes * (size_t) comm->size, root, rbuf,
+                                         (size_t) comm->rank * bytes, bytes);
 }
 
 cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,

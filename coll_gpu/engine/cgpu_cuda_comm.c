@@ -510,6 +510,10 @@ typedef struct cuda_call {
                     * buffers are usable in place */
     cuda_launch_fn fn;
     const void *args;
+    /* device memory that also gets tail_bytes of the result from tail_off (a scatter's own
+     * block), copied on the stream before the wait: the copy costs no wait of its own */
+    void *tail;
+    size_t tail_off, tail_bytes;
 } cuda_call_t;
 
 static size_t round256(size_t x)
@@ -638,6 +642,10 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         cgpu_prof_start(&comm->prof, &ev, &kev);
     }
     st = k->fn(comm, sg.in, sg.out, k->args);
+    if (CGPU_OK == st && k->tail_bytes > 0) { /* sg.out: the result, staged or not */
+        st = cgpu_cuda_copy_async(k->tail, (const char *) sg.out + k->tail_off, k->tail_bytes,
+                                  cc->stream);
+    }
     if (CGPU_OK == st && sg.copy_out) {
         st = cgpu_cuda_copy_async(NULL != sg.host_out ? sg.host_out : k->rbuf, sg.out,
                                   k->out_bytes, cc->stream);
@@ -1122,7 +1130,7 @@ static bool small_call(const cgpu_comm_t *comm, size_t unit)
 /* k as a oneshot call of rc (k->args), handed to the resident kernel where this rank may */
 static cgpu_status_t run_small(cgpu_comm_t *comm, cuda_call_t *k, ring_call_t *rc)
 {
-    k->resident = rk_takes(comm, k->sbuf, k->rbuf, oneshot_unit(rc));
+    k->resident = 0 == k->tail_bytes && rk_takes(comm, k->sbuf, k->rbuf, oneshot_unit(rc));
     k->alg = k->resident ? "resident" : "oneshot";
     k->ras_alg = CGPU_RAS_ALG_ONESHOT;
     k->force_copy_in = false; /* a block reads its share of the input before it writes out */
@@ -1224,12 +1232,14 @@ cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, 
 }
 
 
-cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
+cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root, void *part,
+                              size_t part_off, size_t part_bytes)
 {
     ring_call_t rc = {.mode = CGPU_CUDA_RING_BCAST, .root = root, .count = bytes, .copy = true};
     cuda_call_t k = {.kind = "bcast", .dtype = "byte", .op = "", .alg = "chain", .count = bytes,
                      .bytes = bytes, .ras_alg = CGPU_RAS_ALG_RING, .sbuf = buf, .in_bytes = bytes,
-                     .rbuf = buf, .out_bytes = bytes, .fn = launch_ring, .args = &rc};
+                     .rbuf = buf, .out_bytes = bytes, .fn = launch_ring, .args = &rc,
+                     .tail = part, .tail_off = part_off, .tail_bytes = NULL != part ? part_bytes : 0};
     if (small_call(comm, bytes)) {
         return run_small(comm, &k, &rc);
     }
@@ -1756,9 +1766,11 @@ cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, 
     return CGPU_ERR_NOT_SUPPORTED;
 }
 
-cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
+cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root, void *part,
+                              size_t part_off, size_t part_bytes)
 {
-    (void) comm, (void) buf, (void) bytes, (void) root;
+    (void) comm, (void) buf, (void) bytes, (void) root, (void) part, (void) part_off,
+        (void) part_bytes;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

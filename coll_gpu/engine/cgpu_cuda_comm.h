@@ -84,7 +84,10 @@ cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void
                                        size_t count, cgpu_dtype_t dt, cgpu_op_t op);
 cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                cgpu_dtype_t dt, cgpu_op_t op, int root);
-cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root);
+/* part (device memory, or NULL): also gets part_bytes of the result from part_off, with no
+ * wait of its own */
+cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root, void *part,
+                              size_t part_off, size_t part_bytes);
 cgpu_status_t cgpu_cuda_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
 
 /** Whether this communicator has a device alltoall (enough alltoall channels for its
