@@ -511,7 +511,8 @@ typedef struct cuda_call {
     cuda_launch_fn fn;
     const void *args;
     /* device memory that also gets tail_bytes of the result from tail_off (a scatter's own
-     * block), copied on the stream before the wait: the copy costs no wait of its own */
+     * block), copied on the stream before the wait, so with no wait of its own (a resident
+     * call, which has no stream, copies it after) */
     void *tail;
     size_t tail_off, tail_bytes;
 } cuda_call_t;
@@ -642,7 +643,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         cgpu_prof_start(&comm->prof, &ev, &kev);
     }
     st = k->fn(comm, sg.in, sg.out, k->args);
-    if (CGPU_OK == st && k->tail_bytes > 0) { /* sg.out: the result, staged or not */
+    if (CGPU_OK == st && k->tail_bytes > 0 && !k->resident) { /* sg.out: staged or not */
         st = cgpu_cuda_copy_async(k->tail, (const char *) sg.out + k->tail_off, k->tail_bytes,
                                   cc->stream);
     }
@@ -660,6 +661,9 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     }
     if (CGPU_OK == st && NULL != sg.host_out) {
         memcpy(k->rbuf, sg.host_out, k->out_bytes);
+    }
+    if (CGPU_OK == st && k->tail_bytes > 0 && k->resident) { /* no stream: a copy of its own */
+        st = cgpu_cuda_copy(k->tail, (const char *) k->rbuf + k->tail_off, k->tail_bytes);
     }
     if (CGPU_OK == st && 0 != cc->err_host[0]) {
         static const char *what[] = {"",
@@ -1130,7 +1134,7 @@ static bool small_call(const cgpu_comm_t *comm, size_t unit)
 /* k as a oneshot call of rc (k->args), handed to the resident kernel where this rank may */
 static cgpu_status_t run_small(cgpu_comm_t *comm, cuda_call_t *k, ring_call_t *rc)
 {
-    k->resident = 0 == k->tail_bytes && rk_takes(comm, k->sbuf, k->rbuf, oneshot_unit(rc));
+    k->resident = rk_takes(comm, k->sbuf, k->rbuf, oneshot_unit(rc));
     k->alg = k->resident ? "resident" : "oneshot";
     k->ras_alg = CGPU_RAS_ALG_ONESHOT;
     k->force_copy_in = false; /* a block reads its share of the input before it writes out */
