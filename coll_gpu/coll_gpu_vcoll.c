@@ -90,36 +90,52 @@ static cgpu_comm_t *v_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t
     return mca_coll_gpu_padded_engine(m, false, *maxb, buf, ompi_comm_size(comm));
 }
 
+/* MPI_Gatherv (gather) and MPI_Scatterv: the root's whole message is all_counts x all_dt at
+ * all_buf, block p at displs[p] (significant at the root only), each rank's block one_count
+ * x one_dt at one_buf (MPI_IN_PLACE at the root: its block stays in the whole message).
+ * OMPI_ERR_NOT_AVAILABLE: the staged path takes the call (the same answer on every rank). */
+static int v_rooted(bool gather, const void *one_buf, int one_count,
+                    struct ompi_datatype_t *one_dt, const void *all_buf, const int *all_counts,
+                    const int *displs, struct ompi_datatype_t *all_dt, int root,
+                    struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
+{
+    const bool is_root = ompi_comm_rank(comm) == root, in_place = is_root && MPI_IN_PLACE == one_buf;
+    const char *one_run = NULL;
+    size_t one_bytes = 0, maxb = 0;
+    bool ok = in_place || one_block(one_buf, one_count, one_dt, &one_run, &one_bytes);
+    v_side_t all = {0};
+    if (is_root) { /* the counts, displs and type of the whole message: the root's only */
+        ok = side_layout(&all, all_buf, all_counts, displs, all_dt, ompi_comm_size(comm)) && ok;
+    }
+    const int algorithm = gather ? mca_coll_gpu_component.gather_algorithm
+                                 : mca_coll_gpu_component.scatter_algorithm;
+    int rc;
+    cgpu_comm_t *ec = v_agree(m, comm, CGPU_ALLREDUCE_FALLBACK == algorithm,
+                              one_bytes > all.largest ? one_bytes : all.largest, !ok,
+                              is_root ? all_buf : one_buf, &maxb, &rc);
+    if (NULL == ec) {
+        side_free(&all);
+        return MPI_SUCCESS != rc ? rc : OMPI_ERR_NOT_AVAILABLE;
+    }
+    const cgpu_blocks_t *b = is_root ? &all.b : NULL;
+    void *one = in_place ? NULL : (void *) one_run;
+    cgpu_status_t st = gather ? MCA_COLL_GPU_ENGINE(m, cgpu_gatherv(ec, one, one_bytes, b, maxb, root))
+                              : MCA_COLL_GPU_ENGINE(m, cgpu_scatterv(ec, b, one, one_bytes, maxb, root));
+    side_free(&all);
+    return mca_coll_gpu_engine_rc(st, gather ? "MPI_Gatherv" : "MPI_Scatterv", comm);
+}
+
 int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                          const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
                          int root, struct ompi_communicator_t *comm,
                          mca_coll_base_module_t *module)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    const int n = ompi_comm_size(comm);
-    const bool is_root = ompi_comm_rank(comm) == root, in_place = is_root && MPI_IN_PLACE == sbuf;
-    const char *srun = NULL;
-    size_t sbytes = 0, maxb = 0;
-    bool ok = in_place || one_block(sbuf, scount, sdt, &srun, &sbytes);
-    v_side_t r = {0};
-    if (is_root) { /* rcounts, displs and rdt mean something at the root only */
-        ok = side_layout(&r, rbuf, rcounts, displs, rdt, n) && ok;
-    }
-    int rc;
-    cgpu_comm_t *ec = v_agree(m, comm,
-                              CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.gather_algorithm,
-                              sbytes > r.largest ? sbytes : r.largest, !ok,
-                              is_root ? rbuf : sbuf, &maxb, &rc);
-    if (NULL == ec) {
-        side_free(&r);
-        return MPI_SUCCESS != rc ? rc
-                                 : mca_coll_gpu_staged_gatherv(sbuf, scount, sdt, rbuf, rcounts,
-                                                               displs, rdt, root, comm, module);
-    }
-    cgpu_status_t st = MCA_COLL_GPU_ENGINE(m, cgpu_gatherv(ec, in_place ? NULL : srun, sbytes,
-                                                           is_root ? &r.b : NULL, maxb, root));
-    side_free(&r);
-    return mca_coll_gpu_engine_rc(st, "MPI_Gatherv", comm);
+    int rc = v_rooted(true, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm,
+                      (mca_coll_gpu_module_t *) module);
+    return OMPI_ERR_NOT_AVAILABLE != rc ? rc
+                                        : mca_coll_gpu_staged_gatherv(sbuf, scount, sdt, rbuf,
+                                                                      rcounts, displs, rdt, root,
+                                                                      comm, module);
 }
 
 int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
@@ -127,32 +143,12 @@ int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *displ
                           struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
                           mca_coll_base_module_t *module)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    const int n = ompi_comm_size(comm);
-    const bool is_root = ompi_comm_rank(comm) == root, in_place = is_root && MPI_IN_PLACE == rbuf;
-    const char *rrun = NULL;
-    size_t rbytes = 0, maxb = 0;
-    bool ok = in_place || one_block(rbuf, rcount, rdt, &rrun, &rbytes);
-    v_side_t s = {0};
-    if (is_root) { /* scounts, displs and sdt mean something at the root only */
-        ok = side_layout(&s, sbuf, scounts, displs, sdt, n) && ok;
-    }
-    int rc;
-    cgpu_comm_t *ec = v_agree(m, comm,
-                              CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.scatter_algorithm,
-                              rbytes > s.largest ? rbytes : s.largest, !ok,
-                              is_root ? sbuf : rbuf, &maxb, &rc);
-    if (NULL == ec) {
-        side_free(&s);
-        return MPI_SUCCESS != rc ? rc
-                                 : mca_coll_gpu_staged_scatterv(sbuf, scounts, displs, sdt, rbuf,
-                                                                rcount, rdt, root, comm, module);
-    }
-    cgpu_status_t st = MCA_COLL_GPU_ENGINE(m, cgpu_scatterv(ec, is_root ? &s.b : NULL,
-                                                            in_place ? NULL : (void *) rrun,
-                                                            rbytes, maxb, root));
-    side_free(&s);
-    return mca_coll_gpu_engine_rc(st, "MPI_Scatterv", comm);
+    int rc = v_rooted(false, rbuf, rcount, rdt, sbuf, scounts, displs, sdt, root, comm,
+                      (mca_coll_gpu_module_t *) module);
+    return OMPI_ERR_NOT_AVAILABLE != rc ? rc
+                                        : mca_coll_gpu_staged_scatterv(sbuf, scounts, displs, sdt,
+                                                                       rbuf, rcount, rdt, root,
+                                                                       comm, module);
 }
 
 int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
