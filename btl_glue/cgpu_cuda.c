@@ -392,11 +392,12 @@ cgpu_status_t cgpu_cuda_memset_async(void *dst, int v, size_t bytes, void *strea
                            "cudaMemsetAsync");
 }
 
-/* cudaMemcpy returns before a device-to-device copy (and the DMA of a pageable
- * host-to-device one) has landed: a copy engine or another stream reading the target
- * next (the proxy's staging) could see the old bytes (seen on one H200 shared by the
- * ranks: blocks of an allgather across fake nodes wrong). So an event recorded behind the
- * copy is waited for; it waits for nothing the copy itself did not wait for. */
+/* The copies go on the legacy stream, as cudaMemcpy's would. A device-to-device copy (and
+ * the DMA of a pageable host-to-device one) can still be in flight when the call returns:
+ * a copy engine or another stream reading the target next (the proxy's staging) could see
+ * the old bytes (seen on one H200 shared by the ranks: blocks of an allgather across fake
+ * nodes wrong). So one event recorded behind the last copy is waited for; it waits for
+ * nothing the copies themselves did not wait for. */
 cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n)
 {
     static __thread cudaEvent_t ev;

@@ -252,6 +252,19 @@ int mca_coll_gpu_staged_gather(const void *sbuf, int scount, struct ompi_datatyp
 int mca_coll_gpu_staged_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
                                 void *rbuf, int rcount, struct ompi_datatype_t *rdt, int root,
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                void *rbuf, const int *rcounts, const int *displs,
+                                struct ompi_datatype_t *rdt, int root,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_scatterv(const void *sbuf, const int *scounts, const int *displs,
+                                 struct ompi_datatype_t *sdt, void *rbuf, int rcount,
+                                 struct ompi_datatype_t *rdt, int root,
+                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                                  struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                                  const int *rdispls, struct ompi_datatype_t *rdt,
+                                  struct ompi_communicator_t *comm,
+                                  mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count,
                                struct ompi_datatype_t *dt, struct ompi_op_t *op, int root,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
@@ -321,19 +334,6 @@ int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdis
                            struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
                            const int *rdispls, struct ompi_datatype_t *rdt,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_staged_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
-                                void *rbuf, const int *rcounts, const int *displs,
-                                struct ompi_datatype_t *rdt, int root,
-                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_staged_scatterv(const void *sbuf, const int *scounts, const int *displs,
-                                 struct ompi_datatype_t *sdt, void *rbuf, int rcount,
-                                 struct ompi_datatype_t *rdt, int root,
-                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
-                                  struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                                  const int *rdispls, struct ompi_datatype_t *rdt,
-                                  struct ompi_communicator_t *comm,
-                                  mca_coll_base_module_t *module);
 
 /* One buffer of a staged call: replaced by a host copy of its span when it lives on a
  * device (coll_gpu_staged.c). stage: the copy in (host = the buffer itself otherwise);

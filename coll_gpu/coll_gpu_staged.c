@@ -180,9 +180,10 @@ int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_data
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-int mca_coll_gpu_staged_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                          const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
-                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+int mca_coll_gpu_staged_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                   void *rbuf, const int *rcounts, const int *displs,
+                                   struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                                   mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     if (passthrough(m, sbuf, rbuf)) {
@@ -208,9 +209,9 @@ int mca_coll_gpu_staged_allgatherv(const void *sbuf, int scount, struct ompi_dat
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-int mca_coll_gpu_staged_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                      int rcount, struct ompi_datatype_t *rdt, int root,
-                      struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+int mca_coll_gpu_staged_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                               void *rbuf, int rcount, struct ompi_datatype_t *rdt, int root,
+                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
@@ -235,9 +236,10 @@ int mca_coll_gpu_staged_gather(const void *sbuf, int scount, struct ompi_datatyp
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-int mca_coll_gpu_staged_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                       const int *rcounts, const int *displs, struct ompi_datatype_t *rdt, int root,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+int mca_coll_gpu_staged_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                void *rbuf, const int *rcounts, const int *displs,
+                                struct ompi_datatype_t *rdt, int root,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
@@ -263,9 +265,9 @@ int mca_coll_gpu_staged_gatherv(const void *sbuf, int scount, struct ompi_dataty
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-int mca_coll_gpu_staged_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                       int rcount, struct ompi_datatype_t *rdt, int root,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+int mca_coll_gpu_staged_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                void *rbuf, int rcount, struct ompi_datatype_t *rdt, int root,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
@@ -295,9 +297,9 @@ int mca_coll_gpu_staged_scatter(const void *sbuf, int scount, struct ompi_dataty
 }
 
 int mca_coll_gpu_staged_scatterv(const void *sbuf, const int *scounts, const int *displs,
-                        struct ompi_datatype_t *sdt, void *rbuf, int rcount,
-                        struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
-                        mca_coll_base_module_t *module)
+                                 struct ompi_datatype_t *sdt, void *rbuf, int rcount,
+                                 struct ompi_datatype_t *rdt, int root,
+                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
@@ -327,9 +329,9 @@ int mca_coll_gpu_staged_scatterv(const void *sbuf, const int *scounts, const int
 }
 
 int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
-                         struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                         const int *rdispls, struct ompi_datatype_t *rdt,
-                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+                                  struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                                  const int *rdispls, struct ompi_datatype_t *rdt,
+                                  struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     if (passthrough(m, sbuf, rbuf)) {

@@ -69,16 +69,19 @@ static bool one_block(const void *buf, int count, struct ompi_datatype_t *dt, co
     return count >= 0 && mca_coll_gpu_contiguous_run(buf, count, dt, run);
 }
 
+/* Whether the engine may take the call at all: not a nested call, not the algorithm
+ * "fallback" (@p off), not a module whose set-up failed (all alike on every rank). Asked
+ * first, so a call the engine cannot take costs no layout and no agreement. */
+static bool v_wanted(const mca_coll_gpu_module_t *m, bool off)
+{
+    return !mca_coll_gpu_nested() && !off && CGPU_MODULE_FALLBACK != m->state;
+}
+
 /* The agreement: the engine communicator and every rank's largest block (*maxb), or NULL
  * (staged, on every rank; *rc then holds an error of the agreement itself, if any). */
 static cgpu_comm_t *v_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                            bool off, size_t mine, bool veto, const void *buf, size_t *maxb,
-                            int *rc)
+                            size_t mine, bool veto, const void *buf, size_t *maxb, int *rc)
 {
-    *rc = MPI_SUCCESS;
-    if (mca_coll_gpu_nested() || off || CGPU_MODULE_FALLBACK == m->state) { /* all three alike on every rank */
-        return NULL;
-    }
     long long in[2] = {mine > (size_t) LLONG_MAX ? LLONG_MAX : (long long) mine, veto ? 1 : 0};
     long long out[2] = {0, 1};
     *rc = MCA_COLL_GPU_PREV(m->prev.coll_allreduce(in, out, 2, MPI_LONG_LONG, MPI_MAX, comm,
@@ -99,6 +102,11 @@ static int v_rooted(bool gather, const void *one_buf, int one_count,
                     const int *displs, struct ompi_datatype_t *all_dt, int root,
                     struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
 {
+    const int algorithm = gather ? mca_coll_gpu_component.gather_algorithm
+                                 : mca_coll_gpu_component.scatter_algorithm;
+    if (!v_wanted(m, CGPU_ALLREDUCE_FALLBACK == algorithm)) {
+        return OMPI_ERR_NOT_AVAILABLE;
+    }
     const bool is_root = ompi_comm_rank(comm) == root, in_place = is_root && MPI_IN_PLACE == one_buf;
     const char *one_run = NULL;
     size_t one_bytes = 0, maxb = 0;
@@ -107,11 +115,8 @@ static int v_rooted(bool gather, const void *one_buf, int one_count,
     if (is_root) { /* the counts, displs and type of the whole message: the root's only */
         ok = side_layout(&all, all_buf, all_counts, displs, all_dt, ompi_comm_size(comm)) && ok;
     }
-    const int algorithm = gather ? mca_coll_gpu_component.gather_algorithm
-                                 : mca_coll_gpu_component.scatter_algorithm;
     int rc;
-    cgpu_comm_t *ec = v_agree(m, comm, CGPU_ALLREDUCE_FALLBACK == algorithm,
-                              one_bytes > all.largest ? one_bytes : all.largest, !ok,
+    cgpu_comm_t *ec = v_agree(m, comm, one_bytes > all.largest ? one_bytes : all.largest, !ok,
                               is_root ? all_buf : one_buf, &maxb, &rc);
     if (NULL == ec) {
         side_free(&all);
@@ -160,6 +165,10 @@ int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdis
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     const int n = ompi_comm_size(comm);
     const bool in_place = MPI_IN_PLACE == sbuf; /* sent from the receive layout */
+    if (!v_wanted(m, CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm)) {
+        return mca_coll_gpu_staged_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls,
+                                             rdt, comm, module);
+    }
     v_side_t s = {0}, r = {0};
     bool ok = side_layout(&r, rbuf, rcounts, rdispls, rdt, n);
     if (!in_place) {
@@ -167,8 +176,7 @@ int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdis
     }
     size_t maxb = 0;
     int rc;
-    cgpu_comm_t *ec = v_agree(m, comm, CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm,
-                              s.largest > r.largest ? s.largest : r.largest, !ok,
+    cgpu_comm_t *ec = v_agree(m, comm, s.largest > r.largest ? s.largest : r.largest, !ok,
                               in_place ? rbuf : sbuf, &maxb, &rc);
     if (NULL == ec) {
         side_free(&s);

@@ -643,9 +643,9 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         cgpu_prof_start(&comm->prof, &ev, &kev);
     }
     st = k->fn(comm, sg.in, sg.out, k->args);
-    if (CGPU_OK == st && k->tail_bytes > 0 && !k->resident) { /* sg.out: staged or not */
-        st = cgpu_cuda_copy_async(k->tail, (const char *) sg.out + k->tail_off, k->tail_bytes,
-                                  cc->stream);
+    const char *tail_src = (const char *) sg.out + k->tail_off; /* the result, staged or not */
+    if (CGPU_OK == st && k->tail_bytes > 0 && !k->resident) {
+        st = cgpu_cuda_copy_async(k->tail, tail_src, k->tail_bytes, cc->stream);
     }
     if (CGPU_OK == st && sg.copy_out) {
         st = cgpu_cuda_copy_async(NULL != sg.host_out ? sg.host_out : k->rbuf, sg.out,
@@ -663,7 +663,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         memcpy(k->rbuf, sg.host_out, k->out_bytes);
     }
     if (CGPU_OK == st && k->tail_bytes > 0 && k->resident) { /* no stream: a copy of its own */
-        st = cgpu_cuda_copy(k->tail, (const char *) k->rbuf + k->tail_off, k->tail_bytes);
+        st = cgpu_cuda_copy(k->tail, tail_src, k->tail_bytes);
     }
     if (CGPU_OK == st && 0 != cc->err_host[0]) {
         static const char *what[] = {"",

@@ -246,12 +246,8 @@ bool cgpu_engine_cuda_usable(void)
 
 cgpu_status_t cgpu_engine_copy(void *dst, const void *src, size_t bytes)
 {
-    int d;
-    if (CGPU_BUF_HOST == cgpu_buf_kind(dst, &d) && CGPU_BUF_HOST == cgpu_buf_kind(src, &d)) {
-        memmove(dst, src, bytes);
-        return CGPU_OK;
-    }
-    return cgpu_cuda_copy(dst, src, bytes);
+    const cgpu_copy_t c = {.dst = dst, .src = src, .bytes = bytes};
+    return cgpu_engine_copy_many(&c, 1);
 }
 
 cgpu_status_t cgpu_engine_copy_many(const cgpu_copy_t *c, int n)
