@@ -186,20 +186,20 @@ static int gpu_register(void)
              "(always the previous coll module, device buffers staged)",
              ring_or_fallback_values, &c->bcast_algorithm);
     reg_enum("allgather_algorithm",
-             "MPI_Allgather and MPI_Allgatherv algorithm: auto and ring (the engine: our "
+             "MPI_Allgather and MPI_Allgatherv (blocking and non-blocking) algorithm: auto and ring (the engine: our "
              "kernels on the cuda backend, a ring on the host backend; allgatherv pads every "
              "block to the largest count), fallback (always the previous coll module, device "
              "buffers staged)",
              ring_or_fallback_values, &c->allgather_algorithm);
     reg_enum("gather_algorithm",
-             "MPI_Gather and MPI_Gatherv algorithm: auto and ring (an allgather on the engine: "
+             "MPI_Gather, MPI_Gatherv and MPI_Igather algorithm: auto and ring (an allgather on the engine: "
              "the ranks other than the root receive the whole message too, into memory their "
              "communicator keeps; gatherv pads every block to the largest count, which the "
              "ranks first agree on), fallback (always the previous coll module, device "
              "buffers staged)",
              ring_or_fallback_values, &c->gather_algorithm);
     reg_enum("scatter_algorithm",
-             "MPI_Scatter and MPI_Scatterv algorithm: auto and ring (a broadcast of the root's "
+             "MPI_Scatter, MPI_Scatterv and MPI_Iscatter algorithm: auto and ring (a broadcast of the root's "
              "whole message on the engine, into memory their communicator keeps on the other "
              "ranks, of which each keeps its block; scatterv pads every block to the largest "
              "count, which the ranks first agree on), fallback (always the previous coll "

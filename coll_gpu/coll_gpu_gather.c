@@ -228,7 +228,7 @@ static int rooted(bool gather, const void *one_buf, int one_count, struct ompi_d
     size_t es;
     ompi_datatype_type_size(is_root ? all_dt : one_dt, &es);
     const int count = is_root ? all_count : one_count;
-    if (count < 0 || (is_root && !in_place && one_count < 0)) {
+    if (count < 0) {
         return OMPI_ERR_NOT_AVAILABLE;
     }
     const size_t bytes = (size_t) count * es;
@@ -240,8 +240,10 @@ static int rooted(bool gather, const void *one_buf, int one_count, struct ompi_d
         return OMPI_ERR_NOT_AVAILABLE;
     }
     gather_side_t one = {0}, all = {0};
-    int rc = MPI_SUCCESS;
-    if (is_root) { /* gather in place: the root's own block is packed with the rest */
+    /* the root's own block disagreeing with its whole message is its error alone: it still
+     * takes part (on scratch) so that no peer waits */
+    int rc = is_root && !in_place && one_count < 0 ? MPI_ERR_COUNT : MPI_SUCCESS;
+    if (MPI_SUCCESS == rc && is_root) { /* gather in place: the root's block packed too */
         rc = side_open(&all, all_buf, (size_t) all_count * (size_t) n, all_dt, !gather || in_place);
     }
     if (MPI_SUCCESS == rc && !in_place) { /* a scatter's receive side: gaps keep their bytes */

@@ -2,6 +2,7 @@
  * coll/gpu: non-blocking collectives (MPI_Iallreduce, MPI_Ialltoall, ...).
  *
  * Engine path (iallreduce, ireduce, ireduce_scatter(_block), ibcast, iallgather, ialltoall,
+ * igather, iscatter, iallgatherv: those whose sizes every rank can tell from its own arguments;
  * decided exactly as the blocking calls decide, from arguments MPI requires to match and
  * MCA params, so every rank takes the same path): the post packs what is not one gap-free
  * run and queues the call on the communicator's worker thread, which runs it with the engine
@@ -26,13 +27,17 @@
  * its post would block, and deadlock ranks that post on two communicators in different
  * orders).
  *
- * Staged path (everything else, on device buffers): the device spans are copied to host
+ * Staged path (everything else, on device buffers: igatherv, iscatterv and ialltoallv, whose
+ * blocking forms first agree on a path in a host allreduce that a post may not wait for;
+ * iscan, iexscan, ialltoallw; and calls the engine declines): the device spans are copied to host
  * memory at the post, the previous module's non-blocking collective runs on the copies, and
  * our request copies the received spans back when that request completes. Calls whose
  * buffers are all in host memory go to the previous module untouched.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,11 +53,22 @@
 
 #define M(module) ((mca_coll_gpu_module_t *) (module))
 
-enum nb_kind { NB_ALLREDUCE, NB_REDUCE, NB_REDUCE_SCATTER_BLOCK, NB_BCAST, NB_ALLGATHER,
-               NB_ALLTOALL, NB_REDUCE_SCATTER };
-static const char *const nb_names[] = {"MPI_Iallreduce", "MPI_Ireduce",
-                                       "MPI_Ireduce_scatter_block", "MPI_Ibcast",
-                                       "MPI_Iallgather", "MPI_Ialltoall", "MPI_Ireduce_scatter"};
+enum nb_kind {
+    NB_ALLREDUCE,
+    NB_REDUCE,
+    NB_REDUCE_SCATTER_BLOCK,
+    NB_BCAST,
+    NB_ALLGATHER,
+    NB_ALLTOALL,
+    NB_REDUCE_SCATTER,
+    NB_GATHER,
+    NB_SCATTER,
+    NB_ALLGATHERV
+};
+static const char *const nb_names[] = {
+    "MPI_Iallreduce", "MPI_Ireduce",    "MPI_Ireduce_scatter_block", "MPI_Ibcast",
+    "MPI_Iallgather", "MPI_Ialltoall",  "MPI_Ireduce_scatter",       "MPI_Igather",
+    "MPI_Iscatter",   "MPI_Iallgatherv"};
 
 /* A user buffer as the engine sees it: the user's own gap-free run, or packed host bytes
  * (packed at the post, unpacked at completion). */
@@ -82,7 +98,9 @@ typedef struct mca_coll_gpu_request_t {
     cgpu_dtype_t dt;
     cgpu_op_t op;
     int root;
-    size_t *counts;           /* NB_REDUCE_SCATTER: every rank's count (ours, freed with us) */
+    size_t *counts;           /* NB_REDUCE_SCATTER: every rank's count (ours, freed with us);
+                                 NB_ALLGATHERV: every rank's bytes */
+    ptrdiff_t *offs;          /* NB_ALLGATHERV: block p at r + offs[p] (in counts' allocation) */
     bool create;              /* the worker creates the engine communicator first */
     const void *create_buf;   /* ... on this buffer's device */
     int post_device;          /* the posting thread's current device (-1: none) */
@@ -107,6 +125,7 @@ static void request_construct(mca_coll_gpu_request_t *r)
     r->inner = NULL;
     r->scratch = NULL;
     r->counts = NULL;
+    r->offs = NULL;
     r->uop = NULL;
     r->dts[0] = r->dts[1] = NULL;
     memset(r->v, 0, sizeof(r->v));
@@ -328,6 +347,12 @@ static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
     case NB_ALLTOALL:
         return cgpu_alltoall(ec, r->s, r->r, r->bytes,
                              (cgpu_alltoall_alg_t) c->alltoall_algorithm);
+    case NB_GATHER: /* s: this rank's block (NULL in place), r: the root's whole message */
+        return cgpu_gather(ec, r->s, r->r, r->bytes, r->root);
+    case NB_SCATTER:
+        return cgpu_scatter(ec, r->r, (void *) r->s, r->bytes, r->root);
+    case NB_ALLGATHERV:
+        return cgpu_allgatherv(ec, r->s, r->r, r->counts, r->offs);
     }
     return CGPU_ERR_INVALID_ARG;
 }
@@ -1162,7 +1187,155 @@ static int nb_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sd
     return staged_post(r, rc, request, "MPI_Ialltoall");
 }
 
-/* ---- the others: staged only ---- */
+/* ---- gather, scatter, allgatherv: the engine when every rank can tell ---- */
+
+/* MPI_Igather (gather) and MPI_Iscatter on the engine, decided as the blocking calls decide
+ * (rooted() in coll_gpu_gather.c): the bytes per rank come from the root's count of the
+ * whole message and everyone else's own block, which MPI requires to match. The root's
+ * whole message is all_count x all_dt at all_buf, each rank's block one_count x one_dt at
+ * one_buf (MPI_IN_PLACE at the root). false: the engine does not take the call (the same on
+ * every rank); true: it was posted, *rc is the post's answer. */
+static bool rooted_post(bool gather, const void *one_buf, int one_count,
+                        struct ompi_datatype_t *one_dt, const void *all_buf, int all_count,
+                        struct ompi_datatype_t *all_dt, int root, struct ompi_communicator_t *comm,
+                        mca_coll_gpu_module_t *m, ompi_request_t **request, int *rc)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    const int n = ompi_comm_size(comm);
+    const bool is_root = ompi_comm_rank(comm) == root;
+    const bool in_place = is_root && MPI_IN_PLACE == one_buf;
+    const int count = is_root ? all_count : one_count;
+    size_t es;
+    ompi_datatype_type_size(is_root ? all_dt : one_dt, &es);
+    const size_t bytes = count > 0 ? (size_t) count * es : 0;
+    bool create;
+    if (CGPU_ALLREDUCE_FALLBACK == (gather ? c->gather_algorithm : c->scatter_algorithm) ||
+        0 == bytes || bytes > c->gather_scratch_bytes / (size_t) n ||
+        bytes * (size_t) n > (size_t) INT_MAX || !plan_engine(m, &create)) {
+        return false;
+    }
+    mca_coll_gpu_request_t *r = engine_request(m, comm, create, is_root ? all_buf : one_buf);
+    if (NULL == r) {
+        *rc = post_failed(request, MPI_ERR_NO_MEM);
+        return true;
+    }
+    r->kind = gather ? NB_GATHER : NB_SCATTER;
+    r->bytes = bytes;
+    r->root = root;
+    void *one = NULL, *all = NULL;
+    /* the root's own block disagreeing with its whole message is its error alone: it still
+     * takes part (on scratch) so that no peer waits */
+    r->rc = is_root && !in_place && one_count < 0 ? MPI_ERR_COUNT : MPI_SUCCESS;
+    if (MPI_SUCCESS == r->rc && is_root) { /* gather in place: the root's block packed too */
+        r->rc = view_open(&r->v[1], (void *) all_buf, all_count * n, all_dt, bytes * (size_t) n,
+                          !gather || in_place, gather, &all);
+    }
+    if (MPI_SUCCESS == r->rc && !in_place) { /* a scatter's block: gaps keep their bytes */
+        r->rc =
+            view_open(&r->v[0], (void *) one_buf, one_count, one_dt, bytes, gather, !gather, &one);
+    }
+    if (MPI_SUCCESS != r->rc) {
+        if (!use_scratch(r, bytes * (size_t) (is_root ? n : 1))) {
+            view_close(&r->v[0], MPI_ERR_NO_MEM);
+            view_close(&r->v[1], MPI_ERR_NO_MEM);
+            *rc = engine_unpost(r, request);
+            return true;
+        }
+        one = is_root ? NULL : r->scratch;
+        all = is_root ? r->scratch : NULL;
+    }
+    r->s = one;
+    r->r = all;
+    retain_types(r, in_place ? NULL : one_dt, is_root ? all_dt : NULL, NULL);
+    *rc = engine_post(r, request);
+    return true;
+}
+
+/* MPI_Iallgatherv on the engine, decided as the blocking call decides: every rank knows
+ * every count. The receive side is one view over the blocks' whole span (packed on the host
+ * when its elements have gaps, the bytes between blocks kept), block p at offs[p] in it. */
+static bool allgatherv_post(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                            const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
+                            struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                            ompi_request_t **request, int *rc)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    const int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    size_t rsize, maxb = 0, total = 0;
+    ompi_datatype_type_size(rdt, &rsize);
+    bool valid = in_place || scount >= 0;
+    for (int p = 0; p < n; ++p) {
+        valid = valid && rcounts[p] >= 0;
+        const size_t b = valid ? (size_t) rcounts[p] * rsize : 0;
+        maxb = b > maxb ? b : maxb;
+        total += b;
+    }
+    bool create;
+    if (!valid || CGPU_ALLREDUCE_FALLBACK == c->allgather_algorithm || 0 == maxb ||
+        maxb > c->gather_scratch_bytes / (size_t) n || !plan_engine(m, &create)) {
+        return false;
+    }
+    mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
+    if (NULL == r) {
+        *rc = post_failed(request, MPI_ERR_NO_MEM);
+        return true;
+    }
+    r->kind = NB_ALLGATHERV;
+    r->counts = malloc((sizeof(size_t) + sizeof(ptrdiff_t)) * (size_t) n);
+    if (NULL == r->counts) {
+        *rc = engine_unpost(r, request);
+        return true;
+    }
+    r->offs = (ptrdiff_t *) (r->counts + n);
+    ptrdiff_t lo = PTRDIFF_MAX, hi = PTRDIFF_MIN;
+    for (int p = 0; p < n; ++p) {
+        r->counts[p] = (size_t) rcounts[p] * rsize;
+        if (rcounts[p] > 0) { /* the span, in elements of rdt, of the blocks with data */
+            lo = displs[p] < lo ? displs[p] : lo;
+            hi = (ptrdiff_t) displs[p] + rcounts[p] > hi ? (ptrdiff_t) displs[p] + rcounts[p] : hi;
+        }
+    }
+    for (int p = 0; p < n; ++p) {
+        r->offs[p] = rcounts[p] > 0 ? (displs[p] - lo) * (ptrdiff_t) rsize : 0;
+    }
+    ptrdiff_t lb, ext;
+    ompi_datatype_get_extent(rdt, &lb, &ext);
+    void *s = NULL, *rv = NULL;
+    r->rc = hi - lo > INT_MAX ? MPI_ERR_COUNT : MPI_SUCCESS;
+    if (MPI_SUCCESS == r->rc) {
+        r->rc = view_open(&r->v[1], (char *) rbuf + lo * ext, (int) (hi - lo), rdt,
+                          (size_t) (hi - lo) * rsize, true, true, &rv);
+    }
+    if (MPI_SUCCESS == r->rc && !in_place) {
+        size_t ssize;
+        ompi_datatype_type_size(sdt, &ssize);
+        r->rc =
+            (size_t) scount * ssize != r->counts[me]
+                ? MPI_ERR_TRUNCATE
+                : view_open(&r->v[0], (void *) sbuf, scount, sdt, r->counts[me], true, false, &s);
+    }
+    if (MPI_SUCCESS != r->rc) { /* take part on zeroed scratch, blocks back to back */
+        if (!use_scratch(r, total)) {
+            view_close(&r->v[0], MPI_ERR_NO_MEM);
+            view_close(&r->v[1], MPI_ERR_NO_MEM);
+            *rc = engine_unpost(r, request);
+            return true;
+        }
+        ptrdiff_t at = 0;
+        for (int p = 0; p < n; ++p) {
+            r->offs[p] = at;
+            at += (ptrdiff_t) r->counts[p];
+        }
+        s = NULL;
+        rv = r->scratch;
+    }
+    r->s = s;
+    r->r = rv;
+    retain_types(r, in_place ? NULL : sdt, rdt, NULL);
+    *rc = engine_post(r, request);
+    return true;
+}
 
 static int nb_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                           const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
@@ -1170,6 +1343,10 @@ static int nb_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *
                           mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
+    int prc;
+    if (allgatherv_post(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, m, request, &prc)) {
+        return prc;
+    }
     STAGED_NEW_OR_PASS(r, sbuf, rbuf,
                        m->prev.coll_iallgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
                                                 comm, request, m->prev.coll_iallgatherv_module))
@@ -1194,6 +1371,10 @@ static int nb_igather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
+    int prc;
+    if (rooted_post(true, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, m, request, &prc)) {
+        return prc;
+    }
     STAGED_NEW_OR_PASS(r, sbuf, is_root ? rbuf : NULL,
                        m->prev.coll_igather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
                                             request, m->prev.coll_igather_module))
@@ -1210,6 +1391,8 @@ static int nb_igather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
     }
     return staged_post(r, rc, request, "MPI_Igather");
 }
+
+/* ---- the others: staged only ---- */
 
 static int nb_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                        const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
@@ -1242,6 +1425,10 @@ static int nb_iscatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
+    int prc;
+    if (rooted_post(false, rbuf, rcount, rdt, sbuf, scount, sdt, root, comm, m, request, &prc)) {
+        return prc;
+    }
     STAGED_NEW_OR_PASS(r, is_root ? sbuf : NULL, rbuf,
                        m->prev.coll_iscatter(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
                                              request, m->prev.coll_iscatter_module))

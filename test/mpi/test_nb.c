@@ -11,8 +11,13 @@
  * - Two communicators with requests in flight, posted in opposite orders on even and odd
  *   ranks (MPI allows it: one queue per process would deadlock).
  * - The others (Iallgatherv, Igather(v), Iscatter(v), Ialltoallv, Ireduce_scatter, Iscan,
- *   Iexscan, Ibarrier) to the previous module (staged when the buffers are on a device, or
+ *   Iexscan, Ibarrier) at once: Ireduce_scatter, Iallgatherv, Igather and Iscatter on the
+ *   engine, the rest to the previous module (staged when the buffers are on a device, or
  *   with coll_gpu_stage_host_buffers=1, which the driver runs as a second variant).
+ * - Igather, Iscatter and Iallgatherv at every root, nine in flight at once: contiguous, in
+ *   place, strided receive types (gaps keep their bytes), unequal blocks (zero among them)
+ *   out of order with gaps between them, elements with a gap each; every buffer compared
+ *   whole.
  * Every result is checked against values computed here. pvars: the six count as engine
  * calls on 2+ ranks, the others as fallback calls; on one rank every call is counted once.
  * Argument "staged": the run where host buffers are staged as device ones would be.
@@ -48,6 +53,24 @@ static double busy(long n)
         acc += (double) i * 1e-9;
     }
     return acc;
+}
+
+/* whether the environment sets MCA param coll_gpu_<name> to @p value */
+static int mca_is(const char *name, const char *value)
+{
+    char var[128];
+    snprintf(var, sizeof(var), "OMPI_MCA_coll_gpu_%s", name);
+    const char *v = getenv(var);
+    return NULL != v && 0 == strcmp(v, value);
+}
+
+static long mismatches(const int *got, const int *want, size_t n)
+{
+    long bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+        bad += got[i] != want[i];
+    }
+    return bad;
 }
 
 /* Expected path bookkeeping for one communicator; @p bcasts of the calls are MPI_Ibcast,
@@ -485,18 +508,183 @@ static void the_others(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
         bad += r[7][i] != e;
     }
     MT_CHECK(0 == bad, "comm %s: the other non-blocking collectives: %ld wrong", pv->label, bad);
-    /* MPI_Ireduce_scatter (unequal counts) runs on the engine unless coll_gpu_nb_engine is
-     * off -- across fake nodes too: many_in_flight's blocking call set the communicator up --;
-     * the rest take the previous module */
-    const char *ne = getenv("OMPI_MCA_coll_gpu_nb_engine");
-    const long rs_engine = !(NULL != ne && 0 == strcmp(ne, "off"));
-    expect(pv, 0, rs_engine, 11 - rs_engine, 0, "the other non-blocking collectives, and MPI_Alltoallw");
+    /* MPI_Ireduce_scatter (unequal counts), MPI_Iallgatherv, MPI_Igather and MPI_Iscatter run
+     * on the engine unless coll_gpu_nb_engine (or the algorithm) is off -- across fake nodes
+     * too: many_in_flight's blocking call set the communicator up --; the rest take the
+     * previous module */
+    const int nb_off = mca_is("nb_engine", "off");
+    const long on = (nb_off ? 0 : 1) +
+                    (nb_off || mca_is("allgather_algorithm", "fallback") ? 0 : 1) +
+                    (nb_off || mca_is("gather_algorithm", "fallback") ? 0 : 1) +
+                    (nb_off || mca_is("scatter_algorithm", "fallback") ? 0 : 1);
+    expect(pv, 0, on, 11 - on, 0, "the other non-blocking collectives, and MPI_Alltoallw");
     for (int k = 0; k < 11; ++k) {
         mt_twin_free(r[k]);
     }
     free(wsd), free(wrd), free(wt);
     mt_twin_free(s);
     free(counts), free(displs), free(mine);
+}
+
+/* MPI_Igather, MPI_Iscatter and MPI_Iallgatherv (engine path) at every root, all in flight
+ * at once: contiguous, in place, a strided receive type (gaps keep their bytes), blocks of
+ * unequal sizes (zero among them) out of order with gaps between them, and elements with a
+ * gap each. Every buffer is compared whole against what is computed here. */
+static void rooted_and_v(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    const int n = 37;
+    const size_t whole = (size_t) n * (size_t) size,
+                 strided = (size_t) (2 * n - 1) * (size_t) size + 1;
+    int *counts = mt_xmalloc(sizeof(int) * (size_t) size),
+        *displs = mt_xmalloc(sizeof(int) * (size_t) size);
+    int span = 0;
+    for (int p = size - 1; p >= 0; --p) { /* reversed blocks, two ints apart */
+        counts[p] = 1 == p % 3 ? 0 : n - p % n;
+        displs[p] = span;
+        span += counts[p] + 2;
+    }
+    MPI_Datatype vec, gappy; /* n ints two apart; one int of extent two */
+    MPI_Type_vector(n, 1, 2, MPI_INT, &vec);
+    MPI_Type_commit(&vec);
+    MPI_Type_create_resized(MPI_INT, 0, 2 * (MPI_Aint) sizeof(int), &gappy);
+    MPI_Type_commit(&gappy);
+    enum { NB = 11 };
+    /* 0 gather send, 1 gather recv, 2 gather in place, 3 scatter send, 4 scatter recv,
+     * 5 scatter in place, 6 strided gather recv, 7 strided scatter recv, 8 allgatherv,
+     * 9 allgatherv in place, 10 allgatherv of gappy elements */
+    const size_t len[NB] = {(size_t) n,
+                            whole,
+                            whole,
+                            whole,
+                            (size_t) n,
+                            whole,
+                            strided,
+                            (size_t) (2 * n),
+                            (size_t) span,
+                            (size_t) span,
+                            (size_t) (2 * span)};
+    int *b[NB], *want[NB], *d[NB];
+    for (int k = 0; k < NB; ++k) {
+        b[k] = mt_twin_alloc(sizeof(int) * len[k]);
+        want[k] = mt_xmalloc(sizeof(int) * len[k]);
+    }
+    for (int root = 0; root < size; ++root) {
+        const uint64_t x = salt + 16 * (uint64_t) root;
+        const int me_root = rank == root;
+        for (int k = 0; k < NB; ++k) {
+            for (size_t i = 0; i < len[k]; ++i) {
+                b[k][i] = -7;
+            }
+        }
+        for (int i = 0; i < n; ++i) {
+            b[0][i] = val(x, rank, i);
+            b[2][(me_root ? (size_t) root * n : 0) + (size_t) i] = val(x + 1, rank, i);
+        }
+        for (size_t i = 0; i < whole; ++i) {
+            b[3][i] = me_root ? val(x + 2, root, (long) i) : -7;
+            b[5][i] = me_root ? val(x + 3, root, (long) i) : b[5][i];
+        }
+        for (int i = 0; i < counts[rank]; ++i) {
+            b[9][displs[rank] + i] = val(x + 7, rank, i);
+        }
+        for (int k = 0; k < NB; ++k) {
+            memcpy(want[k], b[k], sizeof(int) * len[k]);
+        }
+        for (int p = 0; p < size; ++p) {
+            for (int i = 0; i < n; ++i) {
+                if (me_root) {
+                    want[1][p * n + i] = val(x, p, i);
+                    want[2][p * n + i] = val(x + 1, p, i);
+                    want[6][p * (2 * n - 1) + 2 * i] = val(x + 4, p, i);
+                }
+            }
+            for (int i = 0; i < counts[p]; ++i) {
+                want[8][displs[p] + i] = val(x + 6, p, i);
+                want[9][displs[p] + i] = val(x + 7, p, i);
+                want[10][2 * (displs[p] + i)] = val(x + 8, p, i);
+            }
+        }
+        for (int i = 0; i < n; ++i) {
+            want[4][i] = val(x + 2, root, (long) rank * n + i);
+            if (!me_root) {
+                want[5][i] = val(x + 3, root, (long) rank * n + i);
+            }
+            want[7][2 * i] = val(x + 5, root, (long) rank * n + i);
+        }
+        /* the sends of the strided and v calls come from blocks computed here */
+        int *vs = mt_twin_alloc(sizeof(int) * (size_t) (n + whole));
+        for (int i = 0; i < n; ++i) {
+            vs[i] = i < counts[rank] ? val(x + 6, rank, i) : -1;
+            vs[n + i] = val(x + 4, rank, i);
+        }
+        int *vs8 = mt_twin_alloc(sizeof(int) * (size_t) n),
+            *vss = mt_twin_alloc(sizeof(int) * whole);
+        for (int i = 0; i < n; ++i) {
+            vs8[i] = i < counts[rank] ? val(x + 8, rank, i) : -1;
+        }
+        for (size_t i = 0; i < whole; ++i) {
+            vss[i] = me_root ? val(x + 5, root, (long) i) : -1;
+        }
+        mt_push(vs), mt_push(vs8), mt_push(vss);
+        for (int k = 0; k < NB; ++k) {
+            mt_push(b[k]);
+            d[k] = MT_D(b[k]);
+        }
+        MPI_Request req[NB - 2];
+        MT_CHECK_MPI(MPI_Igather(d[0], n, MPI_INT, d[1], n, MPI_INT, root, comm, &req[0]));
+        MT_CHECK_MPI(MPI_Igather(me_root ? MPI_IN_PLACE : d[2], n, MPI_INT, d[2], n, MPI_INT, root,
+                                 comm, &req[1]));
+        MT_CHECK_MPI(MPI_Iscatter(d[3], n, MPI_INT, d[4], n, MPI_INT, root, comm, &req[2]));
+        MT_CHECK_MPI(MPI_Iscatter(d[5], n, MPI_INT, me_root ? MPI_IN_PLACE : d[5], n, MPI_INT, root,
+                                  comm, &req[3]));
+        MT_CHECK_MPI(
+            MPI_Igather((int *) MT_D(vs) + n, n, MPI_INT, d[6], 1, vec, root, comm, &req[4]));
+        MT_CHECK_MPI(MPI_Iscatter(MT_D(vss), n, MPI_INT, d[7], 1, vec, root, comm, &req[5]));
+        MT_CHECK_MPI(MPI_Iallgatherv(MT_D(vs), counts[rank], MPI_INT, d[8], counts, displs, MPI_INT,
+                                     comm, &req[6]));
+        MT_CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, d[9], counts, displs,
+                                     MPI_INT, comm, &req[7]));
+        MT_CHECK_MPI(MPI_Iallgatherv(MT_D(vs8), counts[rank], MPI_INT, d[10], counts, displs, gappy,
+                                     comm, &req[8]));
+        busy(50000);
+        MT_CHECK_MPI(MPI_Waitall(NB - 2, req, MPI_STATUSES_IGNORE));
+        static const char *const what[NB] = {"gather's send",
+                                             "gather",
+                                             "gather in place",
+                                             "scatter's send",
+                                             "scatter",
+                                             "scatter in place",
+                                             "gather into a strided type",
+                                             "scatter into a strided type",
+                                             "allgatherv",
+                                             "allgatherv in place",
+                                             "allgatherv of gappy elements"};
+        for (int k = 0; k < NB; ++k) {
+            mt_pull(b[k]);
+            const long bad = mismatches(b[k], want[k], len[k]);
+            MT_CHECK(0 == bad, "comm %s: root %d: %s: %ld of %zu ints wrong", pv->label, root,
+                     what[k], bad, len[k]);
+        }
+        mt_twin_free(vs), mt_twin_free(vs8), mt_twin_free(vss);
+    }
+    /* three gathers, three scatters and three allgathervs per root, on the engine unless
+     * non-blocking calls or that collective's algorithm are set to the previous module */
+    const int nb_off = mca_is("nb_engine", "off");
+    const long g = nb_off || mca_is("gather_algorithm", "fallback") ? 0 : 3;
+    const long sc = nb_off || mca_is("scatter_algorithm", "fallback") ? 0 : 3;
+    const long agv = nb_off || mca_is("allgather_algorithm", "fallback") ? 0 : 3;
+    expect(pv, 0, (g + sc + agv) * size, (9 - g - sc - agv) * size, 0,
+           "MPI_Igather, MPI_Iscatter, MPI_Iallgatherv at every root");
+    for (int k = 0; k < NB; ++k) {
+        mt_twin_free(b[k]);
+        free(want[k]);
+    }
+    MPI_Type_free(&vec);
+    MPI_Type_free(&gappy);
+    free(counts), free(displs);
 }
 
 static void suite(MPI_Comm comm, const char *label, uint64_t salt)
@@ -510,6 +698,7 @@ static void suite(MPI_Comm comm, const char *label, uint64_t salt)
     in_place_and_strided(comm, &pv, salt * 37);
     many_in_flight(comm, &pv, salt * 41);
     the_others(comm, &pv, salt * 43);
+    rooted_and_v(comm, &pv, salt * 47);
     mt_pvars_close(&pv);
 }
 
