@@ -3,7 +3,7 @@
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
-#   staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls
+#   staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -443,6 +443,32 @@ if has osu_all; then # every OSU collective benchmark as a user tries it on devi
         runner_stop
     else
         echo "osu_all: no .osu tree carried"
+    fi
+fi
+if has scatter_rs; then # MPI_Scatter(v) and MPI_Iscatter as a reduce-scatter (coll_gpu_scatter_algorithm
+    # reduce_scatter) on device buffers, checked; then OSU's scatters -d cuda with both algorithms in one job
+    SRS=(--mca coll_gpu_scatter_algorithm reduce_scatter)
+    run srs_vcolls_np2 150 2 "${SRS[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_vcolls
+    run srs_vcolls_np3 150 3 "${SRS[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_vcolls quick
+    run srs_colls_np2 240 2 "${SRS[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
+    run srs_colls_np4 240 4 "${SRS[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
+    run srs_nb_np2 200 2 "${SRS[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb
+    if [ -x .osu/configure ]; then
+        [ -x .osu/c/mpi/collective/non_blocking/osu_iscatter ] && [ -x .osu/c/mpi/collective/blocking/osu_scatterv ] ||
+            osu_build blocking non_blocking
+        O=.osu/c/mpi/collective
+        runner_start "$out/scatter_rs.txt"
+        for b in blocking/osu_scatter blocking/osu_scatterv non_blocking/osu_iscatter; do
+            for a in ring reduce_scatter; do
+                echo "## $(basename $b) -d cuda, coll_gpu_scatter_algorithm $a" >> "$out/scatter_rs.txt"
+                timeout -k 5 120 "${R[@]}" -np ${SRS_NP:-2} --mca coll_gpu_scatter_algorithm $a $O/$b -d cuda \
+                    -m 1:${SRS_MAX:-1048576} -i ${SRS_I:-200} >> "$out/scatter_rs.txt" 2>&1
+            done
+        done
+        runner_stop
+        awk '/^## /{c=$2" "$NF} /^[0-9]/ && ($1==8 || $1==65536 || $1==1048576){printf "%s %s B: %s us\n", c, $1, $2}' "$out/scatter_rs.txt"
+    else
+        echo "scatter_rs: no .osu tree carried"
     fi
 fi
 if has nb_busy; then # a post right behind long GPU work of the application: the caller's CPU taken

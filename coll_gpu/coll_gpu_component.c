@@ -77,6 +77,14 @@ static const mca_base_var_enum_value_t ring_or_fallback_values[] = {
     {0, NULL},
 };
 
+static const mca_base_var_enum_value_t scatter_values[] = {
+    {CGPU_SCATTER_AUTO, "auto"},
+    {CGPU_SCATTER_BCAST, "ring"},
+    {CGPU_SCATTER_FALLBACK, "fallback"},
+    {CGPU_SCATTER_RS, "reduce_scatter"},
+    {0, NULL},
+};
+
 static const mca_base_var_enum_value_t alltoall_values[] = {
     {CGPU_ALLTOALL_AUTO, "auto"},
     {CGPU_ALLTOALL_DIRECT, "direct"},
@@ -199,12 +207,15 @@ static int gpu_register(void)
              "buffers staged)",
              ring_or_fallback_values, &c->gather_algorithm);
     reg_enum("scatter_algorithm",
-             "MPI_Scatter, MPI_Scatterv and MPI_Iscatter algorithm: auto and ring (a broadcast of the root's "
-             "whole message on the engine, into memory their communicator keeps on the other "
-             "ranks, of which each keeps its block; scatterv pads every block to the largest "
-             "count, which the ranks first agree on), fallback (always the previous coll "
-             "module, device buffers staged)",
-             ring_or_fallback_values, &c->scatter_algorithm);
+             "MPI_Scatter, MPI_Scatterv and MPI_Iscatter algorithm: auto and ring (a broadcast of "
+             "the root's whole message on the engine, into memory their communicator keeps on "
+             "the other ranks, of which each keeps its block), reduce_scatter (the engine's "
+             "reduce-scatter of the root's message summed, as bytes, with zeros the other "
+             "ranks keep, as large as the whole message: each block lands straight in its "
+             "rank's buffer); scatterv pads every block to the largest count, which the ranks "
+             "first agree on; fallback (always the previous coll module, device buffers "
+             "staged)",
+             scatter_values, &c->scatter_algorithm);
     reg_ulong("gather_scratch_bytes",
               "MPI_Gather(v), MPI_Scatter(v), MPI_Allgatherv and MPI_Alltoallv on the engine: "
               "the most bytes of a whole message (ranks x bytes per rank; for the v forms "

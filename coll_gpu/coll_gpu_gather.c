@@ -258,8 +258,10 @@ static int rooted(bool gather, const void *one_buf, int one_count, struct ompi_d
     }
     cgpu_status_t st = CGPU_ERR_NO_MEMORY;
     if (NULL != (is_root ? all_run : one_run)) {
-        st = gather ? MCA_COLL_GPU_ENGINE(m, cgpu_gather(ec, one_run, (void *) all_run, bytes, root))
-                    : MCA_COLL_GPU_ENGINE(m, cgpu_scatter(ec, all_run, (void *) one_run, bytes, root));
+        st = gather
+                 ? MCA_COLL_GPU_ENGINE(m, cgpu_gather(ec, one_run, (void *) all_run, bytes, root))
+                 : MCA_COLL_GPU_ENGINE(m, cgpu_scatter(ec, all_run, (void *) one_run, bytes, root,
+                                                       (cgpu_scatter_alg_t) algorithm));
     }
     free(scratch);
     if (MPI_SUCCESS == rc) {

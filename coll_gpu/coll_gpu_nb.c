@@ -350,7 +350,8 @@ static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
     case NB_GATHER: /* s: this rank's block (NULL in place), r: the root's whole message */
         return cgpu_gather(ec, r->s, r->r, r->bytes, r->root);
     case NB_SCATTER:
-        return cgpu_scatter(ec, r->r, (void *) r->s, r->bytes, r->root);
+        return cgpu_scatter(ec, r->r, (void *) r->s, r->bytes, r->root,
+                            (cgpu_scatter_alg_t) c->scatter_algorithm);
     case NB_ALLGATHERV:
         return cgpu_allgatherv(ec, r->s, r->r, r->counts, r->offs);
     }

@@ -124,8 +124,10 @@ static int v_rooted(bool gather, const void *one_buf, int one_count,
     }
     const cgpu_blocks_t *b = is_root ? &all.b : NULL;
     void *one = in_place ? NULL : (void *) one_run;
-    cgpu_status_t st = gather ? MCA_COLL_GPU_ENGINE(m, cgpu_gatherv(ec, one, one_bytes, b, maxb, root))
-                              : MCA_COLL_GPU_ENGINE(m, cgpu_scatterv(ec, b, one, one_bytes, maxb, root));
+    cgpu_status_t st = gather
+                           ? MCA_COLL_GPU_ENGINE(m, cgpu_gatherv(ec, one, one_bytes, b, maxb, root))
+                           : MCA_COLL_GPU_ENGINE(m, cgpu_scatterv(ec, b, one, one_bytes, maxb, root,
+                                                                  (cgpu_scatter_alg_t) algorithm));
     side_free(&all);
     return mca_coll_gpu_engine_rc(st, gather ? "MPI_Gatherv" : "MPI_Scatterv", comm);
 }

@@ -384,6 +384,45 @@ static bool scratch_on_device(const cgpu_comm_t *comm, const void *like)
            CGPU_BUF_HOST != cgpu_buf_kind(like, &dev);
 }
 
+/* Memory of at least @p bytes that stays zero, on the device when @p device (a failed device
+ * allocation falls back on host memory, which the collectives stage); kept with the
+ * communicator, grown to the largest call. */
+static cgpu_status_t comm_zeros(cgpu_comm_t *comm, bool device, size_t bytes, const void **out)
+{
+    if (device && CGPU_OK == cgpu_cuda_comm_zeros(comm, bytes, out)) {
+        return CGPU_OK;
+    }
+    if (comm->zeros_bytes < bytes) {
+        free(comm->zeros);
+        comm->zeros_bytes = 0;
+        comm->zeros = calloc(1, bytes);
+        if (NULL == comm->zeros) {
+            cgpu_log(CGPU_LOG_WARN, "scatter: no memory for %zu bytes of zeros", bytes);
+            return CGPU_ERR_NO_MEMORY;
+        }
+        comm->zeros_bytes = bytes;
+    }
+    *out = comm->zeros;
+    return CGPU_OK;
+}
+
+/* A scatter of @p bytes per rank as a reduce-scatter: the root's whole message @p all (size
+ * x bytes, significant at the root only) summed, as bytes, with zeros from every other rank,
+ * so that each rank's block lands in @p out (bytes) with no copy after it: adding zeros
+ * leaves every byte as the root sent it. */
+static cgpu_status_t scatter_by_rs(cgpu_comm_t *comm, const void *all, void *out, size_t bytes,
+                                   int root)
+{
+    const void *in = all;
+    cgpu_status_t st = CGPU_OK;
+    if (comm->rank != root && bytes > 0) {
+        st = comm_zeros(comm, scratch_on_device(comm, out), bytes * (size_t) comm->size, &in);
+    }
+    return CGPU_OK != st
+               ? st
+               : cgpu_reduce_scatter_block(comm, in, out, bytes, CGPU_DT_UINT8, CGPU_OP_SUM);
+}
+
 cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                   const size_t *counts, cgpu_dtype_t dt, cgpu_op_t op)
 {
@@ -541,7 +580,7 @@ cgpu_status_t cgpu_gatherv(cgpu_comm_t *comm, const void *sbuf, size_t sbytes,
 }
 
 cgpu_status_t cgpu_scatterv(cgpu_comm_t *comm, const cgpu_blocks_t *s, void *rbuf, size_t rbytes,
-                            size_t maxb, int root)
+                            size_t maxb, int root, cgpu_scatter_alg_t alg)
 {
     if (NULL == comm || root < 0 || root >= comm->size) {
         return CGPU_ERR_INVALID_ARG;
@@ -553,10 +592,35 @@ cgpu_status_t cgpu_scatterv(cgpu_comm_t *comm, const cgpu_blocks_t *s, void *rbu
         rbytes > maxb || (rbytes > 0 && NULL == rbuf && !is_root)) {
         return CGPU_ERR_INVALID_ARG;
     }
-    char *all = NULL;
+    const bool padded = is_root && blocks_padded(s, n, maxb);
+    char *all = padded ? s->base : NULL; /* only read */
     cgpu_status_t st = CGPU_OK;
-    if (is_root && blocks_padded(s, n, maxb)) {
-        all = s->base; /* only read */
+    if (CGPU_SCATTER_RS == alg && maxb > 0) {
+        /* memory of ours: the root's padded message (unless its layout is padded already),
+         * and this rank's block when rbuf cannot take maxb bytes (an in-place root's goes
+         * nowhere), in one piece so that one allocation serves both */
+        const bool direct = NULL != rbuf && rbytes == maxb;
+        const size_t whole = is_root && !padded ? maxb * (size_t) n : 0;
+        char *mem = NULL;
+        if (whole + (direct ? 0 : maxb) > 0) {
+            st = comm_scratch(comm, scratch_on_device(comm, is_root ? s->base : rbuf),
+                              whole + (direct ? 0 : maxb), "scatterv", (void **) &mem);
+        }
+        all = is_root && !padded ? mem : all;
+        char *out = direct ? rbuf : NULL != mem ? mem + whole : NULL;
+        if (CGPU_OK == st && is_root && !padded) {
+            st = blocks_copy(s, all, maxb, n, NULL == rbuf ? me : -1, true);
+        }
+        if (CGPU_OK == st) {
+            st = scatter_by_rs(comm, all, out, maxb, root);
+        }
+        if (CGPU_OK == st && !direct && NULL != rbuf && rbytes > 0) {
+            st = cgpu_engine_copy(rbuf, out, rbytes);
+        }
+        return st;
+    }
+    if (padded) {
+        /* the root's layout is the padded message */
     } else if (maxb > 0) {
         st = comm_scratch(comm, scratch_on_device(comm, is_root ? s->base : rbuf),
                           maxb * (size_t) n, "scatterv", (void **) &all);
@@ -622,7 +686,8 @@ cgpu_status_t cgpu_gather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
     return cgpu_allgather(comm, sbuf, all, bytes);
 }
 
-cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes, int root)
+cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes, int root,
+                           cgpu_scatter_alg_t alg)
 {
     if (NULL == comm || root < 0 || root >= comm->size ||
         (bytes > 0 && comm->rank == root && NULL == sbuf) ||
@@ -630,6 +695,14 @@ cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size
         return CGPU_ERR_INVALID_ARG;
     }
     const bool is_root = comm->rank == root;
+    if (CGPU_SCATTER_RS == alg) {
+        void *out = rbuf; /* an in-place root's block goes to scratch, unread */
+        cgpu_status_t st = CGPU_OK;
+        if (NULL == out && bytes > 0) {
+            st = comm_scratch(comm, scratch_on_device(comm, sbuf), bytes, "scatter", &out);
+        }
+        return CGPU_OK != st ? st : scatter_by_rs(comm, is_root ? sbuf : NULL, out, bytes, root);
+    }
     void *all = (void *) sbuf; /* the root's is only read */
     cgpu_status_t st = CGPU_OK;
     if (!is_root && bytes > 0) {

@@ -165,6 +165,9 @@ void cgpu_comm_free_resources(cgpu_comm_t *comm)
     }
     comm->resources_freed = true;
     cgpu_comm_scratch_release(comm);
+    free(comm->zeros);
+    comm->zeros = NULL;
+    comm->zeros_bytes = 0;
     if (NULL != comm->net) {
         cgpu_net_destroy(comm);
     }

@@ -105,6 +105,11 @@ struct cgpu_comm {
     void *scratch_buf;
     size_t scratch_bytes;
     bool scratch_device;
+    /* host memory that stays zero: the input of the ranks other than the root to a scatter
+     * run as a reduce-scatter (the cuda backend keeps its own on the device), grown to the
+     * largest such call, freed with the communicator's resources */
+    void *zeros;
+    size_t zeros_bytes;
 
     cgpu_prof_comm_t prof; /* profiler context of this communicator (by value) */
     cgpu_ras_t ras;        /* health, for pvars and the watchdog */

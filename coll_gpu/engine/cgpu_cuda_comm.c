@@ -53,6 +53,8 @@ typedef struct cgpu_cuda_comm {
     uint64_t ce_seq; /* copy-engine calls so far (same on every rank) */
     void *scratch; /* staging for buffers the kernels cannot use in place */
     size_t scratch_bytes;
+    void *zeros; /* cgpu_cuda_comm_zeros */
+    size_t zeros_bytes;
     char *pinned;  /* host buffers pass through here, so no copy of ours is pageable */
     size_t pinned_bytes;
     bool shared_device; /* two ranks of the communicator run on one device */
@@ -440,6 +442,7 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
         cgpu_cuda_free(cc->ib.ptr);
     }
     cgpu_cuda_free(cc->scratch);
+    cgpu_cuda_free(cc->zeros);
     cgpu_cuda_host_free(cc->pinned);
     cgpu_cuda_host_free((void *) cc->err_host);
     cgpu_cuda_free(cc->rk_state);
@@ -456,6 +459,35 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
         (void) cgpu_cuda_set_device(prev);
     }
     free(cc);
+}
+
+cgpu_status_t cgpu_cuda_comm_zeros(cgpu_comm_t *comm, size_t bytes, const void **out)
+{
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    if (NULL == cc) {
+        return CGPU_ERR_STATE;
+    }
+    if (cc->zeros_bytes < bytes) {
+        const int prev = cgpu_cuda_current_device();
+        if (prev != cc->device) {
+            (void) cgpu_cuda_set_device(cc->device);
+        }
+        cgpu_cuda_free(cc->zeros); /* deferred while a kernel is in flight */
+        cc->zeros_bytes = 0;
+        /* zero-filled on our stream, which is then synchronized: nothing of ours is queued
+         * on it between calls */
+        cgpu_status_t st = cgpu_cuda_malloc(&cc->zeros, bytes, cc->stream);
+        if (prev >= 0 && prev != cc->device) {
+            (void) cgpu_cuda_set_device(prev);
+        }
+        if (CGPU_OK != st) {
+            cc->zeros = NULL;
+            return st;
+        }
+        cc->zeros_bytes = bytes;
+    }
+    *out = cc->zeros;
+    return CGPU_OK;
 }
 
 static cgpu_status_t ensure_scratch(cgpu_cuda_comm_t *cc, size_t bytes)
@@ -1760,6 +1792,12 @@ cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void
                                        size_t count, cgpu_dtype_t dt, cgpu_op_t op)
 {
     (void) comm, (void) sbuf, (void) rbuf, (void) count, (void) dt, (void) op;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_comm_zeros(cgpu_comm_t *comm, size_t bytes, const void **out)
+{
+    (void) comm, (void) bytes, (void) out;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

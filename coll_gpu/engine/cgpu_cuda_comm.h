@@ -64,6 +64,11 @@ static inline int cgpu_cuda_share_plan(const cgpu_cuda_dev_rec_t *first, size_t 
     return share;
 }
 
+/** Device memory on the communicator's device, at least @p bytes, that stays zero (the
+ * input of the ranks other than the root to a scatter run as a reduce-scatter): kept and
+ * grown to the largest call, freed with the communicator. */
+cgpu_status_t cgpu_cuda_comm_zeros(cgpu_comm_t *comm, size_t bytes, const void **out);
+
 /** Take this rank's inbox (pool or new) and stream on the current device; fill the
  * record (a cgpu_cuda_inbox_rec_t) its peers need. */
 cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out);

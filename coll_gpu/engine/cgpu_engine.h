@@ -47,6 +47,16 @@ typedef enum cgpu_alltoall_alg {
     CGPU_ALLTOALL_FALLBACK = 2,
 } cgpu_alltoall_alg_t;
 
+/** Scatter algorithms (MCA coll_gpu_scatter_algorithm). */
+typedef enum cgpu_scatter_alg {
+    CGPU_SCATTER_AUTO = 0,
+    CGPU_SCATTER_BCAST = 1,    /* "ring": a broadcast of the whole message; each rank keeps
+                                * its block */
+    CGPU_SCATTER_FALLBACK = 2, /* glue-level: always the previous module */
+    CGPU_SCATTER_RS = 3,       /* a reduce-scatter (bytes, sum) of the root's message and zeros
+                                * from every other rank: each block lands in its rank's buffer */
+} cgpu_scatter_alg_t;
+
 /** Log levels, compared against coll_gpu_verbose. Warnings always print. */
 enum { CGPU_LOG_WARN = 0, CGPU_LOG_INFO = 10, CGPU_LOG_DEBUG = 50, CGPU_LOG_TRACE = 100 };
 
@@ -444,10 +454,13 @@ cgpu_status_t cgpu_gather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
 
 /**
  * Scatter: block p of the root's sbuf (size x bytes) lands in rank p's rbuf (bytes). rbuf ==
- * NULL at the root means in place. Runs as a broadcast of the whole message (into memory
- * the communicator keeps on the other ranks) and a copy of the rank's block.
+ * NULL at the root means in place. CGPU_SCATTER_RS: a reduce-scatter of the root's message
+ * summed with zeros the other ranks keep (as large as the whole message), straight into
+ * rbuf; otherwise a broadcast of the whole message (into memory the communicator keeps on
+ * the other ranks) and a copy of the rank's block.
  */
-cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes, int root);
+cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes, int root,
+                           cgpu_scatter_alg_t alg);
 
 /**
  * One rank's layout of the blocks of a v-collective: block p is bytes[p] bytes at base +
@@ -481,11 +494,11 @@ cgpu_status_t cgpu_gatherv(cgpu_comm_t *comm, const void *sbuf, size_t sbytes,
 
 /**
  * Scatterv: block p of the root's layout @p s (significant at the root only) lands in rank
- * p's rbuf (rbytes). rbuf == NULL at the root means in place. Runs as a broadcast of size x
- * maxb bytes, as cgpu_scatter does.
+ * p's rbuf (rbytes). rbuf == NULL at the root means in place. Runs as cgpu_scatter of maxb
+ * bytes per rank (a block shorter than maxb through memory the communicator keeps).
  */
 cgpu_status_t cgpu_scatterv(cgpu_comm_t *comm, const cgpu_blocks_t *s, void *rbuf, size_t rbytes,
-                            size_t maxb, int root);
+                            size_t maxb, int root, cgpu_scatter_alg_t alg);
 
 /**
  * Reduce to root: rbuf (significant at the root only) receives the reduction of every
