@@ -315,6 +315,12 @@ int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *s
                          int rcount, struct ompi_datatype_t *rdt, int root,
                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
+/* MPI_Allgatherv's sizes from arguments every rank passes alike: the receive type's size,
+ * the largest block's bytes and all blocks' bytes; false when a count is negative
+ * (coll_gpu_gather.c, for the blocking and the non-blocking call) */
+bool mca_coll_gpu_allgatherv_sizes(bool in_place, int scount, const int *rcounts,
+                                   struct ompi_datatype_t *rdt, int n, size_t *rsize,
+                                   size_t *maxb, size_t *total);
 /* The engine communicator for a call padded to @p bytes per rank (the same on every rank),
  * or NULL: the staged path then serves the call on every rank (nested calls, @p off (the
  * algorithm "fallback"), 0 bytes, n x bytes above coll_gpu_gather_scratch_bytes, no engine;

@@ -126,6 +126,22 @@ int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t 
     return side_close(&r, rc, true);
 }
 
+bool mca_coll_gpu_allgatherv_sizes(bool in_place, int scount, const int *rcounts,
+                                   struct ompi_datatype_t *rdt, int n, size_t *rsize,
+                                   size_t *maxb, size_t *total)
+{
+    ompi_datatype_type_size(rdt, rsize);
+    bool valid = in_place || scount >= 0;
+    *maxb = *total = 0;
+    for (int p = 0; p < n; ++p) {
+        valid = valid && rcounts[p] >= 0;
+        const size_t b = valid ? (size_t) rcounts[p] * *rsize : 0;
+        *maxb = b > *maxb ? b : *maxb;
+        *total += b;
+    }
+    return valid;
+}
+
 int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                             const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
                             struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
@@ -133,15 +149,9 @@ int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     const int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
     const bool in_place = MPI_IN_PLACE == sbuf;
-    size_t rsize, maxb = 0, total = 0;
-    ompi_datatype_type_size(rdt, &rsize);
-    bool valid = in_place || scount >= 0;
-    for (int p = 0; p < n; ++p) {
-        valid = valid && rcounts[p] >= 0;
-        const size_t b = valid ? (size_t) rcounts[p] * rsize : 0;
-        maxb = b > maxb ? b : maxb;
-        total += b;
-    }
+    size_t rsize, maxb, total;
+    const bool valid = mca_coll_gpu_allgatherv_sizes(in_place, scount, rcounts, rdt, n, &rsize,
+                                                     &maxb, &total);
     const bool off = CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.allgather_algorithm;
     cgpu_comm_t *ec = valid ? mca_coll_gpu_padded_engine(m, off, maxb, in_place ? rbuf : sbuf, n)
                             : NULL;

@@ -1263,15 +1263,9 @@ static bool allgatherv_post(const void *sbuf, int scount, struct ompi_datatype_t
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     const int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
     const bool in_place = MPI_IN_PLACE == sbuf;
-    size_t rsize, maxb = 0, total = 0;
-    ompi_datatype_type_size(rdt, &rsize);
-    bool valid = in_place || scount >= 0;
-    for (int p = 0; p < n; ++p) {
-        valid = valid && rcounts[p] >= 0;
-        const size_t b = valid ? (size_t) rcounts[p] * rsize : 0;
-        maxb = b > maxb ? b : maxb;
-        total += b;
-    }
+    size_t rsize, maxb, total;
+    const bool valid = mca_coll_gpu_allgatherv_sizes(in_place, scount, rcounts, rdt, n, &rsize,
+                                                     &maxb, &total);
     bool create;
     if (!valid || CGPU_ALLREDUCE_FALLBACK == c->allgather_algorithm || 0 == maxb ||
         maxb > c->gather_scratch_bytes / (size_t) n || !plan_engine(m, &create)) {
