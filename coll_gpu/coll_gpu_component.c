@@ -221,7 +221,9 @@ static int gpu_register(void)
               "the most bytes of a whole message (ranks x bytes per rank; for the v forms "
               "ranks x the largest block) a rank keeps for them per communicator, on the "
               "device for device buffers (alltoallv: up to twice that, one for each side "
-              "whose layout is not already padded); larger calls go to the previous coll "
+              "whose layout is not already padded; a scatter run as a reduce-scatter: the "
+              "ranks other than the root keep zeros of that size too); larger calls go to the "
+              "previous coll "
               "module (device buffers staged). Must be the same on every rank",
               &c->gather_scratch_bytes);
     reg_enum("reduce_algorithm",
