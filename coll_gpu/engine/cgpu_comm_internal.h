@@ -129,8 +129,9 @@ void cgpu_engine_unregister_comm(cgpu_comm_t *comm);
 void cgpu_comm_free_resources(cgpu_comm_t *comm);
 /* frees the communicator's scratch (cgpu_coll.c) */
 void cgpu_comm_scratch_release(cgpu_comm_t *comm);
-/* the copies of @p c (btl_glue/cgpu_cuda.h), host ones by memmove, any other all on the
- * device with one wait */
+/* the copies of @p c (btl_glue/cgpu_cuda.h), all between the same two memories (say, a
+ * user layout's blocks and a padded copy of them): by memmove when both are host memory,
+ * else on the device with one wait */
 cgpu_status_t cgpu_engine_copy_many(const cgpu_copy_t *c, int n);
 
 /* Every rank's status through the bootstrap: all return the first failure, or OK. */

@@ -252,17 +252,18 @@ cgpu_status_t cgpu_engine_copy(void *dst, const void *src, size_t bytes)
 
 cgpu_status_t cgpu_engine_copy_many(const cgpu_copy_t *c, int n)
 {
-    int d;
-    bool host = true;
-    for (int i = 0; i < n && host; ++i) {
-        host = 0 == c[i].bytes || (CGPU_BUF_HOST == cgpu_buf_kind(c[i].dst, &d) &&
-                                   CGPU_BUF_HOST == cgpu_buf_kind(c[i].src, &d));
+    /* every copy goes between the same two memories (the contract): the first one with
+     * bytes tells, for two driver queries in all instead of two a copy */
+    int d, i = 0;
+    while (i < n && 0 == c[i].bytes) {
+        ++i;
     }
-    if (!host) {
+    if (i < n && (CGPU_BUF_HOST != cgpu_buf_kind(c[i].dst, &d) ||
+                  CGPU_BUF_HOST != cgpu_buf_kind(c[i].src, &d))) {
         return cgpu_cuda_copy_many(c, n);
     }
-    for (int i = 0; i < n; ++i) {
-        memmove(c[i].dst, c[i].src, c[i].bytes);
+    for (int k = i; k < n; ++k) {
+        memmove(c[k].dst, c[k].src, c[k].bytes);
     }
     return CGPU_OK;
 }
