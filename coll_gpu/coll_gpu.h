@@ -321,6 +321,11 @@ int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *s
 bool mca_coll_gpu_allgatherv_sizes(bool in_place, int scount, const int *rcounts,
                                    struct ompi_datatype_t *rdt, int n, size_t *rsize,
                                    size_t *maxb, size_t *total);
+/* MPI_Allgatherv's blocks: each rank's bytes, and its offset in bytes in one run over the
+ * span [lo, hi) of elements (displacements) that the blocks with data cover (0, 0: none)
+ * (coll_gpu_gather.c, for the blocking and the non-blocking call) */
+void mca_coll_gpu_allgatherv_layout(const int *rcounts, const int *displs, int n, size_t rsize,
+                                    size_t *bytes, ptrdiff_t *offs, ptrdiff_t *lo, ptrdiff_t *hi);
 /* The engine communicator for a call padded to @p bytes per rank (the same on every rank),
  * or NULL: the staged path then serves the call on every rank (nested calls, @p off (the
  * algorithm "fallback"), 0 bytes, n x bytes above coll_gpu_gather_scratch_bytes, no engine;

@@ -8,6 +8,7 @@
  * is not one gap-free run is packed on the host around the engine call, whatever the other
  * ranks' layouts.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,12 +143,33 @@ bool mca_coll_gpu_allgatherv_sizes(bool in_place, int scount, const int *rcounts
     return valid;
 }
 
+void mca_coll_gpu_allgatherv_layout(const int *rcounts, const int *displs, int n, size_t rsize,
+                                    size_t *bytes, ptrdiff_t *offs, ptrdiff_t *lo, ptrdiff_t *hi)
+{
+    *lo = PTRDIFF_MAX;
+    *hi = PTRDIFF_MIN;
+    for (int p = 0; p < n; ++p) {
+        bytes[p] = (size_t) rcounts[p] * rsize;
+        if (rcounts[p] > 0) { /* the span, in elements, of the blocks with data */
+            *lo = displs[p] < *lo ? displs[p] : *lo;
+            *hi =
+                (ptrdiff_t) displs[p] + rcounts[p] > *hi ? (ptrdiff_t) displs[p] + rcounts[p] : *hi;
+        }
+    }
+    if (*lo > *hi) { /* no data at all */
+        *lo = *hi = 0;
+    }
+    for (int p = 0; p < n; ++p) {
+        offs[p] = rcounts[p] > 0 ? (displs[p] - *lo) * (ptrdiff_t) rsize : 0;
+    }
+}
+
 int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                             const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
                             struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    const int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
+    const int n = ompi_comm_size(comm);
     const bool in_place = MPI_IN_PLACE == sbuf;
     size_t rsize, maxb, total;
     const bool valid = mca_coll_gpu_allgatherv_sizes(in_place, scount, rcounts, rdt, n, &rsize,
@@ -159,69 +181,45 @@ int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t
         return mca_coll_gpu_staged_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
                                               comm, module);
     }
-    /* every rank's bytes, and two layouts of the blocks: back to back (packed) and where
-     * this rank wants them (placed, for one gap-free element layout) */
-    ptrdiff_t *packed = malloc((sizeof(size_t) + 2 * sizeof(ptrdiff_t)) * (size_t) n);
-    if (NULL == packed) { /* a local failure before any exchange: peers then time out */
+    /* every rank's bytes, and where its block lies in one run over the blocks' span of
+     * elements: the user's own when they are back to back, else packed on the host (from a
+     * mirror of a device buffer) with the bytes between the blocks kept */
+    size_t *bytes = malloc((sizeof(size_t) + sizeof(ptrdiff_t)) * (size_t) n);
+    if (NULL == bytes) { /* a local failure before any exchange: peers then time out */
         return MPI_ERR_NO_MEM;
     }
-    ptrdiff_t *placed = packed + n;
-    size_t *bytes = (size_t *) (placed + n);
-    ptrdiff_t lb, ext, at = 0;
+    ptrdiff_t *offs = (ptrdiff_t *) (bytes + n), lo, hi, lb, ext;
+    mca_coll_gpu_allgatherv_layout(rcounts, displs, n, rsize, bytes, offs, &lo, &hi);
     ompi_datatype_get_extent(rdt, &lb, &ext);
-    for (int p = 0; p < n; ++p) {
-        bytes[p] = (size_t) rcounts[p] * rsize;
-        packed[p] = at;
-        placed[p] = (ptrdiff_t) displs[p] * ext;
-        at += (ptrdiff_t) bytes[p];
-    }
-    const char *rrun = NULL;
-    const bool r_dense = mca_coll_gpu_contiguous_run(rbuf, 2, rdt, &rrun);
-    const ptrdiff_t *offs = r_dense ? placed : packed;
     gather_side_t r = {0}, s = {0};
-    int rc = MPI_SUCCESS;
-    char *dst = (char *) rrun;
-    if (!r_dense) { /* packed on the host, from a mirror of a device buffer */
-        if (mca_coll_gpu_on_device(rbuf)) {
-            rc = mca_coll_gpu_mirror_in(&r.mirror, rbuf, mca_coll_gpu_v_span(rcounts, displs, n),
-                                        rdt, &r.host);
-        } else {
-            r.host = rbuf;
-        }
-        r.pack = dst = MPI_SUCCESS == rc ? malloc(total > 0 ? total : 1) : NULL;
-        rc = NULL == dst ? MPI_ERR_NO_MEM : rc;
-    }
-    if (MPI_SUCCESS == rc && !r_dense && in_place) {
-        rc = mca_coll_gpu_typed_copy((char *) r.host + placed[me], dst + packed[me],
-                                     (size_t) rcounts[me], rdt, true);
-    }
+    int rc = side_open(&r, (char *) rbuf + lo * ext, (size_t) (hi - lo), rdt, true);
     if (MPI_SUCCESS == rc && !in_place) {
         rc = side_open(&s, sbuf, (size_t) scount, sdt, true);
     }
     char *scratch = NULL;
     const void *src = in_place ? NULL : s.run;
+    char *dst = (char *) r.run;
     if (MPI_SUCCESS != rc) { /* take part anyway: blocks back to back on zeroed scratch */
         scratch = calloc(1, total > 0 ? total : 1);
         src = NULL;
         dst = scratch;
-        offs = packed;
+        ptrdiff_t at = 0;
+        for (int p = 0; p < n; ++p) {
+            offs[p] = at;
+            at += (ptrdiff_t) bytes[p];
+        }
     }
     cgpu_status_t st = CGPU_ERR_NO_MEMORY;
     if (NULL != dst) {
         st = MCA_COLL_GPU_ENGINE(m, cgpu_allgatherv(ec, src, dst, bytes, offs));
     }
     free(scratch);
+    free(bytes);
     if (MPI_SUCCESS == rc) {
         rc = mca_coll_gpu_engine_rc(st, "MPI_Allgatherv", comm);
     }
-    for (int p = 0; MPI_SUCCESS == rc && !r_dense && p < n; ++p) {
-        rc = mca_coll_gpu_typed_copy(dst + packed[p], (char *) r.host + placed[p],
-                                     (size_t) rcounts[p], rdt, false);
-    }
     side_close(&s, MPI_SUCCESS, false);
-    free(r.pack);
-    free(packed);
-    return mca_coll_gpu_mirror_out(&r.mirror, rc);
+    return side_close(&r, rc, true);
 }
 
 /* MPI_Gather (gather) and MPI_Scatter: the root's whole message is all_count x all_dt at

@@ -1283,17 +1283,8 @@ static bool allgatherv_post(const void *sbuf, int scount, struct ompi_datatype_t
         return true;
     }
     r->offs = (ptrdiff_t *) (r->counts + n);
-    ptrdiff_t lo = PTRDIFF_MAX, hi = PTRDIFF_MIN;
-    for (int p = 0; p < n; ++p) {
-        r->counts[p] = (size_t) rcounts[p] * rsize;
-        if (rcounts[p] > 0) { /* the span, in elements of rdt, of the blocks with data */
-            lo = displs[p] < lo ? displs[p] : lo;
-            hi = (ptrdiff_t) displs[p] + rcounts[p] > hi ? (ptrdiff_t) displs[p] + rcounts[p] : hi;
-        }
-    }
-    for (int p = 0; p < n; ++p) {
-        r->offs[p] = rcounts[p] > 0 ? (displs[p] - lo) * (ptrdiff_t) rsize : 0;
-    }
+    ptrdiff_t lo, hi;
+    mca_coll_gpu_allgatherv_layout(rcounts, displs, n, rsize, r->counts, r->offs, &lo, &hi);
     ptrdiff_t lb, ext;
     ompi_datatype_get_extent(rdt, &lb, &ext);
     void *s = NULL, *rv = NULL;
