@@ -445,21 +445,22 @@ if has osu_all; then # every OSU collective benchmark as a user tries it on devi
         echo "osu_all: no .osu tree carried"
     fi
 fi
-if has scatter_rs; then # MPI_Scatter(v) and MPI_Iscatter as a reduce-scatter (coll_gpu_scatter_algorithm
-    # reduce_scatter) on device buffers, checked; then OSU's scatters -d cuda with both algorithms in one job
-    SRS=(--mca coll_gpu_scatter_algorithm reduce_scatter)
-    run srs_vcolls_np2 150 2 "${SRS[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_vcolls
-    run srs_vcolls_np3 150 3 "${SRS[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_vcolls quick
-    run srs_colls_np2 240 2 "${SRS[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
-    run srs_colls_np4 240 4 "${SRS[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
-    run srs_nb_np2 200 2 "${SRS[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb
+if has scatter_rs; then # MPI_Scatter(v) and MPI_Iscatter forced onto the broadcast (coll_gpu_scatter_algorithm
+    # ring; auto takes the reduce-scatter up to 1 MiB blocks) on device buffers, checked; then OSU's
+    # scatters -d cuda with ring, reduce_scatter and auto in one job
+    SRING=(--mca coll_gpu_scatter_algorithm ring)
+    run sring_vcolls_np2 150 2 "${SRING[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_vcolls
+    run sring_vcolls_np3 150 3 "${SRING[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_vcolls quick
+    run sring_colls_np2 240 2 "${SRING[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_colls quick
+    run sring_colls_np4 240 4 "${SRING[@]}" --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_colls quick
+    run sring_nb_np2 200 2 "${SRING[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb
     if [ -x .osu/configure ]; then
         [ -x .osu/c/mpi/collective/non_blocking/osu_iscatter ] && [ -x .osu/c/mpi/collective/blocking/osu_scatterv ] ||
             osu_build blocking non_blocking
         O=.osu/c/mpi/collective
         runner_start "$out/scatter_rs.txt"
         for b in blocking/osu_scatter blocking/osu_scatterv non_blocking/osu_iscatter; do
-            for a in ring reduce_scatter; do
+            for a in ${SRS_ALGS:-ring reduce_scatter auto}; do
                 echo "## $(basename $b) -d cuda, coll_gpu_scatter_algorithm $a" >> "$out/scatter_rs.txt"
                 timeout -k 5 120 "${R[@]}" -np ${SRS_NP:-2} --mca coll_gpu_scatter_algorithm $a $O/$b -d cuda \
                     -m 1:${SRS_MAX:-1048576} -i ${SRS_I:-200} >> "$out/scatter_rs.txt" 2>&1

@@ -252,14 +252,15 @@ else
     # gatherv, scatterv and alltoallv padded above the same cap: the previous module
     [ -x "$BIN/mpi/test_vcolls" ] && run_test "test_vcolls.capped.np3" \
         "${MPIRUN[@]}" --mca coll_gpu_gather_scratch_bytes 40000 -np 3 "$BIN/mpi/test_vcolls" capped
-    # scatter, scatterv and iscatter as a reduce-scatter of the root's message and zeros
-    # (coll_gpu_scatter_algorithm reduce_scatter), at 3 ranks and across 2 fake nodes
-    SRS=(--mca coll_gpu_scatter_algorithm reduce_scatter)
+    # scatter, scatterv and iscatter as a broadcast of the root's message at every size
+    # (coll_gpu_scatter_algorithm ring; auto runs blocks up to 1 MiB as a reduce-scatter), at 3
+    # ranks and across 2 fake nodes
+    SRING=(--mca coll_gpu_scatter_algorithm ring)
     for t in test_bcast_allgather test_vcolls test_nb; do
-        [ -x "$BIN/mpi/$t" ] && run_test "$t.scatter_rs.np3" "${MPIRUN[@]}" "${SRS[@]}" -np 3 "$BIN/mpi/$t"
+        [ -x "$BIN/mpi/$t" ] && run_test "$t.scatter_ring.np3" "${MPIRUN[@]}" "${SRING[@]}" -np 3 "$BIN/mpi/$t"
     done
-    [ -x "$BIN/mpi/test_vcolls" ] && run_test "test_vcolls.scatter_rs.nodes2x2.np4" "${MPIRUN[@]}" \
-        "${SRS[@]}" --mca coll_gpu_ofi_provider tcp --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/test_vcolls" quick
+    [ -x "$BIN/mpi/test_vcolls" ] && run_test "test_vcolls.scatter_ring.nodes2x2.np4" "${MPIRUN[@]}" \
+        "${SRING[@]}" --mca coll_gpu_ofi_provider tcp --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/test_vcolls" quick
     # the host mirrors' pool: room for two 64 KiB blocks only (larger mirrors unpooled), none
     if [ -x "$BIN/mpi/test_staged" ]; then
         run_test "test_staged.pinned_small.np3" "${MPIRUN[@]}" ${MPI_TEST_ARGS[test_staged]} \

@@ -410,6 +410,14 @@ static cgpu_status_t comm_zeros(cgpu_comm_t *comm, bool device, size_t bytes, co
  * x bytes, significant at the root only) summed, as bytes, with zeros from every other rank,
  * so that each rank's block lands in @p out (bytes) with no copy after it: adding zeros
  * leaves every byte as the root sent it. */
+cgpu_scatter_alg_t cgpu_scatter_choose(cgpu_scatter_alg_t alg, size_t maxb)
+{
+    if (CGPU_SCATTER_AUTO != alg) {
+        return alg;
+    }
+    return maxb <= CGPU_SCATTER_RS_AUTO_MAX ? CGPU_SCATTER_RS : CGPU_SCATTER_BCAST;
+}
+
 static cgpu_status_t scatter_by_rs(cgpu_comm_t *comm, const void *all, void *out, size_t bytes,
                                    int root)
 {
@@ -595,7 +603,7 @@ cgpu_status_t cgpu_scatterv(cgpu_comm_t *comm, const cgpu_blocks_t *s, void *rbu
     const bool padded = is_root && blocks_padded(s, n, maxb);
     char *all = padded ? s->base : NULL; /* only read */
     cgpu_status_t st = CGPU_OK;
-    if (CGPU_SCATTER_RS == alg && maxb > 0) {
+    if (CGPU_SCATTER_RS == cgpu_scatter_choose(alg, maxb) && maxb > 0) {
         /* memory of ours: the root's padded message (unless its layout is padded already),
          * and this rank's block when rbuf cannot take maxb bytes (an in-place root's goes
          * nowhere), in one piece so that one allocation serves both */
@@ -695,7 +703,7 @@ cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size
         return CGPU_ERR_INVALID_ARG;
     }
     const bool is_root = comm->rank == root;
-    if (CGPU_SCATTER_RS == alg) {
+    if (CGPU_SCATTER_RS == cgpu_scatter_choose(alg, bytes)) {
         void *out = rbuf; /* an in-place root's block goes to scratch, unread */
         cgpu_status_t st = CGPU_OK;
         if (NULL == out && bytes > 0) {

@@ -57,6 +57,14 @@ typedef enum cgpu_scatter_alg {
                                 * from every other rank: each block lands in its rank's buffer */
 } cgpu_scatter_alg_t;
 
+/** CGPU_SCATTER_AUTO runs a scatter whose largest block is at most this many bytes as
+ * CGPU_SCATTER_RS, a larger one as CGPU_SCATTER_BCAST (measured: bench/results/). */
+#define CGPU_SCATTER_RS_AUTO_MAX ((size_t) 1 << 20)
+
+/** The algorithm a scatter of blocks of at most @p maxb bytes runs as: @p alg, or for
+ * CGPU_SCATTER_AUTO the choice above. Every rank passes the same @p maxb. */
+cgpu_scatter_alg_t cgpu_scatter_choose(cgpu_scatter_alg_t alg, size_t maxb);
+
 /** Log levels, compared against coll_gpu_verbose. Warnings always print. */
 enum { CGPU_LOG_WARN = 0, CGPU_LOG_INFO = 10, CGPU_LOG_DEBUG = 50, CGPU_LOG_TRACE = 100 };
 
@@ -454,7 +462,8 @@ cgpu_status_t cgpu_gather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
 
 /**
  * Scatter: block p of the root's sbuf (size x bytes) lands in rank p's rbuf (bytes). rbuf ==
- * NULL at the root means in place. CGPU_SCATTER_RS: a reduce-scatter of the root's message
+ * NULL at the root means in place. @p alg as cgpu_scatter_choose() resolves it:
+ * CGPU_SCATTER_RS: a reduce-scatter of the root's message
  * summed with zeros the other ranks keep (as large as the whole message), straight into
  * rbuf; otherwise a broadcast of the whole message (into memory the communicator keeps on
  * the other ranks) and a copy of the rank's block.

@@ -1697,6 +1697,22 @@ static void test_thread_level_resolves_auto_settings(void)
                              NULL));
 }
 
+/* The scatter auto rule: blocks up to CGPU_SCATTER_RS_AUTO_MAX run as a reduce-scatter,
+ * larger ones as a broadcast; an algorithm named explicitly is kept at every size. */
+static void test_scatter_auto_rule(void)
+{
+    const size_t cap = CGPU_SCATTER_RS_AUTO_MAX;
+    const size_t sizes[] = {0, 1, 4096, cap - 1, cap, cap + 1, cap * 64};
+    for (size_t i = 0; i < TEST_ARRAY_LEN(sizes); ++i) {
+        const size_t b = sizes[i];
+        CU_ASSERT_EQUAL(cgpu_scatter_choose(CGPU_SCATTER_AUTO, b),
+                        b > (size_t) 1048576 ? CGPU_SCATTER_BCAST : CGPU_SCATTER_RS);
+        CU_ASSERT_EQUAL(cgpu_scatter_choose(CGPU_SCATTER_BCAST, b), CGPU_SCATTER_BCAST);
+        CU_ASSERT_EQUAL(cgpu_scatter_choose(CGPU_SCATTER_RS, b), CGPU_SCATTER_RS);
+        CU_ASSERT_EQUAL(cgpu_scatter_choose(CGPU_SCATTER_FALLBACK, b), CGPU_SCATTER_FALLBACK);
+    }
+}
+
 /* More sizes in turn than the stager pool holds (a staged allreduce's chunk follows the
  * message size): the stager just given back must be the one reused, else every call of the
  * size in use would make pinned memory again (milliseconds each on a GPU). */
@@ -1763,6 +1779,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_waits_run_progress},
     {"the stager pool reuses the size in use and stays bounded",
      test_stager_pool_reuses_the_size_in_use},
+    {"scatter auto: a reduce-scatter up to 1 MiB blocks, a broadcast above; explicit kept",
+     test_scatter_auto_rule},
 };
 
 int main(void)
