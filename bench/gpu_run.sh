@@ -446,7 +446,7 @@ if has osu_all; then # every OSU collective benchmark as a user tries it on devi
     fi
 fi
 if has scatter_rs; then # MPI_Scatter(v) and MPI_Iscatter forced onto the broadcast (coll_gpu_scatter_algorithm
-    # ring; auto takes the reduce-scatter up to 1 MiB blocks) on device buffers, checked; then OSU's
+    # ring; auto takes the reduce-scatter up to 4 MiB blocks) on device buffers, checked; then OSU's
     # scatters -d cuda with ring, reduce_scatter and auto in one job
     SRING=(--mca coll_gpu_scatter_algorithm ring)
     run sring_vcolls_np2 150 2 "${SRING[@]}" --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_vcolls

@@ -207,14 +207,14 @@ static int gpu_register(void)
              "buffers staged)",
              ring_or_fallback_values, &c->gather_algorithm);
     reg_enum("scatter_algorithm",
-             "MPI_Scatter, MPI_Scatterv and MPI_Iscatter algorithm: auto and ring (a broadcast of "
-             "the root's whole message on the engine, into memory their communicator keeps on "
-             "the other ranks, of which each keeps its block), reduce_scatter (the engine's "
-             "reduce-scatter of the root's message summed, as bytes, with zeros the other "
-             "ranks keep, as large as the whole message: each block lands straight in its "
-             "rank's buffer); scatterv pads every block to the largest count, which the ranks "
-             "first agree on; fallback (always the previous coll module, device buffers "
-             "staged)",
+             "MPI_Scatter, MPI_Scatterv and MPI_Iscatter algorithm: auto (reduce_scatter for "
+             "blocks up to 4 MiB, ring above), ring (a broadcast of the root's whole message on "
+             "the engine, into memory their communicator keeps on the other ranks, of which "
+             "each keeps its block), reduce_scatter (the engine's reduce-scatter of the root's "
+             "message summed, as bytes, with zeros the other ranks keep, as large as the whole "
+             "message: each block lands straight in its rank's buffer); scatterv pads every "
+             "block to the largest count, which the ranks first agree on; fallback (always the "
+             "previous coll module, device buffers staged)",
              scatter_values, &c->scatter_algorithm);
     reg_ulong("gather_scratch_bytes",
               "MPI_Gather(v), MPI_Scatter(v), MPI_Allgatherv and MPI_Alltoallv on the engine: "

@@ -253,7 +253,7 @@ else
     [ -x "$BIN/mpi/test_vcolls" ] && run_test "test_vcolls.capped.np3" \
         "${MPIRUN[@]}" --mca coll_gpu_gather_scratch_bytes 40000 -np 3 "$BIN/mpi/test_vcolls" capped
     # scatter, scatterv and iscatter as a broadcast of the root's message at every size
-    # (coll_gpu_scatter_algorithm ring; auto runs blocks up to 1 MiB as a reduce-scatter), at 3
+    # (coll_gpu_scatter_algorithm ring; auto runs blocks up to 4 MiB as a reduce-scatter), at 3
     # ranks and across 2 fake nodes
     SRING=(--mca coll_gpu_scatter_algorithm ring)
     for t in test_bcast_allgather test_vcolls test_nb; do

@@ -59,7 +59,7 @@ typedef enum cgpu_scatter_alg {
 
 /** CGPU_SCATTER_AUTO runs a scatter whose largest block is at most this many bytes as
  * CGPU_SCATTER_RS, a larger one as CGPU_SCATTER_BCAST (measured: bench/results/). */
-#define CGPU_SCATTER_RS_AUTO_MAX ((size_t) 1 << 20)
+#define CGPU_SCATTER_RS_AUTO_MAX ((size_t) 4 << 20)
 
 /** The algorithm a scatter of blocks of at most @p maxb bytes runs as: @p alg, or for
  * CGPU_SCATTER_AUTO the choice above. Every rank passes the same @p maxb. */

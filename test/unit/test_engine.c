@@ -1706,7 +1706,7 @@ static void test_scatter_auto_rule(void)
     for (size_t i = 0; i < TEST_ARRAY_LEN(sizes); ++i) {
         const size_t b = sizes[i];
         CU_ASSERT_EQUAL(cgpu_scatter_choose(CGPU_SCATTER_AUTO, b),
-                        b > (size_t) 1048576 ? CGPU_SCATTER_BCAST : CGPU_SCATTER_RS);
+                        b > (size_t) 4194304 ? CGPU_SCATTER_BCAST : CGPU_SCATTER_RS);
         CU_ASSERT_EQUAL(cgpu_scatter_choose(CGPU_SCATTER_BCAST, b), CGPU_SCATTER_BCAST);
         CU_ASSERT_EQUAL(cgpu_scatter_choose(CGPU_SCATTER_RS, b), CGPU_SCATTER_RS);
         CU_ASSERT_EQUAL(cgpu_scatter_choose(CGPU_SCATTER_FALLBACK, b), CGPU_SCATTER_FALLBACK);
@@ -1779,7 +1779,7 @@ static const cgpu_unit_case_t test_cases[] = {
      test_waits_run_progress},
     {"the stager pool reuses the size in use and stays bounded",
      test_stager_pool_reuses_the_size_in_use},
-    {"scatter auto: a reduce-scatter up to 1 MiB blocks, a broadcast above; explicit kept",
+    {"scatter auto: a reduce-scatter up to 4 MiB blocks, a broadcast above; explicit kept",
      test_scatter_auto_rule},
 };
 
