@@ -4,7 +4,9 @@
  * Engine path (iallreduce, ireduce, ireduce_scatter(_block), ibcast, iallgather, ialltoall,
  * igather, iscatter, iallgatherv: those whose sizes every rank can tell from its own arguments;
  * decided exactly as the blocking calls decide, from arguments MPI requires to match and
- * MCA params, so every rank takes the same path): the post packs what is not one gap-free
+ * MCA params, so every rank takes the same path; and igatherv, iscatterv, ialltoallv, decided
+ * from the algorithm param and the module alone, whose ranks agree on the largest block on
+ * the worker, see run_v): the post packs what is not one gap-free
  * run and queues the call on the communicator's worker thread, which runs it with the engine
  * (our kernels on device buffers) in posting order. A post may not block, and Open MPI
  * itself posts MPI_Iallreduce from inside its progress loop (communicator ids): so when the
@@ -27,9 +29,8 @@
  * its post would block, and deadlock ranks that post on two communicators in different
  * orders).
  *
- * Staged path (everything else, on device buffers: igatherv, iscatterv and ialltoallv, whose
- * blocking forms first agree on a path in a host allreduce that a post may not wait for;
- * iscan, iexscan, ialltoallw; and calls the engine declines): the device spans are copied to host
+ * Staged path (everything else, on device buffers: iscan, iexscan, ialltoallw; and calls the
+ * engine declines): the device spans are copied to host
  * memory at the post, the previous module's non-blocking collective runs on the copies, and
  * our request copies the received spans back when that request completes. Calls whose
  * buffers are all in host memory go to the previous module untouched.
@@ -63,12 +64,17 @@ enum nb_kind {
     NB_REDUCE_SCATTER,
     NB_GATHER,
     NB_SCATTER,
-    NB_ALLGATHERV
+    NB_ALLGATHERV,
+    NB_GATHERV,
+    NB_SCATTERV,
+    NB_ALLTOALLV
 };
 static const char *const nb_names[] = {
-    "MPI_Iallreduce", "MPI_Ireduce",    "MPI_Ireduce_scatter_block", "MPI_Ibcast",
-    "MPI_Iallgather", "MPI_Ialltoall",  "MPI_Ireduce_scatter",       "MPI_Igather",
-    "MPI_Iscatter",   "MPI_Iallgatherv"};
+    "MPI_Iallreduce",      "MPI_Ireduce",    "MPI_Ireduce_scatter_block",
+    "MPI_Ibcast",          "MPI_Iallgather", "MPI_Ialltoall",
+    "MPI_Ireduce_scatter", "MPI_Igather",    "MPI_Iscatter",
+    "MPI_Iallgatherv",     "MPI_Igatherv",   "MPI_Iscatterv",
+    "MPI_Ialltoallv"};
 
 /* A user buffer as the engine sees it: the user's own gap-free run, or packed host bytes
  * (packed at the post, unpacked at completion). */
@@ -101,6 +107,16 @@ typedef struct mca_coll_gpu_request_t {
     size_t *counts;           /* NB_REDUCE_SCATTER: every rank's count (ours, freed with us);
                                  NB_ALLGATHERV: every rank's bytes */
     ptrdiff_t *offs;          /* NB_ALLGATHERV: block p at r + offs[p] (in counts' allocation) */
+    /* the v-forms (NB_GATHERV, NB_SCATTERV, NB_ALLTOALLV): vb[1] the root's whole message or
+     * the receive layout, vb[0] alltoallv's send layout (bytes NULL: none); s and bytes the
+     * one block of a gatherv or scatterv; vmax this rank's largest block; rb[i] room for one
+     * round's blocks (all in counts' allocation) */
+    cgpu_blocks_t vb[2];
+    size_t *rbytes[2];
+    ptrdiff_t *roffs[2];
+    size_t vmax;
+    int n;
+    bool is_root;
     bool create;              /* the worker creates the engine communicator first */
     const void *create_buf;   /* ... on this buffer's device */
     int post_device;          /* the posting thread's current device (-1: none) */
@@ -126,6 +142,8 @@ static void request_construct(mca_coll_gpu_request_t *r)
     r->scratch = NULL;
     r->counts = NULL;
     r->offs = NULL;
+    memset(r->vb, 0, sizeof(r->vb));
+    r->vmax = 0;
     r->uop = NULL;
     r->dts[0] = r->dts[1] = NULL;
     memset(r->v, 0, sizeof(r->v));
@@ -326,6 +344,70 @@ static int view_close(nb_view_t *v, int rc)
 
 /* ---- the worker ---- */
 
+/* Round @p off of layout @p b: every block's bytes from off on, at most @p chunk of them. */
+static const cgpu_blocks_t *v_round(const cgpu_blocks_t *b, int n, size_t off, size_t chunk,
+                                    size_t *bytes, ptrdiff_t *offs, cgpu_blocks_t *out)
+{
+    if (NULL == b->bytes) {
+        return NULL;
+    }
+    for (int p = 0; p < n; ++p) {
+        const size_t left = b->bytes[p] > off ? b->bytes[p] - off : 0;
+        bytes[p] = left < chunk ? left : chunk;
+        offs[p] = b->offs[p] + (ptrdiff_t) off;
+    }
+    *out = (cgpu_blocks_t){.base = b->base, .bytes = bytes, .offs = offs};
+    return out;
+}
+
+/* The v-forms on the worker. No rank knows every count, and the post could not wait for an
+ * agreement on the previous module as the blocking forms do: the ranks agree here instead,
+ * an engine allreduce (MAX) of one word in host memory, on every rank's largest block. The
+ * padded collective then runs, in rounds of at most the scratch cap's share of every block
+ * when the largest passes it (a blocking call would go to the previous module, which a worker
+ * may not call). A rank with a local error takes part with no bytes. */
+static cgpu_status_t run_v(mca_coll_gpu_request_t *r)
+{
+    cgpu_comm_t *ec = r->m->ecomm;
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    const int n = r->n;
+    uint64_t mine = r->vmax, maxb = 0;
+    cgpu_status_t st =
+        cgpu_allreduce(ec, &mine, &maxb, 1, CGPU_DT_UINT64, CGPU_OP_MAX, CGPU_ALLREDUCE_AUTO);
+    const size_t share = c->gather_scratch_bytes / (size_t) n;
+    const size_t chunk = share > 0 ? share : 1;
+    if (CGPU_OK == st && maxb > chunk) {
+        opal_output_verbose(10, c->output,
+                            "coll/gpu: %s on %s: the largest block (%llu bytes) passes "
+                            "coll_gpu_gather_scratch_bytes / ranks (%zu): %llu rounds",
+                            nb_names[r->kind], r->m->comm->c_name, (unsigned long long) maxb, chunk,
+                            (unsigned long long) ((maxb + chunk - 1) / chunk));
+    }
+    for (size_t off = 0; CGPU_OK == st && off < maxb; off += chunk) {
+        const size_t mb = maxb - off < chunk ? (size_t) maxb - off : chunk;
+        const size_t one = r->bytes > off ? r->bytes - off : 0;
+        void *one_buf = NULL != r->s && one > 0 ? (char *) r->s + off : (void *) r->s;
+        cgpu_blocks_t rounds[2];
+        const cgpu_blocks_t *b0 =
+            v_round(&r->vb[0], n, off, mb, r->rbytes[0], r->roffs[0], &rounds[0]);
+        const cgpu_blocks_t *b1 =
+            v_round(&r->vb[1], n, off, mb, r->rbytes[1], r->roffs[1], &rounds[1]);
+        switch (r->kind) {
+        case NB_GATHERV:
+            st = cgpu_gatherv(ec, one_buf, one < mb ? one : mb, b1, mb, r->root);
+            break;
+        case NB_SCATTERV:
+            st = cgpu_scatterv(ec, b1, one_buf, one < mb ? one : mb, mb, r->root,
+                               (cgpu_scatter_alg_t) c->scatter_algorithm);
+            break;
+        default:
+            st = cgpu_alltoallv(ec, b0, b1, mb, (cgpu_alltoall_alg_t) c->alltoall_algorithm);
+            break;
+        }
+    }
+    return st;
+}
+
 static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
 {
     cgpu_comm_t *ec = r->m->ecomm;
@@ -354,6 +436,10 @@ static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
                             (cgpu_scatter_alg_t) c->scatter_algorithm);
     case NB_ALLGATHERV:
         return cgpu_allgatherv(ec, r->s, r->r, r->counts, r->offs);
+    case NB_GATHERV:
+    case NB_SCATTERV:
+    case NB_ALLTOALLV:
+        return run_v(r);
     }
     return CGPU_ERR_INVALID_ARG;
 }
@@ -1378,6 +1464,170 @@ static int nb_igather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
     return staged_post(r, rc, request, "MPI_Igather");
 }
 
+/* ---- the v-forms on the engine: igatherv, iscatterv, ialltoallv ---- */
+
+/* Side @p i of a v-form: counts x dt at buf, block p at displs[p], as one view over the
+ * blocks' span (the user's run, or packed on the host with the elements between the blocks
+ * kept), block p bytes[p] at offs[p] in it; @p in: the span is read (a send side, or a
+ * receive side whose gaps keep their values). */
+static int v_side(mca_coll_gpu_request_t *r, int i, void *buf, const int *counts, const int *displs,
+                  struct ompi_datatype_t *dt, bool in, bool out)
+{
+    const int n = r->n;
+    for (int p = 0; p < n; ++p) {
+        if (counts[p] < 0) {
+            return MPI_ERR_COUNT;
+        }
+    }
+    size_t es, *bytes = r->counts + (size_t) i * 2 * (size_t) n;
+    ptrdiff_t lb, ext, lo, hi, *offs = r->offs + (size_t) i * 2 * (size_t) n;
+    ompi_datatype_type_size(dt, &es);
+    ompi_datatype_get_extent(dt, &lb, &ext);
+    mca_coll_gpu_allgatherv_layout(counts, displs, n, es, bytes, offs, &lo, &hi);
+    if (hi - lo > INT_MAX) {
+        return MPI_ERR_COUNT;
+    }
+    for (int p = 0; p < n; ++p) {
+        r->vmax = bytes[p] > r->vmax ? bytes[p] : r->vmax;
+    }
+    void *base = NULL;
+    int rc = view_open(&r->v[i], (char *) buf + lo * ext, (int) (hi - lo), dt,
+                       (size_t) (hi - lo) * es, in, out, &base);
+    r->vb[i] = (cgpu_blocks_t){.base = base, .bytes = bytes, .offs = offs};
+    return rc;
+}
+
+/* A v-form's request, when the engine takes the call: as the blocking forms, unless the
+ * algorithm is fallback (@p off) or the engine is not planned (the same on every rank).
+ * false: not taken; true: *out is the request to fill in, or NULL with *rc the post's
+ * answer (no memory). */
+static bool v_begin(enum nb_kind kind, bool off, int root, const void *buf,
+                    struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                    mca_coll_gpu_request_t **out, ompi_request_t **request, int *rc)
+{
+    bool create;
+    *out = NULL;
+    if (off || !plan_engine(m, &create)) {
+        return false;
+    }
+    mca_coll_gpu_request_t *r = engine_request(m, comm, create, buf);
+    if (NULL == r) {
+        *rc = post_failed(request, MPI_ERR_NO_MEM);
+        return true;
+    }
+    r->kind = kind;
+    r->root = root;
+    r->s = NULL; /* no block of its own (yet), or a root in place */
+    r->bytes = 0;
+    r->n = ompi_comm_size(comm);
+    r->is_root = ompi_comm_rank(comm) == root;
+    /* per side: the blocks, then room for one round's */
+    const size_t n = (size_t) r->n;
+    r->counts = malloc((sizeof(size_t) + sizeof(ptrdiff_t)) * 4 * n);
+    if (NULL == r->counts) {
+        *rc = engine_unpost(r, request);
+        return true;
+    }
+    r->offs = (ptrdiff_t *) (r->counts + 4 * n);
+    for (int i = 0; i < 2; ++i) {
+        r->rbytes[i] = r->counts + (2 * (size_t) i + 1) * n;
+        r->roffs[i] = r->offs + (2 * (size_t) i + 1) * n;
+    }
+    *out = r;
+    return true;
+}
+
+/* The v-form's post, its sides opened: a rank whose sides failed (r->rc) takes part with no
+ * bytes, so that no peer waits, and gets its error back with the request. */
+static int v_post(mca_coll_gpu_request_t *r, struct ompi_datatype_t *a, struct ompi_datatype_t *b,
+                  ompi_request_t **request)
+{
+    if (MPI_SUCCESS != r->rc) {
+        if (!use_scratch(r, 1)) {
+            view_close(&r->v[0], MPI_ERR_NO_MEM);
+            view_close(&r->v[1], MPI_ERR_NO_MEM);
+            return engine_unpost(r, request);
+        }
+        for (int i = 0; i < 2; ++i) {
+            /* a root's whole message and an alltoallv's receive side always take part */
+            if (NULL != r->vb[i].bytes || (1 == i && (r->is_root || NB_ALLTOALLV == r->kind))) {
+                memset(r->counts + (size_t) i * 2 * (size_t) r->n, 0,
+                       sizeof(size_t) * (size_t) r->n);
+                r->vb[i] = (cgpu_blocks_t){.base = r->scratch,
+                                           .bytes = r->counts + (size_t) i * 2 * (size_t) r->n,
+                                           .offs = r->offs + (size_t) i * 2 * (size_t) r->n};
+            }
+        }
+        r->s = NULL;
+        r->bytes = 0;
+        r->vmax = 0;
+    }
+    retain_types(r, a, b, NULL);
+    return engine_post(r, request);
+}
+
+/* MPI_Igatherv (gather) and MPI_Iscatterv on the engine: the root's whole message is
+ * all_counts x all_dt at all_buf (block p at displs[p]), each rank's block one_count x one_dt
+ * at one_buf (MPI_IN_PLACE at the root). */
+static bool v_rooted_post(bool gather, const void *one_buf, int one_count,
+                          struct ompi_datatype_t *one_dt, const void *all_buf,
+                          const int *all_counts, const int *displs, struct ompi_datatype_t *all_dt,
+                          int root, struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                          ompi_request_t **request, int *rc)
+{
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    const bool is_root = ompi_comm_rank(comm) == root;
+    const bool in_place = is_root && MPI_IN_PLACE == one_buf;
+    mca_coll_gpu_request_t *r;
+    if (!v_begin(gather ? NB_GATHERV : NB_SCATTERV,
+                 CGPU_ALLREDUCE_FALLBACK == (gather ? c->gather_algorithm : c->scatter_algorithm),
+                 root, is_root ? all_buf : one_buf, comm, m, &r, request, rc)) {
+        return false;
+    }
+    if (NULL == r) {
+        return true;
+    }
+    if (is_root) { /* a gatherv's receive side keeps the bytes between its blocks */
+        r->rc = v_side(r, 1, (void *) all_buf, all_counts, displs, all_dt, true, gather);
+    }
+    if (MPI_SUCCESS == r->rc && !in_place) {
+        size_t es;
+        ompi_datatype_type_size(one_dt, &es);
+        r->bytes = one_count > 0 ? (size_t) one_count * es : 0;
+        r->vmax = r->bytes > r->vmax ? r->bytes : r->vmax;
+        void *one = NULL;
+        r->rc = one_count < 0 ? MPI_ERR_COUNT
+                              : view_open(&r->v[0], (void *) one_buf, one_count, one_dt, r->bytes,
+                                          gather, !gather, &one);
+        r->s = one;
+    }
+    *rc = v_post(r, in_place ? NULL : one_dt, is_root ? all_dt : NULL, request);
+    return true;
+}
+
+static bool alltoallv_post(const void *sbuf, const int *scounts, const int *sdispls,
+                           struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                           const int *rdispls, struct ompi_datatype_t *rdt,
+                           struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                           ompi_request_t **request, int *rc)
+{
+    const bool in_place = MPI_IN_PLACE == sbuf; /* sent from the receive layout */
+    mca_coll_gpu_request_t *r;
+    if (!v_begin(NB_ALLTOALLV, CGPU_ALLTOALL_FALLBACK == mca_coll_gpu_component.alltoall_algorithm,
+                 -1, in_place ? rbuf : sbuf, comm, m, &r, request, rc)) {
+        return false;
+    }
+    if (NULL == r) {
+        return true;
+    }
+    r->rc = v_side(r, 1, rbuf, rcounts, rdispls, rdt, true, true);
+    if (MPI_SUCCESS == r->rc && !in_place) {
+        r->rc = v_side(r, 0, (void *) sbuf, scounts, sdispls, sdt, true, false);
+    }
+    *rc = v_post(r, in_place ? NULL : sdt, rdt, request);
+    return true;
+}
+
 /* ---- the others: staged only ---- */
 
 static int nb_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -1387,6 +1637,11 @@ static int nb_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
+    int prc;
+    if (v_rooted_post(true, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm, m, request,
+                      &prc)) {
+        return prc;
+    }
     STAGED_NEW_OR_PASS(r, sbuf, is_root ? rbuf : NULL,
                        m->prev.coll_igatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root,
                                              comm, request, m->prev.coll_igatherv_module))
@@ -1442,6 +1697,11 @@ static int nb_iscatterv(const void *sbuf, const int *scounts, const int *displs,
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
+    int prc;
+    if (v_rooted_post(false, rbuf, rcount, rdt, sbuf, scounts, displs, sdt, root, comm, m, request,
+                      &prc)) {
+        return prc;
+    }
     STAGED_NEW_OR_PASS(r, is_root ? sbuf : NULL, rbuf,
                        m->prev.coll_iscatterv(sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root,
                                               comm, request, m->prev.coll_iscatterv_module))
@@ -1470,6 +1730,11 @@ static int nb_ialltoallv(const void *sbuf, const int *scounts, const int *sdispl
 {
     mca_coll_gpu_module_t *m = M(module);
     const int n = ompi_comm_size(comm);
+    int prc;
+    if (alltoallv_post(sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm, m, request,
+                       &prc)) {
+        return prc;
+    }
     STAGED_NEW_OR_PASS(r, sbuf, rbuf,
                        m->prev.coll_ialltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts,
                                                rdispls, rdt, comm, request,

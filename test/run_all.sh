@@ -276,6 +276,9 @@ else
         run_test "test_nb.threads.np3" "${MPIRUN[@]}" -np 3 "$BIN/mpi/test_nb" threads
         run_test "test_nb.cap.np3" "${MPIRUN[@]}" --mca coll_gpu_nb_max_workers 1 -np 3 \
             "$BIN/mpi/test_nb" cap
+        # the v-forms' large blocks in rounds of the scratch cap's share
+        run_test "test_nb.capped.np3" "${MPIRUN[@]}" --mca coll_gpu_gather_scratch_bytes 40000 -np 3 \
+            "$BIN/mpi/test_nb"
         run_test "test_nb.nb_engine_off.np3" "${MPIRUN[@]}" --mca coll_gpu_nb_engine off -np 3 \
             "$BIN/mpi/test_nb"
     fi

@@ -508,15 +508,16 @@ static void the_others(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
         bad += r[7][i] != e;
     }
     MT_CHECK(0 == bad, "comm %s: the other non-blocking collectives: %ld wrong", pv->label, bad);
-    /* MPI_Ireduce_scatter (unequal counts), MPI_Iallgatherv, MPI_Igather and MPI_Iscatter run
-     * on the engine unless coll_gpu_nb_engine (or the algorithm) is off -- across fake nodes
-     * too: many_in_flight's blocking call set the communicator up --; the rest take the
-     * previous module */
+    /* MPI_Ireduce_scatter (unequal counts), MPI_Iallgatherv, MPI_Igather(v), MPI_Iscatter(v)
+     * and MPI_Ialltoallv run on the engine unless coll_gpu_nb_engine (or the algorithm) is
+     * off -- across fake nodes too: many_in_flight's blocking call set the communicator
+     * up --; the rest take the previous module */
     const int nb_off = mca_is("nb_engine", "off");
     const long on = (nb_off ? 0 : 1) +
                     (nb_off || mca_is("allgather_algorithm", "fallback") ? 0 : 1) +
-                    (nb_off || mca_is("gather_algorithm", "fallback") ? 0 : 1) +
-                    (nb_off || mca_is("scatter_algorithm", "fallback") ? 0 : 1);
+                    (nb_off || mca_is("gather_algorithm", "fallback") ? 0 : 2) +
+                    (nb_off || mca_is("scatter_algorithm", "fallback") ? 0 : 2) +
+                    (nb_off || mca_is("alltoall_algorithm", "fallback") ? 0 : 1);
     expect(pv, 0, on, 11 - on, 0, "the other non-blocking collectives, and MPI_Alltoallw");
     for (int k = 0; k < 11; ++k) {
         mt_twin_free(r[k]);
@@ -687,6 +688,179 @@ static void rooted_and_v(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
     free(counts), free(displs);
 }
 
+/* Blocks of counts[p] elements, rank size-1's first, @p gap elements apart; the span. */
+static int reversed(const int *counts, int size, int gap, int *displs)
+{
+    int span = 0;
+    for (int p = size - 1; p >= 0; --p) {
+        displs[p] = span;
+        span += counts[p] + gap;
+    }
+    return span;
+}
+
+enum { VN = 29, VBIG = 12000 };
+
+/* alltoallv's count from rank a to rank b in variant v: unequal with zeros; symmetric (in
+ * place); one peer VBIG elements (rounds under a small coll_gpu_gather_scratch_bytes) */
+static int a2a_count(int v, int a, int b, int size)
+{
+    switch (v) {
+    case 0:
+        return 0 == (a + 2 * b) % 5 ? 0 : 7 + (3 * a + b) % 11;
+    case 1:
+        return 1 == (a + b) % 4 ? 0 : 5 + (a * b + a + b) % 9;
+    default:
+        return a == (b + 1) % size ? VBIG : 3 + (a + b) % 4;
+    }
+}
+
+/* MPI_Igatherv, MPI_Iscatterv and MPI_Ialltoallv (engine path) at every root, nine in flight
+ * at once, three variants each: blocks of unequal sizes (zero among them) out of order with
+ * gaps between them; in place; one rank's block of VBIG ints with elements of a gappy type
+ * (more than a round when coll_gpu_gather_scratch_bytes is small). Every buffer is compared
+ * whole (the gaps keep their bytes) against what is computed here. */
+static void v_forms(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    MPI_Datatype gappy; /* one int of extent two */
+    MPI_Type_create_resized(MPI_INT, 0, 2 * (MPI_Aint) sizeof(int), &gappy);
+    MPI_Type_commit(&gappy);
+    const size_t sz = (size_t) size;
+    int *cnt = mt_xmalloc(sizeof(int) * sz), *dsp = mt_xmalloc(sizeof(int) * sz);
+    int *sc = mt_xmalloc(sizeof(int) * sz), *sd = mt_xmalloc(sizeof(int) * sz);
+    int *rc = mt_xmalloc(sizeof(int) * sz), *rd = mt_xmalloc(sizeof(int) * sz);
+    enum { NV = 9 };
+    for (int root = 0; root < size; ++root) {
+        const uint64_t x = salt + 32 * (uint64_t) root;
+        const int me_root = rank == root;
+        int *sb[NV], *rb[NV], *want_s[NV], *want_r[NV];
+        size_t slen[NV], rlen[NV];
+        MPI_Request req[NV];
+        for (int v = 0; v < 3; ++v) {
+            const int e = 2 == v ? 2 : 1; /* ints per element */
+            MPI_Datatype t = 2 == v ? gappy : MPI_INT;
+            for (int p = 0; p < size; ++p) {
+                cnt[p] = 2 == v && p == (root + 1) % size ? VBIG : 1 == p % 3 ? 0 : VN - p % VN;
+            }
+            const int span = reversed(cnt, size, 2, dsp);
+            /* gatherv v: the root's receive layout; every rank sends cnt[rank] ints */
+            const int g = v, sv = 3 + v, av = 6 + v;
+            slen[g] = (size_t) cnt[rank] + 1;
+            rlen[g] = (size_t) e * (size_t) span + 1;
+            /* scatterv v: the root's send layout; every rank receives cnt[rank] ints */
+            slen[sv] = (size_t) e * (size_t) span + 1;
+            rlen[sv] = (size_t) cnt[rank] + 2;
+            for (int k = g; k <= sv; k += 3) {
+                sb[k] = mt_twin_alloc(sizeof(int) * slen[k]);
+                rb[k] = mt_twin_alloc(sizeof(int) * rlen[k]);
+                want_s[k] = mt_xmalloc(sizeof(int) * slen[k]);
+                want_r[k] = mt_xmalloc(sizeof(int) * rlen[k]);
+                for (size_t i = 0; i < slen[k]; ++i) {
+                    sb[k][i] = -9;
+                }
+                for (size_t i = 0; i < rlen[k]; ++i) {
+                    rb[k][i] = -7;
+                }
+            }
+            for (int i = 0; i < cnt[rank]; ++i) {
+                sb[g][i] = val(x + (uint64_t) g, rank, i);
+                if (1 == v && me_root) { /* in place: the root's block already there */
+                    rb[g][(size_t) e * (size_t) (dsp[rank] + i)] = val(x + (uint64_t) g, rank, i);
+                }
+            }
+            for (int p = 0; p < size && me_root; ++p) {
+                for (int i = 0; i < cnt[p]; ++i) {
+                    sb[sv][(size_t) e * (size_t) (dsp[p] + i)] = val(x + (uint64_t) sv, p, i);
+                }
+            }
+            memcpy(want_s[g], sb[g], sizeof(int) * slen[g]);
+            memcpy(want_r[g], rb[g], sizeof(int) * rlen[g]);
+            memcpy(want_s[sv], sb[sv], sizeof(int) * slen[sv]);
+            memcpy(want_r[sv], rb[sv], sizeof(int) * rlen[sv]);
+            for (int p = 0; p < size && me_root; ++p) {
+                for (int i = 0; i < cnt[p]; ++i) {
+                    want_r[g][(size_t) e * (size_t) (dsp[p] + i)] = val(x + (uint64_t) g, p, i);
+                }
+            }
+            for (int i = 0; i < cnt[rank] && !(1 == v && me_root); ++i) {
+                want_r[sv][i] = val(x + (uint64_t) sv, rank, i); /* the root's block for us */
+            }
+            mt_push(sb[g]), mt_push(rb[g]), mt_push(sb[sv]), mt_push(rb[sv]);
+            const int ip = 1 == v && me_root;
+            MT_CHECK_MPI(MPI_Igatherv(ip ? MPI_IN_PLACE : MT_D(sb[g]), cnt[rank], MPI_INT,
+                                      MT_D(rb[g]), cnt, dsp, t, root, comm, &req[g]));
+            MT_CHECK_MPI(MPI_Iscatterv(MT_D(sb[sv]), cnt, dsp, t, ip ? MPI_IN_PLACE : MT_D(rb[sv]),
+                                       cnt[rank], MPI_INT, root, comm, &req[sv]));
+            /* alltoallv v: counts a2a_count(v, from, to); sends reversed two apart, receives
+             * reversed three apart; the value of element i from a to b: val(x+av, a, b*1e5+i) */
+            for (int p = 0; p < size; ++p) {
+                sc[p] = a2a_count(v, rank, p, size);
+                rc[p] = a2a_count(v, p, rank, size);
+            }
+            const int sspan = reversed(sc, size, 2, sd), rspan = reversed(rc, size, 3, rd);
+            slen[av] = (size_t) e * (size_t) sspan + 1;
+            rlen[av] = (size_t) e * (size_t) rspan + 1;
+            sb[av] = mt_twin_alloc(sizeof(int) * slen[av]);
+            rb[av] = mt_twin_alloc(sizeof(int) * rlen[av]);
+            want_s[av] = mt_xmalloc(sizeof(int) * slen[av]);
+            want_r[av] = mt_xmalloc(sizeof(int) * rlen[av]);
+            for (size_t i = 0; i < slen[av]; ++i) {
+                sb[av][i] = -9;
+            }
+            for (size_t i = 0; i < rlen[av]; ++i) {
+                rb[av][i] = -7;
+            }
+            int *from = 1 == v ? rb[av] : sb[av]; /* in place: sent from the receive layout */
+            const int *fd = 1 == v ? rd : sd, fe = e;
+            for (int p = 0; p < size; ++p) {
+                for (int i = 0; i < sc[p]; ++i) {
+                    from[(size_t) fe * (size_t) (fd[p] + i)] =
+                        val(x + (uint64_t) av, rank, (long) p * 100000 + i);
+                }
+            }
+            memcpy(want_s[av], sb[av], sizeof(int) * slen[av]);
+            memcpy(want_r[av], rb[av], sizeof(int) * rlen[av]);
+            for (int p = 0; p < size; ++p) {
+                for (int i = 0; i < rc[p]; ++i) {
+                    want_r[av][(size_t) e * (size_t) (rd[p] + i)] =
+                        val(x + (uint64_t) av, p, (long) rank * 100000 + i);
+                }
+            }
+            mt_push(sb[av]), mt_push(rb[av]);
+            MT_CHECK_MPI(MPI_Ialltoallv(1 == v ? MPI_IN_PLACE : MT_D(sb[av]), sc, sd, t,
+                                        MT_D(rb[av]), rc, rd, t, comm, &req[av]));
+        }
+        busy(50000);
+        MT_CHECK_MPI(MPI_Waitall(NV, req, MPI_STATUSES_IGNORE));
+        static const char *const what[NV] = {
+            "gatherv",   "gatherv in place",   "gatherv of gappy elements, one block large",
+            "scatterv",  "scatterv in place",  "scatterv of gappy elements, one block large",
+            "alltoallv", "alltoallv in place", "alltoallv of gappy elements, one block large"};
+        for (int k = 0; k < NV; ++k) {
+            mt_pull(sb[k]), mt_pull(rb[k]);
+            const long bad = mismatches(rb[k], want_r[k], rlen[k]),
+                       sbad = mismatches(sb[k], want_s[k], slen[k]);
+            MT_CHECK(0 == bad && 0 == sbad,
+                     "comm %s: root %d: %s: %ld of %zu received ints wrong, %ld of %zu sent "
+                     "ints changed",
+                     pv->label, root, what[k], bad, rlen[k], sbad, slen[k]);
+            mt_twin_free(sb[k]), mt_twin_free(rb[k]);
+            free(want_s[k]), free(want_r[k]);
+        }
+    }
+    const int nb_off = mca_is("nb_engine", "off");
+    const long g = nb_off || mca_is("gather_algorithm", "fallback") ? 0 : 3;
+    const long sc3 = nb_off || mca_is("scatter_algorithm", "fallback") ? 0 : 3;
+    const long a = nb_off || mca_is("alltoall_algorithm", "fallback") ? 0 : 3;
+    expect(pv, 0, (g + sc3 + a) * size, (9 - g - sc3 - a) * size, 0,
+           "MPI_Igatherv, MPI_Iscatterv, MPI_Ialltoallv at every root");
+    MPI_Type_free(&gappy);
+    free(cnt), free(dsp), free(sc), free(sd), free(rc), free(rd);
+}
+
 static void suite(MPI_Comm comm, const char *label, uint64_t salt)
 {
     mt_pvars_t pv;
@@ -699,6 +873,7 @@ static void suite(MPI_Comm comm, const char *label, uint64_t salt)
     many_in_flight(comm, &pv, salt * 41);
     the_others(comm, &pv, salt * 43);
     rooted_and_v(comm, &pv, salt * 47);
+    v_forms(comm, &pv, salt * 53);
     mt_pvars_close(&pv);
 }
 
