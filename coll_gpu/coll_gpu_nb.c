@@ -362,7 +362,8 @@ static const cgpu_blocks_t *v_round(const cgpu_blocks_t *b, int n, size_t off, s
 
 /* The v-forms on the worker. No rank knows every count, and the post could not wait for an
  * agreement on the previous module as the blocking forms do: the ranks agree here instead,
- * an engine allreduce (MAX) of one word in host memory, on every rank's largest block. The
+ * an engine allreduce (MAX) of one word in host memory, on every rank's largest block, by
+ * the host algorithm (no device round trip). The
  * padded collective then runs, in rounds of at most the scratch cap's share of every block
  * when the largest passes it (a blocking call would go to the previous module, which a worker
  * may not call). A rank with a local error takes part with no bytes. */
@@ -372,8 +373,7 @@ static cgpu_status_t run_v(mca_coll_gpu_request_t *r)
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     const int n = r->n;
     uint64_t mine = r->vmax, maxb = 0;
-    cgpu_status_t st =
-        cgpu_allreduce(ec, &mine, &maxb, 1, CGPU_DT_UINT64, CGPU_OP_MAX, CGPU_ALLREDUCE_AUTO);
+    cgpu_status_t st = cgpu_allreduce_host(ec, &mine, &maxb, 1, CGPU_DT_UINT64, CGPU_OP_MAX);
     const size_t share = c->gather_scratch_bytes / (size_t) n;
     const size_t chunk = share > 0 ? share : 1;
     if (CGPU_OK == st && maxb > chunk) {

@@ -131,6 +131,32 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
     return st;
 }
 
+cgpu_status_t cgpu_allreduce_host(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                                  cgpu_dtype_t dt, cgpu_op_t op)
+{
+    if (NULL == comm || (count > 0 && (NULL == rbuf || NULL == sbuf)) ||
+        !cgpu_reduce_supported(dt, op)) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    const size_t bytes = count * cgpu_dtype_size(dt);
+    cgpu_status_t st = cgpu_comm_enter(comm, "allreduce", CGPU_KIND_ALLREDUCE);
+    if (CGPU_OK != st) {
+        return st;
+    }
+    if (0 == count) {
+        /* nothing to move */
+    } else if (NULL != comm->net) {
+        st = cgpu_net_allreduce(comm, sbuf, rbuf, count, dt, op);
+    } else {
+        cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op), bytes,
+                             "ring");
+        st = cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op);
+        cgpu_coll_prof_end(comm);
+    }
+    cgpu_comm_leave(comm, st, bytes);
+    return st;
+}
+
 cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,
                             cgpu_alltoall_alg_t alg)
 {

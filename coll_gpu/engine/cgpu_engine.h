@@ -403,6 +403,15 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
                              cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg);
 
 /**
+ * Allreduce of host memory on every rank, by the host algorithms whatever the backend (the
+ * communicator's shared-memory ring, or the network across nodes): for a few words of
+ * control, such as the largest block the ranks of a v-collective agree on, where a device
+ * round trip would cost more than the exchange. Collective; (dt, op) as cgpu_allreduce.
+ */
+cgpu_status_t cgpu_allreduce_host(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                                  cgpu_dtype_t dt, cgpu_op_t op);
+
+/**
  * Alltoall of contiguous bytes: block i of sbuf (bytes each) goes to rank i and block j
  * of rbuf comes from rank j. Collective. sbuf == rbuf means in place. Device buffers
  * are staged through host memory (the device alltoall is not written yet).

@@ -1424,6 +1424,48 @@ static void scenario_single_rank_copies(test_rank_t *t)
     CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
 }
 
+/* cgpu_allreduce_host: the MAX and SUM of a few host words, checked against the values every
+ * rank computes for every rank; in place; zero words; a bad op refused. */
+static void scenario_allreduce_host_words(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+
+    child_config(&cfg);
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    const int n = cgpu_comm_size(comm), me = cgpu_comm_rank(comm);
+    for (int round = 0; round < 50; ++round) {
+        uint64_t in[3], out[3] = {0, 0, 0}, want_max[3] = {0, 0, 0}, want_sum[3] = {0, 0, 0};
+        for (int p = 0; p < n; ++p) {
+            for (int k = 0; k < 3; ++k) {
+                const uint64_t v =
+                    ((uint64_t) (p + 1) * 2654435761u * (uint64_t) (round + k + 1)) % 100003;
+                want_max[k] = v > want_max[k] ? v : want_max[k];
+                want_sum[k] += v;
+                if (p == me) {
+                    in[k] = v;
+                }
+            }
+        }
+        CHILD_CHECK(CGPU_OK == cgpu_allreduce_host(comm, in, out, 3, CGPU_DT_UINT64, CGPU_OP_MAX));
+        CHILD_CHECK(0 == memcmp(out, want_max, sizeof(out)));
+        CHILD_CHECK(CGPU_OK == cgpu_allreduce_host(comm, in, in, 3, CGPU_DT_UINT64, CGPU_OP_SUM));
+        CHILD_CHECK(0 == memcmp(in, want_sum, sizeof(in)));
+    }
+    CHILD_CHECK(CGPU_OK == cgpu_allreduce_host(comm, NULL, NULL, 0, CGPU_DT_UINT64, CGPU_OP_MAX));
+    uint64_t w = 1;
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG ==
+                cgpu_allreduce_host(comm, &w, &w, 1, CGPU_DT_FLOAT64, CGPU_OP_BAND));
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+}
+
+static void test_allreduce_host_words(void)
+{
+    run_for_each_size("allreduce_host words", scenario_allreduce_host_words, NULL);
+}
+
 /* Invalid calls are refused locally, before any communication, and leave the queue intact. */
 static void scenario_invalid_arguments_are_refused(test_rank_t *t)
 {
@@ -1779,6 +1821,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_waits_run_progress},
     {"the stager pool reuses the size in use and stays bounded",
      test_stager_pool_reuses_the_size_in_use},
+    {"allreduce_host: MAX and SUM of host words, in place, zero words, a bad op refused",
+     test_allreduce_host_words},
     {"scatter auto: a reduce-scatter up to 4 MiB blocks, a broadcast above; explicit kept",
      test_scatter_auto_rule},
 };
