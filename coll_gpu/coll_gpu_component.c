@@ -223,8 +223,9 @@ static int gpu_register(void)
               "device for device buffers (alltoallv: up to twice that, one for each side "
               "whose layout is not already padded; a scatter run as a reduce-scatter: the "
               "ranks other than the root keep zeros of that size too); larger calls go to the "
-              "previous coll "
-              "module (device buffers staged). Must be the same on every rank",
+              "previous coll module (device buffers staged), except MPI_Igatherv, "
+              "MPI_Iscatterv and MPI_Ialltoallv, whose blocks then move in rounds of this "
+              "cap's share. Must be the same on every rank",
               &c->gather_scratch_bytes);
     reg_enum("reduce_algorithm",
              "MPI_Reduce algorithm: auto and ring (a pipelined chain along the ring ending at the "
