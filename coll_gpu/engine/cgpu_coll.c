@@ -100,8 +100,11 @@ static cgpu_status_t host_alltoall(cgpu_comm_t *comm, const void *in, void *out,
     return cgpu_host_alltoall(comm, in, out, *(const size_t *) args);
 }
 
-cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
-                             cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
+/* An allreduce by the network across nodes, else the device kernels (unless @p host: a few
+ * words of host memory on every rank), else the host ring. */
+static cgpu_status_t allreduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                                   cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg,
+                                   bool host)
 {
     if (NULL == comm || (count > 0 && (NULL == rbuf || NULL == sbuf)) ||
         !cgpu_reduce_supported(dt, op) || CGPU_ALLREDUCE_FALLBACK == alg) {
@@ -116,45 +119,33 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
         /* nothing to move */
     } else if (NULL != comm->net) {
         st = cgpu_net_allreduce(comm, sbuf, rbuf, count, dt, op);
-    } else if (CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
+    } else if (!host && CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
         st = cgpu_cuda_allreduce(comm, sbuf, rbuf, count, dt, op, alg); /* profiles itself */
     } else {
-        /* host algorithms; the decision above depends only on (backend, dt, op), the same
-         * on every rank, so a type the kernels lack (long double) runs here everywhere */
+        /* host algorithms; the decision above depends only on (backend, dt, op) and the
+         * entry point, the same on every rank, so a type the kernels lack (long double) runs
+         * here everywhere */
         allreduce_args_t a = {.count = count, .dt = dt, .op = op};
         cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
-                             count * cgpu_dtype_size(dt), "ring");
-        st = run_host_staged(comm, sbuf, rbuf, count * cgpu_dtype_size(dt), host_allreduce, &a);
+                             bytes, "ring");
+        st = host ? cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op)
+                  : run_host_staged(comm, sbuf, rbuf, bytes, host_allreduce, &a);
         cgpu_coll_prof_end(comm);
     }
     cgpu_comm_leave(comm, st, bytes);
     return st;
 }
 
+cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                             cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
+{
+    return allreduce_run(comm, sbuf, rbuf, count, dt, op, alg, false);
+}
+
 cgpu_status_t cgpu_allreduce_host(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                   cgpu_dtype_t dt, cgpu_op_t op)
 {
-    if (NULL == comm || (count > 0 && (NULL == rbuf || NULL == sbuf)) ||
-        !cgpu_reduce_supported(dt, op)) {
-        return CGPU_ERR_INVALID_ARG;
-    }
-    const size_t bytes = count * cgpu_dtype_size(dt);
-    cgpu_status_t st = cgpu_comm_enter(comm, "allreduce", CGPU_KIND_ALLREDUCE);
-    if (CGPU_OK != st) {
-        return st;
-    }
-    if (0 == count) {
-        /* nothing to move */
-    } else if (NULL != comm->net) {
-        st = cgpu_net_allreduce(comm, sbuf, rbuf, count, dt, op);
-    } else {
-        cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op), bytes,
-                             "ring");
-        st = cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op);
-        cgpu_coll_prof_end(comm);
-    }
-    cgpu_comm_leave(comm, st, bytes);
-    return st;
+    return allreduce_run(comm, sbuf, rbuf, count, dt, op, CGPU_ALLREDUCE_AUTO, true);
 }
 
 cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,
