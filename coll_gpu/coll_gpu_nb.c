@@ -108,15 +108,11 @@ typedef struct mca_coll_gpu_request_t {
                                  NB_ALLGATHERV: every rank's bytes */
     ptrdiff_t *offs;          /* NB_ALLGATHERV: block p at r + offs[p] (in counts' allocation) */
     /* the v-forms (NB_GATHERV, NB_SCATTERV, NB_ALLTOALLV): vb[1] the root's whole message or
-     * the receive layout, vb[0] alltoallv's send layout (bytes NULL: none); s and bytes the
-     * one block of a gatherv or scatterv; vmax this rank's largest block; rb[i] room for one
-     * round's blocks (all in counts' allocation) */
+     * the receive layout, vb[0] alltoallv's send layout (bytes NULL: the side takes no part);
+     * their arrays and room for one round's in counts' allocation (v_bytes, v_offs); s and
+     * bytes the one block of a gatherv or scatterv; vmax this rank's largest block */
     cgpu_blocks_t vb[2];
-    size_t *rbytes[2];
-    ptrdiff_t *roffs[2];
     size_t vmax;
-    int n;
-    bool is_root;
     bool create;              /* the worker creates the engine communicator first */
     const void *create_buf;   /* ... on this buffer's device */
     int post_device;          /* the posting thread's current device (-1: none) */
@@ -344,6 +340,18 @@ static int view_close(nb_view_t *v, int rc)
 
 /* ---- the worker ---- */
 
+/* The v-forms' arrays, in the request's counts and offs allocation of 4 x size entries
+ * each: side @p i's blocks (@p round 0), and room for one round's of them (1). */
+static size_t *v_bytes(const mca_coll_gpu_request_t *r, int i, int round)
+{
+    return r->counts + (size_t) (2 * i + round) * (size_t) ompi_comm_size(r->m->comm);
+}
+
+static ptrdiff_t *v_offs(const mca_coll_gpu_request_t *r, int i, int round)
+{
+    return r->offs + (size_t) (2 * i + round) * (size_t) ompi_comm_size(r->m->comm);
+}
+
 /* Round @p off of layout @p b: every block's bytes from off on, at most @p chunk of them. */
 static const cgpu_blocks_t *v_round(const cgpu_blocks_t *b, int n, size_t off, size_t chunk,
                                     size_t *bytes, ptrdiff_t *offs, cgpu_blocks_t *out)
@@ -371,7 +379,7 @@ static cgpu_status_t run_v(mca_coll_gpu_request_t *r)
 {
     cgpu_comm_t *ec = r->m->ecomm;
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
-    const int n = r->n;
+    const int n = cgpu_comm_size(ec);
     uint64_t mine = r->vmax, maxb = 0;
     cgpu_status_t st = cgpu_allreduce_host(ec, &mine, &maxb, 1, CGPU_DT_UINT64, CGPU_OP_MAX);
     const size_t share = c->gather_scratch_bytes / (size_t) n;
@@ -389,9 +397,9 @@ static cgpu_status_t run_v(mca_coll_gpu_request_t *r)
         void *one_buf = NULL != r->s && one > 0 ? (char *) r->s + off : (void *) r->s;
         cgpu_blocks_t rounds[2];
         const cgpu_blocks_t *b0 =
-            v_round(&r->vb[0], n, off, mb, r->rbytes[0], r->roffs[0], &rounds[0]);
+            v_round(&r->vb[0], n, off, mb, v_bytes(r, 0, 1), v_offs(r, 0, 1), &rounds[0]);
         const cgpu_blocks_t *b1 =
-            v_round(&r->vb[1], n, off, mb, r->rbytes[1], r->roffs[1], &rounds[1]);
+            v_round(&r->vb[1], n, off, mb, v_bytes(r, 1, 1), v_offs(r, 1, 1), &rounds[1]);
         switch (r->kind) {
         case NB_GATHERV:
             st = cgpu_gatherv(ec, one_buf, one < mb ? one : mb, b1, mb, r->root);
@@ -1338,6 +1346,28 @@ static bool rooted_post(bool gather, const void *one_buf, int one_count,
     return true;
 }
 
+/* counts x dt at buf, block p at displs[p], as one view @p v over the blocks' span of
+ * elements (the user's run, or packed on the host with the elements between the blocks
+ * kept; @p in: the span is read, @p out: written back): block p is bytes[p] at offs[p] in
+ * *base; *largest the largest block's bytes. */
+static int span_view(nb_view_t *v, void *buf, const int *counts, const int *displs,
+                     struct ompi_datatype_t *dt, int n, bool in, bool out, size_t *bytes,
+                     ptrdiff_t *offs, size_t *largest, void **base)
+{
+    size_t es, total;
+    if (!mca_coll_gpu_allgatherv_sizes(true, 0, counts, dt, n, &es, largest, &total)) {
+        return MPI_ERR_COUNT;
+    }
+    ptrdiff_t lb, ext, lo, hi;
+    ompi_datatype_get_extent(dt, &lb, &ext);
+    mca_coll_gpu_allgatherv_layout(counts, displs, n, es, bytes, offs, &lo, &hi);
+    if (hi - lo > INT_MAX) {
+        return MPI_ERR_COUNT;
+    }
+    return view_open(v, (char *) buf + lo * ext, (int) (hi - lo), dt, (size_t) (hi - lo) * es, in,
+                     out, base);
+}
+
 /* MPI_Iallgatherv on the engine, decided as the blocking call decides: every rank knows
  * every count. The receive side is one view over the blocks' whole span (packed on the host
  * when its elements have gaps, the bytes between blocks kept), block p at offs[p] in it. */
@@ -1369,16 +1399,9 @@ static bool allgatherv_post(const void *sbuf, int scount, struct ompi_datatype_t
         return true;
     }
     r->offs = (ptrdiff_t *) (r->counts + n);
-    ptrdiff_t lo, hi;
-    mca_coll_gpu_allgatherv_layout(rcounts, displs, n, rsize, r->counts, r->offs, &lo, &hi);
-    ptrdiff_t lb, ext;
-    ompi_datatype_get_extent(rdt, &lb, &ext);
     void *s = NULL, *rv = NULL;
-    r->rc = hi - lo > INT_MAX ? MPI_ERR_COUNT : MPI_SUCCESS;
-    if (MPI_SUCCESS == r->rc) {
-        r->rc = view_open(&r->v[1], (char *) rbuf + lo * ext, (int) (hi - lo), rdt,
-                          (size_t) (hi - lo) * rsize, true, true, &rv);
-    }
+    r->rc = span_view(&r->v[1], rbuf, rcounts, displs, rdt, n, true, true, r->counts, r->offs,
+                      &maxb, &rv);
     if (MPI_SUCCESS == r->rc && !in_place) {
         size_t ssize;
         ompi_datatype_type_size(sdt, &ssize);
@@ -1466,34 +1489,17 @@ static int nb_igather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
 
 /* ---- the v-forms on the engine: igatherv, iscatterv, ialltoallv ---- */
 
-/* Side @p i of a v-form: counts x dt at buf, block p at displs[p], as one view over the
- * blocks' span (the user's run, or packed on the host with the elements between the blocks
- * kept), block p bytes[p] at offs[p] in it; @p in: the span is read (a send side, or a
- * receive side whose gaps keep their values). */
+/* Side @p i of a v-form (span_view): its blocks in vb[i], its largest in vmax. */
 static int v_side(mca_coll_gpu_request_t *r, int i, void *buf, const int *counts, const int *displs,
                   struct ompi_datatype_t *dt, bool in, bool out)
 {
-    const int n = r->n;
-    for (int p = 0; p < n; ++p) {
-        if (counts[p] < 0) {
-            return MPI_ERR_COUNT;
-        }
-    }
-    size_t es, *bytes = r->counts + (size_t) i * 2 * (size_t) n;
-    ptrdiff_t lb, ext, lo, hi, *offs = r->offs + (size_t) i * 2 * (size_t) n;
-    ompi_datatype_type_size(dt, &es);
-    ompi_datatype_get_extent(dt, &lb, &ext);
-    mca_coll_gpu_allgatherv_layout(counts, displs, n, es, bytes, offs, &lo, &hi);
-    if (hi - lo > INT_MAX) {
-        return MPI_ERR_COUNT;
-    }
-    for (int p = 0; p < n; ++p) {
-        r->vmax = bytes[p] > r->vmax ? bytes[p] : r->vmax;
-    }
+    size_t largest = 0;
     void *base = NULL;
-    int rc = view_open(&r->v[i], (char *) buf + lo * ext, (int) (hi - lo), dt,
-                       (size_t) (hi - lo) * es, in, out, &base);
-    r->vb[i] = (cgpu_blocks_t){.base = base, .bytes = bytes, .offs = offs};
+    r->vb[i] = (cgpu_blocks_t){.bytes = v_bytes(r, i, 0), .offs = v_offs(r, i, 0)};
+    int rc = span_view(&r->v[i], buf, counts, displs, dt, ompi_comm_size(r->m->comm), in, out,
+                       v_bytes(r, i, 0), v_offs(r, i, 0), &largest, &base);
+    r->vb[i].base = base;
+    r->vmax = largest > r->vmax ? largest : r->vmax;
     return rc;
 }
 
@@ -1519,20 +1525,13 @@ static bool v_begin(enum nb_kind kind, bool off, int root, const void *buf,
     r->root = root;
     r->s = NULL; /* no block of its own (yet), or a root in place */
     r->bytes = 0;
-    r->n = ompi_comm_size(comm);
-    r->is_root = ompi_comm_rank(comm) == root;
-    /* per side: the blocks, then room for one round's */
-    const size_t n = (size_t) r->n;
-    r->counts = malloc((sizeof(size_t) + sizeof(ptrdiff_t)) * 4 * n);
+    const size_t n = (size_t) ompi_comm_size(comm);
+    r->counts = malloc((sizeof(size_t) + sizeof(ptrdiff_t)) * 4 * n); /* v_bytes, v_offs */
     if (NULL == r->counts) {
         *rc = engine_unpost(r, request);
         return true;
     }
     r->offs = (ptrdiff_t *) (r->counts + 4 * n);
-    for (int i = 0; i < 2; ++i) {
-        r->rbytes[i] = r->counts + (2 * (size_t) i + 1) * n;
-        r->roffs[i] = r->offs + (2 * (size_t) i + 1) * n;
-    }
     *out = r;
     return true;
 }
@@ -1543,19 +1542,12 @@ static int v_post(mca_coll_gpu_request_t *r, struct ompi_datatype_t *a, struct o
                   ompi_request_t **request)
 {
     if (MPI_SUCCESS != r->rc) {
-        if (!use_scratch(r, 1)) {
-            view_close(&r->v[0], MPI_ERR_NO_MEM);
-            view_close(&r->v[1], MPI_ERR_NO_MEM);
-            return engine_unpost(r, request);
-        }
-        for (int i = 0; i < 2; ++i) {
-            /* a root's whole message and an alltoallv's receive side always take part */
-            if (NULL != r->vb[i].bytes || (1 == i && (r->is_root || NB_ALLTOALLV == r->kind))) {
-                memset(r->counts + (size_t) i * 2 * (size_t) r->n, 0,
-                       sizeof(size_t) * (size_t) r->n);
-                r->vb[i] = (cgpu_blocks_t){.base = r->scratch,
-                                           .bytes = r->counts + (size_t) i * 2 * (size_t) r->n,
-                                           .offs = r->offs + (size_t) i * 2 * (size_t) r->n};
+        for (int i = 0; i < 2; ++i) { /* the sides v_side began: every block empty */
+            if (NULL != r->vb[i].bytes) {
+                const size_t n = (size_t) ompi_comm_size(r->m->comm);
+                memset(v_bytes(r, i, 0), 0, sizeof(size_t) * n);
+                memset(v_offs(r, i, 0), 0, sizeof(ptrdiff_t) * n);
+                r->vb[i].base = (char *) r->counts; /* any host memory: no byte is moved */
             }
         }
         r->s = NULL;
