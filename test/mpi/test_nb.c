@@ -68,6 +68,14 @@ static int mca_is(const char *name, const char *value)
     return NULL != v && 0 == strcmp(v, value);
 }
 
+/* @p calls non-blocking calls of the collective whose algorithm param is coll_gpu_<@p alg>
+ * (NULL: none) on the engine, or none when non-blocking calls or that algorithm are set to
+ * the previous module */
+static long nb_engine_calls(const char *alg, long calls)
+{
+    return mca_is("nb_engine", "off") || (NULL != alg && mca_is(alg, "fallback")) ? 0 : calls;
+}
+
 static long mismatches(const int *got, const int *want, size_t n)
 {
     long bad = 0;
@@ -516,12 +524,10 @@ static void the_others(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
      * and MPI_Ialltoallv run on the engine unless coll_gpu_nb_engine (or the algorithm) is
      * off -- across fake nodes too: many_in_flight's blocking call set the communicator
      * up --; the rest take the previous module */
-    const int nb_off = mca_is("nb_engine", "off");
-    const long on = (nb_off ? 0 : 1) +
-                    (nb_off || mca_is("allgather_algorithm", "fallback") ? 0 : 1) +
-                    (nb_off || mca_is("gather_algorithm", "fallback") ? 0 : 2) +
-                    (nb_off || mca_is("scatter_algorithm", "fallback") ? 0 : 2) +
-                    (nb_off || mca_is("alltoall_algorithm", "fallback") ? 0 : 1);
+    const long on = nb_engine_calls(NULL, 1) + nb_engine_calls("allgather_algorithm", 1) +
+                    nb_engine_calls("gather_algorithm", 2) +
+                    nb_engine_calls("scatter_algorithm", 2) +
+                    nb_engine_calls("alltoall_algorithm", 1);
     expect(pv, 0, on, 11 - on, 0, "the other non-blocking collectives, and MPI_Alltoallw");
     for (int k = 0; k < 11; ++k) {
         mt_twin_free(r[k]);
@@ -677,11 +683,10 @@ static void rooted_and_v(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
     }
     /* three gathers, three scatters and three allgathervs per root, on the engine unless
      * non-blocking calls or that collective's algorithm are set to the previous module */
-    const int nb_off = mca_is("nb_engine", "off");
-    const long g = nb_off || mca_is("gather_algorithm", "fallback") ? 0 : 3;
-    const long sc = nb_off || mca_is("scatter_algorithm", "fallback") ? 0 : 3;
-    const long agv = nb_off || mca_is("allgather_algorithm", "fallback") ? 0 : 3;
-    expect(pv, 0, (g + sc + agv) * size, (9 - g - sc - agv) * size, 0,
+    const long on = nb_engine_calls("gather_algorithm", 3) +
+                    nb_engine_calls("scatter_algorithm", 3) +
+                    nb_engine_calls("allgather_algorithm", 3);
+    expect(pv, 0, on * size, (9 - on) * size, 0,
            "MPI_Igather, MPI_Iscatter, MPI_Iallgatherv at every root");
     for (int k = 0; k < NB; ++k) {
         mt_twin_free(b[k]);
@@ -716,6 +721,23 @@ static int a2a_count(int v, int a, int b, int size)
         return 1 == (a + b) % 4 ? 0 : 5 + (a * b + a + b) % 9;
     default:
         return a == (b + 1) % size ? VBIG : 3 + (a + b) % 4;
+    }
+}
+
+/* Call k's buffers: send slen ints (-9) and receive rlen ints (-7) on the device twin's
+ * side, and what each must hold afterwards (filled in by the caller) */
+static void v_buffers(int k, size_t slen, size_t rlen, int **sb, int **rb, int **want_s,
+                      int **want_r)
+{
+    sb[k] = mt_twin_alloc(sizeof(int) * slen);
+    rb[k] = mt_twin_alloc(sizeof(int) * rlen);
+    want_s[k] = mt_xmalloc(sizeof(int) * slen);
+    want_r[k] = mt_xmalloc(sizeof(int) * rlen);
+    for (size_t i = 0; i < slen; ++i) {
+        sb[k][i] = -9;
+    }
+    for (size_t i = 0; i < rlen; ++i) {
+        rb[k][i] = -7;
     }
 }
 
@@ -757,18 +779,8 @@ static void v_forms(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
             /* scatterv v: the root's send layout; every rank receives cnt[rank] ints */
             slen[sv] = (size_t) e * (size_t) span + 1;
             rlen[sv] = (size_t) cnt[rank] + 2;
-            for (int k = g; k <= sv; k += 3) {
-                sb[k] = mt_twin_alloc(sizeof(int) * slen[k]);
-                rb[k] = mt_twin_alloc(sizeof(int) * rlen[k]);
-                want_s[k] = mt_xmalloc(sizeof(int) * slen[k]);
-                want_r[k] = mt_xmalloc(sizeof(int) * rlen[k]);
-                for (size_t i = 0; i < slen[k]; ++i) {
-                    sb[k][i] = -9;
-                }
-                for (size_t i = 0; i < rlen[k]; ++i) {
-                    rb[k][i] = -7;
-                }
-            }
+            v_buffers(g, slen[g], rlen[g], sb, rb, want_s, want_r);
+            v_buffers(sv, slen[sv], rlen[sv], sb, rb, want_s, want_r);
             for (int i = 0; i < cnt[rank]; ++i) {
                 sb[g][i] = val(x + (uint64_t) g, rank, i);
                 if (1 == v && me_root) { /* in place: the root's block already there */
@@ -807,21 +819,12 @@ static void v_forms(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
             const int sspan = reversed(sc, size, 2, sd), rspan = reversed(rc, size, 3, rd);
             slen[av] = (size_t) e * (size_t) sspan + 1;
             rlen[av] = (size_t) e * (size_t) rspan + 1;
-            sb[av] = mt_twin_alloc(sizeof(int) * slen[av]);
-            rb[av] = mt_twin_alloc(sizeof(int) * rlen[av]);
-            want_s[av] = mt_xmalloc(sizeof(int) * slen[av]);
-            want_r[av] = mt_xmalloc(sizeof(int) * rlen[av]);
-            for (size_t i = 0; i < slen[av]; ++i) {
-                sb[av][i] = -9;
-            }
-            for (size_t i = 0; i < rlen[av]; ++i) {
-                rb[av][i] = -7;
-            }
+            v_buffers(av, slen[av], rlen[av], sb, rb, want_s, want_r);
             int *from = 1 == v ? rb[av] : sb[av]; /* in place: sent from the receive layout */
-            const int *fd = 1 == v ? rd : sd, fe = e;
+            const int *fd = 1 == v ? rd : sd;
             for (int p = 0; p < size; ++p) {
                 for (int i = 0; i < sc[p]; ++i) {
-                    from[(size_t) fe * (size_t) (fd[p] + i)] =
+                    from[(size_t) e * (size_t) (fd[p] + i)] =
                         val(x + (uint64_t) av, rank, (long) p * 100000 + i);
                 }
             }
@@ -855,11 +858,10 @@ static void v_forms(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
             free(want_s[k]), free(want_r[k]);
         }
     }
-    const int nb_off = mca_is("nb_engine", "off");
-    const long g = nb_off || mca_is("gather_algorithm", "fallback") ? 0 : 3;
-    const long sc3 = nb_off || mca_is("scatter_algorithm", "fallback") ? 0 : 3;
-    const long a = nb_off || mca_is("alltoall_algorithm", "fallback") ? 0 : 3;
-    expect(pv, 0, (g + sc3 + a) * size, (9 - g - sc3 - a) * size, 0,
+    const long on = nb_engine_calls("gather_algorithm", 3) +
+                    nb_engine_calls("scatter_algorithm", 3) +
+                    nb_engine_calls("alltoall_algorithm", 3);
+    expect(pv, 0, on * size, (9 - on) * size, 0,
            "MPI_Igatherv, MPI_Iscatterv, MPI_Ialltoallv at every root");
     MPI_Type_free(&gappy);
     free(cnt), free(dsp), free(sc), free(sd), free(rc), free(rd);
