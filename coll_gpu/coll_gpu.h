@@ -326,6 +326,9 @@ bool mca_coll_gpu_allgatherv_sizes(bool in_place, int scount, const int *rcounts
  * (coll_gpu_gather.c, for the blocking and the non-blocking call) */
 void mca_coll_gpu_allgatherv_layout(const int *rcounts, const int *displs, int n, size_t rsize,
                                     size_t *bytes, ptrdiff_t *offs, ptrdiff_t *lo, ptrdiff_t *hi);
+/* The largest bytes per rank a padded call (gather(v), scatter(v), allgatherv, alltoallv)
+ * keeps memory for on @p n ranks: coll_gpu_gather_scratch_bytes' share (coll_gpu_gather.c) */
+size_t mca_coll_gpu_padded_max(int n);
 /* The engine communicator for a call padded to @p bytes per rank (the same on every rank),
  * or NULL: the staged path then serves the call on every rank (nested calls, @p off (the
  * algorithm "fallback"), 0 bytes, n x bytes above coll_gpu_gather_scratch_bytes, no engine;

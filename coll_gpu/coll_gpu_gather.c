@@ -71,12 +71,15 @@ static int side_close(gather_side_t *sd, int rc, bool back)
     return rc;
 }
 
+size_t mca_coll_gpu_padded_max(int n)
+{
+    return mca_coll_gpu_component.gather_scratch_bytes / (size_t) n;
+}
+
 cgpu_comm_t *mca_coll_gpu_padded_engine(mca_coll_gpu_module_t *m, bool off, size_t bytes,
                                         const void *buf, int n)
 {
-    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
-    if (mca_coll_gpu_nested() || off || 0 == bytes ||
-        bytes > c->gather_scratch_bytes / (size_t) n) {
+    if (mca_coll_gpu_nested() || off || 0 == bytes || bytes > mca_coll_gpu_padded_max(n)) {
         return NULL;
     }
     mca_coll_gpu_lazy_init(m, buf);

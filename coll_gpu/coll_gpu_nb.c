@@ -382,7 +382,7 @@ static cgpu_status_t run_v(mca_coll_gpu_request_t *r)
     const int n = cgpu_comm_size(ec);
     uint64_t mine = r->vmax, maxb = 0;
     cgpu_status_t st = cgpu_allreduce_host(ec, &mine, &maxb, 1, CGPU_DT_UINT64, CGPU_OP_MAX);
-    const size_t share = c->gather_scratch_bytes / (size_t) n;
+    const size_t share = mca_coll_gpu_padded_max(n);
     const size_t chunk = share > 0 ? share : 1;
     if (CGPU_OK == st && maxb > chunk) {
         opal_output_verbose(10, c->output,
@@ -1305,8 +1305,8 @@ static bool rooted_post(bool gather, const void *one_buf, int one_count,
     const size_t bytes = count > 0 ? (size_t) count * es : 0;
     bool create;
     if (CGPU_ALLREDUCE_FALLBACK == (gather ? c->gather_algorithm : c->scatter_algorithm) ||
-        0 == bytes || bytes > c->gather_scratch_bytes / (size_t) n ||
-        bytes * (size_t) n > (size_t) INT_MAX || !plan_engine(m, &create)) {
+        0 == bytes || bytes > mca_coll_gpu_padded_max(n) || bytes * (size_t) n > (size_t) INT_MAX ||
+        !plan_engine(m, &create)) {
         return false;
     }
     mca_coll_gpu_request_t *r = engine_request(m, comm, create, is_root ? all_buf : one_buf);
@@ -1384,7 +1384,7 @@ static bool allgatherv_post(const void *sbuf, int scount, struct ompi_datatype_t
                                                      &maxb, &total);
     bool create;
     if (!valid || CGPU_ALLREDUCE_FALLBACK == c->allgather_algorithm || 0 == maxb ||
-        maxb > c->gather_scratch_bytes / (size_t) n || !plan_engine(m, &create)) {
+        maxb > mca_coll_gpu_padded_max(n) || !plan_engine(m, &create)) {
         return false;
     }
     mca_coll_gpu_request_t *r = engine_request(m, comm, create, in_place ? rbuf : sbuf);
