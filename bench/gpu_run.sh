@@ -4,7 +4,7 @@
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
-#   lat pending goals shared osu_gap ab (AB_PATCH=file: this tree against it with the patch reversed)
+#   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   (default: build smoke test bench)
@@ -486,6 +486,22 @@ if has nb_busy; then # a post right behind long GPU work of the application: the
     done
     runner_stop
     grep -E "^##|^rank" "$out/nb_busy.txt"
+fi
+if has scan; then # MPI_Scan/Exscan/Iscan on the engine: every datatype in rounds (3 ranks x 4 KiB of
+    # scratch), at 3 ranks; then bench/bench_scan, ours and the previous module's on host copies
+    # (coll_gpu_scan_algorithm fallback) one after the other; OSU_MPS=1: 2 ranks on one GPU under MPS
+    run types_scan_rounds_np3 240 3 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_gather_scratch_bytes 12288 \
+        test/gpu/test_cuda_types
+    mpicc -O2 -I/usr/local/cuda/include bench/bench_scan.c -L/usr/local/cuda/lib64 -lcudart \
+        -o bench/bench_scan || echo "scan: build failed"
+    runner_start "$out/scan.txt"
+    for alg in auto fallback; do
+        echo "## coll_gpu_scan_algorithm $alg" >> "$out/scan.txt"
+        timeout -k 5 150 "${R[@]}" -np ${SCAN_NP:-2} --mca coll_gpu_scan_algorithm $alg \
+            bench/bench_scan ${SCAN_MAX:-67108864} >> "$out/scan.txt" 2>&1 || echo "bench_scan $alg: rc $?"
+    done
+    runner_stop
+    grep -v "^\[" "$out/scan.txt"
 fi
 if has ce_ar; then # the 2-rank copy-engine allreduce forced on every size (checked against the host), then measured
     CEA=(--mca coll_gpu_cuda_ce_allreduce_min_bytes 1)

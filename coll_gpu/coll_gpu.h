@@ -39,6 +39,7 @@ typedef struct mca_coll_gpu_component_t {
     int allgather_algorithm; /* allgatherv too */
     int gather_algorithm;
     int scatter_algorithm;
+    int scan_algorithm;                 /* MPI_Scan and MPI_Exscan, blocking and non-blocking */
     unsigned long gather_scratch_bytes; /* gather/scatter/allgatherv: whole message, at most */
     unsigned long allreduce_min_bytes; /* below: fallback */
     unsigned long allreduce_max_bytes; /* above: fallback (0 = no limit) */
@@ -279,6 +280,23 @@ int mca_coll_gpu_staged_reduce_scatter(const void *sbuf, void *rbuf, const int *
 int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
                                 struct ompi_datatype_t *dt, struct ompi_op_t *op,
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+/* MPI_Scan (ex false) and MPI_Exscan (ex true) on the previous module, device buffers
+ * staged, with the engine's host arithmetic for the pairs it reduces */
+int mca_coll_gpu_staged_scan(bool ex, const void *sbuf, void *rbuf, int count,
+                             struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                             struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                      mca_coll_base_module_t *module);
+int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                        struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module);
+/* Whether a scan (either form) of count x dtype with op on n ranks runs on the engine, from
+ * arguments MPI requires to match and MCA params alone (coll_gpu_scan_algorithm, the
+ * round of coll_gpu_gather_scratch_bytes' share holding one element); sets the engine's
+ * (dt, op) and the round's bytes per rank (coll_gpu_reduce.c) */
+bool mca_coll_gpu_scan_engine_ok(int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 int n, cgpu_dtype_t *dt, cgpu_op_t *eop, size_t *round);
 /* rcounts as the engine takes them (malloc'd; NULL without memory) */
 size_t *mca_coll_gpu_engine_counts(const int *rcounts, int n);
 int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,

@@ -77,6 +77,13 @@ static const mca_base_var_enum_value_t ring_or_fallback_values[] = {
     {0, NULL},
 };
 
+static const mca_base_var_enum_value_t scan_values[] = {
+    {CGPU_ALLREDUCE_AUTO, "auto"},
+    {CGPU_ALLREDUCE_RING, "allgather"},
+    {CGPU_ALLREDUCE_FALLBACK, "fallback"},
+    {0, NULL},
+};
+
 static const mca_base_var_enum_value_t scatter_values[] = {
     {CGPU_SCATTER_AUTO, "auto"},
     {CGPU_SCATTER_BCAST, "ring"},
@@ -216,6 +223,14 @@ static int gpu_register(void)
              "block to the largest count, which the ranks first agree on; fallback (always the "
              "previous coll module, device buffers staged)",
              scatter_values, &c->scatter_algorithm);
+    reg_enum("scan_algorithm",
+             "MPI_Scan and MPI_Exscan (blocking and non-blocking) algorithm: auto and "
+             "allgather (the engine: every rank's input allgathered, in rounds of "
+             "coll_gpu_gather_scratch_bytes' share per rank, into memory the communicator "
+             "keeps, then each rank reduces the inputs of the ranks up to it in rank order: "
+             "a kernel of ours on device buffers), fallback (the previous coll module, device "
+             "buffers staged)",
+             scan_values, &c->scan_algorithm);
     reg_ulong("gather_scratch_bytes",
               "MPI_Gather(v), MPI_Scatter(v), MPI_Allgatherv and MPI_Alltoallv on the engine: "
               "the most bytes of a whole message (ranks x bytes per rank; for the v forms "

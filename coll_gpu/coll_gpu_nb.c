@@ -1,11 +1,11 @@
 /*
  * coll/gpu: non-blocking collectives (MPI_Iallreduce, MPI_Ialltoall, ...).
  *
- * Engine path (iallreduce, ireduce, ireduce_scatter(_block), ibcast, iallgather, ialltoall,
- * igather, iscatter, iallgatherv: those whose sizes every rank can tell from its own arguments;
- * decided exactly as the blocking calls decide, from arguments MPI requires to match and
- * MCA params, so every rank takes the same path; and igatherv, iscatterv, ialltoallv, decided
- * from the algorithm param and the module alone, whose ranks agree on the largest block on
+ * Engine path (iallreduce, ireduce, ireduce_scatter(_block), iscan, iexscan, ibcast,
+ * iallgather, ialltoall, igather, iscatter, iallgatherv: those whose sizes every rank can tell from
+ * its own arguments; decided exactly as the blocking calls decide, from arguments MPI requires to
+ * match and MCA params, so every rank takes the same path; and igatherv, iscatterv, ialltoallv,
+ * decided from the algorithm param and the module alone, whose ranks agree on the largest block on
  * the worker, see run_v): the post packs what is not one gap-free
  * run and queues the call on the communicator's worker thread, which runs it with the engine
  * (our kernels on device buffers) in posting order. A post may not block, and Open MPI
@@ -29,8 +29,8 @@
  * its post would block, and deadlock ranks that post on two communicators in different
  * orders).
  *
- * Staged path (everything else, on device buffers: iscan, iexscan, ialltoallw; and calls the
- * engine declines): the device spans are copied to host
+ * Staged path (everything else, on device buffers: ialltoallw; and calls the engine
+ * declines): the device spans are copied to host
  * memory at the post, the previous module's non-blocking collective runs on the copies, and
  * our request copies the received spans back when that request completes. Calls whose
  * buffers are all in host memory go to the previous module untouched.
@@ -67,14 +67,16 @@ enum nb_kind {
     NB_ALLGATHERV,
     NB_GATHERV,
     NB_SCATTERV,
-    NB_ALLTOALLV
+    NB_ALLTOALLV,
+    NB_SCAN,
+    NB_EXSCAN
 };
 static const char *const nb_names[] = {
     "MPI_Iallreduce",      "MPI_Ireduce",    "MPI_Ireduce_scatter_block",
     "MPI_Ibcast",          "MPI_Iallgather", "MPI_Ialltoall",
     "MPI_Ireduce_scatter", "MPI_Igather",    "MPI_Iscatter",
     "MPI_Iallgatherv",     "MPI_Igatherv",   "MPI_Iscatterv",
-    "MPI_Ialltoallv"};
+    "MPI_Ialltoallv",      "MPI_Iscan",      "MPI_Iexscan"};
 
 /* A user buffer as the engine sees it: the user's own gap-free run, or packed host bytes
  * (packed at the post, unpacked at completion). */
@@ -448,6 +450,9 @@ static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
     case NB_SCATTERV:
     case NB_ALLTOALLV:
         return run_v(r);
+    case NB_SCAN: /* bytes: the round's bytes per rank */
+    case NB_EXSCAN:
+        return cgpu_scan(ec, r->s, r->r, r->count, r->dt, r->op, NB_EXSCAN == r->kind, r->bytes);
     }
     return CGPU_ERR_INVALID_ARG;
 }
@@ -1822,6 +1827,26 @@ static int nb_iscan_like(bool ex, const void *sbuf, void *rbuf, int count,
                          mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
+    bool create;
+    cgpu_dtype_t dt;
+    cgpu_op_t eop;
+    size_t round;
+    if (mca_coll_gpu_scan_engine_ok(count, dtype, op, ompi_comm_size(comm), &dt, &eop, &round) &&
+        plan_engine(m, &create)) {
+        mca_coll_gpu_request_t *q =
+            engine_request(m, comm, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
+        if (NULL == q) {
+            return post_failed(request, MPI_ERR_NO_MEM);
+        }
+        q->kind = ex ? NB_EXSCAN : NB_SCAN;
+        q->s = MPI_IN_PLACE == sbuf ? NULL : sbuf;
+        q->r = rbuf;
+        q->count = (size_t) count;
+        q->dt = dt;
+        q->op = eop;
+        q->bytes = round;
+        return engine_post(q, request);
+    }
     mca_coll_base_module_iscan_fn_t fn = ex ? m->prev.coll_iexscan : m->prev.coll_iscan;
     mca_coll_base_module_t *pm = ex ? m->prev.coll_iexscan_module : m->prev.coll_iscan_module;
     op = mca_coll_gpu_prev_op(dtype, op); /* on every rank alike, host buffers too */

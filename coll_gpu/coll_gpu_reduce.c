@@ -1,5 +1,6 @@
 /*
- * coll/gpu: MPI_Reduce, MPI_Reduce_scatter_block and MPI_Reduce_scatter entry points. As for allreduce, the
+ * coll/gpu: MPI_Reduce, MPI_Reduce_scatter_block, MPI_Reduce_scatter, MPI_Scan and
+ * MPI_Exscan entry points. As for allreduce, the
  * path depends only on (datatype, op, count, MCA params), which MPI requires to match on
  * every rank (decision 2); everything else goes to the staged previous module.
  */
@@ -99,4 +100,53 @@ int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts
                                eop));
     free(counts);
     return mca_coll_gpu_engine_rc(st, "MPI_Reduce_scatter", comm);
+}
+
+bool mca_coll_gpu_scan_engine_ok(int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                 int n, cgpu_dtype_t *dt, cgpu_op_t *eop, size_t *round)
+{
+    if (CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.scan_algorithm || count <= 0 ||
+        !mca_coll_gpu_engine_reduction(dtype, op, dt, eop)) {
+        return false;
+    }
+    *round = mca_coll_gpu_padded_max(n);
+    return *round >= cgpu_dtype_size(*dt);
+}
+
+/* scan and exscan: every rank's input allgathered on the engine, each rank folding the
+ * inputs of the ranks before it (and its own, for scan) in rank order (cgpu_scan) */
+static int scan_like(bool ex, const void *sbuf, void *rbuf, int count,
+                     struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                     struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    cgpu_dtype_t dt;
+    cgpu_op_t eop;
+    size_t round;
+    if (mca_coll_gpu_nested() ||
+        !mca_coll_gpu_scan_engine_ok(count, dtype, op, ompi_comm_size(comm), &dt, &eop, &round)) {
+        return mca_coll_gpu_staged_scan(ex, sbuf, rbuf, count, dtype, op, comm, module);
+    }
+    mca_coll_gpu_lazy_init(m, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
+    if (CGPU_MODULE_READY != m->state) {
+        return mca_coll_gpu_staged_scan(ex, sbuf, rbuf, count, dtype, op, comm, module);
+    }
+    cgpu_status_t st =
+        MCA_COLL_GPU_ENGINE(m, cgpu_scan(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf,
+                                         (size_t) count, dt, eop, ex, round));
+    return mca_coll_gpu_engine_rc(st, ex ? "MPI_Exscan" : "MPI_Scan", comm);
+}
+
+int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                      mca_coll_base_module_t *module)
+{
+    return scan_like(false, sbuf, rbuf, count, dt, op, comm, module);
+}
+
+int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                        struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                        mca_coll_base_module_t *module)
+{
+    return scan_like(true, sbuf, rbuf, count, dt, op, comm, module);
 }

@@ -453,9 +453,9 @@ int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int r
 }
 
 /* scan and exscan have the same shape */
-static int scan_like(bool ex, const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                     struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                     mca_coll_base_module_t *module)
+int mca_coll_gpu_staged_scan(bool ex, const void *sbuf, void *rbuf, int count,
+                             struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                             struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     mca_coll_base_module_scan_fn_t fn = ex ? m->prev.coll_exscan : m->prev.coll_scan;
@@ -479,20 +479,6 @@ static int scan_like(bool ex, const void *sbuf, void *rbuf, int count, struct om
     rc = MCA_COLL_GPU_PREV(fn(hs, hr, count, dt, op, comm, pm));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
-}
-
-static int gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                    struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                    mca_coll_base_module_t *module)
-{
-    return scan_like(false, sbuf, rbuf, count, dt, op, comm, module);
-}
-
-static int gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                      mca_coll_base_module_t *module)
-{
-    return scan_like(true, sbuf, rbuf, count, dt, op, comm, module);
 }
 
 /* At enable: a slot whose previous module provides nothing stays empty in ours too, so
@@ -532,6 +518,6 @@ void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
     m->super.coll_alltoallw = gpu_alltoallw;
     m->super.coll_reduce_scatter = mca_coll_gpu_reduce_scatter;
     m->super.coll_reduce_scatter_block = mca_coll_gpu_reduce_scatter_block;
-    m->super.coll_scan = gpu_scan;
-    m->super.coll_exscan = gpu_exscan;
+    m->super.coll_scan = mca_coll_gpu_scan;     /* engine path, staged fallback inside */
+    m->super.coll_exscan = mca_coll_gpu_exscan; /* engine path, staged fallback inside */
 }

@@ -45,7 +45,7 @@ export CGPU_PROF_CHECK_PLUGIN=${CGPU_PROF_CHECK_PLUGIN:-$BIN/prof/.libs/libcgpu_
 export CGPU_PROF_TRACE_PLUGIN=${CGPU_PROF_TRACE_PLUGIN:-$PLUGIN_DIR/libcgpu_prof_trace.so}
 declare -A MPI_TEST_ARGS=(
     [test_forced_fallback]="--mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback"
-    [test_staged]="--mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_bcast_algorithm fallback --mca coll_gpu_allgather_algorithm fallback --mca coll_gpu_gather_algorithm fallback --mca coll_gpu_scatter_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback --mca coll_gpu_reduce_algorithm fallback --mca coll_gpu_reduce_scatter_algorithm fallback"
+    [test_staged]="--mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_bcast_algorithm fallback --mca coll_gpu_allgather_algorithm fallback --mca coll_gpu_gather_algorithm fallback --mca coll_gpu_scatter_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback --mca coll_gpu_reduce_algorithm fallback --mca coll_gpu_reduce_scatter_algorithm fallback --mca coll_gpu_scan_algorithm fallback"
     [test_staged_allreduce]="--mca coll_gpu_stage_chunk_bytes 65536 --mca coll_gpu_stage_pipeline_min_bytes 131072"
     [test_profiler]="--mca coll_gpu_profiler $CGPU_PROF_CHECK_PLUGIN -x CGPU_PROF_CHECK_PLUGIN"
 )
@@ -242,9 +242,15 @@ else
         fi
     done
     # every datatype with host buffers staged: the staged reductions' mirrors (long double
-    # complex, scan, exscan) come from the pool
+    # complex) come from the pool
     [ -x "$BIN/mpi/test_types" ] && run_test "test_types.staged.np2" "${MPIRUN[@]}" \
         --mca coll_gpu_stage_host_buffers 1 -np 2 "$BIN/mpi/test_types"
+    # the scans in rounds: 32 bytes per rank of coll_gpu_gather_scratch_bytes a round (a
+    # 4099-element call takes up to 4099 rounds), and the previous module's scans
+    [ -x "$BIN/mpi/test_types" ] && run_test "test_types.scan_rounds.np3" "${MPIRUN[@]}" \
+        --mca coll_gpu_gather_scratch_bytes 96 -np 3 "$BIN/mpi/test_types"
+    [ -x "$BIN/mpi/test_types" ] && run_test "test_types.scan_fallback.np3" "${MPIRUN[@]}" \
+        --mca coll_gpu_scan_algorithm fallback -np 3 "$BIN/mpi/test_types"
     # allgatherv, gather and scatter above coll_gpu_gather_scratch_bytes: the previous module
     [ -x "$BIN/mpi/test_bcast_allgather" ] && run_test "test_bcast_allgather.capped.np3" \
         "${MPIRUN[@]}" --mca coll_gpu_gather_scratch_bytes 40000 -np 3 \

@@ -158,7 +158,7 @@ mpi-asan)
         case "$t" in *test_profiler) extra=(--mca coll_gpu_profiler "$CGPU_PROF_CHECK_PLUGIN"
                                             -x CGPU_PROF_CHECK_PLUGIN -x CGPU_PROF_MIN_EVENTS) ;; esac
         case "$t" in *test_comms | *test_ras) extra=(-x CGPU_TEST_SPLITS -x CGPU_TEST_SEQ_REPS -x CGPU_TEST_RAS_CALLS) ;; esac
-        case "$t" in *test_staged) extra=(--mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_bcast_algorithm fallback --mca coll_gpu_allgather_algorithm fallback --mca coll_gpu_gather_algorithm fallback --mca coll_gpu_scatter_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback --mca coll_gpu_reduce_algorithm fallback --mca coll_gpu_reduce_scatter_algorithm fallback) ;; esac
+        case "$t" in *test_staged) extra=(--mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_bcast_algorithm fallback --mca coll_gpu_allgather_algorithm fallback --mca coll_gpu_gather_algorithm fallback --mca coll_gpu_scatter_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback --mca coll_gpu_reduce_algorithm fallback --mca coll_gpu_reduce_scatter_algorithm fallback --mca coll_gpu_scan_algorithm fallback) ;; esac
         rm -f "$out"/asan.*
         # the plugin is preloaded too, so that Open MPI's dlclose at finalize does not unmap it
     # and leak reports still name its functions

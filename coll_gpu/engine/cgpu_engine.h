@@ -526,6 +526,18 @@ cgpu_status_t cgpu_scatterv(cgpu_comm_t *comm, const cgpu_blocks_t *s, void *rbu
 cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                           cgpu_dtype_t dt, cgpu_op_t op, int root);
 
+/**
+ * Inclusive (exclusive: false) or exclusive prefix reduction, as MPI_Scan / MPI_Exscan:
+ * rank r's rbuf receives sbuf of ranks 0..r (exclusive: 0..r-1; rank 0's rbuf is then not
+ * written) reduced left to right, in rank order. sbuf == NULL means in place (rbuf holds
+ * the input). Collective: every rank's input is gathered (an allgather, in rounds of at
+ * most @p round_bytes per rank, into scratch the communicator keeps: ranks x that at most)
+ * and each rank folds what it needs, on the device (a kernel) when rbuf is device memory
+ * on the cuda backend, else on the host. round_bytes must be the same on every rank.
+ */
+cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                        cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, size_t round_bytes);
+
 /* One turn of a busy-wait loop: a hint to the core (x86 pause, arm yield). */
 static inline void cgpu_cpu_relax(void)
 {

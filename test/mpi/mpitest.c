@@ -517,3 +517,11 @@ void mt_run_world_dup_split(void (*suite)(MPI_Comm comm, const char *label, uint
     suite(half, rank % 2 ? "split(odd)" : "split(even)", salt0 + 3);
     MPI_Comm_free(&half);
 }
+
+int mt_mca_is(const char *name, const char *value)
+{
+    char var[128];
+    snprintf(var, sizeof(var), "OMPI_MCA_coll_gpu_%s", name);
+    const char *v = getenv(var);
+    return NULL != v && 0 == strcmp(v, value);
+}

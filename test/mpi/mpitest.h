@@ -82,6 +82,10 @@ const char *mt_mpi_errstr(int rc);
 void mt_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /** mt_world_rank / mt_world_size - rank and size in MPI_COMM_WORLD. */
+/* Whether the environment sets MCA param coll_gpu_<name> to @p value (mpirun exports
+ * --mca settings as OMPI_MCA_ variables). */
+int mt_mca_is(const char *name, const char *value);
+
 int mt_world_rank(void);
 int mt_world_size(void);
 

@@ -11,9 +11,9 @@
  * - Two communicators with requests in flight, posted in opposite orders on even and odd
  *   ranks (MPI allows it: one queue per process would deadlock).
  * - The others (Iallgatherv, Igather(v), Iscatter(v), Ialltoallv, Ireduce_scatter, Iscan,
- *   Iexscan, Ibarrier) at once: Ireduce_scatter, Iallgatherv, Igather and Iscatter on the
- *   engine, the rest to the previous module (staged when the buffers are on a device, or
- *   with coll_gpu_stage_host_buffers=1, which the driver runs as a second variant).
+ *   Iexscan, Ibarrier, Ialltoallw) at once: all but Ibarrier and Ialltoallw on the engine,
+ *   those two to the previous module (staged when the buffers are on a device, or with
+ *   coll_gpu_stage_host_buffers=1, which the driver runs as a second variant).
  * - Igather, Iscatter and Iallgatherv at every root, nine in flight at once: contiguous, in
  *   place, strided receive types (gaps keep their bytes), unequal blocks (zero among them)
  *   out of order with gaps between them, elements with a gap each; every buffer compared
@@ -59,21 +59,12 @@ static double busy(long n)
     return acc;
 }
 
-/* whether the environment sets MCA param coll_gpu_<name> to @p value */
-static int mca_is(const char *name, const char *value)
-{
-    char var[128];
-    snprintf(var, sizeof(var), "OMPI_MCA_coll_gpu_%s", name);
-    const char *v = getenv(var);
-    return NULL != v && 0 == strcmp(v, value);
-}
-
 /* @p calls non-blocking calls of the collective whose algorithm param is coll_gpu_<@p alg>
  * (NULL: none) on the engine, or none when non-blocking calls or that algorithm are set to
  * the previous module */
 static long nb_engine_calls(const char *alg, long calls)
 {
-    return mca_is("nb_engine", "off") || (NULL != alg && mca_is(alg, "fallback")) ? 0 : calls;
+    return mt_mca_is("nb_engine", "off") || (NULL != alg && mt_mca_is(alg, "fallback")) ? 0 : calls;
 }
 
 static long mismatches(const int *got, const int *want, size_t n)
@@ -520,14 +511,14 @@ static void the_others(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
         bad += r[7][i] != e;
     }
     MT_CHECK(0 == bad, "comm %s: the other non-blocking collectives: %ld wrong", pv->label, bad);
-    /* MPI_Ireduce_scatter (unequal counts), MPI_Iallgatherv, MPI_Igather(v), MPI_Iscatter(v)
-     * and MPI_Ialltoallv run on the engine unless coll_gpu_nb_engine (or the algorithm) is
-     * off -- across fake nodes too: many_in_flight's blocking call set the communicator
-     * up --; the rest take the previous module */
+    /* MPI_Ireduce_scatter (unequal counts), MPI_Iallgatherv, MPI_Igather(v), MPI_Iscatter(v),
+     * MPI_Ialltoallv, MPI_Iscan and MPI_Iexscan run on the engine unless coll_gpu_nb_engine
+     * (or the algorithm) is off -- across fake nodes too: many_in_flight's blocking call set
+     * the communicator up --; the rest take the previous module */
     const long on = nb_engine_calls(NULL, 1) + nb_engine_calls("allgather_algorithm", 1) +
                     nb_engine_calls("gather_algorithm", 2) +
                     nb_engine_calls("scatter_algorithm", 2) +
-                    nb_engine_calls("alltoall_algorithm", 1);
+                    nb_engine_calls("alltoall_algorithm", 1) + nb_engine_calls("scan_algorithm", 2);
     expect(pv, 0, on, 11 - on, 0, "the other non-blocking collectives, and MPI_Alltoallw");
     for (int k = 0; k < 11; ++k) {
         mt_twin_free(r[k]);
@@ -877,7 +868,7 @@ static void v_local_error(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
     int rank, size;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
-    if (size < 2 || mca_is("nb_engine", "off") || mca_is("alltoall_algorithm", "fallback") ||
+    if (size < 2 || mt_mca_is("nb_engine", "off") || mt_mca_is("alltoall_algorithm", "fallback") ||
         spans_fake_nodes(comm)) {
         return;
     }

@@ -6,7 +6,8 @@
  * Which (type, op) pairs Open MPI accepts is asked of Open MPI itself (MPI_Reduce_local on
  * one element with errors returned); each accepted pair runs MPI_Allreduce at several counts,
  * MPI_Reduce to a root, MPI_Iallreduce, MPI_Reduce_scatter with unequal counts and
- * MPI_Ireduce_scatter in place, MPI_Scan and MPI_Iexscan (the previous module's), checked
+ * MPI_Ireduce_scatter in place, MPI_Scan, MPI_Iexscan, MPI_Iscan and MPI_Exscan (out of place
+ * and in place), checked
  * against a reference this test computes:
  * integer SUM and PROD wrap like C's unsigned arithmetic (two's complement) -- the data is
  * chosen to overflow --, not the saturating sums an op component may compute on host memory;
@@ -275,6 +276,7 @@ int main(int argc, char **argv)
     const long maxn = 4099;
     char *s = mt_twin_alloc(maxn * 32), *r = mt_twin_alloc(maxn * 32);
     int pairs = 0, engine_pairs = 0;
+    const bool scan_fallback = mt_mca_is("scan_algorithm", "fallback");
     for (int ti = 0; ti < ntypes; ++ti) {
         const tdesc_t *t = &types[ti];
         for (int op = 0; op < NOPS; ++op) {
@@ -352,24 +354,50 @@ int main(int argc, char **argv)
                 }
                 free(rc);
                 calls += 5;
-                /* scan and non-blocking exscan: the previous module's (staged on device
-                 * buffers), whose 8- and 16-bit sums coll/gpu makes wrap as well */
-                memset(r, 0x5a, (size_t) n * t->size);
-                mt_push(r);
-                MT_CHECK_MPI(MPI_Scan(MT_D(s), MT_D(r), (int) n, t->dt, ops[op], MPI_COMM_WORLD));
-                mt_pull(r);
-                for (long i = 0; i < n; ++i) {
-                    bad += !right(t, op, r, salt, rank + 1, i); /* ranks 0 to this one */
+                /* the scans, blocking and not, out of place and in place: the engine for
+                 * the pairs it reduces, else the previous module (whose 8- and 16-bit sums
+                 * coll/gpu makes wrap as well); rank 0's exscan output is left as it was */
+                for (int form = 0; form < 4; ++form) {
+                    const bool ex = form & 1, in_place = form >= 2;
+                    if (in_place) {
+                        memcpy(r, s, (size_t) n * t->size);
+                    } else {
+                        memset(r, 0x5a, (size_t) n * t->size);
+                    }
+                    mt_push(r);
+                    const void *sb = in_place ? MPI_IN_PLACE : MT_D(s);
+                    if (0 == form) {
+                        MT_CHECK_MPI(
+                            MPI_Scan(sb, MT_D(r), (int) n, t->dt, ops[op], MPI_COMM_WORLD));
+                    } else if (1 == form) {
+                        MT_CHECK_MPI(MPI_Iexscan(sb, MT_D(r), (int) n, t->dt, ops[op],
+                                                 MPI_COMM_WORLD, &req));
+                        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+                    } else if (2 == form) {
+                        MT_CHECK_MPI(
+                            MPI_Iscan(sb, MT_D(r), (int) n, t->dt, ops[op], MPI_COMM_WORLD, &req));
+                        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+                    } else {
+                        MT_CHECK_MPI(
+                            MPI_Exscan(sb, MT_D(r), (int) n, t->dt, ops[op], MPI_COMM_WORLD));
+                    }
+                    mt_pull(r);
+                    for (long i = 0; i < n; ++i) {
+                        if (ex && 0 == rank) { /* ours leaves it untouched: the 0x5a
+                                                * pattern, or the input (MPI: undefined) */
+                            const char *was = in_place ? s + (size_t) i * t->size : NULL;
+                            for (size_t b = 0; t->engine && !scan_fallback && b < t->size; ++b) {
+                                const char g = r[(size_t) i * t->size + b];
+                                bad += NULL != was ? g != was[b] : 0x5a != g;
+                            }
+                            continue;
+                        }
+                        /* scan: ranks 0 to this one; exscan: the ranks before this one */
+                        bad += !right(t, op, r, salt, ex ? rank : rank + 1, i);
+                    }
                 }
-                MT_CHECK_MPI(MPI_Iexscan(MT_D(s), MT_D(r), (int) n, t->dt, ops[op],
-                                         MPI_COMM_WORLD, &req));
-                MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
-                mt_pull(r);
-                for (long i = 0; rank > 0 && i < n; ++i) {
-                    bad += !right(t, op, r, salt, rank, i); /* the ranks before this one */
-                }
-                calls += 2;
-                prev_calls += 2;
+                calls += 4;
+                prev_calls += t->engine && !scan_fallback ? 0 : 4;
                 /* documented exception: an MPI_Iallreduce of 1-2 MPI_INT with MAX/MIN (the
                  * shape of Open MPI's own communicator-id agreement) takes the previous module */
                 cid_shaped += n <= 2 && MPI_INT == t->dt && (O_MAX == op || O_MIN == op);
