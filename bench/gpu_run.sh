@@ -487,15 +487,17 @@ if has nb_busy; then # a post right behind long GPU work of the application: the
     runner_stop
     grep -E "^##|^rank" "$out/nb_busy.txt"
 fi
-if has scan; then # MPI_Scan/Exscan/Iscan on the engine: every datatype in rounds (3 ranks x 4 KiB of
-    # scratch), at 3 ranks; then bench/bench_scan, ours and the previous module's on host copies
-    # (coll_gpu_scan_algorithm fallback) one after the other; OSU_MPS=1: 2 ranks on one GPU under MPS
+if has scan; then # MPI_Scan/Exscan/Iscan on the engine: every datatype through the allgather and
+    # the fold kernel in rounds (3 ranks x 4 KiB of scratch), at 3 ranks (the default runs
+    # of test_cuda_types take the oneshot calls); then bench/bench_scan with auto (oneshot),
+    # allgather, and the previous module's on host copies (fallback) one after the other;
+    # OSU_MPS=1: 2 ranks on one GPU under MPS
     run types_scan_rounds_np3 240 3 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_gather_scratch_bytes 12288 \
-        test/gpu/test_cuda_types
+        --mca coll_gpu_scan_algorithm allgather test/gpu/test_cuda_types
     mpicc -O2 -I/usr/local/cuda/include bench/bench_scan.c -L/usr/local/cuda/lib64 -lcudart \
         -o bench/bench_scan || echo "scan: build failed"
     runner_start "$out/scan.txt"
-    for alg in auto fallback; do
+    for alg in auto allgather fallback; do
         echo "## coll_gpu_scan_algorithm $alg" >> "$out/scan.txt"
         timeout -k 5 150 "${R[@]}" -np ${SCAN_NP:-2} --mca coll_gpu_scan_algorithm $alg \
             bench/bench_scan ${SCAN_MAX:-67108864} >> "$out/scan.txt" 2>&1 || echo "bench_scan $alg: rc $?"

@@ -78,9 +78,9 @@ static const mca_base_var_enum_value_t ring_or_fallback_values[] = {
 };
 
 static const mca_base_var_enum_value_t scan_values[] = {
-    {CGPU_ALLREDUCE_AUTO, "auto"},
-    {CGPU_ALLREDUCE_RING, "allgather"},
-    {CGPU_ALLREDUCE_FALLBACK, "fallback"},
+    {CGPU_SCAN_AUTO, "auto"},
+    {CGPU_SCAN_ALLGATHER, "allgather"},
+    {CGPU_SCAN_FALLBACK, "fallback"},
     {0, NULL},
 };
 
@@ -224,7 +224,9 @@ static int gpu_register(void)
              "previous coll module, device buffers staged)",
              scatter_values, &c->scatter_algorithm);
     reg_enum("scan_algorithm",
-             "MPI_Scan and MPI_Exscan (blocking and non-blocking) algorithm: auto and "
+             "MPI_Scan and MPI_Exscan (blocking and non-blocking) algorithm: auto (cuda backend "
+             "inside a node: one oneshot call of our kernels up to coll_gpu_cuda_small_bytes of "
+             "input, in which each rank sends its input to the ranks after it; else allgather), "
              "allgather (the engine: every rank's input allgathered, in rounds of "
              "coll_gpu_gather_scratch_bytes' share per rank, into memory the communicator "
              "keeps, then each rank reduces the inputs of the ranks up to it in rank order: "
@@ -321,7 +323,8 @@ static int gpu_register(void)
     c->cuda_small_bytes = (unsigned long) d.cuda_small_bytes;
     reg_ulong("cuda_small_bytes",
               "cuda backend: MPI_Bcast, MPI_Reduce (the buffer), MPI_Allgather, MPI_Alltoall and "
-              "MPI_Reduce_scatter_block (a rank's block) up to this many bytes go oneshot: each "
+              "MPI_Reduce_scatter_block (a rank's block), and MPI_Scan and MPI_Exscan (the "
+              "input), up to this many bytes go oneshot: each "
               "rank writes straight into its peers' inboxes and every rank builds its result "
               "after one exchange of flags (resident, like the small allreduce, up to "
               "coll_gpu_cuda_resident_max_bytes); at most coll_gpu_cuda_oneshot_bytes x 2 / "

@@ -452,7 +452,8 @@ static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
         return run_v(r);
     case NB_SCAN: /* bytes: the round's bytes per rank */
     case NB_EXSCAN:
-        return cgpu_scan(ec, r->s, r->r, r->count, r->dt, r->op, NB_EXSCAN == r->kind, r->bytes);
+        return cgpu_scan(ec, r->s, r->r, r->count, r->dt, r->op, NB_EXSCAN == r->kind,
+                         (cgpu_scan_alg_t) c->scan_algorithm, r->bytes);
     }
     return CGPU_ERR_INVALID_ARG;
 }

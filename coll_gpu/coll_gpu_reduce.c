@@ -105,7 +105,7 @@ int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts
 bool mca_coll_gpu_scan_engine_ok(int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                  int n, cgpu_dtype_t *dt, cgpu_op_t *eop, size_t *round)
 {
-    if (CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.scan_algorithm || count <= 0 ||
+    if (CGPU_SCAN_FALLBACK == mca_coll_gpu_component.scan_algorithm || count <= 0 ||
         !mca_coll_gpu_engine_reduction(dtype, op, dt, eop)) {
         return false;
     }
@@ -131,9 +131,9 @@ static int scan_like(bool ex, const void *sbuf, void *rbuf, int count,
     if (CGPU_MODULE_READY != m->state) {
         return mca_coll_gpu_staged_scan(ex, sbuf, rbuf, count, dtype, op, comm, module);
     }
-    cgpu_status_t st =
-        MCA_COLL_GPU_ENGINE(m, cgpu_scan(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf,
-                                         (size_t) count, dt, eop, ex, round));
+    cgpu_status_t st = MCA_COLL_GPU_ENGINE(
+        m, cgpu_scan(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf, (size_t) count, dt, eop,
+                     ex, (cgpu_scan_alg_t) mca_coll_gpu_component.scan_algorithm, round));
     return mca_coll_gpu_engine_rc(st, ex ? "MPI_Exscan" : "MPI_Scan", comm);
 }
 

@@ -774,7 +774,9 @@ __device__ __forceinline__ void oneshot_send(const cgpu_cuda_oneshot_args_t &a, 
     /* the modes whose input holds one block per rank */
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
     for (int p = 0; p < n; ++p) {
-        if (p == me || (CGPU_CUDA_RING_REDUCE == mode && p != a.root)) {
+        /* a reduce's data goes to the root; a scan's to the ranks that fold this one in */
+        if (p == me || (CGPU_CUDA_RING_REDUCE == mode && p != a.root) ||
+            CGPU_CUDA_ONESHOT_FOLDS(mode, p, n) <= me) {
             continue;
         }
         const E *src = (const E *) a.in + (blocks ? (size_t) p * a.count : 0) + first;
@@ -843,13 +845,14 @@ __device__ __forceinline__ void oneshot_place(const cgpu_cuda_oneshot_args_t &a,
     }
 }
 
-/* the reducing modes' result: out = c_0 op c_1 op ... op c_{n-1}, element by element */
+/* the reducing modes' result: out = c_0 op c_1 op ... op c_{n-1}, element by element (the
+ * scans: up to c_{folds-1}) */
 template <typename T, int OP>
 __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a, size_t first,
                                                size_t last)
 {
-    const int n = a.nranks, me = a.rank;
-    if (CGPU_CUDA_RING_REDUCE == a.mode && me != a.root) {
+    const int me = a.rank, n = CGPU_CUDA_ONESHOT_FOLDS(a.mode, me, a.nranks);
+    if ((CGPU_CUDA_RING_REDUCE == a.mode && me != a.root) || n < 1) {
         return;
     }
     const size_t cnt = last - first;
@@ -1081,8 +1084,10 @@ __device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, c
                 }
             }
         } else {
-            /* rank order, as oneshot_reduce: every rank computes identical bits */
+            /* rank order, as oneshot_reduce: every rank computes identical bits; every
+             * peer's line is taken (LL's rule), those past the scans' folds unused */
             const uint8_t *mine = in + (CGPU_CUDA_RING_REDUCE_SCATTER == mode ? (size_t) me * len : 0);
+            const int folds = CGPU_CUDA_ONESHOT_FOLDS(mode, me, n);
             uint64_t acc = 0;
             for (int p = 0; p < n && ok; ++p) {
                 uint64_t v = 0;
@@ -1091,9 +1096,9 @@ __device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, c
                 } else {
                     ok = ll_take1(a, p, l, v);
                 }
-                acc = 0 == p ? v : ll_combine<T, OP>(acc, v);
+                acc = 0 == p ? v : p < folds ? ll_combine<T, OP>(acc, v) : acc;
             }
-            if (ok && off < len && (CGPU_CUDA_RING_REDUCE != mode || me == root)) {
+            if (ok && off < len && folds > 0 && (CGPU_CUDA_RING_REDUCE != mode || me == root)) {
                 ll_scatter(out, off, len, acc);
             }
         }
@@ -1185,8 +1190,10 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
                 }
             }
         } else {
-            /* rank order, as oneshot_reduce: every rank computes identical bits */
+            /* rank order, as oneshot_reduce: every rank computes identical bits; every
+             * peer's line is taken (LL's rule), those past the scans' folds unused */
             const uint8_t *mine = in + (CGPU_CUDA_RING_REDUCE_SCATTER == mode ? (size_t) me * len : 0);
+            const int folds = CGPU_CUDA_ONESHOT_FOLDS(mode, me, n);
             uint64_t acc[CGPU_LL_BATCH], own[CGPU_LL_BATCH];
 #pragma unroll
             for (int u = 0; u < CGPU_LL_BATCH; ++u) { /* loaded before the peers' lines come */
@@ -1199,10 +1206,11 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
 #pragma unroll
                 for (int u = 0; u < CGPU_LL_BATCH; ++u) {
                     const uint64_t x = p == me ? own[u] : v[u];
-                    acc[u] = 0 == p ? x : ll_combine<T, OP>(acc[u], x);
+                    acc[u] = 0 == p ? x : p < folds ? ll_combine<T, OP>(acc[u], x) : acc[u];
                 }
             }
-            for (int u = 0; ok && u < cnt && (CGPU_CUDA_RING_REDUCE != mode || me == root); ++u) {
+            for (int u = 0; ok && folds > 0 && u < cnt && (CGPU_CUDA_RING_REDUCE != mode || me == root);
+                 ++u) {
                 const size_t off = (size_t) ls[u] * 8;
                 if (off < len) {
                     ll_scatter(out, off, len, acc[u]);

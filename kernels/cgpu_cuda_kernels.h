@@ -168,9 +168,17 @@ typedef struct cgpu_cuda_tree_args {
  *   ALLGATHER       count bytes from every rank into out's block of that rank
  *   BCAST           count bytes, the root's in into every other rank's out
  *   ALLTOALL        in's block p (count bytes) into rank p's out block `rank`
+ *   SCAN            count elements, out = in of ranks 0..rank reduced in rank order
+ *   EXSCAN          the same over ranks 0..rank-1; rank 0's out is not written
  * A block b of every rank works on the same share of each count (16-byte grid).
  */
 #define CGPU_CUDA_ONESHOT_ALLTOALL 5
+#define CGPU_CUDA_ONESHOT_SCAN 6
+#define CGPU_CUDA_ONESHOT_EXSCAN 7
+/* the ranks whose contributions rank `me` of n reduces in mode m (its base mode): ranks
+ * 0 .. folds-1 */
+#define CGPU_CUDA_ONESHOT_FOLDS(m, me, n)                                                          \
+    (CGPU_CUDA_ONESHOT_SCAN == (m) ? (me) + 1 : CGPU_CUDA_ONESHOT_EXSCAN == (m) ? (me) : (n))
 #define CGPU_CUDA_ONESHOT_COPIES(m) \
     (CGPU_CUDA_RING_ALLGATHER == (m) || CGPU_CUDA_RING_BCAST == (m) || CGPU_CUDA_ONESHOT_ALLTOALL == (m))
 /*
@@ -210,7 +218,7 @@ typedef struct cgpu_cuda_oneshot_args {
     const void *in;
     void *out;
     size_t count;        /* elements of one block (copies: bytes) */
-    int mode;            /* CGPU_CUDA_RING_* or CGPU_CUDA_ONESHOT_ALLTOALL */
+    int mode;            /* CGPU_CUDA_RING_* or CGPU_CUDA_ONESHOT_{ALLTOALL,SCAN,EXSCAN} */
     int root;            /* BCAST, REDUCE */
     int rank, nranks;
     int nblocks;

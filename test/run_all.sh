@@ -248,7 +248,8 @@ else
     # the scans in rounds: 32 bytes per rank of coll_gpu_gather_scratch_bytes a round (a
     # 4099-element call takes up to 4099 rounds), and the previous module's scans
     [ -x "$BIN/mpi/test_types" ] && run_test "test_types.scan_rounds.np3" "${MPIRUN[@]}" \
-        --mca coll_gpu_gather_scratch_bytes 96 -np 3 "$BIN/mpi/test_types"
+        --mca coll_gpu_gather_scratch_bytes 96 --mca coll_gpu_scan_algorithm allgather -np 3 \
+        "$BIN/mpi/test_types"
     [ -x "$BIN/mpi/test_types" ] && run_test "test_types.scan_fallback.np3" "${MPIRUN[@]}" \
         --mca coll_gpu_scan_algorithm fallback -np 3 "$BIN/mpi/test_types"
     # allgatherv, gather and scatter above coll_gpu_gather_scratch_bytes: the previous module

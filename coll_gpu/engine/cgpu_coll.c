@@ -756,7 +756,8 @@ static cgpu_status_t scan_fold(cgpu_comm_t *comm, bool device, void *out, char *
 }
 
 cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
-                        cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, size_t round_bytes)
+                        cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
+                        size_t round_bytes)
 {
     const size_t es = cgpu_dtype_size(dt);
     if (NULL == comm || !cgpu_reduce_supported(dt, op) || round_bytes < es ||
@@ -767,6 +768,17 @@ cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t 
         return CGPU_OK;
     }
     const int n = comm->size, k = exclusive ? comm->rank : comm->rank + 1;
+    if (CGPU_SCAN_AUTO == alg && NULL == comm->net && n > 1 && CGPU_BACKEND_CUDA == comm->backend &&
+        cgpu_cuda_comm_supports(dt, op) && cgpu_cuda_scan_oneshot(comm, count, dt)) {
+        /* small: one oneshot call of our kernels; its health counts as an allreduce's */
+        cgpu_status_t st =
+            cgpu_comm_enter(comm, exclusive ? "exscan" : "scan", CGPU_KIND_ALLREDUCE);
+        if (CGPU_OK == st) {
+            st = cgpu_cuda_scan(comm, sbuf, rbuf, count, dt, op, exclusive);
+            cgpu_comm_leave(comm, st, count * es);
+        }
+        return st;
+    }
     const size_t per = round_bytes / es, chunk = count < per ? count : per;
     /* the fold runs where the scratch is: on the device when the result goes there and
      * the kernels have (dt, op) */

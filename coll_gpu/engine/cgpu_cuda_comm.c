@@ -855,9 +855,10 @@ static cgpu_status_t launch_tree(cgpu_comm_t *comm, const void *in, void *out, c
 
 static const char *oneshot_name(int mode)
 {
-    static const char *names[] = {"allreduce", "reduce_scatter_block", "allgather", "bcast",
-                                  "reduce", "alltoall"};
-    return mode >= 0 && mode <= CGPU_CUDA_ONESHOT_ALLTOALL ? names[mode] : "?";
+    static const char *names[] = {
+        "allreduce", "reduce_scatter_block", "allgather", "bcast", "reduce", "alltoall", "scan",
+        "exscan"};
+    return mode >= 0 && mode <= CGPU_CUDA_ONESHOT_EXSCAN ? names[mode] : "?";
 }
 
 /* bytes of one block of the call (the unit the kernel splits among its blocks) */
@@ -1220,6 +1221,32 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                                      : launch_ring,
                      .args = &rc};
     return cuda_run(comm, &k);
+}
+
+bool cgpu_cuda_scan_oneshot(const cgpu_comm_t *comm, size_t count, cgpu_dtype_t dt)
+{
+    return small_call(comm, count * cgpu_dtype_size(dt));
+}
+
+cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                             cgpu_dtype_t dt, cgpu_op_t op, bool exclusive)
+{
+    const size_t bytes = count * cgpu_dtype_size(dt);
+    const bool out = !exclusive || comm->rank > 0; /* an exscan's rank 0 gets nothing */
+    ring_call_t rc = {.mode = exclusive ? CGPU_CUDA_ONESHOT_EXSCAN : CGPU_CUDA_ONESHOT_SCAN,
+                      .count = count,
+                      .dt = dt,
+                      .op = op};
+    cuda_call_t k = {.kind = exclusive ? "exscan" : "scan",
+                     .dtype = cgpu_dtype_name(dt),
+                     .op = cgpu_op_name(op),
+                     .count = count,
+                     .bytes = bytes,
+                     .sbuf = NULL != sbuf ? sbuf : rbuf,
+                     .in_bytes = bytes,
+                     .rbuf = out ? rbuf : NULL,
+                     .out_bytes = out ? bytes : 0};
+    return run_small(comm, &k, &rc);
 }
 
 cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
@@ -1863,6 +1890,19 @@ bool cgpu_cuda_comm_alltoall_ok(const cgpu_comm_t *comm)
 cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
 {
     (void) comm, (void) sbuf, (void) rbuf, (void) bytes;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+bool cgpu_cuda_scan_oneshot(const cgpu_comm_t *comm, size_t count, cgpu_dtype_t dt)
+{
+    (void) comm, (void) count, (void) dt;
+    return false;
+}
+
+cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                             cgpu_dtype_t dt, cgpu_op_t op, bool exclusive)
+{
+    (void) comm, (void) sbuf, (void) rbuf, (void) count, (void) dt, (void) op, (void) exclusive;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

@@ -104,6 +104,16 @@ bool cgpu_cuda_comm_alltoall_ok(const cgpu_comm_t *comm);
 bool cgpu_cuda_comm_shares_device(const cgpu_comm_t *comm);
 cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
 
+/** Whether a scan of count x dt runs as one oneshot call (cgpu_cuda_scan): a small call,
+ * the same answer on every rank. */
+bool cgpu_cuda_scan_oneshot(const cgpu_comm_t *comm, size_t count, cgpu_dtype_t dt);
+
+/** Scan or exscan as one oneshot call (launched or resident): every rank sends its input to
+ * the ranks after it, each reduces ranks 0..itself (exclusive: 0..itself - 1) in rank order
+ * (the caller has entered the communicator; sbuf NULL: in place). */
+cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                             cgpu_dtype_t dt, cgpu_op_t op, bool exclusive);
+
 /** Scan's fold on this rank's device, no peer involved: out = in_0 op ... op in_{k-1} (count
  * elements each, in_r at in + r x stride bytes, device memory), on the communicator's
  * stream, waited for. */

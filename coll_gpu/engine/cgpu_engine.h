@@ -57,6 +57,14 @@ typedef enum cgpu_scatter_alg {
                                 * from every other rank: each block lands in its rank's buffer */
 } cgpu_scatter_alg_t;
 
+/** Scan algorithms (MCA coll_gpu_scan_algorithm: MPI_Scan, MPI_Exscan and their
+ * non-blocking forms). */
+typedef enum cgpu_scan_alg {
+    CGPU_SCAN_AUTO = 0,      /* cuda inside a node: one oneshot call when small; else ALLGATHER */
+    CGPU_SCAN_ALLGATHER = 1, /* every input allgathered, then each rank's fold */
+    CGPU_SCAN_FALLBACK = 2,  /* glue-level: always the previous module */
+} cgpu_scan_alg_t;
+
 /** CGPU_SCATTER_AUTO runs a scatter whose largest block is at most this many bytes as
  * CGPU_SCATTER_RS, a larger one as CGPU_SCATTER_BCAST (measured: bench/results/). */
 #define CGPU_SCATTER_RS_AUTO_MAX ((size_t) 4 << 20)
@@ -530,13 +538,17 @@ cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
  * Inclusive (exclusive: false) or exclusive prefix reduction, as MPI_Scan / MPI_Exscan:
  * rank r's rbuf receives sbuf of ranks 0..r (exclusive: 0..r-1; rank 0's rbuf is then not
  * written) reduced left to right, in rank order. sbuf == NULL means in place (rbuf holds
- * the input). Collective: every rank's input is gathered (an allgather, in rounds of at
- * most @p round_bytes per rank, into scratch the communicator keeps: ranks x that at most)
- * and each rank folds what it needs, on the device (a kernel) when rbuf is device memory
- * on the cuda backend, else on the host. round_bytes must be the same on every rank.
+ * the input). Collective. With CGPU_SCAN_AUTO, on the cuda backend inside a node, a small
+ * call is one oneshot call of our kernels (each rank sends its input to the ranks after it; health
+ * counted as an allreduce's). Otherwise every rank's input is gathered (an allgather, in rounds of
+ * at most
+ * @p round_bytes per rank, into scratch the communicator keeps: ranks x that at most) and
+ * each rank folds what it needs, on the device (a kernel) when rbuf is device memory on the
+ * cuda backend, else on the host. round_bytes must be the same on every rank.
  */
 cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
-                        cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, size_t round_bytes);
+                        cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
+                        size_t round_bytes);
 
 /* One turn of a busy-wait loop: a hint to the core (x86 pause, arm yield). */
 static inline void cgpu_cpu_relax(void)
