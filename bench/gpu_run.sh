@@ -488,12 +488,16 @@ if has nb_busy; then # a post right behind long GPU work of the application: the
     grep -E "^##|^rank" "$out/nb_busy.txt"
 fi
 if has scan; then # MPI_Scan/Exscan/Iscan on the engine: every datatype through the allgather and
-    # the fold kernel in rounds (3 ranks x 4 KiB of scratch), at 3 ranks (the default runs
-    # of test_cuda_types take the oneshot calls); then bench/bench_scan with auto (oneshot),
+    # the fold kernel in rounds (3 ranks x 4 KiB of scratch), and through the chain, at 3
+    # ranks (the default runs of test_cuda_types take the oneshot calls up to 64 KiB); then
+    # bench/bench_scan with auto (oneshot up to 64 KiB, the chain above),
     # allgather, and the previous module's on host copies (fallback) one after the other;
     # OSU_MPS=1: 2 ranks on one GPU under MPS
     run types_scan_rounds_np3 240 3 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_gather_scratch_bytes 12288 \
         --mca coll_gpu_scan_algorithm allgather test/gpu/test_cuda_types
+    # ... and every scan (and every other call) on the chains instead of oneshot calls
+    run types_scan_chain_np3 240 3 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_cuda_small_bytes 0 \
+        test/gpu/test_cuda_types
     mpicc -O2 -I/usr/local/cuda/include bench/bench_scan.c -L/usr/local/cuda/lib64 -lcudart \
         -o bench/bench_scan || echo "scan: build failed"
     runner_start "$out/scan.txt"

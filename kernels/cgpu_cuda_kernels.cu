@@ -490,6 +490,32 @@ __device__ __forceinline__ bool ring_step(RingState &s, bool recv, bool send, co
     return true;
 }
 
+/* An exscan's step: take the prefix from the left (if recv) into `local` (if given), and send
+ * it combined with `mine` to the right (if send; the first rank sends `mine`). The send
+ * reads `mine` before the block writes `local`, which may be the same memory (in place). */
+template <typename T, int OP>
+__device__ __forceinline__ bool exscan_step(RingState &s, bool recv, bool send, const T *mine,
+                                            T *local, size_t cnt)
+{
+    const T *src = nullptr;
+    T *dst = nullptr;
+    if (recv && nullptr == (src = recv_slot<T>(s))) {
+        return false;
+    }
+    if (send && nullptr == (dst = send_slot<T>(s))) {
+        return false;
+    }
+    if (send) {
+        reduce_copy<T, OP>(dst, nullptr, src, mine, cnt);
+    }
+    __syncthreads();
+    if (recv && nullptr != local) {
+        reduce_copy<T, OP>(local, nullptr, src, nullptr, cnt);
+    }
+    step_done(s, send, recv);
+    return true;
+}
+
 /* ---- the other collectives on the ring's links: reduce_scatter and allgather around
  * the ring, bcast and reduce along the chain that ends just before / at the root. Each
  * loop moves, per channel, one chunk of every block (or of the buffer). ---- */
@@ -535,6 +561,13 @@ template <typename T, int OP> __global__ void ringx_kernel(const cgpu_cuda_ring_
                                   cnt);
             break;
         }
+        case CGPU_CUDA_ONESHOT_SCAN: /* the reduce's chain from rank 0 to rank n-1, every rank
+                                      * keeping its prefix */
+            ok = ring_step<T, OP>(s, r > 0, r < n - 1, in + o, out + o, cnt);
+            break;
+        case CGPU_CUDA_ONESHOT_EXSCAN:
+            ok = exscan_step<T, OP>(s, r > 0, r < n - 1, in + o, r > 0 ? out + o : nullptr, cnt);
+            break;
         default:
             ok = false;
         }

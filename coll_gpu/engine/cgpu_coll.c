@@ -769,8 +769,8 @@ cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t 
     }
     const int n = comm->size, k = exclusive ? comm->rank : comm->rank + 1;
     if (CGPU_SCAN_AUTO == alg && NULL == comm->net && n > 1 && CGPU_BACKEND_CUDA == comm->backend &&
-        cgpu_cuda_comm_supports(dt, op) && cgpu_cuda_scan_oneshot(comm, count, dt)) {
-        /* small: one oneshot call of our kernels; its health counts as an allreduce's */
+        cgpu_cuda_comm_supports(dt, op)) {
+        /* our kernels, oneshot or the chain; health counted as an allreduce's */
         cgpu_status_t st =
             cgpu_comm_enter(comm, exclusive ? "exscan" : "scan", CGPU_KIND_ALLREDUCE);
         if (CGPU_OK == st) {

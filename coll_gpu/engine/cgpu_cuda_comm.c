@@ -754,8 +754,10 @@ static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, c
     size_t nsend = n - 1, nrecv = n - 1;
     if (CGPU_CUDA_RING_ALLREDUCE == rc->mode) {
         nsend = nrecv = 2 * (n - 1);
-    } else if (CGPU_CUDA_RING_BCAST == rc->mode || CGPU_CUDA_RING_REDUCE == rc->mode) {
-        /* chain position: 0 starts it, n-1 ends it */
+    } else if (CGPU_CUDA_RING_BCAST == rc->mode || CGPU_CUDA_RING_REDUCE == rc->mode ||
+               CGPU_CUDA_ONESHOT_SCAN == rc->mode || CGPU_CUDA_ONESHOT_EXSCAN == rc->mode) {
+        /* chain position: 0 starts it, n-1 ends it (the scans: the reduce's chain to root
+         * n-1, from rank 0) */
         const int shift = CGPU_CUDA_RING_BCAST == rc->mode ? 0 : 1;
         const size_t pos = (size_t) ((comm->rank - rc->root - shift + 2 * comm->size) % comm->size);
         nsend = pos < n - 1 ? 1 : 0;
@@ -1223,30 +1225,30 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
     return cuda_run(comm, &k);
 }
 
-bool cgpu_cuda_scan_oneshot(const cgpu_comm_t *comm, size_t count, cgpu_dtype_t dt)
-{
-    return small_call(comm, count * cgpu_dtype_size(dt));
-}
-
 cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                              cgpu_dtype_t dt, cgpu_op_t op, bool exclusive)
 {
     const size_t bytes = count * cgpu_dtype_size(dt);
     const bool out = !exclusive || comm->rank > 0; /* an exscan's rank 0 gets nothing */
     ring_call_t rc = {.mode = exclusive ? CGPU_CUDA_ONESHOT_EXSCAN : CGPU_CUDA_ONESHOT_SCAN,
+                      .root = comm->size - 1,
                       .count = count,
                       .dt = dt,
                       .op = op};
     cuda_call_t k = {.kind = exclusive ? "exscan" : "scan",
                      .dtype = cgpu_dtype_name(dt),
                      .op = cgpu_op_name(op),
+                     .alg = "chain",
                      .count = count,
                      .bytes = bytes,
+                     .ras_alg = CGPU_RAS_ALG_RING,
                      .sbuf = NULL != sbuf ? sbuf : rbuf,
                      .in_bytes = bytes,
                      .rbuf = out ? rbuf : NULL,
-                     .out_bytes = out ? bytes : 0};
-    return run_small(comm, &k, &rc);
+                     .out_bytes = out ? bytes : 0,
+                     .fn = launch_ring,
+                     .args = &rc};
+    return small_call(comm, bytes) ? run_small(comm, &k, &rc) : cuda_run(comm, &k);
 }
 
 cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
@@ -1891,12 +1893,6 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
 {
     (void) comm, (void) sbuf, (void) rbuf, (void) bytes;
     return CGPU_ERR_NOT_SUPPORTED;
-}
-
-bool cgpu_cuda_scan_oneshot(const cgpu_comm_t *comm, size_t count, cgpu_dtype_t dt)
-{
-    (void) comm, (void) count, (void) dt;
-    return false;
 }
 
 cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,

@@ -104,13 +104,11 @@ bool cgpu_cuda_comm_alltoall_ok(const cgpu_comm_t *comm);
 bool cgpu_cuda_comm_shares_device(const cgpu_comm_t *comm);
 cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
 
-/** Whether a scan of count x dt runs as one oneshot call (cgpu_cuda_scan): a small call,
- * the same answer on every rank. */
-bool cgpu_cuda_scan_oneshot(const cgpu_comm_t *comm, size_t count, cgpu_dtype_t dt);
-
-/** Scan or exscan as one oneshot call (launched or resident): every rank sends its input to
- * the ranks after it, each reduces ranks 0..itself (exclusive: 0..itself - 1) in rank order
- * (the caller has entered the communicator; sbuf NULL: in place). */
+/** Scan or exscan on the kernels (the caller has entered the communicator; sbuf NULL: in
+ * place): up to coll_gpu_cuda_small_bytes one oneshot call (launched or resident) in which
+ * every rank sends its input to the ranks after it and each reduces ranks 0..itself
+ * (exclusive: 0..itself - 1) in rank order; larger, the reduce's chain from rank 0 to rank
+ * n-1, each rank keeping its prefix (exclusive: the prefix it received). */
 cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                              cgpu_dtype_t dt, cgpu_op_t op, bool exclusive);
 

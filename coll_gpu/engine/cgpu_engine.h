@@ -538,13 +538,13 @@ cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
  * Inclusive (exclusive: false) or exclusive prefix reduction, as MPI_Scan / MPI_Exscan:
  * rank r's rbuf receives sbuf of ranks 0..r (exclusive: 0..r-1; rank 0's rbuf is then not
  * written) reduced left to right, in rank order. sbuf == NULL means in place (rbuf holds
- * the input). Collective. With CGPU_SCAN_AUTO, on the cuda backend inside a node, a small
- * call is one oneshot call of our kernels (each rank sends its input to the ranks after it; health
- * counted as an allreduce's). Otherwise every rank's input is gathered (an allgather, in rounds of
- * at most
- * @p round_bytes per rank, into scratch the communicator keeps: ranks x that at most) and
- * each rank folds what it needs, on the device (a kernel) when rbuf is device memory on the
- * cuda backend, else on the host. round_bytes must be the same on every rank.
+ * the input). Collective. With CGPU_SCAN_AUTO, on the cuda backend inside a node, our
+ * kernels run it: a small call as one oneshot call (each rank sends its input to the ranks
+ * after it), a larger one as a chain from rank 0 to rank n-1 (health counted as an
+ * allreduce's). Otherwise every rank's input is gathered (an allgather, in rounds of at
+ * most @p round_bytes per rank, into scratch the communicator keeps: ranks x that at most)
+ * and each rank folds what it needs, on the device (a kernel) when rbuf is device memory
+ * on the cuda backend, else on the host. round_bytes must be the same on every rank.
  */
 cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                         cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
