@@ -266,6 +266,16 @@ int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const in
                                   const int *rdispls, struct ompi_datatype_t *rdt,
                                   struct ompi_communicator_t *comm,
                                   mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
+                                  struct ompi_datatype_t *const *sdts, void *rbuf,
+                                  const int *rcounts, const int *rdispls,
+                                  struct ompi_datatype_t *const *rdts,
+                                  struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+/* MPI_Alltoallw on the engine where every block's type is gap-free (coll_gpu_vcoll.c) */
+int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
+                           struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                           const int *rdispls, struct ompi_datatype_t *const *rdts,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count,
                                struct ompi_datatype_t *dt, struct ompi_op_t *op, int root,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);

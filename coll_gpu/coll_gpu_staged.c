@@ -357,10 +357,11 @@ int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const in
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-static int gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
-                         struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
-                         const int *rdispls, struct ompi_datatype_t *const *rdts,
-                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+int mca_coll_gpu_staged_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
+                                  struct ompi_datatype_t *const *sdts, void *rbuf,
+                                  const int *rcounts, const int *rdispls,
+                                  struct ompi_datatype_t *const *rdts,
+                                  struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     if (passthrough(m, sbuf, rbuf)) {
@@ -515,7 +516,7 @@ void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
     m->super.coll_scatter = mca_coll_gpu_scatter; /* engine path, staged inside */
     m->super.coll_scatterv = mca_coll_gpu_scatterv; /* engine path, staged inside */
     m->super.coll_alltoallv = mca_coll_gpu_alltoallv; /* engine path, staged inside */
-    m->super.coll_alltoallw = gpu_alltoallw;
+    m->super.coll_alltoallw = mca_coll_gpu_alltoallw; /* engine path, staged inside */
     m->super.coll_reduce_scatter = mca_coll_gpu_reduce_scatter;
     m->super.coll_reduce_scatter_block = mca_coll_gpu_reduce_scatter_block;
     m->super.coll_scan = mca_coll_gpu_scan;     /* engine path, staged fallback inside */

@@ -1,5 +1,5 @@
 /*
- * coll/gpu: MPI_Gatherv, MPI_Scatterv and MPI_Alltoallv on the engine.
+ * coll/gpu: MPI_Gatherv, MPI_Scatterv, MPI_Alltoallv and MPI_Alltoallw on the engine.
  *
  * No rank sees every count of these (a gatherv's non-root ranks know their own block
  * only, an alltoallv's ranks their own row and column), so no rank can pick the path
@@ -10,7 +10,8 @@
  * coll_gpu_gather_scratch_bytes sends the call to the previous module on every rank,
  * staged. A rank vetoes when its counts are negative, its elements are not back to back
  * (a derived datatype with gaps: the staged path packs those), or it has no memory for
- * the layout: all before any exchange, so no peer is left waiting.
+ * the layout: all before any exchange, so no peer is left waiting. MPI_Alltoallw is an
+ * alltoallv whose blocks each have their own datatype and a displacement in bytes.
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -50,6 +51,33 @@ static bool side_layout(v_side_t *v, const void *buf, const int *counts, const i
         v->largest = bytes[p] > v->largest ? bytes[p] : v->largest;
     }
     v->b = (cgpu_blocks_t){.base = (char *) run, .bytes = bytes, .offs = offs};
+    return ok;
+}
+
+/* The same for an alltoallw side: block p is counts[p] x types[p] at buf + displs[p] bytes. */
+static bool side_layout_w(v_side_t *v, const void *buf, const int *counts, const int *displs,
+                          struct ompi_datatype_t *const *types, int n)
+{
+    memset(v, 0, sizeof(*v));
+    size_t *bytes = malloc((sizeof(size_t) + sizeof(ptrdiff_t)) * (size_t) n);
+    if (NULL == bytes) {
+        return false;
+    }
+    ptrdiff_t *offs = (ptrdiff_t *) (bytes + n);
+    bool ok = true;
+    for (int p = 0; p < n; ++p) {
+        const char *run = (const char *) buf + displs[p];
+        size_t es = 0;
+        ok = ok && counts[p] >= 0;
+        if (ok && counts[p] > 0) { /* an empty block's type is not looked at */
+            ompi_datatype_type_size(types[p], &es);
+            ok = mca_coll_gpu_contiguous_run((const char *) buf + displs[p], 2, types[p], &run);
+        }
+        bytes[p] = ok ? (size_t) counts[p] * es : 0;
+        offs[p] = run - (const char *) buf;
+        v->largest = bytes[p] > v->largest ? bytes[p] : v->largest;
+    }
+    v->b = (cgpu_blocks_t){.base = (char *) buf, .bytes = bytes, .offs = offs};
     return ok;
 }
 
@@ -194,4 +222,42 @@ int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdis
     side_free(&s);
     side_free(&r);
     return mca_coll_gpu_engine_rc(st, "MPI_Alltoallv", comm);
+}
+
+int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
+                           struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                           const int *rdispls, struct ompi_datatype_t *const *rdts,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
+    const int n = ompi_comm_size(comm);
+    const bool in_place = MPI_IN_PLACE == sbuf; /* sent from the receive layout */
+    if (!v_wanted(m, CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm)) {
+        return mca_coll_gpu_staged_alltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls,
+                                             rdts, comm, module);
+    }
+    v_side_t s = {0}, r = {0};
+    bool ok = side_layout_w(&r, rbuf, rcounts, rdispls, rdts, n);
+    if (!in_place) {
+        ok = side_layout_w(&s, sbuf, scounts, sdispls, sdts, n) && ok;
+    }
+    size_t maxb = 0;
+    int rc;
+    cgpu_comm_t *ec = v_agree(m, comm, s.largest > r.largest ? s.largest : r.largest, !ok,
+                              in_place ? rbuf : sbuf, &maxb, &rc);
+    if (NULL == ec) {
+        side_free(&s);
+        side_free(&r);
+        return MPI_SUCCESS != rc
+                   ? rc
+                   : mca_coll_gpu_staged_alltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts,
+                                                   rdispls, rdts, comm, module);
+    }
+    cgpu_status_t st =
+        MCA_COLL_GPU_ENGINE(m, cgpu_alltoallv(ec, in_place ? NULL : &s.b, &r.b, maxb,
+                                              (cgpu_alltoall_alg_t) c->alltoall_algorithm));
+    side_free(&s);
+    side_free(&r);
+    return mca_coll_gpu_engine_rc(st, "MPI_Alltoallw", comm);
 }

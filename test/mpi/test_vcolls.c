@@ -1,7 +1,8 @@
 /*
- * MPI_Gatherv, MPI_Scatterv and MPI_Alltoallv, the collectives whose counts no rank sees
- * whole, against a reference computed here: every element of every block and every element
- * outside the blocks (gaps keep their values), at 3 sizes, every root, in 6 layouts:
+ * MPI_Gatherv, MPI_Scatterv, MPI_Alltoallv and MPI_Alltoallw (the alltoallv's blocks, a
+ * type per block: in the pairs mode ints and pairs mixed in one call), the collectives whose
+ * counts no rank sees whole, against a reference computed here: every element of every block and
+ * every element outside the blocks (gaps keep their values), at 3 sizes, every root, in 6 layouts:
  *   packed    equal counts back to back (the engine reads and writes the user's buffers)
  *   spread    unequal counts (some zero on 3+ ranks), blocks in reverse rank order with gaps
  *   in_place  spread, in place (alltoallv: symmetric counts, sent from the receive buffer)
@@ -138,9 +139,25 @@ typedef struct {
     int *s, *r, *want;   /* twin send and receive buffers, host reference */
     long room;           /* ints in each */
     int *sc, *sd, *rc, *rd, *mc, *md, *mc2, *md2;
+    MPI_Datatype *st, *rt; /* alltoallw: a type per block */
 } bufs_t;
 
-static void check_alltoallv(bufs_t *b, int mode, long base)
+/* MPI_Alltoallw's description of a side of kind k (the same blocks as the alltoallv's): a
+ * type per block, displacements in bytes; in the pairs mode every other peer's block is
+ * described in ints instead, so that one call mixes types */
+static void describe_w(tkind_t k, int mode, const int *counts, const int *displs, int *mc, int *md,
+                       MPI_Datatype *mt)
+{
+    for (int p = 0; p < size; ++p) {
+        const tkind_t kp = PAIRS == mode && T_PAIR == k && 1 == (p + rank) % 2 ? T_INT : k;
+        mc[p] = counts[p] / tk_div(kp);
+        md[p] = displs[p] * tk_stride(kp) * (int) sizeof(int);
+        mt[p] = tk_type(kp);
+    }
+}
+
+/* MPI_Alltoallv (w = false) or MPI_Alltoallw of the same blocks */
+static void check_alltoallv(bufs_t *b, int mode, long base, bool w)
 {
     const tkind_t sk = kind(mode, rank, true, false), rk = kind(mode, rank, false, true);
     for (int p = 0; p < size; ++p) {
@@ -167,15 +184,22 @@ static void check_alltoallv(bufs_t *b, int mode, long base)
     }
     mt_push(b->s);
     mt_push(b->r);
-    describe(sk, b->sc, b->sd, b->mc, b->md);
-    describe(rk, b->rc, b->rd, b->mc2, b->md2);
-    MT_CHECK_MPI(MPI_Alltoallv(in_place ? MPI_IN_PLACE : MT_D(b->s), b->mc, b->md, tk_type(sk),
-                               MT_D(b->r), b->mc2, b->md2, tk_type(rk), MPI_COMM_WORLD));
+    if (w) {
+        describe_w(sk, mode, b->sc, b->sd, b->mc, b->md, b->st);
+        describe_w(rk, mode, b->rc, b->rd, b->mc2, b->md2, b->rt);
+        MT_CHECK_MPI(MPI_Alltoallw(in_place ? MPI_IN_PLACE : MT_D(b->s), b->mc, b->md, b->st,
+                                   MT_D(b->r), b->mc2, b->md2, b->rt, MPI_COMM_WORLD));
+    } else {
+        describe(sk, b->sc, b->sd, b->mc, b->md);
+        describe(rk, b->rc, b->rd, b->mc2, b->md2);
+        MT_CHECK_MPI(MPI_Alltoallv(in_place ? MPI_IN_PLACE : MT_D(b->s), b->mc, b->md, tk_type(sk),
+                                   MT_D(b->r), b->mc2, b->md2, tk_type(rk), MPI_COMM_WORLD));
+    }
     expect_path(mode, largest(mode, base));
     mt_pull(b->r);
     const long span = (long) rst * (rspan + 1), bad = diff(b->r, b->want, span);
-    MT_CHECK(0 == bad, "alltoallv %s base %ld: %ld of %ld ints wrong", mode_name[mode], base, bad,
-             span);
+    MT_CHECK(0 == bad, "%s %s base %ld: %ld of %ld ints wrong", w ? "alltoallw" : "alltoallv",
+             mode_name[mode], base, bad, span);
     (void) sspan;
 }
 
@@ -301,12 +325,15 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); ++i) {
         *arrays[i] = mt_xmalloc(sizeof(int) * (size_t) size);
     }
+    b.st = mt_xmalloc(sizeof(MPI_Datatype) * (size_t) size);
+    b.rt = mt_xmalloc(sizeof(MPI_Datatype) * (size_t) size);
     mt_pvars_t pv;
     mt_pvars_open(&pv, MPI_COMM_WORLD, "world");
     mt_pvars_mark(&pv);
     for (int k = 0; k < nb; ++k) {
         for (int mode = 0; mode < NMODES; ++mode) {
-            check_alltoallv(&b, mode, bases[k]);
+            check_alltoallv(&b, mode, bases[k], false);
+            check_alltoallv(&b, mode, bases[k], true);
             for (int root = 0; root < size; ++root) {
                 check_gatherv(&b, mode, bases[k], root);
                 check_scatterv(&b, mode, bases[k], root);
@@ -316,13 +343,16 @@ int main(int argc, char **argv)
     unsigned long long e = 0, f = 0;
     if (size > 1 && 0 == mt_pvars_delta(&pv, &e, &f)) {
         MT_CHECK((long) e == want_engine && (long) f == want_fallback,
-                 "gatherv/scatterv/alltoallv: %llu engine and %llu fallback calls, expected %ld "
-                 "and %ld", e, f, want_engine, want_fallback);
+                 "gatherv/scatterv/alltoallv/w: %llu engine and %llu fallback calls, expected %ld "
+                 "and %ld",
+                 e, f, want_engine, want_fallback);
     }
     mt_pvars_close(&pv);
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); ++i) {
         free(*arrays[i]);
     }
+    free(b.st);
+    free(b.rt);
     mt_twin_free(b.s);
     mt_twin_free(b.r);
     free(b.want);
