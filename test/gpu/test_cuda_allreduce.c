@@ -299,6 +299,48 @@ int main(int argc, char **argv)
         MT_EXPECT_PATH(&pv, 1, MT_PATH_ENGINE, "mixed host/device ranks");
     }
 
+    /* the scans with mixed memory kinds across ranks (even ranks: device, in place; odd
+     * ranks: host), a oneshot size and a chain size: rank r gets the sum over ranks up to it
+     * (exscan: before it; rank 0's buffer keeps what it held) */
+    for (int k = 0; k < 4; ++k) {
+        const size_t n = k < 2 ? 1000 : 300007;
+        const bool ex = 1 == k % 2;
+        int *h = malloc(n * sizeof(int)), *r = malloc(n * sizeof(int));
+        int *d = NULL;
+        CUDA_OK(cudaMalloc((void **) &d, n * sizeof(int)));
+        for (size_t i = 0; i < n; ++i) {
+            h[i] = (int) (i % 1000) + rank;
+            r[i] = -7;
+        }
+        int *rb = r;
+        if (0 == rank % 2) {
+            CUDA_OK(cudaMemcpy(d, h, n * sizeof(int), cudaMemcpyHostToDevice));
+            rb = d;
+        }
+        const void *sb = 0 == rank % 2 ? MPI_IN_PLACE : (const void *) h;
+        if (ex) {
+            MT_CHECK_MPI(MPI_Exscan(sb, rb, (int) n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+        } else {
+            MT_CHECK_MPI(MPI_Scan(sb, rb, (int) n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+        }
+        if (0 == rank % 2) {
+            CUDA_OK(cudaMemcpy(r, d, n * sizeof(int), cudaMemcpyDeviceToHost));
+        }
+        const int upto = ex ? rank : rank + 1;
+        long bad = 0;
+        for (size_t i = 0; i < n; ++i) {
+            const int e = 0 == upto ? (int) (i % 1000) /* rank 0's exscan: its input kept */
+                                    : (int) (i % 1000) * upto + upto * (upto - 1) / 2;
+            bad += r[i] != e;
+        }
+        MT_CHECK(0 == bad, "%s of %zu ints, mixed host/device ranks: %ld wrong elements",
+                 ex ? "exscan" : "scan", n, bad);
+        cudaFree(d);
+        free(h);
+        free(r);
+    }
+    MT_EXPECT_PATH(&pv, 4, MT_PATH_ENGINE, "scans, mixed host/device ranks");
+
     /* cudaMallocAsync pool memory, and managed memory */
     {
         const size_t n = 200003;
