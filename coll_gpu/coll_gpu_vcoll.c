@@ -186,42 +186,51 @@ int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *displ
                                                                        comm, module);
 }
 
+/* An alltoallv or alltoallw whose sides are laid out (ok: no veto here): the agreement, then
+ * the engine's padded alltoall; OMPI_ERR_NOT_AVAILABLE: the staged path takes the call (the
+ * same answer on every rank). Frees the sides. */
+static int alltoall_sides(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                          const void *buf, bool in_place, v_side_t *s, v_side_t *r, bool ok,
+                          const char *name)
+{
+    size_t maxb = 0;
+    int rc;
+    cgpu_comm_t *ec =
+        v_agree(m, comm, s->largest > r->largest ? s->largest : r->largest, !ok, buf, &maxb, &rc);
+    if (NULL != ec) {
+        cgpu_status_t st = MCA_COLL_GPU_ENGINE(
+            m, cgpu_alltoallv(ec, in_place ? NULL : &s->b, &r->b, maxb,
+                              (cgpu_alltoall_alg_t) mca_coll_gpu_component.alltoall_algorithm));
+        rc = mca_coll_gpu_engine_rc(st, name, comm);
+    } else if (MPI_SUCCESS == rc) {
+        rc = OMPI_ERR_NOT_AVAILABLE;
+    }
+    side_free(s);
+    side_free(r);
+    return rc;
+}
+
 int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
                            struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
                            const int *rdispls, struct ompi_datatype_t *rdt,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     const int n = ompi_comm_size(comm);
     const bool in_place = MPI_IN_PLACE == sbuf; /* sent from the receive layout */
-    if (!v_wanted(m, CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm)) {
-        return mca_coll_gpu_staged_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls,
-                                             rdt, comm, module);
+    int rc = OMPI_ERR_NOT_AVAILABLE;
+    if (v_wanted(m, CGPU_ALLTOALL_FALLBACK == mca_coll_gpu_component.alltoall_algorithm)) {
+        v_side_t s = {0}, r = {0};
+        bool ok = side_layout(&r, rbuf, rcounts, rdispls, rdt, n);
+        if (!in_place) {
+            ok = side_layout(&s, sbuf, scounts, sdispls, sdt, n) && ok;
+        }
+        rc = alltoall_sides(m, comm, in_place ? rbuf : sbuf, in_place, &s, &r, ok, "MPI_Alltoallv");
     }
-    v_side_t s = {0}, r = {0};
-    bool ok = side_layout(&r, rbuf, rcounts, rdispls, rdt, n);
-    if (!in_place) {
-        ok = side_layout(&s, sbuf, scounts, sdispls, sdt, n) && ok;
-    }
-    size_t maxb = 0;
-    int rc;
-    cgpu_comm_t *ec = v_agree(m, comm, s.largest > r.largest ? s.largest : r.largest, !ok,
-                              in_place ? rbuf : sbuf, &maxb, &rc);
-    if (NULL == ec) {
-        side_free(&s);
-        side_free(&r);
-        return MPI_SUCCESS != rc ? rc
-                                 : mca_coll_gpu_staged_alltoallv(sbuf, scounts, sdispls, sdt, rbuf,
-                                                                 rcounts, rdispls, rdt, comm,
-                                                                 module);
-    }
-    cgpu_status_t st = MCA_COLL_GPU_ENGINE(
-        m, cgpu_alltoallv(ec, in_place ? NULL : &s.b, &r.b, maxb,
-                          (cgpu_alltoall_alg_t) c->alltoall_algorithm));
-    side_free(&s);
-    side_free(&r);
-    return mca_coll_gpu_engine_rc(st, "MPI_Alltoallv", comm);
+    return OMPI_ERR_NOT_AVAILABLE != rc
+               ? rc
+               : mca_coll_gpu_staged_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls,
+                                               rdt, comm, module);
 }
 
 int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
@@ -230,34 +239,19 @@ int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdis
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     const int n = ompi_comm_size(comm);
     const bool in_place = MPI_IN_PLACE == sbuf; /* sent from the receive layout */
-    if (!v_wanted(m, CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm)) {
-        return mca_coll_gpu_staged_alltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls,
-                                             rdts, comm, module);
+    int rc = OMPI_ERR_NOT_AVAILABLE;
+    if (v_wanted(m, CGPU_ALLTOALL_FALLBACK == mca_coll_gpu_component.alltoall_algorithm)) {
+        v_side_t s = {0}, r = {0};
+        bool ok = side_layout_w(&r, rbuf, rcounts, rdispls, rdts, n);
+        if (!in_place) {
+            ok = side_layout_w(&s, sbuf, scounts, sdispls, sdts, n) && ok;
+        }
+        rc = alltoall_sides(m, comm, in_place ? rbuf : sbuf, in_place, &s, &r, ok, "MPI_Alltoallw");
     }
-    v_side_t s = {0}, r = {0};
-    bool ok = side_layout_w(&r, rbuf, rcounts, rdispls, rdts, n);
-    if (!in_place) {
-        ok = side_layout_w(&s, sbuf, scounts, sdispls, sdts, n) && ok;
-    }
-    size_t maxb = 0;
-    int rc;
-    cgpu_comm_t *ec = v_agree(m, comm, s.largest > r.largest ? s.largest : r.largest, !ok,
-                              in_place ? rbuf : sbuf, &maxb, &rc);
-    if (NULL == ec) {
-        side_free(&s);
-        side_free(&r);
-        return MPI_SUCCESS != rc
-                   ? rc
-                   : mca_coll_gpu_staged_alltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts,
-                                                   rdispls, rdts, comm, module);
-    }
-    cgpu_status_t st =
-        MCA_COLL_GPU_ENGINE(m, cgpu_alltoallv(ec, in_place ? NULL : &s.b, &r.b, maxb,
-                                              (cgpu_alltoall_alg_t) c->alltoall_algorithm));
-    side_free(&s);
-    side_free(&r);
-    return mca_coll_gpu_engine_rc(st, "MPI_Alltoallw", comm);
+    return OMPI_ERR_NOT_AVAILABLE != rc
+               ? rc
+               : mca_coll_gpu_staged_alltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls,
+                                               rdts, comm, module);
 }

@@ -470,6 +470,16 @@ template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_a
     }
 }
 
+/* A step's slots: the item from the left (if recv) and room at the right (if send); false
+ * after a timeout. */
+template <typename T>
+__device__ __forceinline__ bool step_slots(RingState &s, bool recv, bool send, const T *&src,
+                                           T *&dst)
+{
+    return (!recv || nullptr != (src = recv_slot<T>(s))) &&
+           (!send || nullptr != (dst = send_slot<T>(s)));
+}
+
 /* One ring step: take the item from the left (if recv), combine it with `mine` (if
  * given), write the result to `local` (if given) and to the right (if send). Returns
  * false after a timeout. */
@@ -479,10 +489,7 @@ __device__ __forceinline__ bool ring_step(RingState &s, bool recv, bool send, co
 {
     const T *src = nullptr;
     T *dst = nullptr;
-    if (recv && nullptr == (src = recv_slot<T>(s))) {
-        return false;
-    }
-    if (send && nullptr == (dst = send_slot<T>(s))) {
+    if (!step_slots<T>(s, recv, send, src, dst)) {
         return false;
     }
     reduce_copy<T, OP>(dst, nullptr, src, mine, cnt, local);
@@ -499,10 +506,7 @@ __device__ __forceinline__ bool exscan_step(RingState &s, bool recv, bool send, 
 {
     const T *src = nullptr;
     T *dst = nullptr;
-    if (recv && nullptr == (src = recv_slot<T>(s))) {
-        return false;
-    }
-    if (send && nullptr == (dst = send_slot<T>(s))) {
+    if (!step_slots<T>(s, recv, send, src, dst)) {
         return false;
     }
     if (send) {
