@@ -488,7 +488,7 @@ if has nb_busy; then # a post right behind long GPU work of the application: the
     grep -E "^##|^rank" "$out/nb_busy.txt"
 fi
 if has scan; then # MPI_Scan/Exscan/Iscan on the engine: every datatype through the allgather and
-    # the fold kernel in rounds (3 ranks x 4 KiB of scratch), and through the chain, at 3
+    # the host fold in rounds (3 ranks x 4 KiB of scratch), and through the chain, at 3
     # ranks (the default runs of test_cuda_types take the oneshot calls up to 64 KiB); then
     # bench/bench_scan with auto (oneshot up to 64 KiB, the chain above),
     # allgather, and the previous module's on host copies (fallback) one after the other;

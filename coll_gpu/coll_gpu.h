@@ -302,11 +302,11 @@ int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_dat
                         struct ompi_op_t *op, struct ompi_communicator_t *comm,
                         mca_coll_base_module_t *module);
 /* Whether a scan (either form) of count x dtype with op on n ranks runs on the engine, from
- * arguments MPI requires to match and MCA params alone (coll_gpu_scan_algorithm, the
- * round of coll_gpu_gather_scratch_bytes' share holding one element); sets the engine's
- * (dt, op) and the round's bytes per rank (coll_gpu_reduce.c) */
+ * arguments MPI requires to match and MCA params alone (coll_gpu_scan_algorithm, a round of
+ * mca_coll_gpu_padded_max(n) bytes per rank holding one element); sets the engine's (dt, op)
+ * (coll_gpu_reduce.c) */
 bool mca_coll_gpu_scan_engine_ok(int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                 int n, cgpu_dtype_t *dt, cgpu_op_t *eop, size_t *round);
+                                 int n, cgpu_dtype_t *dt, cgpu_op_t *eop);
 /* rcounts as the engine takes them (malloc'd; NULL without memory) */
 size_t *mca_coll_gpu_engine_counts(const int *rcounts, int n);
 int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,

@@ -226,12 +226,12 @@ static int gpu_register(void)
     reg_enum("scan_algorithm",
              "MPI_Scan and MPI_Exscan (blocking and non-blocking) algorithm: auto (cuda backend "
              "inside a node: one oneshot call of our kernels up to coll_gpu_cuda_small_bytes of "
-             "input, in which each rank sends its input to the ranks after it; else allgather), "
-             "allgather (the engine: every rank's input allgathered, in rounds of "
-             "coll_gpu_gather_scratch_bytes' share per rank, into memory the communicator "
-             "keeps, then each rank reduces the inputs of the ranks up to it in rank order: "
-             "a kernel of ours on device buffers), fallback (the previous coll module, device "
-             "buffers staged)",
+             "input, in which each rank sends its input to the ranks after it, larger a chain "
+             "from rank 0 to the last rank; else allgather), allgather (the engine: every "
+             "rank's input allgathered, in rounds of coll_gpu_gather_scratch_bytes' share per "
+             "rank, into host memory the communicator keeps, then each rank reduces the inputs "
+             "of the ranks up to it in rank order, on the host), fallback (the previous coll "
+             "module, device buffers staged)",
              scan_values, &c->scan_algorithm);
     reg_ulong("gather_scratch_bytes",
               "MPI_Gather(v), MPI_Scatter(v), MPI_Allgatherv and MPI_Alltoallv on the engine: "

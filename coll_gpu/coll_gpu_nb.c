@@ -450,10 +450,11 @@ static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
     case NB_SCATTERV:
     case NB_ALLTOALLV:
         return run_v(r);
-    case NB_SCAN: /* bytes: the round's bytes per rank */
+    case NB_SCAN:
     case NB_EXSCAN:
         return cgpu_scan(ec, r->s, r->r, r->count, r->dt, r->op, NB_EXSCAN == r->kind,
-                         (cgpu_scan_alg_t) c->scan_algorithm, r->bytes);
+                         (cgpu_scan_alg_t) c->scan_algorithm,
+                         mca_coll_gpu_padded_max(cgpu_comm_size(ec)));
     }
     return CGPU_ERR_INVALID_ARG;
 }
@@ -1831,22 +1832,11 @@ static int nb_iscan_like(bool ex, const void *sbuf, void *rbuf, int count,
     bool create;
     cgpu_dtype_t dt;
     cgpu_op_t eop;
-    size_t round;
-    if (mca_coll_gpu_scan_engine_ok(count, dtype, op, ompi_comm_size(comm), &dt, &eop, &round) &&
+    if (mca_coll_gpu_scan_engine_ok(count, dtype, op, ompi_comm_size(comm), &dt, &eop) &&
         plan_engine(m, &create)) {
-        mca_coll_gpu_request_t *q =
-            engine_request(m, comm, create, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
-        if (NULL == q) {
-            return post_failed(request, MPI_ERR_NO_MEM);
-        }
-        q->kind = ex ? NB_EXSCAN : NB_SCAN;
-        q->s = MPI_IN_PLACE == sbuf ? NULL : sbuf;
-        q->r = rbuf;
-        q->count = (size_t) count;
-        q->dt = dt;
-        q->op = eop;
-        q->bytes = round;
-        return engine_post(q, request);
+        return post_reduction(m, comm, ex ? NB_EXSCAN : NB_SCAN, create,
+                              MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf, (size_t) count, dt, eop, 0,
+                              request);
     }
     mca_coll_base_module_iscan_fn_t fn = ex ? m->prev.coll_iexscan : m->prev.coll_iscan;
     mca_coll_base_module_t *pm = ex ? m->prev.coll_iexscan_module : m->prev.coll_iscan_module;

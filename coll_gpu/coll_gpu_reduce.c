@@ -103,14 +103,11 @@ int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts
 }
 
 bool mca_coll_gpu_scan_engine_ok(int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                 int n, cgpu_dtype_t *dt, cgpu_op_t *eop, size_t *round)
+                                 int n, cgpu_dtype_t *dt, cgpu_op_t *eop)
 {
-    if (CGPU_SCAN_FALLBACK == mca_coll_gpu_component.scan_algorithm || count <= 0 ||
-        !mca_coll_gpu_engine_reduction(dtype, op, dt, eop)) {
-        return false;
-    }
-    *round = mca_coll_gpu_padded_max(n);
-    return *round >= cgpu_dtype_size(*dt);
+    return CGPU_SCAN_FALLBACK != mca_coll_gpu_component.scan_algorithm && count > 0 &&
+           mca_coll_gpu_engine_reduction(dtype, op, dt, eop) &&
+           mca_coll_gpu_padded_max(n) >= cgpu_dtype_size(*dt);
 }
 
 /* scan and exscan: every rank's input allgathered on the engine, each rank folding the
@@ -122,9 +119,8 @@ static int scan_like(bool ex, const void *sbuf, void *rbuf, int count,
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     cgpu_dtype_t dt;
     cgpu_op_t eop;
-    size_t round;
-    if (mca_coll_gpu_nested() ||
-        !mca_coll_gpu_scan_engine_ok(count, dtype, op, ompi_comm_size(comm), &dt, &eop, &round)) {
+    const int n = ompi_comm_size(comm);
+    if (mca_coll_gpu_nested() || !mca_coll_gpu_scan_engine_ok(count, dtype, op, n, &dt, &eop)) {
         return mca_coll_gpu_staged_scan(ex, sbuf, rbuf, count, dtype, op, comm, module);
     }
     mca_coll_gpu_lazy_init(m, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
@@ -133,7 +129,8 @@ static int scan_like(bool ex, const void *sbuf, void *rbuf, int count,
     }
     cgpu_status_t st = MCA_COLL_GPU_ENGINE(
         m, cgpu_scan(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf, (size_t) count, dt, eop,
-                     ex, (cgpu_scan_alg_t) mca_coll_gpu_component.scan_algorithm, round));
+                     ex, (cgpu_scan_alg_t) mca_coll_gpu_component.scan_algorithm,
+                     mca_coll_gpu_padded_max(n)));
     return mca_coll_gpu_engine_rc(st, ex ? "MPI_Exscan" : "MPI_Scan", comm);
 }
 

@@ -1521,37 +1521,6 @@ template <typename T, int OP> __global__ void ce_reduce_kernel(const cgpu_cuda_c
     }
 }
 
-/* ---- scan's fold, one rank alone: out = in_0 op in_1 op ... op in_{k-1}, left to right
- * (rank order, as MPI's scan), in_r at in + r x stride bytes; a grid-stride loop, 16-byte
- * vectors when every address allows. Inputs another kernel of ours wrote before this one
- * started: plain loads. ---- */
-template <typename T, int OP> __global__ void fold_kernel(const cgpu_cuda_fold_args_t a)
-{
-    const size_t tid = (size_t) blockIdx.x * blockDim.x + threadIdx.x;
-    const size_t nth = (size_t) gridDim.x * blockDim.x;
-    const char *in = (const char *) a.in;
-    size_t done = 0;
-    if (0 == (((uintptr_t) a.in | (uintptr_t) a.out | (uintptr_t) a.stride) & 15)) {
-        constexpr size_t V = sizeof(uint4) / sizeof(T);
-        const size_t nv = a.count / V;
-        for (size_t i = tid; i < nv; i += nth) {
-            uint4 acc = ((const uint4 *) in)[i];
-            for (int r = 1; r < a.k; ++r) {
-                acc = combine<T, OP>(acc, ((const uint4 *) (in + (size_t) r * a.stride))[i]);
-            }
-            ((uint4 *) a.out)[i] = acc;
-        }
-        done = nv * V;
-    }
-    for (size_t i = done + tid; i < a.count; i += nth) {
-        T acc = ((const T *) in)[i];
-        for (int r = 1; r < a.k; ++r) {
-            acc = Op<T, OP>::f(acc, ((const T *) (in + (size_t) r * a.stride))[i]);
-        }
-        ((T *) a.out)[i] = acc;
-    }
-}
-
 /* ---- dispatch: (dtype, op) -> kernel instance ---- */
 
 template <template <typename, int> class K, typename Args>
@@ -1612,16 +1581,6 @@ template <typename T, int OP> struct CeReduceK {
         ce_reduce_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
     }
 };
-template <typename T, int OP> struct FoldK {
-    static void go(const cgpu_cuda_fold_args_t *a, int blocks, int threads, cudaStream_t st)
-    {
-        static int fit = 0;
-        if (0 == fit || threads != fit) {
-            fit = fit_threads(fold_kernel<T, OP>, threads);
-        }
-        fold_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
-    }
-};
 template <typename T, int OP> struct ResidentK {
     static void go(const cgpu_cuda_resident_args_t *a, int blocks, int threads, cudaStream_t st)
     {
@@ -1673,7 +1632,6 @@ template <typename T, int OP> struct PreloadK {
 #if CGPU_PART(1)
         (void) cudaFuncGetAttributes(&at, tree_kernel<T, OP>);
         (void) cudaFuncGetAttributes(&at, ce_reduce_kernel<T, OP>);
-        (void) cudaFuncGetAttributes(&at, fold_kernel<T, OP>);
 #endif
 #if CGPU_PART(2)
         (void) cudaFuncGetAttributes(&at, oneshot_kernel<T, OP>);
@@ -1868,16 +1826,6 @@ extern "C" int cgpu_cuda_ce_reduce(const cgpu_cuda_ce_reduce_args_t *a, cgpu_dty
         return (int) cudaErrorInvalidValue;
     }
     int rc = dispatch<CeReduceK>(a, dt, op, blocks, threads, (cudaStream_t) stream);
-    return 0 != rc ? rc : (int) cudaGetLastError();
-}
-
-extern "C" int cgpu_cuda_fold_launch(const cgpu_cuda_fold_args_t *a, cgpu_dtype_t dt,
-                                     cgpu_op_t op, int blocks, int threads, void *stream)
-{
-    if (!cgpu_cuda_reduce_supported(dt, op)) {
-        return (int) cudaErrorInvalidValue;
-    }
-    int rc = dispatch<FoldK>(a, dt, op, blocks, threads, (cudaStream_t) stream);
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 

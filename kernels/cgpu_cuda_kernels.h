@@ -393,18 +393,6 @@ typedef struct cgpu_cuda_ce_reduce_args {
 int cgpu_cuda_ce_reduce(const cgpu_cuda_ce_reduce_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                         int blocks, int threads, void *stream);
 
-/** Scan's fold, on one rank (no peer): out[i] = in_0[i] op in_1[i] op ... op in_{k-1}[i],
- * left to right, in_r at in + r x stride bytes (k >= 1). */
-typedef struct cgpu_cuda_fold_args {
-    void *out;
-    const void *in;
-    size_t stride; /* bytes */
-    size_t count;  /* elements */
-    int k;
-} cgpu_cuda_fold_args_t;
-int cgpu_cuda_fold_launch(const cgpu_cuda_fold_args_t *a, cgpu_dtype_t dt, cgpu_op_t op, int blocks,
-                          int threads, void *stream);
-
 /** Enqueue a tree allreduce (2 x nch blocks). Returns 0 or a cudaError_t value. */
 int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                              int threads, void *stream);

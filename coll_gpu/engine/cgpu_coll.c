@@ -739,22 +739,6 @@ cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size
                                          (size_t) comm->rank * bytes, bytes);
 }
 
-/* This rank's fold of the first k of the n blocks at @p all (c elements each, block r at
- * all + r x c x es), left to right, into @p out: by a kernel where @p all is on the device,
- * else on the host (into block 0, then copied to out, which may be any memory). */
-static cgpu_status_t scan_fold(cgpu_comm_t *comm, bool device, void *out, char *all, int k,
-                               size_t c, cgpu_dtype_t dt, cgpu_op_t op)
-{
-    const size_t bytes = c * cgpu_dtype_size(dt);
-    if (device) {
-        return cgpu_cuda_fold(comm, out, all, bytes, k, c, dt, op);
-    }
-    for (int r = 1; r < k; ++r) {
-        (void) cgpu_reduce_host(dt, op, all, all, all + (size_t) r * bytes, c);
-    }
-    return cgpu_engine_copy(out, all, bytes);
-}
-
 cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                         cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
                         size_t round_bytes)
@@ -779,22 +763,22 @@ cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t 
         }
         return st;
     }
+    /* across nodes, on the host backend, or forced: every input gathered into host scratch,
+     * and this rank's fold of the first k there (into block 0, then copied to rbuf, any
+     * memory) */
     const size_t per = round_bytes / es, chunk = count < per ? count : per;
-    /* the fold runs where the scratch is: on the device when the result goes there and
-     * the kernels have (dt, op) */
-    const bool device =
-        NULL != comm->cuda && scratch_on_device(comm, rbuf) && cgpu_cuda_comm_supports(dt, op);
     char *all = NULL;
-    cgpu_status_t st = comm_scratch(comm, device, chunk * es * (size_t) n,
+    cgpu_status_t st = comm_scratch(comm, false, chunk * es * (size_t) n,
                                     exclusive ? "exscan" : "scan", (void **) &all);
-    /* comm_scratch may have fallen back on host memory */
-    const bool fold_device = device && comm->scratch_device;
     const char *src = NULL != sbuf ? sbuf : rbuf;
     for (size_t off = 0; CGPU_OK == st && off < count; off += chunk) {
-        const size_t c = count - off < chunk ? count - off : chunk;
-        st = cgpu_allgather(comm, src + off * es, all, c * es);
+        const size_t c = count - off < chunk ? count - off : chunk, bytes = c * es;
+        st = cgpu_allgather(comm, src + off * es, all, bytes);
+        for (int r = 1; CGPU_OK == st && r < k; ++r) {
+            (void) cgpu_reduce_host(dt, op, all, all, all + (size_t) r * bytes, c);
+        }
         if (CGPU_OK == st && k > 0) {
-            st = scan_fold(comm, fold_device, (char *) rbuf + off * es, all, k, c, dt, op);
+            st = cgpu_engine_copy((char *) rbuf + off * es, all, bytes);
         }
     }
     return st;

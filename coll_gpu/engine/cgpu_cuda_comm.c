@@ -1785,32 +1785,6 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
     return cuda_run(comm, &k);
 }
 
-cgpu_status_t cgpu_cuda_fold(cgpu_comm_t *comm, void *out, const void *in, size_t stride, int k,
-                             size_t count, cgpu_dtype_t dt, cgpu_op_t op)
-{
-    cgpu_cuda_comm_t *cc = comm->cuda;
-    if (NULL == cc || k < 1 || 0 == count) {
-        return NULL == cc || k < 1 ? CGPU_ERR_INVALID_ARG : CGPU_OK;
-    }
-    int prev = cgpu_cuda_current_device();
-    cgpu_status_t st = prev != cc->device ? cgpu_cuda_set_device(cc->device) : CGPU_OK;
-    if (CGPU_OK != st) {
-        return st;
-    }
-    const cgpu_cuda_fold_args_t a = {
-        .out = out, .in = in, .stride = stride, .count = count, .k = k};
-    const int blocks = (int) clamp1(div_up(count * cgpu_dtype_size(dt), 64u << 10), 256);
-    cgpu_cuda_inflight_begin();
-    int err = cgpu_cuda_fold_launch(&a, dt, op, blocks, cc->threads, cc->stream);
-    st = 0 != err ? cgpu_cuda_check(err, "scan fold launch")
-                  : cgpu_cuda_stream_wait_collective(cc->stream);
-    cgpu_cuda_inflight_end();
-    if (prev >= 0 && prev != cc->device) {
-        (void) cgpu_cuda_set_device(prev);
-    }
-    return st;
-}
-
 #else /* !CGPU_HAVE_CUDA */
 
 bool cgpu_cuda_comm_supports(cgpu_dtype_t dt, cgpu_op_t op)
@@ -1899,13 +1873,6 @@ cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
                              cgpu_dtype_t dt, cgpu_op_t op, bool exclusive)
 {
     (void) comm, (void) sbuf, (void) rbuf, (void) count, (void) dt, (void) op, (void) exclusive;
-    return CGPU_ERR_NOT_SUPPORTED;
-}
-
-cgpu_status_t cgpu_cuda_fold(cgpu_comm_t *comm, void *out, const void *in, size_t stride, int k,
-                             size_t count, cgpu_dtype_t dt, cgpu_op_t op)
-{
-    (void) comm, (void) out, (void) in, (void) stride, (void) k, (void) count, (void) dt, (void) op;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

@@ -112,12 +112,6 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
 cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                              cgpu_dtype_t dt, cgpu_op_t op, bool exclusive);
 
-/** Scan's fold on this rank's device, no peer involved: out = in_0 op ... op in_{k-1} (count
- * elements each, in_r at in + r x stride bytes, device memory), on the communicator's
- * stream, waited for. */
-cgpu_status_t cgpu_cuda_fold(cgpu_comm_t *comm, void *out, const void *in, size_t stride, int k,
-                             size_t count, cgpu_dtype_t dt, cgpu_op_t op);
-
 /** Whether the device kernels do (dt, op). */
 bool cgpu_cuda_comm_supports(cgpu_dtype_t dt, cgpu_op_t op);
 

@@ -60,8 +60,8 @@ typedef enum cgpu_scatter_alg {
 /** Scan algorithms (MCA coll_gpu_scan_algorithm: MPI_Scan, MPI_Exscan and their
  * non-blocking forms). */
 typedef enum cgpu_scan_alg {
-    CGPU_SCAN_AUTO = 0,      /* cuda inside a node: one oneshot call when small; else ALLGATHER */
-    CGPU_SCAN_ALLGATHER = 1, /* every input allgathered, then each rank's fold */
+    CGPU_SCAN_AUTO = 0,      /* cuda in a node: oneshot if small, else a chain; else ALLGATHER */
+    CGPU_SCAN_ALLGATHER = 1, /* every input allgathered, then each rank's fold on the host */
     CGPU_SCAN_FALLBACK = 2,  /* glue-level: always the previous module */
 } cgpu_scan_alg_t;
 
@@ -542,9 +542,9 @@ cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
  * kernels run it: a small call as one oneshot call (each rank sends its input to the ranks
  * after it), a larger one as a chain from rank 0 to rank n-1 (health counted as an
  * allreduce's). Otherwise every rank's input is gathered (an allgather, in rounds of at
- * most @p round_bytes per rank, into scratch the communicator keeps: ranks x that at most)
- * and each rank folds what it needs, on the device (a kernel) when rbuf is device memory
- * on the cuda backend, else on the host. round_bytes must be the same on every rank.
+ * most @p round_bytes per rank, into host scratch the communicator keeps: ranks x that at
+ * most) and each rank folds what it needs there. round_bytes must be the same on every
+ * rank.
  */
 cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                         cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
