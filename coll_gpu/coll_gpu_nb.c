@@ -5,21 +5,20 @@
  * iallgather, ialltoall, igather, iscatter, iallgatherv: those whose sizes every rank can tell from
  * its own arguments; decided exactly as the blocking calls decide, from arguments MPI requires to
  * match and MCA params, so every rank takes the same path; and igatherv, iscatterv, ialltoallv,
- * decided from the algorithm param and the module alone, whose ranks agree on the largest block on
- * the worker, see run_v): the post packs what is not one gap-free
- * run and queues the call on the communicator's worker thread, which runs it with the engine
- * (our kernels on device buffers) in posting order. A post may not block, and Open MPI
- * itself posts MPI_Iallreduce from inside its progress loop (communicator ids): so when the
- * communicator has no engine communicator yet, the worker creates it, and the bootstrap
- * rounds it needs travel as point-to-point messages with a tag of ours, posted and tested
- * by our progress callback on the application's threads (never the previous module's
- * collectives, whose order on the communicator would then differ between ranks). If that
- * set-up fails (a cap, a resource), the calls queued behind it fail with a message and later
- * calls take the staged path. A communicator spanning nodes (coll_gpu_fake_nodes' nodes too)
- * is never set up by a worker: its non-blocking calls take the staged path until a blocking
- * call has set it up, and the engine path after. The application's thread returns at
- * once; the request completes in MPI_Test/MPI_Wait (our progress callback) once the worker
- * is done. A blocking engine call on the same communicator first waits for the queue.
+ * ialltoallw, decided from the algorithm param and the module alone, whose ranks agree on the
+ * largest block on the worker, see run_v): the post packs what is not one gap-free run and queues
+ * the call on the communicator's worker thread, which runs it with the engine (our kernels on
+ * device buffers) in posting order. A post may not block, and Open MPI itself posts MPI_Iallreduce
+ * from inside its progress loop (communicator ids): so when the communicator has no engine
+ * communicator yet, the worker creates it, and the bootstrap rounds it needs travel as
+ * point-to-point messages with a tag of ours, posted and tested by our progress callback on the
+ * application's threads (never the previous module's collectives, whose order on the communicator
+ * would then differ between ranks). If that set-up fails (a cap, a resource), the calls queued
+ * behind it fail with a message and later calls take the staged path. A communicator spanning nodes
+ * (coll_gpu_fake_nodes' nodes too) is never set up by a worker: its non-blocking calls take the
+ * staged path until a blocking call has set it up, and the engine path after. The application's
+ * thread returns at once; the request completes in MPI_Test/MPI_Wait (our progress callback) once
+ * the worker is done. A blocking engine call on the same communicator first waits for the queue.
  *
  * Why a thread per communicator: MPI lets ranks post non-blocking collectives of different
  * communicators in different orders; one queue per process could then wait on a peer that
@@ -29,10 +28,10 @@
  * its post would block, and deadlock ranks that post on two communicators in different
  * orders).
  *
- * Staged path (everything else, on device buffers: ialltoallw; and calls the engine
- * declines): the device spans are copied to host
- * memory at the post, the previous module's non-blocking collective runs on the copies, and
- * our request copies the received spans back when that request completes. Calls whose
+ * Staged path (on device buffers, every call the engine declines: user ops, the algorithms
+ * "fallback", the engine off or not set up): the device spans are
+ * copied to host memory at the post, the previous module's non-blocking collective runs on the
+ * copies, and our request copies the received spans back when that request completes. Calls whose
  * buffers are all in host memory go to the previous module untouched.
  */
 #include <limits.h>
@@ -69,14 +68,16 @@ enum nb_kind {
     NB_SCATTERV,
     NB_ALLTOALLV,
     NB_SCAN,
-    NB_EXSCAN
+    NB_EXSCAN,
+    NB_ALLTOALLW
 };
 static const char *const nb_names[] = {
     "MPI_Iallreduce",      "MPI_Ireduce",    "MPI_Ireduce_scatter_block",
     "MPI_Ibcast",          "MPI_Iallgather", "MPI_Ialltoall",
     "MPI_Ireduce_scatter", "MPI_Igather",    "MPI_Iscatter",
     "MPI_Iallgatherv",     "MPI_Igatherv",   "MPI_Iscatterv",
-    "MPI_Ialltoallv",      "MPI_Iscan",      "MPI_Iexscan"};
+    "MPI_Ialltoallv",      "MPI_Iscan",      "MPI_Iexscan",
+    "MPI_Ialltoallw"};
 
 /* A user buffer as the engine sees it: the user's own gap-free run, or packed host bytes
  * (packed at the post, unpacked at completion). */
@@ -87,6 +88,11 @@ typedef struct nb_view {
     mca_coll_gpu_mirror_t mir;  /* the device span, when the layout had to be packed */
     char *pack;                 /* packed bytes; NULL: the engine uses the user's run */
     bool unpack;                /* copy the result back at completion */
+    /* an MPI_Ialltoallw side with gaps: block p (wcounts[p] x wdts[p] at host + wdispls[p]
+     * bytes) packed after block p - 1; the caller's arrays, which MPI keeps until completion */
+    const int *wcounts, *wdispls;
+    struct ompi_datatype_t *const *wdts;
+    int wn;
 } nb_view_t;
 
 /* Open MPI's MPI_I* bindings keep the call's datatypes and op alive by writing them into the
@@ -109,10 +115,11 @@ typedef struct mca_coll_gpu_request_t {
     size_t *counts;           /* NB_REDUCE_SCATTER: every rank's count (ours, freed with us);
                                  NB_ALLGATHERV: every rank's bytes */
     ptrdiff_t *offs;          /* NB_ALLGATHERV: block p at r + offs[p] (in counts' allocation) */
-    /* the v-forms (NB_GATHERV, NB_SCATTERV, NB_ALLTOALLV): vb[1] the root's whole message or
-     * the receive layout, vb[0] alltoallv's send layout (bytes NULL: the side takes no part);
-     * their arrays and room for one round's in counts' allocation (v_bytes, v_offs); s and
-     * bytes the one block of a gatherv or scatterv; vmax this rank's largest block */
+    /* the v-forms (NB_GATHERV, NB_SCATTERV, NB_ALLTOALLV, NB_ALLTOALLW): vb[1] the root's
+     * whole message or the receive layout, vb[0] alltoallv's (alltoallw's) send layout (bytes NULL:
+     * the side takes no part); their arrays and room for one round's in counts' allocation
+     * (v_bytes, v_offs); s and bytes the one block of a gatherv or scatterv; vmax this rank's
+     * largest block */
     cgpu_blocks_t vb[2];
     size_t vmax;
     bool create;              /* the worker creates the engine communicator first */
@@ -294,6 +301,43 @@ static void retain_types(mca_coll_gpu_request_t *r, struct ompi_datatype_t *a,
 
 /* ---- views: what the engine reads and writes ---- */
 
+/* Between a view's user layout on the host and its packed bytes, either way. */
+static int view_copy(nb_view_t *v, bool pack)
+{
+    if (NULL == v->wdts) {
+        return pack ? mca_coll_gpu_typed_copy(v->host, v->pack, (size_t) v->count, v->dt, true)
+                    : mca_coll_gpu_typed_copy(v->pack, v->host, (size_t) v->count, v->dt, false);
+    }
+    int rc = MPI_SUCCESS;
+    size_t at = 0;
+    for (int p = 0; p < v->wn && MPI_SUCCESS == rc; ++p) {
+        if (v->wcounts[p] <= 0) { /* an empty block's type is not looked at */
+            continue;
+        }
+        size_t es;
+        ompi_datatype_type_size(v->wdts[p], &es);
+        char *typed = (char *) v->host + v->wdispls[p];
+        const size_t c = (size_t) v->wcounts[p];
+        rc = pack ? mca_coll_gpu_typed_copy(typed, v->pack + at, c, v->wdts[p], true)
+                  : mca_coll_gpu_typed_copy(v->pack + at, typed, c, v->wdts[p], false);
+        at += c * es;
+    }
+    return rc;
+}
+
+/* The packed bytes of a view whose user layout is on the host (v->host) */
+static int view_pack(nb_view_t *v, size_t bytes, bool in, bool out, void **engine_ptr)
+{
+    v->pack = malloc(bytes > 0 ? bytes : 1);
+    int rc = NULL == v->pack ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    if (MPI_SUCCESS == rc && in) {
+        rc = view_copy(v, true);
+    }
+    v->unpack = out;
+    *engine_ptr = v->pack;
+    return rc;
+}
+
 static int view_open(nb_view_t *v, void *buf, int count, struct ompi_datatype_t *dt, size_t bytes,
                      bool in, bool out, void **engine_ptr)
 {
@@ -310,16 +354,30 @@ static int view_open(nb_view_t *v, void *buf, int count, struct ompi_datatype_t 
     if (mca_coll_gpu_on_device(buf)) { /* packing runs on the CPU */
         rc = mca_coll_gpu_mirror_in(&v->mir, buf, (size_t) count, dt, &v->host);
     }
-    if (MPI_SUCCESS == rc) {
-        v->pack = malloc(bytes > 0 ? bytes : 1);
-        rc = NULL == v->pack ? MPI_ERR_NO_MEM : MPI_SUCCESS;
+    return MPI_SUCCESS == rc ? view_pack(v, bytes, in, out, engine_ptr) : rc;
+}
+
+/* An MPI_Ialltoallw side whose blocks have gaps (n blocks, @p bytes in all): the span of
+ * the blocks mirrored on the host where it is device memory, every block packed. */
+static int view_open_w(nb_view_t *v, void *buf, const int *counts, const int *displs,
+                       struct ompi_datatype_t *const *types, int n, size_t bytes, bool in, bool out,
+                       void **engine_ptr)
+{
+    memset(v, 0, sizeof(*v));
+    v->host = buf;
+    v->wcounts = counts;
+    v->wdispls = displs;
+    v->wdts = types;
+    v->wn = n;
+    int rc = MPI_SUCCESS;
+    if (mca_coll_gpu_on_device(buf)) {
+        ptrdiff_t lo, hi;
+        void *h = NULL;
+        mca_coll_gpu_w_span(counts, displs, types, n, &lo, &hi);
+        rc = mca_coll_gpu_mirror_in(&v->mir, (char *) buf + lo, (size_t) (hi - lo), MPI_BYTE, &h);
+        v->host = (char *) h - lo;
     }
-    if (MPI_SUCCESS == rc && in) {
-        rc = mca_coll_gpu_typed_copy(v->host, v->pack, (size_t) count, dt, true);
-    }
-    v->unpack = out;
-    *engine_ptr = v->pack;
-    return rc;
+    return MPI_SUCCESS == rc ? view_pack(v, bytes, in, out, engine_ptr) : rc;
 }
 
 static int view_close(nb_view_t *v, int rc)
@@ -329,7 +387,7 @@ static int view_close(nb_view_t *v, int rc)
         return rc;
     }
     if (MPI_SUCCESS == rc && v->unpack) {
-        rc = mca_coll_gpu_typed_copy(v->pack, v->host, (size_t) v->count, v->dt, false);
+        rc = view_copy(v, false);
     }
     free(v->pack);
     v->pack = NULL;
@@ -449,6 +507,7 @@ static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
     case NB_GATHERV:
     case NB_SCATTERV:
     case NB_ALLTOALLV:
+    case NB_ALLTOALLW:
         return run_v(r);
     case NB_SCAN:
     case NB_EXSCAN:
@@ -1494,7 +1553,7 @@ static int nb_igather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
     return staged_post(r, rc, request, "MPI_Igather");
 }
 
-/* ---- the v-forms on the engine: igatherv, iscatterv, ialltoallv ---- */
+/* ---- the v-forms on the engine: igatherv, iscatterv, ialltoallv, ialltoallw ---- */
 
 /* Side @p i of a v-form (span_view): its blocks in vb[i], its largest in vmax. */
 static int v_side(mca_coll_gpu_request_t *r, int i, void *buf, const int *counts, const int *displs,
@@ -1507,6 +1566,46 @@ static int v_side(mca_coll_gpu_request_t *r, int i, void *buf, const int *counts
                        v_bytes(r, i, 0), v_offs(r, i, 0), &largest, &base);
     r->vb[i].base = base;
     r->vmax = largest > r->vmax ? largest : r->vmax;
+    return rc;
+}
+
+/* Side @p i of an MPI_Ialltoallw: block p is counts[p] x types[p] at buf + displs[p] bytes.
+ * Where every block is a gap-free run the engine reads or writes the user's buffer, else
+ * every block is packed on the host, back to back (view_open_w). */
+static int w_side(mca_coll_gpu_request_t *r, int i, void *buf, const int *counts, const int *displs,
+                  struct ompi_datatype_t *const *types, bool in, bool out)
+{
+    const int n = ompi_comm_size(r->m->comm);
+    size_t *bytes = v_bytes(r, i, 0), total = 0;
+    ptrdiff_t *offs = v_offs(r, i, 0);
+    r->vb[i] = (cgpu_blocks_t){.base = buf, .bytes = bytes, .offs = offs};
+    bool gaps = false;
+    for (int p = 0; p < n; ++p) {
+        const char *run = (const char *) buf + displs[p];
+        size_t es = 0;
+        if (counts[p] < 0) {
+            return MPI_ERR_COUNT;
+        }
+        if (counts[p] > 0) { /* an empty block's type is not looked at */
+            ompi_datatype_type_size(types[p], &es);
+            gaps = !mca_coll_gpu_contiguous_run(run, counts[p], types[p], &run) || gaps;
+        }
+        bytes[p] = (size_t) counts[p] * es;
+        offs[p] = run - (const char *) buf;
+        total += bytes[p];
+        r->vmax = bytes[p] > r->vmax ? bytes[p] : r->vmax;
+    }
+    if (!gaps) {
+        return MPI_SUCCESS;
+    }
+    ptrdiff_t at = 0;
+    for (int p = 0; p < n; ++p) {
+        offs[p] = at;
+        at += (ptrdiff_t) bytes[p];
+    }
+    void *base = NULL;
+    int rc = view_open_w(&r->v[i], buf, counts, displs, types, n, total, in, out, &base);
+    r->vb[i].base = base;
     return rc;
 }
 
@@ -1624,6 +1723,31 @@ static bool alltoallv_post(const void *sbuf, const int *scounts, const int *sdis
         r->rc = v_side(r, 0, (void *) sbuf, scounts, sdispls, sdt, true, false);
     }
     *rc = v_post(r, in_place ? NULL : sdt, rdt, request);
+    return true;
+}
+
+/* MPI_Ialltoallw as MPI_Ialltoallv: the same engine call, blocks of any sizes and types */
+static bool alltoallw_post(const void *sbuf, const int *scounts, const int *sdispls,
+                           struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                           const int *rdispls, struct ompi_datatype_t *const *rdts,
+                           struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                           ompi_request_t **request, int *rc)
+{
+    const bool in_place = MPI_IN_PLACE == sbuf; /* sent from the receive layout */
+    mca_coll_gpu_request_t *r;
+    if (!v_begin(NB_ALLTOALLW, CGPU_ALLTOALL_FALLBACK == mca_coll_gpu_component.alltoall_algorithm,
+                 -1, in_place ? rbuf : sbuf, comm, m, &r, request, rc)) {
+        return false;
+    }
+    if (NULL == r) {
+        return true;
+    }
+    r->rc = w_side(r, 1, rbuf, rcounts, rdispls, rdts, true, true);
+    if (MPI_SUCCESS == r->rc && !in_place) {
+        r->rc = w_side(r, 0, (void *) sbuf, scounts, sdispls, sdts, true, false);
+    }
+    /* the types: the binding keeps the caller's arrays' (ompi_coll_base_retain_datatypes_w) */
+    *rc = v_post(r, NULL, NULL, request);
     return true;
 }
 
@@ -1761,6 +1885,11 @@ static int nb_ialltoallw(const void *sbuf, const int *scounts, const int *sdispl
 {
     mca_coll_gpu_module_t *m = M(module);
     const int n = ompi_comm_size(comm);
+    int prc;
+    if (alltoallw_post(sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts, comm, m, request,
+                       &prc)) {
+        return prc;
+    }
     STAGED_NEW_OR_PASS(r, sbuf, rbuf,
                        m->prev.coll_ialltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts,
                                                rdispls, rdts, comm, request,

@@ -11,10 +11,10 @@
  * - Two communicators with requests in flight, posted in opposite orders on even and odd
  *   ranks (MPI allows it: one queue per process would deadlock).
  * - The others (Iallgatherv, Igather(v), Iscatter(v), Ialltoallv, Ireduce_scatter, Iscan,
- *   Iexscan, Ibarrier, Ialltoallw) at once, then a blocking Alltoallw: all but Ibarrier and
- *   Ialltoallw on the engine, those two to the previous module (staged when the buffers are
- *   on a device, or with coll_gpu_stage_host_buffers=1, which the driver runs as a second
- *   variant).
+ *   Iexscan, Ibarrier, Ialltoallw) at once, then a blocking Alltoallw: all but Ibarrier on
+ *   the engine, Ibarrier to the previous module (which stages device buffers, or host ones
+ *   with coll_gpu_stage_host_buffers=1, which the driver runs as a second variant, when the
+ *   engine is off).
  * - Igather, Iscatter and Iallgatherv at every root, nine in flight at once: contiguous, in
  *   place, strided receive types (gaps keep their bytes), unequal blocks (zero among them)
  *   out of order with gaps between them, elements with a gap each; every buffer compared
@@ -23,8 +23,8 @@
  *   zeros out of order with gaps, in place, a gappy element type with one block of 12,000);
  *   and an Ialltoallv whose receive blocks on rank 0 lie 2^31 elements apart: rank 0 gets
  *   MPI_ERR_COUNT, the others their blocks, no one hangs.
- * Every result is checked against values computed here. pvars: the six count as engine
- * calls on 2+ ranks, the others as fallback calls; on one rank every call is counted once.
+ * Every result is checked against values computed here. pvars: each call counts on the path
+ * said above on 2+ ranks; on one rank every call is counted once.
  * Argument "staged": the run where host buffers are staged as device ones would be.
  * Argument "cap" (with --mca coll_gpu_nb_max_workers 1): past the cap a post fails cleanly.
  * Argument "threads": 4 threads under MPI_THREAD_MULTIPLE, each on its own communicator
@@ -513,14 +513,14 @@ static void the_others(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
     }
     MT_CHECK(0 == bad, "comm %s: the other non-blocking collectives: %ld wrong", pv->label, bad);
     /* MPI_Ireduce_scatter (unequal counts), MPI_Iallgatherv, MPI_Igather(v), MPI_Iscatter(v),
-     * MPI_Ialltoallv, MPI_Iscan and MPI_Iexscan run on the engine unless coll_gpu_nb_engine
-     * (or the algorithm) is off -- across fake nodes too: many_in_flight's blocking call set
-     * the communicator up --, and so does the blocking MPI_Alltoallw unless its algorithm is
-     * off; the rest take the previous module */
+     * MPI_Ialltoallv, MPI_Iscan, MPI_Iexscan and MPI_Ialltoallw run on the engine unless
+     * coll_gpu_nb_engine (or the algorithm) is off -- across fake nodes too: many_in_flight's
+     * blocking call set the communicator up --, and so does the blocking MPI_Alltoallw unless its
+     * algorithm is off; the rest take the previous module */
     const long on =
         nb_engine_calls(NULL, 1) + nb_engine_calls("allgather_algorithm", 1) +
         nb_engine_calls("gather_algorithm", 2) + nb_engine_calls("scatter_algorithm", 2) +
-        nb_engine_calls("alltoall_algorithm", 1) + nb_engine_calls("scan_algorithm", 2) +
+        nb_engine_calls("alltoall_algorithm", 2) + nb_engine_calls("scan_algorithm", 2) +
         !mt_mca_is("alltoall_algorithm", "fallback"); /* the blocking alltoallw */
     expect(pv, 0, on, 11 - on, 0, "the other non-blocking collectives, and MPI_Alltoallw");
     for (int k = 0; k < 11; ++k) {

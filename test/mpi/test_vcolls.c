@@ -1,6 +1,7 @@
 /*
- * MPI_Gatherv, MPI_Scatterv, MPI_Alltoallv and MPI_Alltoallw (the alltoallv's blocks, a
- * type per block: in the pairs mode ints and pairs mixed in one call), the collectives whose
+ * MPI_Gatherv, MPI_Scatterv, MPI_Alltoallv, MPI_Alltoallw and MPI_Ialltoallw (the
+ * alltoallv's blocks, a type per block: in the pairs mode ints and pairs mixed in one call;
+ * the non-blocking one waited for after a stretch of host work), the collectives whose
  * counts no rank sees whole, against a reference computed here: every element of every block and
  * every element outside the blocks (gaps keep their values), at 3 sizes, every root, in 6 layouts:
  *   packed    equal counts back to back (the engine reads and writes the user's buffers)
@@ -8,11 +9,13 @@
  *   in_place  spread, in place (alltoallv: symmetric counts, sent from the receive buffer)
  *   pairs     even counts, some ranks describing their side in pairs of ints
  *   gappy     spread, but the last rank's elements have gaps (a strided type): that rank
- *             vetoes the engine, so every rank takes the previous module
+ *             vetoes the engine, so every rank takes the previous module (MPI_Ialltoallw:
+ *             that rank packs its blocks on the host around the engine's call)
  *   zero      every count zero
  * The pvars check each call's path: the engine for the first four, the previous module for
  * gappy and zero and, in the "capped" run (coll_gpu_gather_scratch_bytes 40000), for calls
- * whose padded message (ranks x the largest block) is over the cap.
+ * whose padded message (ranks x the largest block) is over the cap; MPI_Ialltoallw takes the
+ * engine in every mode (in rounds over the cap) unless coll_gpu_nb_engine is off.
  * Built with -DCGPU_TEST_CUDA (test/gpu/test_cuda_vcolls), the buffers are device memory.
  */
 #include <stdbool.h>
@@ -26,6 +29,8 @@ enum { PACKED, SPREAD, IN_PLACE, PAIRS, GAPPY, ZERO, NMODES };
 static const char *const mode_name[NMODES] = {"packed", "spread", "in_place", "pairs", "gappy", "zero"};
 
 enum { GAP = 2, FILL = -9, UNSENT = -1 };
+enum { FORM_V, FORM_W, FORM_IW, NFORMS }; /* alltoallv, alltoallw, ialltoallw */
+static const char *const form_name[NFORMS] = {"alltoallv", "alltoallw", "ialltoallw"};
 
 static int rank, size;
 static long cap_bytes; /* 0: no cap */
@@ -84,7 +89,8 @@ static int tk_stride(tkind_t k)
 }
 
 /* the kind of a rank's side: pairs on even ranks' send sides and odd ranks' receive sides,
- * gaps on the last rank's receive side (alltoallv, scatterv) or send side (gatherv) */
+ * gaps on the last rank's sides (both of an alltoallv's, a scatterv's receive side, a
+ * gatherv's send side) */
 static tkind_t kind(int mode, int who, bool send, bool gappy_side)
 {
     if (PAIRS == mode && (send ? 0 : 1) == who % 2) {
@@ -156,10 +162,21 @@ static void describe_w(tkind_t k, int mode, const int *counts, const int *displs
     }
 }
 
-/* MPI_Alltoallv (w = false) or MPI_Alltoallw of the same blocks */
-static void check_alltoallv(bufs_t *b, int mode, long base, bool w)
+/* host work while a non-blocking call runs */
+static volatile double sink;
+static void busy(void)
 {
-    const tkind_t sk = kind(mode, rank, true, false), rk = kind(mode, rank, false, true);
+    double x = 0;
+    for (int i = 0; i < 20000; ++i) {
+        x += (double) i * 1e-9;
+    }
+    sink = x;
+}
+
+/* MPI_Alltoallv, MPI_Alltoallw or MPI_Ialltoallw of the same blocks */
+static void check_alltoallv(bufs_t *b, int mode, long base, int form)
+{
+    const tkind_t sk = kind(mode, rank, true, true), rk = kind(mode, rank, false, true);
     for (int p = 0; p < size; ++p) {
         b->sc[p] = vcnt(mode, base, rank, p);
         b->rc[p] = vcnt(mode, base, p, rank);
@@ -184,22 +201,36 @@ static void check_alltoallv(bufs_t *b, int mode, long base, bool w)
     }
     mt_push(b->s);
     mt_push(b->r);
-    if (w) {
+    if (FORM_W == form) {
         describe_w(sk, mode, b->sc, b->sd, b->mc, b->md, b->st);
         describe_w(rk, mode, b->rc, b->rd, b->mc2, b->md2, b->rt);
         MT_CHECK_MPI(MPI_Alltoallw(in_place ? MPI_IN_PLACE : MT_D(b->s), b->mc, b->md, b->st,
                                    MT_D(b->r), b->mc2, b->md2, b->rt, MPI_COMM_WORLD));
+    } else if (FORM_IW == form) {
+        MPI_Request req;
+        describe_w(sk, mode, b->sc, b->sd, b->mc, b->md, b->st);
+        describe_w(rk, mode, b->rc, b->rd, b->mc2, b->md2, b->rt);
+        MT_CHECK_MPI(MPI_Ialltoallw(in_place ? MPI_IN_PLACE : MT_D(b->s), b->mc, b->md, b->st,
+                                    MT_D(b->r), b->mc2, b->md2, b->rt, MPI_COMM_WORLD, &req));
+        busy();
+        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
     } else {
         describe(sk, b->sc, b->sd, b->mc, b->md);
         describe(rk, b->rc, b->rd, b->mc2, b->md2);
         MT_CHECK_MPI(MPI_Alltoallv(in_place ? MPI_IN_PLACE : MT_D(b->s), b->mc, b->md, tk_type(sk),
                                    MT_D(b->r), b->mc2, b->md2, tk_type(rk), MPI_COMM_WORLD));
     }
-    expect_path(mode, largest(mode, base));
+    if (FORM_IW != form) {
+        expect_path(mode, largest(mode, base));
+    } else if (mt_mca_is("nb_engine", "off")) {
+        ++want_fallback;
+    } else {
+        ++want_engine;
+    }
     mt_pull(b->r);
     const long span = (long) rst * (rspan + 1), bad = diff(b->r, b->want, span);
-    MT_CHECK(0 == bad, "%s %s base %ld: %ld of %ld ints wrong", w ? "alltoallw" : "alltoallv",
-             mode_name[mode], base, bad, span);
+    MT_CHECK(0 == bad, "%s %s base %ld: %ld of %ld ints wrong", form_name[form], mode_name[mode],
+             base, bad, span);
     (void) sspan;
 }
 
@@ -332,8 +363,9 @@ int main(int argc, char **argv)
     mt_pvars_mark(&pv);
     for (int k = 0; k < nb; ++k) {
         for (int mode = 0; mode < NMODES; ++mode) {
-            check_alltoallv(&b, mode, bases[k], false);
-            check_alltoallv(&b, mode, bases[k], true);
+            for (int form = 0; form < NFORMS; ++form) {
+                check_alltoallv(&b, mode, bases[k], form);
+            }
             for (int root = 0; root < size; ++root) {
                 check_gatherv(&b, mode, bases[k], root);
                 check_scatterv(&b, mode, bases[k], root);
@@ -342,10 +374,11 @@ int main(int argc, char **argv)
     }
     unsigned long long e = 0, f = 0;
     if (size > 1 && 0 == mt_pvars_delta(&pv, &e, &f)) {
-        MT_CHECK((long) e == want_engine && (long) f == want_fallback,
-                 "gatherv/scatterv/alltoallv/w: %llu engine and %llu fallback calls, expected %ld "
-                 "and %ld",
-                 e, f, want_engine, want_fallback);
+        MT_CHECK(
+            (long) e == want_engine && (long) f == want_fallback,
+            "gatherv/scatterv/alltoallv/w/iw: %llu engine and %llu fallback calls, expected %ld "
+            "and %ld",
+            e, f, want_engine, want_fallback);
     }
     mt_pvars_close(&pv);
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); ++i) {
