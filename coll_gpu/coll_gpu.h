@@ -406,6 +406,9 @@ int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t
 
 /* non-blocking collectives (coll_gpu_nb.c) */
 void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m);
+/* the persistent collectives (MPIX_*_init): each MPI_Start posts this module's non-blocking
+ * form; installed where that form is (module enable, after the slots are settled) */
+void mca_coll_gpu_persist_install(mca_coll_gpu_module_t *m);
 /* wait until the communicator's queued non-blocking engine collectives are done (a blocking
  * engine call follows them; no-op on the worker itself) */
 void mca_coll_gpu_nb_drain(mca_coll_gpu_module_t *m);

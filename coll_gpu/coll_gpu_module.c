@@ -150,6 +150,7 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     m->prev_saved = true;
     mca_coll_gpu_staged_enable(m);
     gpu_module_keep_served(m);
+    mca_coll_gpu_persist_install(m);
     m->comm = comm;
     mca_coll_gpu_bootstrap_setup(m);
     return OMPI_SUCCESS;

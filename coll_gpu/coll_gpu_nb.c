@@ -136,7 +136,8 @@ typedef struct mca_coll_gpu_request_t {
     /* retained handles */
     struct ompi_datatype_t *dts[2];
     struct ompi_op_t *uop;
-    struct mca_coll_gpu_request_t *qnext;         /* worker queue */
+    struct persist_args *pa; /* a persistent collective's call (inner: its started one) */
+    struct mca_coll_gpu_request_t *qnext;         /* worker queue (persistent: retired list) */
     struct mca_coll_gpu_request_t *pnext, *pprev; /* pending list */
 } mca_coll_gpu_request_t;
 
@@ -159,6 +160,7 @@ static void request_construct(mca_coll_gpu_request_t *r)
     r->create_buf = NULL;
     r->post_device = -1;
     r->rc = MPI_SUCCESS;
+    r->pa = NULL;
     atomic_init(&r->done, 0);
 }
 
@@ -209,6 +211,8 @@ static atomic_int njobs;
 
 /* ---- requests ---- */
 
+static void persist_args_free(struct persist_args *pa);
+
 static void pending_add(mca_coll_gpu_request_t *r)
 {
     pthread_mutex_lock(&pending_lock);
@@ -236,6 +240,7 @@ static void request_destroy(mca_coll_gpu_request_t *r)
         OBJ_RELEASE(r->m);
     }
     free(r->counts);
+    persist_args_free(r->pa);
     OMPI_REQUEST_FINI(&r->super.super);
     OBJ_RELEASE(r);
 }
@@ -853,12 +858,15 @@ void mca_coll_gpu_nb_open(void)
     }
 }
 
+static void persist_reap(void);
+
 void mca_coll_gpu_nb_close(void)
 {
     if (progress_registered) {
         (void) opal_progress_unregister(nb_progress);
         progress_registered = false;
     }
+    persist_reap();
 }
 
 /* ---- posting ---- */
@@ -2016,4 +2024,436 @@ void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m)
     s->coll_ireduce_scatter = nb_ireduce_scatter;
     s->coll_iscan = nb_iscan;
     s->coll_iexscan = nb_iexscan;
+}
+
+/* ---- persistent collectives (MPIX_*_init, Open MPI's pcollreq extension) ----
+ *
+ * Open MPI hands the persistent forms to the highest-priority module that provides them,
+ * and libnbc's would run on device pointers. Ours keep the call's arguments; each
+ * MPI_Start posts the call through this module's own non-blocking form (the engine, or the
+ * staged path), and the persistent request completes with it, as a staged request does:
+ * our progress callback sees the started call complete, frees it and completes the
+ * persistent request, which stays for the next MPI_Start until MPI_Request_free. MPI keeps
+ * the argument arrays unchanged until then; the datatypes and the op are retained here. */
+
+enum persist_kind {
+    P_ALLGATHER,
+    P_ALLGATHERV,
+    P_ALLREDUCE,
+    P_ALLTOALL,
+    P_ALLTOALLV,
+    P_ALLTOALLW,
+    P_BCAST,
+    P_EXSCAN,
+    P_GATHER,
+    P_GATHERV,
+    P_REDUCE,
+    P_REDUCE_SCATTER,
+    P_REDUCE_SCATTER_BLOCK,
+    P_SCAN,
+    P_SCATTER,
+    P_SCATTERV
+};
+
+/* one call's arguments: s sent (sc x sdt, or scs/sds x sdt or sdts), r received (rc x rdt, or
+ * rcs/rds x rdt or rdts); a reduction's count and datatype are rc and rdt */
+typedef struct persist_args {
+    enum persist_kind kind;
+    const void *s;
+    void *r;
+    int sc, rc, root, n;
+    const int *scs, *sds, *rcs, *rds;
+    struct ompi_datatype_t *sdt, *rdt;
+    struct ompi_datatype_t *const *sdts, *const *rdts;
+    struct ompi_op_t *op;
+} persist_args_t;
+
+/* persistent requests freed through a wrapper that reads them after our free returns
+ * (ompi_coll_base_retain_*'s free_objs_callback): destroyed at the next init or at close */
+static mca_coll_gpu_request_t *retired;
+
+static void persist_reap(void)
+{
+    pthread_mutex_lock(&pending_lock);
+    mca_coll_gpu_request_t *r = retired;
+    retired = NULL;
+    pthread_mutex_unlock(&pending_lock);
+    while (NULL != r) {
+        mca_coll_gpu_request_t *next = r->qnext;
+        request_destroy(r);
+        r = next;
+    }
+}
+
+static void w_types(struct ompi_datatype_t *const *t, const int *counts, int n, bool retain)
+{
+    for (int p = 0; NULL != t && p < n; ++p) {
+        struct ompi_datatype_t *dt = t[p]; /* the caller's array is const */
+        if (counts[p] > 0 && retain) {
+            OBJ_RETAIN(dt);
+        } else if (counts[p] > 0) {
+            OBJ_RELEASE(dt);
+        }
+    }
+}
+
+static void persist_args_free(persist_args_t *pa)
+{
+    if (NULL != pa) {
+        w_types(pa->sdts, pa->scs, pa->n, false);
+        w_types(pa->rdts, pa->rcs, pa->n, false);
+        free(pa);
+    }
+}
+
+static int persist_post(mca_coll_gpu_request_t *r, ompi_request_t **inner)
+{
+    const persist_args_t *a = r->pa;
+    mca_coll_gpu_module_t *m = r->m;
+    mca_coll_base_module_t *s = &m->super;
+    struct ompi_communicator_t *c = m->comm;
+    switch (a->kind) {
+    case P_ALLGATHER:
+        return s->coll_iallgather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, inner, s);
+    case P_ALLGATHERV:
+        return s->coll_iallgatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, c, inner, s);
+    case P_ALLREDUCE:
+        return s->coll_iallreduce(a->s, a->r, a->rc, a->rdt, a->op, c, inner, s);
+    case P_ALLTOALL:
+        return s->coll_ialltoall(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, inner, s);
+    case P_ALLTOALLV:
+        return s->coll_ialltoallv(a->s, a->scs, a->sds, a->sdt, a->r, a->rcs, a->rds, a->rdt, c,
+                                  inner, s);
+    case P_ALLTOALLW:
+        return s->coll_ialltoallw(a->s, a->scs, a->sds, a->sdts, a->r, a->rcs, a->rds, a->rdts, c,
+                                  inner, s);
+    case P_BCAST:
+        return s->coll_ibcast(a->r, a->rc, a->rdt, a->root, c, inner, s);
+    case P_EXSCAN:
+        return s->coll_iexscan(a->s, a->r, a->rc, a->rdt, a->op, c, inner, s);
+    case P_GATHER:
+        return s->coll_igather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c, inner, s);
+    case P_GATHERV:
+        return s->coll_igatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, a->root, c,
+                                inner, s);
+    case P_REDUCE:
+        return s->coll_ireduce(a->s, a->r, a->rc, a->rdt, a->op, a->root, c, inner, s);
+    case P_REDUCE_SCATTER:
+        return s->coll_ireduce_scatter(a->s, a->r, a->rcs, a->rdt, a->op, c, inner, s);
+    case P_REDUCE_SCATTER_BLOCK:
+        return s->coll_ireduce_scatter_block(a->s, a->r, a->rc, a->rdt, a->op, c, inner, s);
+    case P_SCAN:
+        return s->coll_iscan(a->s, a->r, a->rc, a->rdt, a->op, c, inner, s);
+    case P_SCATTER:
+        return s->coll_iscatter(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c, inner, s);
+    case P_SCATTERV:
+        return s->coll_iscatterv(a->s, a->scs, a->sds, a->sdt, a->r, a->rc, a->rdt, a->root, c,
+                                 inner, s);
+    }
+    return MPI_ERR_INTERN;
+}
+
+static int persist_start(size_t count, ompi_request_t **requests)
+{
+    for (size_t i = 0; i < count; ++i) {
+        mca_coll_gpu_request_t *r = (mca_coll_gpu_request_t *) requests[i];
+        if (OMPI_REQUEST_ACTIVE == r->super.super.req_state) {
+            opal_output(0, "coll/gpu: MPI_Start on %s: the persistent collective request is "
+                           "still active (MPI forbids this)", r->m->comm->c_name);
+            return MPI_ERR_REQUEST;
+        }
+        ompi_request_t *inner = MPI_REQUEST_NULL;
+        int rc = persist_post(r, &inner);
+        if (MPI_SUCCESS != rc) {
+            return rc; /* the post said why; the request stays inactive */
+        }
+        r->inner = inner;
+        r->rc = MPI_SUCCESS;
+        r->super.super.req_status.MPI_ERROR = MPI_SUCCESS;
+        r->super.super.req_complete = REQUEST_PENDING;
+        r->super.super.req_state = OMPI_REQUEST_ACTIVE;
+        pending_add(r); /* finish() completes it with its started call */
+    }
+    return MPI_SUCCESS;
+}
+
+static int persist_free(ompi_request_t **req)
+{
+    mca_coll_gpu_request_t *r = (mca_coll_gpu_request_t *) *req;
+    if (!REQUEST_COMPLETE(&r->super.super)) {
+        opal_output(0, "coll/gpu: MPI_Request_free on %s: the persistent collective request is "
+                       "active (MPI forbids this); complete it first, then free it",
+                    r->m->comm->c_name);
+        return MPI_ERR_REQUEST;
+    }
+    *req = MPI_REQUEST_NULL;
+    if (persist_free != r->super.super.req_free) { /* a wrapper reads it after us */
+        pthread_mutex_lock(&pending_lock);
+        r->qnext = retired;
+        retired = r;
+        pthread_mutex_unlock(&pending_lock);
+        return MPI_SUCCESS;
+    }
+    request_destroy(r);
+    return MPI_SUCCESS;
+}
+
+/* A new persistent request for the call @p a (copied); the types and op it names retained. */
+static int persist_new(mca_coll_base_module_t *module, struct ompi_communicator_t *comm,
+                       const persist_args_t *a, ompi_request_t **request)
+{
+    persist_reap();
+    mca_coll_gpu_module_t *m = M(module);
+    mca_coll_gpu_request_t *r = OBJ_NEW(mca_coll_gpu_request_t);
+    persist_args_t *pa = malloc(sizeof(*pa));
+    if (NULL == r || NULL == pa) {
+        if (NULL != r) {
+            OBJ_RELEASE(r);
+        }
+        free(pa);
+        return MPI_ERR_NO_MEM;
+    }
+    *pa = *a;
+    pa->n = ompi_comm_size(comm);
+    OMPI_REQUEST_INIT(&r->super.super, true); /* inactive and complete */
+    r->super.super.req_type = OMPI_REQUEST_COLL;
+    r->super.super.req_status.MPI_ERROR = MPI_SUCCESS;
+    r->super.super.req_start = persist_start;
+    r->super.super.req_free = persist_free;
+    r->super.super.req_cancel = request_cancel;
+    r->super.super.req_mpi_object.comm = comm;
+    r->engine = false;
+    OBJ_RETAIN(m);
+    r->m = m;
+    retain_types(r, pa->sdt, pa->rdt, pa->op);
+    w_types(pa->sdts, pa->scs, pa->n, true);
+    w_types(pa->rdts, pa->rcs, pa->n, true);
+    r->pa = pa;
+    *request = &r->super.super;
+    return MPI_SUCCESS;
+}
+
+/* The datatypes a rank's call names and may use: none for a buffer it does not pass. */
+#define SEND_DT(buf, dt) (MPI_IN_PLACE == (buf) ? NULL : (dt))
+
+static int p_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                       int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                       struct ompi_info_t *info, ompi_request_t **request,
+                       mca_coll_base_module_t *module)
+{
+    (void) info;
+    const persist_args_t a = {.kind = P_ALLGATHER, .s = sbuf, .sc = scount,
+                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rc = rcount, .rdt = rdt};
+    return persist_new(module, comm, &a, request);
+}
+
+static int p_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                        const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
+                        struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                        ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    const persist_args_t a = {.kind = P_ALLGATHERV, .s = sbuf, .sc = scount,
+                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts, .rds = displs,
+                              .rdt = rdt};
+    return persist_new(module, comm, &a, request);
+}
+
+/* the reductions without a root: allreduce, scan, exscan, reduce_scatter_block */
+static int p_reduction(enum persist_kind kind, const void *sbuf, void *rbuf, int count,
+                       struct ompi_datatype_t *dt, struct ompi_op_t *op, int root,
+                       struct ompi_communicator_t *comm, ompi_request_t **request,
+                       mca_coll_base_module_t *module)
+{
+    const persist_args_t a = {.kind = kind, .s = sbuf, .r = rbuf, .rc = count, .rdt = dt,
+                              .op = op, .root = root};
+    return persist_new(module, comm, &a, request);
+}
+
+static int p_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                       struct ompi_info_t *info, ompi_request_t **request,
+                       mca_coll_base_module_t *module)
+{
+    (void) info;
+    return p_reduction(P_ALLREDUCE, sbuf, rbuf, count, dt, op, -1, comm, request, module);
+}
+
+static int p_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                  struct ompi_op_t *op, struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                  ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    return p_reduction(P_SCAN, sbuf, rbuf, count, dt, op, -1, comm, request, module);
+}
+
+static int p_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                    struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                    struct ompi_info_t *info, ompi_request_t **request,
+                    mca_coll_base_module_t *module)
+{
+    (void) info;
+    return p_reduction(P_EXSCAN, sbuf, rbuf, count, dt, op, -1, comm, request, module);
+}
+
+static int p_reduce_scatter_block(const void *sbuf, void *rbuf, int count,
+                                  struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                                  struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                                  ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    return p_reduction(P_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op, -1, comm, request,
+                       module);
+}
+
+static int p_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                    struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                    struct ompi_info_t *info, ompi_request_t **request,
+                    mca_coll_base_module_t *module)
+{
+    (void) info;
+    return p_reduction(P_REDUCE, sbuf, rbuf, count, dt, op, root, comm, request, module);
+}
+
+static int p_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
+                            struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                            struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                            ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    const persist_args_t a = {.kind = P_REDUCE_SCATTER, .s = sbuf, .r = rbuf, .rcs = rcounts,
+                              .rdt = dt, .op = op};
+    return persist_new(module, comm, &a, request);
+}
+
+static int p_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                      int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                      struct ompi_info_t *info, ompi_request_t **request,
+                      mca_coll_base_module_t *module)
+{
+    (void) info;
+    const persist_args_t a = {.kind = P_ALLTOALL, .s = sbuf, .sc = scount,
+                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rc = rcount, .rdt = rdt};
+    return persist_new(module, comm, &a, request);
+}
+
+static int p_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                       struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                       const int *rdispls, struct ompi_datatype_t *rdt,
+                       struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                       ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    const persist_args_t a = {.kind = P_ALLTOALLV, .s = sbuf, .scs = scounts, .sds = sdispls,
+                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts,
+                              .rds = rdispls, .rdt = rdt};
+    return persist_new(module, comm, &a, request);
+}
+
+static int p_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
+                       struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                       const int *rdispls, struct ompi_datatype_t *const *rdts,
+                       struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                       ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    const persist_args_t a = {.kind = P_ALLTOALLW, .s = sbuf, .scs = scounts, .sds = sdispls,
+                              .sdts = in_place ? NULL : sdts, .r = rbuf, .rcs = rcounts,
+                              .rds = rdispls, .rdts = rdts};
+    return persist_new(module, comm, &a, request);
+}
+
+static int p_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
+                   struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                   ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    const persist_args_t a = {.kind = P_BCAST, .r = buf, .rc = count, .rdt = dt, .root = root};
+    return persist_new(module, comm, &a, request);
+}
+
+/* gather and scatter: the root's whole message (significant at the root only) and each
+ * rank's block */
+static int p_rooted(enum persist_kind kind, const void *sbuf, int scount,
+                    struct ompi_datatype_t *sdt, void *rbuf, int rcount,
+                    struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
+                    ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    const bool is_root = ompi_comm_rank(comm) == root, gather = P_GATHER == kind;
+    const bool s_used = MPI_IN_PLACE != sbuf && (gather || is_root);
+    const bool r_used = MPI_IN_PLACE != rbuf && (!gather || is_root);
+    const persist_args_t a = {.kind = kind, .s = sbuf, .sc = scount, .sdt = s_used ? sdt : NULL,
+                              .r = rbuf, .rc = rcount, .rdt = r_used ? rdt : NULL, .root = root};
+    return persist_new(module, comm, &a, request);
+}
+
+static int p_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                    int rcount, struct ompi_datatype_t *rdt, int root,
+                    struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                    ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    return p_rooted(P_GATHER, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request, module);
+}
+
+static int p_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                     int rcount, struct ompi_datatype_t *rdt, int root,
+                     struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                     ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    return p_rooted(P_SCATTER, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request,
+                    module);
+}
+
+static int p_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                     const int *rcounts, const int *displs, struct ompi_datatype_t *rdt, int root,
+                     struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                     ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    const bool is_root = ompi_comm_rank(comm) == root;
+    const persist_args_t a = {.kind = P_GATHERV, .s = sbuf, .sc = scount,
+                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts, .rds = displs,
+                              .rdt = is_root ? rdt : NULL, .root = root};
+    return persist_new(module, comm, &a, request);
+}
+
+static int p_scatterv(const void *sbuf, const int *scounts, const int *displs,
+                      struct ompi_datatype_t *sdt, void *rbuf, int rcount,
+                      struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
+                      struct ompi_info_t *info, ompi_request_t **request,
+                      mca_coll_base_module_t *module)
+{
+    (void) info;
+    const bool is_root = ompi_comm_rank(comm) == root;
+    const persist_args_t a = {.kind = P_SCATTERV, .s = sbuf, .scs = scounts, .sds = displs,
+                              .sdt = is_root ? sdt : NULL, .r = rbuf, .rc = rcount,
+                              .rdt = SEND_DT(rbuf, rdt), .root = root};
+    return persist_new(module, comm, &a, request);
+}
+
+void mca_coll_gpu_persist_install(mca_coll_gpu_module_t *m)
+{
+    mca_coll_base_module_t *s = &m->super;
+    /* each persistent form where this module has the non-blocking one it starts */
+#define CGPU_PERSIST(name, fn) s->coll_##name##_init = NULL != s->coll_i##name ? (fn) : NULL;
+    CGPU_PERSIST(allgather, p_allgather)
+    CGPU_PERSIST(allgatherv, p_allgatherv)
+    CGPU_PERSIST(allreduce, p_allreduce)
+    CGPU_PERSIST(alltoall, p_alltoall)
+    CGPU_PERSIST(alltoallv, p_alltoallv)
+    CGPU_PERSIST(alltoallw, p_alltoallw)
+    CGPU_PERSIST(bcast, p_bcast)
+    CGPU_PERSIST(exscan, p_exscan)
+    CGPU_PERSIST(gather, p_gather)
+    CGPU_PERSIST(gatherv, p_gatherv)
+    CGPU_PERSIST(reduce, p_reduce)
+    CGPU_PERSIST(reduce_scatter, p_reduce_scatter)
+    CGPU_PERSIST(reduce_scatter_block, p_reduce_scatter_block)
+    CGPU_PERSIST(scan, p_scan)
+    CGPU_PERSIST(scatter, p_scatter)
+    CGPU_PERSIST(scatterv, p_scatterv)
+#undef CGPU_PERSIST
 }

@@ -289,6 +289,14 @@ else
         run_test "test_nb.nb_engine_off.np3" "${MPIRUN[@]}" --mca coll_gpu_nb_engine off -np 3 \
             "$BIN/mpi/test_nb"
     fi
+    # persistent collectives: each start staged (the engine off), and with host buffers
+    # handled as device ones
+    if [ -x "$BIN/mpi/test_persist" ]; then
+        run_test "test_persist.nb_engine_off.np3" "${MPIRUN[@]}" --mca coll_gpu_nb_engine off -np 3 \
+            "$BIN/mpi/test_persist"
+        run_test "test_persist.staged.np3" "${MPIRUN[@]}" --mca coll_gpu_stage_host_buffers 1 -np 3 \
+            "$BIN/mpi/test_persist"
+    fi
 
     # ---- the staged allreduce's pipeline: 1000-byte chunks (odd element counts per chunk),
     # host buffers staged as device ones through the stager, then reduced chunk by chunk ----
@@ -335,7 +343,7 @@ else
             env CGPU_PROF_MIN_TRANSPORT=100000 "${MPIRUN[@]}" "${NODES[@]}" \
             --mca coll_gpu_fake_nodes 2 ${MPI_TEST_ARGS[test_profiler]} -np 2 "$BIN/mpi/test_profiler"
         for p in test_allreduce test_alltoall test_bcast_allgather test_reduce_rs test_comms \
-                 test_types test_nb test_progress test_vcolls; do
+                 test_types test_nb test_progress test_vcolls test_persist; do
             [ -x "$BIN/mpi/$p" ] && run_test "$p.nodes2x2.np4" "${MPIRUN[@]}" "${NODES[@]}" \
                 --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/$p"
         done
