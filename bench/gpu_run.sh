@@ -113,6 +113,8 @@ if has nb; then # every datatype, non-blocking collectives, one-rank communicato
     run nb_capped_np3 200 3 --mca coll_gpu_cuda_timeout 20 --mca coll_gpu_gather_scratch_bytes 40000 test/gpu/test_cuda_nb
     run persist_np2 120 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_persist
     run persist_np4 180 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_persist
+    run neighbor_np2 120 2 test/gpu/test_cuda_neighbor
+    run neighbor_np4 180 4 test/gpu/test_cuda_neighbor
     run self_np1 60 1 test/gpu/test_cuda_self
     run self_np2 60 2 test/gpu/test_cuda_self
     run self_np4 90 4 test/gpu/test_cuda_self

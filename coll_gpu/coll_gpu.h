@@ -404,8 +404,24 @@ void mca_coll_gpu_self_install(mca_coll_gpu_module_t *m);
 int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                             int rcount, struct ompi_datatype_t *rdt);
 
+/* neighborhood collectives, staged (coll_gpu_neighbor.c): a topology's in- and out-degree
+ * (0 where it has none), and the bytes [lo, hi) relative to the buffer that a side's layout
+ * touches: count x dt; blocks counts[p] x dt at displs[p] elements; counts[p] x types[p] at
+ * displs[p] bytes */
+void mca_coll_gpu_neighbor_install(mca_coll_gpu_module_t *m);
+void mca_coll_gpu_degrees(struct ompi_communicator_t *comm, int *in, int *out);
+void mca_coll_gpu_count_span(size_t count, struct ompi_datatype_t *dt, ptrdiff_t *lo, ptrdiff_t *hi);
+void mca_coll_gpu_v_bytes(const int *counts, const int *displs, struct ompi_datatype_t *dt, int n,
+                          ptrdiff_t *lo, ptrdiff_t *hi);
+void mca_coll_gpu_w_bytes(const int *counts, const MPI_Aint *displs,
+                          struct ompi_datatype_t *const *types, int n, ptrdiff_t *lo, ptrdiff_t *hi);
+/* straight to the previous module (counted as a fallback call): nested, or no device buffer */
+bool mca_coll_gpu_staged_passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b);
+
 /* non-blocking collectives (coll_gpu_nb.c) */
 void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m);
+/* their neighborhood forms, staged */
+void mca_coll_gpu_nb_neighbor_install(mca_coll_gpu_module_t *m);
 /* the persistent collectives (MPIX_*_init): each MPI_Start posts this module's non-blocking
  * form; installed where that form is (module enable, after the slots are settled) */
 void mca_coll_gpu_persist_install(mca_coll_gpu_module_t *m);

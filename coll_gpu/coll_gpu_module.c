@@ -46,6 +46,11 @@ static const size_t prev_slots[] = {
     PREV_SLOT(igatherv),   PREV_SLOT(iscatter),  PREV_SLOT(iscatterv),   PREV_SLOT(ialltoallv),
     PREV_SLOT(ialltoallw), PREV_SLOT(ireduce_scatter), PREV_SLOT(ireduce_scatter_block),
     PREV_SLOT(iscan),      PREV_SLOT(iexscan),
+    /* neighborhood collectives: staged */
+    PREV_SLOT(neighbor_allgather), PREV_SLOT(neighbor_allgatherv), PREV_SLOT(neighbor_alltoall),
+    PREV_SLOT(neighbor_alltoallv), PREV_SLOT(neighbor_alltoallw), PREV_SLOT(ineighbor_allgather),
+    PREV_SLOT(ineighbor_allgatherv), PREV_SLOT(ineighbor_alltoall), PREV_SLOT(ineighbor_alltoallv),
+    PREV_SLOT(ineighbor_alltoallw),
 };
 #define PREV_NSLOTS (sizeof(prev_slots) / sizeof(prev_slots[0]))
 
@@ -123,6 +128,10 @@ static void gpu_module_keep_served(mca_coll_gpu_module_t *m)
     CGPU_KEEP(ialltoallv) CGPU_KEEP(ialltoallw) CGPU_KEEP(ibcast) CGPU_KEEP(iexscan)
     CGPU_KEEP(igather) CGPU_KEEP(igatherv) CGPU_KEEP(ireduce) CGPU_KEEP(ireduce_scatter)
     CGPU_KEEP(ireduce_scatter_block) CGPU_KEEP(iscan) CGPU_KEEP(iscatter) CGPU_KEEP(iscatterv)
+    CGPU_KEEP(neighbor_allgather) CGPU_KEEP(neighbor_allgatherv) CGPU_KEEP(neighbor_alltoall)
+    CGPU_KEEP(neighbor_alltoallv) CGPU_KEEP(neighbor_alltoallw) CGPU_KEEP(ineighbor_allgather)
+    CGPU_KEEP(ineighbor_allgatherv) CGPU_KEEP(ineighbor_alltoall) CGPU_KEEP(ineighbor_alltoallv)
+    CGPU_KEEP(ineighbor_alltoallw)
 #undef CGPU_KEEP
 }
 
@@ -214,6 +223,8 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     if (1 == ompi_comm_size(comm)) {
         /* one rank: local copies, above coll/self (whose memcpy would take device pointers) */
         mca_coll_gpu_self_install(m);
+        mca_coll_gpu_neighbor_install(m);
+        mca_coll_gpu_nb_neighbor_install(m);
         *priority = c->self_priority;
         opal_output_verbose(10, out,
                             "coll/gpu: comm %s: serving a single rank (local copies, priority %d)",
@@ -224,6 +235,8 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     m->super.coll_alltoall = mca_coll_gpu_alltoall;
     mca_coll_gpu_staged_install(m);
     mca_coll_gpu_nb_install(m);
+    mca_coll_gpu_neighbor_install(m);
+    mca_coll_gpu_nb_neighbor_install(m);
     *priority = c->priority;
     opal_output_verbose(10, out, "coll/gpu: comm %s: serving %d ranks (backend %s, priority %d)",
                         comm->c_name, ompi_comm_size(comm),

@@ -2026,6 +2026,160 @@ void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m)
     s->coll_iexscan = nb_iexscan;
 }
 
+/* ---- the neighborhood collectives: staged ---- */
+
+/* a staged call's send bytes [slo, shi) and receive bytes [rlo, rhi) (copied back) */
+static int staged_sides(mca_coll_gpu_request_t *r, const void *sbuf, ptrdiff_t slo, ptrdiff_t shi,
+                        void *rbuf, ptrdiff_t rlo, ptrdiff_t rhi, void **hs, void **hr)
+{
+    r->back[1] = true;
+    int rc = mca_coll_gpu_stage_bytes(&r->sb[0], sbuf, slo, shi, hs);
+    return MPI_SUCCESS == rc ? mca_coll_gpu_stage_bytes(&r->sb[1], rbuf, rlo, rhi, hr) : rc;
+}
+
+static int nb_ineighbor_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                  void *rbuf, int rcount, struct ompi_datatype_t *rdt,
+                                  struct ompi_communicator_t *comm, ompi_request_t **request,
+                                  mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_ineighbor_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+                                                        request,
+                                                        m->prev.coll_ineighbor_allgather_module))
+    int in, out;
+    ptrdiff_t slo, shi, rlo, rhi;
+    void *hs, *hr;
+    mca_coll_gpu_degrees(comm, &in, &out);
+    mca_coll_gpu_count_span((size_t) scount, sdt, &slo, &shi);
+    mca_coll_gpu_count_span((size_t) rcount * (size_t) in, rdt, &rlo, &rhi);
+    int rc = staged_sides(r, sbuf, slo, shi, rbuf, rlo, rhi, &hs, &hr);
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ineighbor_allgather(
+            hs, scount, sdt, hr, rcount, rdt, comm, &r->inner,
+            m->prev.coll_ineighbor_allgather_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ineighbor_allgather");
+}
+
+static int nb_ineighbor_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                   void *rbuf, const int *rcounts, const int *displs,
+                                   struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                                   ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_ineighbor_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs,
+                                                         rdt, comm, request,
+                                                         m->prev.coll_ineighbor_allgatherv_module))
+    int in, out;
+    ptrdiff_t slo, shi, rlo, rhi;
+    void *hs, *hr;
+    mca_coll_gpu_degrees(comm, &in, &out);
+    mca_coll_gpu_count_span((size_t) scount, sdt, &slo, &shi);
+    mca_coll_gpu_v_bytes(rcounts, displs, rdt, in, &rlo, &rhi);
+    int rc = staged_sides(r, sbuf, slo, shi, rbuf, rlo, rhi, &hs, &hr);
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ineighbor_allgatherv(
+            hs, scount, sdt, hr, rcounts, displs, rdt, comm, &r->inner,
+            m->prev.coll_ineighbor_allgatherv_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ineighbor_allgatherv");
+}
+
+static int nb_ineighbor_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                 void *rbuf, int rcount, struct ompi_datatype_t *rdt,
+                                 struct ompi_communicator_t *comm, ompi_request_t **request,
+                                 mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_ineighbor_alltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+                                                       request,
+                                                       m->prev.coll_ineighbor_alltoall_module))
+    int in, out;
+    ptrdiff_t slo, shi, rlo, rhi;
+    void *hs, *hr;
+    mca_coll_gpu_degrees(comm, &in, &out);
+    mca_coll_gpu_count_span((size_t) scount * (size_t) out, sdt, &slo, &shi);
+    mca_coll_gpu_count_span((size_t) rcount * (size_t) in, rdt, &rlo, &rhi);
+    int rc = staged_sides(r, sbuf, slo, shi, rbuf, rlo, rhi, &hs, &hr);
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ineighbor_alltoall(
+            hs, scount, sdt, hr, rcount, rdt, comm, &r->inner,
+            m->prev.coll_ineighbor_alltoall_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ineighbor_alltoall");
+}
+
+static int nb_ineighbor_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                                  struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                                  const int *rdispls, struct ompi_datatype_t *rdt,
+                                  struct ompi_communicator_t *comm, ompi_request_t **request,
+                                  mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_ineighbor_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts,
+                                                        rdispls, rdt, comm, request,
+                                                        m->prev.coll_ineighbor_alltoallv_module))
+    int in, out;
+    ptrdiff_t slo, shi, rlo, rhi;
+    void *hs, *hr;
+    mca_coll_gpu_degrees(comm, &in, &out);
+    mca_coll_gpu_v_bytes(scounts, sdispls, sdt, out, &slo, &shi);
+    mca_coll_gpu_v_bytes(rcounts, rdispls, rdt, in, &rlo, &rhi);
+    int rc = staged_sides(r, sbuf, slo, shi, rbuf, rlo, rhi, &hs, &hr);
+    if (MPI_SUCCESS == rc) {
+        retain_types(r, sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ineighbor_alltoallv(
+            hs, scounts, sdispls, sdt, hr, rcounts, rdispls, rdt, comm, &r->inner,
+            m->prev.coll_ineighbor_alltoallv_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ineighbor_alltoallv");
+}
+
+static int nb_ineighbor_alltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdispls,
+                                  struct ompi_datatype_t *const *sdts, void *rbuf,
+                                  const int *rcounts, const MPI_Aint *rdispls,
+                                  struct ompi_datatype_t *const *rdts,
+                                  struct ompi_communicator_t *comm, ompi_request_t **request,
+                                  mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = M(module);
+    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                       m->prev.coll_ineighbor_alltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts,
+                                                        rdispls, rdts, comm, request,
+                                                        m->prev.coll_ineighbor_alltoallw_module))
+    int in, out;
+    ptrdiff_t slo, shi, rlo, rhi;
+    void *hs, *hr;
+    mca_coll_gpu_degrees(comm, &in, &out);
+    mca_coll_gpu_w_bytes(scounts, sdispls, sdts, out, &slo, &shi);
+    mca_coll_gpu_w_bytes(rcounts, rdispls, rdts, in, &rlo, &rhi);
+    int rc = staged_sides(r, sbuf, slo, shi, rbuf, rlo, rhi, &hs, &hr);
+    if (MPI_SUCCESS == rc) {
+        /* the type arrays are the caller's, alive until completion as MPI requires */
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ineighbor_alltoallw(
+            hs, scounts, sdispls, sdts, hr, rcounts, rdispls, rdts, comm, &r->inner,
+            m->prev.coll_ineighbor_alltoallw_module));
+    }
+    return staged_post(r, rc, request, "MPI_Ineighbor_alltoallw");
+}
+
+void mca_coll_gpu_nb_neighbor_install(mca_coll_gpu_module_t *m)
+{
+    mca_coll_base_module_t *s = &m->super;
+    s->coll_ineighbor_allgather = nb_ineighbor_allgather;
+    s->coll_ineighbor_allgatherv = nb_ineighbor_allgatherv;
+    s->coll_ineighbor_alltoall = nb_ineighbor_alltoall;
+    s->coll_ineighbor_alltoallv = nb_ineighbor_alltoallv;
+    s->coll_ineighbor_alltoallw = nb_ineighbor_alltoallw;
+}
+
 /* ---- persistent collectives (MPIX_*_init, Open MPI's pcollreq extension) ----
  *
  * Open MPI hands the persistent forms to the highest-priority module that provides them,
@@ -2052,17 +2206,24 @@ enum persist_kind {
     P_REDUCE_SCATTER_BLOCK,
     P_SCAN,
     P_SCATTER,
-    P_SCATTERV
+    P_SCATTERV,
+    P_NALLGATHER, /* the neighborhood forms */
+    P_NALLGATHERV,
+    P_NALLTOALL,
+    P_NALLTOALLV,
+    P_NALLTOALLW
 };
 
 /* one call's arguments: s sent (sc x sdt, or scs/sds x sdt or sdts), r received (rc x rdt, or
- * rcs/rds x rdt or rdts); a reduction's count and datatype are rc and rdt */
+ * rcs/rds x rdt or rdts); a reduction's count and datatype are rc and rdt; a neighborhood
+ * alltoallw's displacements sad/rad; sn, rn: the blocks sent and received (w_types) */
 typedef struct persist_args {
     enum persist_kind kind;
     const void *s;
     void *r;
-    int sc, rc, root, n;
+    int sc, rc, root, sn, rn;
     const int *scs, *sds, *rcs, *rds;
+    const MPI_Aint *sad, *rad;
     struct ompi_datatype_t *sdt, *rdt;
     struct ompi_datatype_t *const *sdts, *const *rdts;
     struct ompi_op_t *op;
@@ -2100,8 +2261,8 @@ static void w_types(struct ompi_datatype_t *const *t, const int *counts, int n, 
 static void persist_args_free(persist_args_t *pa)
 {
     if (NULL != pa) {
-        w_types(pa->sdts, pa->scs, pa->n, false);
-        w_types(pa->rdts, pa->rcs, pa->n, false);
+        w_types(pa->sdts, pa->scs, pa->sn, false);
+        w_types(pa->rdts, pa->rcs, pa->rn, false);
         free(pa);
     }
 }
@@ -2149,6 +2310,19 @@ static int persist_post(mca_coll_gpu_request_t *r, ompi_request_t **inner)
     case P_SCATTERV:
         return s->coll_iscatterv(a->s, a->scs, a->sds, a->sdt, a->r, a->rc, a->rdt, a->root, c,
                                  inner, s);
+    case P_NALLGATHER:
+        return s->coll_ineighbor_allgather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, inner, s);
+    case P_NALLGATHERV:
+        return s->coll_ineighbor_allgatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, c,
+                                            inner, s);
+    case P_NALLTOALL:
+        return s->coll_ineighbor_alltoall(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, inner, s);
+    case P_NALLTOALLV:
+        return s->coll_ineighbor_alltoallv(a->s, a->scs, a->sds, a->sdt, a->r, a->rcs, a->rds,
+                                           a->rdt, c, inner, s);
+    case P_NALLTOALLW:
+        return s->coll_ineighbor_alltoallw(a->s, a->scs, a->sad, a->sdts, a->r, a->rcs, a->rad,
+                                           a->rdts, c, inner, s);
     }
     return MPI_ERR_INTERN;
 }
@@ -2214,7 +2388,10 @@ static int persist_new(mca_coll_base_module_t *module, struct ompi_communicator_
         return MPI_ERR_NO_MEM;
     }
     *pa = *a;
-    pa->n = ompi_comm_size(comm);
+    pa->sn = pa->rn = ompi_comm_size(comm);
+    if (pa->kind >= P_NALLGATHER) {
+        mca_coll_gpu_degrees(comm, &pa->rn, &pa->sn);
+    }
     OMPI_REQUEST_INIT(&r->super.super, true); /* inactive and complete */
     r->super.super.req_type = OMPI_REQUEST_COLL;
     r->super.super.req_status.MPI_ERROR = MPI_SUCCESS;
@@ -2226,8 +2403,8 @@ static int persist_new(mca_coll_base_module_t *module, struct ompi_communicator_
     OBJ_RETAIN(m);
     r->m = m;
     retain_types(r, pa->sdt, pa->rdt, pa->op);
-    w_types(pa->sdts, pa->scs, pa->n, true);
-    w_types(pa->rdts, pa->rcs, pa->n, true);
+    w_types(pa->sdts, pa->scs, pa->sn, true);
+    w_types(pa->rdts, pa->rcs, pa->rn, true);
     r->pa = pa;
     *request = &r->super.super;
     return MPI_SUCCESS;
@@ -2236,14 +2413,53 @@ static int persist_new(mca_coll_base_module_t *module, struct ompi_communicator_
 /* The datatypes a rank's call names and may use: none for a buffer it does not pass. */
 #define SEND_DT(buf, dt) (MPI_IN_PLACE == (buf) ? NULL : (dt))
 
+/* allgather, alltoall and their neighborhood forms: sc x sdt sent, rc x rdt per block */
+static int p_blocks(enum persist_kind kind, const void *sbuf, int scount,
+                    struct ompi_datatype_t *sdt, void *rbuf, int rcount,
+                    struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                    ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    const persist_args_t a = {.kind = kind, .s = sbuf, .sc = scount, .sdt = SEND_DT(sbuf, sdt),
+                              .r = rbuf, .rc = rcount, .rdt = rdt};
+    return persist_new(module, comm, &a, request);
+}
+
 static int p_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                        int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
                        struct ompi_info_t *info, ompi_request_t **request,
                        mca_coll_base_module_t *module)
 {
     (void) info;
-    const persist_args_t a = {.kind = P_ALLGATHER, .s = sbuf, .sc = scount,
-                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rc = rcount, .rdt = rdt};
+    return p_blocks(P_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
+}
+
+static int p_nallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                        int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                        struct ompi_info_t *info, ompi_request_t **request,
+                        mca_coll_base_module_t *module)
+{
+    (void) info;
+    return p_blocks(P_NALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
+}
+
+static int p_nalltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                       int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                       struct ompi_info_t *info, ompi_request_t **request,
+                       mca_coll_base_module_t *module)
+{
+    (void) info;
+    return p_blocks(P_NALLTOALL, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
+}
+
+/* allgatherv and its neighborhood form */
+static int p_gatherv_all(enum persist_kind kind, const void *sbuf, int scount,
+                         struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                         const int *displs, struct ompi_datatype_t *rdt,
+                         struct ompi_communicator_t *comm, ompi_request_t **request,
+                         mca_coll_base_module_t *module)
+{
+    const persist_args_t a = {.kind = kind, .s = sbuf, .sc = scount, .sdt = SEND_DT(sbuf, sdt),
+                              .r = rbuf, .rcs = rcounts, .rds = displs, .rdt = rdt};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2253,10 +2469,18 @@ static int p_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sd
                         ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    const persist_args_t a = {.kind = P_ALLGATHERV, .s = sbuf, .sc = scount,
-                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts, .rds = displs,
-                              .rdt = rdt};
-    return persist_new(module, comm, &a, request);
+    return p_gatherv_all(P_ALLGATHERV, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
+                         request, module);
+}
+
+static int p_nallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                         const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
+                         struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                         ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    return p_gatherv_all(P_NALLGATHERV, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
+                         request, module);
 }
 
 /* the reductions without a root: allreduce, scan, exscan, reduce_scatter_block */
@@ -2332,8 +2556,18 @@ static int p_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
                       mca_coll_base_module_t *module)
 {
     (void) info;
-    const persist_args_t a = {.kind = P_ALLTOALL, .s = sbuf, .sc = scount,
-                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rc = rcount, .rdt = rdt};
+    return p_blocks(P_ALLTOALL, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
+}
+
+/* alltoallv and its neighborhood form */
+static int p_v(enum persist_kind kind, const void *sbuf, const int *scounts, const int *sdispls,
+               struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts, const int *rdispls,
+               struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+               ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    const persist_args_t a = {.kind = kind, .s = sbuf, .scs = scounts, .sds = sdispls,
+                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts,
+                              .rds = rdispls, .rdt = rdt};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2344,9 +2578,31 @@ static int p_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
                        ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    const persist_args_t a = {.kind = P_ALLTOALLV, .s = sbuf, .scs = scounts, .sds = sdispls,
-                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts,
-                              .rds = rdispls, .rdt = rdt};
+    return p_v(P_ALLTOALLV, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm,
+               request, module);
+}
+
+static int p_nalltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+                        struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                        const int *rdispls, struct ompi_datatype_t *rdt,
+                        struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                        ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    return p_v(P_NALLTOALLV, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm,
+               request, module);
+}
+
+static int p_nalltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdispls,
+                        struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                        const MPI_Aint *rdispls, struct ompi_datatype_t *const *rdts,
+                        struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                        ompi_request_t **request, mca_coll_base_module_t *module)
+{
+    (void) info;
+    const persist_args_t a = {.kind = P_NALLTOALLW, .s = sbuf, .scs = scounts, .sad = sdispls,
+                              .sdts = sdts, .r = rbuf, .rcs = rcounts, .rad = rdispls,
+                              .rdts = rdts};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2455,5 +2711,10 @@ void mca_coll_gpu_persist_install(mca_coll_gpu_module_t *m)
     CGPU_PERSIST(scan, p_scan)
     CGPU_PERSIST(scatter, p_scatter)
     CGPU_PERSIST(scatterv, p_scatterv)
+    CGPU_PERSIST(neighbor_allgather, p_nallgather)
+    CGPU_PERSIST(neighbor_allgatherv, p_nallgatherv)
+    CGPU_PERSIST(neighbor_alltoall, p_nalltoall)
+    CGPU_PERSIST(neighbor_alltoallv, p_nalltoallv)
+    CGPU_PERSIST(neighbor_alltoallw, p_nalltoallw)
 #undef CGPU_PERSIST
 }

@@ -112,6 +112,11 @@ static bool passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b)
     return !mca_coll_gpu_on_device(a) && !mca_coll_gpu_on_device(b);
 }
 
+bool mca_coll_gpu_staged_passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b)
+{
+    return passthrough(m, a, b);
+}
+
 int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
                      struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {

@@ -297,6 +297,11 @@ else
         run_test "test_persist.staged.np3" "${MPIRUN[@]}" --mca coll_gpu_stage_host_buffers 1 -np 3 \
             "$BIN/mpi/test_persist"
     fi
+    # neighborhood collectives with host buffers staged as device ones would be: the spans
+    if [ -x "$BIN/mpi/test_neighbor" ]; then
+        run_test "test_neighbor.staged.np5" "${MPIRUN[@]}" --mca coll_gpu_stage_host_buffers 1 -np 5 \
+            "$BIN/mpi/test_neighbor"
+    fi
 
     # ---- the staged allreduce's pipeline: 1000-byte chunks (odd element counts per chunk),
     # host buffers staged as device ones through the stager, then reduced chunk by chunk ----
@@ -343,7 +348,7 @@ else
             env CGPU_PROF_MIN_TRANSPORT=100000 "${MPIRUN[@]}" "${NODES[@]}" \
             --mca coll_gpu_fake_nodes 2 ${MPI_TEST_ARGS[test_profiler]} -np 2 "$BIN/mpi/test_profiler"
         for p in test_allreduce test_alltoall test_bcast_allgather test_reduce_rs test_comms \
-                 test_types test_nb test_progress test_vcolls test_persist; do
+                 test_types test_nb test_progress test_vcolls test_persist test_neighbor; do
             [ -x "$BIN/mpi/$p" ] && run_test "$p.nodes2x2.np4" "${MPIRUN[@]}" "${NODES[@]}" \
                 --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/$p"
         done

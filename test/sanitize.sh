@@ -153,7 +153,8 @@ mpi-asan)
     for t in examples/demo test/mpi/test_allreduce test/mpi/test_alltoall \
              test/mpi/test_bcast_allgather test/mpi/test_reduce_rs test/mpi/test_comms \
              test/mpi/test_staged test/mpi/test_fallback test/mpi/test_ras test/mpi/test_profiler \
-             test/mpi/test_vcolls test/mpi/test_nb test/mpi/test_types test/mpi/test_persist; do
+             test/mpi/test_vcolls test/mpi/test_nb test/mpi/test_types test/mpi/test_persist \
+             test/mpi/test_neighbor; do
         extra=()
         case "$t" in *test_profiler) extra=(--mca coll_gpu_profiler "$CGPU_PROF_CHECK_PLUGIN"
                                             -x CGPU_PROF_CHECK_PLUGIN -x CGPU_PROF_MIN_EVENTS) ;; esac
