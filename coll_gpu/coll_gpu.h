@@ -410,11 +410,13 @@ int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t
  * displs[p] bytes */
 void mca_coll_gpu_neighbor_install(mca_coll_gpu_module_t *m);
 void mca_coll_gpu_degrees(struct ompi_communicator_t *comm, int *in, int *out);
-void mca_coll_gpu_count_span(size_t count, struct ompi_datatype_t *dt, ptrdiff_t *lo, ptrdiff_t *hi);
+void mca_coll_gpu_count_span(size_t count, struct ompi_datatype_t *dt, ptrdiff_t *lo,
+                             ptrdiff_t *hi);
 void mca_coll_gpu_v_bytes(const int *counts, const int *displs, struct ompi_datatype_t *dt, int n,
                           ptrdiff_t *lo, ptrdiff_t *hi);
 void mca_coll_gpu_w_bytes(const int *counts, const MPI_Aint *displs,
-                          struct ompi_datatype_t *const *types, int n, ptrdiff_t *lo, ptrdiff_t *hi);
+                          struct ompi_datatype_t *const *types, int n, ptrdiff_t *lo,
+                          ptrdiff_t *hi);
 /* straight to the previous module (counted as a fallback call): nested, or no device buffer */
 bool mca_coll_gpu_staged_passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b);
 

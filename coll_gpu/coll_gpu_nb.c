@@ -1711,51 +1711,42 @@ static bool v_rooted_post(bool gather, const void *one_buf, int one_count,
     return true;
 }
 
-static bool alltoallv_post(const void *sbuf, const int *scounts, const int *sdispls,
-                           struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                           const int *rdispls, struct ompi_datatype_t *rdt,
-                           struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
-                           ompi_request_t **request, int *rc)
+/* An alltoallv or alltoallw side as the caller passed it: one type for every block (dt), or
+ * one per block (dts, displacements in bytes). */
+typedef struct {
+    const void *buf;
+    const int *counts, *displs;
+    struct ompi_datatype_t *dt;
+    struct ompi_datatype_t *const *dts;
+} a2a_side_t;
+
+static int a2a_side(mca_coll_gpu_request_t *r, int i, const a2a_side_t *x, bool out)
 {
-    const bool in_place = MPI_IN_PLACE == sbuf; /* sent from the receive layout */
-    mca_coll_gpu_request_t *r;
-    if (!v_begin(NB_ALLTOALLV, CGPU_ALLTOALL_FALLBACK == mca_coll_gpu_component.alltoall_algorithm,
-                 -1, in_place ? rbuf : sbuf, comm, m, &r, request, rc)) {
-        return false;
-    }
-    if (NULL == r) {
-        return true;
-    }
-    r->rc = v_side(r, 1, rbuf, rcounts, rdispls, rdt, true, true);
-    if (MPI_SUCCESS == r->rc && !in_place) {
-        r->rc = v_side(r, 0, (void *) sbuf, scounts, sdispls, sdt, true, false);
-    }
-    *rc = v_post(r, in_place ? NULL : sdt, rdt, request);
-    return true;
+    void *buf = (void *) x->buf;
+    return NULL != x->dts ? w_side(r, i, buf, x->counts, x->displs, x->dts, true, out)
+                          : v_side(r, i, buf, x->counts, x->displs, x->dt, true, out);
 }
 
-/* MPI_Ialltoallw as MPI_Ialltoallv: the same engine call, blocks of any sizes and types */
-static bool alltoallw_post(const void *sbuf, const int *scounts, const int *sdispls,
-                           struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
-                           const int *rdispls, struct ompi_datatype_t *const *rdts,
-                           struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
-                           ompi_request_t **request, int *rc)
+/* MPI_Ialltoallv and MPI_Ialltoallw (the same engine call, blocks of any sizes and types) */
+static bool alltoall_post(enum nb_kind kind, const a2a_side_t *s, const a2a_side_t *rv,
+                          struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
+                          ompi_request_t **request, int *rc)
 {
-    const bool in_place = MPI_IN_PLACE == sbuf; /* sent from the receive layout */
+    const bool in_place = MPI_IN_PLACE == s->buf; /* sent from the receive layout */
     mca_coll_gpu_request_t *r;
-    if (!v_begin(NB_ALLTOALLW, CGPU_ALLTOALL_FALLBACK == mca_coll_gpu_component.alltoall_algorithm,
-                 -1, in_place ? rbuf : sbuf, comm, m, &r, request, rc)) {
+    if (!v_begin(kind, CGPU_ALLTOALL_FALLBACK == mca_coll_gpu_component.alltoall_algorithm, -1,
+                 in_place ? rv->buf : s->buf, comm, m, &r, request, rc)) {
         return false;
     }
     if (NULL == r) {
         return true;
     }
-    r->rc = w_side(r, 1, rbuf, rcounts, rdispls, rdts, true, true);
+    r->rc = a2a_side(r, 1, rv, true);
     if (MPI_SUCCESS == r->rc && !in_place) {
-        r->rc = w_side(r, 0, (void *) sbuf, scounts, sdispls, sdts, true, false);
+        r->rc = a2a_side(r, 0, s, false);
     }
-    /* the types: the binding keeps the caller's arrays' (ompi_coll_base_retain_datatypes_w) */
-    *rc = v_post(r, NULL, NULL, request);
+    /* an alltoallw's types: the binding keeps the caller's arrays' (retain_datatypes_w) */
+    *rc = v_post(r, in_place ? NULL : s->dt, rv->dt, request);
     return true;
 }
 
@@ -1862,8 +1853,9 @@ static int nb_ialltoallv(const void *sbuf, const int *scounts, const int *sdispl
     mca_coll_gpu_module_t *m = M(module);
     const int n = ompi_comm_size(comm);
     int prc;
-    if (alltoallv_post(sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm, m, request,
-                       &prc)) {
+    const a2a_side_t sv = {sbuf, scounts, sdispls, sdt, NULL};
+    const a2a_side_t rv = {rbuf, rcounts, rdispls, rdt, NULL};
+    if (alltoall_post(NB_ALLTOALLV, &sv, &rv, comm, m, request, &prc)) {
         return prc;
     }
     STAGED_NEW_OR_PASS(r, sbuf, rbuf,
@@ -1894,8 +1886,9 @@ static int nb_ialltoallw(const void *sbuf, const int *scounts, const int *sdispl
     mca_coll_gpu_module_t *m = M(module);
     const int n = ompi_comm_size(comm);
     int prc;
-    if (alltoallw_post(sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts, comm, m, request,
-                       &prc)) {
+    const a2a_side_t sv = {sbuf, scounts, sdispls, NULL, sdts};
+    const a2a_side_t rv = {rbuf, rcounts, rdispls, NULL, rdts};
+    if (alltoall_post(NB_ALLTOALLW, &sv, &rv, comm, m, request, &prc)) {
         return prc;
     }
     STAGED_NEW_OR_PASS(r, sbuf, rbuf,
@@ -2056,9 +2049,9 @@ static int nb_ineighbor_allgather(const void *sbuf, int scount, struct ompi_data
     int rc = staged_sides(r, sbuf, slo, shi, rbuf, rlo, rhi, &hs, &hr);
     if (MPI_SUCCESS == rc) {
         retain_types(r, sdt, rdt, NULL);
-        rc = MCA_COLL_GPU_PREV(m->prev.coll_ineighbor_allgather(
-            hs, scount, sdt, hr, rcount, rdt, comm, &r->inner,
-            m->prev.coll_ineighbor_allgather_module));
+        rc = MCA_COLL_GPU_PREV(
+            m->prev.coll_ineighbor_allgather(hs, scount, sdt, hr, rcount, rdt, comm, &r->inner,
+                                             m->prev.coll_ineighbor_allgather_module));
     }
     return staged_post(r, rc, request, "MPI_Ineighbor_allgather");
 }
@@ -2082,9 +2075,9 @@ static int nb_ineighbor_allgatherv(const void *sbuf, int scount, struct ompi_dat
     int rc = staged_sides(r, sbuf, slo, shi, rbuf, rlo, rhi, &hs, &hr);
     if (MPI_SUCCESS == rc) {
         retain_types(r, sdt, rdt, NULL);
-        rc = MCA_COLL_GPU_PREV(m->prev.coll_ineighbor_allgatherv(
-            hs, scount, sdt, hr, rcounts, displs, rdt, comm, &r->inner,
-            m->prev.coll_ineighbor_allgatherv_module));
+        rc = MCA_COLL_GPU_PREV(
+            m->prev.coll_ineighbor_allgatherv(hs, scount, sdt, hr, rcounts, displs, rdt, comm,
+                                              &r->inner, m->prev.coll_ineighbor_allgatherv_module));
     }
     return staged_post(r, rc, request, "MPI_Ineighbor_allgatherv");
 }
@@ -2108,9 +2101,9 @@ static int nb_ineighbor_alltoall(const void *sbuf, int scount, struct ompi_datat
     int rc = staged_sides(r, sbuf, slo, shi, rbuf, rlo, rhi, &hs, &hr);
     if (MPI_SUCCESS == rc) {
         retain_types(r, sdt, rdt, NULL);
-        rc = MCA_COLL_GPU_PREV(m->prev.coll_ineighbor_alltoall(
-            hs, scount, sdt, hr, rcount, rdt, comm, &r->inner,
-            m->prev.coll_ineighbor_alltoall_module));
+        rc = MCA_COLL_GPU_PREV(
+            m->prev.coll_ineighbor_alltoall(hs, scount, sdt, hr, rcount, rdt, comm, &r->inner,
+                                            m->prev.coll_ineighbor_alltoall_module));
     }
     return staged_post(r, rc, request, "MPI_Ineighbor_alltoall");
 }
@@ -2332,8 +2325,10 @@ static int persist_start(size_t count, ompi_request_t **requests)
     for (size_t i = 0; i < count; ++i) {
         mca_coll_gpu_request_t *r = (mca_coll_gpu_request_t *) requests[i];
         if (OMPI_REQUEST_ACTIVE == r->super.super.req_state) {
-            opal_output(0, "coll/gpu: MPI_Start on %s: the persistent collective request is "
-                           "still active (MPI forbids this)", r->m->comm->c_name);
+            opal_output(0,
+                        "coll/gpu: MPI_Start on %s: the persistent collective request is "
+                        "still active (MPI forbids this)",
+                        r->m->comm->c_name);
             return MPI_ERR_REQUEST;
         }
         ompi_request_t *inner = MPI_REQUEST_NULL;
@@ -2355,8 +2350,9 @@ static int persist_free(ompi_request_t **req)
 {
     mca_coll_gpu_request_t *r = (mca_coll_gpu_request_t *) *req;
     if (!REQUEST_COMPLETE(&r->super.super)) {
-        opal_output(0, "coll/gpu: MPI_Request_free on %s: the persistent collective request is "
-                       "active (MPI forbids this); complete it first, then free it",
+        opal_output(0,
+                    "coll/gpu: MPI_Request_free on %s: the persistent collective request is "
+                    "active (MPI forbids this); complete it first, then free it",
                     r->m->comm->c_name);
         return MPI_ERR_REQUEST;
     }
@@ -2419,8 +2415,13 @@ static int p_blocks(enum persist_kind kind, const void *sbuf, int scount,
                     struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
                     ompi_request_t **request, mca_coll_base_module_t *module)
 {
-    const persist_args_t a = {.kind = kind, .s = sbuf, .sc = scount, .sdt = SEND_DT(sbuf, sdt),
-                              .r = rbuf, .rc = rcount, .rdt = rdt};
+    const persist_args_t a = {.kind = kind,
+                              .s = sbuf,
+                              .sc = scount,
+                              .sdt = SEND_DT(sbuf, sdt),
+                              .r = rbuf,
+                              .rc = rcount,
+                              .rdt = rdt};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2458,8 +2459,14 @@ static int p_gatherv_all(enum persist_kind kind, const void *sbuf, int scount,
                          struct ompi_communicator_t *comm, ompi_request_t **request,
                          mca_coll_base_module_t *module)
 {
-    const persist_args_t a = {.kind = kind, .s = sbuf, .sc = scount, .sdt = SEND_DT(sbuf, sdt),
-                              .r = rbuf, .rcs = rcounts, .rds = displs, .rdt = rdt};
+    const persist_args_t a = {.kind = kind,
+                              .s = sbuf,
+                              .sc = scount,
+                              .sdt = SEND_DT(sbuf, sdt),
+                              .r = rbuf,
+                              .rcs = rcounts,
+                              .rds = displs,
+                              .rdt = rdt};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2469,8 +2476,8 @@ static int p_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sd
                         ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_gatherv_all(P_ALLGATHERV, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
-                         request, module);
+    return p_gatherv_all(P_ALLGATHERV, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, request,
+                         module);
 }
 
 static int p_nallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -2489,8 +2496,8 @@ static int p_reduction(enum persist_kind kind, const void *sbuf, void *rbuf, int
                        struct ompi_communicator_t *comm, ompi_request_t **request,
                        mca_coll_base_module_t *module)
 {
-    const persist_args_t a = {.kind = kind, .s = sbuf, .r = rbuf, .rc = count, .rdt = dt,
-                              .op = op, .root = root};
+    const persist_args_t a = {
+        .kind = kind, .s = sbuf, .r = rbuf, .rc = count, .rdt = dt, .op = op, .root = root};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2545,8 +2552,8 @@ static int p_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
                             ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    const persist_args_t a = {.kind = P_REDUCE_SCATTER, .s = sbuf, .r = rbuf, .rcs = rcounts,
-                              .rdt = dt, .op = op};
+    const persist_args_t a = {
+        .kind = P_REDUCE_SCATTER, .s = sbuf, .r = rbuf, .rcs = rcounts, .rdt = dt, .op = op};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2565,9 +2572,15 @@ static int p_v(enum persist_kind kind, const void *sbuf, const int *scounts, con
                struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
                ompi_request_t **request, mca_coll_base_module_t *module)
 {
-    const persist_args_t a = {.kind = kind, .s = sbuf, .scs = scounts, .sds = sdispls,
-                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts,
-                              .rds = rdispls, .rdt = rdt};
+    const persist_args_t a = {.kind = kind,
+                              .s = sbuf,
+                              .scs = scounts,
+                              .sds = sdispls,
+                              .sdt = SEND_DT(sbuf, sdt),
+                              .r = rbuf,
+                              .rcs = rcounts,
+                              .rds = rdispls,
+                              .rdt = rdt};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2578,8 +2591,8 @@ static int p_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
                        ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_v(P_ALLTOALLV, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm,
-               request, module);
+    return p_v(P_ALLTOALLV, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm, request,
+               module);
 }
 
 static int p_nalltoallv(const void *sbuf, const int *scounts, const int *sdispls,
@@ -2600,8 +2613,14 @@ static int p_nalltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sd
                         ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    const persist_args_t a = {.kind = P_NALLTOALLW, .s = sbuf, .scs = scounts, .sad = sdispls,
-                              .sdts = sdts, .r = rbuf, .rcs = rcounts, .rad = rdispls,
+    const persist_args_t a = {.kind = P_NALLTOALLW,
+                              .s = sbuf,
+                              .scs = scounts,
+                              .sad = sdispls,
+                              .sdts = sdts,
+                              .r = rbuf,
+                              .rcs = rcounts,
+                              .rad = rdispls,
                               .rdts = rdts};
     return persist_new(module, comm, &a, request);
 }
@@ -2614,9 +2633,15 @@ static int p_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
 {
     (void) info;
     const bool in_place = MPI_IN_PLACE == sbuf;
-    const persist_args_t a = {.kind = P_ALLTOALLW, .s = sbuf, .scs = scounts, .sds = sdispls,
-                              .sdts = in_place ? NULL : sdts, .r = rbuf, .rcs = rcounts,
-                              .rds = rdispls, .rdts = rdts};
+    const persist_args_t a = {.kind = P_ALLTOALLW,
+                              .s = sbuf,
+                              .scs = scounts,
+                              .sds = sdispls,
+                              .sdts = in_place ? NULL : sdts,
+                              .r = rbuf,
+                              .rcs = rcounts,
+                              .rds = rdispls,
+                              .rdts = rdts};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2639,8 +2664,14 @@ static int p_rooted(enum persist_kind kind, const void *sbuf, int scount,
     const bool is_root = ompi_comm_rank(comm) == root, gather = P_GATHER == kind;
     const bool s_used = MPI_IN_PLACE != sbuf && (gather || is_root);
     const bool r_used = MPI_IN_PLACE != rbuf && (!gather || is_root);
-    const persist_args_t a = {.kind = kind, .s = sbuf, .sc = scount, .sdt = s_used ? sdt : NULL,
-                              .r = rbuf, .rc = rcount, .rdt = r_used ? rdt : NULL, .root = root};
+    const persist_args_t a = {.kind = kind,
+                              .s = sbuf,
+                              .sc = scount,
+                              .sdt = s_used ? sdt : NULL,
+                              .r = rbuf,
+                              .rc = rcount,
+                              .rdt = r_used ? rdt : NULL,
+                              .root = root};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2659,8 +2690,7 @@ static int p_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, 
                      ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_rooted(P_SCATTER, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request,
-                    module);
+    return p_rooted(P_SCATTER, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request, module);
 }
 
 static int p_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -2670,9 +2700,15 @@ static int p_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, 
 {
     (void) info;
     const bool is_root = ompi_comm_rank(comm) == root;
-    const persist_args_t a = {.kind = P_GATHERV, .s = sbuf, .sc = scount,
-                              .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts, .rds = displs,
-                              .rdt = is_root ? rdt : NULL, .root = root};
+    const persist_args_t a = {.kind = P_GATHERV,
+                              .s = sbuf,
+                              .sc = scount,
+                              .sdt = SEND_DT(sbuf, sdt),
+                              .r = rbuf,
+                              .rcs = rcounts,
+                              .rds = displs,
+                              .rdt = is_root ? rdt : NULL,
+                              .root = root};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2684,9 +2720,15 @@ static int p_scatterv(const void *sbuf, const int *scounts, const int *displs,
 {
     (void) info;
     const bool is_root = ompi_comm_rank(comm) == root;
-    const persist_args_t a = {.kind = P_SCATTERV, .s = sbuf, .scs = scounts, .sds = displs,
-                              .sdt = is_root ? sdt : NULL, .r = rbuf, .rc = rcount,
-                              .rdt = SEND_DT(rbuf, rdt), .root = root};
+    const persist_args_t a = {.kind = P_SCATTERV,
+                              .s = sbuf,
+                              .scs = scounts,
+                              .sds = displs,
+                              .sdt = is_root ? sdt : NULL,
+                              .r = rbuf,
+                              .rc = rcount,
+                              .rdt = SEND_DT(rbuf, rdt),
+                              .root = root};
     return persist_new(module, comm, &a, request);
 }
 

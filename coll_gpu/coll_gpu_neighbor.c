@@ -138,9 +138,9 @@ static int n_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sd
 {
     mca_coll_gpu_module_t *m = M(module);
     if (mca_coll_gpu_staged_passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_neighbor_allgatherv(
-            sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
-            m->prev.coll_neighbor_allgatherv_module));
+        return MCA_COLL_GPU_PREV(
+            m->prev.coll_neighbor_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
+                                             m->prev.coll_neighbor_allgatherv_module));
     }
     int in, out;
     sides_t x;
@@ -151,9 +151,9 @@ static int n_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sd
     if (MPI_SUCCESS != rc) {
         return rc;
     }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_neighbor_allgatherv(
-        x.hs, scount, sdt, x.hr, rcounts, displs, rdt, comm,
-        m->prev.coll_neighbor_allgatherv_module));
+    rc = MCA_COLL_GPU_PREV(
+        m->prev.coll_neighbor_allgatherv(x.hs, scount, sdt, x.hr, rcounts, displs, rdt, comm,
+                                         m->prev.coll_neighbor_allgatherv_module));
     return sides_done(&x, rc);
 }
 
@@ -187,9 +187,9 @@ static int n_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
 {
     mca_coll_gpu_module_t *m = M(module);
     if (mca_coll_gpu_staged_passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_neighbor_alltoallv(
-            sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm,
-            m->prev.coll_neighbor_alltoallv_module));
+        return MCA_COLL_GPU_PREV(
+            m->prev.coll_neighbor_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls,
+                                            rdt, comm, m->prev.coll_neighbor_alltoallv_module));
     }
     int in, out;
     sides_t x;
@@ -200,9 +200,9 @@ static int n_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
     if (MPI_SUCCESS != rc) {
         return rc;
     }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_neighbor_alltoallv(
-        x.hs, scounts, sdispls, sdt, x.hr, rcounts, rdispls, rdt, comm,
-        m->prev.coll_neighbor_alltoallv_module));
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_neighbor_alltoallv(x.hs, scounts, sdispls, sdt, x.hr,
+                                                           rcounts, rdispls, rdt, comm,
+                                                           m->prev.coll_neighbor_alltoallv_module));
     return sides_done(&x, rc);
 }
 
@@ -213,9 +213,9 @@ static int n_alltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdi
 {
     mca_coll_gpu_module_t *m = M(module);
     if (mca_coll_gpu_staged_passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_neighbor_alltoallw(
-            sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts, comm,
-            m->prev.coll_neighbor_alltoallw_module));
+        return MCA_COLL_GPU_PREV(
+            m->prev.coll_neighbor_alltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls,
+                                            rdts, comm, m->prev.coll_neighbor_alltoallw_module));
     }
     int in, out;
     sides_t x;
@@ -226,9 +226,9 @@ static int n_alltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdi
     if (MPI_SUCCESS != rc) {
         return rc;
     }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_neighbor_alltoallw(
-        x.hs, scounts, sdispls, sdts, x.hr, rcounts, rdispls, rdts, comm,
-        m->prev.coll_neighbor_alltoallw_module));
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_neighbor_alltoallw(x.hs, scounts, sdispls, sdts, x.hr,
+                                                           rcounts, rdispls, rdts, comm,
+                                                           m->prev.coll_neighbor_alltoallw_module));
     return sides_done(&x, rc);
 }
 

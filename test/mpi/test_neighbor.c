@@ -181,10 +181,10 @@ static void nonblocking(topo_t *t, MPI_Comm c)
     MT_CHECK_MPI(MPI_Ineighbor_allgatherv(s, N - rank % 3, MPI_INT, MT_D(t->r[C_AGV]), t->agv_c,
                                           t->agv_d, MPI_INT, c, &q[1]));
     MT_CHECK_MPI(MPI_Ineighbor_alltoall(s, N, MPI_INT, MT_D(t->r[C_A2A]), N, MPI_INT, c, &q[2]));
-    MT_CHECK_MPI(MPI_Ineighbor_alltoallv(s, t->sc, t->sd, MPI_INT, MT_D(t->r[C_A2AV]), t->rc,
-                                         t->rd, MPI_INT, c, &q[3]));
-    MT_CHECK_MPI(MPI_Ineighbor_alltoallw(s, t->sc, t->wsd, t->wt, MT_D(t->r[C_A2AW]), t->rc,
-                                         t->wrd, t->wt, c, &q[4]));
+    MT_CHECK_MPI(MPI_Ineighbor_alltoallv(s, t->sc, t->sd, MPI_INT, MT_D(t->r[C_A2AV]), t->rc, t->rd,
+                                         MPI_INT, c, &q[3]));
+    MT_CHECK_MPI(MPI_Ineighbor_alltoallw(s, t->sc, t->wsd, t->wt, MT_D(t->r[C_A2AW]), t->rc, t->wrd,
+                                         t->wt, c, &q[4]));
     volatile double acc = 0;
     for (int i = 0; i < 50000; ++i) {
         acc += i * 1e-9;
@@ -197,12 +197,12 @@ static void persistent_init(topo_t *t, MPI_Comm c, MPI_Request *q)
 {
     int *s = MT_D(t->s);
     MPI_Info i = MPI_INFO_NULL;
-    MT_CHECK_MPI(MPIX_Neighbor_allgather_init(s, N, MPI_INT, MT_D(t->r[C_AG]), N, MPI_INT, c, i,
-                                              &q[0]));
+    MT_CHECK_MPI(
+        MPIX_Neighbor_allgather_init(s, N, MPI_INT, MT_D(t->r[C_AG]), N, MPI_INT, c, i, &q[0]));
     MT_CHECK_MPI(MPIX_Neighbor_allgatherv_init(s, N - rank % 3, MPI_INT, MT_D(t->r[C_AGV]),
                                                t->agv_c, t->agv_d, MPI_INT, c, i, &q[1]));
-    MT_CHECK_MPI(MPIX_Neighbor_alltoall_init(s, N, MPI_INT, MT_D(t->r[C_A2A]), N, MPI_INT, c, i,
-                                             &q[2]));
+    MT_CHECK_MPI(
+        MPIX_Neighbor_alltoall_init(s, N, MPI_INT, MT_D(t->r[C_A2A]), N, MPI_INT, c, i, &q[2]));
     MT_CHECK_MPI(MPIX_Neighbor_alltoallv_init(s, t->sc, t->sd, MPI_INT, MT_D(t->r[C_A2AV]), t->rc,
                                               t->rd, MPI_INT, c, i, &q[3]));
     MT_CHECK_MPI(MPIX_Neighbor_alltoallw_init(s, t->sc, t->wsd, t->wt, MT_D(t->r[C_A2AW]), t->rc,
@@ -221,8 +221,8 @@ static void run_topology(bool cart)
         MT_CHECK_MPI(MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &c));
     } else {
         int ones[MAXDEG] = {1, 1, 1, 1}; /* weights (MPI_UNWEIGHTED trips gcc's checks) */
-        MT_CHECK_MPI(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, t.in, t.src, ones, t.out,
-                                                    t.dst, ones, MPI_INFO_NULL, 0, &c));
+        MT_CHECK_MPI(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, t.in, t.src, ones, t.out, t.dst,
+                                                    ones, MPI_INFO_NULL, 0, &c));
     }
     for (int j = 0; j < t.in; ++j) { /* receive blocks in reverse order, a gap of 7 each */
         t.agv_c[j] = N - t.src[j] % 3;

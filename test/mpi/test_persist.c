@@ -34,18 +34,45 @@ int main(int argc, char **argv)
 
 enum { N = 1000, FILL = -7, ROUNDS = 3, NCOLL = 16 };
 
-enum { C_ALLREDUCE, C_REDUCE, C_BCAST, C_ALLGATHER, C_ALLTOALL, C_RSB, C_GATHER, C_SCATTER,
-       C_ALLGATHERV, C_GATHERV, C_SCATTERV, C_ALLTOALLV, C_ALLTOALLW, C_RS, C_SCAN, C_EXSCAN };
+enum {
+    C_ALLREDUCE,
+    C_REDUCE,
+    C_BCAST,
+    C_ALLGATHER,
+    C_ALLTOALL,
+    C_RSB,
+    C_GATHER,
+    C_SCATTER,
+    C_ALLGATHERV,
+    C_GATHERV,
+    C_SCATTERV,
+    C_ALLTOALLV,
+    C_ALLTOALLW,
+    C_RS,
+    C_SCAN,
+    C_EXSCAN
+};
 static const char *const cname[NCOLL] = {
-    "allreduce", "reduce",  "bcast",    "allgather", "alltoall",  "reduce_scatter_block",
-    "gather",    "scatter", "allgatherv", "gatherv", "scatterv",  "alltoallv",
-    "alltoallw", "reduce_scatter", "scan", "exscan"};
+    "allreduce", "reduce",         "bcast",      "allgather", "alltoall", "reduce_scatter_block",
+    "gather",    "scatter",        "allgatherv", "gatherv",   "scatterv", "alltoallv",
+    "alltoallw", "reduce_scatter", "scan",       "exscan"};
 /* the algorithm parameter whose "fallback" sends each to the previous module */
-static const char *const calg[NCOLL] = {
-    "allreduce_algorithm", NULL, NULL, "allgather_algorithm", "alltoall_algorithm", NULL,
-    "gather_algorithm", "scatter_algorithm", "allgather_algorithm", "gather_algorithm",
-    "scatter_algorithm", "alltoall_algorithm", "alltoall_algorithm", NULL, "scan_algorithm",
-    "scan_algorithm"};
+static const char *const calg[NCOLL] = {"allreduce_algorithm",
+                                        NULL,
+                                        NULL,
+                                        "allgather_algorithm",
+                                        "alltoall_algorithm",
+                                        NULL,
+                                        "gather_algorithm",
+                                        "scatter_algorithm",
+                                        "allgather_algorithm",
+                                        "gather_algorithm",
+                                        "scatter_algorithm",
+                                        "alltoall_algorithm",
+                                        "alltoall_algorithm",
+                                        NULL,
+                                        "scan_algorithm",
+                                        "scan_algorithm"};
 
 static int val(uint64_t salt, int src, long i)
 {
@@ -74,8 +101,8 @@ static int pcount(int q, int p)
 
 typedef struct {
     int rank, size, root;
-    int *s, *b, *r[NCOLL];  /* send buffer, bcast buffer, one receive buffer per collective */
-    long room;              /* ints in each */
+    int *s, *b, *r[NCOLL]; /* send buffer, bcast buffer, one receive buffer per collective */
+    long room;             /* ints in each */
     int *vc, *vd, *sc, *sd, *rc, *rd, *wsd, *wrd, *rsc;
     MPI_Datatype *wt;
 } bufs_t;
@@ -184,25 +211,33 @@ static void init_all(bufs_t *b, MPI_Comm comm, MPI_Request *req)
     for (int k = 0; k < NCOLL; ++k) {
         d[k] = MT_D(r[k]);
     }
-    MT_CHECK_MPI(MPIX_Allreduce_init(s, d[C_ALLREDUCE], n * N, MPI_INT, MPI_SUM, comm, info, &req[C_ALLREDUCE]));
-    MT_CHECK_MPI(MPIX_Reduce_init(s, d[C_REDUCE], n * N, MPI_INT, MPI_SUM, root, comm, info, &req[C_REDUCE]));
+    MT_CHECK_MPI(MPIX_Allreduce_init(s, d[C_ALLREDUCE], n * N, MPI_INT, MPI_SUM, comm, info,
+                                     &req[C_ALLREDUCE]));
+    MT_CHECK_MPI(MPIX_Reduce_init(s, d[C_REDUCE], n * N, MPI_INT, MPI_SUM, root, comm, info,
+                                  &req[C_REDUCE]));
     MT_CHECK_MPI(MPIX_Bcast_init(MT_D(b->b), N, MPI_INT, root, comm, info, &req[C_BCAST]));
-    MT_CHECK_MPI(MPIX_Allgather_init(s, N, MPI_INT, d[C_ALLGATHER], N, MPI_INT, comm, info, &req[C_ALLGATHER]));
-    MT_CHECK_MPI(MPIX_Alltoall_init(s, N, MPI_INT, d[C_ALLTOALL], N, MPI_INT, comm, info, &req[C_ALLTOALL]));
-    MT_CHECK_MPI(MPIX_Reduce_scatter_block_init(s, d[C_RSB], N, MPI_INT, MPI_SUM, comm, info, &req[C_RSB]));
-    MT_CHECK_MPI(MPIX_Gather_init(s, N, MPI_INT, d[C_GATHER], N, MPI_INT, root, comm, info, &req[C_GATHER]));
-    MT_CHECK_MPI(MPIX_Scatter_init(s, N, MPI_INT, d[C_SCATTER], N, MPI_INT, root, comm, info, &req[C_SCATTER]));
-    MT_CHECK_MPI(MPIX_Allgatherv_init(s, b->vc[b->rank], MPI_INT, d[C_ALLGATHERV], b->vc, b->vd, MPI_INT, comm, info,
-                                      &req[C_ALLGATHERV]));
-    MT_CHECK_MPI(MPIX_Gatherv_init(s, b->vc[b->rank], MPI_INT, d[C_GATHERV], b->vc, b->vd, MPI_INT, root, comm, info,
-                                   &req[C_GATHERV]));
-    MT_CHECK_MPI(MPIX_Scatterv_init(s, b->vc, b->vd, MPI_INT, d[C_SCATTERV], b->vc[b->rank], MPI_INT, root, comm, info,
-                                    &req[C_SCATTERV]));
-    MT_CHECK_MPI(MPIX_Alltoallv_init(s, b->sc, b->sd, MPI_INT, d[C_ALLTOALLV], b->rc, b->rd, MPI_INT, comm, info,
-                                     &req[C_ALLTOALLV]));
-    MT_CHECK_MPI(MPIX_Alltoallw_init(s, b->sc, b->wsd, b->wt, d[C_ALLTOALLW], b->rc, b->wrd, b->wt, comm, info,
-                                     &req[C_ALLTOALLW]));
-    MT_CHECK_MPI(MPIX_Reduce_scatter_init(s, d[C_RS], b->rsc, MPI_INT, MPI_SUM, comm, info, &req[C_RS]));
+    MT_CHECK_MPI(MPIX_Allgather_init(s, N, MPI_INT, d[C_ALLGATHER], N, MPI_INT, comm, info,
+                                     &req[C_ALLGATHER]));
+    MT_CHECK_MPI(
+        MPIX_Alltoall_init(s, N, MPI_INT, d[C_ALLTOALL], N, MPI_INT, comm, info, &req[C_ALLTOALL]));
+    MT_CHECK_MPI(
+        MPIX_Reduce_scatter_block_init(s, d[C_RSB], N, MPI_INT, MPI_SUM, comm, info, &req[C_RSB]));
+    MT_CHECK_MPI(
+        MPIX_Gather_init(s, N, MPI_INT, d[C_GATHER], N, MPI_INT, root, comm, info, &req[C_GATHER]));
+    MT_CHECK_MPI(MPIX_Scatter_init(s, N, MPI_INT, d[C_SCATTER], N, MPI_INT, root, comm, info,
+                                   &req[C_SCATTER]));
+    MT_CHECK_MPI(MPIX_Allgatherv_init(s, b->vc[b->rank], MPI_INT, d[C_ALLGATHERV], b->vc, b->vd,
+                                      MPI_INT, comm, info, &req[C_ALLGATHERV]));
+    MT_CHECK_MPI(MPIX_Gatherv_init(s, b->vc[b->rank], MPI_INT, d[C_GATHERV], b->vc, b->vd, MPI_INT,
+                                   root, comm, info, &req[C_GATHERV]));
+    MT_CHECK_MPI(MPIX_Scatterv_init(s, b->vc, b->vd, MPI_INT, d[C_SCATTERV], b->vc[b->rank],
+                                    MPI_INT, root, comm, info, &req[C_SCATTERV]));
+    MT_CHECK_MPI(MPIX_Alltoallv_init(s, b->sc, b->sd, MPI_INT, d[C_ALLTOALLV], b->rc, b->rd,
+                                     MPI_INT, comm, info, &req[C_ALLTOALLV]));
+    MT_CHECK_MPI(MPIX_Alltoallw_init(s, b->sc, b->wsd, b->wt, d[C_ALLTOALLW], b->rc, b->wrd, b->wt,
+                                     comm, info, &req[C_ALLTOALLW]));
+    MT_CHECK_MPI(
+        MPIX_Reduce_scatter_init(s, d[C_RS], b->rsc, MPI_INT, MPI_SUM, comm, info, &req[C_RS]));
     MT_CHECK_MPI(MPIX_Scan_init(s, d[C_SCAN], N, MPI_INT, MPI_SUM, comm, info, &req[C_SCAN]));
     MT_CHECK_MPI(MPIX_Exscan_init(s, d[C_EXSCAN], N, MPI_INT, MPI_SUM, comm, info, &req[C_EXSCAN]));
     MT_CHECK_MPI(MPIX_Barrier_init(comm, info, &req[NCOLL]));
@@ -302,7 +337,8 @@ static void suite(MPI_Comm comm, const char *label, uint64_t salt0)
     if (n > 1 && 0 == mt_pvars_delta(&pv, &e, &f)) {
         long on = 0;
         for (int k = 0; k < NCOLL; ++k) {
-            on += !mt_mca_is("nb_engine", "off") && (NULL == calg[k] || !mt_mca_is(calg[k], "fallback"));
+            on += !mt_mca_is("nb_engine", "off") &&
+                  (NULL == calg[k] || !mt_mca_is(calg[k], "fallback"));
         }
         MT_CHECK((long) e == on * ROUNDS && (long) f == (NCOLL - on) * ROUNDS,
                  "comm %s: %llu engine and %llu fallback calls, expected %ld and %ld", label, e, f,
