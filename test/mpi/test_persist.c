@@ -4,10 +4,10 @@
  * On MPI_COMM_WORLD, a dup and an odd/even split: the sixteen persistent collectives with a
  * buffer (allreduce, reduce, bcast, allgather, alltoall, reduce_scatter_block, gather,
  * scatter, allgatherv, gatherv, scatterv, alltoallv, alltoallw, reduce_scatter, scan,
- * exscan) and a persistent barrier, each created once and started three times together
- * (MPI_Startall, host work, MPI_Waitall), the send buffers refilled between the starts: every
- * result is checked against values computed here, on every start (unequal v-blocks out of
- * rank order, exscan's rank 0 left untouched). pvars: on 2+ ranks each start counts once as
+ * exscan), an allreduce in place and a persistent barrier, each created once and started three
+ * times together (MPI_Startall, host work, MPI_Waitall), the send buffers refilled between the
+ * starts: every result is checked against values computed here, on every start (unequal v-blocks
+ * out of rank order, exscan's rank 0 left untouched). pvars: on 2+ ranks each start counts once as
  * its non-blocking form does (the engine unless coll_gpu_nb_engine or the algorithm is off).
  * Then: a persistent alltoall whose derived datatype is freed right after the init still
  * runs; MPI_Start on an active request and MPI_Request_free of an active request fail with
@@ -32,7 +32,7 @@ int main(int argc, char **argv)
 }
 #else
 
-enum { N = 1000, FILL = -7, ROUNDS = 3, NCOLL = 16 };
+enum { N = 1000, FILL = -7, ROUNDS = 3, NCOLL = 17 };
 
 enum {
     C_ALLREDUCE,
@@ -50,12 +50,26 @@ enum {
     C_ALLTOALLW,
     C_RS,
     C_SCAN,
-    C_EXSCAN
+    C_EXSCAN,
+    C_ALLREDUCE_IP
 };
-static const char *const cname[NCOLL] = {
-    "allreduce", "reduce",         "bcast",      "allgather", "alltoall", "reduce_scatter_block",
-    "gather",    "scatter",        "allgatherv", "gatherv",   "scatterv", "alltoallv",
-    "alltoallw", "reduce_scatter", "scan",       "exscan"};
+static const char *const cname[NCOLL] = {"allreduce",
+                                         "reduce",
+                                         "bcast",
+                                         "allgather",
+                                         "alltoall",
+                                         "reduce_scatter_block",
+                                         "gather",
+                                         "scatter",
+                                         "allgatherv",
+                                         "gatherv",
+                                         "scatterv",
+                                         "alltoallv",
+                                         "alltoallw",
+                                         "reduce_scatter",
+                                         "scan",
+                                         "exscan",
+                                         "allreduce in place"};
 /* the algorithm parameter whose "fallback" sends each to the previous module */
 static const char *const calg[NCOLL] = {"allreduce_algorithm",
                                         NULL,
@@ -72,7 +86,8 @@ static const char *const calg[NCOLL] = {"allreduce_algorithm",
                                         "alltoall_algorithm",
                                         NULL,
                                         "scan_algorithm",
-                                        "scan_algorithm"};
+                                        "scan_algorithm",
+                                        "allreduce_algorithm"};
 
 static int val(uint64_t salt, int src, long i)
 {
@@ -115,6 +130,7 @@ static void fill(bufs_t *b, uint64_t salt)
         for (int k = 0; k < NCOLL; ++k) {
             b->r[k][i] = FILL;
         }
+        b->r[C_ALLREDUCE_IP][i] = val(salt, b->rank, i); /* its input, in place */
     }
     mt_push(b->s);
     mt_push(b->b);
@@ -157,6 +173,11 @@ static long check(bufs_t *b, uint64_t salt, long *per)
             }
         }
         BAD(C_RSB, b->r[C_RSB][i] != rsb);
+        int all = 0;
+        for (int q = 0; q < n; ++q) {
+            all = wsum(all, val(salt, q, i));
+        }
+        BAD(C_ALLREDUCE_IP, b->r[C_ALLREDUCE_IP][i] != all);
         BAD(C_SCAN, b->r[C_SCAN][i] != pre);
         BAD(C_EXSCAN, 0 == me && b->r[C_EXSCAN][i] != FILL);
         BAD(C_SCATTER, b->r[C_SCATTER][i] != val(salt, root, (long) me * N + i));
@@ -240,6 +261,8 @@ static void init_all(bufs_t *b, MPI_Comm comm, MPI_Request *req)
         MPIX_Reduce_scatter_init(s, d[C_RS], b->rsc, MPI_INT, MPI_SUM, comm, info, &req[C_RS]));
     MT_CHECK_MPI(MPIX_Scan_init(s, d[C_SCAN], N, MPI_INT, MPI_SUM, comm, info, &req[C_SCAN]));
     MT_CHECK_MPI(MPIX_Exscan_init(s, d[C_EXSCAN], N, MPI_INT, MPI_SUM, comm, info, &req[C_EXSCAN]));
+    MT_CHECK_MPI(MPIX_Allreduce_init(MPI_IN_PLACE, d[C_ALLREDUCE_IP], N, MPI_INT, MPI_SUM, comm,
+                                     info, &req[C_ALLREDUCE_IP]));
     MT_CHECK_MPI(MPIX_Barrier_init(comm, info, &req[NCOLL]));
 }
 
