@@ -271,6 +271,19 @@ int mca_coll_gpu_staged_alltoallw(const void *sbuf, const int *scounts, const in
                                   const int *rcounts, const int *rdispls,
                                   struct ompi_datatype_t *const *rdts,
                                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+/* An alltoallv or alltoallw side as the caller passed it: one type for every block (dt,
+ * displacements in elements), or one per block (dts, displacements in bytes). */
+typedef struct mca_coll_gpu_a2a_side_t {
+    const void *buf;
+    const int *counts, *displs;
+    struct ompi_datatype_t *dt;
+    struct ompi_datatype_t *const *dts;
+} mca_coll_gpu_a2a_side_t;
+/* Its n blocks as the engine takes them: block p is bytes[p] at buf + offs[p]; *largest the
+ * largest; *gaps: some block's elements are not back to back (its offs then not a run).
+ * MPI_ERR_COUNT: a negative count (coll_gpu_vcoll.c). */
+int mca_coll_gpu_a2a_blocks(const mca_coll_gpu_a2a_side_t *x, int n, size_t *bytes, ptrdiff_t *offs,
+                            size_t *largest, bool *gaps);
 /* MPI_Alltoallw on the engine where every block's type is gap-free (coll_gpu_vcoll.c) */
 int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
                            struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
@@ -393,10 +406,6 @@ int mca_coll_gpu_unstage(mca_coll_gpu_staged_buf_t *s, int rc, bool copy_back);
 
 /* the elements a (counts, displs) layout spans: the furthest displs[i] + counts[i] */
 size_t mca_coll_gpu_v_span(const int *counts, const int *displs, int n);
-/* the bytes [lo, hi) relative to the buffer that an alltoallw (counts, byte displacements,
- * per-peer types) layout touches (coll_gpu_staged.c) */
-void mca_coll_gpu_w_span(const int *counts, const int *displs, struct ompi_datatype_t *const *types,
-                         int n, ptrdiff_t *lo, ptrdiff_t *hi);
 
 /* communicators of one rank: local copies (coll_gpu_self.c) */
 void mca_coll_gpu_self_install(mca_coll_gpu_module_t *m);
@@ -407,14 +416,14 @@ int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t
 /* neighborhood collectives, staged (coll_gpu_neighbor.c): a topology's in- and out-degree
  * (0 where it has none), and the bytes [lo, hi) relative to the buffer that a side's layout
  * touches: count x dt; blocks counts[p] x dt at displs[p] elements; counts[p] x types[p] at
- * displs[p] bytes */
+ * idispls[p] or adispls[p] bytes (an alltoallw's, a neighborhood alltoallw's) */
 void mca_coll_gpu_neighbor_install(mca_coll_gpu_module_t *m);
 void mca_coll_gpu_degrees(struct ompi_communicator_t *comm, int *in, int *out);
 void mca_coll_gpu_count_span(size_t count, struct ompi_datatype_t *dt, ptrdiff_t *lo,
                              ptrdiff_t *hi);
 void mca_coll_gpu_v_bytes(const int *counts, const int *displs, struct ompi_datatype_t *dt, int n,
                           ptrdiff_t *lo, ptrdiff_t *hi);
-void mca_coll_gpu_w_bytes(const int *counts, const MPI_Aint *displs,
+void mca_coll_gpu_w_bytes(const int *counts, const int *idispls, const MPI_Aint *adispls,
                           struct ompi_datatype_t *const *types, int n, ptrdiff_t *lo,
                           ptrdiff_t *hi);
 /* straight to the previous module (counted as a fallback call): nested, or no device buffer */

@@ -378,7 +378,7 @@ static int view_open_w(nb_view_t *v, void *buf, const int *counts, const int *di
     if (mca_coll_gpu_on_device(buf)) {
         ptrdiff_t lo, hi;
         void *h = NULL;
-        mca_coll_gpu_w_span(counts, displs, types, n, &lo, &hi);
+        mca_coll_gpu_w_bytes(counts, displs, NULL, types, n, &lo, &hi);
         rc = mca_coll_gpu_mirror_in(&v->mir, (char *) buf + lo, (size_t) (hi - lo), MPI_BYTE, &h);
         v->host = (char *) h - lo;
     }
@@ -1577,42 +1577,29 @@ static int v_side(mca_coll_gpu_request_t *r, int i, void *buf, const int *counts
     return rc;
 }
 
-/* Side @p i of an MPI_Ialltoallw: block p is counts[p] x types[p] at buf + displs[p] bytes.
- * Where every block is a gap-free run the engine reads or writes the user's buffer, else
- * every block is packed on the host, back to back (view_open_w). */
-static int w_side(mca_coll_gpu_request_t *r, int i, void *buf, const int *counts, const int *displs,
-                  struct ompi_datatype_t *const *types, bool in, bool out)
+/* Side @p i of an MPI_Ialltoallw (mca_coll_gpu_a2a_blocks' layout). Where every block is a
+ * gap-free run the engine reads or writes the user's buffer, else every block is packed on
+ * the host, back to back (view_open_w). */
+static int w_side(mca_coll_gpu_request_t *r, int i, const mca_coll_gpu_a2a_side_t *x, bool out)
 {
     const int n = ompi_comm_size(r->m->comm);
-    size_t *bytes = v_bytes(r, i, 0), total = 0;
+    size_t *bytes = v_bytes(r, i, 0), largest;
     ptrdiff_t *offs = v_offs(r, i, 0);
-    r->vb[i] = (cgpu_blocks_t){.base = buf, .bytes = bytes, .offs = offs};
-    bool gaps = false;
-    for (int p = 0; p < n; ++p) {
-        const char *run = (const char *) buf + displs[p];
-        size_t es = 0;
-        if (counts[p] < 0) {
-            return MPI_ERR_COUNT;
-        }
-        if (counts[p] > 0) { /* an empty block's type is not looked at */
-            ompi_datatype_type_size(types[p], &es);
-            gaps = !mca_coll_gpu_contiguous_run(run, counts[p], types[p], &run) || gaps;
-        }
-        bytes[p] = (size_t) counts[p] * es;
-        offs[p] = run - (const char *) buf;
-        total += bytes[p];
-        r->vmax = bytes[p] > r->vmax ? bytes[p] : r->vmax;
-    }
-    if (!gaps) {
-        return MPI_SUCCESS;
+    void *base = (void *) x->buf;
+    bool gaps;
+    r->vb[i] = (cgpu_blocks_t){.base = base, .bytes = bytes, .offs = offs};
+    int rc = mca_coll_gpu_a2a_blocks(x, n, bytes, offs, &largest, &gaps);
+    r->vmax = largest > r->vmax ? largest : r->vmax;
+    if (MPI_SUCCESS != rc || !gaps) {
+        return rc;
     }
     ptrdiff_t at = 0;
     for (int p = 0; p < n; ++p) {
         offs[p] = at;
         at += (ptrdiff_t) bytes[p];
     }
-    void *base = NULL;
-    int rc = view_open_w(&r->v[i], buf, counts, displs, types, n, total, in, out, &base);
+    rc =
+        view_open_w(&r->v[i], base, x->counts, x->displs, x->dts, n, (size_t) at, true, out, &base);
     r->vb[i].base = base;
     return rc;
 }
@@ -1711,26 +1698,16 @@ static bool v_rooted_post(bool gather, const void *one_buf, int one_count,
     return true;
 }
 
-/* An alltoallv or alltoallw side as the caller passed it: one type for every block (dt), or
- * one per block (dts, displacements in bytes). */
-typedef struct {
-    const void *buf;
-    const int *counts, *displs;
-    struct ompi_datatype_t *dt;
-    struct ompi_datatype_t *const *dts;
-} a2a_side_t;
-
-static int a2a_side(mca_coll_gpu_request_t *r, int i, const a2a_side_t *x, bool out)
+static int a2a_side(mca_coll_gpu_request_t *r, int i, const mca_coll_gpu_a2a_side_t *x, bool out)
 {
-    void *buf = (void *) x->buf;
-    return NULL != x->dts ? w_side(r, i, buf, x->counts, x->displs, x->dts, true, out)
-                          : v_side(r, i, buf, x->counts, x->displs, x->dt, true, out);
+    return NULL != x->dts ? w_side(r, i, x, out)
+                          : v_side(r, i, (void *) x->buf, x->counts, x->displs, x->dt, true, out);
 }
 
 /* MPI_Ialltoallv and MPI_Ialltoallw (the same engine call, blocks of any sizes and types) */
-static bool alltoall_post(enum nb_kind kind, const a2a_side_t *s, const a2a_side_t *rv,
-                          struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m,
-                          ompi_request_t **request, int *rc)
+static bool alltoall_post(enum nb_kind kind, const mca_coll_gpu_a2a_side_t *s,
+                          const mca_coll_gpu_a2a_side_t *rv, struct ompi_communicator_t *comm,
+                          mca_coll_gpu_module_t *m, ompi_request_t **request, int *rc)
 {
     const bool in_place = MPI_IN_PLACE == s->buf; /* sent from the receive layout */
     mca_coll_gpu_request_t *r;
@@ -1853,8 +1830,8 @@ static int nb_ialltoallv(const void *sbuf, const int *scounts, const int *sdispl
     mca_coll_gpu_module_t *m = M(module);
     const int n = ompi_comm_size(comm);
     int prc;
-    const a2a_side_t sv = {sbuf, scounts, sdispls, sdt, NULL};
-    const a2a_side_t rv = {rbuf, rcounts, rdispls, rdt, NULL};
+    const mca_coll_gpu_a2a_side_t sv = {sbuf, scounts, sdispls, sdt, NULL};
+    const mca_coll_gpu_a2a_side_t rv = {rbuf, rcounts, rdispls, rdt, NULL};
     if (alltoall_post(NB_ALLTOALLV, &sv, &rv, comm, m, request, &prc)) {
         return prc;
     }
@@ -1886,8 +1863,8 @@ static int nb_ialltoallw(const void *sbuf, const int *scounts, const int *sdispl
     mca_coll_gpu_module_t *m = M(module);
     const int n = ompi_comm_size(comm);
     int prc;
-    const a2a_side_t sv = {sbuf, scounts, sdispls, NULL, sdts};
-    const a2a_side_t rv = {rbuf, rcounts, rdispls, NULL, rdts};
+    const mca_coll_gpu_a2a_side_t sv = {sbuf, scounts, sdispls, NULL, sdts};
+    const mca_coll_gpu_a2a_side_t rv = {rbuf, rcounts, rdispls, NULL, rdts};
     if (alltoall_post(NB_ALLTOALLW, &sv, &rv, comm, m, request, &prc)) {
         return prc;
     }
@@ -1899,11 +1876,11 @@ static int nb_ialltoallw(const void *sbuf, const int *scounts, const int *sdispl
     ptrdiff_t lo, hi;
     int rc = MPI_SUCCESS;
     if (MPI_IN_PLACE != sbuf) {
-        mca_coll_gpu_w_span(scounts, sdispls, sdts, n, &lo, &hi);
+        mca_coll_gpu_w_bytes(scounts, sdispls, NULL, sdts, n, &lo, &hi);
         rc = mca_coll_gpu_stage_bytes(&r->sb[0], sbuf, lo, hi, &hs);
     }
     if (MPI_SUCCESS == rc) {
-        mca_coll_gpu_w_span(rcounts, rdispls, rdts, n, &lo, &hi);
+        mca_coll_gpu_w_bytes(rcounts, rdispls, NULL, rdts, n, &lo, &hi);
         r->back[1] = true;
         rc = mca_coll_gpu_stage_bytes(&r->sb[1], rbuf, lo, hi, &hr);
     }
@@ -2151,8 +2128,8 @@ static int nb_ineighbor_alltoallw(const void *sbuf, const int *scounts, const MP
     ptrdiff_t slo, shi, rlo, rhi;
     void *hs, *hr;
     mca_coll_gpu_degrees(comm, &in, &out);
-    mca_coll_gpu_w_bytes(scounts, sdispls, sdts, out, &slo, &shi);
-    mca_coll_gpu_w_bytes(rcounts, rdispls, rdts, in, &rlo, &rhi);
+    mca_coll_gpu_w_bytes(scounts, NULL, sdispls, sdts, out, &slo, &shi);
+    mca_coll_gpu_w_bytes(rcounts, NULL, rdispls, rdts, in, &rlo, &rhi);
     int rc = staged_sides(r, sbuf, slo, shi, rbuf, rlo, rhi, &hs, &hr);
     if (MPI_SUCCESS == rc) {
         /* the type arrays are the caller's, alive until completion as MPI requires */

@@ -59,7 +59,7 @@ void mca_coll_gpu_v_bytes(const int *counts, const int *displs, struct ompi_data
     }
 }
 
-void mca_coll_gpu_w_bytes(const int *counts, const MPI_Aint *displs,
+void mca_coll_gpu_w_bytes(const int *counts, const int *idispls, const MPI_Aint *adispls,
                           struct ompi_datatype_t *const *types, int n, ptrdiff_t *lo, ptrdiff_t *hi)
 {
     bool any = false;
@@ -69,9 +69,10 @@ void mca_coll_gpu_w_bytes(const int *counts, const MPI_Aint *displs,
         if (counts[p] <= 0) { /* an empty block's type is not looked at */
             continue;
         }
+        const ptrdiff_t at = NULL != idispls ? (ptrdiff_t) idispls[p] : (ptrdiff_t) adispls[p];
         mca_coll_gpu_count_span((size_t) counts[p], types[p], &a, &b);
-        a += (ptrdiff_t) displs[p];
-        b += (ptrdiff_t) displs[p];
+        a += at;
+        b += at;
         *lo = any && *lo < a ? *lo : a;
         *hi = any && *hi > b ? *hi : b;
         any = true;
@@ -220,8 +221,8 @@ static int n_alltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdi
     int in, out;
     sides_t x;
     mca_coll_gpu_degrees(comm, &in, &out);
-    mca_coll_gpu_w_bytes(scounts, sdispls, sdts, out, &x.slo, &x.shi);
-    mca_coll_gpu_w_bytes(rcounts, rdispls, rdts, in, &x.rlo, &x.rhi);
+    mca_coll_gpu_w_bytes(scounts, NULL, sdispls, sdts, out, &x.slo, &x.shi);
+    mca_coll_gpu_w_bytes(rcounts, NULL, rdispls, rdts, in, &x.rlo, &x.rhi);
     int rc = sides_stage(&x, sbuf, rbuf, comm, "MPI_Neighbor_alltoallw");
     if (MPI_SUCCESS != rc) {
         return rc;

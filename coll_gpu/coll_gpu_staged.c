@@ -54,26 +54,6 @@ size_t mca_coll_gpu_v_span(const int *counts, const int *displs, int n)
     return end;
 }
 
-void mca_coll_gpu_w_span(const int *counts, const int *displs, struct ompi_datatype_t *const *types,
-                         int n, ptrdiff_t *lo, ptrdiff_t *hi)
-{
-    *lo = *hi = 0;
-    bool any = false;
-    for (int i = 0; i < n; ++i) {
-        if (counts[i] <= 0) {
-            continue;
-        }
-        ptrdiff_t tlb, text, lb, ext;
-        ompi_datatype_get_true_extent(types[i], &tlb, &text);
-        ompi_datatype_get_extent(types[i], &lb, &ext);
-        const ptrdiff_t a = (ptrdiff_t) displs[i] + tlb;
-        const ptrdiff_t b = a + (ptrdiff_t) (counts[i] - 1) * ext + text;
-        *lo = any && *lo < a ? *lo : a;
-        *hi = any && *hi > b ? *hi : b;
-        any = true;
-    }
-}
-
 int mca_coll_gpu_stage_bytes(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrdiff_t lo,
                              ptrdiff_t hi, void **host)
 {
@@ -380,11 +360,11 @@ int mca_coll_gpu_staged_alltoallw(const void *sbuf, const int *scounts, const in
     ptrdiff_t lo, hi;
     int rc = MPI_SUCCESS;
     if (MPI_IN_PLACE != sbuf) {
-        mca_coll_gpu_w_span(scounts, sdispls, sdts, n, &lo, &hi);
+        mca_coll_gpu_w_bytes(scounts, sdispls, NULL, sdts, n, &lo, &hi);
         rc = mca_coll_gpu_stage_bytes(&s, sbuf, lo, hi, &hs);
     }
     if (MPI_SUCCESS == rc) {
-        mca_coll_gpu_w_span(rcounts, rdispls, rdts, n, &lo, &hi);
+        mca_coll_gpu_w_bytes(rcounts, rdispls, NULL, rdts, n, &lo, &hi);
         rc = mca_coll_gpu_stage_bytes(&r, rbuf, lo, hi, &hr);
         if (MPI_SUCCESS != rc) {
             mca_coll_gpu_unstage(&s, rc, false);

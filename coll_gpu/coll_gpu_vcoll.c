@@ -28,35 +28,38 @@ typedef struct v_side {
     size_t largest; /* bytes of its largest block */
 } v_side_t;
 
-/* false: a veto (a negative count, elements with gaps, no memory) */
-static bool side_layout(v_side_t *v, const void *buf, const int *counts, const int *displs,
-                        struct ompi_datatype_t *dt, int n)
+int mca_coll_gpu_a2a_blocks(const mca_coll_gpu_a2a_side_t *x, int n, size_t *bytes, ptrdiff_t *offs,
+                            size_t *largest, bool *gaps)
 {
-    memset(v, 0, sizeof(*v));
-    size_t *bytes = malloc((sizeof(size_t) + sizeof(ptrdiff_t)) * (size_t) n);
-    if (NULL == bytes) {
-        return false;
+    const char *buf = x->buf;
+    ptrdiff_t lb, ext = 0;
+    if (NULL == x->dts) {
+        ompi_datatype_get_extent(x->dt, &lb, &ext);
     }
-    ptrdiff_t *offs = (ptrdiff_t *) (bytes + n);
-    const char *run = NULL;
-    bool ok = mca_coll_gpu_contiguous_run(buf, 2, dt, &run);
-    size_t es;
-    ptrdiff_t lb, ext;
-    ompi_datatype_type_size(dt, &es);
-    ompi_datatype_get_extent(dt, &lb, &ext);
+    *largest = 0;
+    *gaps = false;
     for (int p = 0; p < n; ++p) {
-        ok = ok && counts[p] >= 0;
-        bytes[p] = ok ? (size_t) counts[p] * es : 0;
-        offs[p] = (ptrdiff_t) displs[p] * ext;
-        v->largest = bytes[p] > v->largest ? bytes[p] : v->largest;
+        struct ompi_datatype_t *dt = NULL != x->dts ? x->dts[p] : x->dt;
+        const char *run =
+            buf + (NULL != x->dts ? (ptrdiff_t) x->displs[p] : (ptrdiff_t) x->displs[p] * ext);
+        size_t es = 0;
+        if (x->counts[p] < 0) {
+            return MPI_ERR_COUNT;
+        }
+        if (x->counts[p] > 0) { /* an empty block's type is not looked at */
+            ompi_datatype_type_size(dt, &es);
+            /* elements back to back: two of them form one run (a block of one too) */
+            *gaps = !mca_coll_gpu_contiguous_run(run, 2, dt, &run) || *gaps;
+        }
+        bytes[p] = (size_t) x->counts[p] * es;
+        offs[p] = run - buf;
+        *largest = bytes[p] > *largest ? bytes[p] : *largest;
     }
-    v->b = (cgpu_blocks_t){.base = (char *) run, .bytes = bytes, .offs = offs};
-    return ok;
+    return MPI_SUCCESS;
 }
 
-/* The same for an alltoallw side: block p is counts[p] x types[p] at buf + displs[p] bytes. */
-static bool side_layout_w(v_side_t *v, const void *buf, const int *counts, const int *displs,
-                          struct ompi_datatype_t *const *types, int n)
+/* false: a veto (a negative count, elements with gaps, no memory) */
+static bool side_layout(v_side_t *v, const mca_coll_gpu_a2a_side_t *x, int n)
 {
     memset(v, 0, sizeof(*v));
     size_t *bytes = malloc((sizeof(size_t) + sizeof(ptrdiff_t)) * (size_t) n);
@@ -64,21 +67,10 @@ static bool side_layout_w(v_side_t *v, const void *buf, const int *counts, const
         return false;
     }
     ptrdiff_t *offs = (ptrdiff_t *) (bytes + n);
-    bool ok = true;
-    for (int p = 0; p < n; ++p) {
-        const char *run = (const char *) buf + displs[p];
-        size_t es = 0;
-        ok = ok && counts[p] >= 0;
-        if (ok && counts[p] > 0) { /* an empty block's type is not looked at */
-            ompi_datatype_type_size(types[p], &es);
-            ok = mca_coll_gpu_contiguous_run((const char *) buf + displs[p], 2, types[p], &run);
-        }
-        bytes[p] = ok ? (size_t) counts[p] * es : 0;
-        offs[p] = run - (const char *) buf;
-        v->largest = bytes[p] > v->largest ? bytes[p] : v->largest;
-    }
-    v->b = (cgpu_blocks_t){.base = (char *) buf, .bytes = bytes, .offs = offs};
-    return ok;
+    bool gaps;
+    const int rc = mca_coll_gpu_a2a_blocks(x, n, bytes, offs, &v->largest, &gaps);
+    v->b = (cgpu_blocks_t){.base = (char *) x->buf, .bytes = bytes, .offs = offs};
+    return MPI_SUCCESS == rc && !gaps;
 }
 
 static void side_free(v_side_t *v)
@@ -141,7 +133,8 @@ static int v_rooted(bool gather, const void *one_buf, int one_count,
     bool ok = in_place || one_block(one_buf, one_count, one_dt, &one_run, &one_bytes);
     v_side_t all = {0};
     if (is_root) { /* the counts, displs and type of the whole message: the root's only */
-        ok = side_layout(&all, all_buf, all_counts, displs, all_dt, ompi_comm_size(comm)) && ok;
+        const mca_coll_gpu_a2a_side_t x = {all_buf, all_counts, displs, all_dt, NULL};
+        ok = side_layout(&all, &x, ompi_comm_size(comm)) && ok;
     }
     int rc;
     cgpu_comm_t *ec = v_agree(m, comm, one_bytes > all.largest ? one_bytes : all.largest, !ok,
@@ -186,27 +179,36 @@ int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *displ
                                                                        comm, module);
 }
 
-/* An alltoallv or alltoallw whose sides are laid out (ok: no veto here): the agreement, then
- * the engine's padded alltoall; OMPI_ERR_NOT_AVAILABLE: the staged path takes the call (the
- * same answer on every rank). Frees the sides. */
-static int alltoall_sides(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                          const void *buf, bool in_place, v_side_t *s, v_side_t *r, bool ok,
-                          const char *name)
+/* An alltoallv or alltoallw: the layouts, the agreement, then the engine's padded alltoall;
+ * OMPI_ERR_NOT_AVAILABLE: the staged path takes the call (the same answer on every rank). */
+static int alltoall_any(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                        const mca_coll_gpu_a2a_side_t *sx, const mca_coll_gpu_a2a_side_t *rx,
+                        const char *name)
 {
+    if (!v_wanted(m, CGPU_ALLTOALL_FALLBACK == mca_coll_gpu_component.alltoall_algorithm)) {
+        return OMPI_ERR_NOT_AVAILABLE;
+    }
+    const int n = ompi_comm_size(comm);
+    const bool in_place = MPI_IN_PLACE == sx->buf; /* sent from the receive layout */
+    v_side_t s = {0}, r = {0};
+    bool ok = side_layout(&r, rx, n);
+    if (!in_place) {
+        ok = side_layout(&s, sx, n) && ok;
+    }
     size_t maxb = 0;
     int rc;
-    cgpu_comm_t *ec =
-        v_agree(m, comm, s->largest > r->largest ? s->largest : r->largest, !ok, buf, &maxb, &rc);
+    cgpu_comm_t *ec = v_agree(m, comm, s.largest > r.largest ? s.largest : r.largest, !ok,
+                              in_place ? rx->buf : sx->buf, &maxb, &rc);
     if (NULL != ec) {
         cgpu_status_t st = MCA_COLL_GPU_ENGINE(
-            m, cgpu_alltoallv(ec, in_place ? NULL : &s->b, &r->b, maxb,
+            m, cgpu_alltoallv(ec, in_place ? NULL : &s.b, &r.b, maxb,
                               (cgpu_alltoall_alg_t) mca_coll_gpu_component.alltoall_algorithm));
         rc = mca_coll_gpu_engine_rc(st, name, comm);
     } else if (MPI_SUCCESS == rc) {
         rc = OMPI_ERR_NOT_AVAILABLE;
     }
-    side_free(s);
-    side_free(r);
+    side_free(&s);
+    side_free(&r);
     return rc;
 }
 
@@ -215,18 +217,9 @@ int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdis
                            const int *rdispls, struct ompi_datatype_t *rdt,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    const int n = ompi_comm_size(comm);
-    const bool in_place = MPI_IN_PLACE == sbuf; /* sent from the receive layout */
-    int rc = OMPI_ERR_NOT_AVAILABLE;
-    if (v_wanted(m, CGPU_ALLTOALL_FALLBACK == mca_coll_gpu_component.alltoall_algorithm)) {
-        v_side_t s = {0}, r = {0};
-        bool ok = side_layout(&r, rbuf, rcounts, rdispls, rdt, n);
-        if (!in_place) {
-            ok = side_layout(&s, sbuf, scounts, sdispls, sdt, n) && ok;
-        }
-        rc = alltoall_sides(m, comm, in_place ? rbuf : sbuf, in_place, &s, &r, ok, "MPI_Alltoallv");
-    }
+    const mca_coll_gpu_a2a_side_t s = {sbuf, scounts, sdispls, sdt, NULL};
+    const mca_coll_gpu_a2a_side_t r = {rbuf, rcounts, rdispls, rdt, NULL};
+    const int rc = alltoall_any((mca_coll_gpu_module_t *) module, comm, &s, &r, "MPI_Alltoallv");
     return OMPI_ERR_NOT_AVAILABLE != rc
                ? rc
                : mca_coll_gpu_staged_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls,
@@ -238,18 +231,9 @@ int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdis
                            const int *rdispls, struct ompi_datatype_t *const *rdts,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
-    const int n = ompi_comm_size(comm);
-    const bool in_place = MPI_IN_PLACE == sbuf; /* sent from the receive layout */
-    int rc = OMPI_ERR_NOT_AVAILABLE;
-    if (v_wanted(m, CGPU_ALLTOALL_FALLBACK == mca_coll_gpu_component.alltoall_algorithm)) {
-        v_side_t s = {0}, r = {0};
-        bool ok = side_layout_w(&r, rbuf, rcounts, rdispls, rdts, n);
-        if (!in_place) {
-            ok = side_layout_w(&s, sbuf, scounts, sdispls, sdts, n) && ok;
-        }
-        rc = alltoall_sides(m, comm, in_place ? rbuf : sbuf, in_place, &s, &r, ok, "MPI_Alltoallw");
-    }
+    const mca_coll_gpu_a2a_side_t s = {sbuf, scounts, sdispls, NULL, sdts};
+    const mca_coll_gpu_a2a_side_t r = {rbuf, rcounts, rdispls, NULL, rdts};
+    const int rc = alltoall_any((mca_coll_gpu_module_t *) module, comm, &s, &r, "MPI_Alltoallw");
     return OMPI_ERR_NOT_AVAILABLE != rc
                ? rc
                : mca_coll_gpu_staged_alltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls,
