@@ -402,6 +402,9 @@ int mca_coll_gpu_stage(mca_coll_gpu_staged_buf_t *s, const void *buf, size_t cou
                        struct ompi_datatype_t *dtype, void **host);
 int mca_coll_gpu_stage_bytes(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrdiff_t lo,
                              ptrdiff_t hi, void **host);
+/* stage_bytes, where an empty span passes NULL for a device buffer */
+int mca_coll_gpu_stage_side(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrdiff_t lo,
+                            ptrdiff_t hi, void **host);
 int mca_coll_gpu_unstage(mca_coll_gpu_staged_buf_t *s, int rc, bool copy_back);
 
 /* the elements a (counts, displs) layout spans: the furthest displs[i] + counts[i] */
@@ -429,8 +432,74 @@ void mca_coll_gpu_w_bytes(const int *counts, const int *idispls, const MPI_Aint 
 /* straight to the previous module (counted as a fallback call): nested, or no device buffer */
 bool mca_coll_gpu_staged_passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b);
 
+/* One collective call's arguments, as a persistent request keeps them and as the staged
+ * intercommunicator paths pass them on: s sent (sc x sdt, or scs/sds x sdt, or sdts), r
+ * received (rc x rdt, or rcs/rds x rdt, or rdts); a reduction's count and datatype are rc
+ * and rdt; a neighborhood alltoallw's displacements sad/rad; sn, rn: how many blocks a
+ * persistent call sends and receives (the type arrays it retains). */
+typedef enum {
+    CGPU_K_ALLGATHER,
+    CGPU_K_ALLGATHERV,
+    CGPU_K_ALLREDUCE,
+    CGPU_K_ALLTOALL,
+    CGPU_K_ALLTOALLV,
+    CGPU_K_ALLTOALLW,
+    CGPU_K_BCAST,
+    CGPU_K_EXSCAN,
+    CGPU_K_GATHER,
+    CGPU_K_GATHERV,
+    CGPU_K_REDUCE,
+    CGPU_K_REDUCE_SCATTER,
+    CGPU_K_REDUCE_SCATTER_BLOCK,
+    CGPU_K_SCAN,
+    CGPU_K_SCATTER,
+    CGPU_K_SCATTERV,
+    CGPU_K_NALLGATHER, /* the neighborhood forms */
+    CGPU_K_NALLGATHERV,
+    CGPU_K_NALLTOALL,
+    CGPU_K_NALLTOALLV,
+    CGPU_K_NALLTOALLW
+} mca_coll_gpu_kind_t;
+typedef struct mca_coll_gpu_args {
+    mca_coll_gpu_kind_t kind;
+    const void *s;
+    void *r;
+    int sc, rc, root, sn, rn;
+    const int *scs, *sds, *rcs, *rds;
+    const MPI_Aint *sad, *rad;
+    struct ompi_datatype_t *sdt, *rdt;
+    struct ompi_datatype_t *const *sdts, *const *rdts;
+    struct ompi_op_t *op;
+} mca_coll_gpu_args_t;
+
+/* The bytes a staged call copies: [slo, shi) of the send buffer, [rlo, rhi) of the receive
+ * buffer, copied back after the call when rback (not where this rank only sends from it). */
+typedef struct mca_coll_gpu_spans {
+    ptrdiff_t slo, shi, rlo, rhi;
+    bool rback;
+} mca_coll_gpu_spans_t;
+
+/* Posts call @p a (its buffers already host memory) to the previous module: inner gets the
+ * previous module's request. */
+typedef int (*mca_coll_gpu_post_fn_t)(mca_coll_gpu_module_t *m, const mca_coll_gpu_args_t *a,
+                                      struct ompi_communicator_t *comm, ompi_request_t **inner);
+
 /* non-blocking collectives (coll_gpu_nb.c) */
 void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m);
+/* A staged non-blocking call (coll_gpu_nb.c): the spans @p sp of a's buffers copied to host
+ * memory, @p post run on the copies, the received span copied back when the previous
+ * module's request completes; no device buffer (or nested): @p post on a as it is. */
+int mca_coll_gpu_nb_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                const mca_coll_gpu_args_t *a, const mca_coll_gpu_spans_t *sp,
+                                mca_coll_gpu_post_fn_t post, ompi_request_t **request,
+                                const char *what);
+/* intercommunicators: every collective with a buffer staged (coll_gpu_inter.c) */
+void mca_coll_gpu_inter_install(mca_coll_gpu_module_t *m);
+/* whether this rank is a call's root: MPI_ROOT on an intercommunicator */
+static inline bool mca_coll_gpu_is_root(struct ompi_communicator_t *comm, int root)
+{
+    return OMPI_COMM_IS_INTER(comm) ? MPI_ROOT == root : ompi_comm_rank(comm) == root;
+}
 /* their neighborhood forms, staged */
 void mca_coll_gpu_nb_neighbor_install(mca_coll_gpu_module_t *m);
 /* the persistent collectives (MPIX_*_init): each MPI_Start posts this module's non-blocking

@@ -228,11 +228,6 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
                             c->priority < 0 ? "coll_gpu_priority < 0" : "engine not started");
         return NULL;
     }
-    if (OMPI_COMM_IS_INTER(comm)) {
-        opal_output_verbose(10, out, "coll/gpu: comm %s: declined (intercommunicator)",
-                            comm->c_name);
-        return NULL;
-    }
     if (CGPU_BACKEND_HOST != c->backend && !cgpu_engine_cuda_usable()) {
         /* auto/cuda without a usable GPU here: leave every call to the other components.
          * (GPU presence must be the same on every rank of a job in auto mode.) */
@@ -243,6 +238,24 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
         return NULL;
     }
 
+    if (OMPI_COMM_IS_INTER(comm)) {
+        /* no engine path: every collective with a buffer staged (device buffers never
+         * reach coll/inter, coll/basic or libnbc) */
+        mca_coll_gpu_module_t *m = OBJ_NEW(mca_coll_gpu_module_t);
+        if (NULL == m) {
+            return NULL;
+        }
+        m->super.coll_module_enable = gpu_module_enable;
+        m->super.coll_module_disable = gpu_module_disable;
+        mca_coll_gpu_inter_install(m);
+        *priority = c->priority;
+        opal_output_verbose(10, out,
+                            "coll/gpu: comm %s: intercommunicator (%d and %d ranks): staged "
+                            "through host memory (priority %d)",
+                            comm->c_name, ompi_comm_size(comm), ompi_comm_remote_size(comm),
+                            c->priority);
+        return &m->super;
+    }
     if (1 == ompi_comm_size(comm) && c->self_priority < 0) {
         opal_output_verbose(10, out, "coll/gpu: comm %s: declined (single rank and "
                             "coll_gpu_self_priority < 0)", comm->c_name);

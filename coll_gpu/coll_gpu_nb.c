@@ -136,7 +136,7 @@ typedef struct mca_coll_gpu_request_t {
     /* retained handles */
     struct ompi_datatype_t *dts[2];
     struct ompi_op_t *uop;
-    struct persist_args *pa; /* a persistent collective's call (inner: its started one) */
+    struct mca_coll_gpu_args *pa; /* a persistent collective's call (inner: its started one) */
     struct mca_coll_gpu_request_t *qnext;         /* worker queue (persistent: retired list) */
     struct mca_coll_gpu_request_t *pnext, *pprev; /* pending list */
 } mca_coll_gpu_request_t;
@@ -211,7 +211,7 @@ static atomic_int njobs;
 
 /* ---- requests ---- */
 
-static void persist_args_free(struct persist_args *pa);
+static void persist_args_free(struct mca_coll_gpu_args *pa);
 
 static void pending_add(mca_coll_gpu_request_t *r)
 {
@@ -2007,6 +2007,32 @@ static int staged_sides(mca_coll_gpu_request_t *r, const void *sbuf, ptrdiff_t s
     return MPI_SUCCESS == rc ? mca_coll_gpu_stage_bytes(&r->sb[1], rbuf, rlo, rhi, hr) : rc;
 }
 
+int mca_coll_gpu_nb_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                                const mca_coll_gpu_args_t *a, const mca_coll_gpu_spans_t *sp,
+                                mca_coll_gpu_post_fn_t post, ompi_request_t **request,
+                                const char *what)
+{
+    STAGED_NEW_OR_PASS(r, a->s, a->r, post(m, a, comm, request))
+    mca_coll_gpu_args_t h = *a;
+    void *hs, *hr;
+    r->back[1] = sp->rback;
+    int rc = mca_coll_gpu_stage_side(&r->sb[0], a->s, sp->slo, sp->shi, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_stage_side(&r->sb[1], a->r, sp->rlo, sp->rhi, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        h.s = hs;
+        h.r = hr;
+        /* only what this rank's call uses (the others need not be valid handles); the
+         * type arrays of a w-call are the caller's, alive until completion */
+        const bool s_used = sp->shi > sp->slo, r_used = sp->rhi > sp->rlo;
+        retain_types(r, s_used ? a->sdt : NULL, r_used ? a->rdt : NULL,
+                     s_used || r_used ? a->op : NULL);
+        rc = MCA_COLL_GPU_PREV(post(m, &h, comm, &r->inner));
+    }
+    return staged_post(r, rc, request, what);
+}
+
 static int nb_ineighbor_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
                                   void *rbuf, int rcount, struct ompi_datatype_t *rdt,
                                   struct ompi_communicator_t *comm, ompi_request_t **request,
@@ -2160,45 +2186,6 @@ void mca_coll_gpu_nb_neighbor_install(mca_coll_gpu_module_t *m)
  * persistent request, which stays for the next MPI_Start until MPI_Request_free. MPI keeps
  * the argument arrays unchanged until then; the datatypes and the op are retained here. */
 
-enum persist_kind {
-    P_ALLGATHER,
-    P_ALLGATHERV,
-    P_ALLREDUCE,
-    P_ALLTOALL,
-    P_ALLTOALLV,
-    P_ALLTOALLW,
-    P_BCAST,
-    P_EXSCAN,
-    P_GATHER,
-    P_GATHERV,
-    P_REDUCE,
-    P_REDUCE_SCATTER,
-    P_REDUCE_SCATTER_BLOCK,
-    P_SCAN,
-    P_SCATTER,
-    P_SCATTERV,
-    P_NALLGATHER, /* the neighborhood forms */
-    P_NALLGATHERV,
-    P_NALLTOALL,
-    P_NALLTOALLV,
-    P_NALLTOALLW
-};
-
-/* one call's arguments: s sent (sc x sdt, or scs/sds x sdt or sdts), r received (rc x rdt, or
- * rcs/rds x rdt or rdts); a reduction's count and datatype are rc and rdt; a neighborhood
- * alltoallw's displacements sad/rad; sn, rn: the blocks sent and received (w_types) */
-typedef struct persist_args {
-    enum persist_kind kind;
-    const void *s;
-    void *r;
-    int sc, rc, root, sn, rn;
-    const int *scs, *sds, *rcs, *rds;
-    const MPI_Aint *sad, *rad;
-    struct ompi_datatype_t *sdt, *rdt;
-    struct ompi_datatype_t *const *sdts, *const *rdts;
-    struct ompi_op_t *op;
-} persist_args_t;
-
 /* persistent requests freed through a wrapper that reads them after our free returns
  * (ompi_coll_base_retain_*'s free_objs_callback): destroyed at the next init or at close */
 static mca_coll_gpu_request_t *retired;
@@ -2228,7 +2215,7 @@ static void w_types(struct ompi_datatype_t *const *t, const int *counts, int n, 
     }
 }
 
-static void persist_args_free(persist_args_t *pa)
+static void persist_args_free(mca_coll_gpu_args_t *pa)
 {
     if (NULL != pa) {
         w_types(pa->sdts, pa->scs, pa->sn, false);
@@ -2239,58 +2226,58 @@ static void persist_args_free(persist_args_t *pa)
 
 static int persist_post(mca_coll_gpu_request_t *r, ompi_request_t **inner)
 {
-    const persist_args_t *a = r->pa;
+    const mca_coll_gpu_args_t *a = r->pa;
     mca_coll_gpu_module_t *m = r->m;
     mca_coll_base_module_t *s = &m->super;
     struct ompi_communicator_t *c = m->comm;
     switch (a->kind) {
-    case P_ALLGATHER:
+    case CGPU_K_ALLGATHER:
         return s->coll_iallgather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, inner, s);
-    case P_ALLGATHERV:
+    case CGPU_K_ALLGATHERV:
         return s->coll_iallgatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, c, inner, s);
-    case P_ALLREDUCE:
+    case CGPU_K_ALLREDUCE:
         return s->coll_iallreduce(a->s, a->r, a->rc, a->rdt, a->op, c, inner, s);
-    case P_ALLTOALL:
+    case CGPU_K_ALLTOALL:
         return s->coll_ialltoall(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, inner, s);
-    case P_ALLTOALLV:
+    case CGPU_K_ALLTOALLV:
         return s->coll_ialltoallv(a->s, a->scs, a->sds, a->sdt, a->r, a->rcs, a->rds, a->rdt, c,
                                   inner, s);
-    case P_ALLTOALLW:
+    case CGPU_K_ALLTOALLW:
         return s->coll_ialltoallw(a->s, a->scs, a->sds, a->sdts, a->r, a->rcs, a->rds, a->rdts, c,
                                   inner, s);
-    case P_BCAST:
+    case CGPU_K_BCAST:
         return s->coll_ibcast(a->r, a->rc, a->rdt, a->root, c, inner, s);
-    case P_EXSCAN:
+    case CGPU_K_EXSCAN:
         return s->coll_iexscan(a->s, a->r, a->rc, a->rdt, a->op, c, inner, s);
-    case P_GATHER:
+    case CGPU_K_GATHER:
         return s->coll_igather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c, inner, s);
-    case P_GATHERV:
+    case CGPU_K_GATHERV:
         return s->coll_igatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, a->root, c,
                                 inner, s);
-    case P_REDUCE:
+    case CGPU_K_REDUCE:
         return s->coll_ireduce(a->s, a->r, a->rc, a->rdt, a->op, a->root, c, inner, s);
-    case P_REDUCE_SCATTER:
+    case CGPU_K_REDUCE_SCATTER:
         return s->coll_ireduce_scatter(a->s, a->r, a->rcs, a->rdt, a->op, c, inner, s);
-    case P_REDUCE_SCATTER_BLOCK:
+    case CGPU_K_REDUCE_SCATTER_BLOCK:
         return s->coll_ireduce_scatter_block(a->s, a->r, a->rc, a->rdt, a->op, c, inner, s);
-    case P_SCAN:
+    case CGPU_K_SCAN:
         return s->coll_iscan(a->s, a->r, a->rc, a->rdt, a->op, c, inner, s);
-    case P_SCATTER:
+    case CGPU_K_SCATTER:
         return s->coll_iscatter(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c, inner, s);
-    case P_SCATTERV:
+    case CGPU_K_SCATTERV:
         return s->coll_iscatterv(a->s, a->scs, a->sds, a->sdt, a->r, a->rc, a->rdt, a->root, c,
                                  inner, s);
-    case P_NALLGATHER:
+    case CGPU_K_NALLGATHER:
         return s->coll_ineighbor_allgather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, inner, s);
-    case P_NALLGATHERV:
+    case CGPU_K_NALLGATHERV:
         return s->coll_ineighbor_allgatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, c,
                                             inner, s);
-    case P_NALLTOALL:
+    case CGPU_K_NALLTOALL:
         return s->coll_ineighbor_alltoall(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, inner, s);
-    case P_NALLTOALLV:
+    case CGPU_K_NALLTOALLV:
         return s->coll_ineighbor_alltoallv(a->s, a->scs, a->sds, a->sdt, a->r, a->rcs, a->rds,
                                            a->rdt, c, inner, s);
-    case P_NALLTOALLW:
+    case CGPU_K_NALLTOALLW:
         return s->coll_ineighbor_alltoallw(a->s, a->scs, a->sad, a->sdts, a->r, a->rcs, a->rad,
                                            a->rdts, c, inner, s);
     }
@@ -2347,12 +2334,12 @@ static int persist_free(ompi_request_t **req)
 
 /* A new persistent request for the call @p a (copied); the types and op it names retained. */
 static int persist_new(mca_coll_base_module_t *module, struct ompi_communicator_t *comm,
-                       const persist_args_t *a, ompi_request_t **request)
+                       const mca_coll_gpu_args_t *a, ompi_request_t **request)
 {
     persist_reap();
     mca_coll_gpu_module_t *m = M(module);
     mca_coll_gpu_request_t *r = OBJ_NEW(mca_coll_gpu_request_t);
-    persist_args_t *pa = malloc(sizeof(*pa));
+    mca_coll_gpu_args_t *pa = malloc(sizeof(*pa));
     if (NULL == r || NULL == pa) {
         if (NULL != r) {
             OBJ_RELEASE(r);
@@ -2361,8 +2348,8 @@ static int persist_new(mca_coll_base_module_t *module, struct ompi_communicator_
         return MPI_ERR_NO_MEM;
     }
     *pa = *a;
-    pa->sn = pa->rn = ompi_comm_size(comm);
-    if (pa->kind >= P_NALLGATHER) {
+    pa->sn = pa->rn = OMPI_COMM_IS_INTER(comm) ? ompi_comm_remote_size(comm) : ompi_comm_size(comm);
+    if (pa->kind >= CGPU_K_NALLGATHER) {
         mca_coll_gpu_degrees(comm, &pa->rn, &pa->sn);
     }
     OMPI_REQUEST_INIT(&r->super.super, true); /* inactive and complete */
@@ -2387,18 +2374,18 @@ static int persist_new(mca_coll_base_module_t *module, struct ompi_communicator_
 #define SEND_DT(buf, dt) (MPI_IN_PLACE == (buf) ? NULL : (dt))
 
 /* allgather, alltoall and their neighborhood forms: sc x sdt sent, rc x rdt per block */
-static int p_blocks(enum persist_kind kind, const void *sbuf, int scount,
+static int p_blocks(mca_coll_gpu_kind_t kind, const void *sbuf, int scount,
                     struct ompi_datatype_t *sdt, void *rbuf, int rcount,
                     struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
                     ompi_request_t **request, mca_coll_base_module_t *module)
 {
-    const persist_args_t a = {.kind = kind,
-                              .s = sbuf,
-                              .sc = scount,
-                              .sdt = SEND_DT(sbuf, sdt),
-                              .r = rbuf,
-                              .rc = rcount,
-                              .rdt = rdt};
+    const mca_coll_gpu_args_t a = {.kind = kind,
+                                   .s = sbuf,
+                                   .sc = scount,
+                                   .sdt = SEND_DT(sbuf, sdt),
+                                   .r = rbuf,
+                                   .rc = rcount,
+                                   .rdt = rdt};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2408,7 +2395,7 @@ static int p_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt
                        mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_blocks(P_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
+    return p_blocks(CGPU_K_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
 }
 
 static int p_nallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -2417,7 +2404,7 @@ static int p_nallgather(const void *sbuf, int scount, struct ompi_datatype_t *sd
                         mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_blocks(P_NALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
+    return p_blocks(CGPU_K_NALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
 }
 
 static int p_nalltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -2426,24 +2413,24 @@ static int p_nalltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt
                        mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_blocks(P_NALLTOALL, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
+    return p_blocks(CGPU_K_NALLTOALL, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
 }
 
 /* allgatherv and its neighborhood form */
-static int p_gatherv_all(enum persist_kind kind, const void *sbuf, int scount,
+static int p_gatherv_all(mca_coll_gpu_kind_t kind, const void *sbuf, int scount,
                          struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
                          const int *displs, struct ompi_datatype_t *rdt,
                          struct ompi_communicator_t *comm, ompi_request_t **request,
                          mca_coll_base_module_t *module)
 {
-    const persist_args_t a = {.kind = kind,
-                              .s = sbuf,
-                              .sc = scount,
-                              .sdt = SEND_DT(sbuf, sdt),
-                              .r = rbuf,
-                              .rcs = rcounts,
-                              .rds = displs,
-                              .rdt = rdt};
+    const mca_coll_gpu_args_t a = {.kind = kind,
+                                   .s = sbuf,
+                                   .sc = scount,
+                                   .sdt = SEND_DT(sbuf, sdt),
+                                   .r = rbuf,
+                                   .rcs = rcounts,
+                                   .rds = displs,
+                                   .rdt = rdt};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2453,8 +2440,8 @@ static int p_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sd
                         ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_gatherv_all(P_ALLGATHERV, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, request,
-                         module);
+    return p_gatherv_all(CGPU_K_ALLGATHERV, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
+                         request, module);
 }
 
 static int p_nallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -2463,17 +2450,17 @@ static int p_nallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *s
                          ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_gatherv_all(P_NALLGATHERV, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
+    return p_gatherv_all(CGPU_K_NALLGATHERV, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
                          request, module);
 }
 
 /* the reductions without a root: allreduce, scan, exscan, reduce_scatter_block */
-static int p_reduction(enum persist_kind kind, const void *sbuf, void *rbuf, int count,
+static int p_reduction(mca_coll_gpu_kind_t kind, const void *sbuf, void *rbuf, int count,
                        struct ompi_datatype_t *dt, struct ompi_op_t *op, int root,
                        struct ompi_communicator_t *comm, ompi_request_t **request,
                        mca_coll_base_module_t *module)
 {
-    const persist_args_t a = {
+    const mca_coll_gpu_args_t a = {
         .kind = kind, .s = sbuf, .r = rbuf, .rc = count, .rdt = dt, .op = op, .root = root};
     return persist_new(module, comm, &a, request);
 }
@@ -2484,7 +2471,7 @@ static int p_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_data
                        mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_reduction(P_ALLREDUCE, sbuf, rbuf, count, dt, op, -1, comm, request, module);
+    return p_reduction(CGPU_K_ALLREDUCE, sbuf, rbuf, count, dt, op, -1, comm, request, module);
 }
 
 static int p_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
@@ -2492,7 +2479,7 @@ static int p_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_
                   ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_reduction(P_SCAN, sbuf, rbuf, count, dt, op, -1, comm, request, module);
+    return p_reduction(CGPU_K_SCAN, sbuf, rbuf, count, dt, op, -1, comm, request, module);
 }
 
 static int p_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
@@ -2501,7 +2488,7 @@ static int p_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatyp
                     mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_reduction(P_EXSCAN, sbuf, rbuf, count, dt, op, -1, comm, request, module);
+    return p_reduction(CGPU_K_EXSCAN, sbuf, rbuf, count, dt, op, -1, comm, request, module);
 }
 
 static int p_reduce_scatter_block(const void *sbuf, void *rbuf, int count,
@@ -2510,7 +2497,7 @@ static int p_reduce_scatter_block(const void *sbuf, void *rbuf, int count,
                                   ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_reduction(P_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op, -1, comm, request,
+    return p_reduction(CGPU_K_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op, -1, comm, request,
                        module);
 }
 
@@ -2520,7 +2507,7 @@ static int p_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatyp
                     mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_reduction(P_REDUCE, sbuf, rbuf, count, dt, op, root, comm, request, module);
+    return p_reduction(CGPU_K_REDUCE, sbuf, rbuf, count, dt, op, root, comm, request, module);
 }
 
 static int p_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
@@ -2529,8 +2516,8 @@ static int p_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
                             ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    const persist_args_t a = {
-        .kind = P_REDUCE_SCATTER, .s = sbuf, .r = rbuf, .rcs = rcounts, .rdt = dt, .op = op};
+    const mca_coll_gpu_args_t a = {
+        .kind = CGPU_K_REDUCE_SCATTER, .s = sbuf, .r = rbuf, .rcs = rcounts, .rdt = dt, .op = op};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2540,24 +2527,24 @@ static int p_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
                       mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_blocks(P_ALLTOALL, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
+    return p_blocks(CGPU_K_ALLTOALL, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
 }
 
 /* alltoallv and its neighborhood form */
-static int p_v(enum persist_kind kind, const void *sbuf, const int *scounts, const int *sdispls,
+static int p_v(mca_coll_gpu_kind_t kind, const void *sbuf, const int *scounts, const int *sdispls,
                struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts, const int *rdispls,
                struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
                ompi_request_t **request, mca_coll_base_module_t *module)
 {
-    const persist_args_t a = {.kind = kind,
-                              .s = sbuf,
-                              .scs = scounts,
-                              .sds = sdispls,
-                              .sdt = SEND_DT(sbuf, sdt),
-                              .r = rbuf,
-                              .rcs = rcounts,
-                              .rds = rdispls,
-                              .rdt = rdt};
+    const mca_coll_gpu_args_t a = {.kind = kind,
+                                   .s = sbuf,
+                                   .scs = scounts,
+                                   .sds = sdispls,
+                                   .sdt = SEND_DT(sbuf, sdt),
+                                   .r = rbuf,
+                                   .rcs = rcounts,
+                                   .rds = rdispls,
+                                   .rdt = rdt};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2568,8 +2555,8 @@ static int p_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
                        ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_v(P_ALLTOALLV, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm, request,
-               module);
+    return p_v(CGPU_K_ALLTOALLV, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm,
+               request, module);
 }
 
 static int p_nalltoallv(const void *sbuf, const int *scounts, const int *sdispls,
@@ -2579,7 +2566,7 @@ static int p_nalltoallv(const void *sbuf, const int *scounts, const int *sdispls
                         ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_v(P_NALLTOALLV, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm,
+    return p_v(CGPU_K_NALLTOALLV, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm,
                request, module);
 }
 
@@ -2590,15 +2577,15 @@ static int p_nalltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sd
                         ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    const persist_args_t a = {.kind = P_NALLTOALLW,
-                              .s = sbuf,
-                              .scs = scounts,
-                              .sad = sdispls,
-                              .sdts = sdts,
-                              .r = rbuf,
-                              .rcs = rcounts,
-                              .rad = rdispls,
-                              .rdts = rdts};
+    const mca_coll_gpu_args_t a = {.kind = CGPU_K_NALLTOALLW,
+                                   .s = sbuf,
+                                   .scs = scounts,
+                                   .sad = sdispls,
+                                   .sdts = sdts,
+                                   .r = rbuf,
+                                   .rcs = rcounts,
+                                   .rad = rdispls,
+                                   .rdts = rdts};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2610,15 +2597,15 @@ static int p_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
 {
     (void) info;
     const bool in_place = MPI_IN_PLACE == sbuf;
-    const persist_args_t a = {.kind = P_ALLTOALLW,
-                              .s = sbuf,
-                              .scs = scounts,
-                              .sds = sdispls,
-                              .sdts = in_place ? NULL : sdts,
-                              .r = rbuf,
-                              .rcs = rcounts,
-                              .rds = rdispls,
-                              .rdts = rdts};
+    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLTOALLW,
+                                   .s = sbuf,
+                                   .scs = scounts,
+                                   .sds = sdispls,
+                                   .sdts = in_place ? NULL : sdts,
+                                   .r = rbuf,
+                                   .rcs = rcounts,
+                                   .rds = rdispls,
+                                   .rdts = rdts};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2627,28 +2614,30 @@ static int p_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
                    ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    const persist_args_t a = {.kind = P_BCAST, .r = buf, .rc = count, .rdt = dt, .root = root};
+    const mca_coll_gpu_args_t a = {
+        .kind = CGPU_K_BCAST, .r = buf, .rc = count, .rdt = dt, .root = root};
     return persist_new(module, comm, &a, request);
 }
 
 /* gather and scatter: the root's whole message (significant at the root only) and each
  * rank's block */
-static int p_rooted(enum persist_kind kind, const void *sbuf, int scount,
+static int p_rooted(mca_coll_gpu_kind_t kind, const void *sbuf, int scount,
                     struct ompi_datatype_t *sdt, void *rbuf, int rcount,
                     struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
                     ompi_request_t **request, mca_coll_base_module_t *module)
 {
-    const bool is_root = ompi_comm_rank(comm) == root, gather = P_GATHER == kind;
-    const bool s_used = MPI_IN_PLACE != sbuf && (gather || is_root);
-    const bool r_used = MPI_IN_PLACE != rbuf && (!gather || is_root);
-    const persist_args_t a = {.kind = kind,
-                              .s = sbuf,
-                              .sc = scount,
-                              .sdt = s_used ? sdt : NULL,
-                              .r = rbuf,
-                              .rc = rcount,
-                              .rdt = r_used ? rdt : NULL,
-                              .root = root};
+    const bool is_root = mca_coll_gpu_is_root(comm, root), gather = CGPU_K_GATHER == kind;
+    const bool member = !OMPI_COMM_IS_INTER(comm) || root >= 0; /* sends (gather), receives */
+    const bool s_used = MPI_IN_PLACE != sbuf && (gather ? member : is_root);
+    const bool r_used = MPI_IN_PLACE != rbuf && (gather ? is_root : member);
+    const mca_coll_gpu_args_t a = {.kind = kind,
+                                   .s = sbuf,
+                                   .sc = scount,
+                                   .sdt = s_used ? sdt : NULL,
+                                   .r = rbuf,
+                                   .rc = rcount,
+                                   .rdt = r_used ? rdt : NULL,
+                                   .root = root};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2658,7 +2647,8 @@ static int p_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, v
                     ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_rooted(P_GATHER, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request, module);
+    return p_rooted(CGPU_K_GATHER, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request,
+                    module);
 }
 
 static int p_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -2667,7 +2657,8 @@ static int p_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, 
                      ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    return p_rooted(P_SCATTER, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request, module);
+    return p_rooted(CGPU_K_SCATTER, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request,
+                    module);
 }
 
 static int p_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -2676,16 +2667,17 @@ static int p_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, 
                      ompi_request_t **request, mca_coll_base_module_t *module)
 {
     (void) info;
-    const bool is_root = ompi_comm_rank(comm) == root;
-    const persist_args_t a = {.kind = P_GATHERV,
-                              .s = sbuf,
-                              .sc = scount,
-                              .sdt = SEND_DT(sbuf, sdt),
-                              .r = rbuf,
-                              .rcs = rcounts,
-                              .rds = displs,
-                              .rdt = is_root ? rdt : NULL,
-                              .root = root};
+    const bool is_root = mca_coll_gpu_is_root(comm, root);
+    const bool member = !OMPI_COMM_IS_INTER(comm) || root >= 0;
+    const mca_coll_gpu_args_t a = {.kind = CGPU_K_GATHERV,
+                                   .s = sbuf,
+                                   .sc = scount,
+                                   .sdt = member ? SEND_DT(sbuf, sdt) : NULL,
+                                   .r = rbuf,
+                                   .rcs = rcounts,
+                                   .rds = displs,
+                                   .rdt = is_root ? rdt : NULL,
+                                   .root = root};
     return persist_new(module, comm, &a, request);
 }
 
@@ -2696,16 +2688,17 @@ static int p_scatterv(const void *sbuf, const int *scounts, const int *displs,
                       mca_coll_base_module_t *module)
 {
     (void) info;
-    const bool is_root = ompi_comm_rank(comm) == root;
-    const persist_args_t a = {.kind = P_SCATTERV,
-                              .s = sbuf,
-                              .scs = scounts,
-                              .sds = displs,
-                              .sdt = is_root ? sdt : NULL,
-                              .r = rbuf,
-                              .rc = rcount,
-                              .rdt = SEND_DT(rbuf, rdt),
-                              .root = root};
+    const bool is_root = mca_coll_gpu_is_root(comm, root);
+    const bool member = !OMPI_COMM_IS_INTER(comm) || root >= 0;
+    const mca_coll_gpu_args_t a = {.kind = CGPU_K_SCATTERV,
+                                   .s = sbuf,
+                                   .scs = scounts,
+                                   .sds = displs,
+                                   .sdt = is_root ? sdt : NULL,
+                                   .r = rbuf,
+                                   .rc = rcount,
+                                   .rdt = member ? SEND_DT(rbuf, rdt) : NULL,
+                                   .root = root};
     return persist_new(module, comm, &a, request);
 }
 

@@ -62,6 +62,17 @@ int mca_coll_gpu_stage_bytes(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrd
     return rc;
 }
 
+int mca_coll_gpu_stage_side(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrdiff_t lo,
+                            ptrdiff_t hi, void **host)
+{
+    if (hi <= lo) { /* nothing of it is read or written: no device pointer passed on */
+        s->used = false;
+        *host = mca_coll_gpu_on_device(buf) ? NULL : (void *) buf;
+        return MPI_SUCCESS;
+    }
+    return mca_coll_gpu_stage_bytes(s, buf, lo, hi, host);
+}
+
 static size_t sum_counts(const int *counts, int n)
 {
     size_t s = 0;

@@ -302,6 +302,13 @@ else
         run_test "test_neighbor.staged.np5" "${MPIRUN[@]}" --mca coll_gpu_stage_host_buffers 1 -np 5 \
             "$BIN/mpi/test_neighbor"
     fi
+    # intercommunicators' collectives with host buffers staged as device ones would be
+    if [ -x "$BIN/mpi/test_inter" ]; then
+        for np in 2 5; do
+            run_test "test_inter.staged.np$np" "${MPIRUN[@]}" --mca coll_gpu_stage_host_buffers 1 \
+                -np "$np" "$BIN/mpi/test_inter"
+        done
+    fi
 
     # ---- the staged allreduce's pipeline: 1000-byte chunks (odd element counts per chunk),
     # host buffers staged as device ones through the stager, then reduced chunk by chunk ----
@@ -348,7 +355,7 @@ else
             env CGPU_PROF_MIN_TRANSPORT=100000 "${MPIRUN[@]}" "${NODES[@]}" \
             --mca coll_gpu_fake_nodes 2 ${MPI_TEST_ARGS[test_profiler]} -np 2 "$BIN/mpi/test_profiler"
         for p in test_allreduce test_alltoall test_bcast_allgather test_reduce_rs test_comms \
-                 test_types test_nb test_progress test_vcolls test_persist test_neighbor; do
+                 test_types test_nb test_progress test_vcolls test_persist test_neighbor test_inter; do
             [ -x "$BIN/mpi/$p" ] && run_test "$p.nodes2x2.np4" "${MPIRUN[@]}" "${NODES[@]}" \
                 --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/$p"
         done

@@ -154,11 +154,12 @@ mpi-asan)
              test/mpi/test_bcast_allgather test/mpi/test_reduce_rs test/mpi/test_comms \
              test/mpi/test_staged test/mpi/test_fallback test/mpi/test_ras test/mpi/test_profiler \
              test/mpi/test_vcolls test/mpi/test_nb test/mpi/test_types test/mpi/test_persist \
-             test/mpi/test_neighbor; do
+             test/mpi/test_neighbor test/mpi/test_inter; do
         extra=()
         case "$t" in *test_profiler) extra=(--mca coll_gpu_profiler "$CGPU_PROF_CHECK_PLUGIN"
                                             -x CGPU_PROF_CHECK_PLUGIN -x CGPU_PROF_MIN_EVENTS) ;; esac
         case "$t" in *test_comms | *test_ras) extra=(-x CGPU_TEST_SPLITS -x CGPU_TEST_SEQ_REPS -x CGPU_TEST_RAS_CALLS) ;; esac
+        case "$t" in *test_inter) extra=(--mca coll_gpu_stage_host_buffers 1) ;; esac
         case "$t" in *test_staged) extra=(--mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_bcast_algorithm fallback --mca coll_gpu_allgather_algorithm fallback --mca coll_gpu_gather_algorithm fallback --mca coll_gpu_scatter_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback --mca coll_gpu_reduce_algorithm fallback --mca coll_gpu_reduce_scatter_algorithm fallback --mca coll_gpu_scan_algorithm fallback) ;; esac
         rm -f "$out"/asan.*
         # the plugin is preloaded too, so that Open MPI's dlclose at finalize does not unmap it
