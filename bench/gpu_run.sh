@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
+#   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
@@ -121,6 +121,10 @@ if has nb; then # every datatype, non-blocking collectives, one-rank communicato
     run torch_cupy_np1 120 1 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
     grep -h "test_torch_cupy\|skipped" "$out/torch_cupy_np1.log" | head -3
     echo "one-rank torch/cupy calls copied by coll/gpu: $(grep -c 'serving a single rank' "$out/torch_cupy_np1.log") communicators"
+fi
+if has nb || has inter; then # intercommunicators: every collective staged, device buffers
+    run inter_np2 120 2 test/gpu/test_cuda_inter
+    run inter_np5 180 5 test/gpu/test_cuda_inter
 fi
 if has nb_mt; then # the threaded non-blocking engine path (coll_gpu_nb_engine forced on), then under compute-sanitizer
     for i in 1 2; do
