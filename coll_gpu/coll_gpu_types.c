@@ -8,12 +8,15 @@
  * MPI_LONG_DOUBLE and the Fortran REAL/DOUBLE PRECISION kinds of those sizes, C bool, byte,
  * and the float and double complex types (C and Fortran). Integer SUM and PROD wrap like C
  * unsigned arithmetic (two's complement), whatever an op component does on host memory.
- * Left to the previous module: derived types, user ops, MINLOC/MAXLOC and the pair types,
+ * and MINLOC/MAXLOC on the (value, index) pair types whose value has one (MPI_FLOAT_INT,
+ * MPI_DOUBLE_INT, MPI_LONG_INT, MPI_2INT, MPI_SHORT_INT, MPI_2REAL, MPI_2DOUBLE_PRECISION,
+ * MPI_2INTEGER). Left to the previous module: derived types, user ops, MPI_LONG_DOUBLE_INT,
  * REPLACE/NO_OP, half and quad precision, long double complex, 16-byte integers, and pairs
  * Open MPI rejects (it reports them as MPI does). Where the previous module reduces such a
  * pair (scan, exscan), it gets a user op that runs the engine's host arithmetic instead
- * (mca_coll_gpu_prev_op), so the results are the ones the engine would give. The decision depends only on the datatype
- * and op, which MPI requires to be the same on every rank of a reduction (decision 2).
+ * (mca_coll_gpu_prev_op), so the results are the ones the engine would give. The decision depends
+ * only on the datatype and op, which MPI requires to be the same on every rank of a reduction
+ * (decision 2).
  */
 #include <stdint.h>
 #include <wchar.h>
@@ -99,7 +102,7 @@ static bool engine_type_of(int base, size_t size, cgpu_dtype_t *out)
         *out = CGPU_DT_COMPLEX128;
         return 2 * sizeof(double) == size;
     }
-    return false; /* pair types, 16-byte integers, half/quad floats, long double complex */
+    return false; /* 16-byte integers, half/quad floats, long double complex */
 }
 
 /* Open MPI's op base type of @p d (an index into an op's function table), or -1 for a
@@ -112,10 +115,61 @@ static int op_base_of(struct ompi_datatype_t *d)
     return ompi_op_ddt_map[d->id];
 }
 
+/* MPI's (value, index) pairs: the engine's pair of the same C layout, where the datatype's
+ * extent is that struct's size from offset 0 (padding included: the engine moves whole
+ * structs, as a C array of them lies in memory) */
+static bool pair_of(struct ompi_datatype_t *d, int base, size_t size, cgpu_dtype_t *out)
+{
+    switch (base) {
+    case OMPI_OP_BASE_TYPE_FLOAT_INT:
+        *out = CGPU_DT_FLOAT_INT;
+        break;
+    case OMPI_OP_BASE_TYPE_DOUBLE_INT:
+        *out = CGPU_DT_DOUBLE_INT;
+        break;
+    case OMPI_OP_BASE_TYPE_LONG_INT:
+        *out = CGPU_DT_LONG_INT;
+        break;
+    case OMPI_OP_BASE_TYPE_2INT:
+        *out = CGPU_DT_2INT;
+        break;
+    case OMPI_OP_BASE_TYPE_SHORT_INT:
+        *out = CGPU_DT_SHORT_INT;
+        break;
+    case OMPI_OP_BASE_TYPE_2INTEGER: /* Fortran INTEGER of 4 bytes */
+        *out = CGPU_DT_2INT;
+        if (2 * sizeof(int) != size) {
+            return false;
+        }
+        break;
+    case OMPI_OP_BASE_TYPE_2REAL: /* REAL of 4 bytes */
+        *out = CGPU_DT_2FLOAT;
+        if (2 * sizeof(float) != size) {
+            return false;
+        }
+        break;
+    case OMPI_OP_BASE_TYPE_2DOUBLE_PRECISION: /* DOUBLE PRECISION of 8 bytes */
+        *out = CGPU_DT_2DOUBLE;
+        if (2 * sizeof(double) != size) {
+            return false;
+        }
+        break;
+    default:
+        return false; /* long double, int: no device arithmetic for the value */
+    }
+    ptrdiff_t lb, ext, tlb, text;
+    ompi_datatype_get_extent(d, &lb, &ext);
+    ompi_datatype_get_true_extent(d, &tlb, &text);
+    return 0 == lb && 0 == tlb && (size_t) ext == cgpu_dtype_size(*out) && text <= ext;
+}
+
 static bool map_dtype(struct ompi_datatype_t *d, int base, cgpu_dtype_t *out)
 {
     size_t size;
     ompi_datatype_type_size(d, &size);
+    if (pair_of(d, base, size, out)) {
+        return true;
+    }
     if (MPI_OFFSET == d) {
         /* Open MPI's op table files MPI_Offset under an unsigned type; the C type is signed,
          * and MIN/MAX follow the C type here */
@@ -146,6 +200,10 @@ bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out)
         *out = CGPU_OP_BOR;
     } else if (MPI_BXOR == op) {
         *out = CGPU_OP_BXOR;
+    } else if (MPI_MINLOC == op) {
+        *out = CGPU_OP_MINLOC;
+    } else if (MPI_MAXLOC == op) {
+        *out = CGPU_OP_MAXLOC;
     } else {
         return false;
     }
@@ -230,10 +288,12 @@ CGPU_PREV_OP_FN(LXOR)
 CGPU_PREV_OP_FN(BAND)
 CGPU_PREV_OP_FN(BOR)
 CGPU_PREV_OP_FN(BXOR)
+CGPU_PREV_OP_FN(MINLOC)
+CGPU_PREV_OP_FN(MAXLOC)
 
 static MPI_User_function *const prev_op_fns[CGPU_OP_COUNT] = {
-    prev_op_SUM,  prev_op_PROD, prev_op_MIN,  prev_op_MAX, prev_op_LAND,
-    prev_op_LOR,  prev_op_LXOR, prev_op_BAND, prev_op_BOR, prev_op_BXOR};
+    prev_op_SUM,  prev_op_PROD, prev_op_MIN, prev_op_MAX,  prev_op_LAND,   prev_op_LOR,
+    prev_op_LXOR, prev_op_BAND, prev_op_BOR, prev_op_BXOR, prev_op_MINLOC, prev_op_MAXLOC};
 static struct ompi_op_t *_Atomic prev_ops[CGPU_OP_COUNT];
 
 struct ompi_op_t *mca_coll_gpu_prev_op(struct ompi_datatype_t *dtype, struct ompi_op_t *op)

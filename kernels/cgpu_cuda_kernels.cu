@@ -130,7 +130,44 @@ template <> struct Op<double2, CGPU_OP_PROD> {
     }
 };
 
+/* MPI's (value, index) pairs, laid out as the C struct Open MPI describes (the value, then
+ * the index, padded to the struct's alignment); MINLOC/MAXLOC as the host twin: the pair
+ * with the smaller (larger) value, or the value with the smaller index when they are
+ * equal; a NaN value is never smaller, larger nor equal, so the b pair wins. */
+template <typename V, typename I> struct Loc {
+    V v;
+    I i;
+};
+template <typename V, typename I> struct Op<Loc<V, I>, CGPU_OP_MINLOC> {
+    __device__ static Loc<V, I> f(Loc<V, I> a, Loc<V, I> b)
+    {
+        return a.v < b.v ? a : a.v == b.v ? Loc<V, I>{a.v, a.i < b.i ? a.i : b.i} : b;
+    }
+};
+template <typename V, typename I> struct Op<Loc<V, I>, CGPU_OP_MAXLOC> {
+    __device__ static Loc<V, I> f(Loc<V, I> a, Loc<V, I> b)
+    {
+        return a.v > b.v ? a : a.v == b.v ? Loc<V, I>{a.v, a.i < b.i ? a.i : b.i} : b;
+    }
+};
+
+static_assert(sizeof(Loc<float, int>) == 8 && sizeof(Loc<double, int>) == 16 &&
+                  sizeof(Loc<long, int>) == 16 && sizeof(Loc<short, int>) == 8 &&
+                  sizeof(Loc<double, double>) == 16,
+              "the pairs are the host twin's C structs");
+
 /* ---- memory helpers ---- */
+
+/* one element read past L1 (__ldcg knows the built-in types; a pair is read field by field,
+ * so its own alignment is all it needs) */
+template <typename T> __device__ __forceinline__ T ldcg(const T *p)
+{
+    return __ldcg(p);
+}
+template <typename V, typename I> __device__ __forceinline__ Loc<V, I> ldcg(const Loc<V, I> *p)
+{
+    return Loc<V, I>{__ldcg(&p->v), __ldcg(&p->i)};
+}
 
 __device__ __forceinline__ uint64_t load_flag(const uint64_t *p)
 {
@@ -315,8 +352,8 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
         done = nv * V;
     }
     for (size_t i = done + tid; i < n; i += nth) {
-        T a = nullptr != src0 ? __ldcg(src0 + i) : T{};
-        T b = nullptr != src1 ? __ldcg(src1 + i) : T{};
+        T a = nullptr != src0 ? ldcg(src0 + i) : T{};
+        T b = nullptr != src1 ? ldcg(src1 + i) : T{};
         T r = (nullptr != src0 && nullptr != src1) ? Op<T, OP>::f(a, b)
                                                    : (nullptr != src0 ? a : b);
         if (nullptr != dst0) {
@@ -919,9 +956,9 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
         vdone = first + nv * V;
     }
     for (size_t i = vdone + threadIdx.x; i < last; i += blockDim.x) {
-        T acc = __ldcg(contrib(0) + i);
+        T acc = ldcg(contrib(0) + i);
         for (int p = 1; p < n; ++p) {
-            T v = __ldcg(contrib(p) + i);
+            T v = ldcg(contrib(p) + i);
             acc = Op<T, OP>::f(acc, v);
         }
         out[i] = acc;
@@ -1666,6 +1703,12 @@ template <typename T, int OP> struct PreloadK {
     case CGPU_OP_MAX: K<F, CGPU_OP_MAX>::go(a, blocks, threads, st); return 0;           \
     default: return (int) cudaErrorInvalidValue;                                         \
     }
+#define CGPU_DISPATCH_LOC(K, V, I)                                                       \
+    switch (op) {                                                                        \
+    case CGPU_OP_MINLOC: K<Loc<V, I>, CGPU_OP_MINLOC>::go(a, blocks, threads, st); return 0; \
+    case CGPU_OP_MAXLOC: K<Loc<V, I>, CGPU_OP_MAXLOC>::go(a, blocks, threads, st); return 0; \
+    default: return (int) cudaErrorInvalidValue;                                         \
+    }
 #define CGPU_DISPATCH_COMPLEX(K, C)                                                      \
     switch (op) {                                                                        \
     case CGPU_OP_SUM: K<C, CGPU_OP_SUM>::go(a, blocks, threads, st); return 0;           \
@@ -1691,6 +1734,13 @@ int dispatch(const Args *a, cgpu_dtype_t dt, cgpu_op_t op, int blocks, int threa
     case CGPU_DT_FLOAT64: CGPU_DISPATCH_FLOAT(K, double)
     case CGPU_DT_COMPLEX64: CGPU_DISPATCH_COMPLEX(K, float2)
     case CGPU_DT_COMPLEX128: CGPU_DISPATCH_COMPLEX(K, double2)
+    case CGPU_DT_FLOAT_INT: CGPU_DISPATCH_LOC(K, float, int)
+    case CGPU_DT_DOUBLE_INT: CGPU_DISPATCH_LOC(K, double, int)
+    case CGPU_DT_LONG_INT: CGPU_DISPATCH_LOC(K, long, int)
+    case CGPU_DT_2INT: CGPU_DISPATCH_LOC(K, int, int)
+    case CGPU_DT_SHORT_INT: CGPU_DISPATCH_LOC(K, short, int)
+    case CGPU_DT_2FLOAT: CGPU_DISPATCH_LOC(K, float, float)
+    case CGPU_DT_2DOUBLE: CGPU_DISPATCH_LOC(K, double, double)
     default: return (int) cudaErrorInvalidValue;
     }
 }
@@ -1700,11 +1750,13 @@ void preload_part()
 {
     static const cgpu_op_t ops[] = {CGPU_OP_SUM, CGPU_OP_PROD, CGPU_OP_MIN, CGPU_OP_MAX,
                                     CGPU_OP_LAND, CGPU_OP_LOR, CGPU_OP_LXOR, CGPU_OP_BAND,
-                                    CGPU_OP_BOR, CGPU_OP_BXOR};
-    static const cgpu_dtype_t dts[] = {CGPU_DT_INT8, CGPU_DT_UINT8, CGPU_DT_BOOL, CGPU_DT_INT16,
-                                       CGPU_DT_UINT16, CGPU_DT_INT32, CGPU_DT_UINT32,
-                                       CGPU_DT_INT64, CGPU_DT_UINT64, CGPU_DT_FLOAT32,
-                                       CGPU_DT_FLOAT64, CGPU_DT_COMPLEX64, CGPU_DT_COMPLEX128};
+                                    CGPU_OP_BOR, CGPU_OP_BXOR, CGPU_OP_MINLOC, CGPU_OP_MAXLOC};
+    static const cgpu_dtype_t dts[] = {
+        CGPU_DT_INT8,       CGPU_DT_UINT8,     CGPU_DT_BOOL,      CGPU_DT_INT16,
+        CGPU_DT_UINT16,     CGPU_DT_INT32,     CGPU_DT_UINT32,    CGPU_DT_INT64,
+        CGPU_DT_UINT64,     CGPU_DT_FLOAT32,   CGPU_DT_FLOAT64,   CGPU_DT_COMPLEX64,
+        CGPU_DT_COMPLEX128, CGPU_DT_FLOAT_INT, CGPU_DT_DOUBLE_INT, CGPU_DT_LONG_INT,
+        CGPU_DT_2INT,       CGPU_DT_SHORT_INT, CGPU_DT_2FLOAT,    CGPU_DT_2DOUBLE};
     const int none = 0;
     for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); ++d) {
         for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); ++o) {

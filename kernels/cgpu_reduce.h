@@ -31,10 +31,19 @@ typedef enum cgpu_dtype {
     CGPU_DT_BOOL,        /* C _Bool: logical operators only */
     CGPU_DT_COMPLEX64,   /* float _Complex (re, im): SUM and PROD */
     CGPU_DT_COMPLEX128,  /* double _Complex (re, im): SUM and PROD */
+    /* MPI's (value, index) pairs, as Open MPI lays them out (a C struct of the value then
+     * the index): MINLOC and MAXLOC only */
+    CGPU_DT_FLOAT_INT,  /* MPI_FLOAT_INT: float, int (8 bytes) */
+    CGPU_DT_DOUBLE_INT, /* MPI_DOUBLE_INT: double, int (16 bytes, 4 of them padding) */
+    CGPU_DT_LONG_INT,   /* MPI_LONG_INT: long, int (16 bytes, 4 of them padding) */
+    CGPU_DT_2INT,       /* MPI_2INT, MPI_2INTEGER of 4-byte INTEGER: int, int */
+    CGPU_DT_SHORT_INT,  /* MPI_SHORT_INT: short, int (8 bytes, 2 of them padding) */
+    CGPU_DT_2FLOAT,     /* MPI_2REAL of 4-byte REAL: float, float */
+    CGPU_DT_2DOUBLE,    /* MPI_2DOUBLE_PRECISION of 8-byte DOUBLE PRECISION: double, double */
     CGPU_DT_COUNT
 } cgpu_dtype_t;
 
-/** Reduction operators: MPI's predefined ones minus MINLOC/MAXLOC/REPLACE/NO_OP. */
+/** Reduction operators: MPI's predefined ones minus REPLACE/NO_OP. */
 typedef enum cgpu_op {
     CGPU_OP_SUM = 0,
     CGPU_OP_PROD,
@@ -46,6 +55,8 @@ typedef enum cgpu_op {
     CGPU_OP_BAND,
     CGPU_OP_BOR,
     CGPU_OP_BXOR,
+    CGPU_OP_MINLOC, /* the pairs: the smaller value, and the smaller index among equal ones */
+    CGPU_OP_MAXLOC, /* the pairs: the larger value, and the smaller index among equal ones */
     CGPU_OP_COUNT
 } cgpu_op_t;
 
@@ -59,9 +70,10 @@ const char *cgpu_dtype_name(cgpu_dtype_t dt);
 const char *cgpu_op_name(cgpu_op_t op);
 
 /**
- * Whether MPI defines @p op on @p dt (C integer: all ops; floating: SUM PROD MIN MAX;
- * bool: LAND LOR LXOR; complex: SUM PROD). The glue never asks the engine for anything outside this set,
- * so an erroneous MPI call reaches the previous module, which reports it as MPI does.
+ * Whether MPI defines @p op on @p dt (C integer: all ops but MINLOC/MAXLOC; floating: SUM
+ * PROD MIN MAX; bool: LAND LOR LXOR; complex: SUM PROD; pairs: MINLOC MAXLOC). The glue never asks
+ * the engine for anything outside this set, so an erroneous MPI call reaches the previous module,
+ * which reports it as MPI does.
  */
 bool cgpu_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
 
@@ -78,7 +90,10 @@ bool cgpu_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
  * involved, or for -0.0 against +0.0, the result is b (unlike fmin/fmax or CUDA fminf).
  * BOOL bytes other than 0 and 1 count as true; results are always 0 or 1. Complex PROD is
  * (ac - bd) + (ad + bc)i, each product and sum rounded once (no fused multiply-add, no
- * special handling of infinities as C99 Annex G asks of the `*` operator).
+ * special handling of infinities as C99 Annex G asks of the `*` operator). MINLOC/MAXLOC
+ * of pairs (u, i) and (v, j): (u, i) when u < v (u > v), (u, min(i, j)) when u == v, else
+ * (v, j) (a NaN value is never smaller nor equal: the b pair wins); padding bytes are
+ * undefined.
  *
  * @return 0, or -1 if (dt, op) is not supported or out of range (nothing written).
  */

@@ -141,6 +141,45 @@ CGPU_REDUCE_LOOP(reduce_bool_lxor, unsigned char, (0 != x) != (0 != y))
 CGPU_REDUCE_COMPLEX_LOOPS(complex64, float)
 CGPU_REDUCE_COMPLEX_LOOPS(complex128, double)
 
+/* MPI's (value, index) pairs: the C struct Open MPI's datatype describes. The loops copy
+ * whole structs (no cast to a struct type exists for CGPU_REDUCE_LOOP's EXPR). */
+#define CGPU_REDUCE_PAIR_LOOP(N, OPN, CMP)                                                         \
+    static void reduce_##N##_##OPN(void *dst, const void *a, const void *b, size_t count)          \
+    {                                                                                              \
+        pair_##N##_t *out = (pair_##N##_t *) dst;                                                  \
+        const pair_##N##_t *in_a = (const pair_##N##_t *) a;                                       \
+        const pair_##N##_t *in_b = (const pair_##N##_t *) b;                                       \
+        for (size_t k = 0; k < count; ++k) {                                                       \
+            const pair_##N##_t x = in_a[k], y = in_b[k];                                           \
+            if (x.v CMP y.v) {                                                                     \
+                out[k] = x;                                                                        \
+            } else if (x.v == y.v) {                                                               \
+                out[k].v = x.v;                                                                    \
+                out[k].i = x.i < y.i ? x.i : y.i;                                                  \
+            } else {                                                                               \
+                out[k] = y;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+    }
+#define CGPU_REDUCE_PAIR_LOOPS(N, V, I)                                                            \
+    typedef struct {                                                                               \
+        V v;                                                                                       \
+        I i;                                                                                       \
+    } pair_##N##_t;                                                                                \
+    CGPU_REDUCE_PAIR_LOOP(N, minloc, <)                                                            \
+    CGPU_REDUCE_PAIR_LOOP(N, maxloc, >)
+CGPU_REDUCE_PAIR_LOOPS(float_int, float, int)
+CGPU_REDUCE_PAIR_LOOPS(double_int, double, int)
+CGPU_REDUCE_PAIR_LOOPS(long_int, long, int)
+CGPU_REDUCE_PAIR_LOOPS(2int, int, int)
+CGPU_REDUCE_PAIR_LOOPS(short_int, short, int)
+CGPU_REDUCE_PAIR_LOOPS(2float, float, float)
+CGPU_REDUCE_PAIR_LOOPS(2double, double, double)
+#define CGPU_REDUCE_PAIR_ROW(N)                                                                    \
+    {                                                                                              \
+        [CGPU_OP_MINLOC] = reduce_##N##_minloc, [CGPU_OP_MAXLOC] = reduce_##N##_maxloc,            \
+    }
+
 #define CGPU_REDUCE_INT_ROW(N)                                                         \
     {                                                                                  \
         [CGPU_OP_SUM] = reduce_##N##_sum,   [CGPU_OP_PROD] = reduce_##N##_prod,        \
@@ -169,10 +208,17 @@ static const cgpu_reduce_fn_t reduce_table[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
     [CGPU_DT_FLOAT32] = CGPU_REDUCE_FLOAT_ROW(float32),
     [CGPU_DT_FLOAT64] = CGPU_REDUCE_FLOAT_ROW(float64),
     [CGPU_DT_LONG_DOUBLE] = CGPU_REDUCE_FLOAT_ROW(long_double),
-    [CGPU_DT_COMPLEX64] = {[CGPU_OP_SUM] = reduce_complex64_sum,
-                           [CGPU_OP_PROD] = reduce_complex64_prod},
-    [CGPU_DT_COMPLEX128] = {[CGPU_OP_SUM] = reduce_complex128_sum,
-                            [CGPU_OP_PROD] = reduce_complex128_prod},
+    [CGPU_DT_COMPLEX64] =
+        {[CGPU_OP_SUM] = reduce_complex64_sum, [CGPU_OP_PROD] = reduce_complex64_prod},
+    [CGPU_DT_COMPLEX128] =
+        {[CGPU_OP_SUM] = reduce_complex128_sum, [CGPU_OP_PROD] = reduce_complex128_prod},
+    [CGPU_DT_FLOAT_INT] = CGPU_REDUCE_PAIR_ROW(float_int),
+    [CGPU_DT_DOUBLE_INT] = CGPU_REDUCE_PAIR_ROW(double_int),
+    [CGPU_DT_LONG_INT] = CGPU_REDUCE_PAIR_ROW(long_int),
+    [CGPU_DT_2INT] = CGPU_REDUCE_PAIR_ROW(2int),
+    [CGPU_DT_SHORT_INT] = CGPU_REDUCE_PAIR_ROW(short_int),
+    [CGPU_DT_2FLOAT] = CGPU_REDUCE_PAIR_ROW(2float),
+    [CGPU_DT_2DOUBLE] = CGPU_REDUCE_PAIR_ROW(2double),
     [CGPU_DT_BOOL] =
         {
             [CGPU_OP_LAND] = reduce_bool_land,
@@ -199,13 +245,20 @@ static const struct {
     [CGPU_DT_BOOL] = {sizeof(_Bool), "bool"},
     [CGPU_DT_COMPLEX64] = {2 * sizeof(float), "complex64"},
     [CGPU_DT_COMPLEX128] = {2 * sizeof(double), "complex128"},
+    [CGPU_DT_FLOAT_INT] = {sizeof(pair_float_int_t), "float_int"},
+    [CGPU_DT_DOUBLE_INT] = {sizeof(pair_double_int_t), "double_int"},
+    [CGPU_DT_LONG_INT] = {sizeof(pair_long_int_t), "long_int"},
+    [CGPU_DT_2INT] = {sizeof(pair_2int_t), "2int"},
+    [CGPU_DT_SHORT_INT] = {sizeof(pair_short_int_t), "short_int"},
+    [CGPU_DT_2FLOAT] = {sizeof(pair_2float_t), "2float"},
+    [CGPU_DT_2DOUBLE] = {sizeof(pair_2double_t), "2double"},
 };
 
 static const char *const op_names[CGPU_OP_COUNT] = {
-    [CGPU_OP_SUM] = "sum",   [CGPU_OP_PROD] = "prod", [CGPU_OP_MIN] = "min",
-    [CGPU_OP_MAX] = "max",   [CGPU_OP_LAND] = "land", [CGPU_OP_LOR] = "lor",
-    [CGPU_OP_LXOR] = "lxor", [CGPU_OP_BAND] = "band", [CGPU_OP_BOR] = "bor",
-    [CGPU_OP_BXOR] = "bxor",
+    [CGPU_OP_SUM] = "sum",   [CGPU_OP_PROD] = "prod",     [CGPU_OP_MIN] = "min",
+    [CGPU_OP_MAX] = "max",   [CGPU_OP_LAND] = "land",     [CGPU_OP_LOR] = "lor",
+    [CGPU_OP_LXOR] = "lxor", [CGPU_OP_BAND] = "band",     [CGPU_OP_BOR] = "bor",
+    [CGPU_OP_BXOR] = "bxor", [CGPU_OP_MINLOC] = "minloc", [CGPU_OP_MAXLOC] = "maxloc",
 };
 
 /* Name returned for an enum value outside the defined range, so logs never get NULL. */

@@ -1,7 +1,9 @@
 /*
  * Every predefined datatype with every predefined op Open MPI accepts for it: MPI_CHAR (the
  * OSU benchmarks' default), MPI_WCHAR, MPI_CHARACTER, the C integers, the Fortran
- * INTEGER/REAL/DOUBLE PRECISION/LOGICAL kinds, C bool, byte, and the complex types.
+ * INTEGER/REAL/DOUBLE PRECISION/LOGICAL kinds, C bool, byte, the complex types, and the
+ * (value, index) pairs with MINLOC/MAXLOC (MPI_FLOAT_INT ... MPI_2DOUBLE_PRECISION; values
+ * from a small range, so that equal values with different indices decide by the index).
  *
  * Which (type, op) pairs Open MPI accepts is asked of Open MPI itself (MPI_Reduce_local on
  * one element with errors returned); each accepted pair runs MPI_Allreduce at several counts,
@@ -11,7 +13,8 @@
  * against a reference this test computes:
  * integer SUM and PROD wrap like C's unsigned arithmetic (two's complement) -- the data is
  * chosen to overflow --, not the saturating sums an op component may compute on host memory;
- * floating data is integer-valued so any order of summation is exact.
+ * floating data is integer-valued so any order of summation is exact; a pair's value and
+ * index fields are compared (its padding bytes are undefined).
  * pvars: on 2+ ranks every pair of a type coll/gpu claims runs on the engine; the others
  * (long double complex) go to the previous module and must still be right.
  *
@@ -19,6 +22,7 @@
  * run on device buffers.
  */
 #include <complex.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,19 +31,40 @@
 #include "mt_twin.h"
 #include "mpitest.h"
 
-enum kind { SINT, UINT, FLT, LOGICAL, CPLX };
+enum kind { SINT, UINT, FLT, LOGICAL, CPLX, PAIR };
+
+/* a pair's field: an integer or floating number of @p size bytes at @p off */
+typedef struct {
+    bool flt;
+    size_t size, off;
+} field_t;
 
 typedef struct {
     const char *name;
     MPI_Datatype dt;
     enum kind kind;
-    size_t size; /* bytes of one element (a complex element: both parts) */
+    size_t size; /* bytes of one element (a complex element: both parts; a pair: its extent) */
     bool engine; /* coll/gpu claims it (else: the previous module) */
+    field_t val, idx; /* a pair's value and index */
 } tdesc_t;
 
-static const char *op_names[] = {"SUM", "PROD", "MIN", "MAX", "LAND",
-                                 "LOR", "LXOR", "BAND", "BOR", "BXOR"};
-enum { O_SUM, O_PROD, O_MIN, O_MAX, O_LAND, O_LOR, O_LXOR, O_BAND, O_BOR, O_BXOR, NOPS };
+static const char *op_names[] = {"SUM",  "PROD", "MIN", "MAX",  "LAND",   "LOR",
+                                 "LXOR", "BAND", "BOR", "BXOR", "MINLOC", "MAXLOC"};
+enum {
+    O_SUM,
+    O_PROD,
+    O_MIN,
+    O_MAX,
+    O_LAND,
+    O_LOR,
+    O_LXOR,
+    O_BAND,
+    O_BOR,
+    O_BXOR,
+    O_MINLOC,
+    O_MAXLOC,
+    NOPS
+};
 static MPI_Op ops[NOPS];
 
 static tdesc_t types[64];
@@ -55,15 +80,43 @@ static void add(const char *name, MPI_Datatype dt, enum kind k, bool engine)
     if (size <= 0) {
         return; /* not available in this Open MPI build (e.g. no Fortran) */
     }
-    types[ntypes++] = (tdesc_t){name, dt, k, (size_t) size, engine};
+    types[ntypes++] = (tdesc_t){name, dt, k, (size_t) size, engine, {false, 0, 0}, {false, 0, 0}};
 }
 
 #define ADD(dt, k, engine) add(#dt, dt, k, engine)
 
+/* a pair: the C struct {V v; I i;} the datatype describes (its extent is the struct's) */
+static void add_pair(const char *name, MPI_Datatype dt, field_t v, field_t i, size_t extent,
+                     bool engine)
+{
+    if (MPI_DATATYPE_NULL == dt) {
+        return;
+    }
+    MPI_Aint lb = 0, ext = 0;
+    int size = 0;
+    MPI_Type_size(dt, &size);
+    MPI_Type_get_extent(dt, &lb, &ext);
+    if (size <= 0) {
+        return; /* not in this build */
+    }
+    MT_CHECK(0 == lb && (size_t) ext == extent, "%s: extent %ld, expected %zu (C struct)", name,
+             (long) ext, extent);
+    types[ntypes++] = (tdesc_t){name, dt, PAIR, extent, engine, v, i};
+}
+#define PAIR_OF(dt, V, VF, I, IF, engine)                                                          \
+    do {                                                                                           \
+        struct p_ {                                                                                \
+            V v;                                                                                   \
+            I i;                                                                                   \
+        };                                                                                         \
+        add_pair(#dt, dt, (field_t){VF, sizeof(V), offsetof(struct p_, v)},                        \
+                 (field_t){IF, sizeof(I), offsetof(struct p_, i)}, sizeof(struct p_), engine);     \
+    } while (0)
+
 static void build(void)
 {
-    const MPI_Op o[NOPS] = {MPI_SUM,  MPI_PROD, MPI_MIN,  MPI_MAX, MPI_LAND,
-                            MPI_LOR,  MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+    const MPI_Op o[NOPS] = {MPI_SUM,  MPI_PROD, MPI_MIN, MPI_MAX,  MPI_LAND,   MPI_LOR,
+                            MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR, MPI_MINLOC, MPI_MAXLOC};
     memcpy(ops, o, sizeof(o));
     ADD(MPI_CHAR, (char) -1 < 0 ? SINT : UINT, true);
     ADD(MPI_SIGNED_CHAR, SINT, true);
@@ -99,6 +152,15 @@ static void build(void)
     ADD(MPI_COMPLEX, CPLX, true);
     ADD(MPI_DOUBLE_COMPLEX, CPLX, true);
     ADD(MPI_C_LONG_DOUBLE_COMPLEX, CPLX, false);
+    PAIR_OF(MPI_FLOAT_INT, float, true, int, false, true);
+    PAIR_OF(MPI_DOUBLE_INT, double, true, int, false, true);
+    PAIR_OF(MPI_LONG_INT, long, false, int, false, true);
+    PAIR_OF(MPI_2INT, int, false, int, false, true);
+    PAIR_OF(MPI_SHORT_INT, short, false, int, false, true);
+    PAIR_OF(MPI_LONG_DOUBLE_INT, long double, true, int, false, false);
+    PAIR_OF(MPI_2REAL, float, true, float, true, true);
+    PAIR_OF(MPI_2DOUBLE_PRECISION, double, true, double, true, true);
+    PAIR_OF(MPI_2INTEGER, int, false, int, false, true);
 }
 
 /* Whether Open MPI accepts op on dt (asked of Open MPI, errors returned). */
@@ -176,11 +238,67 @@ static uint64_t iop(const tdesc_t *t, int op, uint64_t a, uint64_t b)
     return 0;
 }
 
+/* a pair's field at e, as a long double (integers and floats of the sizes above) */
+static long double get_field(const field_t *f, const char *e)
+{
+    e += f->off;
+    if (f->flt) {
+        if (4 == f->size) {
+            float x;
+            memcpy(&x, e, 4);
+            return x;
+        }
+        if (8 == f->size) {
+            double x;
+            memcpy(&x, e, 8);
+            return x;
+        }
+        long double x;
+        memcpy(&x, e, sizeof(x));
+        return x;
+    }
+    int64_t x = 0;
+    memcpy(&x, e, f->size);
+    return (long double) sext((uint64_t) x, f->size);
+}
+
+static void put_field(const field_t *f, char *e, long x)
+{
+    e += f->off;
+    if (f->flt && 4 == f->size) {
+        const float y = (float) x;
+        memcpy(e, &y, 4);
+    } else if (f->flt && 8 == f->size) {
+        const double y = (double) x;
+        memcpy(e, &y, 8);
+    } else if (f->flt) {
+        const long double y = (long double) x;
+        memcpy(e, &y, sizeof(y));
+    } else {
+        const int64_t y = x;
+        memcpy(e, &y, f->size); /* little endian: the low bytes */
+    }
+}
+
+/* rank r's pair i: a value in -2..2 (ties are common) and an index in 0..6 */
+static long pair_val(uint64_t salt, int r, long i)
+{
+    return (long) (raw(salt, r, i) % 5) - 2;
+}
+
+static long pair_idx(uint64_t salt, int r, long i)
+{
+    return (long) ((raw(salt, r, i) >> 16) % 7);
+}
+
 /* Writes rank r's element i into buf. */
 static void put(const tdesc_t *t, int op, char *buf, uint64_t salt, int r, long i)
 {
     char *e = buf + (size_t) i * t->size;
-    if (SINT == t->kind || UINT == t->kind || LOGICAL == t->kind) {
+    if (PAIR == t->kind) {
+        put_field(&t->val, e, pair_val(salt, r, i));
+        put_field(&t->idx, e, pair_idx(salt, r, i));
+    } else if (SINT == t->kind || UINT == t->kind || LOGICAL == t->kind) {
         uint64_t v = ival(t, op, salt, r, i);
         memcpy(e, &v, t->size); /* little endian: the low bytes */
     } else if (FLT == t->kind) {
@@ -209,6 +327,19 @@ static void put(const tdesc_t *t, int op, char *buf, uint64_t salt, int r, long 
 /* Whether the element at e equals the reduction of every rank's element i. */
 static bool right_el(const tdesc_t *t, int op, const char *e, uint64_t salt, int n, long i)
 {
+    if (PAIR == t->kind) { /* MPI's rule, folded over the ranks */
+        long v = pair_val(salt, 0, i), k = pair_idx(salt, 0, i);
+        for (int r = 1; r < n; ++r) {
+            const long w = pair_val(salt, r, i), j = pair_idx(salt, r, i);
+            if (w == v) {
+                k = j < k ? j : k;
+            } else if (O_MINLOC == op ? w < v : w > v) {
+                v = w;
+                k = j;
+            }
+        }
+        return get_field(&t->val, e) == (long double) v && get_field(&t->idx, e) == (long double) k;
+    }
     if (SINT == t->kind || UINT == t->kind || LOGICAL == t->kind) {
         uint64_t acc = ival(t, op, salt, 0, i);
         for (int r = 1; r < n; ++r) {
@@ -283,7 +414,7 @@ int main(int argc, char **argv)
             if (!accepted(t->dt, ops[op])) {
                 continue;
             }
-            if (CPLX == t->kind && op > O_PROD) {
+            if ((CPLX == t->kind && op > O_PROD) || ((PAIR == t->kind) != (op >= O_MINLOC))) {
                 MT_CHECK(0, "Open MPI accepts %s on %s", op_names[op], t->name);
                 continue;
             }

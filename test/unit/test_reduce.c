@@ -36,25 +36,32 @@ enum { TEST_POOL_SIZE = 16, TEST_COUNT = 400, TEST_GUARD_BYTES = 64 };
  * MPI's table of predefined operations on C types, written out independently of the
  * implementation: 1 where (type, op) is defined. Columns follow cgpu_op_t.
  */
-_Static_assert(10 == CGPU_OP_COUNT, "test_reduce: the support table has one column per op");
-_Static_assert(14 == CGPU_DT_COUNT, "test_reduce: the support table has one row per type");
+_Static_assert(12 == CGPU_OP_COUNT, "test_reduce: the support table has one column per op");
+_Static_assert(21 == CGPU_DT_COUNT, "test_reduce: the support table has one row per type");
 
 static const unsigned char expected_supported[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
-    /*                       sum prod min max land lor lxor band bor bxor */
-    [CGPU_DT_INT8]        = {  1,   1,  1,  1,   1,  1,   1,   1,  1,   1},
-    [CGPU_DT_UINT8]       = {  1,   1,  1,  1,   1,  1,   1,   1,  1,   1},
-    [CGPU_DT_INT16]       = {  1,   1,  1,  1,   1,  1,   1,   1,  1,   1},
-    [CGPU_DT_UINT16]      = {  1,   1,  1,  1,   1,  1,   1,   1,  1,   1},
-    [CGPU_DT_INT32]       = {  1,   1,  1,  1,   1,  1,   1,   1,  1,   1},
-    [CGPU_DT_UINT32]      = {  1,   1,  1,  1,   1,  1,   1,   1,  1,   1},
-    [CGPU_DT_INT64]       = {  1,   1,  1,  1,   1,  1,   1,   1,  1,   1},
-    [CGPU_DT_UINT64]      = {  1,   1,  1,  1,   1,  1,   1,   1,  1,   1},
-    [CGPU_DT_FLOAT32]     = {  1,   1,  1,  1,   0,  0,   0,   0,  0,   0},
-    [CGPU_DT_FLOAT64]     = {  1,   1,  1,  1,   0,  0,   0,   0,  0,   0},
-    [CGPU_DT_LONG_DOUBLE] = {  1,   1,  1,  1,   0,  0,   0,   0,  0,   0},
-    [CGPU_DT_BOOL]        = {  0,   0,  0,  0,   1,  1,   1,   0,  0,   0},
-    [CGPU_DT_COMPLEX64]   = {  1,   1,  0,  0,   0,  0,   0,   0,  0,   0},
-    [CGPU_DT_COMPLEX128]  = {  1,   1,  0,  0,   0,  0,   0,   0,  0,   0},
+    /*                       sum prod min max land lor lxor band bor bxor minloc maxloc */
+    [CGPU_DT_INT8] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    [CGPU_DT_UINT8] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    [CGPU_DT_INT16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    [CGPU_DT_UINT16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    [CGPU_DT_INT32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    [CGPU_DT_UINT32] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    [CGPU_DT_INT64] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    [CGPU_DT_UINT64] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1},
+    [CGPU_DT_FLOAT32] = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0},
+    [CGPU_DT_FLOAT64] = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0},
+    [CGPU_DT_LONG_DOUBLE] = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0},
+    [CGPU_DT_BOOL] = {0, 0, 0, 0, 1, 1, 1, 0, 0, 0},
+    [CGPU_DT_COMPLEX64] = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+    [CGPU_DT_COMPLEX128] = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+    [CGPU_DT_FLOAT_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
+    [CGPU_DT_DOUBLE_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
+    [CGPU_DT_LONG_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
+    [CGPU_DT_2INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
+    [CGPU_DT_SHORT_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
+    [CGPU_DT_2FLOAT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
+    [CGPU_DT_2DOUBLE] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
 };
 
 typedef enum test_kind {
@@ -63,7 +70,38 @@ typedef enum test_kind {
     TEST_KIND_FLOAT,
     TEST_KIND_BOOL,
     TEST_KIND_COMPLEX,
+    TEST_KIND_PAIR,
 } test_kind_t;
+
+/* the C structs MPI's pair types describe */
+typedef struct {
+    float v;
+    int i;
+} t_float_int;
+typedef struct {
+    double v;
+    int i;
+} t_double_int;
+typedef struct {
+    long v;
+    int i;
+} t_long_int;
+typedef struct {
+    int v;
+    int i;
+} t_2int;
+typedef struct {
+    short v;
+    int i;
+} t_short_int;
+typedef struct {
+    float v;
+    float i;
+} t_2float;
+typedef struct {
+    double v;
+    double i;
+} t_2double;
 
 /* What the test knows about each element type, independently of the implementation. */
 static const struct {
@@ -86,13 +124,20 @@ static const struct {
     [CGPU_DT_BOOL] = {sizeof(_Bool), TEST_KIND_BOOL, 8, "BOOL"},
     [CGPU_DT_COMPLEX64] = {sizeof(float _Complex), TEST_KIND_COMPLEX, 0, "COMPLEX64"},
     [CGPU_DT_COMPLEX128] = {sizeof(double _Complex), TEST_KIND_COMPLEX, 0, "COMPLEX128"},
+    [CGPU_DT_FLOAT_INT] = {sizeof(t_float_int), TEST_KIND_PAIR, 0, "FLOAT_INT"},
+    [CGPU_DT_DOUBLE_INT] = {sizeof(t_double_int), TEST_KIND_PAIR, 0, "DOUBLE_INT"},
+    [CGPU_DT_LONG_INT] = {sizeof(t_long_int), TEST_KIND_PAIR, 0, "LONG_INT"},
+    [CGPU_DT_2INT] = {sizeof(t_2int), TEST_KIND_PAIR, 0, "2INT"},
+    [CGPU_DT_SHORT_INT] = {sizeof(t_short_int), TEST_KIND_PAIR, 0, "SHORT_INT"},
+    [CGPU_DT_2FLOAT] = {sizeof(t_2float), TEST_KIND_PAIR, 0, "2FLOAT"},
+    [CGPU_DT_2DOUBLE] = {sizeof(t_2double), TEST_KIND_PAIR, 0, "2DOUBLE"},
 };
 
 static const char *const test_op_labels[CGPU_OP_COUNT] = {
-    [CGPU_OP_SUM] = "SUM",   [CGPU_OP_PROD] = "PROD", [CGPU_OP_MIN] = "MIN",
-    [CGPU_OP_MAX] = "MAX",   [CGPU_OP_LAND] = "LAND", [CGPU_OP_LOR] = "LOR",
-    [CGPU_OP_LXOR] = "LXOR", [CGPU_OP_BAND] = "BAND", [CGPU_OP_BOR] = "BOR",
-    [CGPU_OP_BXOR] = "BXOR",
+    [CGPU_OP_SUM] = "SUM",   [CGPU_OP_PROD] = "PROD",     [CGPU_OP_MIN] = "MIN",
+    [CGPU_OP_MAX] = "MAX",   [CGPU_OP_LAND] = "LAND",     [CGPU_OP_LOR] = "LOR",
+    [CGPU_OP_LXOR] = "LXOR", [CGPU_OP_BAND] = "BAND",     [CGPU_OP_BOR] = "BOR",
+    [CGPU_OP_BXOR] = "BXOR", [CGPU_OP_MINLOC] = "MINLOC", [CGPU_OP_MAXLOC] = "MAXLOC",
 };
 
 /* Values outside each enum's range, as a corrupted or newer caller might pass them. */
@@ -563,7 +608,8 @@ static void check_kinds(bool want_int, bool want_float, bool want_bool, test_ali
 {
     for (int dt = 0; dt < CGPU_DT_COUNT; ++dt) {
         const test_kind_t kind = test_types[dt].kind;
-        const bool wanted = (TEST_KIND_COMPLEX == kind) ? false /* their own test */
+        const bool wanted = (TEST_KIND_COMPLEX == kind || TEST_KIND_PAIR == kind)
+                                ? false /* their own tests */
                             : (TEST_KIND_FLOAT == kind) ? want_float
                             : (TEST_KIND_BOOL == kind)  ? want_bool
                                                         : want_int;
@@ -819,6 +865,70 @@ static void test_complex_reductions_match_c99_complex_arithmetic(void)
     CU_ASSERT(5.0 == z[0] && 5.0 == z[1]);
 }
 
+/* MINLOC/MAXLOC of every pair type against MPI's rule written out here: values from a
+ * small range (so equal values with different indices are common), both orders of the
+ * operands, out of place and in place into a and into b; the value and index fields are
+ * compared (padding bytes are undefined). */
+#define CHECK_LOC_PAIRS(DT, T)                                                                     \
+    do {                                                                                           \
+        enum { N = 61 };                                                                           \
+        T a[N], b[N], got[N], want[N];                                                             \
+        for (int k = 0; k < N; ++k) {                                                              \
+            a[k].v = (__typeof__(a[k].v)) ((int) (next_random(&seed) % 7) - 3);                    \
+            b[k].v = (__typeof__(b[k].v)) ((int) (next_random(&seed) % 7) - 3);                    \
+            a[k].i = (__typeof__(a[k].i)) (next_random(&seed) % 5);                                \
+            b[k].i = (__typeof__(b[k].i)) (next_random(&seed) % 5);                                \
+        }                                                                                          \
+        for (int op = CGPU_OP_MINLOC; op <= CGPU_OP_MAXLOC; ++op) {                                \
+            for (int k = 0; k < N; ++k) {                                                          \
+                const bool first = CGPU_OP_MINLOC == op ? a[k].v < b[k].v : a[k].v > b[k].v;       \
+                want[k] = first ? a[k] : b[k];                                                     \
+                if (a[k].v == b[k].v) {                                                            \
+                    want[k].i = a[k].i < b[k].i ? a[k].i : b[k].i;                                 \
+                }                                                                                  \
+            }                                                                                      \
+            for (int alias = 0; alias < 3; ++alias) {                                              \
+                T x[N], y[N];                                                                      \
+                memcpy(x, a, sizeof(x));                                                           \
+                memcpy(y, b, sizeof(y));                                                           \
+                T *dst = 0 == alias ? got : 1 == alias ? x : y;                                    \
+                CU_ASSERT_EQUAL(cgpu_reduce_host(DT, (cgpu_op_t) op, dst, x, y, N), 0);            \
+                int bad = 0;                                                                       \
+                for (int k = 0; k < N; ++k) {                                                      \
+                    bad += dst[k].v != want[k].v || dst[k].i != want[k].i;                         \
+                }                                                                                  \
+                CU_ASSERT_EQUAL(bad, 0);                                                           \
+                if (0 != bad) {                                                                    \
+                    printf("\n    %s %s alias %d: %d of %d pairs wrong", test_types[DT].label,     \
+                           test_op_labels[op], alias, bad, (int) N);                               \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+static void test_minloc_maxloc_follow_mpi_on_every_pair_type(void)
+{
+    uint64_t seed = 0x10c;
+    CHECK_LOC_PAIRS(CGPU_DT_FLOAT_INT, t_float_int);
+    CHECK_LOC_PAIRS(CGPU_DT_DOUBLE_INT, t_double_int);
+    CHECK_LOC_PAIRS(CGPU_DT_LONG_INT, t_long_int);
+    CHECK_LOC_PAIRS(CGPU_DT_2INT, t_2int);
+    CHECK_LOC_PAIRS(CGPU_DT_SHORT_INT, t_short_int);
+    CHECK_LOC_PAIRS(CGPU_DT_2FLOAT, t_2float);
+    CHECK_LOC_PAIRS(CGPU_DT_2DOUBLE, t_2double);
+    /* written out: MINLOC of (2, 7) and (2, 3) is (2, 3); MAXLOC of (1, 0) and (5, 9) is
+     * (5, 9); a NaN value loses to the b pair either way */
+    t_float_int p = {2, 7}, q = {2, 3}, r;
+    CU_ASSERT_EQUAL(cgpu_reduce_host(CGPU_DT_FLOAT_INT, CGPU_OP_MINLOC, &r, &p, &q, 1), 0);
+    CU_ASSERT(2.0f == r.v && 3 == r.i);
+    t_2int u = {1, 0}, w = {5, 9}, z;
+    CU_ASSERT_EQUAL(cgpu_reduce_host(CGPU_DT_2INT, CGPU_OP_MAXLOC, &z, &u, &w, 1), 0);
+    CU_ASSERT(5 == z.v && 9 == z.i);
+    t_double_int n = {NAN, 1}, o = {4.0, 8}, x;
+    CU_ASSERT_EQUAL(cgpu_reduce_host(CGPU_DT_DOUBLE_INT, CGPU_OP_MINLOC, &x, &n, &o, 1), 0);
+    CU_ASSERT(4.0 == x.v && 8 == x.i);
+}
+
 static void test_in_place_into_a_matches_the_reference(void)
 {
     check_kinds(true, true, true, TEST_ALIAS_DST_IS_A);
@@ -889,8 +999,9 @@ static void test_unsupported_pairs_return_minus_one_and_leave_dst_untouched(void
 /* ------------------------------------------------------------------------------------- */
 
 static const cgpu_unit_case_t test_cases[] = {
-    {"supported pairs match MPI's table of predefined operations",
-     test_supported_pairs_match_mpi},
+    {"supported pairs match MPI's table of predefined operations", test_supported_pairs_match_mpi},
+    {"MINLOC and MAXLOC follow MPI's rule on every pair type",
+     test_minloc_maxloc_follow_mpi_on_every_pair_type},
     {"out-of-range types and operators are not supported",
      test_out_of_range_values_are_not_supported},
     {"element sizes match the C types", test_element_sizes_match_the_c_types},
