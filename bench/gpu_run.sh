@@ -260,7 +260,7 @@ fi
 if has staged_mps; then # the staged allreduce with the engine moving the data, 2 ranks on one GPU under MPS
     if mps_start; then
         SH=(--mca coll_gpu_stage_allreduce_engine_shared 1)
-        SMALL=(--mca coll_gpu_stage_chunk_bytes 65536 --mca coll_gpu_stage_pipeline_min_bytes 131072)
+        SMALL=(--mca coll_gpu_stage_chunk_bytes 65536 --mca coll_gpu_stage_pipeline_min_bytes 131072 --mca coll_gpu_allreduce_algorithm fallback)
         run staged_mps_np2 120 2 "${SH[@]}" "${SMALL[@]}" test/gpu/test_cuda_staged engine_shared
         run staged_mps_np3 150 3 "${SH[@]}" "${SMALL[@]}" test/gpu/test_cuda_staged engine_shared
         for v in ${STAGED_VARIANTS:-engine:4194304 engine:16777216 previous:4194304}; do
@@ -282,7 +282,7 @@ if has staged_mps; then # the staged allreduce with the engine moving the data, 
     fi
 fi
 if has staged; then # the staged allreduce: user ops and pair types on device buffers, then speed
-    SMALL=(--mca coll_gpu_stage_chunk_bytes 65536 --mca coll_gpu_stage_pipeline_min_bytes 131072)
+    SMALL=(--mca coll_gpu_stage_chunk_bytes 65536 --mca coll_gpu_stage_pipeline_min_bytes 131072 --mca coll_gpu_allreduce_algorithm fallback)
     run staged_gpu_np2 120 2 "${SMALL[@]}" test/gpu/test_cuda_staged engine
     run staged_gpu_np3 150 3 "${SMALL[@]}" test/gpu/test_cuda_staged engine
     run staged_gpu_np4 150 4 "${SMALL[@]}" test/gpu/test_cuda_staged engine

@@ -1,9 +1,10 @@
 /*
  * test_fallback.c - MPI_Allreduce calls that coll/gpu must hand to the previous coll module:
  * user-defined ops (commutative and not), a derived datatype (with a user op: MPI forbids
- * predefined ops on derived types), MPI_MINLOC / MPI_MAXLOC on pair types. Results are
- * checked against a local reference; the counters must show every call on the fallback
- * path and none on the engine (2+ ranks).
+ * predefined ops on derived types). Results are checked against a local reference; the
+ * counters must show every call on the fallback path and none on the engine (2+ ranks).
+ * MPI_MINLOC / MPI_MAXLOC on MPI_2INT and MPI_DOUBLE_INT run here too, against the same
+ * kind of reference, and must be on the engine (which has the pair types).
  *
  * Erroneous calls (a predefined op on a type MPI does not define it for) with
  * MPI_ERRORS_RETURN set must return an error code, not crash, not reach the engine, and
@@ -217,7 +218,7 @@ static int same(const void *a, const void *b, size_t n, int is_double_int)
 }
 
 static void run_reduce(ctx_t *c, const char *name, MPI_Datatype dt, MPI_Op op, size_t elem,
-                       gen_fn gen, fold_fn fold, int is_double_int)
+                       gen_fn gen, fold_fn fold, int is_double_int, mt_path_t path)
 {
     long calls = 0;
     char what[160];
@@ -274,7 +275,7 @@ static void run_reduce(ctx_t *c, const char *name, MPI_Datatype dt, MPI_Op op, s
         free(send);
     }
     snprintf(what, sizeof(what), "MPI_Allreduce(%s)", name);
-    MT_EXPECT_PATH(&c->pv, calls, MT_PATH_FALLBACK, what);
+    MT_EXPECT_PATH(&c->pv, calls, path, what);
 }
 
 /*
@@ -355,19 +356,19 @@ static void run_suite(MPI_Comm comm, const char *label, uint64_t salt)
     mat_wrong_type = 0;
 
     run_reduce(&c, "MPI_UNSIGNED, user op a+b+1 (commutative)", MPI_UNSIGNED, sum1,
-               sizeof(unsigned), g_sum1, f_sum1, 0);
+               sizeof(unsigned), g_sum1, f_sum1, 0, MT_PATH_FALLBACK);
     run_reduce(&c, "contiguous(4 x MPI_UNSIGNED), user op 2x2 matrix product (non-commutative)",
-               mat_type, matmul, 4 * sizeof(unsigned), g_mat, f_mat, 0);
+               mat_type, matmul, 4 * sizeof(unsigned), g_mat, f_mat, 0, MT_PATH_FALLBACK);
     MT_CHECK(!mat_wrong_type,
              "comm %s: the matrix user op was called with another datatype than "
              "the one passed to MPI_Allreduce",
              label);
     run_reduce(&c, "contiguous(2 x MPI_INT), user op (sum, max)", pair, pairop, 2 * sizeof(int),
-               g_pair, f_pair, 0);
+               g_pair, f_pair, 0, MT_PATH_FALLBACK);
     run_reduce(&c, "MPI_2INT, MPI_MINLOC", MPI_2INT, MPI_MINLOC, 2 * sizeof(int), g_minloc,
-               f_minloc, 0);
+               f_minloc, 0, MT_PATH_ENGINE);
     run_reduce(&c, "MPI_DOUBLE_INT, MPI_MAXLOC", MPI_DOUBLE_INT, MPI_MAXLOC, sizeof(double_int_t),
-               g_maxloc, f_maxloc, 1);
+               g_maxloc, f_maxloc, 1, MT_PATH_ENGINE);
 
     mt_pvars_close(&c.pv);
     run_erroneous(&c, pair);

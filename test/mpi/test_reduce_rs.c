@@ -1,7 +1,8 @@
 /*
  * MPI_Reduce and MPI_Reduce_scatter_block through the engine (host backend): every root,
  * counts 1 to more than a ring slot, in place, several types and ops (references computed
- * here from the values every rank can derive); MAXLOC goes to the previous module.
+ * here from the values every rank can derive); MAXLOC on MPI_DOUBLE_INT runs there too,
+ * on MPI_LONG_DOUBLE_INT it goes to the previous module.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -57,16 +58,29 @@ static void reduces(mt_pvars_t *pv)
         }
     }
     MT_EXPECT_PATH(pv, calls, MT_PATH_ENGINE, "reduce");
-    /* MAXLOC: previous module */
+    /* MAXLOC: the engine on MPI_DOUBLE_INT, the previous module on MPI_LONG_DOUBLE_INT (no
+     * device arithmetic for long double); the largest value, on the lowest rank holding it */
     struct {
         double val;
         int loc;
     } in = {(double) (rank % 3), rank}, out = {0, -1};
     MT_CHECK_MPI(MPI_Reduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, 0, MPI_COMM_WORLD));
+    const int top = size > 2 ? 2 : size - 1;
     if (0 == rank) {
-        MT_CHECK(out.val == (double) (size > 2 ? 2 : size - 1), "maxloc value %g", out.val);
+        MT_CHECK(out.val == (double) top && out.loc == top, "maxloc (%g, %d), expected (%d, %d)",
+                 out.val, out.loc, top, top);
     }
-    MT_EXPECT_PATH(pv, 1, MT_PATH_FALLBACK, "reduce maxloc");
+    MT_EXPECT_PATH(pv, 1, MT_PATH_ENGINE, "reduce maxloc (MPI_DOUBLE_INT)");
+    struct {
+        long double val;
+        int loc;
+    } lin = {(long double) (rank % 3), rank}, lout = {0, -1};
+    MT_CHECK_MPI(MPI_Reduce(&lin, &lout, 1, MPI_LONG_DOUBLE_INT, MPI_MAXLOC, 0, MPI_COMM_WORLD));
+    if (0 == rank) {
+        MT_CHECK(lout.val == (long double) top && lout.loc == top,
+                 "maxloc long double (%Lg, %d), expected (%d, %d)", lout.val, lout.loc, top, top);
+    }
+    MT_EXPECT_PATH(pv, 1, MT_PATH_FALLBACK, "reduce maxloc (MPI_LONG_DOUBLE_INT)");
     free(s);
     free(r);
     free(ds);

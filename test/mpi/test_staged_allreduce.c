@@ -7,7 +7,8 @@
  * against a reference computed here from every rank's inputs.
  *
  * Run with small coll_gpu_stage_chunk_bytes (65536) and coll_gpu_stage_pipeline_min_bytes
- * (131072) so that each call is cut into many chunks. argv[1]:
+ * (131072) so that each call is cut into many chunks, and coll_gpu_allreduce_algorithm
+ * fallback: the engine reduces the pair types itself otherwise. argv[1]:
  *   engine   - (the default) the engine must move the data (its alltoall counter on the
  *              communicator grows), except where two ranks share a GPU: there it must not
  *   previous - it must not (run with coll_gpu_stage_allreduce_engine false)
