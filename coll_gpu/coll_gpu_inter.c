@@ -272,344 +272,85 @@ static int inter_post(mca_coll_base_module_t *module, struct ompi_communicator_t
                                        kind_name[a->kind]);
 }
 
-/* ---- the entry points: each names its call's arguments ---- */
+/* ---- the entry points: each names its call's arguments, blocking and not ---- */
 
-#define ARGS_BLOCKS(k)                                                                             \
-    const mca_coll_gpu_args_t a = {                                                                \
-        .kind = (k), .s = sbuf, .sc = scount, .sdt = sdt, .r = rbuf, .rc = rcount, .rdt = rdt}
-#define ARGS_ROOTED(k)                                                                             \
-    const mca_coll_gpu_args_t a = {.kind = (k),                                                    \
-                                   .s = sbuf,                                                      \
-                                   .sc = scount,                                                   \
-                                   .sdt = sdt,                                                     \
-                                   .r = rbuf,                                                      \
-                                   .rc = rcount,                                                   \
-                                   .rdt = rdt,                                                     \
-                                   .root = root}
-#define ARGS_REDUCE(k, rt)                                                                         \
-    const mca_coll_gpu_args_t a = {                                                                \
-        .kind = (k), .s = sbuf, .r = rbuf, .rc = count, .rdt = dt, .op = op, .root = (rt)}
+#define CGPU_UNPAREN(...) __VA_ARGS__
+#define CGPU_INTER_ENTRIES(name, PARAMS, INIT)                                                     \
+    static int i_##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                     \
+                        mca_coll_base_module_t *module)                                            \
+    {                                                                                              \
+        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
+        return inter_run(module, comm, &a);                                                        \
+    }                                                                                              \
+    static int ii_##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                    \
+                         ompi_request_t **request, mca_coll_base_module_t *module)                 \
+    {                                                                                              \
+        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
+        return inter_post(module, comm, &a, request);                                              \
+    }
 
-static int i_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                       int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                       mca_coll_base_module_t *module)
-{
-    ARGS_BLOCKS(CGPU_K_ALLGATHER);
-    return inter_run(module, comm, &a);
-}
+/* the argument lists the coll interface gives each shape of call */
+#define P_BLOCKS                                                                                   \
+    (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf, int rcount,            \
+     struct ompi_datatype_t *rdt)
+#define P_ROOTED                                                                                   \
+    (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf, int rcount,            \
+     struct ompi_datatype_t *rdt, int root)
+#define P_REDUCE                                                                                   \
+    (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt, struct ompi_op_t *op)
+#define A_BLOCKS(k)                                                                                \
+    (.kind = (k), .s = sbuf, .sc = scount, .sdt = sdt, .r = rbuf, .rc = rcount, .rdt = rdt)
+#define A_ROOTED(k)                                                                                \
+    (.kind = (k), .s = sbuf, .sc = scount, .sdt = sdt, .r = rbuf, .rc = rcount, .rdt = rdt,        \
+     .root = root)
+#define A_REDUCE(k) (.kind = (k), .s = sbuf, .r = rbuf, .rc = count, .rdt = dt, .op = op)
 
-static int i_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                      int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                      mca_coll_base_module_t *module)
-{
-    ARGS_BLOCKS(CGPU_K_ALLTOALL);
-    return inter_run(module, comm, &a);
-}
-
-static int i_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                        const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
-                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLGATHERV,
-                                   .s = sbuf,
-                                   .sc = scount,
-                                   .sdt = sdt,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = displs,
-                                   .rdt = rdt};
-    return inter_run(module, comm, &a);
-}
-
-static int i_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
-                       struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                       const int *rdispls, struct ompi_datatype_t *rdt,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLTOALLV,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sds = sdispls,
-                                   .sdt = sdt,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = rdispls,
-                                   .rdt = rdt};
-    return inter_run(module, comm, &a);
-}
-
-static int i_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
-                       struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
-                       const int *rdispls, struct ompi_datatype_t *const *rdts,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLTOALLW,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sds = sdispls,
-                                   .sdts = sdts,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = rdispls,
-                                   .rdts = rdts};
-    return inter_run(module, comm, &a);
-}
-
-static int i_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
-                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {
-        .kind = CGPU_K_BCAST, .r = buf, .rc = count, .rdt = dt, .root = root};
-    return inter_run(module, comm, &a);
-}
-
-static int i_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                    int rcount, struct ompi_datatype_t *rdt, int root,
-                    struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    ARGS_ROOTED(CGPU_K_GATHER);
-    return inter_run(module, comm, &a);
-}
-
-static int i_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                     int rcount, struct ompi_datatype_t *rdt, int root,
-                     struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    ARGS_ROOTED(CGPU_K_SCATTER);
-    return inter_run(module, comm, &a);
-}
-
-static int i_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                     const int *rcounts, const int *displs, struct ompi_datatype_t *rdt, int root,
-                     struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_GATHERV,
-                                   .s = sbuf,
-                                   .sc = scount,
-                                   .sdt = sdt,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = displs,
-                                   .rdt = rdt,
-                                   .root = root};
-    return inter_run(module, comm, &a);
-}
-
-static int i_scatterv(const void *sbuf, const int *scounts, const int *displs,
-                      struct ompi_datatype_t *sdt, void *rbuf, int rcount,
-                      struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
-                      mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_SCATTERV,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sds = displs,
-                                   .sdt = sdt,
-                                   .r = rbuf,
-                                   .rc = rcount,
-                                   .rdt = rdt,
-                                   .root = root};
-    return inter_run(module, comm, &a);
-}
-
-static int i_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                       mca_coll_base_module_t *module)
-{
-    ARGS_REDUCE(CGPU_K_ALLREDUCE, 0);
-    return inter_run(module, comm, &a);
-}
-
-static int i_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                    struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                    mca_coll_base_module_t *module)
-{
-    ARGS_REDUCE(CGPU_K_REDUCE, root);
-    return inter_run(module, comm, &a);
-}
-
-static int i_reduce_scatter_block(const void *sbuf, void *rbuf, int count,
-                                  struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                                  struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    ARGS_REDUCE(CGPU_K_REDUCE_SCATTER_BLOCK, 0);
-    return inter_run(module, comm, &a);
-}
-
-static int i_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
-                            struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {
-        .kind = CGPU_K_REDUCE_SCATTER, .s = sbuf, .r = rbuf, .rcs = rcounts, .rdt = dt, .op = op};
-    return inter_run(module, comm, &a);
-}
-
-/* the non-blocking forms */
-
-static int ii_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                        int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                        ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    ARGS_BLOCKS(CGPU_K_ALLGATHER);
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                       int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                       ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    ARGS_BLOCKS(CGPU_K_ALLTOALL);
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                         const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
-                         struct ompi_communicator_t *comm, ompi_request_t **request,
-                         mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLGATHERV,
-                                   .s = sbuf,
-                                   .sc = scount,
-                                   .sdt = sdt,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = displs,
-                                   .rdt = rdt};
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
-                        struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                        const int *rdispls, struct ompi_datatype_t *rdt,
-                        struct ompi_communicator_t *comm, ompi_request_t **request,
-                        mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLTOALLV,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sds = sdispls,
-                                   .sdt = sdt,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = rdispls,
-                                   .rdt = rdt};
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
-                        struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
-                        const int *rdispls, struct ompi_datatype_t *const *rdts,
-                        struct ompi_communicator_t *comm, ompi_request_t **request,
-                        mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLTOALLW,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sds = sdispls,
-                                   .sdts = sdts,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = rdispls,
-                                   .rdts = rdts};
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
-                    struct ompi_communicator_t *comm, ompi_request_t **request,
-                    mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {
-        .kind = CGPU_K_BCAST, .r = buf, .rc = count, .rdt = dt, .root = root};
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                     int rcount, struct ompi_datatype_t *rdt, int root,
-                     struct ompi_communicator_t *comm, ompi_request_t **request,
-                     mca_coll_base_module_t *module)
-{
-    ARGS_ROOTED(CGPU_K_GATHER);
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                      int rcount, struct ompi_datatype_t *rdt, int root,
-                      struct ompi_communicator_t *comm, ompi_request_t **request,
-                      mca_coll_base_module_t *module)
-{
-    ARGS_ROOTED(CGPU_K_SCATTER);
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                      const int *rcounts, const int *displs, struct ompi_datatype_t *rdt, int root,
-                      struct ompi_communicator_t *comm, ompi_request_t **request,
-                      mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_GATHERV,
-                                   .s = sbuf,
-                                   .sc = scount,
-                                   .sdt = sdt,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = displs,
-                                   .rdt = rdt,
-                                   .root = root};
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_scatterv(const void *sbuf, const int *scounts, const int *displs,
-                       struct ompi_datatype_t *sdt, void *rbuf, int rcount,
-                       struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
-                       ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_SCATTERV,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sds = displs,
-                                   .sdt = sdt,
-                                   .r = rbuf,
-                                   .rc = rcount,
-                                   .rdt = rdt,
-                                   .root = root};
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                        struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                        ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    ARGS_REDUCE(CGPU_K_ALLREDUCE, 0);
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                     struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                     ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    ARGS_REDUCE(CGPU_K_REDUCE, root);
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_reduce_scatter_block(const void *sbuf, void *rbuf, int count,
-                                   struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                                   struct ompi_communicator_t *comm, ompi_request_t **request,
-                                   mca_coll_base_module_t *module)
-{
-    ARGS_REDUCE(CGPU_K_REDUCE_SCATTER_BLOCK, 0);
-    return inter_post(module, comm, &a, request);
-}
-
-static int ii_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
-                             struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                             struct ompi_communicator_t *comm, ompi_request_t **request,
-                             mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {
-        .kind = CGPU_K_REDUCE_SCATTER, .s = sbuf, .r = rbuf, .rcs = rcounts, .rdt = dt, .op = op};
-    return inter_post(module, comm, &a, request);
-}
+CGPU_INTER_ENTRIES(allgather, P_BLOCKS, A_BLOCKS(CGPU_K_ALLGATHER))
+CGPU_INTER_ENTRIES(alltoall, P_BLOCKS, A_BLOCKS(CGPU_K_ALLTOALL))
+CGPU_INTER_ENTRIES(gather, P_ROOTED, A_ROOTED(CGPU_K_GATHER))
+CGPU_INTER_ENTRIES(scatter, P_ROOTED, A_ROOTED(CGPU_K_SCATTER))
+CGPU_INTER_ENTRIES(allreduce, P_REDUCE, A_REDUCE(CGPU_K_ALLREDUCE))
+CGPU_INTER_ENTRIES(reduce_scatter_block, P_REDUCE, A_REDUCE(CGPU_K_REDUCE_SCATTER_BLOCK))
+CGPU_INTER_ENTRIES(reduce,
+                   (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                    struct ompi_op_t *op, int root),
+                   (.kind = CGPU_K_REDUCE, .s = sbuf, .r = rbuf, .rc = count, .rdt = dt, .op = op,
+                    .root = root))
+CGPU_INTER_ENTRIES(reduce_scatter,
+                   (const void *sbuf, void *rbuf, const int *rcounts, struct ompi_datatype_t *dt,
+                    struct ompi_op_t *op),
+                   (.kind = CGPU_K_REDUCE_SCATTER, .s = sbuf, .r = rbuf, .rcs = rcounts, .rdt = dt,
+                    .op = op))
+CGPU_INTER_ENTRIES(bcast, (void *buf, int count, struct ompi_datatype_t *dt, int root),
+                   (.kind = CGPU_K_BCAST, .r = buf, .rc = count, .rdt = dt, .root = root))
+CGPU_INTER_ENTRIES(allgatherv,
+                   (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                    const int *rcounts, const int *displs, struct ompi_datatype_t *rdt),
+                   (.kind = CGPU_K_ALLGATHERV, .s = sbuf, .sc = scount, .sdt = sdt, .r = rbuf,
+                    .rcs = rcounts, .rds = displs, .rdt = rdt))
+CGPU_INTER_ENTRIES(gatherv,
+                   (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                    const int *rcounts, const int *displs, struct ompi_datatype_t *rdt, int root),
+                   (.kind = CGPU_K_GATHERV, .s = sbuf, .sc = scount, .sdt = sdt, .r = rbuf,
+                    .rcs = rcounts, .rds = displs, .rdt = rdt, .root = root))
+CGPU_INTER_ENTRIES(scatterv,
+                   (const void *sbuf, const int *scounts, const int *displs,
+                    struct ompi_datatype_t *sdt, void *rbuf, int rcount,
+                    struct ompi_datatype_t *rdt, int root),
+                   (.kind = CGPU_K_SCATTERV, .s = sbuf, .scs = scounts, .sds = displs, .sdt = sdt,
+                    .r = rbuf, .rc = rcount, .rdt = rdt, .root = root))
+CGPU_INTER_ENTRIES(alltoallv,
+                   (const void *sbuf, const int *scounts, const int *sdispls,
+                    struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts, const int *rdispls,
+                    struct ompi_datatype_t *rdt),
+                   (.kind = CGPU_K_ALLTOALLV, .s = sbuf, .scs = scounts, .sds = sdispls, .sdt = sdt,
+                    .r = rbuf, .rcs = rcounts, .rds = rdispls, .rdt = rdt))
+CGPU_INTER_ENTRIES(alltoallw,
+                   (const void *sbuf, const int *scounts, const int *sdispls,
+                    struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                    const int *rdispls, struct ompi_datatype_t *const *rdts),
+                   (.kind = CGPU_K_ALLTOALLW, .s = sbuf, .scs = scounts, .sds = sdispls,
+                    .sdts = sdts, .r = rbuf, .rcs = rcounts, .rds = rdispls, .rdts = rdts))
 
 void mca_coll_gpu_inter_install(mca_coll_gpu_module_t *m)
 {
