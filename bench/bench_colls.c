@@ -13,11 +13,13 @@
  *
  * Also: allreduce_char and reduce_char (MPI_CHAR SUM, the OSU benchmarks' default, against
  * NCCL's int8 sum: both wrap) and iallreduce (MPI_Iallreduce + MPI_Wait against the same
- * ncclAllReduce + synchronize), not part of "all".
+ * ncclAllReduce + synchronize), and allreduce_maxloc (MPI_2INT MPI_MAXLOC; NCCL has no
+ * MAXLOC, so its column is an int64 max over the same bytes: a reference for the speed of
+ * one 8-byte reduction, not the same operation), not part of "all".
  *
  *   mpirun -np 2 --mca coll gpu,tuned,libnbc,basic,self bench/bench_colls \
  *       [all|allreduce|alltoall|allgather|reduce_scatter|bcast|reduce|allreduce_char|
- *        reduce_char|iallreduce] [maxbytes [minbytes]]
+ *        reduce_char|iallreduce|allreduce_maxloc] [maxbytes [minbytes]]
  * With CGPU_BENCH_OSU=1 each call is timed alone between two MPI_Barriers and the mean over
  * ranks is reported, as the OSU benchmarks time it (default: back to back, slowest rank).
  */
@@ -48,23 +50,41 @@
         }                                                                                 \
     } while (0)
 
-enum { ALLREDUCE, ALLTOALL, ALLGATHER, REDUCE_SCATTER, BCAST, REDUCE, NCOLLS_ALL,
-       ALLREDUCE_CHAR = NCOLLS_ALL, REDUCE_CHAR, IALLREDUCE, NCOLLS };
-static const char *names[NCOLLS] = {"allreduce", "alltoall",       "allgather",   "reduce_scatter",
-                                    "bcast",     "reduce",         "allreduce_char", "reduce_char",
-                                    "iallreduce"};
+enum {
+    ALLREDUCE,
+    ALLTOALL,
+    ALLGATHER,
+    REDUCE_SCATTER,
+    BCAST,
+    REDUCE,
+    NCOLLS_ALL,
+    ALLREDUCE_CHAR = NCOLLS_ALL,
+    REDUCE_CHAR,
+    IALLREDUCE,
+    ALLREDUCE_MAXLOC,
+    NCOLLS
+};
+static const char *names[NCOLLS] = {
+    "allreduce", "alltoall",       "allgather",   "reduce_scatter", "bcast",
+    "reduce",    "allreduce_char", "reduce_char", "iallreduce",     "allreduce_maxloc"};
 
 static int is_char(int coll)
 {
     return ALLREDUCE_CHAR == coll || REDUCE_CHAR == coll;
 }
 
+/* bytes of one element: MPI_CHAR, an MPI_2INT pair, a float */
+static size_t elem_size(int coll)
+{
+    return is_char(coll) ? 1 : ALLREDUCE_MAXLOC == coll ? 2 * sizeof(int) : sizeof(float);
+}
+
 /* the collective whose algorithm, busbw factor and check a variant shares */
 static int base_of(int coll)
 {
-    return ALLREDUCE_CHAR == coll || IALLREDUCE == coll ? ALLREDUCE
-           : REDUCE_CHAR == coll                        ? REDUCE
-                                                        : coll;
+    return ALLREDUCE_CHAR == coll || IALLREDUCE == coll || ALLREDUCE_MAXLOC == coll ? ALLREDUCE
+           : REDUCE_CHAR == coll                                                    ? REDUCE
+                                                                                    : coll;
 }
 
 static int rank, n;
@@ -88,7 +108,7 @@ static int iters_for(size_t bytes)
 /* elements per call argument (count as MPI and NCCL take it) for a size */
 static size_t count_for(int coll, size_t bytes)
 {
-    size_t e = bytes / (is_char(coll) ? 1 : sizeof(float));
+    size_t e = bytes / elem_size(coll);
     return ALLTOALL == coll || ALLGATHER == coll || REDUCE_SCATTER == coll ? e / (size_t) n : e;
 }
 
@@ -105,6 +125,9 @@ static void ours(int coll, size_t cnt)
     case BCAST: MPI_Bcast(rb, c, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
     case ALLREDUCE_CHAR: MPI_Allreduce(sb, rb, c, MPI_CHAR, MPI_SUM, MPI_COMM_WORLD); break;
     case REDUCE_CHAR: MPI_Reduce(sb, rb, c, MPI_CHAR, MPI_SUM, 0, MPI_COMM_WORLD); break;
+    case ALLREDUCE_MAXLOC:
+        MPI_Allreduce(sb, rb, c, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD);
+        break;
     case IALLREDUCE: {
         MPI_Request r;
         MPI_Iallreduce(sb, rb, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
@@ -122,6 +145,9 @@ static void nccl(int coll, size_t cnt)
     case IALLREDUCE: NK(ncclAllReduce(sb, rb, cnt, ncclFloat, ncclSum, nc, st)); break;
     case ALLREDUCE_CHAR: NK(ncclAllReduce(sb, rb, cnt, ncclInt8, ncclSum, nc, st)); break;
     case REDUCE_CHAR: NK(ncclReduce(sb, rb, cnt, ncclInt8, ncclSum, 0, nc, st)); break;
+    case ALLREDUCE_MAXLOC:
+        NK(ncclAllReduce(sb, rb, cnt, ncclInt64, ncclMax, nc, st));
+        break;
     case ALLTOALL:
         NK(ncclGroupStart());
         for (int p = 0; p < n; ++p) {
@@ -161,6 +187,17 @@ static int check(int coll, size_t cnt)
         MPI_Allreduce(in, sum, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         return (REDUCE_CHAR == coll && 0 != rank) ||
                (got[0] == (signed char) sum[0] && got[1] == (signed char) sum[1]);
+    }
+    if (ALLREDUCE_MAXLOC == coll) { /* rank p's pairs are (bits of p + 1.0f) twice: the
+                                     * last rank's wins, value and index */
+        int got[2][2];
+        const float top = (float) n;
+        int want;
+        memcpy(&want, &top, sizeof(want));
+        CK(cudaMemcpy(got[0], rb, sizeof(got[0]), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(got[1], (char *) rb + (cnt - 1) * sizeof(got[1]), sizeof(got[1]),
+                      cudaMemcpyDeviceToHost));
+        return got[0][0] == want && got[0][1] == want && got[1][0] == want && got[1][1] == want;
     }
     coll = base_of(coll);
     size_t last = cnt - 1;
@@ -220,8 +257,13 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
                                                                     : (double) (n - 1) / n;
     if (0 == rank) {
         printf("\n# %s %s%s, %d ranks, %d GPUs, out of place, per-call sync%s\n", names[coll],
-               is_char(coll) ? "MPI_CHAR (NCCL int8)" : "float32",
-               ALLREDUCE == b || REDUCE == b || REDUCE_SCATTER == b ? " sum" : "", n, ndev,
+               is_char(coll)              ? "MPI_CHAR (NCCL int8)"
+               : ALLREDUCE_MAXLOC == coll ? "MPI_2INT MAXLOC (NCCL: int64 max on the same bytes)"
+                                          : "float32",
+               ALLREDUCE_MAXLOC != coll && (ALLREDUCE == b || REDUCE == b || REDUCE_SCATTER == b)
+                   ? " sum"
+                   : "",
+               n, ndev,
                osu_mode ? ", each call alone between MPI_Barriers, mean over ranks (as OSU)" : "");
         printf("%12s %10s %10s %10s %10s %8s %8s %s\n", "bytes", "ours_us", "ours_busbw",
                "nccl_us", "nccl_busbw", "bw_ratio", "lat_ratio", "check");
@@ -244,8 +286,9 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
         }
         MPI_Reduce(&ok, &okall, 1, MPI_INT, MPI_MIN, 0, MPI_COMM_WORLD);
         if (0 == rank) {
-            const double sz = (double) cnt * (is_char(coll) ? 1 : sizeof(float)) *
-                              (ALLTOALL == coll || ALLGATHER == coll || REDUCE_SCATTER == coll ? n : 1);
+            const double sz =
+                (double) cnt * (double) elem_size(coll) *
+                (ALLTOALL == coll || ALLGATHER == coll || REDUCE_SCATTER == coll ? n : 1);
             double bo = sz / tm[0] / 1e9 * bus, bn = sz / tm[1] / 1e9 * bus;
             printf("%12.0f %10.2f %10.2f %10.2f %10.2f %8.3f %8.3f %s\n", sz, tm[0] * 1e6, bo,
                    tm[1] * 1e6, bn, bo / bn, tm[0] / tm[1], okall ? "ok" : "WRONG");
