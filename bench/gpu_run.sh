@@ -3,7 +3,7 @@
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
-#   staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
+#   maxloc staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -256,6 +256,21 @@ if has mps; then
     else
         echo "mps: no MPS daemon here"
     fi
+fi
+if has maxloc; then # MPI_2INT MAXLOC in our kernels, against the same calls forced through the
+    # staged path and a float sum of the same bytes; one rank per GPU (NCCL's int64 max
+    # beside it) where there are two GPUs, else 2 ranks on one GPU under MPS (ours only)
+    R=("${MPIRUN[@]}"); started=0
+    if [ "$(nvidia-smi -L | wc -l)" -lt 2 ] && mps_start; then R=("${MPS[@]}"); started=1; fi
+    for v in "kernels:" "staged:--mca coll_gpu_allreduce_algorithm fallback"; do
+        IFS=: read -r how args <<<"$v"
+        # shellcheck disable=SC2086
+        echo "## allreduce_maxloc, $how${args:+ ($args)}$([ $started = 1 ] && echo ', under MPS, 2 ranks on one GPU')" | tee -a "$out/maxloc.txt"
+        timeout -k 5 150 "${R[@]}" -np 2 $args bench/bench_colls allreduce_maxloc ${MAXLOC_MAX:-67108864} 8 2>&1 | tee -a "$out/maxloc.txt" | grep -v "^#"
+    done
+    echo "## allreduce float32 sum, the same bytes" | tee -a "$out/maxloc.txt"
+    timeout -k 5 150 "${R[@]}" -np 2 bench/bench_colls allreduce ${MAXLOC_MAX:-67108864} 8 2>&1 | tee -a "$out/maxloc.txt" | grep -v "^#"
+    [ $started = 1 ] && mps_stop
 fi
 if has staged_mps; then # the staged allreduce with the engine moving the data, 2 ranks on one GPU under MPS
     if mps_start; then
