@@ -486,6 +486,42 @@ typedef int (*mca_coll_gpu_post_fn_t)(mca_coll_gpu_module_t *m, const mca_coll_g
 
 /* non-blocking collectives (coll_gpu_nb.c) */
 void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m);
+/* Call @p a on the previous module, blocking or posted (coll_gpu_staged.c); its name for
+ * messages; a blocking call staged over the spans @p sp (host buffers, or a nested call,
+ * straight through), counted as a fallback call. */
+int mca_coll_gpu_prev_call(mca_coll_gpu_module_t *m, const mca_coll_gpu_args_t *a,
+                           struct ompi_communicator_t *comm);
+int mca_coll_gpu_prev_post(mca_coll_gpu_module_t *m, const mca_coll_gpu_args_t *a,
+                           struct ompi_communicator_t *comm, ompi_request_t **inner);
+const char *mca_coll_gpu_kind_name(mca_coll_gpu_kind_t k);
+int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const mca_coll_gpu_args_t *a, const mca_coll_gpu_spans_t *sp);
+
+/* A collective's blocking entry point pfx_name and non-blocking one pfx_iname, both staged
+ * over the spans spans_fn(&a, comm, &sp) gives for the call's arguments a: PARAMS is the
+ * coll interface's parameter list before the communicator, INIT the designated
+ * initializers of a, each in parentheses. */
+#define CGPU_UNPAREN(...) __VA_ARGS__
+#define CGPU_STAGED_ENTRIES(pfx, name, PARAMS, INIT, spans_fn)                                     \
+    static int pfx##_##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                 \
+                            mca_coll_base_module_t *module)                                        \
+    {                                                                                              \
+        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
+        mca_coll_gpu_spans_t sp;                                                                   \
+        spans_fn(&a, comm, &sp);                                                                   \
+        return mca_coll_gpu_staged_call((mca_coll_gpu_module_t *) module, comm, &a, &sp);          \
+    }                                                                                              \
+    static int pfx##_i##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                \
+                             ompi_request_t **request, mca_coll_base_module_t *module)             \
+    {                                                                                              \
+        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
+        mca_coll_gpu_spans_t sp;                                                                   \
+        spans_fn(&a, comm, &sp);                                                                   \
+        return mca_coll_gpu_nb_staged_call((mca_coll_gpu_module_t *) module, comm, &a, &sp,        \
+                                           mca_coll_gpu_prev_post, request,                        \
+                                           mca_coll_gpu_kind_name(a.kind));                        \
+    }
+
 /* A staged non-blocking call (coll_gpu_nb.c): the spans @p sp of a's buffers copied to host
  * memory, @p post run on the copies, the received span copied back when the previous
  * module's request completes; no device buffer (or nested): @p post on a as it is. */
@@ -500,8 +536,6 @@ static inline bool mca_coll_gpu_is_root(struct ompi_communicator_t *comm, int ro
 {
     return OMPI_COMM_IS_INTER(comm) ? MPI_ROOT == root : ompi_comm_rank(comm) == root;
 }
-/* their neighborhood forms, staged */
-void mca_coll_gpu_nb_neighbor_install(mca_coll_gpu_module_t *m);
 /* the persistent collectives (MPIX_*_init): each MPI_Start posts this module's non-blocking
  * form; installed where that form is (module enable, after the slots are settled) */
 void mca_coll_gpu_persist_install(mca_coll_gpu_module_t *m);

@@ -16,8 +16,6 @@
 
 #include "opal/util/output.h"
 
-#define M(module) ((mca_coll_gpu_module_t *) (module))
-
 /* The spans of call @p a on intercommunicator @p comm, for this rank. */
 static void inter_spans(const mca_coll_gpu_args_t *a, struct ompi_communicator_t *comm,
                         mca_coll_gpu_spans_t *sp)
@@ -111,183 +109,10 @@ static void inter_spans(const mca_coll_gpu_args_t *a, struct ompi_communicator_t
     }
 }
 
-/* The previous module's blocking form of @p a. */
-static int prev_call(mca_coll_gpu_module_t *m, const mca_coll_gpu_args_t *a,
-                     struct ompi_communicator_t *c)
-{
-    const mca_coll_base_comm_coll_t *p = &m->prev;
-    switch (a->kind) {
-    case CGPU_K_ALLGATHER:
-        return p->coll_allgather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c,
-                                 p->coll_allgather_module);
-    case CGPU_K_ALLGATHERV:
-        return p->coll_allgatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, c,
-                                  p->coll_allgatherv_module);
-    case CGPU_K_ALLREDUCE:
-        return p->coll_allreduce(a->s, a->r, a->rc, a->rdt, a->op, c, p->coll_allreduce_module);
-    case CGPU_K_ALLTOALL:
-        return p->coll_alltoall(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c,
-                                p->coll_alltoall_module);
-    case CGPU_K_ALLTOALLV:
-        return p->coll_alltoallv(a->s, a->scs, a->sds, a->sdt, a->r, a->rcs, a->rds, a->rdt, c,
-                                 p->coll_alltoallv_module);
-    case CGPU_K_ALLTOALLW:
-        return p->coll_alltoallw(a->s, a->scs, a->sds, a->sdts, a->r, a->rcs, a->rds, a->rdts, c,
-                                 p->coll_alltoallw_module);
-    case CGPU_K_BCAST:
-        return p->coll_bcast(a->r, a->rc, a->rdt, a->root, c, p->coll_bcast_module);
-    case CGPU_K_GATHER:
-        return p->coll_gather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c,
-                              p->coll_gather_module);
-    case CGPU_K_GATHERV:
-        return p->coll_gatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, a->root, c,
-                               p->coll_gatherv_module);
-    case CGPU_K_REDUCE:
-        return p->coll_reduce(a->s, a->r, a->rc, a->rdt, a->op, a->root, c, p->coll_reduce_module);
-    case CGPU_K_REDUCE_SCATTER:
-        return p->coll_reduce_scatter(a->s, a->r, a->rcs, a->rdt, a->op, c,
-                                      p->coll_reduce_scatter_module);
-    case CGPU_K_REDUCE_SCATTER_BLOCK:
-        return p->coll_reduce_scatter_block(a->s, a->r, a->rc, a->rdt, a->op, c,
-                                            p->coll_reduce_scatter_block_module);
-    case CGPU_K_SCATTER:
-        return p->coll_scatter(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c,
-                               p->coll_scatter_module);
-    case CGPU_K_SCATTERV:
-        return p->coll_scatterv(a->s, a->scs, a->sds, a->sdt, a->r, a->rc, a->rdt, a->root, c,
-                                p->coll_scatterv_module);
-    default:
-        return MPI_ERR_INTERN;
-    }
-}
-
-/* The previous module's non-blocking form of @p a (an mca_coll_gpu_post_fn_t). */
-static int prev_post(mca_coll_gpu_module_t *m, const mca_coll_gpu_args_t *a,
-                     struct ompi_communicator_t *c, ompi_request_t **q)
-{
-    const mca_coll_base_comm_coll_t *p = &m->prev;
-    switch (a->kind) {
-    case CGPU_K_ALLGATHER:
-        return p->coll_iallgather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, q,
-                                  p->coll_iallgather_module);
-    case CGPU_K_ALLGATHERV:
-        return p->coll_iallgatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, c, q,
-                                   p->coll_iallgatherv_module);
-    case CGPU_K_ALLREDUCE:
-        return p->coll_iallreduce(a->s, a->r, a->rc, a->rdt, a->op, c, q,
-                                  p->coll_iallreduce_module);
-    case CGPU_K_ALLTOALL:
-        return p->coll_ialltoall(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, q,
-                                 p->coll_ialltoall_module);
-    case CGPU_K_ALLTOALLV:
-        return p->coll_ialltoallv(a->s, a->scs, a->sds, a->sdt, a->r, a->rcs, a->rds, a->rdt, c, q,
-                                  p->coll_ialltoallv_module);
-    case CGPU_K_ALLTOALLW:
-        return p->coll_ialltoallw(a->s, a->scs, a->sds, a->sdts, a->r, a->rcs, a->rds, a->rdts, c,
-                                  q, p->coll_ialltoallw_module);
-    case CGPU_K_BCAST:
-        return p->coll_ibcast(a->r, a->rc, a->rdt, a->root, c, q, p->coll_ibcast_module);
-    case CGPU_K_GATHER:
-        return p->coll_igather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c, q,
-                               p->coll_igather_module);
-    case CGPU_K_GATHERV:
-        return p->coll_igatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, a->root, c, q,
-                                p->coll_igatherv_module);
-    case CGPU_K_REDUCE:
-        return p->coll_ireduce(a->s, a->r, a->rc, a->rdt, a->op, a->root, c, q,
-                               p->coll_ireduce_module);
-    case CGPU_K_REDUCE_SCATTER:
-        return p->coll_ireduce_scatter(a->s, a->r, a->rcs, a->rdt, a->op, c, q,
-                                       p->coll_ireduce_scatter_module);
-    case CGPU_K_REDUCE_SCATTER_BLOCK:
-        return p->coll_ireduce_scatter_block(a->s, a->r, a->rc, a->rdt, a->op, c, q,
-                                             p->coll_ireduce_scatter_block_module);
-    case CGPU_K_SCATTER:
-        return p->coll_iscatter(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c, q,
-                                p->coll_iscatter_module);
-    case CGPU_K_SCATTERV:
-        return p->coll_iscatterv(a->s, a->scs, a->sds, a->sdt, a->r, a->rc, a->rdt, a->root, c, q,
-                                 p->coll_iscatterv_module);
-    default:
-        return MPI_ERR_INTERN;
-    }
-}
-
-static const char *const kind_name[] = {
-    [CGPU_K_ALLGATHER] = "allgather",
-    [CGPU_K_ALLGATHERV] = "allgatherv",
-    [CGPU_K_ALLREDUCE] = "allreduce",
-    [CGPU_K_ALLTOALL] = "alltoall",
-    [CGPU_K_ALLTOALLV] = "alltoallv",
-    [CGPU_K_ALLTOALLW] = "alltoallw",
-    [CGPU_K_BCAST] = "bcast",
-    [CGPU_K_GATHER] = "gather",
-    [CGPU_K_GATHERV] = "gatherv",
-    [CGPU_K_REDUCE] = "reduce",
-    [CGPU_K_REDUCE_SCATTER] = "reduce_scatter",
-    [CGPU_K_REDUCE_SCATTER_BLOCK] = "reduce_scatter_block",
-    [CGPU_K_SCATTER] = "scatter",
-    [CGPU_K_SCATTERV] = "scatterv",
-};
-
-/* A blocking call: host buffers straight through, device ones staged. */
-static int inter_run(mca_coll_base_module_t *module, struct ompi_communicator_t *comm,
-                     const mca_coll_gpu_args_t *a)
-{
-    mca_coll_gpu_module_t *m = M(module);
-    if (mca_coll_gpu_staged_passthrough(m, a->s, a->r)) {
-        return MCA_COLL_GPU_PREV(prev_call(m, a, comm));
-    }
-    mca_coll_gpu_spans_t sp;
-    mca_coll_gpu_staged_buf_t s = {.used = false}, r = {.used = false};
-    mca_coll_gpu_args_t h = *a;
-    void *hs, *hr;
-    inter_spans(a, comm, &sp);
-    int rc = mca_coll_gpu_stage_side(&s, a->s, sp.slo, sp.shi, &hs);
-    if (MPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_stage_side(&r, a->r, sp.rlo, sp.rhi, &hr);
-    }
-    if (MPI_SUCCESS != rc) {
-        mca_coll_gpu_unstage(&s, rc, false);
-        opal_output(0,
-                    "coll/gpu: MPI_%s on intercommunicator %s: cannot stage device buffers "
-                    "through host memory (%d)",
-                    kind_name[a->kind], comm->c_name, rc);
-        return rc;
-    }
-    h.s = hs;
-    h.r = hr;
-    rc = MCA_COLL_GPU_PREV(prev_call(m, &h, comm));
-    mca_coll_gpu_unstage(&s, rc, false);
-    return mca_coll_gpu_unstage(&r, rc, sp.rback);
-}
-
-/* A non-blocking call: posted on host copies, copied back when it completes. */
-static int inter_post(mca_coll_base_module_t *module, struct ompi_communicator_t *comm,
-                      const mca_coll_gpu_args_t *a, ompi_request_t **request)
-{
-    mca_coll_gpu_spans_t sp;
-    inter_spans(a, comm, &sp);
-    return mca_coll_gpu_nb_staged_call(M(module), comm, a, &sp, prev_post, request,
-                                       kind_name[a->kind]);
-}
-
 /* ---- the entry points: each names its call's arguments, blocking and not ---- */
 
-#define CGPU_UNPAREN(...) __VA_ARGS__
 #define CGPU_INTER_ENTRIES(name, PARAMS, INIT)                                                     \
-    static int i_##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                     \
-                        mca_coll_base_module_t *module)                                            \
-    {                                                                                              \
-        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
-        return inter_run(module, comm, &a);                                                        \
-    }                                                                                              \
-    static int ii_##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                    \
-                         ompi_request_t **request, mca_coll_base_module_t *module)                 \
-    {                                                                                              \
-        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
-        return inter_post(module, comm, &a, request);                                              \
-    }
+    CGPU_STAGED_ENTRIES(inter, name, PARAMS, INIT, inter_spans)
 
 /* the argument lists the coll interface gives each shape of call */
 #define P_BLOCKS                                                                                   \
@@ -356,8 +181,8 @@ void mca_coll_gpu_inter_install(mca_coll_gpu_module_t *m)
 {
     mca_coll_base_module_t *s = &m->super;
 #define CGPU_INTER(name)                                                                           \
-    s->coll_##name = i_##name;                                                                     \
-    s->coll_i##name = ii_##name;
+    s->coll_##name = inter_##name;                                                                 \
+    s->coll_i##name = inter_i##name;
     CGPU_INTER(allgather)
     CGPU_INTER(allgatherv)
     CGPU_INTER(allreduce)

@@ -271,7 +271,6 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
         /* one rank: local copies, above coll/self (whose memcpy would take device pointers) */
         mca_coll_gpu_self_install(m);
         mca_coll_gpu_neighbor_install(m);
-        mca_coll_gpu_nb_neighbor_install(m);
         *priority = c->self_priority;
         opal_output_verbose(10, out,
                             "coll/gpu: comm %s: serving a single rank (local copies, priority %d)",
@@ -283,7 +282,6 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     mca_coll_gpu_staged_install(m);
     mca_coll_gpu_nb_install(m);
     mca_coll_gpu_neighbor_install(m);
-    mca_coll_gpu_nb_neighbor_install(m);
     *priority = c->priority;
     opal_output_verbose(10, out, "coll/gpu: comm %s: serving %d ranks (backend %s, priority %d)",
                         comm->c_name, ompi_comm_size(comm),

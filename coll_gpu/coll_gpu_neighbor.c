@@ -15,8 +15,6 @@
 #include "ompi/mca/topo/base/base.h"
 #include "opal/util/output.h"
 
-#define M(module) ((mca_coll_gpu_module_t *) (module))
-
 void mca_coll_gpu_degrees(struct ompi_communicator_t *comm, int *in, int *out)
 {
     *in = *out = 0;
@@ -79,165 +77,82 @@ void mca_coll_gpu_w_bytes(const int *counts, const int *idispls, const MPI_Aint 
     }
 }
 
-/* A blocking call's two sides: the send bytes [slo, shi) and receive bytes [rlo, rhi)
- * staged (hs, hr: what the previous module gets), copied back after the call. */
-typedef struct {
-    ptrdiff_t slo, shi, rlo, rhi;
-    mca_coll_gpu_staged_buf_t s, r;
-    void *hs, *hr;
-} sides_t;
-
-static int sides_stage(sides_t *x, const void *sbuf, void *rbuf, struct ompi_communicator_t *comm,
-                       const char *what)
+/* The spans of neighborhood call @p a for this rank: a block received from each
+ * in-neighbor, one sent to each out-neighbor. */
+static void neighbor_spans(const mca_coll_gpu_args_t *a, struct ompi_communicator_t *comm,
+                           mca_coll_gpu_spans_t *sp)
 {
-    int rc = mca_coll_gpu_stage_bytes(&x->s, sbuf, x->slo, x->shi, &x->hs);
-    if (MPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_stage_bytes(&x->r, rbuf, x->rlo, x->rhi, &x->hr);
-        if (MPI_SUCCESS != rc) {
-            mca_coll_gpu_unstage(&x->s, rc, false);
-        }
-    }
-    if (MPI_SUCCESS != rc) {
-        opal_output(0, "coll/gpu: %s on %s: cannot stage device buffers through host memory (%d)",
-                    what, comm->c_name, rc);
-    }
-    return rc;
-}
-
-static int sides_done(sides_t *x, int rc)
-{
-    mca_coll_gpu_unstage(&x->s, rc, false);
-    return mca_coll_gpu_unstage(&x->r, rc, true);
-}
-
-static int n_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                       int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                       mca_coll_base_module_t *module)
-{
-    mca_coll_gpu_module_t *m = M(module);
-    if (mca_coll_gpu_staged_passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_neighbor_allgather(
-            sbuf, scount, sdt, rbuf, rcount, rdt, comm, m->prev.coll_neighbor_allgather_module));
-    }
     int in, out;
-    sides_t x;
     mca_coll_gpu_degrees(comm, &in, &out);
-    mca_coll_gpu_count_span((size_t) scount, sdt, &x.slo, &x.shi);
-    mca_coll_gpu_count_span((size_t) rcount * (size_t) in, rdt, &x.rlo, &x.rhi);
-    int rc = sides_stage(&x, sbuf, rbuf, comm, "MPI_Neighbor_allgather");
-    if (MPI_SUCCESS != rc) {
-        return rc;
+    *sp = (mca_coll_gpu_spans_t){.rback = true};
+    switch (a->kind) {
+    case CGPU_K_NALLGATHER:
+        mca_coll_gpu_count_span((size_t) a->sc, a->sdt, &sp->slo, &sp->shi);
+        mca_coll_gpu_count_span((size_t) a->rc * (size_t) in, a->rdt, &sp->rlo, &sp->rhi);
+        break;
+    case CGPU_K_NALLGATHERV:
+        mca_coll_gpu_count_span((size_t) a->sc, a->sdt, &sp->slo, &sp->shi);
+        mca_coll_gpu_v_bytes(a->rcs, a->rds, a->rdt, in, &sp->rlo, &sp->rhi);
+        break;
+    case CGPU_K_NALLTOALL:
+        mca_coll_gpu_count_span((size_t) a->sc * (size_t) out, a->sdt, &sp->slo, &sp->shi);
+        mca_coll_gpu_count_span((size_t) a->rc * (size_t) in, a->rdt, &sp->rlo, &sp->rhi);
+        break;
+    case CGPU_K_NALLTOALLV:
+        mca_coll_gpu_v_bytes(a->scs, a->sds, a->sdt, out, &sp->slo, &sp->shi);
+        mca_coll_gpu_v_bytes(a->rcs, a->rds, a->rdt, in, &sp->rlo, &sp->rhi);
+        break;
+    case CGPU_K_NALLTOALLW:
+        mca_coll_gpu_w_bytes(a->scs, NULL, a->sad, a->sdts, out, &sp->slo, &sp->shi);
+        mca_coll_gpu_w_bytes(a->rcs, NULL, a->rad, a->rdts, in, &sp->rlo, &sp->rhi);
+        break;
+    default:
+        break;
     }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_neighbor_allgather(
-        x.hs, scount, sdt, x.hr, rcount, rdt, comm, m->prev.coll_neighbor_allgather_module));
-    return sides_done(&x, rc);
 }
 
-static int n_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                        const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
-                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    mca_coll_gpu_module_t *m = M(module);
-    if (mca_coll_gpu_staged_passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(
-            m->prev.coll_neighbor_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
-                                             m->prev.coll_neighbor_allgatherv_module));
-    }
-    int in, out;
-    sides_t x;
-    mca_coll_gpu_degrees(comm, &in, &out);
-    mca_coll_gpu_count_span((size_t) scount, sdt, &x.slo, &x.shi);
-    mca_coll_gpu_v_bytes(rcounts, displs, rdt, in, &x.rlo, &x.rhi);
-    int rc = sides_stage(&x, sbuf, rbuf, comm, "MPI_Neighbor_allgatherv");
-    if (MPI_SUCCESS != rc) {
-        return rc;
-    }
-    rc = MCA_COLL_GPU_PREV(
-        m->prev.coll_neighbor_allgatherv(x.hs, scount, sdt, x.hr, rcounts, displs, rdt, comm,
-                                         m->prev.coll_neighbor_allgatherv_module));
-    return sides_done(&x, rc);
-}
+/* the entry points, blocking and not (nb_neighbor_allgather, nb_ineighbor_allgather, ...) */
+#define CGPU_NEIGHBOR_ENTRIES(name, PARAMS, INIT)                                                  \
+    CGPU_STAGED_ENTRIES(nb, name, PARAMS, INIT, neighbor_spans)
 
-static int n_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                      int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                      mca_coll_base_module_t *module)
-{
-    mca_coll_gpu_module_t *m = M(module);
-    if (mca_coll_gpu_staged_passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_neighbor_alltoall(
-            sbuf, scount, sdt, rbuf, rcount, rdt, comm, m->prev.coll_neighbor_alltoall_module));
-    }
-    int in, out;
-    sides_t x;
-    mca_coll_gpu_degrees(comm, &in, &out);
-    mca_coll_gpu_count_span((size_t) scount * (size_t) out, sdt, &x.slo, &x.shi);
-    mca_coll_gpu_count_span((size_t) rcount * (size_t) in, rdt, &x.rlo, &x.rhi);
-    int rc = sides_stage(&x, sbuf, rbuf, comm, "MPI_Neighbor_alltoall");
-    if (MPI_SUCCESS != rc) {
-        return rc;
-    }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_neighbor_alltoall(
-        x.hs, scount, sdt, x.hr, rcount, rdt, comm, m->prev.coll_neighbor_alltoall_module));
-    return sides_done(&x, rc);
-}
-
-static int n_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
+CGPU_NEIGHBOR_ENTRIES(neighbor_allgather,
+                      (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                       int rcount, struct ompi_datatype_t *rdt),
+                      (.kind = CGPU_K_NALLGATHER, .s = sbuf, .sc = scount, .sdt = sdt, .r = rbuf,
+                       .rc = rcount, .rdt = rdt))
+CGPU_NEIGHBOR_ENTRIES(neighbor_alltoall,
+                      (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                       int rcount, struct ompi_datatype_t *rdt),
+                      (.kind = CGPU_K_NALLTOALL, .s = sbuf, .sc = scount, .sdt = sdt, .r = rbuf,
+                       .rc = rcount, .rdt = rdt))
+CGPU_NEIGHBOR_ENTRIES(neighbor_allgatherv,
+                      (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                       const int *rcounts, const int *displs, struct ompi_datatype_t *rdt),
+                      (.kind = CGPU_K_NALLGATHERV, .s = sbuf, .sc = scount, .sdt = sdt, .r = rbuf,
+                       .rcs = rcounts, .rds = displs, .rdt = rdt))
+CGPU_NEIGHBOR_ENTRIES(neighbor_alltoallv,
+                      (const void *sbuf, const int *scounts, const int *sdispls,
                        struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                       const int *rdispls, struct ompi_datatype_t *rdt,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    mca_coll_gpu_module_t *m = M(module);
-    if (mca_coll_gpu_staged_passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(
-            m->prev.coll_neighbor_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls,
-                                            rdt, comm, m->prev.coll_neighbor_alltoallv_module));
-    }
-    int in, out;
-    sides_t x;
-    mca_coll_gpu_degrees(comm, &in, &out);
-    mca_coll_gpu_v_bytes(scounts, sdispls, sdt, out, &x.slo, &x.shi);
-    mca_coll_gpu_v_bytes(rcounts, rdispls, rdt, in, &x.rlo, &x.rhi);
-    int rc = sides_stage(&x, sbuf, rbuf, comm, "MPI_Neighbor_alltoallv");
-    if (MPI_SUCCESS != rc) {
-        return rc;
-    }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_neighbor_alltoallv(x.hs, scounts, sdispls, sdt, x.hr,
-                                                           rcounts, rdispls, rdt, comm,
-                                                           m->prev.coll_neighbor_alltoallv_module));
-    return sides_done(&x, rc);
-}
-
-static int n_alltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdispls,
+                       const int *rdispls, struct ompi_datatype_t *rdt),
+                      (.kind = CGPU_K_NALLTOALLV, .s = sbuf, .scs = scounts, .sds = sdispls,
+                       .sdt = sdt, .r = rbuf, .rcs = rcounts, .rds = rdispls, .rdt = rdt))
+CGPU_NEIGHBOR_ENTRIES(neighbor_alltoallw,
+                      (const void *sbuf, const int *scounts, const MPI_Aint *sdispls,
                        struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
-                       const MPI_Aint *rdispls, struct ompi_datatype_t *const *rdts,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
-{
-    mca_coll_gpu_module_t *m = M(module);
-    if (mca_coll_gpu_staged_passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(
-            m->prev.coll_neighbor_alltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls,
-                                            rdts, comm, m->prev.coll_neighbor_alltoallw_module));
-    }
-    int in, out;
-    sides_t x;
-    mca_coll_gpu_degrees(comm, &in, &out);
-    mca_coll_gpu_w_bytes(scounts, NULL, sdispls, sdts, out, &x.slo, &x.shi);
-    mca_coll_gpu_w_bytes(rcounts, NULL, rdispls, rdts, in, &x.rlo, &x.rhi);
-    int rc = sides_stage(&x, sbuf, rbuf, comm, "MPI_Neighbor_alltoallw");
-    if (MPI_SUCCESS != rc) {
-        return rc;
-    }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_neighbor_alltoallw(x.hs, scounts, sdispls, sdts, x.hr,
-                                                           rcounts, rdispls, rdts, comm,
-                                                           m->prev.coll_neighbor_alltoallw_module));
-    return sides_done(&x, rc);
-}
+                       const MPI_Aint *rdispls, struct ompi_datatype_t *const *rdts),
+                      (.kind = CGPU_K_NALLTOALLW, .s = sbuf, .scs = scounts, .sad = sdispls,
+                       .sdts = sdts, .r = rbuf, .rcs = rcounts, .rad = rdispls, .rdts = rdts))
 
 void mca_coll_gpu_neighbor_install(mca_coll_gpu_module_t *m)
 {
-    m->super.coll_neighbor_allgather = n_allgather;
-    m->super.coll_neighbor_allgatherv = n_allgatherv;
-    m->super.coll_neighbor_alltoall = n_alltoall;
-    m->super.coll_neighbor_alltoallv = n_alltoallv;
-    m->super.coll_neighbor_alltoallw = n_alltoallw;
+    mca_coll_base_module_t *s = &m->super;
+#define CGPU_NEIGHBOR(name)                                                                        \
+    s->coll_##name = nb_##name;                                                                    \
+    s->coll_i##name = nb_i##name;
+    CGPU_NEIGHBOR(neighbor_allgather)
+    CGPU_NEIGHBOR(neighbor_allgatherv)
+    CGPU_NEIGHBOR(neighbor_alltoall)
+    CGPU_NEIGHBOR(neighbor_alltoallv)
+    CGPU_NEIGHBOR(neighbor_alltoallw)
+#undef CGPU_NEIGHBOR
 }

@@ -108,6 +108,194 @@ bool mca_coll_gpu_staged_passthrough(mca_coll_gpu_module_t *m, const void *a, co
     return passthrough(m, a, b);
 }
 
+/* ---- a call described by its arguments (mca_coll_gpu_args_t): the intercommunicators' and
+ * the neighborhood collectives ---- */
+
+int mca_coll_gpu_prev_call(mca_coll_gpu_module_t *m, const mca_coll_gpu_args_t *a,
+                           struct ompi_communicator_t *c)
+{
+    const mca_coll_base_comm_coll_t *p = &m->prev;
+    switch (a->kind) {
+    case CGPU_K_ALLGATHER:
+        return p->coll_allgather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c,
+                                 p->coll_allgather_module);
+    case CGPU_K_ALLGATHERV:
+        return p->coll_allgatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, c,
+                                  p->coll_allgatherv_module);
+    case CGPU_K_ALLREDUCE:
+        return p->coll_allreduce(a->s, a->r, a->rc, a->rdt, a->op, c, p->coll_allreduce_module);
+    case CGPU_K_ALLTOALL:
+        return p->coll_alltoall(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c,
+                                p->coll_alltoall_module);
+    case CGPU_K_ALLTOALLV:
+        return p->coll_alltoallv(a->s, a->scs, a->sds, a->sdt, a->r, a->rcs, a->rds, a->rdt, c,
+                                 p->coll_alltoallv_module);
+    case CGPU_K_ALLTOALLW:
+        return p->coll_alltoallw(a->s, a->scs, a->sds, a->sdts, a->r, a->rcs, a->rds, a->rdts, c,
+                                 p->coll_alltoallw_module);
+    case CGPU_K_BCAST:
+        return p->coll_bcast(a->r, a->rc, a->rdt, a->root, c, p->coll_bcast_module);
+    case CGPU_K_GATHER:
+        return p->coll_gather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c,
+                              p->coll_gather_module);
+    case CGPU_K_GATHERV:
+        return p->coll_gatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, a->root, c,
+                               p->coll_gatherv_module);
+    case CGPU_K_REDUCE:
+        return p->coll_reduce(a->s, a->r, a->rc, a->rdt, a->op, a->root, c, p->coll_reduce_module);
+    case CGPU_K_REDUCE_SCATTER:
+        return p->coll_reduce_scatter(a->s, a->r, a->rcs, a->rdt, a->op, c,
+                                      p->coll_reduce_scatter_module);
+    case CGPU_K_REDUCE_SCATTER_BLOCK:
+        return p->coll_reduce_scatter_block(a->s, a->r, a->rc, a->rdt, a->op, c,
+                                            p->coll_reduce_scatter_block_module);
+    case CGPU_K_SCATTER:
+        return p->coll_scatter(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c,
+                               p->coll_scatter_module);
+    case CGPU_K_SCATTERV:
+        return p->coll_scatterv(a->s, a->scs, a->sds, a->sdt, a->r, a->rc, a->rdt, a->root, c,
+                                p->coll_scatterv_module);
+    case CGPU_K_NALLGATHER:
+        return p->coll_neighbor_allgather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c,
+                                          p->coll_neighbor_allgather_module);
+    case CGPU_K_NALLGATHERV:
+        return p->coll_neighbor_allgatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, c,
+                                           p->coll_neighbor_allgatherv_module);
+    case CGPU_K_NALLTOALL:
+        return p->coll_neighbor_alltoall(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c,
+                                         p->coll_neighbor_alltoall_module);
+    case CGPU_K_NALLTOALLV:
+        return p->coll_neighbor_alltoallv(a->s, a->scs, a->sds, a->sdt, a->r, a->rcs, a->rds,
+                                          a->rdt, c, p->coll_neighbor_alltoallv_module);
+    case CGPU_K_NALLTOALLW:
+        return p->coll_neighbor_alltoallw(a->s, a->scs, a->sad, a->sdts, a->r, a->rcs, a->rad,
+                                          a->rdts, c, p->coll_neighbor_alltoallw_module);
+    default:
+        return MPI_ERR_INTERN;
+    }
+}
+
+int mca_coll_gpu_prev_post(mca_coll_gpu_module_t *m, const mca_coll_gpu_args_t *a,
+                           struct ompi_communicator_t *c, ompi_request_t **q)
+{
+    const mca_coll_base_comm_coll_t *p = &m->prev;
+    switch (a->kind) {
+    case CGPU_K_ALLGATHER:
+        return p->coll_iallgather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, q,
+                                  p->coll_iallgather_module);
+    case CGPU_K_ALLGATHERV:
+        return p->coll_iallgatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, c, q,
+                                   p->coll_iallgatherv_module);
+    case CGPU_K_ALLREDUCE:
+        return p->coll_iallreduce(a->s, a->r, a->rc, a->rdt, a->op, c, q,
+                                  p->coll_iallreduce_module);
+    case CGPU_K_ALLTOALL:
+        return p->coll_ialltoall(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, q,
+                                 p->coll_ialltoall_module);
+    case CGPU_K_ALLTOALLV:
+        return p->coll_ialltoallv(a->s, a->scs, a->sds, a->sdt, a->r, a->rcs, a->rds, a->rdt, c, q,
+                                  p->coll_ialltoallv_module);
+    case CGPU_K_ALLTOALLW:
+        return p->coll_ialltoallw(a->s, a->scs, a->sds, a->sdts, a->r, a->rcs, a->rds, a->rdts, c,
+                                  q, p->coll_ialltoallw_module);
+    case CGPU_K_BCAST:
+        return p->coll_ibcast(a->r, a->rc, a->rdt, a->root, c, q, p->coll_ibcast_module);
+    case CGPU_K_GATHER:
+        return p->coll_igather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c, q,
+                               p->coll_igather_module);
+    case CGPU_K_GATHERV:
+        return p->coll_igatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, a->root, c, q,
+                                p->coll_igatherv_module);
+    case CGPU_K_REDUCE:
+        return p->coll_ireduce(a->s, a->r, a->rc, a->rdt, a->op, a->root, c, q,
+                               p->coll_ireduce_module);
+    case CGPU_K_REDUCE_SCATTER:
+        return p->coll_ireduce_scatter(a->s, a->r, a->rcs, a->rdt, a->op, c, q,
+                                       p->coll_ireduce_scatter_module);
+    case CGPU_K_REDUCE_SCATTER_BLOCK:
+        return p->coll_ireduce_scatter_block(a->s, a->r, a->rc, a->rdt, a->op, c, q,
+                                             p->coll_ireduce_scatter_block_module);
+    case CGPU_K_SCATTER:
+        return p->coll_iscatter(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, a->root, c, q,
+                                p->coll_iscatter_module);
+    case CGPU_K_SCATTERV:
+        return p->coll_iscatterv(a->s, a->scs, a->sds, a->sdt, a->r, a->rc, a->rdt, a->root, c, q,
+                                 p->coll_iscatterv_module);
+    case CGPU_K_NALLGATHER:
+        return p->coll_ineighbor_allgather(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, q,
+                                           p->coll_ineighbor_allgather_module);
+    case CGPU_K_NALLGATHERV:
+        return p->coll_ineighbor_allgatherv(a->s, a->sc, a->sdt, a->r, a->rcs, a->rds, a->rdt, c, q,
+                                            p->coll_ineighbor_allgatherv_module);
+    case CGPU_K_NALLTOALL:
+        return p->coll_ineighbor_alltoall(a->s, a->sc, a->sdt, a->r, a->rc, a->rdt, c, q,
+                                          p->coll_ineighbor_alltoall_module);
+    case CGPU_K_NALLTOALLV:
+        return p->coll_ineighbor_alltoallv(a->s, a->scs, a->sds, a->sdt, a->r, a->rcs, a->rds,
+                                           a->rdt, c, q, p->coll_ineighbor_alltoallv_module);
+    case CGPU_K_NALLTOALLW:
+        return p->coll_ineighbor_alltoallw(a->s, a->scs, a->sad, a->sdts, a->r, a->rcs, a->rad,
+                                           a->rdts, c, q, p->coll_ineighbor_alltoallw_module);
+    default:
+        return MPI_ERR_INTERN;
+    }
+}
+
+static const char *const kind_names[] = {
+    [CGPU_K_ALLGATHER] = "allgather",
+    [CGPU_K_ALLGATHERV] = "allgatherv",
+    [CGPU_K_ALLREDUCE] = "allreduce",
+    [CGPU_K_ALLTOALL] = "alltoall",
+    [CGPU_K_ALLTOALLV] = "alltoallv",
+    [CGPU_K_ALLTOALLW] = "alltoallw",
+    [CGPU_K_BCAST] = "bcast",
+    [CGPU_K_GATHER] = "gather",
+    [CGPU_K_GATHERV] = "gatherv",
+    [CGPU_K_REDUCE] = "reduce",
+    [CGPU_K_REDUCE_SCATTER] = "reduce_scatter",
+    [CGPU_K_REDUCE_SCATTER_BLOCK] = "reduce_scatter_block",
+    [CGPU_K_SCATTER] = "scatter",
+    [CGPU_K_SCATTERV] = "scatterv",
+    [CGPU_K_EXSCAN] = "exscan",
+    [CGPU_K_SCAN] = "scan",
+    [CGPU_K_NALLGATHER] = "neighbor_allgather",
+    [CGPU_K_NALLGATHERV] = "neighbor_allgatherv",
+    [CGPU_K_NALLTOALL] = "neighbor_alltoall",
+    [CGPU_K_NALLTOALLV] = "neighbor_alltoallv",
+    [CGPU_K_NALLTOALLW] = "neighbor_alltoallw",
+};
+
+const char *mca_coll_gpu_kind_name(mca_coll_gpu_kind_t k)
+{
+    return (unsigned) k < sizeof(kind_names) / sizeof(kind_names[0]) && NULL != kind_names[k]
+               ? kind_names[k]
+               : "?";
+}
+
+int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
+                             const mca_coll_gpu_args_t *a, const mca_coll_gpu_spans_t *sp)
+{
+    if (passthrough(m, a->s, a->r)) {
+        return MCA_COLL_GPU_PREV(mca_coll_gpu_prev_call(m, a, comm));
+    }
+    mca_coll_gpu_staged_buf_t s = {.used = false}, r = {.used = false};
+    mca_coll_gpu_args_t h = *a;
+    void *hs, *hr;
+    int rc = mca_coll_gpu_stage_side(&s, a->s, sp->slo, sp->shi, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_stage_side(&r, a->r, sp->rlo, sp->rhi, &hr);
+    }
+    if (MPI_SUCCESS != rc) {
+        mca_coll_gpu_unstage(&s, rc, false);
+        return staging_failed(comm, mca_coll_gpu_kind_name(a->kind), rc);
+    }
+    h.s = hs;
+    h.r = hr;
+    rc = MCA_COLL_GPU_PREV(mca_coll_gpu_prev_call(m, &h, comm));
+    mca_coll_gpu_unstage(&s, rc, false);
+    return mca_coll_gpu_unstage(&r, rc, sp->rback);
+}
+
 int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
                      struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
