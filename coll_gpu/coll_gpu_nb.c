@@ -2218,337 +2218,109 @@ static int persist_new(mca_coll_base_module_t *module, struct ompi_communicator_
     return MPI_SUCCESS;
 }
 
-/* The datatypes a rank's call names and may use: none for a buffer it does not pass. */
+/* The datatypes a rank's call names and may use: none for a buffer it does not pass (in
+ * place), nor for a side a rooted call does not use on this rank: the root's whole
+ * message elsewhere, and on an intercommunicator anything at MPI_PROC_NULL. */
 #define SEND_DT(buf, dt) (MPI_IN_PLACE == (buf) ? NULL : (dt))
+#define IS_ROOT mca_coll_gpu_is_root(comm, root)
+#define MEMBER (!OMPI_COMM_IS_INTER(comm) || root >= 0) /* sends (gather) or receives */
 
-/* allgather, alltoall and their neighborhood forms: sc x sdt sent, rc x rdt per block */
-static int p_blocks(mca_coll_gpu_kind_t kind, const void *sbuf, int scount,
-                    struct ompi_datatype_t *sdt, void *rbuf, int rcount,
-                    struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                    ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = kind,
-                                   .s = sbuf,
-                                   .sc = scount,
-                                   .sdt = SEND_DT(sbuf, sdt),
-                                   .r = rbuf,
-                                   .rc = rcount,
-                                   .rdt = rdt};
-    return persist_new(module, comm, &a, request);
-}
+/* one persistent init: a new request keeping the arguments INIT names (PARAMS: the coll
+ * interface's list before the communicator) */
+#define CGPU_PERSIST_INIT(name, PARAMS, INIT)                                                      \
+    static int p_##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                     \
+                        struct ompi_info_t *info, ompi_request_t **request,                        \
+                        mca_coll_base_module_t *module)                                            \
+    {                                                                                              \
+        (void) info;                                                                               \
+        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
+        return persist_new(module, comm, &a, request);                                             \
+    }
+#define P_BLOCKS                                                                                   \
+    (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf, int rcount,            \
+     struct ompi_datatype_t *rdt)
+#define A_BLOCKS(k)                                                                                \
+    (.kind = (k), .s = sbuf, .sc = scount, .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rc = rcount,     \
+     .rdt = rdt)
+#define P_GATHERV_ALL                                                                              \
+    (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,    \
+     const int *displs, struct ompi_datatype_t *rdt)
+#define A_GATHERV_ALL(k)                                                                           \
+    (.kind = (k), .s = sbuf, .sc = scount, .sdt = SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts,   \
+     .rds = displs, .rdt = rdt)
+#define P_REDUCTION                                                                                \
+    (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt, struct ompi_op_t *op)
+#define A_REDUCTION(k)                                                                             \
+    (.kind = (k), .s = sbuf, .r = rbuf, .rc = count, .rdt = dt, .op = op, .root = -1)
+#define P_V                                                                                        \
+    (const void *sbuf, const int *scounts, const int *sdispls, struct ompi_datatype_t *sdt,        \
+     void *rbuf, const int *rcounts, const int *rdispls, struct ompi_datatype_t *rdt)
+#define A_V(k)                                                                                     \
+    (.kind = (k), .s = sbuf, .scs = scounts, .sds = sdispls, .sdt = SEND_DT(sbuf, sdt), .r = rbuf, \
+     .rcs = rcounts, .rds = rdispls, .rdt = rdt)
+#define P_ROOTED                                                                                   \
+    (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf, int rcount,            \
+     struct ompi_datatype_t *rdt, int root)
 
-static int p_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                       int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                       struct ompi_info_t *info, ompi_request_t **request,
-                       mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_blocks(CGPU_K_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
-}
-
-static int p_nallgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                        int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                        struct ompi_info_t *info, ompi_request_t **request,
-                        mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_blocks(CGPU_K_NALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
-}
-
-static int p_nalltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                       int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                       struct ompi_info_t *info, ompi_request_t **request,
-                       mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_blocks(CGPU_K_NALLTOALL, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
-}
-
-/* allgatherv and its neighborhood form */
-static int p_gatherv_all(mca_coll_gpu_kind_t kind, const void *sbuf, int scount,
-                         struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                         const int *displs, struct ompi_datatype_t *rdt,
-                         struct ompi_communicator_t *comm, ompi_request_t **request,
-                         mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = kind,
-                                   .s = sbuf,
-                                   .sc = scount,
-                                   .sdt = SEND_DT(sbuf, sdt),
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = displs,
-                                   .rdt = rdt};
-    return persist_new(module, comm, &a, request);
-}
-
-static int p_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                        const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
-                        struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                        ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_gatherv_all(CGPU_K_ALLGATHERV, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
-                         request, module);
-}
-
-static int p_nallgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                         const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
-                         struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                         ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_gatherv_all(CGPU_K_NALLGATHERV, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
-                         request, module);
-}
-
-/* the reductions without a root: allreduce, scan, exscan, reduce_scatter_block */
-static int p_reduction(mca_coll_gpu_kind_t kind, const void *sbuf, void *rbuf, int count,
-                       struct ompi_datatype_t *dt, struct ompi_op_t *op, int root,
-                       struct ompi_communicator_t *comm, ompi_request_t **request,
-                       mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {
-        .kind = kind, .s = sbuf, .r = rbuf, .rc = count, .rdt = dt, .op = op, .root = root};
-    return persist_new(module, comm, &a, request);
-}
-
-static int p_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                       struct ompi_info_t *info, ompi_request_t **request,
-                       mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_reduction(CGPU_K_ALLREDUCE, sbuf, rbuf, count, dt, op, -1, comm, request, module);
-}
-
-static int p_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                  struct ompi_op_t *op, struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                  ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_reduction(CGPU_K_SCAN, sbuf, rbuf, count, dt, op, -1, comm, request, module);
-}
-
-static int p_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                    struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                    struct ompi_info_t *info, ompi_request_t **request,
-                    mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_reduction(CGPU_K_EXSCAN, sbuf, rbuf, count, dt, op, -1, comm, request, module);
-}
-
-static int p_reduce_scatter_block(const void *sbuf, void *rbuf, int count,
-                                  struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                                  struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                                  ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_reduction(CGPU_K_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op, -1, comm, request,
-                       module);
-}
-
-static int p_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                    struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                    struct ompi_info_t *info, ompi_request_t **request,
-                    mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_reduction(CGPU_K_REDUCE, sbuf, rbuf, count, dt, op, root, comm, request, module);
-}
-
-static int p_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
-                            struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                            struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                            ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    const mca_coll_gpu_args_t a = {
-        .kind = CGPU_K_REDUCE_SCATTER, .s = sbuf, .r = rbuf, .rcs = rcounts, .rdt = dt, .op = op};
-    return persist_new(module, comm, &a, request);
-}
-
-static int p_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                      int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                      struct ompi_info_t *info, ompi_request_t **request,
-                      mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_blocks(CGPU_K_ALLTOALL, sbuf, scount, sdt, rbuf, rcount, rdt, comm, request, module);
-}
-
-/* alltoallv and its neighborhood form */
-static int p_v(mca_coll_gpu_kind_t kind, const void *sbuf, const int *scounts, const int *sdispls,
-               struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts, const int *rdispls,
-               struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-               ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    const mca_coll_gpu_args_t a = {.kind = kind,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sds = sdispls,
-                                   .sdt = SEND_DT(sbuf, sdt),
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = rdispls,
-                                   .rdt = rdt};
-    return persist_new(module, comm, &a, request);
-}
-
-static int p_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
-                       struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                       const int *rdispls, struct ompi_datatype_t *rdt,
-                       struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                       ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_v(CGPU_K_ALLTOALLV, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm,
-               request, module);
-}
-
-static int p_nalltoallv(const void *sbuf, const int *scounts, const int *sdispls,
-                        struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                        const int *rdispls, struct ompi_datatype_t *rdt,
-                        struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                        ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_v(CGPU_K_NALLTOALLV, sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm,
-               request, module);
-}
-
-static int p_nalltoallw(const void *sbuf, const int *scounts, const MPI_Aint *sdispls,
-                        struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
-                        const MPI_Aint *rdispls, struct ompi_datatype_t *const *rdts,
-                        struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                        ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_NALLTOALLW,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sad = sdispls,
-                                   .sdts = sdts,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rad = rdispls,
-                                   .rdts = rdts};
-    return persist_new(module, comm, &a, request);
-}
-
-static int p_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
-                       struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
-                       const int *rdispls, struct ompi_datatype_t *const *rdts,
-                       struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                       ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    const bool in_place = MPI_IN_PLACE == sbuf;
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLTOALLW,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sds = sdispls,
-                                   .sdts = in_place ? NULL : sdts,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = rdispls,
-                                   .rdts = rdts};
-    return persist_new(module, comm, &a, request);
-}
-
-static int p_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
-                   struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                   ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    const mca_coll_gpu_args_t a = {
-        .kind = CGPU_K_BCAST, .r = buf, .rc = count, .rdt = dt, .root = root};
-    return persist_new(module, comm, &a, request);
-}
-
-/* gather and scatter: the root's whole message (significant at the root only) and each
- * rank's block */
-static int p_rooted(mca_coll_gpu_kind_t kind, const void *sbuf, int scount,
-                    struct ompi_datatype_t *sdt, void *rbuf, int rcount,
-                    struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
-                    ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    const bool is_root = mca_coll_gpu_is_root(comm, root), gather = CGPU_K_GATHER == kind;
-    const bool member = !OMPI_COMM_IS_INTER(comm) || root >= 0; /* sends (gather), receives */
-    const bool s_used = MPI_IN_PLACE != sbuf && (gather ? member : is_root);
-    const bool r_used = MPI_IN_PLACE != rbuf && (gather ? is_root : member);
-    const mca_coll_gpu_args_t a = {.kind = kind,
-                                   .s = sbuf,
-                                   .sc = scount,
-                                   .sdt = s_used ? sdt : NULL,
-                                   .r = rbuf,
-                                   .rc = rcount,
-                                   .rdt = r_used ? rdt : NULL,
-                                   .root = root};
-    return persist_new(module, comm, &a, request);
-}
-
-static int p_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                    int rcount, struct ompi_datatype_t *rdt, int root,
-                    struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                    ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_rooted(CGPU_K_GATHER, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request,
-                    module);
-}
-
-static int p_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                     int rcount, struct ompi_datatype_t *rdt, int root,
-                     struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                     ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    return p_rooted(CGPU_K_SCATTER, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request,
-                    module);
-}
-
-static int p_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                     const int *rcounts, const int *displs, struct ompi_datatype_t *rdt, int root,
-                     struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                     ompi_request_t **request, mca_coll_base_module_t *module)
-{
-    (void) info;
-    const bool is_root = mca_coll_gpu_is_root(comm, root);
-    const bool member = !OMPI_COMM_IS_INTER(comm) || root >= 0;
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_GATHERV,
-                                   .s = sbuf,
-                                   .sc = scount,
-                                   .sdt = member ? SEND_DT(sbuf, sdt) : NULL,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = displs,
-                                   .rdt = is_root ? rdt : NULL,
-                                   .root = root};
-    return persist_new(module, comm, &a, request);
-}
-
-static int p_scatterv(const void *sbuf, const int *scounts, const int *displs,
-                      struct ompi_datatype_t *sdt, void *rbuf, int rcount,
-                      struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
-                      struct ompi_info_t *info, ompi_request_t **request,
-                      mca_coll_base_module_t *module)
-{
-    (void) info;
-    const bool is_root = mca_coll_gpu_is_root(comm, root);
-    const bool member = !OMPI_COMM_IS_INTER(comm) || root >= 0;
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_SCATTERV,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sds = displs,
-                                   .sdt = is_root ? sdt : NULL,
-                                   .r = rbuf,
-                                   .rc = rcount,
-                                   .rdt = member ? SEND_DT(rbuf, rdt) : NULL,
-                                   .root = root};
-    return persist_new(module, comm, &a, request);
-}
+CGPU_PERSIST_INIT(allgather, P_BLOCKS, A_BLOCKS(CGPU_K_ALLGATHER))
+CGPU_PERSIST_INIT(alltoall, P_BLOCKS, A_BLOCKS(CGPU_K_ALLTOALL))
+CGPU_PERSIST_INIT(nallgather, P_BLOCKS, A_BLOCKS(CGPU_K_NALLGATHER))
+CGPU_PERSIST_INIT(nalltoall, P_BLOCKS, A_BLOCKS(CGPU_K_NALLTOALL))
+CGPU_PERSIST_INIT(allgatherv, P_GATHERV_ALL, A_GATHERV_ALL(CGPU_K_ALLGATHERV))
+CGPU_PERSIST_INIT(nallgatherv, P_GATHERV_ALL, A_GATHERV_ALL(CGPU_K_NALLGATHERV))
+CGPU_PERSIST_INIT(allreduce, P_REDUCTION, A_REDUCTION(CGPU_K_ALLREDUCE))
+CGPU_PERSIST_INIT(scan, P_REDUCTION, A_REDUCTION(CGPU_K_SCAN))
+CGPU_PERSIST_INIT(exscan, P_REDUCTION, A_REDUCTION(CGPU_K_EXSCAN))
+CGPU_PERSIST_INIT(reduce_scatter_block, P_REDUCTION, A_REDUCTION(CGPU_K_REDUCE_SCATTER_BLOCK))
+CGPU_PERSIST_INIT(reduce,
+                  (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                   struct ompi_op_t *op, int root),
+                  (.kind = CGPU_K_REDUCE, .s = sbuf, .r = rbuf, .rc = count, .rdt = dt, .op = op,
+                   .root = root))
+CGPU_PERSIST_INIT(reduce_scatter,
+                  (const void *sbuf, void *rbuf, const int *rcounts, struct ompi_datatype_t *dt,
+                   struct ompi_op_t *op),
+                  (.kind = CGPU_K_REDUCE_SCATTER, .s = sbuf, .r = rbuf, .rcs = rcounts, .rdt = dt,
+                   .op = op))
+CGPU_PERSIST_INIT(alltoallv, P_V, A_V(CGPU_K_ALLTOALLV))
+CGPU_PERSIST_INIT(nalltoallv, P_V, A_V(CGPU_K_NALLTOALLV))
+CGPU_PERSIST_INIT(nalltoallw,
+                  (const void *sbuf, const int *scounts, const MPI_Aint *sdispls,
+                   struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                   const MPI_Aint *rdispls, struct ompi_datatype_t *const *rdts),
+                  (.kind = CGPU_K_NALLTOALLW, .s = sbuf, .scs = scounts, .sad = sdispls,
+                   .sdts = sdts, .r = rbuf, .rcs = rcounts, .rad = rdispls, .rdts = rdts))
+CGPU_PERSIST_INIT(alltoallw,
+                  (const void *sbuf, const int *scounts, const int *sdispls,
+                   struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                   const int *rdispls, struct ompi_datatype_t *const *rdts),
+                  (.kind = CGPU_K_ALLTOALLW, .s = sbuf, .scs = scounts, .sds = sdispls,
+                   .sdts = MPI_IN_PLACE == sbuf ? NULL : sdts, .r = rbuf, .rcs = rcounts,
+                   .rds = rdispls, .rdts = rdts))
+CGPU_PERSIST_INIT(bcast, (void *buf, int count, struct ompi_datatype_t *dt, int root),
+                  (.kind = CGPU_K_BCAST, .r = buf, .rc = count, .rdt = dt, .root = root))
+/* gather and scatter: the root's whole message, and each member's block */
+CGPU_PERSIST_INIT(gather, P_ROOTED,
+                  (.kind = CGPU_K_GATHER, .s = sbuf, .sc = scount,
+                   .sdt = MPI_IN_PLACE != sbuf && MEMBER ? sdt : NULL, .r = rbuf, .rc = rcount,
+                   .rdt = MPI_IN_PLACE != rbuf && IS_ROOT ? rdt : NULL, .root = root))
+CGPU_PERSIST_INIT(scatter, P_ROOTED,
+                  (.kind = CGPU_K_SCATTER, .s = sbuf, .sc = scount,
+                   .sdt = MPI_IN_PLACE != sbuf && IS_ROOT ? sdt : NULL, .r = rbuf, .rc = rcount,
+                   .rdt = MPI_IN_PLACE != rbuf && MEMBER ? rdt : NULL, .root = root))
+CGPU_PERSIST_INIT(gatherv,
+                  (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                   const int *rcounts, const int *displs, struct ompi_datatype_t *rdt, int root),
+                  (.kind = CGPU_K_GATHERV, .s = sbuf, .sc = scount,
+                   .sdt = MEMBER ? SEND_DT(sbuf, sdt) : NULL, .r = rbuf, .rcs = rcounts,
+                   .rds = displs, .rdt = IS_ROOT ? rdt : NULL, .root = root))
+CGPU_PERSIST_INIT(scatterv,
+                  (const void *sbuf, const int *scounts, const int *displs,
+                   struct ompi_datatype_t *sdt, void *rbuf, int rcount, struct ompi_datatype_t *rdt,
+                   int root),
+                  (.kind = CGPU_K_SCATTERV, .s = sbuf, .scs = scounts, .sds = displs,
+                   .sdt = IS_ROOT ? sdt : NULL, .r = rbuf, .rc = rcount,
+                   .rdt = MEMBER ? SEND_DT(rbuf, rdt) : NULL, .root = root))
 
 void mca_coll_gpu_persist_install(mca_coll_gpu_module_t *m)
 {
