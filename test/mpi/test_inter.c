@@ -6,7 +6,8 @@
  * between starts), on an intercommunicator between two groups of unequal sizes (world
  * ranks below (size + 2) / 3, and the rest) and on a dup of it.
  * Every receive buffer is checked whole against values computed here from the
- * intercommunicator rules: blocks come from the remote group's ranks in order; a rooted
+ * intercommunicator rules: blocks come from the remote group's ranks in order (one bcast of
+ * a derived type whose ints lie apart, a gap first); a rooted
  * call's root (MPI_ROOT) only sends or only receives, the rest of its group
  * (MPI_PROC_NULL) touches nothing; the remote group's reduction of reduce_scatter(_block)
  * is scattered over the local group by the local counts. Gaps and untouched buffers must
@@ -45,19 +46,22 @@ enum {
     C_RED,
     C_RSB,
     C_RS,
+    C_BCX, /* a bcast of one element of a derived type: odd ints, a gap first */
     NCOLL
 };
-static const char *const cname[NCOLL] = {"allgather",     "allgatherv",
-                                         "allreduce",     "alltoall",
-                                         "alltoallv",     "alltoallw",
-                                         "bcast(0)",      "bcast(1)",
-                                         "gather",        "gatherv",
-                                         "scatter",       "scatterv",
-                                         "reduce",        "reduce_scatter_block",
-                                         "reduce_scatter"};
+static const char *const cname[NCOLL] = {"allgather",      "allgatherv",
+                                         "allreduce",      "alltoall",
+                                         "alltoallv",      "alltoallw",
+                                         "bcast(0)",       "bcast(1)",
+                                         "gather",         "gatherv",
+                                         "scatter",        "scatterv",
+                                         "reduce",         "reduce_scatter_block",
+                                         "reduce_scatter", "bcast(gaps)"};
 
 /* this rank in the intercommunicator: group g (0 or 1), local rank lr of L, R remote */
 static int g, lr, L, R, gsize[2];
+/* C_BCX's datatype: ints 1, 3, 5, ... (N / 2 - 1 of them) */
+static MPI_Datatype odd_ints;
 
 static int val(uint64_t salt, int grp, int src, long i)
 {
@@ -124,6 +128,11 @@ static void fill(bufs_t *b, uint64_t salt)
             b->r[C_BC1][i] = val(salt, 1, lr, i);
         }
     }
+    if (1 == g && 0 == lr) { /* C_BCX's root: its whole buffer, gaps too */
+        for (long i = 0; i < N; ++i) {
+            b->r[C_BCX][i] = val(salt, 1, 0, i);
+        }
+    }
     mt_push(b->s);
     for (int k = 0; k < NCOLL; ++k) {
         mt_push(b->r[k]);
@@ -185,6 +194,14 @@ static void expect(int k, uint64_t salt, const bufs_t *b, int *w)
     case C_BC0: /* from group 0's rank 0: its own buffer keeps its message */
         for (long i = 0; i < N && (1 == g || 0 == lr); ++i) {
             w[i] = val(salt, 0, 0, i);
+        }
+        break;
+    case C_BCX: /* from group 1's rank 0: the odd ints reach group 0, the gaps keep FILL */
+        for (long i = 0; i < N; ++i) {
+            const bool odd = 1 == i % 2 && i < N - 2;
+            w[i] = 1 == g && 0 == lr ? val(salt, 1, 0, i)
+                   : 0 == g && odd   ? val(salt, 1, 0, i)
+                                     : FILL;
         }
         break;
     case C_BC1: /* from group 1's last rank */
@@ -288,6 +305,8 @@ static int call(bufs_t *b, int k, int f, MPI_Comm c, MPI_Request *q)
         return PICK(Bcast, bcast, r, N, T, root_arg(0, 0), c);
     case C_BC1:
         return PICK(Bcast, bcast, r, N / 2, T, bc1, c);
+    case C_BCX:
+        return PICK(Bcast, bcast, r, 1, odd_ints, root_arg(1, 0), c);
     case C_GA:
         return PICK(Gather, gather, s, N, T, r, N, T, root_arg(0, 0), c);
     case C_GAV:
@@ -408,6 +427,12 @@ int main(int argc, char **argv)
     gsize[1] = size - gsize[0];
     g = rank < gsize[0] ? 0 : 1;
     MPI_Comm local, inter, dup;
+    int odd[N / 2 - 1];
+    for (int j = 0; j < N / 2 - 1; ++j) {
+        odd[j] = 2 * j + 1;
+    }
+    MT_CHECK_MPI(MPI_Type_create_indexed_block(N / 2 - 1, 1, odd, MPI_INT, &odd_ints));
+    MT_CHECK_MPI(MPI_Type_commit(&odd_ints));
     MT_CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, g, rank, &local));
     MT_CHECK_MPI(MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, 0 == g ? gsize[0] : 0, 77, &inter));
     MPI_Comm_rank(inter, &lr);
@@ -421,5 +446,6 @@ int main(int argc, char **argv)
     MPI_Comm_free(&dup);
     MPI_Comm_free(&inter);
     MPI_Comm_free(&local);
+    MPI_Type_free(&odd_ints);
     return mt_finalize();
 }
