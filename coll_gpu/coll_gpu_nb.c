@@ -2017,7 +2017,8 @@ int mca_coll_gpu_nb_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicat
         /* only what this rank's call uses (the others need not be valid handles); the
          * type arrays of a w-call are the caller's, alive until completion */
         const bool s_used = sp->shi > sp->slo, r_used = sp->rhi > sp->rlo;
-        retain_types(r, s_used ? a->sdt : NULL, r_used ? a->rdt : NULL,
+        retain_types(r, s_used ? a->sdt : NULL,
+                     r_used || (s_used && NULL != a->op) ? a->rdt : NULL, /* a reduction's */
                      s_used || r_used ? a->op : NULL);
         rc = MCA_COLL_GPU_PREV(post(m, &h, comm, &r->inner));
     }

@@ -8,9 +8,10 @@
  * MPI_LONG_DOUBLE and the Fortran REAL/DOUBLE PRECISION kinds of those sizes, C bool, byte,
  * and the float and double complex types (C and Fortran). Integer SUM and PROD wrap like C
  * unsigned arithmetic (two's complement), whatever an op component does on host memory.
- * and MINLOC/MAXLOC on the (value, index) pair types whose value has one (MPI_FLOAT_INT,
- * MPI_DOUBLE_INT, MPI_LONG_INT, MPI_2INT, MPI_SHORT_INT, MPI_2REAL, MPI_2DOUBLE_PRECISION,
- * MPI_2INTEGER). Left to the previous module: derived types, user ops, MPI_LONG_DOUBLE_INT,
+ * and MINLOC/MAXLOC on the (value, index) pair types without padding (MPI_FLOAT_INT,
+ * MPI_2INT, MPI_2REAL, MPI_2DOUBLE_PRECISION, MPI_2INTEGER). Left to the previous module:
+ * derived types, user ops, the padded pairs (MPI_SHORT_INT, MPI_DOUBLE_INT, MPI_LONG_INT,
+ * MPI_LONG_DOUBLE_INT),
  * REPLACE/NO_OP, half and quad precision, long double complex, 16-byte integers, and pairs
  * Open MPI rejects (it reports them as MPI does). Where the previous module reduces such a
  * pair (scan, exscan), it gets a user op that runs the engine's host arithmetic instead
@@ -115,9 +116,12 @@ static int op_base_of(struct ompi_datatype_t *d)
     return ompi_op_ddt_map[d->id];
 }
 
-/* MPI's (value, index) pairs: the engine's pair of the same C layout, where the datatype's
- * extent is that struct's size from offset 0 (padding included: the engine moves whole
- * structs, as a C array of them lies in memory) */
+/* MPI's (value, index) pairs: the engine's pair of the same C layout, where that layout has
+ * no padding (the datatype's size is its extent, from offset 0). The engine moves whole
+ * structs: padding inside a pair (MPI_SHORT_INT) or after it (MPI_DOUBLE_INT,
+ * MPI_LONG_INT) is no part of the datatype, so the engine would write into the receive
+ * buffer's gaps and, after the last pair, past the bytes the call may touch. Those stay
+ * with the previous module (staged on device buffers). */
 static bool pair_of(struct ompi_datatype_t *d, int base, size_t size, cgpu_dtype_t *out)
 {
     switch (base) {
@@ -160,7 +164,8 @@ static bool pair_of(struct ompi_datatype_t *d, int base, size_t size, cgpu_dtype
     ptrdiff_t lb, ext, tlb, text;
     ompi_datatype_get_extent(d, &lb, &ext);
     ompi_datatype_get_true_extent(d, &tlb, &text);
-    return 0 == lb && 0 == tlb && (size_t) ext == cgpu_dtype_size(*out) && text <= ext;
+    return 0 == lb && 0 == tlb && text == ext && (size_t) ext == size &&
+           size == cgpu_dtype_size(*out);
 }
 
 static bool map_dtype(struct ompi_datatype_t *d, int base, cgpu_dtype_t *out)

@@ -141,8 +141,9 @@ CGPU_REDUCE_LOOP(reduce_bool_lxor, unsigned char, (0 != x) != (0 != y))
 CGPU_REDUCE_COMPLEX_LOOPS(complex64, float)
 CGPU_REDUCE_COMPLEX_LOOPS(complex128, double)
 
-/* MPI's (value, index) pairs: the C struct Open MPI's datatype describes. The loops copy
- * whole structs (no cast to a struct type exists for CGPU_REDUCE_LOOP's EXPR). */
+/* MPI's (value, index) pairs: the C struct Open MPI's datatype describes. Field by field,
+ * as Open MPI's own op does: the struct's padding is no part of the datatype, and a buffer
+ * of count pairs may end right after the last pair's index. */
 #define CGPU_REDUCE_PAIR_LOOP(N, OPN, CMP)                                                         \
     static void reduce_##N##_##OPN(void *dst, const void *a, const void *b, size_t count)          \
     {                                                                                              \
@@ -150,14 +151,17 @@ CGPU_REDUCE_COMPLEX_LOOPS(complex128, double)
         const pair_##N##_t *in_a = (const pair_##N##_t *) a;                                       \
         const pair_##N##_t *in_b = (const pair_##N##_t *) b;                                       \
         for (size_t k = 0; k < count; ++k) {                                                       \
-            const pair_##N##_t x = in_a[k], y = in_b[k];                                           \
-            if (x.v CMP y.v) {                                                                     \
-                out[k] = x;                                                                        \
-            } else if (x.v == y.v) {                                                               \
-                out[k].v = x.v;                                                                    \
-                out[k].i = x.i < y.i ? x.i : y.i;                                                  \
+            const __typeof__(in_a->v) xv = in_a[k].v, yv = in_b[k].v;                              \
+            const __typeof__(in_a->i) xi = in_a[k].i, yi = in_b[k].i;                              \
+            if (xv CMP yv) {                                                                       \
+                out[k].v = xv;                                                                     \
+                out[k].i = xi;                                                                     \
+            } else if (xv == yv) {                                                                 \
+                out[k].v = xv;                                                                     \
+                out[k].i = xi < yi ? xi : yi;                                                      \
             } else {                                                                               \
-                out[k] = y;                                                                        \
+                out[k].v = yv;                                                                     \
+                out[k].i = yi;                                                                     \
             }                                                                                      \
         }                                                                                          \
     }

@@ -1,7 +1,7 @@
 /*
  * MPI_Reduce and MPI_Reduce_scatter_block through the engine (host backend): every root,
  * counts 1 to more than a ring slot, in place, several types and ops (references computed
- * here from the values every rank can derive); MAXLOC on MPI_DOUBLE_INT runs there too,
+ * here from the values every rank can derive); MAXLOC on MPI_FLOAT_INT runs there too,
  * on MPI_LONG_DOUBLE_INT it goes to the previous module.
  */
 #include <stdlib.h>
@@ -58,19 +58,19 @@ static void reduces(mt_pvars_t *pv)
         }
     }
     MT_EXPECT_PATH(pv, calls, MT_PATH_ENGINE, "reduce");
-    /* MAXLOC: the engine on MPI_DOUBLE_INT, the previous module on MPI_LONG_DOUBLE_INT (no
-     * device arithmetic for long double); the largest value, on the lowest rank holding it */
+    /* MAXLOC: the engine on MPI_FLOAT_INT, the previous module on MPI_LONG_DOUBLE_INT (a
+     * padded pair); the largest value, on the lowest rank holding it */
     struct {
-        double val;
+        float val;
         int loc;
-    } in = {(double) (rank % 3), rank}, out = {0, -1};
-    MT_CHECK_MPI(MPI_Reduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, 0, MPI_COMM_WORLD));
+    } in = {(float) (rank % 3), rank}, out = {0, -1};
+    MT_CHECK_MPI(MPI_Reduce(&in, &out, 1, MPI_FLOAT_INT, MPI_MAXLOC, 0, MPI_COMM_WORLD));
     const int top = size > 2 ? 2 : size - 1;
     if (0 == rank) {
-        MT_CHECK(out.val == (double) top && out.loc == top, "maxloc (%g, %d), expected (%d, %d)",
-                 out.val, out.loc, top, top);
+        MT_CHECK(out.val == (float) top && out.loc == top, "maxloc (%g, %d), expected (%d, %d)",
+                 (double) out.val, out.loc, top, top);
     }
-    MT_EXPECT_PATH(pv, 1, MT_PATH_ENGINE, "reduce maxloc (MPI_DOUBLE_INT)");
+    MT_EXPECT_PATH(pv, 1, MT_PATH_ENGINE, "reduce maxloc (MPI_FLOAT_INT)");
     struct {
         long double val;
         int loc;

@@ -3,7 +3,9 @@
  * OSU benchmarks' default), MPI_WCHAR, MPI_CHARACTER, the C integers, the Fortran
  * INTEGER/REAL/DOUBLE PRECISION/LOGICAL kinds, C bool, byte, the complex types, and the
  * (value, index) pairs with MINLOC/MAXLOC (MPI_FLOAT_INT ... MPI_2DOUBLE_PRECISION; values
- * from a small range, so that equal values with different indices decide by the index).
+ * from a small range, so that equal values with different indices decide by the index; the
+ * pairs with padding, MPI_SHORT_INT, MPI_DOUBLE_INT, MPI_LONG_INT and MPI_LONG_DOUBLE_INT, on
+ * the previous module).
  *
  * Which (type, op) pairs Open MPI accepts is asked of Open MPI itself (MPI_Reduce_local on
  * one element with errors returned); each accepted pair runs MPI_Allreduce at several counts,
@@ -153,10 +155,10 @@ static void build(void)
     ADD(MPI_DOUBLE_COMPLEX, CPLX, true);
     ADD(MPI_C_LONG_DOUBLE_COMPLEX, CPLX, false);
     PAIR_OF(MPI_FLOAT_INT, float, true, int, false, true);
-    PAIR_OF(MPI_DOUBLE_INT, double, true, int, false, true);
-    PAIR_OF(MPI_LONG_INT, long, false, int, false, true);
+    PAIR_OF(MPI_DOUBLE_INT, double, true, int, false, false);
+    PAIR_OF(MPI_LONG_INT, long, false, int, false, false);
     PAIR_OF(MPI_2INT, int, false, int, false, true);
-    PAIR_OF(MPI_SHORT_INT, short, false, int, false, true);
+    PAIR_OF(MPI_SHORT_INT, short, false, int, false, false);
     PAIR_OF(MPI_LONG_DOUBLE_INT, long double, true, int, false, false);
     PAIR_OF(MPI_2REAL, float, true, float, true, true);
     PAIR_OF(MPI_2DOUBLE_PRECISION, double, true, double, true, true);

@@ -19,6 +19,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -891,11 +892,22 @@ static void test_complex_reductions_match_c99_complex_arithmetic(void)
                 T x[N], y[N];                                                                      \
                 memcpy(x, a, sizeof(x));                                                           \
                 memcpy(y, b, sizeof(y));                                                           \
+                memset(got, TEST_GUARD_FILL, sizeof(got));                                         \
                 T *dst = 0 == alias ? got : 1 == alias ? x : y;                                    \
                 CU_ASSERT_EQUAL(cgpu_reduce_host(DT, (cgpu_op_t) op, dst, x, y, N), 0);            \
                 int bad = 0;                                                                       \
                 for (int k = 0; k < N; ++k) {                                                      \
                     bad += dst[k].v != want[k].v || dst[k].i != want[k].i;                         \
+                }                                                                                  \
+                /* out of place: the padding (inside a pair, after it) keeps the guard */          \
+                for (int k = 0; 0 == alias && k < N; ++k) {                                        \
+                    const unsigned char *e = (const unsigned char *) &got[k];                      \
+                    for (size_t o = sizeof(got[k].v); o < offsetof(T, i); ++o) {                   \
+                        bad += TEST_GUARD_FILL != e[o];                                            \
+                    }                                                                              \
+                    for (size_t o = offsetof(T, i) + sizeof(got[k].i); o < sizeof(T); ++o) {       \
+                        bad += TEST_GUARD_FILL != e[o];                                            \
+                    }                                                                              \
                 }                                                                                  \
                 CU_ASSERT_EQUAL(bad, 0);                                                           \
                 if (0 != bad) {                                                                    \
