@@ -220,7 +220,6 @@ static inline bool mca_coll_gpu_nested(void)
 /* every other blocking collective: the previous module on host copies of device
  * buffers (coll_gpu_staged.c) */
 void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m);
-void mca_coll_gpu_staged_enable(mca_coll_gpu_module_t *m);
 
 /* the previous module, with device buffers staged through host memory (decision 1) */
 int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
@@ -402,9 +401,6 @@ int mca_coll_gpu_stage(mca_coll_gpu_staged_buf_t *s, const void *buf, size_t cou
                        struct ompi_datatype_t *dtype, void **host);
 int mca_coll_gpu_stage_bytes(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrdiff_t lo,
                              ptrdiff_t hi, void **host);
-/* stage_bytes, where an empty span passes NULL for a device buffer */
-int mca_coll_gpu_stage_side(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrdiff_t lo,
-                            ptrdiff_t hi, void **host);
 int mca_coll_gpu_unstage(mca_coll_gpu_staged_buf_t *s, int rc, bool copy_back);
 
 /* the elements a (counts, displs) layout spans: the furthest displs[i] + counts[i] */
@@ -429,8 +425,6 @@ void mca_coll_gpu_v_bytes(const int *counts, const int *displs, struct ompi_data
 void mca_coll_gpu_w_bytes(const int *counts, const int *idispls, const MPI_Aint *adispls,
                           struct ompi_datatype_t *const *types, int n, ptrdiff_t *lo,
                           ptrdiff_t *hi);
-/* straight to the previous module (counted as a fallback call): nested, or no device buffer */
-bool mca_coll_gpu_staged_passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b);
 
 /* One collective call's arguments, as a persistent request keeps them and as the staged
  * intercommunicator paths pass them on: s sent (sc x sdt, or scs/sds x sdt, or sdts), r
@@ -479,26 +473,25 @@ typedef struct mca_coll_gpu_spans {
     bool rback;
 } mca_coll_gpu_spans_t;
 
-/* Posts call @p a (its buffers already host memory) to the previous module: inner gets the
- * previous module's request. */
-typedef int (*mca_coll_gpu_post_fn_t)(mca_coll_gpu_module_t *m, const mca_coll_gpu_args_t *a,
-                                      struct ompi_communicator_t *comm, ompi_request_t **inner);
+/* Fills the spans of call @p a on @p comm for this rank (a family of collectives' rules). */
+typedef void (*mca_coll_gpu_spans_fn_t)(const mca_coll_gpu_args_t *a,
+                                        struct ompi_communicator_t *comm, mca_coll_gpu_spans_t *sp);
 
 /* non-blocking collectives (coll_gpu_nb.c) */
 void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m);
 /* Call @p a on the previous module, blocking or posted (coll_gpu_staged.c); its name for
- * messages; a blocking call staged over the spans @p sp (host buffers, or a nested call,
- * straight through), counted as a fallback call. */
+ * messages; a blocking call staged over the spans @p spans gives (host buffers, or a nested
+ * call, straight through, the spans not computed), counted as a fallback call. */
 int mca_coll_gpu_prev_call(mca_coll_gpu_module_t *m, const mca_coll_gpu_args_t *a,
                            struct ompi_communicator_t *comm);
 int mca_coll_gpu_prev_post(mca_coll_gpu_module_t *m, const mca_coll_gpu_args_t *a,
                            struct ompi_communicator_t *comm, ompi_request_t **inner);
 const char *mca_coll_gpu_kind_name(mca_coll_gpu_kind_t k);
 int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                             const mca_coll_gpu_args_t *a, const mca_coll_gpu_spans_t *sp);
+                             const mca_coll_gpu_args_t *a, mca_coll_gpu_spans_fn_t spans);
 
 /* A collective's blocking entry point pfx_name and non-blocking one pfx_iname, both staged
- * over the spans spans_fn(&a, comm, &sp) gives for the call's arguments a: PARAMS is the
+ * over the spans spans_fn gives for the call's arguments a: PARAMS is the
  * coll interface's parameter list before the communicator, INIT the designated
  * initializers of a, each in parentheses. */
 #define CGPU_UNPAREN(...) __VA_ARGS__
@@ -507,28 +500,22 @@ int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_
                             mca_coll_base_module_t *module)                                        \
     {                                                                                              \
         const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
-        mca_coll_gpu_spans_t sp;                                                                   \
-        spans_fn(&a, comm, &sp);                                                                   \
-        return mca_coll_gpu_staged_call((mca_coll_gpu_module_t *) module, comm, &a, &sp);          \
+        return mca_coll_gpu_staged_call((mca_coll_gpu_module_t *) module, comm, &a, spans_fn);     \
     }                                                                                              \
     static int pfx##_i##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                \
                              ompi_request_t **request, mca_coll_base_module_t *module)             \
     {                                                                                              \
         const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
-        mca_coll_gpu_spans_t sp;                                                                   \
-        spans_fn(&a, comm, &sp);                                                                   \
-        return mca_coll_gpu_nb_staged_call((mca_coll_gpu_module_t *) module, comm, &a, &sp,        \
-                                           mca_coll_gpu_prev_post, request,                        \
-                                           mca_coll_gpu_kind_name(a.kind));                        \
+        return mca_coll_gpu_nb_staged_call((mca_coll_gpu_module_t *) module, comm, &a, spans_fn,   \
+                                           request);                                               \
     }
 
-/* A staged non-blocking call (coll_gpu_nb.c): the spans @p sp of a's buffers copied to host
- * memory, @p post run on the copies, the received span copied back when the previous
- * module's request completes; no device buffer (or nested): @p post on a as it is. */
+/* A staged non-blocking call (coll_gpu_nb.c): the spans @p spans gives of a's buffers
+ * copied to host memory, the previous module's post run on the copies, the received span
+ * copied back when its request completes; no device buffer (or nested): posted as it is. */
 int mca_coll_gpu_nb_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                const mca_coll_gpu_args_t *a, const mca_coll_gpu_spans_t *sp,
-                                mca_coll_gpu_post_fn_t post, ompi_request_t **request,
-                                const char *what);
+                                const mca_coll_gpu_args_t *a, mca_coll_gpu_spans_fn_t spans,
+                                ompi_request_t **request);
 /* intercommunicators: every collective with a buffer staged (coll_gpu_inter.c) */
 void mca_coll_gpu_inter_install(mca_coll_gpu_module_t *m);
 /* whether this rank is a call's root: MPI_ROOT on an intercommunicator */

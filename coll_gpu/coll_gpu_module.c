@@ -31,57 +31,29 @@ static void gpu_module_construct(mca_coll_gpu_module_t *m)
     atomic_init(&m->fallback_calls, 0);
 }
 
-/* The slots whose previous modules we call: the ones we serve, plus allgather and
- * barrier for the bootstrap. */
-#define PREV_SLOT(name) offsetof(mca_coll_base_comm_coll_t, coll_##name##_module)
+/* The slots we may serve besides allreduce, alltoall and allgather (which enable requires
+ * of the previous modules): each is emptied where no previous module provides it. */
+// clang-format off
+#define CGPU_OPTIONAL_SLOTS(X)                                                             \
+    X(allgatherv) X(alltoallv) X(alltoallw) X(bcast) X(exscan) X(gather) X(gatherv)       \
+    X(reduce) X(reduce_scatter) X(reduce_scatter_block) X(scan) X(scatter) X(scatterv)    \
+    X(iallreduce) X(ialltoall) X(iallgather) X(iallgatherv) X(ialltoallv) X(ialltoallw)   \
+    X(ibcast) X(iexscan) X(igather) X(igatherv) X(ireduce) X(ireduce_scatter)             \
+    X(ireduce_scatter_block) X(iscan) X(iscatter) X(iscatterv)                            \
+    X(neighbor_allgather) X(neighbor_allgatherv) X(neighbor_alltoall)                     \
+    X(neighbor_alltoallv) X(neighbor_alltoallw) X(ineighbor_allgather)                    \
+    X(ineighbor_allgatherv) X(ineighbor_alltoall) X(ineighbor_alltoallv)                  \
+    X(ineighbor_alltoallw)
+
+/* The slots whose previous modules we call: the ones we serve, plus barrier (the
+ * bootstrap). */
+#define PREV_SLOT(name) offsetof(mca_coll_base_comm_coll_t, coll_##name##_module),
 static const size_t prev_slots[] = {
-    PREV_SLOT(allreduce),
-    PREV_SLOT(alltoall),
-    PREV_SLOT(allgather),
-    PREV_SLOT(barrier),
-    PREV_SLOT(bcast),
-    PREV_SLOT(reduce),
-    PREV_SLOT(allgatherv),
-    PREV_SLOT(gather),
-    PREV_SLOT(gatherv),
-    PREV_SLOT(scatter),
-    PREV_SLOT(scatterv),
-    PREV_SLOT(alltoallv),
-    PREV_SLOT(reduce_scatter),
-    PREV_SLOT(reduce_scatter_block),
-    PREV_SLOT(scan),
-    PREV_SLOT(exscan),
-    PREV_SLOT(alltoallw),
-    /* non-blocking: the staged paths post the previous module's on host copies */
-    PREV_SLOT(iallreduce),
-    PREV_SLOT(ialltoall),
-    PREV_SLOT(iallgather),
-    PREV_SLOT(ibarrier),
-    PREV_SLOT(ibcast),
-    PREV_SLOT(ireduce),
-    PREV_SLOT(iallgatherv),
-    PREV_SLOT(igather),
-    PREV_SLOT(igatherv),
-    PREV_SLOT(iscatter),
-    PREV_SLOT(iscatterv),
-    PREV_SLOT(ialltoallv),
-    PREV_SLOT(ialltoallw),
-    PREV_SLOT(ireduce_scatter),
-    PREV_SLOT(ireduce_scatter_block),
-    PREV_SLOT(iscan),
-    PREV_SLOT(iexscan),
-    /* neighborhood collectives: staged */
-    PREV_SLOT(neighbor_allgather),
-    PREV_SLOT(neighbor_allgatherv),
-    PREV_SLOT(neighbor_alltoall),
-    PREV_SLOT(neighbor_alltoallv),
-    PREV_SLOT(neighbor_alltoallw),
-    PREV_SLOT(ineighbor_allgather),
-    PREV_SLOT(ineighbor_allgatherv),
-    PREV_SLOT(ineighbor_alltoall),
-    PREV_SLOT(ineighbor_alltoallv),
-    PREV_SLOT(ineighbor_alltoallw),
+    PREV_SLOT(allreduce) PREV_SLOT(alltoall) PREV_SLOT(allgather) PREV_SLOT(barrier)
+    CGPU_OPTIONAL_SLOTS(PREV_SLOT)
 };
+// clang-format on
+#undef PREV_SLOT
 #define PREV_NSLOTS (sizeof(prev_slots) / sizeof(prev_slots[0]))
 
 static mca_coll_base_module_t **prev_slot(mca_coll_gpu_module_t *m, size_t i)
@@ -150,22 +122,7 @@ static void gpu_module_keep_served(mca_coll_gpu_module_t *m)
     if (NULL == m->prev.coll_##name) {         \
         m->super.coll_##name = NULL;           \
     }
-    CGPU_KEEP(allgatherv)
-    CGPU_KEEP(alltoallv) CGPU_KEEP(alltoallw) CGPU_KEEP(bcast) CGPU_KEEP(exscan) CGPU_KEEP(gather)
-        CGPU_KEEP(gatherv) CGPU_KEEP(reduce) CGPU_KEEP(reduce_scatter) CGPU_KEEP(
-            reduce_scatter_block) CGPU_KEEP(scan) CGPU_KEEP(scatter) CGPU_KEEP(scatterv)
-            CGPU_KEEP(iallreduce) CGPU_KEEP(ialltoall) CGPU_KEEP(iallgather) CGPU_KEEP(iallgatherv)
-                CGPU_KEEP(ialltoallv) CGPU_KEEP(ialltoallw) CGPU_KEEP(ibcast) CGPU_KEEP(iexscan)
-                    CGPU_KEEP(igather) CGPU_KEEP(igatherv) CGPU_KEEP(ireduce)
-                        CGPU_KEEP(ireduce_scatter) CGPU_KEEP(ireduce_scatter_block) CGPU_KEEP(iscan)
-                            CGPU_KEEP(iscatter) CGPU_KEEP(iscatterv) CGPU_KEEP(neighbor_allgather)
-                                CGPU_KEEP(neighbor_allgatherv) CGPU_KEEP(neighbor_alltoall)
-                                    CGPU_KEEP(neighbor_alltoallv) CGPU_KEEP(neighbor_alltoallw)
-                                        CGPU_KEEP(ineighbor_allgather)
-                                            CGPU_KEEP(ineighbor_allgatherv)
-                                                CGPU_KEEP(ineighbor_alltoall)
-                                                    CGPU_KEEP(ineighbor_alltoallv)
-                                                        CGPU_KEEP(ineighbor_alltoallw)
+    CGPU_OPTIONAL_SLOTS(CGPU_KEEP)
 #undef CGPU_KEEP
 }
 
@@ -191,7 +148,6 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
         }
     }
     m->prev_saved = true;
-    mca_coll_gpu_staged_enable(m);
     gpu_module_keep_served(m);
     mca_coll_gpu_persist_install(m);
     m->comm = comm;

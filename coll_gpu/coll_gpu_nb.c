@@ -1999,30 +1999,31 @@ void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m)
 /* ---- staged calls described by their arguments (intercommunicators, neighborhoods) ---- */
 
 int mca_coll_gpu_nb_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                const mca_coll_gpu_args_t *a, const mca_coll_gpu_spans_t *sp,
-                                mca_coll_gpu_post_fn_t post, ompi_request_t **request,
-                                const char *what)
+                                const mca_coll_gpu_args_t *a, mca_coll_gpu_spans_fn_t spans,
+                                ompi_request_t **request)
 {
-    STAGED_NEW_OR_PASS(r, a->s, a->r, post(m, a, comm, request))
+    STAGED_NEW_OR_PASS(r, a->s, a->r, mca_coll_gpu_prev_post(m, a, comm, request))
+    mca_coll_gpu_spans_t sp;
     mca_coll_gpu_args_t h = *a;
     void *hs, *hr;
-    r->back[1] = sp->rback;
-    int rc = mca_coll_gpu_stage_side(&r->sb[0], a->s, sp->slo, sp->shi, &hs);
+    spans(a, comm, &sp);
+    r->back[1] = sp.rback;
+    int rc = mca_coll_gpu_stage_bytes(&r->sb[0], a->s, sp.slo, sp.shi, &hs);
     if (MPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_stage_side(&r->sb[1], a->r, sp->rlo, sp->rhi, &hr);
+        rc = mca_coll_gpu_stage_bytes(&r->sb[1], a->r, sp.rlo, sp.rhi, &hr);
     }
     if (MPI_SUCCESS == rc) {
         h.s = hs;
         h.r = hr;
         /* only what this rank's call uses (the others need not be valid handles); the
          * type arrays of a w-call are the caller's, alive until completion */
-        const bool s_used = sp->shi > sp->slo, r_used = sp->rhi > sp->rlo;
+        const bool s_used = sp.shi > sp.slo, r_used = sp.rhi > sp.rlo;
         retain_types(r, s_used ? a->sdt : NULL,
                      r_used || (s_used && NULL != a->op) ? a->rdt : NULL, /* a reduction's */
                      s_used || r_used ? a->op : NULL);
-        rc = MCA_COLL_GPU_PREV(post(m, &h, comm, &r->inner));
+        rc = MCA_COLL_GPU_PREV(mca_coll_gpu_prev_post(m, &h, comm, &r->inner));
     }
-    return staged_post(r, rc, request, what);
+    return staged_post(r, rc, request, mca_coll_gpu_kind_name(a->kind));
 }
 
 /* ---- persistent collectives (MPIX_*_init, Open MPI's pcollreq extension) ----

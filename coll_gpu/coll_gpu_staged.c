@@ -57,20 +57,14 @@ size_t mca_coll_gpu_v_span(const int *counts, const int *displs, int n)
 int mca_coll_gpu_stage_bytes(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrdiff_t lo,
                              ptrdiff_t hi, void **host)
 {
-    int rc = mca_coll_gpu_stage(s, (const char *) buf + lo, (size_t) (hi - lo), MPI_BYTE, host);
-    *host = (char *) *host - lo;
-    return rc;
-}
-
-int mca_coll_gpu_stage_side(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrdiff_t lo,
-                            ptrdiff_t hi, void **host)
-{
     if (hi <= lo) { /* nothing of it is read or written: no device pointer passed on */
         s->used = false;
         *host = mca_coll_gpu_on_device(buf) ? NULL : (void *) buf;
         return MPI_SUCCESS;
     }
-    return mca_coll_gpu_stage_bytes(s, buf, lo, hi, host);
+    int rc = mca_coll_gpu_stage(s, (const char *) buf + lo, (size_t) (hi - lo), MPI_BYTE, host);
+    *host = (char *) *host - lo;
+    return rc;
 }
 
 static size_t sum_counts(const int *counts, int n)
@@ -101,11 +95,6 @@ static bool passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b)
     }
     atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
     return !mca_coll_gpu_on_device(a) && !mca_coll_gpu_on_device(b);
-}
-
-bool mca_coll_gpu_staged_passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b)
-{
-    return passthrough(m, a, b);
 }
 
 /* ---- a call described by its arguments (mca_coll_gpu_args_t): the intercommunicators' and
@@ -273,17 +262,19 @@ const char *mca_coll_gpu_kind_name(mca_coll_gpu_kind_t k)
 }
 
 int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                             const mca_coll_gpu_args_t *a, const mca_coll_gpu_spans_t *sp)
+                             const mca_coll_gpu_args_t *a, mca_coll_gpu_spans_fn_t spans)
 {
     if (passthrough(m, a->s, a->r)) {
         return MCA_COLL_GPU_PREV(mca_coll_gpu_prev_call(m, a, comm));
     }
+    mca_coll_gpu_spans_t sp;
     mca_coll_gpu_staged_buf_t s = {.used = false}, r = {.used = false};
     mca_coll_gpu_args_t h = *a;
     void *hs, *hr;
-    int rc = mca_coll_gpu_stage_side(&s, a->s, sp->slo, sp->shi, &hs);
+    spans(a, comm, &sp);
+    int rc = mca_coll_gpu_stage_bytes(&s, a->s, sp.slo, sp.shi, &hs);
     if (MPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_stage_side(&r, a->r, sp->rlo, sp->rhi, &hr);
+        rc = mca_coll_gpu_stage_bytes(&r, a->r, sp.rlo, sp.rhi, &hr);
     }
     if (MPI_SUCCESS != rc) {
         mca_coll_gpu_unstage(&s, rc, false);
@@ -293,7 +284,7 @@ int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_
     h.r = hr;
     rc = MCA_COLL_GPU_PREV(mca_coll_gpu_prev_call(m, &h, comm));
     mca_coll_gpu_unstage(&s, rc, false);
-    return mca_coll_gpu_unstage(&r, rc, sp->rback);
+    return mca_coll_gpu_unstage(&r, rc, sp.rback);
 }
 
 int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
@@ -664,29 +655,6 @@ int mca_coll_gpu_staged_scan(bool ex, const void *sbuf, void *rbuf, int count,
     rc = MCA_COLL_GPU_PREV(fn(hs, hr, count, dt, op, comm, pm));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
-}
-
-/* At enable: a slot whose previous module provides nothing stays empty in ours too, so
- * Open MPI never routes a call to a wrapper with nothing to call. */
-void mca_coll_gpu_staged_enable(mca_coll_gpu_module_t *m)
-{
-#define CGPU_KEEP_IF_PREV(name)                \
-    if (NULL == m->prev.coll_##name) {         \
-        m->super.coll_##name = NULL;           \
-    }
-    CGPU_KEEP_IF_PREV(bcast)
-    CGPU_KEEP_IF_PREV(reduce)
-    CGPU_KEEP_IF_PREV(allgatherv)
-    CGPU_KEEP_IF_PREV(gather)
-    CGPU_KEEP_IF_PREV(gatherv)
-    CGPU_KEEP_IF_PREV(scatter)
-    CGPU_KEEP_IF_PREV(scatterv)
-    CGPU_KEEP_IF_PREV(alltoallv)
-    CGPU_KEEP_IF_PREV(reduce_scatter)
-    CGPU_KEEP_IF_PREV(reduce_scatter_block)
-    CGPU_KEEP_IF_PREV(scan)
-    CGPU_KEEP_IF_PREV(exscan)
-#undef CGPU_KEEP_IF_PREV
 }
 
 void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
