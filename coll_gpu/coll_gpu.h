@@ -489,6 +489,9 @@ int mca_coll_gpu_prev_post(mca_coll_gpu_module_t *m, const mca_coll_gpu_args_t *
 const char *mca_coll_gpu_kind_name(mca_coll_gpu_kind_t k);
 int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                              const mca_coll_gpu_args_t *a, mca_coll_gpu_spans_fn_t spans);
+/* an intracommunicator MPI_(I)alltoallw's spans (the send side none in place) */
+void mca_coll_gpu_alltoallw_spans(const mca_coll_gpu_args_t *a, struct ompi_communicator_t *comm,
+                                  mca_coll_gpu_spans_t *sp);
 
 /* A collective's blocking entry point pfx_name and non-blocking one pfx_iname, both staged
  * over the spans spans_fn gives for the call's arguments a: PARAMS is the

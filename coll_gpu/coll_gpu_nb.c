@@ -1861,36 +1861,22 @@ static int nb_ialltoallw(const void *sbuf, const int *scounts, const int *sdispl
                          mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
-    const int n = ompi_comm_size(comm);
     int prc;
     const mca_coll_gpu_a2a_side_t sv = {sbuf, scounts, sdispls, NULL, sdts};
     const mca_coll_gpu_a2a_side_t rv = {rbuf, rcounts, rdispls, NULL, rdts};
     if (alltoall_post(NB_ALLTOALLW, &sv, &rv, comm, m, request, &prc)) {
         return prc;
     }
-    STAGED_NEW_OR_PASS(r, sbuf, rbuf,
-                       m->prev.coll_ialltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts,
-                                               rdispls, rdts, comm, request,
-                                               m->prev.coll_ialltoallw_module))
-    void *hs = (void *) sbuf, *hr;
-    ptrdiff_t lo, hi;
-    int rc = MPI_SUCCESS;
-    if (MPI_IN_PLACE != sbuf) {
-        mca_coll_gpu_w_bytes(scounts, sdispls, NULL, sdts, n, &lo, &hi);
-        rc = mca_coll_gpu_stage_bytes(&r->sb[0], sbuf, lo, hi, &hs);
-    }
-    if (MPI_SUCCESS == rc) {
-        mca_coll_gpu_w_bytes(rcounts, rdispls, NULL, rdts, n, &lo, &hi);
-        r->back[1] = true;
-        rc = mca_coll_gpu_stage_bytes(&r->sb[1], rbuf, lo, hi, &hr);
-    }
-    if (MPI_SUCCESS == rc) {
-        /* the type arrays are the caller's, alive until completion as MPI requires */
-        rc = MCA_COLL_GPU_PREV(m->prev.coll_ialltoallw(hs, scounts, sdispls, sdts, hr, rcounts,
-                                                       rdispls, rdts, comm, &r->inner,
-                                                       m->prev.coll_ialltoallw_module));
-    }
-    return staged_post(r, rc, request, "MPI_Ialltoallw");
+    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLTOALLW,
+                                   .s = sbuf,
+                                   .scs = scounts,
+                                   .sds = sdispls,
+                                   .sdts = sdts,
+                                   .r = rbuf,
+                                   .rcs = rcounts,
+                                   .rds = rdispls,
+                                   .rdts = rdts};
+    return mca_coll_gpu_nb_staged_call(m, comm, &a, mca_coll_gpu_alltoallw_spans, request);
 }
 
 static int nb_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,

@@ -532,42 +532,33 @@ int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const in
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
+void mca_coll_gpu_alltoallw_spans(const mca_coll_gpu_args_t *a, struct ompi_communicator_t *comm,
+                                  mca_coll_gpu_spans_t *sp)
+{
+    const int n = ompi_comm_size(comm);
+    *sp = (mca_coll_gpu_spans_t){.rback = true};
+    if (MPI_IN_PLACE != a->s) { /* else sent from the receive layout */
+        mca_coll_gpu_w_bytes(a->scs, a->sds, NULL, a->sdts, n, &sp->slo, &sp->shi);
+    }
+    mca_coll_gpu_w_bytes(a->rcs, a->rds, NULL, a->rdts, n, &sp->rlo, &sp->rhi);
+}
+
 int mca_coll_gpu_staged_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
                                   struct ompi_datatype_t *const *sdts, void *rbuf,
                                   const int *rcounts, const int *rdispls,
                                   struct ompi_datatype_t *const *rdts,
                                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    mca_coll_gpu_module_t *m = M(module);
-    if (passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_alltoallw(sbuf, scounts, sdispls, sdts, rbuf,
-                                                        rcounts, rdispls, rdts, comm,
-                                                        m->prev.coll_alltoallw_module));
-    }
-    const int n = ompi_comm_size(comm);
-    mca_coll_gpu_staged_buf_t s = {.used = false}, r;
-    void *hs = (void *) sbuf, *hr;
-    ptrdiff_t lo, hi;
-    int rc = MPI_SUCCESS;
-    if (MPI_IN_PLACE != sbuf) {
-        mca_coll_gpu_w_bytes(scounts, sdispls, NULL, sdts, n, &lo, &hi);
-        rc = mca_coll_gpu_stage_bytes(&s, sbuf, lo, hi, &hs);
-    }
-    if (MPI_SUCCESS == rc) {
-        mca_coll_gpu_w_bytes(rcounts, rdispls, NULL, rdts, n, &lo, &hi);
-        rc = mca_coll_gpu_stage_bytes(&r, rbuf, lo, hi, &hr);
-        if (MPI_SUCCESS != rc) {
-            mca_coll_gpu_unstage(&s, rc, false);
-        }
-    }
-    if (MPI_SUCCESS != rc) {
-        return staging_failed(comm, "MPI_Alltoallw", rc);
-    }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_alltoallw(hs, scounts, sdispls, sdts, hr, rcounts,
-                                                  rdispls, rdts, comm,
-                                                  m->prev.coll_alltoallw_module));
-    mca_coll_gpu_unstage(&s, rc, false);
-    return mca_coll_gpu_unstage(&r, rc, true);
+    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLTOALLW,
+                                   .s = sbuf,
+                                   .scs = scounts,
+                                   .sds = sdispls,
+                                   .sdts = sdts,
+                                   .r = rbuf,
+                                   .rcs = rcounts,
+                                   .rds = rdispls,
+                                   .rdts = rdts};
+    return mca_coll_gpu_staged_call(M(module), comm, &a, mca_coll_gpu_alltoallw_spans);
 }
 
 int mca_coll_gpu_staged_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
