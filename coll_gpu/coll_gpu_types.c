@@ -102,8 +102,24 @@ static bool engine_type_of(int base, size_t size, cgpu_dtype_t *out)
     case OMPI_OP_BASE_TYPE_C_DOUBLE_COMPLEX:
         *out = CGPU_DT_COMPLEX128;
         return 2 * sizeof(double) == size;
+    /* the (value, index) pairs without padding, whose data is the engine's whole struct (the
+     * padded ones, MPI_SHORT_INT, MPI_DOUBLE_INT, MPI_LONG_INT, MPI_LONG_DOUBLE_INT, are left
+     * out: moving whole structs would write their padding, gaps of the datatype) */
+    case OMPI_OP_BASE_TYPE_FLOAT_INT:
+        *out = CGPU_DT_FLOAT_INT;
+        return cgpu_dtype_size(*out) == size;
+    case OMPI_OP_BASE_TYPE_2INT:
+    case OMPI_OP_BASE_TYPE_2INTEGER: /* of a 4-byte INTEGER */
+        *out = CGPU_DT_2INT;
+        return cgpu_dtype_size(*out) == size;
+    case OMPI_OP_BASE_TYPE_2REAL: /* of a 4-byte REAL */
+        *out = CGPU_DT_2FLOAT;
+        return cgpu_dtype_size(*out) == size;
+    case OMPI_OP_BASE_TYPE_2DOUBLE_PRECISION: /* of an 8-byte DOUBLE PRECISION */
+        *out = CGPU_DT_2DOUBLE;
+        return cgpu_dtype_size(*out) == size;
     }
-    return false; /* 16-byte integers, half/quad floats, long double complex */
+    return false; /* 16-byte integers, half/quad floats, long double complex, padded pairs */
 }
 
 /* Open MPI's op base type of @p d (an index into an op's function table), or -1 for a
@@ -116,65 +132,10 @@ static int op_base_of(struct ompi_datatype_t *d)
     return ompi_op_ddt_map[d->id];
 }
 
-/* MPI's (value, index) pairs: the engine's pair of the same C layout, where that layout has
- * no padding (the datatype's size is its extent, from offset 0). The engine moves whole
- * structs: padding inside a pair (MPI_SHORT_INT) or after it (MPI_DOUBLE_INT,
- * MPI_LONG_INT) is no part of the datatype, so the engine would write into the receive
- * buffer's gaps and, after the last pair, past the bytes the call may touch. Those stay
- * with the previous module (staged on device buffers). */
-static bool pair_of(struct ompi_datatype_t *d, int base, size_t size, cgpu_dtype_t *out)
-{
-    switch (base) {
-    case OMPI_OP_BASE_TYPE_FLOAT_INT:
-        *out = CGPU_DT_FLOAT_INT;
-        break;
-    case OMPI_OP_BASE_TYPE_DOUBLE_INT:
-        *out = CGPU_DT_DOUBLE_INT;
-        break;
-    case OMPI_OP_BASE_TYPE_LONG_INT:
-        *out = CGPU_DT_LONG_INT;
-        break;
-    case OMPI_OP_BASE_TYPE_2INT:
-        *out = CGPU_DT_2INT;
-        break;
-    case OMPI_OP_BASE_TYPE_SHORT_INT:
-        *out = CGPU_DT_SHORT_INT;
-        break;
-    case OMPI_OP_BASE_TYPE_2INTEGER: /* Fortran INTEGER of 4 bytes */
-        *out = CGPU_DT_2INT;
-        if (2 * sizeof(int) != size) {
-            return false;
-        }
-        break;
-    case OMPI_OP_BASE_TYPE_2REAL: /* REAL of 4 bytes */
-        *out = CGPU_DT_2FLOAT;
-        if (2 * sizeof(float) != size) {
-            return false;
-        }
-        break;
-    case OMPI_OP_BASE_TYPE_2DOUBLE_PRECISION: /* DOUBLE PRECISION of 8 bytes */
-        *out = CGPU_DT_2DOUBLE;
-        if (2 * sizeof(double) != size) {
-            return false;
-        }
-        break;
-    default:
-        return false; /* long double, int: no device arithmetic for the value */
-    }
-    ptrdiff_t lb, ext, tlb, text;
-    ompi_datatype_get_extent(d, &lb, &ext);
-    ompi_datatype_get_true_extent(d, &tlb, &text);
-    return 0 == lb && 0 == tlb && text == ext && (size_t) ext == size &&
-           size == cgpu_dtype_size(*out);
-}
-
 static bool map_dtype(struct ompi_datatype_t *d, int base, cgpu_dtype_t *out)
 {
     size_t size;
     ompi_datatype_type_size(d, &size);
-    if (pair_of(d, base, size, out)) {
-        return true;
-    }
     if (MPI_OFFSET == d) {
         /* Open MPI's op table files MPI_Offset under an unsigned type; the C type is signed,
          * and MIN/MAX follow the C type here */

@@ -151,10 +151,9 @@ template <typename V, typename I> struct Op<Loc<V, I>, CGPU_OP_MAXLOC> {
     }
 };
 
-static_assert(sizeof(Loc<float, int>) == 8 && sizeof(Loc<double, int>) == 16 &&
-                  sizeof(Loc<long, int>) == 16 && sizeof(Loc<short, int>) == 8 &&
-                  sizeof(Loc<double, double>) == 16,
-              "the pairs are the host twin's C structs");
+static_assert(sizeof(Loc<float, int>) == 8 && sizeof(Loc<int, int>) == 8 &&
+                  sizeof(Loc<float, float>) == 8 && sizeof(Loc<double, double>) == 16,
+              "the pairs are the host twin's C structs, without padding");
 
 /* ---- memory helpers ---- */
 
@@ -1735,10 +1734,7 @@ int dispatch(const Args *a, cgpu_dtype_t dt, cgpu_op_t op, int blocks, int threa
     case CGPU_DT_COMPLEX64: CGPU_DISPATCH_COMPLEX(K, float2)
     case CGPU_DT_COMPLEX128: CGPU_DISPATCH_COMPLEX(K, double2)
     case CGPU_DT_FLOAT_INT: CGPU_DISPATCH_LOC(K, float, int)
-    case CGPU_DT_DOUBLE_INT: CGPU_DISPATCH_LOC(K, double, int)
-    case CGPU_DT_LONG_INT: CGPU_DISPATCH_LOC(K, long, int)
     case CGPU_DT_2INT: CGPU_DISPATCH_LOC(K, int, int)
-    case CGPU_DT_SHORT_INT: CGPU_DISPATCH_LOC(K, short, int)
     case CGPU_DT_2FLOAT: CGPU_DISPATCH_LOC(K, float, float)
     case CGPU_DT_2DOUBLE: CGPU_DISPATCH_LOC(K, double, double)
     default: return (int) cudaErrorInvalidValue;
@@ -1755,8 +1751,8 @@ void preload_part()
         CGPU_DT_INT8,       CGPU_DT_UINT8,     CGPU_DT_BOOL,      CGPU_DT_INT16,
         CGPU_DT_UINT16,     CGPU_DT_INT32,     CGPU_DT_UINT32,    CGPU_DT_INT64,
         CGPU_DT_UINT64,     CGPU_DT_FLOAT32,   CGPU_DT_FLOAT64,   CGPU_DT_COMPLEX64,
-        CGPU_DT_COMPLEX128, CGPU_DT_FLOAT_INT, CGPU_DT_DOUBLE_INT, CGPU_DT_LONG_INT,
-        CGPU_DT_2INT,       CGPU_DT_SHORT_INT, CGPU_DT_2FLOAT,    CGPU_DT_2DOUBLE};
+        CGPU_DT_COMPLEX128, CGPU_DT_FLOAT_INT, CGPU_DT_2INT,      CGPU_DT_2FLOAT,
+        CGPU_DT_2DOUBLE};
     const int none = 0;
     for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); ++d) {
         for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); ++o) {

@@ -31,15 +31,13 @@ typedef enum cgpu_dtype {
     CGPU_DT_BOOL,        /* C _Bool: logical operators only */
     CGPU_DT_COMPLEX64,   /* float _Complex (re, im): SUM and PROD */
     CGPU_DT_COMPLEX128,  /* double _Complex (re, im): SUM and PROD */
-    /* MPI's (value, index) pairs, as Open MPI lays them out (a C struct of the value then
-     * the index): MINLOC and MAXLOC only */
-    CGPU_DT_FLOAT_INT,  /* MPI_FLOAT_INT: float, int (8 bytes) */
-    CGPU_DT_DOUBLE_INT, /* MPI_DOUBLE_INT: double, int (16 bytes, 4 of them padding) */
-    CGPU_DT_LONG_INT,   /* MPI_LONG_INT: long, int (16 bytes, 4 of them padding) */
-    CGPU_DT_2INT,       /* MPI_2INT, MPI_2INTEGER of 4-byte INTEGER: int, int */
-    CGPU_DT_SHORT_INT,  /* MPI_SHORT_INT: short, int (8 bytes, 2 of them padding) */
-    CGPU_DT_2FLOAT,     /* MPI_2REAL of 4-byte REAL: float, float */
-    CGPU_DT_2DOUBLE,    /* MPI_2DOUBLE_PRECISION of 8-byte DOUBLE PRECISION: double, double */
+    /* MPI's (value, index) pairs without padding, as Open MPI lays them out (a C struct of
+     * the value then the index): MINLOC and MAXLOC only. (The padded ones, MPI_SHORT_INT,
+     * MPI_DOUBLE_INT, MPI_LONG_INT, have no twin: whole structs would carry their padding.) */
+    CGPU_DT_FLOAT_INT, /* MPI_FLOAT_INT: float, int (8 bytes) */
+    CGPU_DT_2INT,      /* MPI_2INT, MPI_2INTEGER of 4-byte INTEGER: int, int */
+    CGPU_DT_2FLOAT,    /* MPI_2REAL of 4-byte REAL: float, float */
+    CGPU_DT_2DOUBLE,   /* MPI_2DOUBLE_PRECISION of 8-byte DOUBLE PRECISION: double, double */
     CGPU_DT_COUNT
 } cgpu_dtype_t;
 

@@ -19,7 +19,6 @@
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +37,7 @@ enum { TEST_POOL_SIZE = 16, TEST_COUNT = 400, TEST_GUARD_BYTES = 64 };
  * implementation: 1 where (type, op) is defined. Columns follow cgpu_op_t.
  */
 _Static_assert(12 == CGPU_OP_COUNT, "test_reduce: the support table has one column per op");
-_Static_assert(21 == CGPU_DT_COUNT, "test_reduce: the support table has one row per type");
+_Static_assert(18 == CGPU_DT_COUNT, "test_reduce: the support table has one row per type");
 
 static const unsigned char expected_supported[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
     /*                       sum prod min max land lor lxor band bor bxor minloc maxloc */
@@ -57,10 +56,7 @@ static const unsigned char expected_supported[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
     [CGPU_DT_COMPLEX64] = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
     [CGPU_DT_COMPLEX128] = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
     [CGPU_DT_FLOAT_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
-    [CGPU_DT_DOUBLE_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
-    [CGPU_DT_LONG_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
     [CGPU_DT_2INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
-    [CGPU_DT_SHORT_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
     [CGPU_DT_2FLOAT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
     [CGPU_DT_2DOUBLE] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
 };
@@ -80,21 +76,9 @@ typedef struct {
     int i;
 } t_float_int;
 typedef struct {
-    double v;
-    int i;
-} t_double_int;
-typedef struct {
-    long v;
-    int i;
-} t_long_int;
-typedef struct {
     int v;
     int i;
 } t_2int;
-typedef struct {
-    short v;
-    int i;
-} t_short_int;
 typedef struct {
     float v;
     float i;
@@ -126,10 +110,7 @@ static const struct {
     [CGPU_DT_COMPLEX64] = {sizeof(float _Complex), TEST_KIND_COMPLEX, 0, "COMPLEX64"},
     [CGPU_DT_COMPLEX128] = {sizeof(double _Complex), TEST_KIND_COMPLEX, 0, "COMPLEX128"},
     [CGPU_DT_FLOAT_INT] = {sizeof(t_float_int), TEST_KIND_PAIR, 0, "FLOAT_INT"},
-    [CGPU_DT_DOUBLE_INT] = {sizeof(t_double_int), TEST_KIND_PAIR, 0, "DOUBLE_INT"},
-    [CGPU_DT_LONG_INT] = {sizeof(t_long_int), TEST_KIND_PAIR, 0, "LONG_INT"},
     [CGPU_DT_2INT] = {sizeof(t_2int), TEST_KIND_PAIR, 0, "2INT"},
-    [CGPU_DT_SHORT_INT] = {sizeof(t_short_int), TEST_KIND_PAIR, 0, "SHORT_INT"},
     [CGPU_DT_2FLOAT] = {sizeof(t_2float), TEST_KIND_PAIR, 0, "2FLOAT"},
     [CGPU_DT_2DOUBLE] = {sizeof(t_2double), TEST_KIND_PAIR, 0, "2DOUBLE"},
 };
@@ -869,7 +850,7 @@ static void test_complex_reductions_match_c99_complex_arithmetic(void)
 /* MINLOC/MAXLOC of every pair type against MPI's rule written out here: values from a
  * small range (so equal values with different indices are common), both orders of the
  * operands, out of place and in place into a and into b; the value and index fields are
- * compared (padding bytes are undefined). */
+ * compared. */
 #define CHECK_LOC_PAIRS(DT, T)                                                                     \
     do {                                                                                           \
         enum { N = 61 };                                                                           \
@@ -892,22 +873,11 @@ static void test_complex_reductions_match_c99_complex_arithmetic(void)
                 T x[N], y[N];                                                                      \
                 memcpy(x, a, sizeof(x));                                                           \
                 memcpy(y, b, sizeof(y));                                                           \
-                memset(got, TEST_GUARD_FILL, sizeof(got));                                         \
                 T *dst = 0 == alias ? got : 1 == alias ? x : y;                                    \
                 CU_ASSERT_EQUAL(cgpu_reduce_host(DT, (cgpu_op_t) op, dst, x, y, N), 0);            \
                 int bad = 0;                                                                       \
                 for (int k = 0; k < N; ++k) {                                                      \
                     bad += dst[k].v != want[k].v || dst[k].i != want[k].i;                         \
-                }                                                                                  \
-                /* out of place: the padding (inside a pair, after it) keeps the guard */          \
-                for (int k = 0; 0 == alias && k < N; ++k) {                                        \
-                    const unsigned char *e = (const unsigned char *) &got[k];                      \
-                    for (size_t o = sizeof(got[k].v); o < offsetof(T, i); ++o) {                   \
-                        bad += TEST_GUARD_FILL != e[o];                                            \
-                    }                                                                              \
-                    for (size_t o = offsetof(T, i) + sizeof(got[k].i); o < sizeof(T); ++o) {       \
-                        bad += TEST_GUARD_FILL != e[o];                                            \
-                    }                                                                              \
                 }                                                                                  \
                 CU_ASSERT_EQUAL(bad, 0);                                                           \
                 if (0 != bad) {                                                                    \
@@ -922,10 +892,7 @@ static void test_minloc_maxloc_follow_mpi_on_every_pair_type(void)
 {
     uint64_t seed = 0x10c;
     CHECK_LOC_PAIRS(CGPU_DT_FLOAT_INT, t_float_int);
-    CHECK_LOC_PAIRS(CGPU_DT_DOUBLE_INT, t_double_int);
-    CHECK_LOC_PAIRS(CGPU_DT_LONG_INT, t_long_int);
     CHECK_LOC_PAIRS(CGPU_DT_2INT, t_2int);
-    CHECK_LOC_PAIRS(CGPU_DT_SHORT_INT, t_short_int);
     CHECK_LOC_PAIRS(CGPU_DT_2FLOAT, t_2float);
     CHECK_LOC_PAIRS(CGPU_DT_2DOUBLE, t_2double);
     /* written out: MINLOC of (2, 7) and (2, 3) is (2, 3); MAXLOC of (1, 0) and (5, 9) is
@@ -936,8 +903,8 @@ static void test_minloc_maxloc_follow_mpi_on_every_pair_type(void)
     t_2int u = {1, 0}, w = {5, 9}, z;
     CU_ASSERT_EQUAL(cgpu_reduce_host(CGPU_DT_2INT, CGPU_OP_MAXLOC, &z, &u, &w, 1), 0);
     CU_ASSERT(5 == z.v && 9 == z.i);
-    t_double_int n = {NAN, 1}, o = {4.0, 8}, x;
-    CU_ASSERT_EQUAL(cgpu_reduce_host(CGPU_DT_DOUBLE_INT, CGPU_OP_MINLOC, &x, &n, &o, 1), 0);
+    t_2double n = {NAN, 1}, o = {4.0, 8}, x;
+    CU_ASSERT_EQUAL(cgpu_reduce_host(CGPU_DT_2DOUBLE, CGPU_OP_MINLOC, &x, &n, &o, 1), 0);
     CU_ASSERT(4.0 == x.v && 8 == x.i);
 }
 
