@@ -406,8 +406,11 @@ cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n)
     int queued = 0;
     for (int i = 0; i < n && cudaSuccess == e; ++i) {
         if (c[i].bytes > 0) {
-            e = cudaMemcpyAsync(c[i].dst, c[i].src, c[i].bytes, cudaMemcpyDefault,
-                                cudaStreamLegacy);
+            e = c[i].rows > 1 ? cudaMemcpy2DAsync(c[i].dst, c[i].pitch, c[i].src, c[i].pitch,
+                                                  c[i].bytes, c[i].rows, cudaMemcpyDefault,
+                                                  cudaStreamLegacy)
+                              : cudaMemcpyAsync(c[i].dst, c[i].src, c[i].bytes, cudaMemcpyDefault,
+                                                cudaStreamLegacy);
             ++queued;
         }
     }

@@ -103,6 +103,9 @@ typedef struct cgpu_copy {
     void *dst;
     const void *src;
     size_t bytes;
+    /* rows > 1: @p rows runs of @p bytes each, the next one @p pitch bytes further in both
+     * dst and src (bytes <= pitch), such as the fields of an array of structs */
+    size_t rows, pitch;
 } cgpu_copy_t;
 /** The @p n copies of @p c, queued one after another with one wait for all (as synchronous
  * as cgpu_cuda_copy, at the cost of one wait). */

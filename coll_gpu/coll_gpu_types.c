@@ -6,13 +6,14 @@
  * that base type has an engine twin: every C and Fortran integer (MPI_CHAR, MPI_WCHAR,
  * MPI_CHARACTER, MPI_INTEGERn, MPI_LOGICAL, MPI_AINT, ...), MPI_FLOAT/MPI_DOUBLE/
  * MPI_LONG_DOUBLE and the Fortran REAL/DOUBLE PRECISION kinds of those sizes, C bool, byte,
- * and the float and double complex types (C and Fortran). Integer SUM and PROD wrap like C
- * unsigned arithmetic (two's complement), whatever an op component does on host memory.
- * and MINLOC/MAXLOC on the (value, index) pair types without padding (MPI_FLOAT_INT,
- * MPI_2INT, MPI_2REAL, MPI_2DOUBLE_PRECISION, MPI_2INTEGER). Left to the previous module:
- * derived types, user ops, the padded pairs (MPI_SHORT_INT, MPI_DOUBLE_INT, MPI_LONG_INT,
- * MPI_LONG_DOUBLE_INT),
- * REPLACE/NO_OP, half and quad precision, long double complex, 16-byte integers, and pairs
+ * the float, double and long double complex types (C and Fortran), and MINLOC/MAXLOC on
+ * every (value, index) pair type (MPI_FLOAT_INT, MPI_2INT, MPI_2REAL, MPI_2DOUBLE_PRECISION,
+ * MPI_2INTEGER, and the padded MPI_SHORT_INT, MPI_DOUBLE_INT, MPI_LONG_INT and
+ * MPI_LONG_DOUBLE_INT, which the engine reduces on copies so that their padding, no part of
+ * the datatype, is never written). The long double types reduce on the host. Integer SUM and
+ * PROD wrap like C unsigned arithmetic (two's complement), whatever an op component does on
+ * host memory. Left to the previous module: derived types, user ops, REPLACE/NO_OP, half and
+ * quad precision, 16-byte integers, and pairs
  * Open MPI rejects (it reports them as MPI does). Where the previous module reduces such a
  * pair (scan, exscan), it gets a user op that runs the engine's host arithmetic instead
  * (mca_coll_gpu_prev_op), so the results are the ones the engine would give. The decision depends
@@ -102,24 +103,44 @@ static bool engine_type_of(int base, size_t size, cgpu_dtype_t *out)
     case OMPI_OP_BASE_TYPE_C_DOUBLE_COMPLEX:
         *out = CGPU_DT_COMPLEX128;
         return 2 * sizeof(double) == size;
-    /* the (value, index) pairs without padding, whose data is the engine's whole struct (the
-     * padded ones, MPI_SHORT_INT, MPI_DOUBLE_INT, MPI_LONG_INT, MPI_LONG_DOUBLE_INT, are left
-     * out: moving whole structs would write their padding, gaps of the datatype) */
+    case OMPI_OP_BASE_TYPE_C_LONG_DOUBLE_COMPLEX: /* host arithmetic */
+        *out = CGPU_DT_COMPLEX_LONG_DOUBLE;
+        return 2 * sizeof(long double) == size;
+    /* the (value, index) pairs: the engine's twin of the same C struct, whose data bytes are
+     * the datatype's size (map_dtype checks the extent); the padded ones reduce on copies
+     * (cgpu_dtype_runs), so the caller's gaps are never written */
     case OMPI_OP_BASE_TYPE_FLOAT_INT:
         *out = CGPU_DT_FLOAT_INT;
-        return cgpu_dtype_size(*out) == size;
+        break;
     case OMPI_OP_BASE_TYPE_2INT:
     case OMPI_OP_BASE_TYPE_2INTEGER: /* of a 4-byte INTEGER */
         *out = CGPU_DT_2INT;
-        return cgpu_dtype_size(*out) == size;
+        break;
     case OMPI_OP_BASE_TYPE_2REAL: /* of a 4-byte REAL */
         *out = CGPU_DT_2FLOAT;
-        return cgpu_dtype_size(*out) == size;
+        break;
     case OMPI_OP_BASE_TYPE_2DOUBLE_PRECISION: /* of an 8-byte DOUBLE PRECISION */
         *out = CGPU_DT_2DOUBLE;
-        return cgpu_dtype_size(*out) == size;
+        break;
+    case OMPI_OP_BASE_TYPE_SHORT_INT:
+        *out = CGPU_DT_SHORT_INT;
+        break;
+    case OMPI_OP_BASE_TYPE_DOUBLE_INT:
+        *out = CGPU_DT_DOUBLE_INT;
+        break;
+    case OMPI_OP_BASE_TYPE_LONG_INT:
+        *out = CGPU_DT_LONG_INT;
+        break;
+    case OMPI_OP_BASE_TYPE_LONG_DOUBLE_INT: /* host arithmetic */
+        *out = CGPU_DT_LONG_DOUBLE_INT;
+        break;
+    default:
+        return false; /* 16-byte integers, half/quad floats */
     }
-    return false; /* 16-byte integers, half/quad floats, long double complex, padded pairs */
+    /* a pair */
+    size_t off[2], len[2];
+    const int runs = cgpu_dtype_runs(*out, off, len);
+    return size == len[0] + (2 == runs ? len[1] : 0);
 }
 
 /* Open MPI's op base type of @p d (an index into an op's function table), or -1 for a
@@ -141,7 +162,10 @@ static bool map_dtype(struct ompi_datatype_t *d, int base, cgpu_dtype_t *out)
          * and MIN/MAX follow the C type here */
         return int_of(size, true, out);
     }
-    return engine_type_of(base, size, out);
+    /* and the engine's element spans the datatype's extent, from offset 0 */
+    ptrdiff_t lb, ext;
+    ompi_datatype_get_extent(d, &lb, &ext);
+    return engine_type_of(base, size, out) && 0 == lb && (size_t) ext == cgpu_dtype_size(*out);
 }
 
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out)

@@ -151,9 +151,12 @@ template <typename V, typename I> struct Op<Loc<V, I>, CGPU_OP_MAXLOC> {
     }
 };
 
+typedef Loc<short, int> LocShortInt; /* offsetof takes no template's comma */
 static_assert(sizeof(Loc<float, int>) == 8 && sizeof(Loc<int, int>) == 8 &&
-                  sizeof(Loc<float, float>) == 8 && sizeof(Loc<double, double>) == 16,
-              "the pairs are the host twin's C structs, without padding");
+                  sizeof(Loc<float, float>) == 8 && sizeof(Loc<double, double>) == 16 &&
+                  sizeof(Loc<short, int>) == 8 && offsetof(LocShortInt, i) == 4 &&
+                  sizeof(Loc<double, int>) == 16 && sizeof(Loc<long, int>) == 16,
+              "the pairs are the host twin's C structs, padding included");
 
 /* ---- memory helpers ---- */
 
@@ -1737,6 +1740,9 @@ int dispatch(const Args *a, cgpu_dtype_t dt, cgpu_op_t op, int blocks, int threa
     case CGPU_DT_2INT: CGPU_DISPATCH_LOC(K, int, int)
     case CGPU_DT_2FLOAT: CGPU_DISPATCH_LOC(K, float, float)
     case CGPU_DT_2DOUBLE: CGPU_DISPATCH_LOC(K, double, double)
+    case CGPU_DT_SHORT_INT: CGPU_DISPATCH_LOC(K, short, int)
+    case CGPU_DT_DOUBLE_INT: CGPU_DISPATCH_LOC(K, double, int)
+    case CGPU_DT_LONG_INT: CGPU_DISPATCH_LOC(K, long, int)
     default: return (int) cudaErrorInvalidValue;
     }
 }
@@ -1752,11 +1758,11 @@ void preload_part()
         CGPU_DT_UINT16,     CGPU_DT_INT32,     CGPU_DT_UINT32,    CGPU_DT_INT64,
         CGPU_DT_UINT64,     CGPU_DT_FLOAT32,   CGPU_DT_FLOAT64,   CGPU_DT_COMPLEX64,
         CGPU_DT_COMPLEX128, CGPU_DT_FLOAT_INT, CGPU_DT_2INT,      CGPU_DT_2FLOAT,
-        CGPU_DT_2DOUBLE};
+        CGPU_DT_2DOUBLE,    CGPU_DT_SHORT_INT, CGPU_DT_DOUBLE_INT, CGPU_DT_LONG_INT};
     const int none = 0;
     for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); ++d) {
         for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); ++o) {
-            if (CGPU_DT_LONG_DOUBLE != dts[d] && cgpu_reduce_supported(dts[d], ops[o])) {
+            if (cgpu_dtype_on_device(dts[d]) && cgpu_reduce_supported(dts[d], ops[o])) {
                 (void) dispatch<PreloadK>(&none, dts[d], ops[o], 0, 0, (cudaStream_t) 0);
             }
         }
@@ -1784,7 +1790,7 @@ extern "C" int CGPU_PRELOAD_FN(CGPU_KERNELS_PART)(void)
 #if CGPU_PART(0)
 extern "C" int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op)
 {
-    return CGPU_DT_LONG_DOUBLE != dt && cgpu_reduce_supported(dt, op);
+    return cgpu_dtype_on_device(dt) && cgpu_reduce_supported(dt, op);
 }
 
 extern "C" int cgpu_cuda_ring_reduce_launch(const cgpu_cuda_ring_args_t *a, cgpu_dtype_t dt,

@@ -270,7 +270,7 @@ int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t d
 #define CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS 8
 int cgpu_cuda_resident_cluster(void);
 
-/** Whether the device kernels implement (dt, op): all of cgpu_reduce_supported but LONG_DOUBLE. */
+/** Whether the device kernels implement (dt, op): cgpu_reduce_supported on cgpu_dtype_on_device types. */
 int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
 
 /** Load every kernel now (see the .cu); once per process, before the first launch. */

@@ -31,13 +31,18 @@ typedef enum cgpu_dtype {
     CGPU_DT_BOOL,        /* C _Bool: logical operators only */
     CGPU_DT_COMPLEX64,   /* float _Complex (re, im): SUM and PROD */
     CGPU_DT_COMPLEX128,  /* double _Complex (re, im): SUM and PROD */
-    /* MPI's (value, index) pairs without padding, as Open MPI lays them out (a C struct of
-     * the value then the index): MINLOC and MAXLOC only. (The padded ones, MPI_SHORT_INT,
-     * MPI_DOUBLE_INT, MPI_LONG_INT, have no twin: whole structs would carry their padding.) */
+    /* MPI's (value, index) pairs, as Open MPI lays them out (a C struct of the value then the
+     * index): MINLOC and MAXLOC only */
     CGPU_DT_FLOAT_INT, /* MPI_FLOAT_INT: float, int (8 bytes) */
     CGPU_DT_2INT,      /* MPI_2INT, MPI_2INTEGER of 4-byte INTEGER: int, int */
     CGPU_DT_2FLOAT,    /* MPI_2REAL of 4-byte REAL: float, float */
     CGPU_DT_2DOUBLE,   /* MPI_2DOUBLE_PRECISION of 8-byte DOUBLE PRECISION: double, double */
+    /* the padded pairs: their padding is no part of the datatype (cgpu_dtype_runs) */
+    CGPU_DT_SHORT_INT,       /* MPI_SHORT_INT: short, int (8 bytes, 2 of padding inside) */
+    CGPU_DT_DOUBLE_INT,      /* MPI_DOUBLE_INT: double, int (16 bytes, 4 of padding after) */
+    CGPU_DT_LONG_INT,        /* MPI_LONG_INT: long, int (16 bytes, 4 of padding after) */
+    CGPU_DT_LONG_DOUBLE_INT, /* MPI_LONG_DOUBLE_INT: long double, int; host arithmetic only */
+    CGPU_DT_COMPLEX_LONG_DOUBLE, /* long double _Complex: SUM and PROD; host arithmetic only */
     CGPU_DT_COUNT
 } cgpu_dtype_t;
 
@@ -60,6 +65,19 @@ typedef enum cgpu_op {
 
 /** Size in bytes of one element of @p dt (0 for an invalid value). */
 size_t cgpu_dtype_size(cgpu_dtype_t dt);
+
+/**
+ * The bytes of one element of @p dt that hold data, in order: @p len[k] bytes at @p off[k]
+ * for k below the count returned (1 or 2; 0 for an invalid value). Every type is one run,
+ * its whole element, but the padded pairs: MPI_SHORT_INT's padding inside the pair, and the
+ * padding after the index of MPI_DOUBLE_INT, MPI_LONG_INT and MPI_LONG_DOUBLE_INT, are no
+ * part of the datatype, so a collective writes none of it in the caller's buffers.
+ */
+int cgpu_dtype_runs(cgpu_dtype_t dt, size_t off[2], size_t len[2]);
+
+/** Whether the device kernels have arithmetic for @p dt (all but the long double types,
+ * which reduce on the host). */
+bool cgpu_dtype_on_device(cgpu_dtype_t dt);
 
 /** Short name ("int32", "float64", ...) for logs and traces; never NULL ("invalid"). */
 const char *cgpu_dtype_name(cgpu_dtype_t dt);

@@ -140,9 +140,10 @@ CGPU_REDUCE_LOOP(reduce_bool_lxor, unsigned char, (0 != x) != (0 != y))
     }
 CGPU_REDUCE_COMPLEX_LOOPS(complex64, float)
 CGPU_REDUCE_COMPLEX_LOOPS(complex128, double)
+CGPU_REDUCE_COMPLEX_LOOPS(complex_long_double, long double)
 
 /* MPI's (value, index) pairs: the C struct Open MPI's datatype describes, field by field as
- * Open MPI's own op does (the pairs here have no padding, but the loops need not know). */
+ * Open MPI's own op does: a padded pair's padding is no part of the datatype, never written. */
 #define CGPU_REDUCE_PAIR_LOOP(N, OPN, CMP)                                                         \
     static void reduce_##N##_##OPN(void *dst, const void *a, const void *b, size_t count)          \
     {                                                                                              \
@@ -175,6 +176,10 @@ CGPU_REDUCE_PAIR_LOOPS(float_int, float, int)
 CGPU_REDUCE_PAIR_LOOPS(2int, int, int)
 CGPU_REDUCE_PAIR_LOOPS(2float, float, float)
 CGPU_REDUCE_PAIR_LOOPS(2double, double, double)
+CGPU_REDUCE_PAIR_LOOPS(short_int, short, int)
+CGPU_REDUCE_PAIR_LOOPS(double_int, double, int)
+CGPU_REDUCE_PAIR_LOOPS(long_int, long, int)
+CGPU_REDUCE_PAIR_LOOPS(long_double_int, long double, int)
 #define CGPU_REDUCE_PAIR_ROW(N)                                                                    \
     {                                                                                              \
         [CGPU_OP_MINLOC] = reduce_##N##_minloc, [CGPU_OP_MAXLOC] = reduce_##N##_maxloc,            \
@@ -216,6 +221,12 @@ static const cgpu_reduce_fn_t reduce_table[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
     [CGPU_DT_2INT] = CGPU_REDUCE_PAIR_ROW(2int),
     [CGPU_DT_2FLOAT] = CGPU_REDUCE_PAIR_ROW(2float),
     [CGPU_DT_2DOUBLE] = CGPU_REDUCE_PAIR_ROW(2double),
+    [CGPU_DT_SHORT_INT] = CGPU_REDUCE_PAIR_ROW(short_int),
+    [CGPU_DT_DOUBLE_INT] = CGPU_REDUCE_PAIR_ROW(double_int),
+    [CGPU_DT_LONG_INT] = CGPU_REDUCE_PAIR_ROW(long_int),
+    [CGPU_DT_LONG_DOUBLE_INT] = CGPU_REDUCE_PAIR_ROW(long_double_int),
+    [CGPU_DT_COMPLEX_LONG_DOUBLE] = {[CGPU_OP_SUM] = reduce_complex_long_double_sum,
+                                     [CGPU_OP_PROD] = reduce_complex_long_double_prod},
     [CGPU_DT_BOOL] =
         {
             [CGPU_OP_LAND] = reduce_bool_land,
@@ -224,9 +235,17 @@ static const cgpu_reduce_fn_t reduce_table[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
         },
 };
 
+/* a pair's size, name, and where its two fields lie */
+#define CGPU_PAIR_INFO(N)                                                                          \
+    {                                                                                              \
+        sizeof(pair_##N##_t), #N, sizeof(((pair_##N##_t *) 0)->v), offsetof(pair_##N##_t, i),     \
+            sizeof(((pair_##N##_t *) 0)->i)                                                        \
+    }
+
 static const struct {
     size_t size;
     const char *name;
+    size_t value_bytes, index_off, index_bytes; /* pairs only */
 } dtype_info[CGPU_DT_COUNT] = {
     [CGPU_DT_INT8] = {sizeof(int8_t), "int8"},
     [CGPU_DT_UINT8] = {sizeof(uint8_t), "uint8"},
@@ -242,10 +261,15 @@ static const struct {
     [CGPU_DT_BOOL] = {sizeof(_Bool), "bool"},
     [CGPU_DT_COMPLEX64] = {2 * sizeof(float), "complex64"},
     [CGPU_DT_COMPLEX128] = {2 * sizeof(double), "complex128"},
-    [CGPU_DT_FLOAT_INT] = {sizeof(pair_float_int_t), "float_int"},
-    [CGPU_DT_2INT] = {sizeof(pair_2int_t), "2int"},
-    [CGPU_DT_2FLOAT] = {sizeof(pair_2float_t), "2float"},
-    [CGPU_DT_2DOUBLE] = {sizeof(pair_2double_t), "2double"},
+    [CGPU_DT_FLOAT_INT] = CGPU_PAIR_INFO(float_int),
+    [CGPU_DT_2INT] = CGPU_PAIR_INFO(2int),
+    [CGPU_DT_2FLOAT] = CGPU_PAIR_INFO(2float),
+    [CGPU_DT_2DOUBLE] = CGPU_PAIR_INFO(2double),
+    [CGPU_DT_SHORT_INT] = CGPU_PAIR_INFO(short_int),
+    [CGPU_DT_DOUBLE_INT] = CGPU_PAIR_INFO(double_int),
+    [CGPU_DT_LONG_INT] = CGPU_PAIR_INFO(long_int),
+    [CGPU_DT_LONG_DOUBLE_INT] = CGPU_PAIR_INFO(long_double_int),
+    [CGPU_DT_COMPLEX_LONG_DOUBLE] = {2 * sizeof(long double), "complex_long_double"},
 };
 
 static const char *const op_names[CGPU_OP_COUNT] = {
@@ -289,6 +313,33 @@ size_t cgpu_dtype_size(cgpu_dtype_t dt)
         return 0;
     }
     return dtype_info[dt].size;
+}
+
+/** The data runs of one element of @p dt. See cgpu_reduce.h. */
+int cgpu_dtype_runs(cgpu_dtype_t dt, size_t off[2], size_t len[2])
+{
+    if (!dtype_is_valid(dt)) {
+        return 0;
+    }
+    off[0] = 0;
+    if (0 == dtype_info[dt].index_bytes) { /* not a pair: the whole element */
+        len[0] = dtype_info[dt].size;
+        return 1;
+    }
+    if (dtype_info[dt].index_off == dtype_info[dt].value_bytes) { /* nothing between */
+        len[0] = dtype_info[dt].index_off + dtype_info[dt].index_bytes;
+        return 1;
+    }
+    len[0] = dtype_info[dt].value_bytes;
+    off[1] = dtype_info[dt].index_off;
+    len[1] = dtype_info[dt].index_bytes;
+    return 2;
+}
+
+bool cgpu_dtype_on_device(cgpu_dtype_t dt)
+{
+    return dtype_is_valid(dt) && CGPU_DT_LONG_DOUBLE != dt && CGPU_DT_LONG_DOUBLE_INT != dt &&
+           CGPU_DT_COMPLEX_LONG_DOUBLE != dt;
 }
 
 /** Short name of @p dt; "invalid" for an out-of-range value, never NULL. See cgpu_reduce.h. */

@@ -136,9 +136,121 @@ static cgpu_status_t allreduce_run(cgpu_comm_t *comm, const void *sbuf, void *rb
     return st;
 }
 
+/* ---- the padded pairs ----
+ * MPI_SHORT_INT, MPI_DOUBLE_INT, MPI_LONG_INT and MPI_LONG_DOUBLE_INT are C structs whose
+ * padding is no part of the datatype: a receive buffer's gaps belong to the caller, and a
+ * buffer may end right after the last pair's index. The algorithms move whole elements, so
+ * these reductions run on copies the communicator keeps (comm->pairs), by rounds of at most
+ * CGPU_PAIRS_ROUND_BYTES of input: each round's input is copied in from its first byte to its
+ * last data byte (the gaps are read, never written), reduced by the ordinary algorithm into
+ * the result copy, and only the data runs of the elements this rank receives are copied out
+ * (a strided copy per run). A reduce-scatter runs as allreduce rounds, each rank copying out
+ * what falls in its block. A round writes the caller's buffer only where the rounds before
+ * it and itself read, so in-place calls are safe. Rounds and their count depend on the count
+ * and type only, the same on every rank. */
+
+typedef enum { PAIRS_ALLREDUCE, PAIRS_REDUCE, PAIRS_SCAN, PAIRS_EXSCAN } pairs_kind_t;
+
+typedef struct pairs_call {
+    pairs_kind_t kind;
+    const char *in; /* the caller's input, total elements */
+    size_t total;
+    char *out; /* this rank's result: elements [first, first + n) of the total */
+    size_t first, n;
+    cgpu_dtype_t dt;
+    cgpu_op_t op;
+    int root;
+    cgpu_allreduce_alg_t alg;
+    cgpu_scan_alg_t scan_alg;
+    size_t scan_round_bytes;
+} pairs_call_t;
+
+static bool dtype_padded(cgpu_dtype_t dt)
+{
+    size_t off[2], len[2];
+    const int runs = cgpu_dtype_runs(dt, off, len);
+    return runs > 1 || (1 == runs && len[0] != cgpu_dtype_size(dt));
+}
+
+static cgpu_status_t reduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                                cgpu_dtype_t dt, cgpu_op_t op, int root);
+static cgpu_status_t scan_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                              cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
+                              size_t round_bytes);
+static bool scratch_on_device(const cgpu_comm_t *comm, const void *like);
+static cgpu_status_t scratch_get(cgpu_scratch_t *s, bool device, size_t bytes, const char *what,
+                                 void **out);
+
+/* one round: @p k elements from @p in into @p res */
+static cgpu_status_t pairs_round(cgpu_comm_t *comm, const pairs_call_t *c, const void *in,
+                                 void *res, size_t k)
+{
+    switch (c->kind) {
+    case PAIRS_ALLREDUCE:
+        return allreduce_run(comm, in, res, k, c->dt, c->op, c->alg, false);
+    case PAIRS_REDUCE:
+        return reduce_run(comm, in, comm->rank == c->root ? res : NULL, k, c->dt, c->op, c->root);
+    case PAIRS_SCAN:
+    case PAIRS_EXSCAN:
+        return scan_run(comm, in, res, k, c->dt, c->op, PAIRS_EXSCAN == c->kind, c->scan_alg,
+                        c->scan_round_bytes);
+    }
+    return CGPU_ERR_INVALID_ARG;
+}
+
+static cgpu_status_t pairs_run(cgpu_comm_t *comm, const pairs_call_t *c)
+{
+    const size_t es = cgpu_dtype_size(c->dt);
+    size_t off[2], len[2];
+    const int runs = cgpu_dtype_runs(c->dt, off, len);
+    const size_t data_end = off[runs - 1] + len[runs - 1];
+    const size_t per = CGPU_PAIRS_ROUND_BYTES / es > 0 ? CGPU_PAIRS_ROUND_BYTES / es : 1;
+    const size_t round = c->total < per ? c->total : per;
+    char *buf = NULL;
+    cgpu_status_t st =
+        scratch_get(&comm->pairs, scratch_on_device(comm, c->n > 0 ? (const void *) c->out : c->in),
+                    2 * round * es, "padded pairs", (void **) &buf);
+    for (size_t o = 0; CGPU_OK == st && o < c->total; o += round) {
+        const size_t k = c->total - o < round ? c->total - o : round;
+        char *in = buf, *res = buf + round * es;
+        st = cgpu_engine_copy(in, c->in + o * es, (k - 1) * es + data_end);
+        if (CGPU_OK == st) {
+            st = pairs_round(comm, c, in, res, k);
+        }
+        /* what of this round is this rank's: [lo, hi) of the total */
+        const size_t lo = o > c->first ? o : c->first;
+        const size_t hi = o + k < c->first + c->n ? o + k : c->first + c->n;
+        if (CGPU_OK == st && lo < hi) {
+            cgpu_copy_t cp[2];
+            for (int r = 0; r < runs; ++r) {
+                cp[r] = (cgpu_copy_t){.dst = c->out + (lo - c->first) * es + off[r],
+                                      .src = res + (lo - o) * es + off[r],
+                                      .bytes = len[r],
+                                      .rows = hi - lo,
+                                      .pitch = es};
+            }
+            st = cgpu_engine_copy_many(cp, runs);
+        }
+    }
+    return st;
+}
+
+/* whether a reduction of @p total elements goes through pairs_run (valid arguments only: the
+ * ordinary entry reports the others) */
+static bool pairs_take(const cgpu_comm_t *comm, size_t total, cgpu_dtype_t dt, cgpu_op_t op)
+{
+    return NULL != comm && total > 0 && dtype_padded(dt) && cgpu_reduce_supported(dt, op);
+}
+
 cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                              cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
 {
+    if (pairs_take(comm, count, dt, op) && NULL != sbuf && NULL != rbuf &&
+        CGPU_ALLREDUCE_FALLBACK != alg) {
+        const pairs_call_t c = {.kind = PAIRS_ALLREDUCE, .in = sbuf, .total = count,
+                                .out = rbuf, .n = count, .dt = dt, .op = op, .alg = alg};
+        return pairs_run(comm, &c);
+    }
     return allreduce_run(comm, sbuf, rbuf, count, dt, op, alg, false);
 }
 
@@ -286,6 +398,13 @@ static cgpu_status_t host_view(const void *p, size_t bytes, bool copy_in, void *
 cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                         size_t count, cgpu_dtype_t dt, cgpu_op_t op)
 {
+    if (pairs_take(comm, count, dt, op) && NULL != rbuf) {
+        const pairs_call_t c = {.kind = PAIRS_ALLREDUCE, .in = NULL != sbuf ? sbuf : rbuf,
+                                .total = count * (size_t) comm->size, .out = rbuf,
+                                .first = count * (size_t) comm->rank, .n = count, .dt = dt,
+                                .op = op, .alg = CGPU_ALLREDUCE_AUTO};
+        return pairs_run(comm, &c);
+    }
     if (NULL == comm || (count > 0 && NULL == rbuf) || !cgpu_reduce_supported(dt, op)) {
         return CGPU_ERR_INVALID_ARG;
     }
@@ -358,39 +477,51 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
     return st;
 }
 
-void cgpu_comm_scratch_release(cgpu_comm_t *comm)
+static void scratch_drop(cgpu_scratch_t *s)
 {
-    if (comm->scratch_device) {
-        cgpu_cuda_free(comm->scratch_buf); /* deferred while a kernel is in flight */
+    if (s->device) {
+        cgpu_cuda_free(s->buf); /* deferred while a kernel is in flight */
     } else {
-        free(comm->scratch_buf);
+        free(s->buf);
     }
-    comm->scratch_buf = NULL;
-    comm->scratch_bytes = 0;
+    s->buf = NULL;
+    s->bytes = 0;
 }
 
-/* The communicator's scratch, at least @p bytes, on the device when @p device (a failed
- * device allocation falls back on host memory, which the collectives stage). */
-static cgpu_status_t comm_scratch(cgpu_comm_t *comm, bool device, size_t bytes, const char *what,
-                                  void **out)
+void cgpu_comm_scratch_release(cgpu_comm_t *comm)
 {
-    if (NULL != comm->scratch_buf && comm->scratch_bytes >= bytes &&
-        comm->scratch_device == device) {
-        *out = comm->scratch_buf;
+    scratch_drop(&comm->scratch);
+    scratch_drop(&comm->pairs);
+}
+
+/* Scratch @p s of at least @p bytes, on the device when @p device (a failed device allocation
+ * falls back on host memory, which the collectives stage). */
+static cgpu_status_t scratch_get(cgpu_scratch_t *s, bool device, size_t bytes, const char *what,
+                                 void **out)
+{
+    if (NULL != s->buf && s->bytes >= bytes && s->device == device) {
+        *out = s->buf;
         return CGPU_OK;
     }
-    cgpu_comm_scratch_release(comm);
-    comm->scratch_device = device && CGPU_OK == cgpu_cuda_malloc(&comm->scratch_buf, bytes, NULL);
-    if (!comm->scratch_device) {
-        comm->scratch_buf = malloc(bytes);
-        if (NULL == comm->scratch_buf) {
+    scratch_drop(s);
+    s->device = device && CGPU_OK == cgpu_cuda_malloc(&s->buf, bytes, NULL);
+    if (!s->device) {
+        s->buf = malloc(bytes);
+        if (NULL == s->buf) {
             cgpu_log(CGPU_LOG_WARN, "%s: no memory for its %zu bytes of scratch", what, bytes);
             return CGPU_ERR_NO_MEMORY;
         }
     }
-    comm->scratch_bytes = bytes;
-    *out = comm->scratch_buf;
+    s->bytes = bytes;
+    *out = s->buf;
     return CGPU_OK;
+}
+
+/* The communicator's scratch, at least @p bytes, on the device when @p device. */
+static cgpu_status_t comm_scratch(cgpu_comm_t *comm, bool device, size_t bytes, const char *what,
+                                  void **out)
+{
+    return scratch_get(&comm->scratch, device, bytes, what, out);
 }
 
 /* scratch on the device when @p like is device memory on the cuda backend */
@@ -462,6 +593,13 @@ cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbu
         equal = equal && counts[p] == counts[0];
     }
     const size_t mine = counts[comm->rank], es = cgpu_dtype_size(dt);
+    if (pairs_take(comm, total, dt, op) && (0 == mine || NULL != rbuf) &&
+        (NULL != sbuf || NULL != rbuf)) {
+        const pairs_call_t c = {.kind = PAIRS_ALLREDUCE, .in = NULL != sbuf ? sbuf : rbuf,
+                                .total = total, .out = rbuf, .first = before, .n = mine,
+                                .dt = dt, .op = op, .alg = CGPU_ALLREDUCE_AUTO};
+        return pairs_run(comm, &c);
+    }
     if (equal) {
         return cgpu_reduce_scatter_block(comm, sbuf, rbuf, mine, dt, op);
     }
@@ -739,9 +877,9 @@ cgpu_status_t cgpu_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size
                                          (size_t) comm->rank * bytes, bytes);
 }
 
-cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
-                        cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
-                        size_t round_bytes)
+static cgpu_status_t scan_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                              cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
+                              size_t round_bytes)
 {
     const size_t es = cgpu_dtype_size(dt);
     if (NULL == comm || !cgpu_reduce_supported(dt, op) || round_bytes < es ||
@@ -784,8 +922,8 @@ cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t 
     return st;
 }
 
-cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
-                          cgpu_dtype_t dt, cgpu_op_t op, int root)
+static cgpu_status_t reduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                                cgpu_dtype_t dt, cgpu_op_t op, int root)
 {
     if (NULL == comm || root < 0 || root >= comm->size || !cgpu_reduce_supported(dt, op) ||
         (count > 0 && ((comm->rank == root && NULL == rbuf) || (NULL == sbuf && comm->rank != root)))) {
@@ -842,4 +980,35 @@ cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
     free(out_own);
     cgpu_comm_leave(comm, st, bytes);
     return st;
+}
+
+cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                        cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
+                        size_t round_bytes)
+{
+    if (pairs_take(comm, count, dt, op) && NULL != rbuf && round_bytes >= cgpu_dtype_size(dt)) {
+        /* exscan: rank 0 receives nothing */
+        const bool none = exclusive && 0 == comm->rank;
+        const pairs_call_t c = {.kind = exclusive ? PAIRS_EXSCAN : PAIRS_SCAN,
+                                .in = NULL != sbuf ? sbuf : rbuf, .total = count, .out = rbuf,
+                                .n = none ? 0 : count, .dt = dt, .op = op, .scan_alg = alg,
+                                .scan_round_bytes = round_bytes};
+        return pairs_run(comm, &c);
+    }
+    return scan_run(comm, sbuf, rbuf, count, dt, op, exclusive, alg, round_bytes);
+}
+
+cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                          cgpu_dtype_t dt, cgpu_op_t op, int root)
+{
+    if (pairs_take(comm, count, dt, op) && root >= 0 && root < comm->size &&
+        (NULL != sbuf || (comm->rank == root && NULL != rbuf)) &&
+        (comm->rank != root || NULL != rbuf)) {
+        const bool is_root = comm->rank == root;
+        const pairs_call_t c = {.kind = PAIRS_REDUCE, .in = NULL != sbuf ? sbuf : rbuf,
+                                .total = count, .out = is_root ? rbuf : NULL,
+                                .n = is_root ? count : 0, .dt = dt, .op = op, .root = root};
+        return pairs_run(comm, &c);
+    }
+    return reduce_run(comm, sbuf, rbuf, count, dt, op, root);
 }

@@ -62,6 +62,18 @@ typedef struct cgpu_ras {
     char name[64];                         /* MPI name, for reports */
 } cgpu_ras_t;
 
+/* the largest round of input a padded pair reduction copies at once (cgpu_coll.c): the pair
+ * copies a communicator keeps are at most twice that */
+#define CGPU_PAIRS_ROUND_BYTES ((size_t) 16 << 20)
+
+/* memory a communicator keeps for the collectives built on others: one call's at a time, grown
+ * to the largest call, on the device (device) or the host */
+typedef struct cgpu_scratch {
+    void *buf;
+    size_t bytes;
+    bool device;
+} cgpu_scratch_t;
+
 struct cgpu_comm {
     int magic; /* CGPU_COMM_ALIVE while usable */
     cgpu_backend_t backend;       /* HOST or CUDA, agreed at create */
@@ -102,9 +114,10 @@ struct cgpu_comm {
      * on the ranks that are not the root): one call's at a time, grown to the largest
      * call, on the device (scratch_device) or the host, freed with the communicator's
      * resources */
-    void *scratch_buf;
-    size_t scratch_bytes;
-    bool scratch_device;
+    cgpu_scratch_t scratch;
+    /* the copies through which the padded pairs reduce (their input and result, by rounds
+     * of at most CGPU_PAIRS_ROUND_BYTES each), the same way */
+    cgpu_scratch_t pairs;
     /* host memory that stays zero: the input of the ranks other than the root to a scatter
      * run as a reduce-scatter (the cuda backend keeps its own on the device), grown to the
      * largest such call, freed with the communicator's resources */
@@ -127,7 +140,7 @@ bool cgpu_engine_is_up(void);
 cgpu_status_t cgpu_engine_register_comm(cgpu_comm_t *comm);
 void cgpu_engine_unregister_comm(cgpu_comm_t *comm);
 void cgpu_comm_free_resources(cgpu_comm_t *comm);
-/* frees the communicator's scratch (cgpu_coll.c) */
+/* frees the communicator's scratch and pair copies (cgpu_coll.c) */
 void cgpu_comm_scratch_release(cgpu_comm_t *comm);
 /* the copies of @p c (btl_glue/cgpu_cuda.h), all between the same two memories (say, a
  * user layout's blocks and a padded copy of them): by memmove when both are host memory,

@@ -263,7 +263,10 @@ cgpu_status_t cgpu_engine_copy_many(const cgpu_copy_t *c, int n)
         return cgpu_cuda_copy_many(c, n);
     }
     for (int k = i; k < n; ++k) {
-        memmove(c[k].dst, c[k].src, c[k].bytes);
+        for (size_t r = 0; r < (c[k].rows > 1 ? c[k].rows : 1); ++r) {
+            memmove((char *) c[k].dst + r * c[k].pitch, (const char *) c[k].src + r * c[k].pitch,
+                    c[k].bytes);
+        }
     }
     return CGPU_OK;
 }

@@ -19,6 +19,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +38,7 @@ enum { TEST_POOL_SIZE = 16, TEST_COUNT = 400, TEST_GUARD_BYTES = 64 };
  * implementation: 1 where (type, op) is defined. Columns follow cgpu_op_t.
  */
 _Static_assert(12 == CGPU_OP_COUNT, "test_reduce: the support table has one column per op");
-_Static_assert(18 == CGPU_DT_COUNT, "test_reduce: the support table has one row per type");
+_Static_assert(23 == CGPU_DT_COUNT, "test_reduce: the support table has one row per type");
 
 static const unsigned char expected_supported[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
     /*                       sum prod min max land lor lxor band bor bxor minloc maxloc */
@@ -59,6 +60,11 @@ static const unsigned char expected_supported[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
     [CGPU_DT_2INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
     [CGPU_DT_2FLOAT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
     [CGPU_DT_2DOUBLE] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
+    [CGPU_DT_SHORT_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
+    [CGPU_DT_DOUBLE_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
+    [CGPU_DT_LONG_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
+    [CGPU_DT_LONG_DOUBLE_INT] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1},
+    [CGPU_DT_COMPLEX_LONG_DOUBLE] = {1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 typedef enum test_kind {
@@ -87,6 +93,22 @@ typedef struct {
     double v;
     double i;
 } t_2double;
+typedef struct {
+    short v;
+    int i;
+} t_short_int;
+typedef struct {
+    double v;
+    int i;
+} t_double_int;
+typedef struct {
+    long v;
+    int i;
+} t_long_int;
+typedef struct {
+    long double v;
+    int i;
+} t_long_double_int;
 
 /* What the test knows about each element type, independently of the implementation. */
 static const struct {
@@ -113,6 +135,12 @@ static const struct {
     [CGPU_DT_2INT] = {sizeof(t_2int), TEST_KIND_PAIR, 0, "2INT"},
     [CGPU_DT_2FLOAT] = {sizeof(t_2float), TEST_KIND_PAIR, 0, "2FLOAT"},
     [CGPU_DT_2DOUBLE] = {sizeof(t_2double), TEST_KIND_PAIR, 0, "2DOUBLE"},
+    [CGPU_DT_SHORT_INT] = {sizeof(t_short_int), TEST_KIND_PAIR, 0, "SHORT_INT"},
+    [CGPU_DT_DOUBLE_INT] = {sizeof(t_double_int), TEST_KIND_PAIR, 0, "DOUBLE_INT"},
+    [CGPU_DT_LONG_INT] = {sizeof(t_long_int), TEST_KIND_PAIR, 0, "LONG_INT"},
+    [CGPU_DT_LONG_DOUBLE_INT] = {sizeof(t_long_double_int), TEST_KIND_PAIR, 0, "LONG_DOUBLE_INT"},
+    [CGPU_DT_COMPLEX_LONG_DOUBLE] = {sizeof(long double _Complex), TEST_KIND_COMPLEX, 0,
+                                     "COMPLEX_LONG_DOUBLE"},
 };
 
 static const char *const test_op_labels[CGPU_OP_COUNT] = {
@@ -651,6 +679,51 @@ static void test_element_sizes_match_the_c_types(void)
     }
 }
 
+/* the data runs: one whole element, but the pairs with padding, whose runs are their two
+ * fields as the test's own structs lay them out */
+#define CHECK_RUNS_OF_PAIR(DT, T)                                                                  \
+    do {                                                                                           \
+        const size_t vb = sizeof(((T *) 0)->v), io = offsetof(T, i), ib = sizeof(((T *) 0)->i);   \
+        size_t o[2] = {9, 9}, l[2] = {9, 9};                                                       \
+        const int n = cgpu_dtype_runs(DT, o, l);                                                   \
+        if (vb == io) {                                                                            \
+            CU_ASSERT(1 == n && 0 == o[0] && io + ib == l[0]);                                     \
+        } else {                                                                                   \
+            CU_ASSERT(2 == n && 0 == o[0] && vb == l[0] && io == o[1] && ib == l[1]);              \
+        }                                                                                          \
+    } while (0)
+
+static void test_data_runs_leave_out_the_padding(void)
+{
+    for (int dt = 0; dt < CGPU_DT_COUNT; ++dt) {
+        size_t o[2], l[2];
+        if (TEST_KIND_PAIR != test_types[dt].kind) {
+            CU_ASSERT(1 == cgpu_dtype_runs((cgpu_dtype_t) dt, o, l) && 0 == o[0] &&
+                      test_types[dt].size == l[0]);
+        }
+    }
+    CHECK_RUNS_OF_PAIR(CGPU_DT_FLOAT_INT, t_float_int);
+    CHECK_RUNS_OF_PAIR(CGPU_DT_2INT, t_2int);
+    CHECK_RUNS_OF_PAIR(CGPU_DT_2FLOAT, t_2float);
+    CHECK_RUNS_OF_PAIR(CGPU_DT_2DOUBLE, t_2double);
+    CHECK_RUNS_OF_PAIR(CGPU_DT_SHORT_INT, t_short_int);
+    CHECK_RUNS_OF_PAIR(CGPU_DT_DOUBLE_INT, t_double_int);
+    CHECK_RUNS_OF_PAIR(CGPU_DT_LONG_INT, t_long_int);
+    CHECK_RUNS_OF_PAIR(CGPU_DT_LONG_DOUBLE_INT, t_long_double_int);
+    /* written out: a short, 2 bytes of padding, an int; a double and an int, 4 of padding */
+    size_t o[2], l[2];
+    CU_ASSERT(2 == cgpu_dtype_runs(CGPU_DT_SHORT_INT, o, l) && 2 == l[0] && 4 == o[1]);
+    CU_ASSERT(1 == cgpu_dtype_runs(CGPU_DT_DOUBLE_INT, o, l) && 12 == l[0] &&
+              16 == cgpu_dtype_size(CGPU_DT_DOUBLE_INT));
+    for (size_t k = 0; k < TEST_ARRAY_LEN(invalid_dtypes); ++k) {
+        CU_ASSERT_EQUAL(cgpu_dtype_runs(invalid_dtypes[k], o, l), 0);
+    }
+    /* the long double types reduce on the host only */
+    CU_ASSERT(!cgpu_dtype_on_device(CGPU_DT_LONG_DOUBLE_INT) &&
+              !cgpu_dtype_on_device(CGPU_DT_COMPLEX_LONG_DOUBLE) &&
+              !cgpu_dtype_on_device(CGPU_DT_LONG_DOUBLE) && cgpu_dtype_on_device(CGPU_DT_DOUBLE_INT));
+}
+
 static void test_names_are_non_null_and_distinct(void)
 {
     for (int dt = 0; dt < CGPU_DT_COUNT; ++dt) {
@@ -840,6 +913,22 @@ static void test_complex_reductions_match_c99_complex_arithmetic(void)
                         0);
         CU_ASSERT_EQUAL(memcmp(dgot, dwant, sizeof(dgot)), 0);
     }
+    /* long double complex, on the same values */
+    long double _Complex la[N], lb[N], lgot[N], lwant[N];
+    for (int i = 0; i < N; ++i) {
+        la[i] = CMPLXL(creal(da[i]), cimag(da[i]));
+        lb[i] = CMPLXL(creal(db[i]), cimag(db[i]));
+    }
+    for (int op = CGPU_OP_SUM; op <= CGPU_OP_PROD; ++op) {
+        int bad = 0;
+        CU_ASSERT_EQUAL(
+            cgpu_reduce_host(CGPU_DT_COMPLEX_LONG_DOUBLE, (cgpu_op_t) op, lgot, la, lb, N), 0);
+        for (int i = 0; i < N; ++i) {
+            lwant[i] = CGPU_OP_SUM == op ? la[i] + lb[i] : la[i] * lb[i];
+            bad += creall(lgot[i]) != creall(lwant[i]) || cimagl(lgot[i]) != cimagl(lwant[i]);
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+    }
     /* (1 + 2i)(3 - i) = 5 + 5i, written out */
     const double x[2] = {1, 2}, y[2] = {3, -1};
     double z[2] = {0, 0};
@@ -850,7 +939,7 @@ static void test_complex_reductions_match_c99_complex_arithmetic(void)
 /* MINLOC/MAXLOC of every pair type against MPI's rule written out here: values from a
  * small range (so equal values with different indices are common), both orders of the
  * operands, out of place and in place into a and into b; the value and index fields are
- * compared. */
+ * compared, and out of place the padding of the padded pairs must keep its guard bytes. */
 #define CHECK_LOC_PAIRS(DT, T)                                                                     \
     do {                                                                                           \
         enum { N = 61 };                                                                           \
@@ -873,11 +962,22 @@ static void test_complex_reductions_match_c99_complex_arithmetic(void)
                 T x[N], y[N];                                                                      \
                 memcpy(x, a, sizeof(x));                                                           \
                 memcpy(y, b, sizeof(y));                                                           \
+                memset(got, TEST_GUARD_FILL, sizeof(got));                                         \
                 T *dst = 0 == alias ? got : 1 == alias ? x : y;                                    \
                 CU_ASSERT_EQUAL(cgpu_reduce_host(DT, (cgpu_op_t) op, dst, x, y, N), 0);            \
                 int bad = 0;                                                                       \
                 for (int k = 0; k < N; ++k) {                                                      \
                     bad += dst[k].v != want[k].v || dst[k].i != want[k].i;                         \
+                }                                                                                  \
+                /* out of place: the padding (inside a pair, after it) keeps the guard */          \
+                for (int k = 0; 0 == alias && k < N; ++k) {                                        \
+                    const unsigned char *e = (const unsigned char *) &got[k];                      \
+                    for (size_t o = sizeof(got[k].v); o < offsetof(T, i); ++o) {                   \
+                        bad += TEST_GUARD_FILL != e[o];                                            \
+                    }                                                                              \
+                    for (size_t o = offsetof(T, i) + sizeof(got[k].i); o < sizeof(T); ++o) {       \
+                        bad += TEST_GUARD_FILL != e[o];                                            \
+                    }                                                                              \
                 }                                                                                  \
                 CU_ASSERT_EQUAL(bad, 0);                                                           \
                 if (0 != bad) {                                                                    \
@@ -895,6 +995,10 @@ static void test_minloc_maxloc_follow_mpi_on_every_pair_type(void)
     CHECK_LOC_PAIRS(CGPU_DT_2INT, t_2int);
     CHECK_LOC_PAIRS(CGPU_DT_2FLOAT, t_2float);
     CHECK_LOC_PAIRS(CGPU_DT_2DOUBLE, t_2double);
+    CHECK_LOC_PAIRS(CGPU_DT_SHORT_INT, t_short_int);
+    CHECK_LOC_PAIRS(CGPU_DT_DOUBLE_INT, t_double_int);
+    CHECK_LOC_PAIRS(CGPU_DT_LONG_INT, t_long_int);
+    CHECK_LOC_PAIRS(CGPU_DT_LONG_DOUBLE_INT, t_long_double_int);
     /* written out: MINLOC of (2, 7) and (2, 3) is (2, 3); MAXLOC of (1, 0) and (5, 9) is
      * (5, 9); a NaN value loses to the b pair either way */
     t_float_int p = {2, 7}, q = {2, 3}, r;
@@ -985,6 +1089,7 @@ static const cgpu_unit_case_t test_cases[] = {
      test_out_of_range_values_are_not_supported},
     {"element sizes match the C types", test_element_sizes_match_the_c_types},
     {"type and operator names are non-NULL and distinct", test_names_are_non_null_and_distinct},
+    {"data runs leave out the pairs' padding", test_data_runs_leave_out_the_padding},
     {"integer reductions match a scalar reference on boundary values",
      test_integer_reductions_match_a_scalar_reference},
     {"floating reductions match a scalar reference on special values",
