@@ -3,9 +3,8 @@
  * user-defined ops (commutative and not), a derived datatype (with a user op: MPI forbids
  * predefined ops on derived types). Results are checked against a local reference; the
  * counters must show every call on the fallback path and none on the engine (2+ ranks).
- * MPI_MINLOC on MPI_2INT runs here too, against the same kind of reference, and must be on
- * the engine (which has the pair types without padding); MPI_MAXLOC on MPI_DOUBLE_INT (a
- * padded pair) must be on the fallback path.
+ * MPI_MINLOC on MPI_2INT and MPI_MAXLOC on MPI_DOUBLE_INT (a padded pair) run here too,
+ * against the same kind of reference, and must be on the engine (which has every pair type).
  *
  * Erroneous calls (a predefined op on a type MPI does not define it for) with
  * MPI_ERRORS_RETURN set must return an error code, not crash, not reach the engine, and
@@ -369,7 +368,7 @@ static void run_suite(MPI_Comm comm, const char *label, uint64_t salt)
     run_reduce(&c, "MPI_2INT, MPI_MINLOC", MPI_2INT, MPI_MINLOC, 2 * sizeof(int), g_minloc,
                f_minloc, 0, MT_PATH_ENGINE);
     run_reduce(&c, "MPI_DOUBLE_INT, MPI_MAXLOC", MPI_DOUBLE_INT, MPI_MAXLOC, sizeof(double_int_t),
-               g_maxloc, f_maxloc, 1, MT_PATH_FALLBACK);
+               g_maxloc, f_maxloc, 1, MT_PATH_ENGINE);
 
     mt_pvars_close(&c.pv);
     run_erroneous(&c, pair);

@@ -1,8 +1,8 @@
 /*
  * MPI_Reduce and MPI_Reduce_scatter_block through the engine (host backend): every root,
  * counts 1 to more than a ring slot, in place, several types and ops (references computed
- * here from the values every rank can derive); MAXLOC on MPI_FLOAT_INT runs there too,
- * on MPI_LONG_DOUBLE_INT it goes to the previous module.
+ * here from the values every rank can derive); MAXLOC on MPI_FLOAT_INT and on
+ * MPI_LONG_DOUBLE_INT (a padded pair, long double arithmetic on the host) runs there too.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +58,8 @@ static void reduces(mt_pvars_t *pv)
         }
     }
     MT_EXPECT_PATH(pv, calls, MT_PATH_ENGINE, "reduce");
-    /* MAXLOC: the engine on MPI_FLOAT_INT, the previous module on MPI_LONG_DOUBLE_INT (a
-     * padded pair); the largest value, on the lowest rank holding it */
+    /* MAXLOC on MPI_FLOAT_INT and MPI_LONG_DOUBLE_INT (a padded pair), both on the engine:
+     * the largest value, on the lowest rank holding it */
     struct {
         float val;
         int loc;
@@ -80,7 +80,7 @@ static void reduces(mt_pvars_t *pv)
         MT_CHECK(lout.val == (long double) top && lout.loc == top,
                  "maxloc long double (%Lg, %d), expected (%d, %d)", lout.val, lout.loc, top, top);
     }
-    MT_EXPECT_PATH(pv, 1, MT_PATH_FALLBACK, "reduce maxloc (MPI_LONG_DOUBLE_INT)");
+    MT_EXPECT_PATH(pv, 1, MT_PATH_ENGINE, "reduce maxloc (MPI_LONG_DOUBLE_INT)");
     free(s);
     free(r);
     free(ds);

@@ -4,8 +4,10 @@
  * INTEGER/REAL/DOUBLE PRECISION/LOGICAL kinds, C bool, byte, the complex types, and the
  * (value, index) pairs with MINLOC/MAXLOC (MPI_FLOAT_INT ... MPI_2DOUBLE_PRECISION; values
  * from a small range, so that equal values with different indices decide by the index; the
- * pairs with padding, MPI_SHORT_INT, MPI_DOUBLE_INT, MPI_LONG_INT and MPI_LONG_DOUBLE_INT, on
- * the previous module).
+ * pairs with padding, MPI_SHORT_INT, MPI_DOUBLE_INT, MPI_LONG_INT and MPI_LONG_DOUBLE_INT,
+ * included: their padding is no part of the datatype, so the bytes of a receive buffer a call
+ * may not write -- a pair's padding, and whatever lies after the elements it receives -- must
+ * keep what they held).
  *
  * Which (type, op) pairs Open MPI accepts is asked of Open MPI itself (MPI_Reduce_local on
  * one element with errors returned); each accepted pair runs MPI_Allreduce at several counts,
@@ -16,9 +18,8 @@
  * integer SUM and PROD wrap like C's unsigned arithmetic (two's complement) -- the data is
  * chosen to overflow --, not the saturating sums an op component may compute on host memory;
  * floating data is integer-valued so any order of summation is exact; a pair's value and
- * index fields are compared (its padding bytes are undefined).
- * pvars: on 2+ ranks every pair of a type coll/gpu claims runs on the engine; the others
- * (long double complex) go to the previous module and must still be right.
+ * index fields are compared, and its padding must be left as it was.
+ * pvars: on 2+ ranks every pair of a type coll/gpu claims runs on the engine (all of them).
  *
  * Host buffers here; built with -DCGPU_TEST_CUDA (test/gpu/test_cuda_types) the same calls
  * run on device buffers.
@@ -153,13 +154,13 @@ static void build(void)
     ADD(MPI_LOGICAL, LOGICAL, true);
     ADD(MPI_COMPLEX, CPLX, true);
     ADD(MPI_DOUBLE_COMPLEX, CPLX, true);
-    ADD(MPI_C_LONG_DOUBLE_COMPLEX, CPLX, false);
+    ADD(MPI_C_LONG_DOUBLE_COMPLEX, CPLX, true);
     PAIR_OF(MPI_FLOAT_INT, float, true, int, false, true);
-    PAIR_OF(MPI_DOUBLE_INT, double, true, int, false, false);
-    PAIR_OF(MPI_LONG_INT, long, false, int, false, false);
+    PAIR_OF(MPI_DOUBLE_INT, double, true, int, false, true);
+    PAIR_OF(MPI_LONG_INT, long, false, int, false, true);
     PAIR_OF(MPI_2INT, int, false, int, false, true);
-    PAIR_OF(MPI_SHORT_INT, short, false, int, false, false);
-    PAIR_OF(MPI_LONG_DOUBLE_INT, long double, true, int, false, false);
+    PAIR_OF(MPI_SHORT_INT, short, false, int, false, true);
+    PAIR_OF(MPI_LONG_DOUBLE_INT, long double, true, int, false, true);
     PAIR_OF(MPI_2REAL, float, true, float, true, true);
     PAIR_OF(MPI_2DOUBLE_PRECISION, double, true, double, true, true);
     PAIR_OF(MPI_2INTEGER, int, false, int, false, true);
@@ -388,6 +389,23 @@ static bool right_el(const tdesc_t *t, int op, const char *e, uint64_t salt, int
     return creall(c) == creall(acc) && cimagl(c) == cimagl(acc);
 }
 
+/* How many bytes of the first @p n elements of @p r the call changed though it may not write
+ * them: a pair's padding in the @p got elements it received, and with @p tail every byte of
+ * the elements after those. @p was holds what r held before the call. */
+static long kept_changed(const tdesc_t *t, const char *r, const char *was, long got, long n,
+                         bool tail)
+{
+    long bad = 0;
+    for (size_t b = 0; b < (size_t) n * t->size; ++b) {
+        const size_t o = b % t->size;
+        const bool mine = (long) (b / t->size) < got;
+        const bool data =
+            PAIR != t->kind || o < t->val.size || (o >= t->idx.off && o < t->idx.off + t->idx.size);
+        bad += (mine ? !data : tail) && r[b] != was[b];
+    }
+    return bad;
+}
+
 /* Whether element i of got equals the reduction of every rank's element i. */
 static bool right(const tdesc_t *t, int op, const char *got, uint64_t salt, int n, long i)
 {
@@ -408,6 +426,11 @@ int main(int argc, char **argv)
     const long counts[] = {1, 5, 4099};
     const long maxn = 4099;
     char *s = mt_twin_alloc(maxn * 32), *r = mt_twin_alloc(maxn * 32);
+    char *pat = mt_xmalloc(maxn * 32), *in = mt_xmalloc(maxn * 32); /* r's bytes before a call */
+    /* r's pattern before an out-of-place call, one per rank: whole elements moved between
+     * ranks show too */
+    const char fill = (char) (0x50 + rank % 16);
+    memset(pat, fill, maxn * 32);
     int pairs = 0, engine_pairs = 0;
     const bool scan_fallback = mt_mca_is("scan_algorithm", "fallback");
     for (int ti = 0; ti < ntypes; ++ti) {
@@ -423,14 +446,17 @@ int main(int argc, char **argv)
             ++pairs;
             engine_pairs += t->engine;
             mt_pvars_mark(&pv);
-            long calls = 0, bad = 0, cid_shaped = 0, prev_calls = 0;
+            long calls = 0, bad = 0, cid_shaped = 0, prev_calls = 0, kept = 0;
             for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); ++k) {
                 const long n = counts[k];
                 const uint64_t salt = (uint64_t) ti * 1000 + (uint64_t) op * 10 + k;
+                /* the input's padding differs from rank to rank and from r's pattern, so
+                 * that whole elements written anywhere show */
+                memset(s, 0xa0 + rank % 16, (size_t) n * t->size);
                 for (long i = 0; i < n; ++i) {
                     put(t, op, s, salt, rank, i);
                 }
-                memset(r, 0x5a, (size_t) n * t->size);
+                memset(r, fill, (size_t) n * t->size);
                 mt_push(s);
                 mt_push(r);
                 MT_CHECK_MPI(MPI_Allreduce(MT_D(s), MT_D(r), (int) n, t->dt, ops[op],
@@ -439,9 +465,11 @@ int main(int argc, char **argv)
                 for (long i = 0; i < n; ++i) {
                     bad += !right(t, op, r, salt, size, i);
                 }
+                kept += kept_changed(t, r, pat, n, n, true);
                 /* reduce to the last rank, in place there */
                 const int root = size - 1;
                 memcpy(r, s, (size_t) n * t->size);
+                memcpy(in, s, (size_t) n * t->size);
                 mt_push(r);
                 MT_CHECK_MPI(MPI_Reduce(rank == root ? MPI_IN_PLACE : MT_D(s), MT_D(r), (int) n,
                                         t->dt, ops[op], root, MPI_COMM_WORLD));
@@ -449,8 +477,9 @@ int main(int argc, char **argv)
                 for (long i = 0; rank == root && i < n; ++i) {
                     bad += !right(t, op, r, salt, size, i);
                 }
+                kept += rank == root ? kept_changed(t, r, in, n, n, true) : 0;
                 /* non-blocking */
-                memset(r, 0x5a, (size_t) n * t->size);
+                memset(r, fill, (size_t) n * t->size);
                 mt_push(r);
                 MPI_Request req = MPI_REQUEST_NULL;
                 MT_CHECK_MPI(MPI_Iallreduce(MT_D(s), MT_D(r), (int) n, t->dt, ops[op],
@@ -460,6 +489,7 @@ int main(int argc, char **argv)
                 for (long i = 0; i < n; ++i) {
                     bad += !right(t, op, r, salt, size, i);
                 }
+                kept += kept_changed(t, r, pat, n, n, true);
                 /* reduce_scatter, n elements split as evenly as n allows (unequal counts
                  * unless size divides n): blocking, then non-blocking in place */
                 int *rc = mt_xmalloc(sizeof(int) * (size_t) size);
@@ -468,7 +498,7 @@ int main(int argc, char **argv)
                     rc[p] = (int) (n / size + (p < n % size));
                     displ += p < rank ? rc[p] : 0;
                 }
-                memset(r, 0x5a, (size_t) n * t->size);
+                memset(r, fill, (size_t) n * t->size);
                 mt_push(r);
                 MT_CHECK_MPI(MPI_Reduce_scatter(MT_D(s), MT_D(r), rc, t->dt, ops[op],
                                                 MPI_COMM_WORLD));
@@ -476,7 +506,9 @@ int main(int argc, char **argv)
                 for (long i = 0; i < rc[rank]; ++i) {
                     bad += !right_el(t, op, r + (size_t) i * t->size, salt, size, displ + i);
                 }
+                kept += kept_changed(t, r, pat, rc[rank], n, true);
                 memcpy(r, s, (size_t) n * t->size);
+                memcpy(in, s, (size_t) n * t->size);
                 mt_push(r);
                 MT_CHECK_MPI(MPI_Ireduce_scatter(MPI_IN_PLACE, MT_D(r), rc, t->dt, ops[op],
                                                  MPI_COMM_WORLD, &req));
@@ -485,6 +517,8 @@ int main(int argc, char **argv)
                 for (long i = 0; i < rc[rank]; ++i) {
                     bad += !right_el(t, op, r + (size_t) i * t->size, salt, size, displ + i);
                 }
+                /* in place, what follows the result was the input: MPI leaves it undefined */
+                kept += kept_changed(t, r, in, rc[rank], n, false);
                 free(rc);
                 calls += 5;
                 /* the scans, blocking and not, out of place and in place: the engine for
@@ -495,8 +529,9 @@ int main(int argc, char **argv)
                     if (in_place) {
                         memcpy(r, s, (size_t) n * t->size);
                     } else {
-                        memset(r, 0x5a, (size_t) n * t->size);
+                        memset(r, fill, (size_t) n * t->size);
                     }
+                    memcpy(in, r, (size_t) n * t->size);
                     mt_push(r);
                     const void *sb = in_place ? MPI_IN_PLACE : MT_D(s);
                     if (0 == form) {
@@ -516,18 +551,19 @@ int main(int argc, char **argv)
                     }
                     mt_pull(r);
                     for (long i = 0; i < n; ++i) {
-                        if (ex && 0 == rank) { /* ours leaves it untouched: the 0x5a
+                        if (ex && 0 == rank) { /* ours leaves it untouched: the fill
                                                 * pattern, or the input (MPI: undefined) */
                             const char *was = in_place ? s + (size_t) i * t->size : NULL;
                             for (size_t b = 0; t->engine && !scan_fallback && b < t->size; ++b) {
                                 const char g = r[(size_t) i * t->size + b];
-                                bad += NULL != was ? g != was[b] : 0x5a != g;
+                                bad += NULL != was ? g != was[b] : fill != g;
                             }
                             continue;
                         }
                         /* scan: ranks 0 to this one; exscan: the ranks before this one */
                         bad += !right(t, op, r, salt, ex ? rank : rank + 1, i);
                     }
+                    kept += ex && 0 == rank ? 0 : kept_changed(t, r, in, n, n, true);
                 }
                 calls += 4;
                 prev_calls += t->engine && !scan_fallback ? 0 : 4;
@@ -536,6 +572,10 @@ int main(int argc, char **argv)
                 cid_shaped += n <= 2 && MPI_INT == t->dt && (O_MAX == op || O_MIN == op);
             }
             MT_CHECK(0 == bad, "%s %s: %ld wrong elements", t->name, op_names[op], bad);
+            MT_CHECK(0 == kept,
+                     "%s %s: %ld bytes written that the calls may not write (padding, or after the "
+                     "result)",
+                     t->name, op_names[op], kept);
             unsigned long long e = 0, f = 0;
             if (mt_pvars_available() && size >= 2 && 0 == mt_pvars_delta(&pv, &e, &f)) {
                 MT_CHECK(t->engine ? e == (unsigned long long) (calls - cid_shaped - prev_calls) &&
@@ -547,6 +587,51 @@ int main(int argc, char **argv)
             }
         }
     }
+    /* a padded pair past one round of the engine's copies (16 MiB of input): MAXLOC on
+     * MPI_DOUBLE_INT, an allreduce out of place and a reduce_scatter_block in place, whose
+     * results and untouched bytes are checked as above */
+    for (int ti = 0; ti < ntypes; ++ti) {
+        const tdesc_t *t = &types[ti];
+        if (MPI_DOUBLE_INT != t->dt) {
+            continue;
+        }
+        const long per = (1L << 20) / size + 3, n = per * size; /* 16 MiB + 48 B a rank at most */
+        char *bs = mt_twin_alloc((size_t) n * t->size), *br = mt_twin_alloc((size_t) n * t->size);
+        char *bin = mt_xmalloc((size_t) n * t->size), *bpat = mt_xmalloc((size_t) n * t->size);
+        const uint64_t salt = 777;
+        long bad = 0, kept = 0;
+        memset(bs, 0xa0 + rank % 16, (size_t) n * t->size);
+        for (long i = 0; i < n; ++i) {
+            put(t, O_MAXLOC, bs, salt, rank, i);
+        }
+        memset(br, fill, (size_t) n * t->size);
+        memset(bpat, fill, (size_t) n * t->size);
+        mt_push(bs);
+        mt_push(br);
+        MT_CHECK_MPI(MPI_Allreduce(MT_D(bs), MT_D(br), (int) n, t->dt, MPI_MAXLOC, MPI_COMM_WORLD));
+        mt_pull(br);
+        for (long i = 0; i < n; ++i) {
+            bad += !right(t, O_MAXLOC, br, salt, size, i);
+        }
+        kept += kept_changed(t, br, bpat, n, n, true);
+        memcpy(br, bs, (size_t) n * t->size);
+        memcpy(bin, bs, (size_t) n * t->size);
+        mt_push(br);
+        MT_CHECK_MPI(MPI_Reduce_scatter_block(MPI_IN_PLACE, MT_D(br), (int) per, t->dt, MPI_MAXLOC,
+                                              MPI_COMM_WORLD));
+        mt_pull(br);
+        for (long i = 0; i < per; ++i) {
+            bad += !right_el(t, O_MAXLOC, br + (size_t) i * t->size, salt, size, rank * per + i);
+        }
+        kept += kept_changed(t, br, bin, per, per, true);
+        MT_CHECK(0 == bad && 0 == kept,
+                 "%s MAXLOC on %ld elements: %ld wrong, %ld bytes written that may not be", t->name,
+                 n, bad, kept);
+        mt_twin_free(bs);
+        mt_twin_free(br);
+        free(bin);
+        free(bpat);
+    }
     if (0 == rank) {
         printf("%d (type, op) pairs Open MPI accepts over %d types, %d of them on the engine\n",
                pairs, ntypes, engine_pairs);
@@ -556,5 +641,7 @@ int main(int argc, char **argv)
     mt_pvars_close(&pv);
     mt_twin_free(s);
     mt_twin_free(r);
+    free(pat);
+    free(in);
     return mt_finalize();
 }
