@@ -15,11 +15,13 @@
  * NCCL's int8 sum: both wrap) and iallreduce (MPI_Iallreduce + MPI_Wait against the same
  * ncclAllReduce + synchronize), and allreduce_maxloc (MPI_2INT MPI_MAXLOC; NCCL has no
  * MAXLOC, so its column is an int64 max over the same bytes: a reference for the speed of
- * one 8-byte reduction, not the same operation), not part of "all".
+ * one 8-byte reduction, not the same operation) and allreduce_dint (MPI_DOUBLE_INT MAXLOC, a
+ * padded pair the engine reduces on copies; bytes are its extent, 16 a pair), not part of
+ * "all".
  *
  *   mpirun -np 2 --mca coll gpu,tuned,libnbc,basic,self bench/bench_colls \
  *       [all|allreduce|alltoall|allgather|reduce_scatter|bcast|reduce|allreduce_char|
- *        reduce_char|iallreduce|allreduce_maxloc] [maxbytes [minbytes]]
+ *        reduce_char|iallreduce|allreduce_maxloc|allreduce_dint] [maxbytes [minbytes]]
  * With CGPU_BENCH_OSU=1 each call is timed alone between two MPI_Barriers and the mean over
  * ranks is reported, as the OSU benchmarks time it (default: back to back, slowest rank).
  */
@@ -62,29 +64,39 @@ enum {
     REDUCE_CHAR,
     IALLREDUCE,
     ALLREDUCE_MAXLOC,
+    ALLREDUCE_DINT,
     NCOLLS
 };
 static const char *names[NCOLLS] = {
-    "allreduce", "alltoall",       "allgather",   "reduce_scatter", "bcast",
-    "reduce",    "allreduce_char", "reduce_char", "iallreduce",     "allreduce_maxloc"};
+    "allreduce",      "alltoall",    "allgather",  "reduce_scatter",   "bcast",         "reduce",
+    "allreduce_char", "reduce_char", "iallreduce", "allreduce_maxloc", "allreduce_dint"};
 
 static int is_char(int coll)
 {
     return ALLREDUCE_CHAR == coll || REDUCE_CHAR == coll;
 }
 
-/* bytes of one element: MPI_CHAR, an MPI_2INT pair, a float */
+static int is_loc(int coll)
+{
+    return ALLREDUCE_MAXLOC == coll || ALLREDUCE_DINT == coll;
+}
+
+/* bytes of one element: MPI_CHAR, an MPI_2INT pair, an MPI_DOUBLE_INT pair (its extent), a
+ * float */
 static size_t elem_size(int coll)
 {
-    return is_char(coll) ? 1 : ALLREDUCE_MAXLOC == coll ? 2 * sizeof(int) : sizeof(float);
+    return is_char(coll)              ? 1
+           : ALLREDUCE_MAXLOC == coll ? 2 * sizeof(int)
+           : ALLREDUCE_DINT == coll   ? 16
+                                      : sizeof(float);
 }
 
 /* the collective whose algorithm, busbw factor and check a variant shares */
 static int base_of(int coll)
 {
-    return ALLREDUCE_CHAR == coll || IALLREDUCE == coll || ALLREDUCE_MAXLOC == coll ? ALLREDUCE
-           : REDUCE_CHAR == coll                                                    ? REDUCE
-                                                                                    : coll;
+    return ALLREDUCE_CHAR == coll || IALLREDUCE == coll || is_loc(coll) ? ALLREDUCE
+           : REDUCE_CHAR == coll                                        ? REDUCE
+                                                                        : coll;
 }
 
 static int rank, n;
@@ -128,6 +140,9 @@ static void ours(int coll, size_t cnt)
     case ALLREDUCE_MAXLOC:
         MPI_Allreduce(sb, rb, c, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD);
         break;
+    case ALLREDUCE_DINT:
+        MPI_Allreduce(sb, rb, c, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+        break;
     case IALLREDUCE: {
         MPI_Request r;
         MPI_Iallreduce(sb, rb, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
@@ -147,6 +162,9 @@ static void nccl(int coll, size_t cnt)
     case REDUCE_CHAR: NK(ncclReduce(sb, rb, cnt, ncclInt8, ncclSum, 0, nc, st)); break;
     case ALLREDUCE_MAXLOC:
         NK(ncclAllReduce(sb, rb, cnt, ncclInt64, ncclMax, nc, st));
+        break;
+    case ALLREDUCE_DINT:
+        NK(ncclAllReduce(sb, rb, 2 * cnt, ncclInt64, ncclMax, nc, st));
         break;
     case ALLTOALL:
         NK(ncclGroupStart());
@@ -198,6 +216,18 @@ static int check(int coll, size_t cnt)
         CK(cudaMemcpy(got[1], (char *) rb + (cnt - 1) * sizeof(got[1]), sizeof(got[1]),
                       cudaMemcpyDeviceToHost));
         return got[0][0] == want && got[0][1] == want && got[1][0] == want && got[1][1] == want;
+    }
+    if (ALLREDUCE_DINT == coll) { /* the same bits as (double, int, padding): the last rank's
+                                   * double is the largest; its value and index win */
+        int got[2][3];
+        const float top = (float) n;
+        int want;
+        memcpy(&want, &top, sizeof(want));
+        CK(cudaMemcpy(got[0], rb, sizeof(got[0]), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(got[1], (char *) rb + (cnt - 1) * 16, sizeof(got[1]),
+                      cudaMemcpyDeviceToHost));
+        return got[0][0] == want && got[0][1] == want && got[0][2] == want && got[1][0] == want &&
+               got[1][1] == want && got[1][2] == want;
     }
     coll = base_of(coll);
     size_t last = cnt - 1;
@@ -259,10 +289,11 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
         printf("\n# %s %s%s, %d ranks, %d GPUs, out of place, per-call sync%s\n", names[coll],
                is_char(coll)              ? "MPI_CHAR (NCCL int8)"
                : ALLREDUCE_MAXLOC == coll ? "MPI_2INT MAXLOC (NCCL: int64 max on the same bytes)"
-                                          : "float32",
-               ALLREDUCE_MAXLOC != coll && (ALLREDUCE == b || REDUCE == b || REDUCE_SCATTER == b)
-                   ? " sum"
-                   : "",
+               : ALLREDUCE_DINT == coll
+                   ? "MPI_DOUBLE_INT MAXLOC, a padded pair (NCCL: int64 max on the same bytes)"
+                   : "float32",
+               !is_loc(coll) && (ALLREDUCE == b || REDUCE == b || REDUCE_SCATTER == b) ? " sum"
+                                                                                       : "",
                n, ndev,
                osu_mode ? ", each call alone between MPI_Barriers, mean over ranks (as OSU)" : "");
         printf("%12s %10s %10s %10s %10s %8s %8s %s\n", "bytes", "ours_us", "ours_busbw",

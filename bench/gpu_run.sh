@@ -257,16 +257,19 @@ if has mps; then
         echo "mps: no MPS daemon here"
     fi
 fi
-if has maxloc; then # MPI_2INT MAXLOC in our kernels, against the same calls forced through the
+if has maxloc; then # MPI_2INT and MPI_DOUBLE_INT MAXLOC in our kernels, against the same calls forced through the
     # staged path and a float sum of the same bytes; one rank per GPU (NCCL's int64 max
     # beside it) where there are two GPUs, else 2 ranks on one GPU under MPS (ours only)
     R=("${MPIRUN[@]}"); started=0
     if [ "$(nvidia-smi -L | wc -l)" -lt 2 ] && mps_start; then R=("${MPS[@]}"); started=1; fi
+    # MPI_2INT, and MPI_DOUBLE_INT (a padded pair, reduced on copies)
+    for b in allreduce_maxloc allreduce_dint; do
     for v in "kernels:" "staged:--mca coll_gpu_allreduce_algorithm fallback"; do
         IFS=: read -r how args <<<"$v"
         # shellcheck disable=SC2086
-        echo "## allreduce_maxloc, $how${args:+ ($args)}$([ $started = 1 ] && echo ', under MPS, 2 ranks on one GPU')" | tee -a "$out/maxloc.txt"
-        timeout -k 5 150 "${R[@]}" -np 2 $args bench/bench_colls allreduce_maxloc ${MAXLOC_MAX:-67108864} 8 2>&1 | tee -a "$out/maxloc.txt" | grep -v "^#"
+        echo "## $b, $how${args:+ ($args)}$([ $started = 1 ] && echo ', under MPS, 2 ranks on one GPU')" | tee -a "$out/maxloc.txt"
+        timeout -k 5 150 "${R[@]}" -np 2 $args bench/bench_colls $b ${MAXLOC_MAX:-67108864} 8 2>&1 | tee -a "$out/maxloc.txt" | grep -v "^#"
+    done
     done
     echo "## allreduce float32 sum, the same bytes" | tee -a "$out/maxloc.txt"
     timeout -k 5 150 "${R[@]}" -np 2 bench/bench_colls allreduce ${MAXLOC_MAX:-67108864} 8 2>&1 | tee -a "$out/maxloc.txt" | grep -v "^#"
