@@ -647,9 +647,8 @@ static cgpu_status_t blocks_copy(const cgpu_blocks_t *b, char *pad, size_t maxb,
             continue;
         }
         char *user = b->base + b->offs[p], *slot = pad + (size_t) p * maxb;
-        c[k].dst = pack ? slot : user;
-        c[k].src = pack ? user : slot;
-        c[k++].bytes = b->bytes[p];
+        c[k++] = (cgpu_copy_t){
+            .dst = pack ? slot : user, .src = pack ? user : slot, .bytes = b->bytes[p]};
     }
     cgpu_status_t st = cgpu_engine_copy_many(c, k);
     free(c);
