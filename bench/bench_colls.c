@@ -206,28 +206,22 @@ static int check(int coll, size_t cnt)
         return (REDUCE_CHAR == coll && 0 != rank) ||
                (got[0] == (signed char) sum[0] && got[1] == (signed char) sum[1]);
     }
-    if (ALLREDUCE_MAXLOC == coll) { /* rank p's pairs are (bits of p + 1.0f) twice: the
-                                     * last rank's wins, value and index */
-        int got[2][2];
-        const float top = (float) n;
-        int want;
-        memcpy(&want, &top, sizeof(want));
-        CK(cudaMemcpy(got[0], rb, sizeof(got[0]), cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(got[1], (char *) rb + (cnt - 1) * sizeof(got[1]), sizeof(got[1]),
-                      cudaMemcpyDeviceToHost));
-        return got[0][0] == want && got[0][1] == want && got[1][0] == want && got[1][1] == want;
-    }
-    if (ALLREDUCE_DINT == coll) { /* the same bits as (double, int, padding): the last rank's
-                                   * double is the largest; its value and index win */
+    if (is_loc(coll)) { /* rank p's words are the bits of p + 1.0f: the last rank's pair is
+                         * the largest (as an MPI_DOUBLE_INT its double too), and its value
+                         * and index win: the first and last pair's words (an MPI_DOUBLE_INT's
+                         * three before its padding) are all that */
+        const size_t es = elem_size(coll), words = ALLREDUCE_DINT == coll ? 3 : 2;
         int got[2][3];
         const float top = (float) n;
-        int want;
+        int want, ok = 1;
         memcpy(&want, &top, sizeof(want));
-        CK(cudaMemcpy(got[0], rb, sizeof(got[0]), cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(got[1], (char *) rb + (cnt - 1) * 16, sizeof(got[1]),
+        CK(cudaMemcpy(got[0], rb, words * sizeof(int), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(got[1], (char *) rb + (cnt - 1) * es, words * sizeof(int),
                       cudaMemcpyDeviceToHost));
-        return got[0][0] == want && got[0][1] == want && got[0][2] == want && got[1][0] == want &&
-               got[1][1] == want && got[1][2] == want;
+        for (size_t w = 0; w < words; ++w) {
+            ok = ok && got[0][w] == want && got[1][w] == want;
+        }
+        return ok;
     }
     coll = base_of(coll);
     size_t last = cnt - 1;

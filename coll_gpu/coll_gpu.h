@@ -477,6 +477,23 @@ typedef struct mca_coll_gpu_spans {
 typedef void (*mca_coll_gpu_spans_fn_t)(const mca_coll_gpu_args_t *a,
                                         struct ompi_communicator_t *comm, mca_coll_gpu_spans_t *sp);
 
+/* An MPI_Alltoallw call's arguments (its blocking and non-blocking staged paths). */
+static inline mca_coll_gpu_args_t
+mca_coll_gpu_alltoallw_args(const void *sbuf, const int *scounts, const int *sdispls,
+                            struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                            const int *rdispls, struct ompi_datatype_t *const *rdts)
+{
+    return (mca_coll_gpu_args_t){.kind = CGPU_K_ALLTOALLW,
+                                 .s = sbuf,
+                                 .scs = scounts,
+                                 .sds = sdispls,
+                                 .sdts = sdts,
+                                 .r = rbuf,
+                                 .rcs = rcounts,
+                                 .rds = rdispls,
+                                 .rdts = rdts};
+}
+
 /* non-blocking collectives (coll_gpu_nb.c) */
 void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m);
 /* Call @p a on the previous module, blocking or posted (coll_gpu_staged.c); its name for

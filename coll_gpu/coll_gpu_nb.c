@@ -1867,15 +1867,8 @@ static int nb_ialltoallw(const void *sbuf, const int *scounts, const int *sdispl
     if (alltoall_post(NB_ALLTOALLW, &sv, &rv, comm, m, request, &prc)) {
         return prc;
     }
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLTOALLW,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sds = sdispls,
-                                   .sdts = sdts,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = rdispls,
-                                   .rdts = rdts};
+    const mca_coll_gpu_args_t a =
+        mca_coll_gpu_alltoallw_args(sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts);
     return mca_coll_gpu_nb_staged_call(m, comm, &a, mca_coll_gpu_alltoallw_spans, request);
 }
 

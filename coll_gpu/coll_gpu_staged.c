@@ -549,15 +549,8 @@ int mca_coll_gpu_staged_alltoallw(const void *sbuf, const int *scounts, const in
                                   struct ompi_datatype_t *const *rdts,
                                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
-    const mca_coll_gpu_args_t a = {.kind = CGPU_K_ALLTOALLW,
-                                   .s = sbuf,
-                                   .scs = scounts,
-                                   .sds = sdispls,
-                                   .sdts = sdts,
-                                   .r = rbuf,
-                                   .rcs = rcounts,
-                                   .rds = rdispls,
-                                   .rdts = rdts};
+    const mca_coll_gpu_args_t a =
+        mca_coll_gpu_alltoallw_args(sbuf, scounts, sdispls, sdts, rbuf, rcounts, rdispls, rdts);
     return mca_coll_gpu_staged_call(M(module), comm, &a, mca_coll_gpu_alltoallw_spans);
 }
 

@@ -1750,20 +1750,13 @@ int dispatch(const Args *a, cgpu_dtype_t dt, cgpu_op_t op, int blocks, int threa
 /* this part's instances of every supported (type, op), loaded (see PreloadK) */
 void preload_part()
 {
-    static const cgpu_op_t ops[] = {CGPU_OP_SUM, CGPU_OP_PROD, CGPU_OP_MIN, CGPU_OP_MAX,
-                                    CGPU_OP_LAND, CGPU_OP_LOR, CGPU_OP_LXOR, CGPU_OP_BAND,
-                                    CGPU_OP_BOR, CGPU_OP_BXOR, CGPU_OP_MINLOC, CGPU_OP_MAXLOC};
-    static const cgpu_dtype_t dts[] = {
-        CGPU_DT_INT8,       CGPU_DT_UINT8,     CGPU_DT_BOOL,      CGPU_DT_INT16,
-        CGPU_DT_UINT16,     CGPU_DT_INT32,     CGPU_DT_UINT32,    CGPU_DT_INT64,
-        CGPU_DT_UINT64,     CGPU_DT_FLOAT32,   CGPU_DT_FLOAT64,   CGPU_DT_COMPLEX64,
-        CGPU_DT_COMPLEX128, CGPU_DT_FLOAT_INT, CGPU_DT_2INT,      CGPU_DT_2FLOAT,
-        CGPU_DT_2DOUBLE,    CGPU_DT_SHORT_INT, CGPU_DT_DOUBLE_INT, CGPU_DT_LONG_INT};
     const int none = 0;
-    for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); ++d) {
-        for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); ++o) {
-            if (cgpu_dtype_on_device(dts[d]) && cgpu_reduce_supported(dts[d], ops[o])) {
-                (void) dispatch<PreloadK>(&none, dts[d], ops[o], 0, 0, (cudaStream_t) 0);
+    for (int d = 0; d < CGPU_DT_COUNT; ++d) {
+        for (int o = 0; o < CGPU_OP_COUNT; ++o) {
+            const cgpu_dtype_t dt = (cgpu_dtype_t) d;
+            const cgpu_op_t op = (cgpu_op_t) o;
+            if (cgpu_dtype_on_device(dt) && cgpu_reduce_supported(dt, op)) {
+                (void) dispatch<PreloadK>(&none, dt, op, 0, 0, (cudaStream_t) 0);
             }
         }
     }

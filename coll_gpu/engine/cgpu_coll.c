@@ -136,6 +136,61 @@ static cgpu_status_t allreduce_run(cgpu_comm_t *comm, const void *sbuf, void *rb
     return st;
 }
 
+static void scratch_drop(cgpu_scratch_t *s)
+{
+    if (s->device) {
+        cgpu_cuda_free(s->buf); /* deferred while a kernel is in flight */
+    } else {
+        free(s->buf);
+    }
+    s->buf = NULL;
+    s->bytes = 0;
+}
+
+void cgpu_comm_scratch_release(cgpu_comm_t *comm)
+{
+    scratch_drop(&comm->scratch);
+    scratch_drop(&comm->pairs);
+}
+
+/* Scratch @p s of at least @p bytes, on the device when @p device (a failed device allocation
+ * falls back on host memory, which the collectives stage). */
+static cgpu_status_t scratch_get(cgpu_scratch_t *s, bool device, size_t bytes, const char *what,
+                                 void **out)
+{
+    if (NULL != s->buf && s->bytes >= bytes && s->device == device) {
+        *out = s->buf;
+        return CGPU_OK;
+    }
+    scratch_drop(s);
+    s->device = device && CGPU_OK == cgpu_cuda_malloc(&s->buf, bytes, NULL);
+    if (!s->device) {
+        s->buf = malloc(bytes);
+        if (NULL == s->buf) {
+            cgpu_log(CGPU_LOG_WARN, "%s: no memory for its %zu bytes of scratch", what, bytes);
+            return CGPU_ERR_NO_MEMORY;
+        }
+    }
+    s->bytes = bytes;
+    *out = s->buf;
+    return CGPU_OK;
+}
+
+/* The communicator's scratch, at least @p bytes, on the device when @p device. */
+static cgpu_status_t comm_scratch(cgpu_comm_t *comm, bool device, size_t bytes, const char *what,
+                                  void **out)
+{
+    return scratch_get(&comm->scratch, device, bytes, what, out);
+}
+
+/* scratch on the device when @p like is device memory on the cuda backend */
+static bool scratch_on_device(const cgpu_comm_t *comm, const void *like)
+{
+    int dev;
+    return CGPU_BACKEND_CUDA == comm->backend && NULL != like &&
+           CGPU_BUF_HOST != cgpu_buf_kind(like, &dev);
+}
+
 /* ---- the padded pairs ----
  * MPI_SHORT_INT, MPI_DOUBLE_INT, MPI_LONG_INT and MPI_LONG_DOUBLE_INT are C structs whose
  * padding is no part of the datatype: a receive buffer's gaps belong to the caller, and a
@@ -177,9 +232,6 @@ static cgpu_status_t reduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
 static cgpu_status_t scan_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                               cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
                               size_t round_bytes);
-static bool scratch_on_device(const cgpu_comm_t *comm, const void *like);
-static cgpu_status_t scratch_get(cgpu_scratch_t *s, bool device, size_t bytes, const char *what,
-                                 void **out);
 
 /* one round: @p k elements from @p in into @p res */
 static cgpu_status_t pairs_round(cgpu_comm_t *comm, const pairs_call_t *c, const void *in,
@@ -200,6 +252,9 @@ static cgpu_status_t pairs_round(cgpu_comm_t *comm, const pairs_call_t *c, const
 
 static cgpu_status_t pairs_run(cgpu_comm_t *comm, const pairs_call_t *c)
 {
+    if (NULL == c->in || (c->n > 0 && NULL == c->out)) {
+        return CGPU_ERR_INVALID_ARG; /* the rounds' own entry checks the rest */
+    }
     const size_t es = cgpu_dtype_size(c->dt);
     size_t off[2], len[2];
     const int runs = cgpu_dtype_runs(c->dt, off, len);
@@ -235,8 +290,7 @@ static cgpu_status_t pairs_run(cgpu_comm_t *comm, const pairs_call_t *c)
     return st;
 }
 
-/* whether a reduction of @p total elements goes through pairs_run (valid arguments only: the
- * ordinary entry reports the others) */
+/* whether a reduction of @p total elements goes through pairs_run */
 static bool pairs_take(const cgpu_comm_t *comm, size_t total, cgpu_dtype_t dt, cgpu_op_t op)
 {
     return NULL != comm && total > 0 && dtype_padded(dt) && cgpu_reduce_supported(dt, op);
@@ -245,8 +299,7 @@ static bool pairs_take(const cgpu_comm_t *comm, size_t total, cgpu_dtype_t dt, c
 cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                              cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
 {
-    if (pairs_take(comm, count, dt, op) && NULL != sbuf && NULL != rbuf &&
-        CGPU_ALLREDUCE_FALLBACK != alg) {
+    if (pairs_take(comm, count, dt, op)) {
         const pairs_call_t c = {.kind = PAIRS_ALLREDUCE, .in = sbuf, .total = count,
                                 .out = rbuf, .n = count, .dt = dt, .op = op, .alg = alg};
         return pairs_run(comm, &c);
@@ -398,7 +451,7 @@ static cgpu_status_t host_view(const void *p, size_t bytes, bool copy_in, void *
 cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                         size_t count, cgpu_dtype_t dt, cgpu_op_t op)
 {
-    if (pairs_take(comm, count, dt, op) && NULL != rbuf) {
+    if (pairs_take(comm, count, dt, op)) {
         const pairs_call_t c = {.kind = PAIRS_ALLREDUCE, .in = NULL != sbuf ? sbuf : rbuf,
                                 .total = count * (size_t) comm->size, .out = rbuf,
                                 .first = count * (size_t) comm->rank, .n = count, .dt = dt,
@@ -477,61 +530,6 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
     return st;
 }
 
-static void scratch_drop(cgpu_scratch_t *s)
-{
-    if (s->device) {
-        cgpu_cuda_free(s->buf); /* deferred while a kernel is in flight */
-    } else {
-        free(s->buf);
-    }
-    s->buf = NULL;
-    s->bytes = 0;
-}
-
-void cgpu_comm_scratch_release(cgpu_comm_t *comm)
-{
-    scratch_drop(&comm->scratch);
-    scratch_drop(&comm->pairs);
-}
-
-/* Scratch @p s of at least @p bytes, on the device when @p device (a failed device allocation
- * falls back on host memory, which the collectives stage). */
-static cgpu_status_t scratch_get(cgpu_scratch_t *s, bool device, size_t bytes, const char *what,
-                                 void **out)
-{
-    if (NULL != s->buf && s->bytes >= bytes && s->device == device) {
-        *out = s->buf;
-        return CGPU_OK;
-    }
-    scratch_drop(s);
-    s->device = device && CGPU_OK == cgpu_cuda_malloc(&s->buf, bytes, NULL);
-    if (!s->device) {
-        s->buf = malloc(bytes);
-        if (NULL == s->buf) {
-            cgpu_log(CGPU_LOG_WARN, "%s: no memory for its %zu bytes of scratch", what, bytes);
-            return CGPU_ERR_NO_MEMORY;
-        }
-    }
-    s->bytes = bytes;
-    *out = s->buf;
-    return CGPU_OK;
-}
-
-/* The communicator's scratch, at least @p bytes, on the device when @p device. */
-static cgpu_status_t comm_scratch(cgpu_comm_t *comm, bool device, size_t bytes, const char *what,
-                                  void **out)
-{
-    return scratch_get(&comm->scratch, device, bytes, what, out);
-}
-
-/* scratch on the device when @p like is device memory on the cuda backend */
-static bool scratch_on_device(const cgpu_comm_t *comm, const void *like)
-{
-    int dev;
-    return CGPU_BACKEND_CUDA == comm->backend && NULL != like &&
-           CGPU_BUF_HOST != cgpu_buf_kind(like, &dev);
-}
-
 /* Memory of at least @p bytes that stays zero, on the device when @p device (a failed device
  * allocation falls back on host memory, which the collectives stage); kept with the
  * communicator, grown to the largest call. */
@@ -593,8 +591,7 @@ cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbu
         equal = equal && counts[p] == counts[0];
     }
     const size_t mine = counts[comm->rank], es = cgpu_dtype_size(dt);
-    if (pairs_take(comm, total, dt, op) && (0 == mine || NULL != rbuf) &&
-        (NULL != sbuf || NULL != rbuf)) {
+    if (pairs_take(comm, total, dt, op)) {
         const pairs_call_t c = {.kind = PAIRS_ALLREDUCE, .in = NULL != sbuf ? sbuf : rbuf,
                                 .total = total, .out = rbuf, .first = before, .n = mine,
                                 .dt = dt, .op = op, .alg = CGPU_ALLREDUCE_AUTO};
@@ -985,7 +982,7 @@ cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t 
                         cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
                         size_t round_bytes)
 {
-    if (pairs_take(comm, count, dt, op) && NULL != rbuf && round_bytes >= cgpu_dtype_size(dt)) {
+    if (pairs_take(comm, count, dt, op)) {
         /* exscan: rank 0 receives nothing */
         const bool none = exclusive && 0 == comm->rank;
         const pairs_call_t c = {.kind = exclusive ? PAIRS_EXSCAN : PAIRS_SCAN,
@@ -1000,9 +997,7 @@ cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t 
 cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                           cgpu_dtype_t dt, cgpu_op_t op, int root)
 {
-    if (pairs_take(comm, count, dt, op) && root >= 0 && root < comm->size &&
-        (NULL != sbuf || (comm->rank == root && NULL != rbuf)) &&
-        (comm->rank != root || NULL != rbuf)) {
+    if (pairs_take(comm, count, dt, op)) {
         const bool is_root = comm->rank == root;
         const pairs_call_t c = {.kind = PAIRS_REDUCE, .in = NULL != sbuf ? sbuf : rbuf,
                                 .total = count, .out = is_root ? rbuf : NULL,
