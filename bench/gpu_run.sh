@@ -3,7 +3,7 @@
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
-#   maxloc staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
+#   maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -274,6 +274,20 @@ if has maxloc; then # MPI_2INT and MPI_DOUBLE_INT MAXLOC in our kernels, against
     echo "## allreduce float32 sum, the same bytes" | tee -a "$out/maxloc.txt"
     timeout -k 5 150 "${R[@]}" -np 2 bench/bench_colls allreduce ${MAXLOC_MAX:-67108864} 8 2>&1 | tee -a "$out/maxloc.txt" | grep -v "^#"
     [ $started = 1 ] && mps_stop
+fi
+if has ce_shared; then # 2 ranks on one GPU under MPS: the allreduce and reduce sizes where ranks on
+    # two devices take the copy engines (they take the ring or chain there since session 29;
+    # before, the 64 MiB allreduce timed out there after other jobs, session 28)
+    if [ "$(nvidia-smi -L | wc -l)" -lt 2 ] && mps_start; then
+        run ce_shared_np2 240 2 -x CUDA_MPS_PIPE_DIRECTORY -x CUDA_MPS_LOG_DIRECTORY \
+            --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_allreduce
+        for b in allreduce reduce allreduce_maxloc; do
+            echo "## $b, under MPS, 2 ranks on one GPU" | tee -a "$out/ce_shared.txt"
+            timeout -k 5 150 "${MPS[@]}" -np 2 --mca coll_gpu_cuda_timeout 10 bench/bench_colls $b \
+                ${CE_SHARED_MAX:-268435456} 67108864 2>&1 | tee -a "$out/ce_shared.txt" | grep -v "^#"
+        done
+        mps_stop
+    fi
 fi
 if has staged_mps; then # the staged allreduce with the engine moving the data, 2 ranks on one GPU under MPS
     if mps_start; then

@@ -191,6 +191,46 @@ static int one_case(const tdesc_t *t, int o, size_t count, bool in_place, mt_pva
     return count > 0 ? 1 : 0;
 }
 
+/* Right after a 2-rank out-of-place float sum of 1 GiB: the copy-engine allreduce served it
+ * where the two ranks run on two devices, and never where they share one (both ranks'
+ * spinning reduce kernels left no room for the copies' flags under MPS). Only with the
+ * default algorithm and copy-engine threshold. */
+static void check_ce_choice(void)
+{
+    int nranks;
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (2 != nranks || NULL != getenv("OMPI_MCA_coll_gpu_allreduce_algorithm") ||
+        NULL != getenv("OMPI_MCA_coll_gpu_cuda_ce_allreduce_min_bytes") ||
+        NULL != getenv("OMPI_MCA_coll_gpu_backend")) {
+        return;
+    }
+    char bus[2][32];
+    memset(bus, 0, sizeof(bus));
+    int dev = -1;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetPCIBusId(bus[0], (int) sizeof(bus[0]) - 1, dev));
+    MT_CHECK_MPI(MPI_Allgather(bus[0], 32, MPI_CHAR, bus, 32, MPI_CHAR, MPI_COMM_WORLD));
+    const bool shared = 0 == strcmp(bus[0], bus[1]);
+    mt_proc_pvar_t alg;
+    mt_comm_pvar_open(&alg, "coll_gpu_algorithm", MPI_COMM_WORLD);
+    const unsigned long long a = mt_proc_pvar_read(&alg);
+    mt_proc_pvar_close(&alg);
+    enum { ALG_COPY_ENGINE = 5 }; /* the pvar's value for copy_engine */
+    if (shared) {
+        MT_CHECK(ALG_COPY_ENGINE != a,
+                 "1 GiB allreduce, 2 ranks on one device: algorithm %llu "
+                 "(copy_engine must not be taken there)",
+                 a);
+    } else {
+        MT_CHECK(ALG_COPY_ENGINE == a,
+                 "1 GiB allreduce, 2 ranks on two devices: algorithm %llu, "
+                 "not copy_engine",
+                 a);
+    }
+    mt_note("1 GiB allreduce on %s: algorithm %llu", shared ? "one shared device" : "two devices",
+            a);
+}
+
 int main(int argc, char **argv)
 {
     int ndev = 0;
@@ -265,6 +305,7 @@ int main(int argc, char **argv)
         }
         /* 1 GiB of floats */
         calls += one_case(&types[18], 0, (size_t) 256 << 20, false, &pv, 0);
+        check_ce_choice();
     }
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "offsets and large sizes");
 
