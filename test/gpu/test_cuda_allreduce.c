@@ -194,15 +194,15 @@ static int one_case(const tdesc_t *t, int o, size_t count, bool in_place, mt_pva
 /* Right after a 2-rank out-of-place float sum of 1 GiB: the copy-engine allreduce served it
  * where the two ranks run on two devices, and never where they share one (both ranks'
  * spinning reduce kernels left no room for the copies' flags under MPS). Only with the
- * default algorithm and copy-engine threshold. */
-static void check_ce_choice(void)
+ * default algorithm and copy-engine threshold. Returns the collectives it made. */
+static int check_ce_choice(void)
 {
     int nranks;
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     if (2 != nranks || NULL != getenv("OMPI_MCA_coll_gpu_allreduce_algorithm") ||
         NULL != getenv("OMPI_MCA_coll_gpu_cuda_ce_allreduce_min_bytes") ||
         NULL != getenv("OMPI_MCA_coll_gpu_backend")) {
-        return;
+        return 0;
     }
     char bus[2][32];
     memset(bus, 0, sizeof(bus));
@@ -227,8 +227,11 @@ static void check_ce_choice(void)
                  "not copy_engine",
                  a);
     }
-    mt_note("1 GiB allreduce on %s: algorithm %llu", shared ? "one shared device" : "two devices",
-            a);
+    if (0 == mt_world_rank()) {
+        printf("1 GiB allreduce, 2 ranks on %s: algorithm %llu\n",
+               shared ? "one shared device" : "two devices", a);
+    }
+    return 1; /* the allgather, an engine call */
 }
 
 int main(int argc, char **argv)
@@ -305,7 +308,7 @@ int main(int argc, char **argv)
         }
         /* 1 GiB of floats */
         calls += one_case(&types[18], 0, (size_t) 256 << 20, false, &pv, 0);
-        check_ce_choice();
+        calls += check_ce_choice();
     }
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "offsets and large sizes");
 
