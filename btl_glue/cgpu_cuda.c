@@ -392,6 +392,21 @@ cgpu_status_t cgpu_cuda_memset_async(void *dst, int v, size_t bytes, void *strea
                            "cudaMemsetAsync");
 }
 
+static cudaError_t copy_rows(const cgpu_copy_t *c, cudaStream_t stream)
+{
+    return c->rows > 1 ? cudaMemcpy2DAsync(c->dst, c->pitch, c->src, c->pitch, c->bytes, c->rows,
+                                           cudaMemcpyDefault, stream)
+                       : cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, stream);
+}
+
+cgpu_status_t cgpu_cuda_copy_rows_async(const cgpu_copy_t *c, void *stream)
+{
+    if (0 == c->bytes) {
+        return CGPU_OK;
+    }
+    return cgpu_cuda_check((int) copy_rows(c, (cudaStream_t) stream), "cudaMemcpy2DAsync");
+}
+
 /* The copies go on the legacy stream, as cudaMemcpy's would. A device-to-device copy (and
  * the DMA of a pageable host-to-device one) can still be in flight when the call returns:
  * a copy engine or another stream reading the target next (the proxy's staging) could see
@@ -406,11 +421,7 @@ cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n)
     int queued = 0;
     for (int i = 0; i < n && cudaSuccess == e; ++i) {
         if (c[i].bytes > 0) {
-            e = c[i].rows > 1 ? cudaMemcpy2DAsync(c[i].dst, c[i].pitch, c[i].src, c[i].pitch,
-                                                  c[i].bytes, c[i].rows, cudaMemcpyDefault,
-                                                  cudaStreamLegacy)
-                              : cudaMemcpyAsync(c[i].dst, c[i].src, c[i].bytes, cudaMemcpyDefault,
-                                                cudaStreamLegacy);
+            e = copy_rows(&c[i], cudaStreamLegacy);
             ++queued;
         }
     }
@@ -718,6 +729,12 @@ cgpu_status_t cgpu_cuda_stream_after_default(void *stream, void *ev)
 cgpu_status_t cgpu_cuda_copy_async(void *dst, const void *src, size_t bytes, void *stream)
 {
     (void) dst, (void) src, (void) bytes, (void) stream;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_copy_rows_async(const cgpu_copy_t *c, void *stream)
+{
+    (void) c, (void) stream;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

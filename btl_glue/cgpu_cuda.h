@@ -110,6 +110,8 @@ typedef struct cgpu_copy {
 /** The @p n copies of @p c, queued one after another with one wait for all (as synchronous
  * as cgpu_cuda_copy, at the cost of one wait). */
 cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n);
+/** The copy @p c (rows and pitch included), enqueued on @p stream. */
+cgpu_status_t cgpu_cuda_copy_rows_async(const cgpu_copy_t *c, void *stream);
 
 /** Pinned host memory the device can write directly; *dev is the device's view. */
 cgpu_status_t cgpu_cuda_host_alloc_mapped(void **host, void **dev, size_t bytes);

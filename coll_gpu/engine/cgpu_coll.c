@@ -100,14 +100,23 @@ static cgpu_status_t host_alltoall(cgpu_comm_t *comm, const void *in, void *out,
     return cgpu_host_alltoall(comm, in, out, *(const size_t *) args);
 }
 
+/* whether allreduce_run gives an allreduce to the device kernels */
+static bool kernels_take(const cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, bool host)
+{
+    return NULL == comm->net && !host && CGPU_BACKEND_CUDA == comm->backend &&
+           cgpu_cuda_comm_supports(dt, op);
+}
+
 /* An allreduce by the network across nodes, else the device kernels (unless @p host: a few
- * words of host memory on every rank), else the host ring. */
+ * words of host memory on every rank), else the host ring. @p po (not NULL): a padded
+ * pair's call the kernels take, its result where @p po says (cgpu_cuda_allreduce). */
 static cgpu_status_t allreduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                    cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg,
-                                   bool host)
+                                   bool host, const cgpu_pairs_out_t *po)
 {
-    if (NULL == comm || (count > 0 && (NULL == rbuf || NULL == sbuf)) ||
-        !cgpu_reduce_supported(dt, op) || CGPU_ALLREDUCE_FALLBACK == alg) {
+    if (NULL == comm || (count > 0 && ((NULL == rbuf && NULL == po) || NULL == sbuf)) ||
+        !cgpu_reduce_supported(dt, op) || CGPU_ALLREDUCE_FALLBACK == alg ||
+        (NULL != po && !kernels_take(comm, dt, op, host))) {
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t bytes = count * cgpu_dtype_size(dt);
@@ -119,8 +128,8 @@ static cgpu_status_t allreduce_run(cgpu_comm_t *comm, const void *sbuf, void *rb
         /* nothing to move */
     } else if (NULL != comm->net) {
         st = cgpu_net_allreduce(comm, sbuf, rbuf, count, dt, op);
-    } else if (!host && CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
-        st = cgpu_cuda_allreduce(comm, sbuf, rbuf, count, dt, op, alg); /* profiles itself */
+    } else if (kernels_take(comm, dt, op, host)) {
+        st = cgpu_cuda_allreduce(comm, sbuf, rbuf, count, dt, op, alg, po); /* profiles itself */
     } else {
         /* host algorithms; the decision above depends only on (backend, dt, op) and the
          * entry point, the same on every rank, so a type the kernels lack (long double) runs
@@ -239,7 +248,7 @@ static cgpu_status_t pairs_round(cgpu_comm_t *comm, const pairs_call_t *c, const
 {
     switch (c->kind) {
     case PAIRS_ALLREDUCE:
-        return allreduce_run(comm, in, res, k, c->dt, c->op, c->alg, false);
+        return allreduce_run(comm, in, res, k, c->dt, c->op, c->alg, false, NULL);
     case PAIRS_REDUCE:
         return reduce_run(comm, in, comm->rank == c->root ? res : NULL, k, c->dt, c->op, c->root);
     case PAIRS_SCAN:
@@ -261,6 +270,14 @@ static cgpu_status_t pairs_run(cgpu_comm_t *comm, const pairs_call_t *c)
     const size_t data_end = off[runs - 1] + len[runs - 1];
     const size_t per = CGPU_PAIRS_ROUND_BYTES / es > 0 ? CGPU_PAIRS_ROUND_BYTES / es : 1;
     const size_t round = c->total < per ? c->total : per;
+    /* an allreduce of one round on the kernels, device buffers: the copies ride the
+     * collective's stream, one wait for the call instead of three (either way one round
+     * of one allreduce, so ranks that differ here still meet) */
+    if (PAIRS_ALLREDUCE == c->kind && c->total <= per && kernels_take(comm, c->dt, c->op, false) &&
+        scratch_on_device(comm, c->in) && (0 == c->n || scratch_on_device(comm, c->out))) {
+        const cgpu_pairs_out_t po = {.out = c->out, .first = c->first, .n = c->n};
+        return allreduce_run(comm, c->in, c->out, c->total, c->dt, c->op, c->alg, false, &po);
+    }
     char *buf = NULL;
     cgpu_status_t st =
         scratch_get(&comm->pairs, scratch_on_device(comm, c->n > 0 ? (const void *) c->out : c->in),
@@ -304,13 +321,13 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
                                 .out = rbuf, .n = count, .dt = dt, .op = op, .alg = alg};
         return pairs_run(comm, &c);
     }
-    return allreduce_run(comm, sbuf, rbuf, count, dt, op, alg, false);
+    return allreduce_run(comm, sbuf, rbuf, count, dt, op, alg, false, NULL);
 }
 
 cgpu_status_t cgpu_allreduce_host(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                   cgpu_dtype_t dt, cgpu_op_t op)
 {
-    return allreduce_run(comm, sbuf, rbuf, count, dt, op, CGPU_ALLREDUCE_AUTO, true);
+    return allreduce_run(comm, sbuf, rbuf, count, dt, op, CGPU_ALLREDUCE_AUTO, true, NULL);
 }
 
 cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,

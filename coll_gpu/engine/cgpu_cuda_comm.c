@@ -547,6 +547,13 @@ typedef struct cuda_call {
      * call, which has no stream, copies it after) */
     void *tail;
     size_t tail_off, tail_bytes;
+    /* a padded pair's result (cgpu_cuda_allreduce): the output goes to scratch, and only
+     * the data runs of the elements po asks for go out of it, on the stream; in_bytes
+     * ends at the input's last data byte, so the input is always copied in */
+    const cgpu_pairs_out_t *po;
+    size_t po_es;
+    int po_runs;
+    size_t po_off[2], po_len[2];
 } cuda_call_t;
 
 static size_t round256(size_t x)
@@ -600,10 +607,12 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     const char *sp = k->sbuf, *rp = k->rbuf;
     const bool aliased = NULL != sp && NULL != rp && k->out_bytes > 0 && sp >= rp &&
                          sp + k->in_bytes <= rp + k->out_bytes;
-    const buf_kind_t rk = k->out_bytes > 0 ? buf_kind(cc, rp) : (buf_kind_t){.in_place = true};
+    /* a padded pair's output (device memory) is always staged, its runs copied out after */
+    const buf_kind_t rk =
+        k->out_bytes > 0 && NULL == k->po ? buf_kind(cc, rp) : (buf_kind_t){.in_place = true};
     const buf_kind_t sk = k->in_bytes > 0 ? (aliased ? rk : buf_kind(cc, sp))
                                           : (buf_kind_t){.in_place = true};
-    const bool out_stage = k->out_bytes > 0 && !rk.in_place;
+    const bool out_stage = k->out_bytes > 0 && (NULL != k->po || !rk.in_place);
     const bool in_copy = k->in_bytes > 0 && (k->force_copy_in || (!aliased && !sk.in_place));
     sg->in = sp;
     sg->out = (void *) rp;
@@ -623,7 +632,10 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     if (CGPU_OK != st || (!out_stage && !in_copy)) {
         return st;
     }
-    const size_t total = (out_stage ? round256(k->out_bytes) : 0) + (in_copy ? k->in_bytes : 0);
+    /* the input's room rounded up too: a padded pair's kernel reads its last element whole
+     * (its size divides 256, so the round-up holds it) */
+    const size_t total =
+        (out_stage ? round256(k->out_bytes) : 0) + (in_copy ? round256(k->in_bytes) : 0);
     st = ensure_scratch(cc, total);
     if (CGPU_OK == st && ((out_stage && rk.host) || (in_copy && sk.host))) {
         st = ensure_pinned(cc, total);
@@ -631,7 +643,7 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     char *p = cc->scratch, *q = cc->pinned; /* the same layout in both */
     if (CGPU_OK == st && out_stage) {
         sg->out = p;
-        sg->copy_out = true;
+        sg->copy_out = NULL == k->po;
         sg->host_out = rk.host ? q : NULL;
         if (aliased && !in_copy) { /* the input is part of the output: bring it along */
             st = stage_copy_in(cc, p, rp, k->out_bytes, rk.host, q);
@@ -682,6 +694,15 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     if (CGPU_OK == st && sg.copy_out) {
         st = cgpu_cuda_copy_async(NULL != sg.host_out ? sg.host_out : k->rbuf, sg.out,
                                   k->out_bytes, cc->stream);
+    }
+    for (int r = 0; CGPU_OK == st && NULL != k->po && k->po->n > 0 && r < k->po_runs; ++r) {
+        const cgpu_copy_t c = {.dst = k->po->out + k->po_off[r],
+                               .src =
+                                   (const char *) sg.out + k->po->first * k->po_es + k->po_off[r],
+                               .bytes = k->po_len[r],
+                               .rows = k->po->n,
+                               .pitch = k->po_es};
+        st = cgpu_cuda_copy_rows_async(&c, cc->stream);
     }
     /* MPI semantics: the result is in the buffer when the call returns */
     cgpu_status_t sync = k->resident ? CGPU_OK : cgpu_cuda_stream_wait_collective(cc->stream);
@@ -951,8 +972,8 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     return 0 != err ? cgpu_cuda_check(err, "oneshot launch") : CGPU_OK;
 }
 
-static cgpu_status_t ce_allreduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sbuf,
-                                  void *rbuf, size_t count, cgpu_dtype_t dt, cgpu_op_t op,
+static cgpu_status_t ce_allreduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sbuf, void *rbuf,
+                                  size_t count, cgpu_dtype_t dt, cgpu_op_t op, bool may,
                                   bool *done);
 
 /* ---- the resident oneshot kernel (kernels/cgpu_cuda_kernels.cu: resident_kernel) ----
@@ -1179,7 +1200,8 @@ static cgpu_status_t run_small(cgpu_comm_t *comm, cuda_call_t *k, ring_call_t *r
 }
 
 cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
-                                  cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
+                                  cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg,
+                                  const cgpu_pairs_out_t *po)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     const size_t bytes = count * cgpu_dtype_size(dt);
@@ -1192,8 +1214,8 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
         cuda_call_t k = {.kind = "allreduce", .dtype = cgpu_dtype_name(dt),
                          .op = cgpu_op_name(op), .count = count, .bytes = bytes,
                          .sbuf = sbuf, .in_bytes = bytes, .rbuf = rbuf, .out_bytes = bytes};
-        bool done;
-        cgpu_status_t st = ce_allreduce(comm, &k, sbuf, rbuf, count, dt, op, &done);
+        bool done; /* a padded pair's call takes part in the agreement, and declines */
+        cgpu_status_t st = ce_allreduce(comm, &k, sbuf, rbuf, count, dt, op, NULL == po, &done);
         if (CGPU_OK != st || done) {
             return st;
         }
@@ -1210,7 +1232,8 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                 (CGPU_ALLREDUCE_TREE == alg ||
                  (CGPU_ALLREDUCE_AUTO == alg && comm->size >= 3 && bytes <= cc->tree_max_bytes));
     ring_call_t rc = {.mode = CGPU_CUDA_RING_ALLREDUCE, .count = count, .dt = dt, .op = op};
-    const bool resident = oneshot && rk_takes(comm, sbuf, rbuf, bytes);
+    /* a padded pair's copies need the stream, which the resident kernel has not */
+    const bool resident = oneshot && NULL == po && rk_takes(comm, sbuf, rbuf, bytes);
     cuda_call_t k = {.kind = "allreduce", .dtype = cgpu_dtype_name(dt), .op = cgpu_op_name(op),
                      .alg = resident ? "resident" : oneshot ? "oneshot" : tree ? "tree" : "ring",
                      .count = count, .bytes = bytes,
@@ -1223,6 +1246,17 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                            : tree    ? launch_tree
                                      : launch_ring,
                      .args = &rc};
+    if (NULL != po) {
+        k.po = po;
+        k.rbuf = NULL;
+        k.po_es = cgpu_dtype_size(dt);
+        k.po_runs = cgpu_dtype_runs(dt, k.po_off, k.po_len);
+        if (k.po_runs < 1 || (po->n > 0 && NULL == po->out)) {
+            return CGPU_ERR_INVALID_ARG;
+        }
+        k.in_bytes = bytes - k.po_es + k.po_off[k.po_runs - 1] + k.po_len[k.po_runs - 1];
+        k.force_copy_in = true;
+    }
     return cuda_run(comm, &k);
 }
 
@@ -1756,14 +1790,14 @@ static cgpu_status_t ce_reduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sb
 
 /* Every rank exports its output and maps the other's; both buffers usable as they are and
  * apart (an in-place allreduce would overwrite the input the peer has yet to push). */
-static cgpu_status_t ce_allreduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sbuf,
-                                  void *rbuf, size_t count, cgpu_dtype_t dt, cgpu_op_t op,
-                                  bool *done)
+static cgpu_status_t ce_allreduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sbuf, void *rbuf,
+                                  size_t count, cgpu_dtype_t dt, cgpu_op_t op, bool may, bool *done)
 {
     const size_t bytes = count * cgpu_dtype_size(dt);
     ce_call_t ce = {.kind = CE_ALLREDUCE, .bytes = bytes, .count = count, .dt = dt, .op = op};
-    const bool ok = NULL != sbuf && apart(sbuf, rbuf, bytes) && cgpu_cuda_reduce_supported(dt, op);
-    return ce_try(comm, k, &ce, NULL != sbuf ? sbuf : rbuf, rbuf, true, ok, done);
+    const bool ok = may && NULL != sbuf && NULL != rbuf && apart(sbuf, rbuf, bytes) &&
+                    cgpu_cuda_reduce_supported(dt, op);
+    return ce_try(comm, k, &ce, NULL != sbuf ? sbuf : rbuf, ok ? rbuf : NULL, true, ok, done);
 }
 
 cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
@@ -1816,9 +1850,11 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
 }
 
 cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
-                                  cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
+                                  cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg,
+                                  const cgpu_pairs_out_t *po)
 {
     (void) comm, (void) sbuf, (void) rbuf, (void) count, (void) dt, (void) op, (void) alg;
+    (void) po;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

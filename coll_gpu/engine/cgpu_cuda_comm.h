@@ -79,9 +79,20 @@ cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles);
 /** Unmap peers, free the inbox, stream and scratch. Idempotent. */
 void cgpu_cuda_comm_destroy(cgpu_comm_t *comm);
 
-/** Allreduce on the GPU (the caller has entered the communicator). */
+/** Where a padded pair's allreduce puts its result (cgpu_coll.c, "the padded pairs"): only
+ * the data runs (cgpu_dtype_runs) of elements [first, first + n) of it, into out (device
+ * memory, n elements; NULL when n is 0). */
+typedef struct cgpu_pairs_out {
+    char *out;
+    size_t first, n;
+} cgpu_pairs_out_t;
+
+/** Allreduce on the GPU (the caller has entered the communicator). With @p po (not NULL)
+ * rbuf is unused: the input (device memory) is read only up to its last data byte, and the
+ * result goes where @p po says, the copies in and out on the collective's stream. */
 cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
-                                  cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg);
+                                  cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg,
+                                  const cgpu_pairs_out_t *po);
 
 /** The other collectives on the GPU, same buffer conventions as the engine's entry points
  * (sbuf NULL: in place). bcast and allgather count bytes. */

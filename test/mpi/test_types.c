@@ -632,6 +632,49 @@ int main(int argc, char **argv)
         free(bin);
         free(bpat);
     }
+    /* padded pairs, device buffers on even ranks and host buffers on odd ones (on device
+     * builds): within one allreduce the ranks copy in and out differently (on the
+     * collective's stream, or around it), counts of one element up to past a oneshot call */
+    for (int ti = 0; ti < ntypes; ++ti) {
+        const tdesc_t *t = &types[ti];
+        if (MPI_DOUBLE_INT != t->dt && MPI_SHORT_INT != t->dt && MPI_LONG_INT != t->dt) {
+            continue;
+        }
+        const long counts[] = {1, 3, 1001, 70001};
+        for (int ci = 0; ci < 4; ++ci) {
+            const long n = counts[ci];
+            const bool dev = 0 == rank % 2;
+            const uint64_t salt = 900 + (uint64_t) ci;
+            char *bs = mt_twin_alloc((size_t) n * t->size),
+                 *br = mt_twin_alloc((size_t) n * t->size);
+            char *bpat = mt_xmalloc((size_t) n * t->size);
+            memset(bs, 0xa0 + rank % 16, (size_t) n * t->size);
+            for (long i = 0; i < n; ++i) {
+                put(t, O_MINLOC, bs, salt, rank, i);
+            }
+            memset(br, fill, (size_t) n * t->size);
+            memset(bpat, fill, (size_t) n * t->size);
+            mt_push(bs);
+            mt_push(br);
+            MT_CHECK_MPI(MPI_Allreduce(dev ? MT_D(bs) : bs, dev ? MT_D(br) : br, (int) n, t->dt,
+                                       MPI_MINLOC, MPI_COMM_WORLD));
+            if (dev) {
+                mt_pull(br);
+            }
+            long bad = 0;
+            for (long i = 0; i < n; ++i) {
+                bad += !right(t, O_MINLOC, br, salt, size, i);
+            }
+            const long kept = kept_changed(t, br, bpat, n, n, true);
+            MT_CHECK(0 == bad && 0 == kept,
+                     "%s MINLOC on %ld elements, %s buffers on this rank: %ld wrong, %ld bytes "
+                     "written that may not be",
+                     t->name, n, dev ? "device" : "host", bad, kept);
+            mt_twin_free(bs);
+            mt_twin_free(br);
+            free(bpat);
+        }
+    }
     if (0 == rank) {
         printf("%d (type, op) pairs Open MPI accepts over %d types, %d of them on the engine\n",
                pairs, ntypes, engine_pairs);
