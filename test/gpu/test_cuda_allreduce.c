@@ -197,24 +197,24 @@ static int one_case(const tdesc_t *t, int o, size_t count, bool in_place, mt_pva
  * default algorithm and copy-engine threshold. Returns the collectives it made. */
 static int check_ce_choice(void)
 {
-    int nranks;
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
     if (2 != nranks || NULL != getenv("OMPI_MCA_coll_gpu_allreduce_algorithm") ||
         NULL != getenv("OMPI_MCA_coll_gpu_cuda_ce_allreduce_min_bytes") ||
         NULL != getenv("OMPI_MCA_coll_gpu_backend")) {
         return 0;
     }
-    char bus[2][32];
-    memset(bus, 0, sizeof(bus));
-    int dev = -1;
-    CUDA_OK(cudaGetDevice(&dev));
-    CUDA_OK(cudaDeviceGetPCIBusId(bus[0], (int) sizeof(bus[0]) - 1, dev));
-    MT_CHECK_MPI(MPI_Allgather(bus[0], 32, MPI_CHAR, bus, 32, MPI_CHAR, MPI_COMM_WORLD));
-    const bool shared = 0 == strcmp(bus[0], bus[1]);
+    /* the allreduce's algorithm, read before the allgather below replaces it */
     mt_proc_pvar_t alg;
     mt_comm_pvar_open(&alg, "coll_gpu_algorithm", MPI_COMM_WORLD);
     const unsigned long long a = mt_proc_pvar_read(&alg);
     mt_proc_pvar_close(&alg);
+    char bus[2][32];
+    memset(bus, 0, sizeof(bus));
+    int dev = -1;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetPCIBusId(bus[rank], (int) sizeof(bus[0]) - 1, dev));
+    MT_CHECK_MPI(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, bus, 32, MPI_CHAR,
+                               MPI_COMM_WORLD));
+    const bool shared = 0 == strcmp(bus[0], bus[1]);
     enum { ALG_COPY_ENGINE = 5 }; /* the pvar's value for copy_engine */
     if (shared) {
         MT_CHECK(ALG_COPY_ENGINE != a,
