@@ -271,8 +271,8 @@ static cgpu_status_t pairs_run(cgpu_comm_t *comm, const pairs_call_t *c)
     const size_t per = CGPU_PAIRS_ROUND_BYTES / es > 0 ? CGPU_PAIRS_ROUND_BYTES / es : 1;
     const size_t round = c->total < per ? c->total : per;
     /* an allreduce of one round on the kernels, device buffers: the copies ride the
-     * collective's stream (or the resident kernel's waits) instead of waiting on their own
-     * (either way one round of one allreduce, so ranks that differ here still meet) */
+     * collective's stream, one wait for the call instead of three (either way one round
+     * of one allreduce, so ranks that differ here still meet) */
     if (PAIRS_ALLREDUCE == c->kind && c->total <= per && kernels_take(comm, c->dt, c->op, false) &&
         scratch_on_device(comm, c->in) && (0 == c->n || scratch_on_device(comm, c->out))) {
         const cgpu_pairs_out_t po = {.out = c->out, .first = c->first, .n = c->n};

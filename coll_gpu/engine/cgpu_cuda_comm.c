@@ -548,9 +548,8 @@ typedef struct cuda_call {
     void *tail;
     size_t tail_off, tail_bytes;
     /* a padded pair's result (cgpu_cuda_allreduce): the output goes to scratch, and only
-     * the data runs of the elements po asks for go out of it (on the stream, or after the
-     * resident kernel); in_bytes ends at the input's last data byte, so the input is
-     * always copied in */
+     * the data runs of the elements po asks for go out of it, on the stream; in_bytes
+     * ends at the input's last data byte, so the input is always copied in */
     const cgpu_pairs_out_t *po;
     size_t po_es;
     int po_runs;
@@ -660,40 +659,6 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     return st;
 }
 
-/* A padded pair's call on the resident kernel, which has no stream: the kernel works in
- * scratch, the input copied there on the legacy stream (the host waits for that stream
- * next anyway; without order_ev, for the copy at once). */
-static cgpu_status_t po_stage_resident(cgpu_cuda_comm_t *cc, const cuda_call_t *k,
-                                       cuda_staged_t *sg)
-{
-    cgpu_status_t st = ensure_scratch(cc, round256(k->out_bytes) + round256(k->in_bytes));
-    if (CGPU_OK != st) {
-        return st;
-    }
-    sg->out = cc->scratch;
-    sg->in = cc->scratch + round256(k->out_bytes);
-    return NULL != cc->order_ev /* NULL: the legacy default stream (no per-thread streams) */
-               ? cgpu_cuda_copy_async((void *) sg->in, k->sbuf, k->in_bytes, NULL)
-               : cgpu_cuda_copy((void *) sg->in, k->sbuf, k->in_bytes);
-}
-
-/* A padded pair's result copies, from @p out (its staged output) into c (at most 2): the
- * data runs of the elements k->po asks for. Returns how many (0: none, or no k->po). */
-static int po_copies(const cuda_call_t *k, const void *out, cgpu_copy_t *c)
-{
-    if (NULL == k->po || 0 == k->po->n) {
-        return 0;
-    }
-    for (int r = 0; r < k->po_runs; ++r) {
-        c[r] = (cgpu_copy_t){.dst = k->po->out + k->po_off[r],
-                             .src = (const char *) out + k->po->first * k->po_es + k->po_off[r],
-                             .bytes = k->po_len[r],
-                             .rows = k->po->n,
-                             .pitch = k->po_es};
-    }
-    return k->po_runs;
-}
-
 static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
@@ -704,10 +669,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     }
     cuda_staged_t sg = {.in = k->sbuf, .out = k->rbuf};
     if (k->resident) { /* no stream to order: the host waits for the default stream */
-        st = NULL != k->po ? po_stage_resident(cc, k, &sg) : CGPU_OK;
-        if (CGPU_OK == st && NULL != cc->order_ev) {
-            st = cgpu_cuda_default_stream_wait_host(cc->order_ev);
-        }
+        st = NULL != cc->order_ev ? cgpu_cuda_default_stream_wait_host(cc->order_ev) : CGPU_OK;
     } else {
         st = cuda_stage(cc, k, &sg);
     }
@@ -733,10 +695,14 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         st = cgpu_cuda_copy_async(NULL != sg.host_out ? sg.host_out : k->rbuf, sg.out,
                                   k->out_bytes, cc->stream);
     }
-    cgpu_copy_t runs[2];
-    const int nruns = po_copies(k, sg.out, runs);
-    for (int r = 0; CGPU_OK == st && !k->resident && r < nruns; ++r) {
-        st = cgpu_cuda_copy_rows_async(&runs[r], cc->stream);
+    for (int r = 0; CGPU_OK == st && NULL != k->po && k->po->n > 0 && r < k->po_runs; ++r) {
+        const cgpu_copy_t c = {.dst = k->po->out + k->po_off[r],
+                               .src =
+                                   (const char *) sg.out + k->po->first * k->po_es + k->po_off[r],
+                               .bytes = k->po_len[r],
+                               .rows = k->po->n,
+                               .pitch = k->po_es};
+        st = cgpu_cuda_copy_rows_async(&c, cc->stream);
     }
     /* MPI semantics: the result is in the buffer when the call returns */
     cgpu_status_t sync = k->resident ? CGPU_OK : cgpu_cuda_stream_wait_collective(cc->stream);
@@ -751,9 +717,6 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     }
     if (CGPU_OK == st && k->tail_bytes > 0 && k->resident) { /* no stream: a copy of its own */
         st = cgpu_cuda_copy(k->tail, tail_src, k->tail_bytes);
-    }
-    if (CGPU_OK == st && nruns > 0 && k->resident) { /* the same */
-        st = cgpu_cuda_copy_many(runs, nruns);
     }
     if (CGPU_OK == st && 0 != cc->err_host[0]) {
         static const char *what[] = {"",
@@ -1269,9 +1232,8 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                 (CGPU_ALLREDUCE_TREE == alg ||
                  (CGPU_ALLREDUCE_AUTO == alg && comm->size >= 3 && bytes <= cc->tree_max_bytes));
     ring_call_t rc = {.mode = CGPU_CUDA_RING_ALLREDUCE, .count = count, .dt = dt, .op = op};
-    /* a padded pair's call works in our scratch (po_stage_resident, cuda_stage) */
-    const bool resident = oneshot && (NULL != po ? rk_takes(comm, NULL, NULL, bytes)
-                                                 : rk_takes(comm, sbuf, rbuf, bytes));
+    /* a padded pair's copies need the stream, which the resident kernel has not */
+    const bool resident = oneshot && NULL == po && rk_takes(comm, sbuf, rbuf, bytes);
     cuda_call_t k = {.kind = "allreduce", .dtype = cgpu_dtype_name(dt), .op = cgpu_op_name(op),
                      .alg = resident ? "resident" : oneshot ? "oneshot" : tree ? "tree" : "ring",
                      .count = count, .bytes = bytes,

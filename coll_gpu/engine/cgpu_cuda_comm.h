@@ -88,9 +88,8 @@ typedef struct cgpu_pairs_out {
 } cgpu_pairs_out_t;
 
 /** Allreduce on the GPU (the caller has entered the communicator). With @p po (not NULL)
- * rbuf is unused: the input (device memory) is read only up to its last data byte, into
- * scratch, and the result goes where @p po says; the copies ride the collective's stream
- * (on the resident kernel, the legacy stream around it). */
+ * rbuf is unused: the input (device memory) is read only up to its last data byte, and the
+ * result goes where @p po says, the copies in and out on the collective's stream. */
 cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                   cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg,
                                   const cgpu_pairs_out_t *po);
