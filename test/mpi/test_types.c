@@ -412,6 +412,24 @@ static bool right(const tdesc_t *t, int op, const char *got, uint64_t salt, int 
     return right_el(t, op, got + (size_t) i * t->size, salt, n, i);
 }
 
+/* Twin buffers of @p n pairs of @p t for one call, pushed to the device: *s holds every
+ * element's input for @p op (its gaps 0xa0 + rank), *r and @p pat the fill pattern. */
+static void pair_bufs(const tdesc_t *t, int op, long n, uint64_t salt, int rank, char fill,
+                      char **s, char **r, char *pat)
+{
+    const size_t bytes = (size_t) n * t->size;
+    *s = mt_twin_alloc(bytes);
+    *r = mt_twin_alloc(bytes);
+    memset(*s, 0xa0 + rank % 16, bytes);
+    for (long i = 0; i < n; ++i) {
+        put(t, op, *s, salt, rank, i);
+    }
+    memset(*r, fill, bytes);
+    memset(pat, fill, bytes);
+    mt_push(*s);
+    mt_push(*r);
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, MT_ON_DEVICE ? "test_cuda_types" : "test_types");
@@ -596,18 +614,11 @@ int main(int argc, char **argv)
             continue;
         }
         const long per = (1L << 20) / size + 3, n = per * size; /* 16 MiB + 48 B a rank at most */
-        char *bs = mt_twin_alloc((size_t) n * t->size), *br = mt_twin_alloc((size_t) n * t->size);
         char *bin = mt_xmalloc((size_t) n * t->size), *bpat = mt_xmalloc((size_t) n * t->size);
         const uint64_t salt = 777;
         long bad = 0, kept = 0;
-        memset(bs, 0xa0 + rank % 16, (size_t) n * t->size);
-        for (long i = 0; i < n; ++i) {
-            put(t, O_MAXLOC, bs, salt, rank, i);
-        }
-        memset(br, fill, (size_t) n * t->size);
-        memset(bpat, fill, (size_t) n * t->size);
-        mt_push(bs);
-        mt_push(br);
+        char *bs, *br;
+        pair_bufs(t, O_MAXLOC, n, salt, rank, fill, &bs, &br, bpat);
         MT_CHECK_MPI(MPI_Allreduce(MT_D(bs), MT_D(br), (int) n, t->dt, MPI_MAXLOC, MPI_COMM_WORLD));
         mt_pull(br);
         for (long i = 0; i < n; ++i) {
@@ -645,17 +656,9 @@ int main(int argc, char **argv)
             const long n = counts[ci];
             const bool dev = 0 == rank % 2;
             const uint64_t salt = 900 + (uint64_t) ci;
-            char *bs = mt_twin_alloc((size_t) n * t->size),
-                 *br = mt_twin_alloc((size_t) n * t->size);
             char *bpat = mt_xmalloc((size_t) n * t->size);
-            memset(bs, 0xa0 + rank % 16, (size_t) n * t->size);
-            for (long i = 0; i < n; ++i) {
-                put(t, O_MINLOC, bs, salt, rank, i);
-            }
-            memset(br, fill, (size_t) n * t->size);
-            memset(bpat, fill, (size_t) n * t->size);
-            mt_push(bs);
-            mt_push(br);
+            char *bs, *br;
+            pair_bufs(t, O_MINLOC, n, salt, rank, fill, &bs, &br, bpat);
             MT_CHECK_MPI(MPI_Allreduce(dev ? MT_D(bs) : bs, dev ? MT_D(br) : br, (int) n, t->dt,
                                        MPI_MINLOC, MPI_COMM_WORLD));
             if (dev) {
