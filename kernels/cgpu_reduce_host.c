@@ -172,18 +172,24 @@ CGPU_REDUCE_COMPLEX_LOOPS(complex_long_double, long double)
     } pair_##N##_t;                                                                                \
     CGPU_REDUCE_PAIR_LOOP(N, minloc, <)                                                            \
     CGPU_REDUCE_PAIR_LOOP(N, maxloc, >)
-CGPU_REDUCE_PAIR_LOOPS(float_int, float, int)
-CGPU_REDUCE_PAIR_LOOPS(2int, int, int)
-CGPU_REDUCE_PAIR_LOOPS(2float, float, float)
-CGPU_REDUCE_PAIR_LOOPS(2double, double, double)
-CGPU_REDUCE_PAIR_LOOPS(short_int, short, int)
-CGPU_REDUCE_PAIR_LOOPS(double_int, double, int)
-CGPU_REDUCE_PAIR_LOOPS(long_int, long, int)
-CGPU_REDUCE_PAIR_LOOPS(long_double_int, long double, int)
-#define CGPU_REDUCE_PAIR_ROW(N)                                                                    \
-    {                                                                                              \
-        [CGPU_OP_MINLOC] = reduce_##N##_minloc, [CGPU_OP_MAXLOC] = reduce_##N##_maxloc,            \
-    }
+/* every pair: X(engine type suffix, name, value type, index type); the loops, the table rows
+ * and the layouts (dtype_info) all come from this one list */
+#define CGPU_PAIRS(X)                                                                              \
+    X(FLOAT_INT, float_int, float, int)                                                            \
+    X(2INT, 2int, int, int)                                                                        \
+    X(2FLOAT, 2float, float, float)                                                                \
+    X(2DOUBLE, 2double, double, double)                                                            \
+    X(SHORT_INT, short_int, short, int)                                                            \
+    X(DOUBLE_INT, double_int, double, int)                                                         \
+    X(LONG_INT, long_int, long, int)                                                               \
+    X(LONG_DOUBLE_INT, long_double_int, long double, int)
+#define CGPU_PAIR_DEFINE(E, N, V, I) CGPU_REDUCE_PAIR_LOOPS(N, V, I)
+CGPU_PAIRS(CGPU_PAIR_DEFINE)
+#undef CGPU_PAIR_DEFINE
+// clang-format off
+#define CGPU_REDUCE_PAIR_ROW(E, N, V, I) \
+    [CGPU_DT_##E] = {[CGPU_OP_MINLOC] = reduce_##N##_minloc, [CGPU_OP_MAXLOC] = reduce_##N##_maxloc},
+// clang-format on
 
 #define CGPU_REDUCE_INT_ROW(N)                                                         \
     {                                                                                  \
@@ -217,16 +223,11 @@ static const cgpu_reduce_fn_t reduce_table[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
         {[CGPU_OP_SUM] = reduce_complex64_sum, [CGPU_OP_PROD] = reduce_complex64_prod},
     [CGPU_DT_COMPLEX128] =
         {[CGPU_OP_SUM] = reduce_complex128_sum, [CGPU_OP_PROD] = reduce_complex128_prod},
-    [CGPU_DT_FLOAT_INT] = CGPU_REDUCE_PAIR_ROW(float_int),
-    [CGPU_DT_2INT] = CGPU_REDUCE_PAIR_ROW(2int),
-    [CGPU_DT_2FLOAT] = CGPU_REDUCE_PAIR_ROW(2float),
-    [CGPU_DT_2DOUBLE] = CGPU_REDUCE_PAIR_ROW(2double),
-    [CGPU_DT_SHORT_INT] = CGPU_REDUCE_PAIR_ROW(short_int),
-    [CGPU_DT_DOUBLE_INT] = CGPU_REDUCE_PAIR_ROW(double_int),
-    [CGPU_DT_LONG_INT] = CGPU_REDUCE_PAIR_ROW(long_int),
-    [CGPU_DT_LONG_DOUBLE_INT] = CGPU_REDUCE_PAIR_ROW(long_double_int),
+    // clang-format off
+    CGPU_PAIRS(CGPU_REDUCE_PAIR_ROW)
     [CGPU_DT_COMPLEX_LONG_DOUBLE] = {[CGPU_OP_SUM] = reduce_complex_long_double_sum,
                                      [CGPU_OP_PROD] = reduce_complex_long_double_prod},
+    // clang-format on
     [CGPU_DT_BOOL] =
         {
             [CGPU_OP_LAND] = reduce_bool_land,
@@ -236,11 +237,9 @@ static const cgpu_reduce_fn_t reduce_table[CGPU_DT_COUNT][CGPU_OP_COUNT] = {
 };
 
 /* a pair's size, name, and where its two fields lie */
-#define CGPU_PAIR_INFO(N)                                                                          \
-    {                                                                                              \
-        sizeof(pair_##N##_t), #N, sizeof(((pair_##N##_t *) 0)->v), offsetof(pair_##N##_t, i),     \
-            sizeof(((pair_##N##_t *) 0)->i)                                                        \
-    }
+#define CGPU_PAIR_INFO(E, N, V, I)                                                                 \
+    [CGPU_DT_##E] = {sizeof(pair_##N##_t), #N, sizeof(((pair_##N##_t *) 0)->v),                    \
+                     offsetof(pair_##N##_t, i), sizeof(((pair_##N##_t *) 0)->i)},
 
 static const struct {
     size_t size;
@@ -261,15 +260,10 @@ static const struct {
     [CGPU_DT_BOOL] = {sizeof(_Bool), "bool"},
     [CGPU_DT_COMPLEX64] = {2 * sizeof(float), "complex64"},
     [CGPU_DT_COMPLEX128] = {2 * sizeof(double), "complex128"},
-    [CGPU_DT_FLOAT_INT] = CGPU_PAIR_INFO(float_int),
-    [CGPU_DT_2INT] = CGPU_PAIR_INFO(2int),
-    [CGPU_DT_2FLOAT] = CGPU_PAIR_INFO(2float),
-    [CGPU_DT_2DOUBLE] = CGPU_PAIR_INFO(2double),
-    [CGPU_DT_SHORT_INT] = CGPU_PAIR_INFO(short_int),
-    [CGPU_DT_DOUBLE_INT] = CGPU_PAIR_INFO(double_int),
-    [CGPU_DT_LONG_INT] = CGPU_PAIR_INFO(long_int),
-    [CGPU_DT_LONG_DOUBLE_INT] = CGPU_PAIR_INFO(long_double_int),
+    // clang-format off
+    CGPU_PAIRS(CGPU_PAIR_INFO)
     [CGPU_DT_COMPLEX_LONG_DOUBLE] = {2 * sizeof(long double), "complex_long_double"},
+    // clang-format on
 };
 
 static const char *const op_names[CGPU_OP_COUNT] = {
