@@ -75,6 +75,10 @@ size_t cgpu_dtype_size(cgpu_dtype_t dt);
  */
 int cgpu_dtype_runs(cgpu_dtype_t dt, size_t off[2], size_t len[2]);
 
+/** The bytes @p count elements of @p dt span from their first byte to their last data byte
+ * (a padded pair's padding after the last index left out); 0 for none or an invalid value. */
+size_t cgpu_dtype_span(cgpu_dtype_t dt, size_t count);
+
 /** Whether the device kernels have arithmetic for @p dt (all but the long double types,
  * which reduce on the host). */
 bool cgpu_dtype_on_device(cgpu_dtype_t dt);

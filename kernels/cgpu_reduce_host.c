@@ -330,6 +330,15 @@ int cgpu_dtype_runs(cgpu_dtype_t dt, size_t off[2], size_t len[2])
     return 2;
 }
 
+size_t cgpu_dtype_span(cgpu_dtype_t dt, size_t count)
+{
+    size_t off[2], len[2];
+    const int runs = cgpu_dtype_runs(dt, off, len);
+    return 0 == count || 0 == runs
+               ? 0
+               : (count - 1) * dtype_info[dt].size + off[runs - 1] + len[runs - 1];
+}
+
 bool cgpu_dtype_on_device(cgpu_dtype_t dt)
 {
     return dtype_is_valid(dt) && CGPU_DT_LONG_DOUBLE != dt && CGPU_DT_LONG_DOUBLE_INT != dt &&

@@ -267,7 +267,6 @@ static cgpu_status_t pairs_run(cgpu_comm_t *comm, const pairs_call_t *c)
     const size_t es = cgpu_dtype_size(c->dt);
     size_t off[2], len[2];
     const int runs = cgpu_dtype_runs(c->dt, off, len);
-    const size_t data_end = off[runs - 1] + len[runs - 1];
     const size_t per = CGPU_PAIRS_ROUND_BYTES / es > 0 ? CGPU_PAIRS_ROUND_BYTES / es : 1;
     const size_t round = c->total < per ? c->total : per;
     /* an allreduce of one round on the kernels, device buffers: the copies ride the
@@ -285,7 +284,7 @@ static cgpu_status_t pairs_run(cgpu_comm_t *comm, const pairs_call_t *c)
     for (size_t o = 0; CGPU_OK == st && o < c->total; o += round) {
         const size_t k = c->total - o < round ? c->total - o : round;
         char *in = buf, *res = buf + round * es;
-        st = cgpu_engine_copy(in, c->in + o * es, (k - 1) * es + data_end);
+        st = cgpu_engine_copy(in, c->in + o * es, cgpu_dtype_span(c->dt, k));
         if (CGPU_OK == st) {
             st = pairs_round(comm, c, in, res, k);
         }

@@ -551,9 +551,7 @@ typedef struct cuda_call {
      * the data runs of the elements po asks for go out of it, on the stream; in_bytes
      * ends at the input's last data byte, so the input is always copied in */
     const cgpu_pairs_out_t *po;
-    size_t po_es;
-    int po_runs;
-    size_t po_off[2], po_len[2];
+    cgpu_dtype_t po_dt;
 } cuda_call_t;
 
 static size_t round256(size_t x)
@@ -695,13 +693,15 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         st = cgpu_cuda_copy_async(NULL != sg.host_out ? sg.host_out : k->rbuf, sg.out,
                                   k->out_bytes, cc->stream);
     }
-    for (int r = 0; CGPU_OK == st && NULL != k->po && k->po->n > 0 && r < k->po_runs; ++r) {
-        const cgpu_copy_t c = {.dst = k->po->out + k->po_off[r],
-                               .src =
-                                   (const char *) sg.out + k->po->first * k->po_es + k->po_off[r],
-                               .bytes = k->po_len[r],
+    size_t off[2], len[2]; /* a padded pair's result: its data runs out of the staged output */
+    const int runs = NULL != k->po && k->po->n > 0 ? cgpu_dtype_runs(k->po_dt, off, len) : 0;
+    const size_t es = runs > 0 ? cgpu_dtype_size(k->po_dt) : 0;
+    for (int r = 0; CGPU_OK == st && r < runs; ++r) {
+        const cgpu_copy_t c = {.dst = k->po->out + off[r],
+                               .src = (const char *) sg.out + k->po->first * es + off[r],
+                               .bytes = len[r],
                                .rows = k->po->n,
-                               .pitch = k->po_es};
+                               .pitch = es};
         st = cgpu_cuda_copy_rows_async(&c, cc->stream);
     }
     /* MPI semantics: the result is in the buffer when the call returns */
@@ -1248,13 +1248,9 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                      .args = &rc};
     if (NULL != po) {
         k.po = po;
+        k.po_dt = dt;
         k.rbuf = NULL;
-        k.po_es = cgpu_dtype_size(dt);
-        k.po_runs = cgpu_dtype_runs(dt, k.po_off, k.po_len);
-        if (k.po_runs < 1 || (po->n > 0 && NULL == po->out)) {
-            return CGPU_ERR_INVALID_ARG;
-        }
-        k.in_bytes = bytes - k.po_es + k.po_off[k.po_runs - 1] + k.po_len[k.po_runs - 1];
+        k.in_bytes = cgpu_dtype_span(dt, count);
         k.force_copy_in = true;
     }
     return cuda_run(comm, &k);

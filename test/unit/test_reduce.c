@@ -683,7 +683,7 @@ static void test_element_sizes_match_the_c_types(void)
  * fields as the test's own structs lay them out */
 #define CHECK_RUNS_OF_PAIR(DT, T)                                                                  \
     do {                                                                                           \
-        const size_t vb = sizeof(((T *) 0)->v), io = offsetof(T, i), ib = sizeof(((T *) 0)->i);   \
+        const size_t vb = sizeof(((T *) 0)->v), io = offsetof(T, i), ib = sizeof(((T *) 0)->i);    \
         size_t o[2] = {9, 9}, l[2] = {9, 9};                                                       \
         const int n = cgpu_dtype_runs(DT, o, l);                                                   \
         if (vb == io) {                                                                            \
@@ -691,6 +691,7 @@ static void test_element_sizes_match_the_c_types(void)
         } else {                                                                                   \
             CU_ASSERT(2 == n && 0 == o[0] && vb == l[0] && io == o[1] && ib == l[1]);              \
         }                                                                                          \
+        CU_ASSERT(cgpu_dtype_span(DT, 5) == 4 * sizeof(T) + io + ib);                              \
     } while (0)
 
 static void test_data_runs_leave_out_the_padding(void)
@@ -700,7 +701,9 @@ static void test_data_runs_leave_out_the_padding(void)
         if (TEST_KIND_PAIR != test_types[dt].kind) {
             CU_ASSERT(1 == cgpu_dtype_runs((cgpu_dtype_t) dt, o, l) && 0 == o[0] &&
                       test_types[dt].size == l[0]);
+            CU_ASSERT(cgpu_dtype_span((cgpu_dtype_t) dt, 7) == 7 * test_types[dt].size);
         }
+        CU_ASSERT_EQUAL(cgpu_dtype_span((cgpu_dtype_t) dt, 0), 0);
     }
     CHECK_RUNS_OF_PAIR(CGPU_DT_FLOAT_INT, t_float_int);
     CHECK_RUNS_OF_PAIR(CGPU_DT_2INT, t_2int);
@@ -715,8 +718,10 @@ static void test_data_runs_leave_out_the_padding(void)
     CU_ASSERT(2 == cgpu_dtype_runs(CGPU_DT_SHORT_INT, o, l) && 2 == l[0] && 4 == o[1]);
     CU_ASSERT(1 == cgpu_dtype_runs(CGPU_DT_DOUBLE_INT, o, l) && 12 == l[0] &&
               16 == cgpu_dtype_size(CGPU_DT_DOUBLE_INT));
+    CU_ASSERT_EQUAL(cgpu_dtype_span(CGPU_DT_DOUBLE_INT, 3), 44); /* 16 + 16 + 12 */
     for (size_t k = 0; k < TEST_ARRAY_LEN(invalid_dtypes); ++k) {
         CU_ASSERT_EQUAL(cgpu_dtype_runs(invalid_dtypes[k], o, l), 0);
+        CU_ASSERT_EQUAL(cgpu_dtype_span(invalid_dtypes[k], 3), 0);
     }
     /* the long double types reduce on the host only */
     CU_ASSERT(!cgpu_dtype_on_device(CGPU_DT_LONG_DOUBLE_INT) &&
