@@ -210,7 +210,9 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     if (CGPU_OK == st && CGPU_ORDER_NONE != cfg->cuda_stream_order) {
         st = cgpu_cuda_event_create(&cc->order_ev);
     }
-    const bool ce2 = 2 == comm->size &&
+    /* the 2-rank copy-engine reduce and allreduce (their streams): ranks on two devices only
+     * (see "copy-engine path" below); dev_share comes from the same table on every rank */
+    const bool ce2 = 2 == comm->size && 1 == comm->dev_share &&
                      (0 != cfg->cuda_ce_reduce_min_bytes || 0 != cfg->cuda_ce_allreduce_min_bytes);
     if (CGPU_OK == st && ce2) {
         st = cgpu_cuda_stream_create(&cc->stream2, false);
@@ -1206,11 +1208,11 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
     cgpu_cuda_comm_t *cc = comm->cuda;
     const size_t bytes = count * cgpu_dtype_size(dt);
     const size_t ce_min = cgpu_engine_config()->cuda_ce_allreduce_min_bytes;
-    /* 2 ranks on two devices, auto, out of place, and both halves whole vectors (the same
-     * answer on every rank: count, the settings and the devices are; the buffers are agreed
-     * on in ce_prepare) */
-    if (CGPU_ALLREDUCE_AUTO == alg && 0 != ce_min && bytes >= ce_min && 2 == comm->size &&
-        NULL != cc->stream3 && !cc->shared_device && count >= 32) {
+    /* 2 ranks on two devices (stream3), auto, out of place, and both halves whole vectors
+     * (the same answer on every rank: count, the settings and the devices are; the buffers
+     * are agreed on in ce_prepare) */
+    if (CGPU_ALLREDUCE_AUTO == alg && 0 != ce_min && bytes >= ce_min && NULL != cc->stream3 &&
+        count >= 32) {
         cuda_call_t k = {.kind = "allreduce", .dtype = cgpu_dtype_name(dt),
                          .op = cgpu_op_name(op), .count = count, .bytes = bytes,
                          .sbuf = sbuf, .in_bytes = bytes, .rbuf = rbuf, .out_bytes = bytes};
@@ -1317,7 +1319,7 @@ cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, 
         return run_small(comm, &k, &rc);
     }
     const size_t ce_min = cgpu_engine_config()->cuda_ce_reduce_min_bytes;
-    if (0 != ce_min && bytes >= ce_min && 2 == comm->size && !comm->cuda->shared_device) {
+    if (0 != ce_min && bytes >= ce_min && NULL != comm->cuda->stream2) { /* 2 ranks, 2 devices */
         bool done;
         cgpu_status_t st = ce_reduce(comm, &k, sbuf, rbuf, count, dt, op, root, &done);
         if (CGPU_OK != st || done) {
@@ -1425,10 +1427,11 @@ static cgpu_status_t launch_a2a(cgpu_comm_t *comm, const void *in, void *out, co
 /* ---- copy-engine path: each rank's copy engines write straight into the peers' user
  * buffers, mapped through CUDA IPC for the call (and cached), then set a flag in each
  * peer's inbox; a rank's call completes when every peer's flag for it has arrived.
- * The 2-rank reduce and allreduce also need ranks on two devices: on one device the copies
- * cross no NVLink, and both ranks' reduce kernels (up to 128 blocks each, spinning for the
- * peer's pieces) beside the resident kernels left no room under MPS for what raises a
- * piece's flag, so the 64 MiB allreduce timed out there (session 28, runs 1 and 4). ---- */
+ * The 2-rank reduce and allreduce also need ranks on two devices (comm_setup makes their
+ * streams only then): on one device the copies cross no NVLink, and both ranks' reduce
+ * kernels (up to 128 blocks each, spinning for the peer's pieces) beside the resident
+ * kernels left no room under MPS for what raises a piece's flag, so the 64 MiB allreduce
+ * timed out there (session 28, runs 1 and 4). ---- */
 
 typedef struct ce_rec {
     int32_t ok;       /* this rank can take part (its buffers suit, its target exported) */
