@@ -158,6 +158,42 @@ static_assert(sizeof(Loc<float, int>) == 8 && sizeof(Loc<int, int>) == 8 &&
                   sizeof(Loc<double, int>) == 16 && sizeof(Loc<long, int>) == 16,
               "the pairs are the host twin's C structs, padding included");
 
+/* Which bytes of a T are data: a padded pair's gaps (after a short value, after the last
+ * field) are no part of MPI's type, and a result written to the caller's buffer leaves them
+ * as they were (store_out, ll_scatter_out). Everything else is all data. */
+template <typename T> struct Layout {
+    static constexpr bool padded = false;
+    __device__ static constexpr bool data(size_t) { return true; }
+};
+template <typename V, typename I> struct Layout<Loc<V, I>> {
+    static constexpr size_t ioff = (sizeof(V) + alignof(I) - 1) / alignof(I) * alignof(I);
+    static constexpr bool padded = sizeof(Loc<V, I>) != sizeof(V) + sizeof(I);
+    __device__ static constexpr bool data(size_t b)
+    {
+        return b < sizeof(V) || (b >= ioff && b < ioff + sizeof(I));
+    }
+};
+static_assert(Layout<LocShortInt>::ioff == offsetof(LocShortInt, i) &&
+                  Layout<LocShortInt>::padded && Layout<Loc<double, int>>::padded &&
+                  Layout<Loc<long, int>>::padded && !Layout<Loc<float, int>>::padded &&
+                  !Layout<Loc<double, double>>::padded,
+              "the pairs' gaps as the host twin's layouts (cgpu_dtype_runs)");
+
+/* a result element to the caller's buffer: a padded pair field by field */
+template <typename T> __device__ __forceinline__ void store_out(T *p, const T &x)
+{
+    *p = x;
+}
+template <typename V, typename I> __device__ __forceinline__ void store_out(Loc<V, I> *p, const Loc<V, I> &x)
+{
+    if constexpr (Layout<Loc<V, I>>::padded) {
+        p->v = x.v;
+        p->i = x.i;
+    } else {
+        *p = x;
+    }
+}
+
 /* ---- memory helpers ---- */
 
 /* one element read past L1 (__ldcg knows the built-in types; a pair is read field by field,
@@ -943,7 +979,7 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
      * contribution instead of one per element: 16 for a char), the rest element by element;
      * the same order of operations either way */
     size_t vdone = first;
-    if (V > 1 && 0 == (((uintptr_t) mine | (uintptr_t) out | (uintptr_t) contrib(me == 0 ? 1 : 0) |
+    if (V > 1 && !Layout<T>::padded && 0 == (((uintptr_t) mine | (uintptr_t) out | (uintptr_t) contrib(me == 0 ? 1 : 0) |
                         (uintptr_t) a.slice_bytes) & 15)) {
         const size_t nv = cnt / V;
         for (size_t v = threadIdx.x; v < nv; v += blockDim.x) {
@@ -963,7 +999,7 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
             T v = ldcg(contrib(p) + i);
             acc = Op<T, OP>::f(acc, v);
         }
-        out[i] = acc;
+        store_out(out + i, acc);
     }
 }
 
@@ -1008,6 +1044,28 @@ __device__ __forceinline__ void ll_scatter(uint8_t *dst, size_t off, size_t len,
     }
     for (size_t i = 0; i < 8 && off + i < len; ++i) {
         dst[off + i] = (uint8_t) (v >> (8 * i));
+    }
+}
+
+/* ll_scatter of a reduction's result: a padded pair's gaps are left as they were */
+template <typename T>
+__device__ __forceinline__ void ll_scatter_out(uint8_t *dst, size_t off, size_t len, uint64_t v)
+{
+    if constexpr (!Layout<T>::padded) {
+        ll_scatter(dst, off, len, v);
+    } else {
+        static_assert(8 == sizeof(T), "an LL line holds whole elements");
+        if (off + 8 <= len && 0 == ((uintptr_t) dst + off) % alignof(T)) {
+            T x;
+            memcpy(&x, &v, 8);
+            store_out((T *) (dst + off), x);
+            return;
+        }
+        for (size_t i = 0; i < 8 && off + i < len; ++i) {
+            if (Layout<T>::data((off + i) % sizeof(T))) {
+                dst[off + i] = (uint8_t) (v >> (8 * i));
+            }
+        }
     }
 }
 
@@ -1175,7 +1233,7 @@ __device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, c
                 acc = 0 == p ? v : p < folds ? ll_combine<T, OP>(acc, v) : acc;
             }
             if (ok && off < len && folds > 0 && (CGPU_CUDA_RING_REDUCE != mode || me == root)) {
-                ll_scatter(out, off, len, acc);
+                ll_scatter_out<T>(out, off, len, acc);
             }
         }
     }
@@ -1289,7 +1347,7 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
                  ++u) {
                 const size_t off = (size_t) ls[u] * 8;
                 if (off < len) {
-                    ll_scatter(out, off, len, acc[u]);
+                    ll_scatter_out<T>(out, off, len, acc[u]);
                 }
             }
         }

@@ -514,13 +514,26 @@ typedef struct buf_kind {
     bool host;     /* host memory: staged by the CPU through pinned memory */
 } buf_kind_t;
 
-static buf_kind_t buf_kind(const cgpu_cuda_comm_t *cc, const void *p)
+/* What a buffer is to this communicator's kernels: usable in place needs memory of its
+ * device at an address aligned for the elements' loads (@p align; 0 or 1: bytes). MPI takes
+ * any address, and a kernel's load off its alignment is a device fault that ends the
+ * process's context; such a buffer is staged through aligned scratch instead. */
+static buf_kind_t buf_kind(const cgpu_cuda_comm_t *cc, const void *p, size_t align)
 {
     int dev;
     cgpu_mem_kind_t k = cgpu_cuda_mem_kind(p, &dev);
     return (buf_kind_t){.in_place = (CGPU_MEM_DEVICE == k || CGPU_MEM_MANAGED == k) &&
-                                    dev == cc->device,
+                                    dev == cc->device && (align < 2 || 0 == (uintptr_t) p % align),
                         .host = CGPU_MEM_HOST == k};
+}
+
+/* The alignment the kernels' loads of @p dt need: the largest power of two dividing its
+ * size, up to 16 (a double complex is one 16-byte load; a pair, padded or not, is read field
+ * by field or in 16-byte vectors only where aligned for them) */
+static size_t dtype_align(cgpu_dtype_t dt)
+{
+    const size_t size = cgpu_dtype_size(dt), low = size & (~size + 1);
+    return low < 16 ? low : 16;
 }
 
 /*
@@ -540,6 +553,7 @@ typedef struct cuda_call {
     void *rbuf;
     size_t out_bytes;
     bool force_copy_in;
+    size_t align;  /* of the elements the kernels load (dtype_align; 0: bytes) */
     bool resident; /* fn hands the call to the resident kernel and waits for it itself; both
                     * buffers are usable in place */
     cuda_launch_fn fn;
@@ -608,9 +622,9 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     const bool aliased = NULL != sp && NULL != rp && k->out_bytes > 0 && sp >= rp &&
                          sp + k->in_bytes <= rp + k->out_bytes;
     /* a padded pair's output (device memory) is always staged, its runs copied out after */
-    const buf_kind_t rk =
-        k->out_bytes > 0 && NULL == k->po ? buf_kind(cc, rp) : (buf_kind_t){.in_place = true};
-    const buf_kind_t sk = k->in_bytes > 0 ? (aliased ? rk : buf_kind(cc, sp))
+    const buf_kind_t rk = k->out_bytes > 0 && NULL == k->po ? buf_kind(cc, rp, k->align)
+                                                            : (buf_kind_t){.in_place = true};
+    const buf_kind_t sk = k->in_bytes > 0 ? (aliased ? rk : buf_kind(cc, sp, k->align))
                                           : (buf_kind_t){.in_place = true};
     const bool out_stage = k->out_bytes > 0 && (NULL != k->po || !rk.in_place);
     const bool in_copy = k->in_bytes > 0 && (k->force_copy_in || (!aliased && !sk.in_place));
@@ -1086,13 +1100,14 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
 /* Whether this communicator may hand this oneshot call (`unit` bytes a block) to a
  * resident kernel (this rank's choice alone: a peer running it as a launched oneshot
  * interoperates). Both buffers (NULL: none) must be usable in place. */
-static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t unit)
+static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t unit,
+                     size_t align)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     if (NULL == cc->rk_stream || unit > cgpu_engine_config()->cuda_resident_max_bytes ||
         oneshot_blocks(unit) > (size_t) cc->rk_blocks ||
-        (NULL != rbuf && !buf_kind(cc, rbuf).in_place) ||
-        (NULL != sbuf && sbuf != rbuf && !buf_kind(cc, sbuf).in_place)) {
+        (NULL != rbuf && !buf_kind(cc, rbuf, align).in_place) ||
+        (NULL != sbuf && sbuf != rbuf && !buf_kind(cc, sbuf, align).in_place)) {
         return false;
     }
     if (cc->rk_listed) {
@@ -1192,7 +1207,7 @@ static bool small_call(const cgpu_comm_t *comm, size_t unit)
 /* k as a oneshot call of rc (k->args), handed to the resident kernel where this rank may */
 static cgpu_status_t run_small(cgpu_comm_t *comm, cuda_call_t *k, ring_call_t *rc)
 {
-    k->resident = rk_takes(comm, k->sbuf, k->rbuf, oneshot_unit(rc));
+    k->resident = rk_takes(comm, k->sbuf, k->rbuf, oneshot_unit(rc), k->align);
     k->alg = k->resident ? "resident" : "oneshot";
     k->ras_alg = CGPU_RAS_ALG_ONESHOT;
     k->force_copy_in = false; /* a block reads its share of the input before it writes out */
@@ -1234,14 +1249,36 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                 (CGPU_ALLREDUCE_TREE == alg ||
                  (CGPU_ALLREDUCE_AUTO == alg && comm->size >= 3 && bytes <= cc->tree_max_bytes));
     ring_call_t rc = {.mode = CGPU_CUDA_RING_ALLREDUCE, .count = count, .dt = dt, .op = op};
-    /* a padded pair's copies need the stream, which the resident kernel has not */
-    const bool resident = oneshot && NULL == po && rk_takes(comm, sbuf, rbuf, bytes);
-    cuda_call_t k = {.kind = "allreduce", .dtype = cgpu_dtype_name(dt), .op = cgpu_op_name(op),
-                     .alg = resident ? "resident" : oneshot ? "oneshot" : tree ? "tree" : "ring",
-                     .count = count, .bytes = bytes,
-                     .ras_alg = oneshot ? CGPU_RAS_ALG_ONESHOT : tree ? CGPU_RAS_ALG_TREE
-                                                                      : CGPU_RAS_ALG_RING,
-                     .sbuf = sbuf, .in_bytes = bytes, .rbuf = rbuf, .out_bytes = bytes,
+    /* A padded pair's whole result by a oneshot, on buffers of this device: the kernel reads
+     * the caller's input and writes the caller's output itself (its result stores skip the
+     * gaps, and it reads the last element whole only in an aligned 16-byte access, which
+     * cannot leave the allocation), so no copies around it and the resident kernel may take
+     * it. This rank's choice alone: the kernel and what it exchanges are the same. */
+    if (NULL != po && oneshot && 0 == po->first && count == po->n && po->out == rbuf &&
+        buf_kind(cc, sbuf, dtype_align(dt)).in_place &&
+        buf_kind(cc, rbuf, dtype_align(dt)).in_place) {
+        po = NULL;
+    }
+    /* a padded pair's staged copies need the stream, which the resident kernel has not */
+    const bool resident =
+        oneshot && NULL == po && rk_takes(comm, sbuf, rbuf, bytes, dtype_align(dt));
+    cuda_call_t k = {.kind = "allreduce",
+                     .dtype = cgpu_dtype_name(dt),
+                     .op = cgpu_op_name(op),
+                     .alg = resident  ? "resident"
+                            : oneshot ? "oneshot"
+                            : tree    ? "tree"
+                                      : "ring",
+                     .count = count,
+                     .bytes = bytes,
+                     .ras_alg = oneshot ? CGPU_RAS_ALG_ONESHOT
+                                : tree  ? CGPU_RAS_ALG_TREE
+                                        : CGPU_RAS_ALG_RING,
+                     .sbuf = sbuf,
+                     .in_bytes = bytes,
+                     .rbuf = rbuf,
+                     .out_bytes = bytes,
+                     .align = dtype_align(dt),
                      .resident = resident,
                      .fn = resident  ? launch_resident
                            : oneshot ? launch_oneshot
@@ -1279,6 +1316,7 @@ cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
                      .in_bytes = bytes,
                      .rbuf = out ? rbuf : NULL,
                      .out_bytes = out ? bytes : 0,
+                     .align = dtype_align(dt),
                      .fn = launch_ring,
                      .args = &rc};
     return small_call(comm, bytes) ? run_small(comm, &k, &rc) : cuda_run(comm, &k);
@@ -1289,11 +1327,20 @@ cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void
 {
     const size_t bytes = count * cgpu_dtype_size(dt), total = bytes * (size_t) comm->size;
     ring_call_t rc = {.mode = CGPU_CUDA_RING_REDUCE_SCATTER, .count = count, .dt = dt, .op = op};
-    cuda_call_t k = {.kind = "reduce_scatter_block", .dtype = cgpu_dtype_name(dt),
-                     .op = cgpu_op_name(op), .alg = "ring", .count = count, .bytes = total,
-                     .ras_alg = CGPU_RAS_ALG_RING, .sbuf = NULL != sbuf ? sbuf : rbuf,
-                     .in_bytes = total, .rbuf = rbuf, .out_bytes = NULL != sbuf ? bytes : total,
-                     .fn = launch_ring, .args = &rc};
+    cuda_call_t k = {.kind = "reduce_scatter_block",
+                     .dtype = cgpu_dtype_name(dt),
+                     .op = cgpu_op_name(op),
+                     .alg = "ring",
+                     .count = count,
+                     .bytes = total,
+                     .ras_alg = CGPU_RAS_ALG_RING,
+                     .sbuf = NULL != sbuf ? sbuf : rbuf,
+                     .in_bytes = total,
+                     .rbuf = rbuf,
+                     .out_bytes = NULL != sbuf ? bytes : total,
+                     .align = dtype_align(dt),
+                     .fn = launch_ring,
+                     .args = &rc};
     return small_call(comm, bytes) ? run_small(comm, &k, &rc) : cuda_run(comm, &k);
 }
 
@@ -1310,11 +1357,20 @@ cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, 
     const bool is_root = comm->rank == root;
     ring_call_t rc = {.mode = CGPU_CUDA_RING_REDUCE, .root = root, .count = count, .dt = dt,
                       .op = op};
-    cuda_call_t k = {.kind = "reduce", .dtype = cgpu_dtype_name(dt), .op = cgpu_op_name(op),
-                     .alg = "chain", .count = count, .bytes = bytes, .ras_alg = CGPU_RAS_ALG_RING,
-                     .sbuf = NULL != sbuf ? sbuf : rbuf, .in_bytes = bytes,
-                     .rbuf = is_root ? rbuf : NULL, .out_bytes = is_root ? bytes : 0,
-                     .fn = launch_ring, .args = &rc};
+    cuda_call_t k = {.kind = "reduce",
+                     .dtype = cgpu_dtype_name(dt),
+                     .op = cgpu_op_name(op),
+                     .alg = "chain",
+                     .count = count,
+                     .bytes = bytes,
+                     .ras_alg = CGPU_RAS_ALG_RING,
+                     .sbuf = NULL != sbuf ? sbuf : rbuf,
+                     .in_bytes = bytes,
+                     .rbuf = is_root ? rbuf : NULL,
+                     .out_bytes = is_root ? bytes : 0,
+                     .align = dtype_align(dt),
+                     .fn = launch_ring,
+                     .args = &rc};
     if (small_call(comm, bytes)) {
         return run_small(comm, &k, &rc);
     }
@@ -1454,9 +1510,11 @@ typedef struct ce_call {
     char *dst[CGPU_CUDA_MAX_RANKS]; /* peers' target buffers through them */
 } ce_call_t;
 
-static bool usable_as_is(const cgpu_cuda_comm_t *cc, const void *p)
+/* whether @p p serves a copy-engine call as it is (a reduction's kernel loads ce's type) */
+static bool usable_as_is(const cgpu_cuda_comm_t *cc, const void *p, const ce_call_t *ce)
 {
-    return buf_kind(cc, p).in_place;
+    const bool reduces = CE_REDUCE == ce->kind || CE_ALLREDUCE == ce->kind;
+    return buf_kind(cc, p, reduces ? dtype_align(ce->dt) : 0).in_place;
 }
 
 /* two buffers of `bytes` that do not overlap */
@@ -1487,8 +1545,8 @@ static cgpu_status_t ce_prepare(cgpu_comm_t *comm, const void *source, const voi
     *use = false;
     ce_rec_t mine;
     memset(&mine, 0, sizeof(mine));
-    mine.ok = local_ok && usable_as_is(cc, source) &&
-              (NULL == target || usable_as_is(cc, target));
+    mine.ok = local_ok && usable_as_is(cc, source, ce) &&
+              (NULL == target || usable_as_is(cc, target, ce));
     if (mine.ok && NULL != target) {
         size_t off = 0;
         uint64_t id = 0;
@@ -1780,9 +1838,9 @@ static cgpu_status_t ce_reduce(cgpu_comm_t *comm, cuda_call_t *k, const void *sb
                     .op = op};
     const bool is_root = comm->rank == root;
     /* the root's output must be apart from its input and usable as it is */
-    const bool ok = is_root ? NULL != sbuf && apart(sbuf, rbuf, bytes) &&
-                                  usable_as_is(comm->cuda, rbuf)
-                            : NULL != sbuf;
+    const bool ok =
+        is_root ? NULL != sbuf && apart(sbuf, rbuf, bytes) && usable_as_is(comm->cuda, rbuf, &ce)
+                : NULL != sbuf;
     return ce_try(comm, k, &ce, NULL != sbuf ? sbuf : rbuf, is_root ? rbuf : NULL, !is_root, ok,
                   done);
 }

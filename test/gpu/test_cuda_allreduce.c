@@ -141,21 +141,25 @@ static void pair_add(void *in, void *inout, int *len, MPI_Datatype *dt)
     }
 }
 
-/* One allreduce on device buffers, checked; returns 1 if the call reached coll. */
+/* One allreduce on device buffers, checked; returns 1 if the call reached coll. The
+ * buffers start offset_elems elements and @p skew bytes into their allocations (a skew
+ * below the type's size: not aligned for its loads). */
 static int one_case(const tdesc_t *t, int o, size_t count, bool in_place, mt_pvars_t *pv,
-                    size_t offset_elems)
+                    size_t offset_elems, size_t skew)
 {
     size_t bytes = (count + offset_elems + 1) * t->size;
     char *hin = malloc(bytes), *hout = malloc(bytes);
     void *dbuf_s = NULL, *dbuf_r = NULL;
-    CUDA_OK(cudaMalloc(&dbuf_s, bytes));
-    CUDA_OK(cudaMalloc(&dbuf_r, bytes));
+    CUDA_OK(cudaMalloc(&dbuf_s, bytes + skew));
+    CUDA_OK(cudaMalloc(&dbuf_r, bytes + skew));
     for (size_t i = 0; i < count; ++i) {
         put(hin, i + offset_elems, t, wrap(input(rank, i, o, t->kind), t));
     }
     memset(hout, 0xA5, bytes); /* poison, guard included */
-    char *ds = (char *) dbuf_s + offset_elems * t->size, *dr = (char *) dbuf_r + offset_elems * t->size;
-    CUDA_OK(cudaMemcpy(dbuf_r, hout, bytes, cudaMemcpyHostToDevice));
+    char *base_r = (char *) dbuf_r + skew;
+    char *ds = (char *) dbuf_s + skew + offset_elems * t->size,
+         *dr = base_r + offset_elems * t->size;
+    CUDA_OK(cudaMemcpy(base_r, hout, bytes, cudaMemcpyHostToDevice));
     if (in_place) {
         CUDA_OK(cudaMemcpy(dr, hin + offset_elems * t->size, count * t->size, cudaMemcpyHostToDevice));
     } else {
@@ -163,9 +167,9 @@ static int one_case(const tdesc_t *t, int o, size_t count, bool in_place, mt_pva
     }
     CUDA_OK(cudaDeviceSynchronize());
     int rc = MPI_Allreduce(in_place ? MPI_IN_PLACE : ds, dr, (int) count, t->dt, ops[o], pv->comm);
-    MT_CHECK(MPI_SUCCESS == rc, "%s %s count %zu in_place %d: rc %d", t->name, op_names[o], count,
-             in_place, rc);
-    CUDA_OK(cudaMemcpy(hout, dbuf_r, bytes, cudaMemcpyDeviceToHost));
+    MT_CHECK(MPI_SUCCESS == rc, "%s %s count %zu in_place %d skew %zu: rc %d", t->name, op_names[o],
+             count, in_place, skew, rc);
+    CUDA_OK(cudaMemcpy(hout, base_r, bytes, cudaMemcpyDeviceToHost));
     long bad = 0;
     for (size_t i = 0; i < count && bad < 3; ++i) {
         long double e = wrap(input(0, i, o, t->kind), t);
@@ -288,7 +292,7 @@ int main(int argc, char **argv)
                     continue;
                 }
                 for (int ip = 0; ip < 2; ++ip) {
-                    calls += one_case(&types[ti], o, small_counts[ci], ip, &pv, 0);
+                    calls += one_case(&types[ti], o, small_counts[ci], ip, &pv, 0, 0);
                 }
             }
         }
@@ -297,17 +301,25 @@ int main(int argc, char **argv)
     calls = 0;
 
     /* pointers into the middle of an allocation (1 element in: unaligned for vectors) */
-    calls += one_case(&types[6], 0, 100003, false, &pv, 1);
-    calls += one_case(&types[19], 3, 100003, true, &pv, 3);
+    calls += one_case(&types[6], 0, 100003, false, &pv, 1, 0);
+    calls += one_case(&types[19], 3, 100003, true, &pv, 3, 0);
+    /* pointers a few bytes into an allocation, not aligned for the type's own loads (MPI
+     * takes any address): staged on the ranks where they are, through oneshot (resident or
+     * launched) and ring sizes, in and out of place */
+    calls += one_case(&types[19], 0, 5, false, &pv, 0, 4); /* double +4 */
+    calls += one_case(&types[19], 0, 1031, true, &pv, 0, 4);
+    calls += one_case(&types[16], 3, 100003, false, &pv, 0, 4); /* int64 +4 */
+    calls += one_case(&types[18], 0, 7777, false, &pv, 1, 2);   /* float +2 */
+    calls += one_case(&types[14], 0, 300007, true, &pv, 0, 1);  /* int32 +1 */
     /* large, both algorithms' chunking and all channels */
     if (!quick) {
         size_t big[] = {(size_t) 4 << 20, ((size_t) 64 << 20) + 5};
         for (size_t b = 0; b < 2; ++b) {
-            calls += one_case(&types[18], 0, big[b], b, &pv, 0);
-            calls += one_case(&types[6], 3, big[b] / 2 + 1, !b, &pv, 0);
+            calls += one_case(&types[18], 0, big[b], b, &pv, 0, 0);
+            calls += one_case(&types[6], 3, big[b] / 2 + 1, !b, &pv, 0, 0);
         }
         /* 1 GiB of floats */
-        calls += one_case(&types[18], 0, (size_t) 256 << 20, false, &pv, 0);
+        calls += one_case(&types[18], 0, (size_t) 256 << 20, false, &pv, 0, 0);
         calls += check_ce_choice();
     }
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "offsets and large sizes");

@@ -645,7 +645,8 @@ int main(int argc, char **argv)
     }
     /* padded pairs, device buffers on even ranks and host buffers on odd ones (on device
      * builds): within one allreduce the ranks copy in and out differently (on the
-     * collective's stream, or around it), counts of one element up to past a oneshot call */
+     * collective's stream, around it, or in the kernel itself), out of place and in place,
+     * counts of one element up to past a oneshot call */
     for (int ti = 0; ti < ntypes; ++ti) {
         const tdesc_t *t = &types[ti];
         if (MPI_DOUBLE_INT != t->dt && MPI_SHORT_INT != t->dt && MPI_LONG_INT != t->dt) {
@@ -668,10 +669,25 @@ int main(int argc, char **argv)
             for (long i = 0; i < n; ++i) {
                 bad += !right(t, O_MINLOC, br, salt, size, i);
             }
-            const long kept = kept_changed(t, br, bpat, n, n, true);
+            long kept = kept_changed(t, br, bpat, n, n, true);
+            /* in place: the result over the input, whose gaps stay the input's */
+            memcpy(br, bs, (size_t) n * t->size);
+            memcpy(bpat, bs, (size_t) n * t->size);
+            if (dev) {
+                mt_push(br);
+            }
+            MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, dev ? MT_D(br) : br, (int) n, t->dt,
+                                       MPI_MINLOC, MPI_COMM_WORLD));
+            if (dev) {
+                mt_pull(br);
+            }
+            for (long i = 0; i < n; ++i) {
+                bad += !right(t, O_MINLOC, br, salt, size, i);
+            }
+            kept += kept_changed(t, br, bpat, n, n, true);
             MT_CHECK(0 == bad && 0 == kept,
-                     "%s MINLOC on %ld elements, %s buffers on this rank: %ld wrong, %ld bytes "
-                     "written that may not be",
+                     "%s MINLOC on %ld elements, %s buffers on this rank, out of place and in "
+                     "place: %ld wrong, %ld bytes written that may not be",
                      t->name, n, dev ? "device" : "host", bad, kept);
             mt_twin_free(bs);
             mt_twin_free(br);
