@@ -259,6 +259,17 @@ static cgpu_status_t pairs_round(cgpu_comm_t *comm, const pairs_call_t *c, const
     return CGPU_ERR_INVALID_ARG;
 }
 
+/* whether reduce_run or scan_run gives call @p c to the kernels' oneshot, with its buffers
+ * (this rank's: the input, and the output where it gets one) usable as they are */
+static bool pairs_small(cgpu_comm_t *comm, const pairs_call_t *c)
+{
+    const bool scan = PAIRS_SCAN == c->kind || PAIRS_EXSCAN == c->kind;
+    return NULL == comm->net && comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend &&
+           cgpu_cuda_comm_supports(c->dt, c->op) && (!scan || CGPU_SCAN_AUTO == c->scan_alg) &&
+           cgpu_cuda_small_in_place(comm, c->in, c->n > 0 ? c->out : NULL,
+                                    c->total * cgpu_dtype_size(c->dt), c->dt);
+}
+
 static cgpu_status_t pairs_run(cgpu_comm_t *comm, const pairs_call_t *c)
 {
     if (NULL == c->in || (c->n > 0 && NULL == c->out)) {
@@ -276,6 +287,16 @@ static cgpu_status_t pairs_run(cgpu_comm_t *comm, const pairs_call_t *c)
         scratch_on_device(comm, c->in) && (0 == c->n || scratch_on_device(comm, c->out))) {
         const cgpu_pairs_out_t po = {.out = c->out, .first = c->first, .n = c->n};
         return allreduce_run(comm, c->in, c->out, c->total, c->dt, c->op, c->alg, false, &po);
+    }
+    /* a reduce or scan our kernels run as one oneshot call, on buffers of this device
+     * aligned for the type: on the caller's buffers (the oneshot's result stores skip the
+     * gaps). Either way one call of the same count, so ranks that differ here still meet. */
+    if (PAIRS_ALLREDUCE != c->kind && c->total <= per && pairs_small(comm, c)) {
+        return PAIRS_REDUCE == c->kind
+                   ? reduce_run(comm, c->in, c->n > 0 ? c->out : NULL, c->total, c->dt, c->op,
+                                c->root)
+                   : scan_run(comm, c->in, c->out, c->total, c->dt, c->op, PAIRS_EXSCAN == c->kind,
+                              c->scan_alg, c->scan_round_bytes);
     }
     char *buf = NULL;
     cgpu_status_t st =

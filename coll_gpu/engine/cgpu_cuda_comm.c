@@ -1295,6 +1295,15 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
     return cuda_run(comm, &k);
 }
 
+bool cgpu_cuda_small_in_place(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t bytes,
+                              cgpu_dtype_t dt)
+{
+    cgpu_cuda_comm_t *cc = comm->cuda;
+    return NULL != cc && small_call(comm, bytes) &&
+           (NULL == sbuf || buf_kind(cc, sbuf, dtype_align(dt)).in_place) &&
+           (NULL == rbuf || buf_kind(cc, rbuf, dtype_align(dt)).in_place);
+}
+
 cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                              cgpu_dtype_t dt, cgpu_op_t op, bool exclusive)
 {
@@ -1965,6 +1974,13 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
 {
     (void) comm, (void) sbuf, (void) rbuf, (void) bytes;
     return CGPU_ERR_NOT_SUPPORTED;
+}
+
+bool cgpu_cuda_small_in_place(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t bytes,
+                              cgpu_dtype_t dt)
+{
+    (void) comm, (void) sbuf, (void) rbuf, (void) bytes, (void) dt;
+    return false;
 }
 
 cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,

@@ -123,6 +123,13 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
 cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                              cgpu_dtype_t dt, cgpu_op_t op, bool exclusive);
 
+/** Whether a reduce or scan of @p bytes of @p dt runs as one oneshot call (the same answer on
+ * every rank) on @p sbuf and @p rbuf as they are (NULL: none; this rank's memory of its
+ * device, aligned for the type: this rank's answer alone). A padded pair's call may then run
+ * on the caller's buffers: the oneshot's result stores leave the pairs' gaps alone. */
+bool cgpu_cuda_small_in_place(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t bytes,
+                              cgpu_dtype_t dt);
+
 /** Whether the device kernels do (dt, op). */
 bool cgpu_cuda_comm_supports(cgpu_dtype_t dt, cgpu_op_t op);
 

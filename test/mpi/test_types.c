@@ -645,8 +645,8 @@ int main(int argc, char **argv)
     }
     /* padded pairs, device buffers on even ranks and host buffers on odd ones (on device
      * builds): within one allreduce the ranks copy in and out differently (on the
-     * collective's stream, around it, or in the kernel itself), out of place and in place,
-     * counts of one element up to past a oneshot call */
+     * collective's stream, around it, or in the kernel itself): allreduce out of place and
+     * in place, reduce and scan, counts of one element up to past a oneshot call */
     for (int ti = 0; ti < ntypes; ++ti) {
         const tdesc_t *t = &types[ti];
         if (MPI_DOUBLE_INT != t->dt && MPI_SHORT_INT != t->dt && MPI_LONG_INT != t->dt) {
@@ -685,9 +685,32 @@ int main(int argc, char **argv)
                 bad += !right(t, O_MINLOC, br, salt, size, i);
             }
             kept += kept_changed(t, br, bpat, n, n, true);
+            /* a reduce to rank 0 (device buffers) and a scan, out of place */
+            for (int call = 0; call < 2; ++call) {
+                memset(br, fill, (size_t) n * t->size);
+                memset(bpat, fill, (size_t) n * t->size);
+                if (dev) {
+                    mt_push(br);
+                }
+                void *sb = dev ? MT_D(bs) : bs, *rb = dev ? MT_D(br) : br;
+                if (0 == call) {
+                    MT_CHECK_MPI(MPI_Reduce(sb, rb, (int) n, t->dt, MPI_MINLOC, 0, MPI_COMM_WORLD));
+                } else {
+                    MT_CHECK_MPI(MPI_Scan(sb, rb, (int) n, t->dt, MPI_MINLOC, MPI_COMM_WORLD));
+                }
+                if (dev) {
+                    mt_pull(br);
+                }
+                const int upto = 0 == call ? size : rank + 1; /* the ranks reduced here */
+                const bool got = 1 == call || 0 == rank;
+                for (long i = 0; got && i < n; ++i) {
+                    bad += !right(t, O_MINLOC, br, salt, upto, i);
+                }
+                kept += kept_changed(t, br, bpat, got ? n : 0, n, true);
+            }
             MT_CHECK(0 == bad && 0 == kept,
-                     "%s MINLOC on %ld elements, %s buffers on this rank, out of place and in "
-                     "place: %ld wrong, %ld bytes written that may not be",
+                     "%s MINLOC on %ld elements, %s buffers on this rank, allreduce out of place "
+                     "and in place, reduce, scan: %ld wrong, %ld bytes written that may not be",
                      t->name, n, dev ? "device" : "host", bad, kept);
             mt_twin_free(bs);
             mt_twin_free(br);
