@@ -16,12 +16,12 @@
  * ncclAllReduce + synchronize), and allreduce_maxloc (MPI_2INT MPI_MAXLOC; NCCL has no
  * MAXLOC, so its column is an int64 max over the same bytes: a reference for the speed of
  * one 8-byte reduction, not the same operation) and allreduce_dint (MPI_DOUBLE_INT MAXLOC, a
- * padded pair the engine reduces on copies; bytes are its extent, 16 a pair), not part of
- * "all".
+ * padded pair; bytes are its extent, 16 a pair) and reduce_dint (the same to root 0), not
+ * part of "all".
  *
  *   mpirun -np 2 --mca coll gpu,tuned,libnbc,basic,self bench/bench_colls \
  *       [all|allreduce|alltoall|allgather|reduce_scatter|bcast|reduce|allreduce_char|
- *        reduce_char|iallreduce|allreduce_maxloc|allreduce_dint] [maxbytes [minbytes]]
+ *        reduce_char|iallreduce|allreduce_maxloc|allreduce_dint|reduce_dint] [maxbytes [minbytes]]
  * With CGPU_BENCH_OSU=1 each call is timed alone between two MPI_Barriers and the mean over
  * ranks is reported, as the OSU benchmarks time it (default: back to back, slowest rank).
  */
@@ -65,20 +65,27 @@ enum {
     IALLREDUCE,
     ALLREDUCE_MAXLOC,
     ALLREDUCE_DINT,
+    REDUCE_DINT,
     NCOLLS
 };
-static const char *names[NCOLLS] = {
-    "allreduce",      "alltoall",    "allgather",  "reduce_scatter",   "bcast",         "reduce",
-    "allreduce_char", "reduce_char", "iallreduce", "allreduce_maxloc", "allreduce_dint"};
+static const char *names[NCOLLS] = {"allreduce",        "alltoall",       "allgather",
+                                    "reduce_scatter",   "bcast",          "reduce",
+                                    "allreduce_char",   "reduce_char",    "iallreduce",
+                                    "allreduce_maxloc", "allreduce_dint", "reduce_dint"};
 
 static int is_char(int coll)
 {
     return ALLREDUCE_CHAR == coll || REDUCE_CHAR == coll;
 }
 
+static int is_dint(int coll)
+{
+    return ALLREDUCE_DINT == coll || REDUCE_DINT == coll;
+}
+
 static int is_loc(int coll)
 {
-    return ALLREDUCE_MAXLOC == coll || ALLREDUCE_DINT == coll;
+    return ALLREDUCE_MAXLOC == coll || is_dint(coll);
 }
 
 /* bytes of one element: MPI_CHAR, an MPI_2INT pair, an MPI_DOUBLE_INT pair (its extent), a
@@ -87,16 +94,16 @@ static size_t elem_size(int coll)
 {
     return is_char(coll)              ? 1
            : ALLREDUCE_MAXLOC == coll ? 2 * sizeof(int)
-           : ALLREDUCE_DINT == coll   ? 16
+           : is_dint(coll)            ? 16
                                       : sizeof(float);
 }
 
 /* the collective whose algorithm, busbw factor and check a variant shares */
 static int base_of(int coll)
 {
-    return ALLREDUCE_CHAR == coll || IALLREDUCE == coll || is_loc(coll) ? ALLREDUCE
-           : REDUCE_CHAR == coll                                        ? REDUCE
-                                                                        : coll;
+    return REDUCE_CHAR == coll || REDUCE_DINT == coll                     ? REDUCE
+           : ALLREDUCE_CHAR == coll || IALLREDUCE == coll || is_loc(coll) ? ALLREDUCE
+                                                                          : coll;
 }
 
 static int rank, n;
@@ -143,6 +150,9 @@ static void ours(int coll, size_t cnt)
     case ALLREDUCE_DINT:
         MPI_Allreduce(sb, rb, c, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
         break;
+    case REDUCE_DINT:
+        MPI_Reduce(sb, rb, c, MPI_DOUBLE_INT, MPI_MAXLOC, 0, MPI_COMM_WORLD);
+        break;
     case IALLREDUCE: {
         MPI_Request r;
         MPI_Iallreduce(sb, rb, c, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r);
@@ -165,6 +175,9 @@ static void nccl(int coll, size_t cnt)
         break;
     case ALLREDUCE_DINT:
         NK(ncclAllReduce(sb, rb, 2 * cnt, ncclInt64, ncclMax, nc, st));
+        break;
+    case REDUCE_DINT:
+        NK(ncclReduce(sb, rb, 2 * cnt, ncclInt64, ncclMax, 0, nc, st));
         break;
     case ALLTOALL:
         NK(ncclGroupStart());
@@ -210,7 +223,10 @@ static int check(int coll, size_t cnt)
                          * the largest (as an MPI_DOUBLE_INT its double too), and its value
                          * and index win: the first and last pair's words (an MPI_DOUBLE_INT's
                          * three before its padding) are all that */
-        const size_t es = elem_size(coll), words = ALLREDUCE_DINT == coll ? 3 : 2;
+        if (REDUCE_DINT == coll && 0 != rank) {
+            return 1;
+        }
+        const size_t es = elem_size(coll), words = is_dint(coll) ? 3 : 2;
         int got[2][3];
         const float top = (float) n;
         int want, ok = 1;
@@ -283,7 +299,7 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
         printf("\n# %s %s%s, %d ranks, %d GPUs, out of place, per-call sync%s\n", names[coll],
                is_char(coll)              ? "MPI_CHAR (NCCL int8)"
                : ALLREDUCE_MAXLOC == coll ? "MPI_2INT MAXLOC (NCCL: int64 max on the same bytes)"
-               : ALLREDUCE_DINT == coll
+               : is_dint(coll)
                    ? "MPI_DOUBLE_INT MAXLOC, a padded pair (NCCL: int64 max on the same bytes)"
                    : "float32",
                !is_loc(coll) && (ALLREDUCE == b || REDUCE == b || REDUCE_SCATTER == b) ? " sum"

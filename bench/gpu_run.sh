@@ -262,8 +262,8 @@ if has maxloc; then # MPI_2INT and MPI_DOUBLE_INT MAXLOC in our kernels, against
     # beside it) where there are two GPUs, else 2 ranks on one GPU under MPS (ours only)
     R=("${MPIRUN[@]}"); started=0
     if [ "$(nvidia-smi -L | wc -l)" -lt 2 ] && mps_start; then R=("${MPS[@]}"); started=1; fi
-    # MPI_2INT, and MPI_DOUBLE_INT (a padded pair, reduced on copies)
-    for b in allreduce_maxloc allreduce_dint; do
+    # MPI_2INT, and MPI_DOUBLE_INT (a padded pair) allreduce and reduce
+    for b in allreduce_maxloc allreduce_dint reduce_dint; do
     for v in "kernels:" "staged:--mca coll_gpu_allreduce_algorithm fallback"; do
         IFS=: read -r how args <<<"$v"
         # shellcheck disable=SC2086
