@@ -264,7 +264,8 @@ if has maxloc; then # MPI_2INT and MPI_DOUBLE_INT MAXLOC in our kernels, against
     if [ "$(nvidia-smi -L | wc -l)" -lt 2 ] && mps_start; then R=("${MPS[@]}"); started=1; fi
     # MPI_2INT, and MPI_DOUBLE_INT (a padded pair) allreduce and reduce
     for b in allreduce_maxloc allreduce_dint reduce_dint; do
-    for v in "kernels:" "staged:--mca coll_gpu_allreduce_algorithm fallback"; do
+    f=allreduce; [ $b = reduce_dint ] && f=reduce # the staged path: that collective's fallback
+    for v in "kernels:" "staged:--mca coll_gpu_${f}_algorithm fallback"; do
         IFS=: read -r how args <<<"$v"
         # shellcheck disable=SC2086
         echo "## $b, $how${args:+ ($args)}$([ $started = 1 ] && echo ', under MPS, 2 ranks on one GPU')" | tee -a "$out/maxloc.txt"
