@@ -1304,6 +1304,22 @@ bool cgpu_cuda_small_in_place(cgpu_comm_t *comm, const void *sbuf, const void *r
            (NULL == rbuf || buf_kind(cc, rbuf, dtype_align(dt)).in_place);
 }
 
+/* A reduction @p rc of @p bytes (for the profiler) on the ring kernels' launcher: the caller
+ * adds the buffers */
+static cuda_call_t ring_reduction(const char *kind, const char *alg, ring_call_t *rc, size_t bytes)
+{
+    return (cuda_call_t){.kind = kind,
+                         .dtype = cgpu_dtype_name(rc->dt),
+                         .op = cgpu_op_name(rc->op),
+                         .alg = alg,
+                         .count = rc->count,
+                         .bytes = bytes,
+                         .ras_alg = CGPU_RAS_ALG_RING,
+                         .align = dtype_align(rc->dt),
+                         .fn = launch_ring,
+                         .args = rc};
+}
+
 cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                              cgpu_dtype_t dt, cgpu_op_t op, bool exclusive)
 {
@@ -1314,20 +1330,11 @@ cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
                       .count = count,
                       .dt = dt,
                       .op = op};
-    cuda_call_t k = {.kind = exclusive ? "exscan" : "scan",
-                     .dtype = cgpu_dtype_name(dt),
-                     .op = cgpu_op_name(op),
-                     .alg = "chain",
-                     .count = count,
-                     .bytes = bytes,
-                     .ras_alg = CGPU_RAS_ALG_RING,
-                     .sbuf = NULL != sbuf ? sbuf : rbuf,
-                     .in_bytes = bytes,
-                     .rbuf = out ? rbuf : NULL,
-                     .out_bytes = out ? bytes : 0,
-                     .align = dtype_align(dt),
-                     .fn = launch_ring,
-                     .args = &rc};
+    cuda_call_t k = ring_reduction(exclusive ? "exscan" : "scan", "chain", &rc, bytes);
+    k.sbuf = NULL != sbuf ? sbuf : rbuf;
+    k.in_bytes = bytes;
+    k.rbuf = out ? rbuf : NULL;
+    k.out_bytes = out ? bytes : 0;
     return small_call(comm, bytes) ? run_small(comm, &k, &rc) : cuda_run(comm, &k);
 }
 
@@ -1336,20 +1343,11 @@ cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void
 {
     const size_t bytes = count * cgpu_dtype_size(dt), total = bytes * (size_t) comm->size;
     ring_call_t rc = {.mode = CGPU_CUDA_RING_REDUCE_SCATTER, .count = count, .dt = dt, .op = op};
-    cuda_call_t k = {.kind = "reduce_scatter_block",
-                     .dtype = cgpu_dtype_name(dt),
-                     .op = cgpu_op_name(op),
-                     .alg = "ring",
-                     .count = count,
-                     .bytes = total,
-                     .ras_alg = CGPU_RAS_ALG_RING,
-                     .sbuf = NULL != sbuf ? sbuf : rbuf,
-                     .in_bytes = total,
-                     .rbuf = rbuf,
-                     .out_bytes = NULL != sbuf ? bytes : total,
-                     .align = dtype_align(dt),
-                     .fn = launch_ring,
-                     .args = &rc};
+    cuda_call_t k = ring_reduction("reduce_scatter_block", "ring", &rc, total);
+    k.sbuf = NULL != sbuf ? sbuf : rbuf;
+    k.in_bytes = total;
+    k.rbuf = rbuf;
+    k.out_bytes = NULL != sbuf ? bytes : total;
     return small_call(comm, bytes) ? run_small(comm, &k, &rc) : cuda_run(comm, &k);
 }
 
@@ -1366,20 +1364,11 @@ cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, 
     const bool is_root = comm->rank == root;
     ring_call_t rc = {.mode = CGPU_CUDA_RING_REDUCE, .root = root, .count = count, .dt = dt,
                       .op = op};
-    cuda_call_t k = {.kind = "reduce",
-                     .dtype = cgpu_dtype_name(dt),
-                     .op = cgpu_op_name(op),
-                     .alg = "chain",
-                     .count = count,
-                     .bytes = bytes,
-                     .ras_alg = CGPU_RAS_ALG_RING,
-                     .sbuf = NULL != sbuf ? sbuf : rbuf,
-                     .in_bytes = bytes,
-                     .rbuf = is_root ? rbuf : NULL,
-                     .out_bytes = is_root ? bytes : 0,
-                     .align = dtype_align(dt),
-                     .fn = launch_ring,
-                     .args = &rc};
+    cuda_call_t k = ring_reduction("reduce", "chain", &rc, bytes);
+    k.sbuf = NULL != sbuf ? sbuf : rbuf;
+    k.in_bytes = bytes;
+    k.rbuf = is_root ? rbuf : NULL;
+    k.out_bytes = is_root ? bytes : 0;
     if (small_call(comm, bytes)) {
         return run_small(comm, &k, &rc);
     }
