@@ -1047,6 +1047,24 @@ __device__ __forceinline__ void ll_scatter(uint8_t *dst, size_t off, size_t len,
     }
 }
 
+/* result element x to dst + off (an element's offset), its bytes before len: a padded
+ * pair's gaps are left as they were */
+template <typename T>
+__device__ __forceinline__ void ll_scatter_elem(uint8_t *dst, size_t off, size_t len, const T &x)
+{
+    if (off + sizeof(T) <= len && 0 == ((uintptr_t) dst + off) % alignof(T)) {
+        store_out((T *) (dst + off), x);
+        return;
+    }
+    uint8_t b[sizeof(T)];
+    memcpy(b, &x, sizeof(T));
+    for (size_t i = 0; i < sizeof(T) && off + i < len; ++i) {
+        if (Layout<T>::data(i)) {
+            dst[off + i] = b[i];
+        }
+    }
+}
+
 /* ll_scatter of a reduction's result: a padded pair's gaps are left as they were */
 template <typename T>
 __device__ __forceinline__ void ll_scatter_out(uint8_t *dst, size_t off, size_t len, uint64_t v)
@@ -1055,17 +1073,9 @@ __device__ __forceinline__ void ll_scatter_out(uint8_t *dst, size_t off, size_t 
         ll_scatter(dst, off, len, v);
     } else {
         static_assert(8 == sizeof(T), "an LL line holds whole elements");
-        if (off + 8 <= len && 0 == ((uintptr_t) dst + off) % alignof(T)) {
-            T x;
-            memcpy(&x, &v, 8);
-            store_out((T *) (dst + off), x);
-            return;
-        }
-        for (size_t i = 0; i < 8 && off + i < len; ++i) {
-            if (Layout<T>::data((off + i) % sizeof(T))) {
-                dst[off + i] = (uint8_t) (v >> (8 * i));
-            }
-        }
+        T x;
+        memcpy(&x, &v, 8);
+        ll_scatter_elem(dst, off, len, x);
     }
 }
 
@@ -1358,6 +1368,66 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
     }
 }
 
+/* An LL reduction of 16-byte elements (a double complex, a pair of 8-byte fields, a padded
+ * pair): an element spans two lines, so a block's share of lines starts on an even line
+ * and one thread takes both lines of an element from every peer, then combines. Lines
+ * carry their own numbers, so which block sends or takes a line matters to no peer. */
+template <typename T, int OP>
+__device__ __forceinline__ void ll_body_wide(const cgpu_cuda_oneshot_args_t &a, const int b,
+                                             uint64_t *ts)
+{
+    static_assert(16 == sizeof(T), "two lines an element");
+    const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
+    const int lines = CGPU_CUDA_LL_LINES << CGPU_CUDA_LL_CLASS(a.mode);
+    const int per = ((lines + a.nblocks - 1) / a.nblocks + 1) & ~1;
+    const int lo = b * per < lines ? b * per : lines, hi = lo + per < lines ? lo + per : lines;
+    const size_t len = a.count * sizeof(T); /* bytes of one block */
+    const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode;
+    const uint8_t *in = (const uint8_t *) a.in;
+    const uint32_t num = (uint32_t) a.seq;
+    /* every line of this block's share to every peer: data where it takes some, else zeros */
+    for (int i = threadIdx.x; i < (n - 1) * (hi - lo); i += blockDim.x) {
+        const int q = i / (hi - lo), l = lo + i % (hi - lo);
+        const int p = q < me ? q : q + 1;
+        const bool data = CGPU_CUDA_RING_REDUCE != mode || p == root;
+        const uint64_t v =
+            data ? ll_gather(in + (blocks ? (size_t) p * len : 0), (size_t) l * 8, len) : 0;
+        ll_store(ll_line(a, p, me, l), v, num);
+    }
+    __syncthreads(); /* every read of the input before any write of the output (in place) */
+    if (nullptr != ts && 0 == threadIdx.x) {
+        ts[0] = global_ns();
+    }
+    /* rank order, as oneshot_reduce; every peer's lines taken (LL's rule) */
+    const uint8_t *mine = in + (blocks ? (size_t) me * len : 0);
+    const int folds = CGPU_CUDA_ONESHOT_FOLDS(mode, me, n);
+    bool ok = true; /* false after a timeout (recorded): this thread stops */
+    for (int e = lo / 2 + (int) threadIdx.x; e < hi / 2 && ok; e += blockDim.x) {
+        const int ls[2] = {2 * e, 2 * e + 1};
+        const size_t off = (size_t) e * sizeof(T);
+        T acc{};
+        for (int p = 0; p < n && ok; ++p) {
+            uint64_t v[CGPU_LL_BATCH] = {};
+            if (p == me) {
+                v[0] = ll_gather(mine, off, len);
+                v[1] = ll_gather(mine, off + 8, len);
+            } else {
+                ok = ll_take(a, p, ls, 2, v);
+            }
+            T x;
+            memcpy(&x, v, sizeof(T));
+            acc = 0 == p ? x : p < folds ? Op<T, OP>::f(acc, x) : acc;
+        }
+        if (ok && off < len && folds > 0 && (CGPU_CUDA_RING_REDUCE != mode || me == root)) {
+            ll_scatter_elem((uint8_t *) a.out, off, len, acc);
+        }
+    }
+    __syncthreads();
+    if (nullptr != ts && 0 == threadIdx.x) {
+        ts[1] = global_ns();
+    }
+}
+
 /* block b's part of a oneshot call; T, OP: the reduction (unused by the copying modes) */
 template <typename T, int OP>
 __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, const int b,
@@ -1367,9 +1437,11 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
     if (0 != (a.mode & CGPU_CUDA_ONESHOT_LL)) {
         if (CGPU_CUDA_ONESHOT_COPIES(CGPU_CUDA_ONESHOT_BASE(a.mode))) {
             ll_body<uint8_t, CGPU_OP_SUM>(a, b, ts);
-        } else if constexpr (sizeof(T) <= 8) { /* the host sends no LL reduction of larger T */
+        } else if constexpr (sizeof(T) <= 8) {
             ll_body<T, OP>(a, b, ts);
-        }
+        } else if constexpr (16 == sizeof(T)) {
+            ll_body_wide<T, OP>(a, b, ts);
+        } /* the host sends no LL reduction of other sizes */
         return;
     }
     if (CGPU_CUDA_ONESHOT_COPIES(a.mode)) {

@@ -908,13 +908,12 @@ static size_t oneshot_unit(const ring_call_t *rc)
 
 /* The LL size class of a oneshot call (cgpu_cuda_kernels.h), or -1 where it sends no LL
  * lines: a unit of at most coll_gpu_cuda_ll_bytes within the communicator's classes,
- * elements of at most 8 bytes. The same on every rank (sizes and settings), launched or
- * resident. */
+ * elements of at most 8 bytes, or of 16 (two lines each: ll_body_wide). The same on every
+ * rank (sizes and settings), launched or resident. */
 static int ll_class(const cgpu_cuda_comm_t *cc, const ring_call_t *rc)
 {
-    const size_t unit = oneshot_unit(rc);
-    if (0 == unit || unit > cgpu_engine_config()->cuda_ll_bytes ||
-        (!rc->copy && cgpu_dtype_size(rc->dt) > 8)) {
+    const size_t unit = oneshot_unit(rc), es = rc->copy ? 1 : cgpu_dtype_size(rc->dt);
+    if (0 == unit || unit > cgpu_engine_config()->cuda_ll_bytes || (es > 8 && 16 != es)) {
         return -1;
     }
     int c = 0;
