@@ -1248,19 +1248,21 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                 (CGPU_ALLREDUCE_TREE == alg ||
                  (CGPU_ALLREDUCE_AUTO == alg && comm->size >= 3 && bytes <= cc->tree_max_bytes));
     ring_call_t rc = {.mode = CGPU_CUDA_RING_ALLREDUCE, .count = count, .dt = dt, .op = op};
-    /* A padded pair's whole result by a oneshot, on buffers of this device: the kernel reads
-     * the caller's input and writes the caller's output itself (its result stores skip the
-     * gaps, and it reads the last element whole only in an aligned 16-byte access, which
-     * cannot leave the allocation), so no copies around it and the resident kernel may take
-     * it. This rank's choice alone: the kernel and what it exchanges are the same. */
-    if (NULL != po && oneshot && 0 == po->first && count == po->n && po->out == rbuf &&
-        buf_kind(cc, sbuf, dtype_align(dt)).in_place &&
-        buf_kind(cc, rbuf, dtype_align(dt)).in_place) {
+    /* A padded pair's whole result by a oneshot, on buffers of this device aligned for the
+     * type: the kernel reads the caller's input and writes the caller's output itself (its
+     * result stores skip the gaps, and it reads the last element whole only in an aligned
+     * 16-byte access, which cannot leave the allocation), so no copies around it and the
+     * resident kernel may take it (its test of the buffers answers for both). This rank's
+     * choice alone: the kernel and what it exchanges are the same. Else a padded pair's
+     * staged copies need the stream, which the resident kernel has not. */
+    const size_t align = dtype_align(dt);
+    const bool whole = NULL == po || (0 == po->first && count == po->n && po->out == rbuf);
+    bool resident = oneshot && whole && rk_takes(comm, sbuf, rbuf, bytes, align);
+    if (NULL != po && oneshot && whole &&
+        (resident || (buf_kind(cc, sbuf, align).in_place && buf_kind(cc, rbuf, align).in_place))) {
         po = NULL;
     }
-    /* a padded pair's staged copies need the stream, which the resident kernel has not */
-    const bool resident =
-        oneshot && NULL == po && rk_takes(comm, sbuf, rbuf, bytes, dtype_align(dt));
+    resident = resident && NULL == po;
     cuda_call_t k = {.kind = "allreduce",
                      .dtype = cgpu_dtype_name(dt),
                      .op = cgpu_op_name(op),
@@ -1277,7 +1279,7 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
                      .in_bytes = bytes,
                      .rbuf = rbuf,
                      .out_bytes = bytes,
-                     .align = dtype_align(dt),
+                     .align = align,
                      .resident = resident,
                      .fn = resident  ? launch_resident
                            : oneshot ? launch_oneshot
