@@ -539,6 +539,22 @@ int main(int argc, char **argv)
                 kept += kept_changed(t, r, in, rc[rank], n, false);
                 free(rc);
                 calls += 5;
+                /* reduce_scatter_block, n / size elements a rank (the oneshot's block mode,
+                 * LL lines included, on device builds) */
+                const long blk = n / size;
+                if (blk > 0) {
+                    memset(r, fill, (size_t) n * t->size);
+                    mt_push(r);
+                    MT_CHECK_MPI(MPI_Reduce_scatter_block(MT_D(s), MT_D(r), (int) blk, t->dt,
+                                                          ops[op], MPI_COMM_WORLD));
+                    mt_pull(r);
+                    for (long i = 0; i < blk; ++i) {
+                        bad += !right_el(t, op, r + (size_t) i * t->size, salt, size,
+                                         rank * blk + i);
+                    }
+                    kept += kept_changed(t, r, pat, blk, n, true);
+                    calls += 1;
+                }
                 /* the scans, blocking and not, out of place and in place: the engine for
                  * the pairs it reduces, else the previous module (whose 8- and 16-bit sums
                  * coll/gpu makes wrap as well); rank 0's exscan output is left as it was */
