@@ -915,8 +915,9 @@ static cgpu_status_t scan_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
                               size_t round_bytes)
 {
     const size_t es = cgpu_dtype_size(dt);
+    /* an exscan's rank 0 receives nothing: its rbuf may be NULL (not in place) */
     if (NULL == comm || !cgpu_reduce_supported(dt, op) || round_bytes < es ||
-        (count > 0 && NULL == rbuf)) {
+        (count > 0 && NULL == rbuf && (NULL == sbuf || !(exclusive && 0 == comm->rank)))) {
         return CGPU_ERR_INVALID_ARG;
     }
     if (0 == count) {

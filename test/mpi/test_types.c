@@ -733,6 +733,37 @@ int main(int argc, char **argv)
             free(bpat);
         }
     }
+    /* an exscan whose rank 0 passes no receive buffer (it receives nothing): an int sum and
+     * a padded pair's MINLOC, the other ranks' results and untouched bytes checked */
+    for (int ti = 0; ti < ntypes; ++ti) {
+        const tdesc_t *t = &types[ti];
+        if (MPI_INT != t->dt && MPI_DOUBLE_INT != t->dt) {
+            continue;
+        }
+        const int op = MPI_INT == t->dt ? O_SUM : O_MINLOC;
+        const long n = 1001;
+        const uint64_t salt = 950 + (uint64_t) ti;
+        char *bpat = mt_xmalloc((size_t) n * t->size);
+        char *bs, *br;
+        pair_bufs(t, op, n, salt, rank, fill, &bs, &br, bpat);
+        MT_CHECK_MPI(MPI_Exscan(MT_D(bs), 0 == rank ? NULL : MT_D(br), (int) n, t->dt, ops[op],
+                                MPI_COMM_WORLD));
+        long bad = 0, kept = 0;
+        if (rank > 0) {
+            mt_pull(br);
+            for (long i = 0; i < n; ++i) {
+                bad += !right(t, op, br, salt, rank, i);
+            }
+            kept = kept_changed(t, br, bpat, n, n, true);
+        }
+        MT_CHECK(0 == bad && 0 == kept,
+                 "%s %s exscan, no receive buffer on rank 0: %ld wrong, %ld bytes written that "
+                 "may not be",
+                 t->name, op_names[op], bad, kept);
+        mt_twin_free(bs);
+        mt_twin_free(br);
+        free(bpat);
+    }
     if (0 == rank) {
         printf("%d (type, op) pairs Open MPI accepts over %d types, %d of them on the engine\n",
                pairs, ntypes, engine_pairs);
