@@ -746,19 +746,30 @@ int main(int argc, char **argv)
         char *bpat = mt_xmalloc((size_t) n * t->size);
         char *bs, *br;
         pair_bufs(t, op, n, salt, rank, fill, &bs, &br, bpat);
-        MT_CHECK_MPI(MPI_Exscan(MT_D(bs), 0 == rank ? NULL : MT_D(br), (int) n, t->dt, ops[op],
-                                MPI_COMM_WORLD));
         long bad = 0, kept = 0;
-        if (rank > 0) {
-            mt_pull(br);
-            for (long i = 0; i < n; ++i) {
-                bad += !right(t, op, br, salt, rank, i);
+        for (int nb = 0; nb < 2; ++nb) { /* MPI_Exscan, then MPI_Iexscan */
+            void *rb = 0 == rank ? NULL : MT_D(br);
+            if (0 == nb) {
+                MT_CHECK_MPI(MPI_Exscan(MT_D(bs), rb, (int) n, t->dt, ops[op], MPI_COMM_WORLD));
+            } else {
+                MPI_Request req = MPI_REQUEST_NULL;
+                MT_CHECK_MPI(
+                    MPI_Iexscan(MT_D(bs), rb, (int) n, t->dt, ops[op], MPI_COMM_WORLD, &req));
+                MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
             }
-            kept = kept_changed(t, br, bpat, n, n, true);
+            if (rank > 0) {
+                mt_pull(br);
+                for (long i = 0; i < n; ++i) {
+                    bad += !right(t, op, br, salt, rank, i);
+                }
+                kept += kept_changed(t, br, bpat, n, n, true);
+                memset(br, fill, (size_t) n * t->size);
+                mt_push(br);
+            }
         }
         MT_CHECK(0 == bad && 0 == kept,
-                 "%s %s exscan, no receive buffer on rank 0: %ld wrong, %ld bytes written that "
-                 "may not be",
+                 "%s %s exscan and iexscan, no receive buffer on rank 0: %ld wrong, %ld bytes "
+                 "written that may not be",
                  t->name, op_names[op], bad, kept);
         mt_twin_free(bs);
         mt_twin_free(br);
