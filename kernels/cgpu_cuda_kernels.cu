@@ -1178,6 +1178,32 @@ template <typename T, int OP> __device__ __forceinline__ uint64_t ll_combine(uin
     return r.u;
 }
 
+/* Lines [lo, hi) of an LL call to every peer, one at a time: data where the peer takes some,
+ * else zeros (len: bytes of one block); then the block's barrier, which puts every read of
+ * the input before any write of the output (in place), and ts[0] */
+__device__ __forceinline__ void ll_send_lines(const cgpu_cuda_oneshot_args_t &a, const int lo,
+                                              const int hi, const size_t len, uint64_t *ts)
+{
+    const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
+    const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
+    const uint8_t *in = (const uint8_t *) a.in;
+    const uint32_t num = (uint32_t) a.seq;
+    for (int i = threadIdx.x; i < (n - 1) * (hi - lo); i += blockDim.x) {
+        const int q = i / (hi - lo), l = lo + i % (hi - lo);
+        const int p = q < me ? q : q + 1;
+        const bool data = CGPU_CUDA_RING_BCAST == mode    ? me == root
+                          : CGPU_CUDA_RING_REDUCE == mode ? p == root
+                                                          : true;
+        const uint64_t v =
+            data ? ll_gather(in + (blocks ? (size_t) p * len : 0), (size_t) l * 8, len) : 0;
+        ll_store(ll_line(a, p, me, l), v, num);
+    }
+    __syncthreads();
+    if (nullptr != ts && 0 == threadIdx.x) {
+        ts[0] = global_ns();
+    }
+}
+
 /* ll_body's lines [lo, hi) where a thread has at most one line each way: one at a time
  * (the batches below cost calls of up to 2 KiB 0.1-0.7 us more under MPS, session 17) */
 template <typename T, int OP>
@@ -1190,22 +1216,7 @@ __device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, c
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
     const uint8_t *in = (const uint8_t *) a.in;
     uint8_t *out = (uint8_t *) a.out;
-    const uint32_t num = (uint32_t) a.seq;
-    /* every line of this block's share to every peer: data where it takes some, else zeros */
-    for (int i = threadIdx.x; i < (n - 1) * (hi - lo); i += blockDim.x) {
-        const int q = i / (hi - lo), l = lo + i % (hi - lo);
-        const int p = q < me ? q : q + 1;
-        const bool data = CGPU_CUDA_RING_BCAST == mode    ? me == root
-                          : CGPU_CUDA_RING_REDUCE == mode ? p == root
-                                                          : true;
-        const uint64_t v =
-            data ? ll_gather(in + (blocks ? (size_t) p * len : 0), (size_t) l * 8, len) : 0;
-        ll_store(ll_line(a, p, me, l), v, num);
-    }
-    __syncthreads(); /* every read of the input before any write of the output (in place) */
-    if (nullptr != ts && 0 == threadIdx.x) {
-        ts[0] = global_ns();
-    }
+    ll_send_lines(a, lo, hi, len, ts);
     bool ok = true; /* false after a timeout (recorded): this thread stops */
     for (int l = lo + (int) threadIdx.x; l < hi && ok; l += blockDim.x) {
         const size_t off = (size_t) l * 8;
@@ -1384,20 +1395,7 @@ __device__ __forceinline__ void ll_body_wide(const cgpu_cuda_oneshot_args_t &a, 
     const size_t len = a.count * sizeof(T); /* bytes of one block */
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode;
     const uint8_t *in = (const uint8_t *) a.in;
-    const uint32_t num = (uint32_t) a.seq;
-    /* every line of this block's share to every peer: data where it takes some, else zeros */
-    for (int i = threadIdx.x; i < (n - 1) * (hi - lo); i += blockDim.x) {
-        const int q = i / (hi - lo), l = lo + i % (hi - lo);
-        const int p = q < me ? q : q + 1;
-        const bool data = CGPU_CUDA_RING_REDUCE != mode || p == root;
-        const uint64_t v =
-            data ? ll_gather(in + (blocks ? (size_t) p * len : 0), (size_t) l * 8, len) : 0;
-        ll_store(ll_line(a, p, me, l), v, num);
-    }
-    __syncthreads(); /* every read of the input before any write of the output (in place) */
-    if (nullptr != ts && 0 == threadIdx.x) {
-        ts[0] = global_ns();
-    }
+    ll_send_lines(a, lo, hi, len, ts);
     /* rank order, as oneshot_reduce; every peer's lines taken (LL's rule) */
     const uint8_t *mine = in + (blocks ? (size_t) me * len : 0);
     const int folds = CGPU_CUDA_ONESHOT_FOLDS(mode, me, n);
