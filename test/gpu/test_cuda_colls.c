@@ -306,7 +306,10 @@ static void check_vgathers(size_t per, int root, int mode)
     free(displs);
 }
 
-static void check_reduce_scatter(const rcase_t *c, size_t count, bool in_place)
+/* The buffers of check_reduce_scatter and check_reduce start @p skew bytes into their
+ * allocations: below the element size, not aligned for the type's loads (MPI takes any
+ * address; coll/gpu stages such a buffer on its rank). */
+static void check_reduce_scatter(const rcase_t *c, size_t count, bool in_place, size_t skew)
 {
     const size_t es = c->size, total = count * (size_t) nranks;
     char *in = mt_xmalloc(total * es + 16), *out = mt_xmalloc(total * es + 16);
@@ -319,22 +322,23 @@ static void check_reduce_scatter(const rcase_t *c, size_t count, bool in_place)
     for (size_t i = 0; i < count; ++i) {
         put(want, i, c, reference((size_t) rank, i, c->opk));
     }
-    void *s = dev_alloc(total * es), *r = dev_alloc(total * es);
+    char *s0 = dev_alloc(total * es + skew), *r0 = dev_alloc(total * es + skew);
+    char *s = s0 + skew, *r = r0 + skew;
     to_dev(in_place ? r : s, in, total * es);
     MT_CHECK_MPI(MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : s, r, (int) count, c->dt, c->op,
                                           MPI_COMM_WORLD));
     from_dev(out, r, count * es);
     long bad = diff_typed(out, want, count, c);
-    MT_CHECK(0 == bad, "reduce_scatter_block %s count %zu%s: %ld wrong", c->name, count,
-             in_place ? " in place" : "", bad);
-    cudaFree(s);
-    cudaFree(r);
+    MT_CHECK(0 == bad, "reduce_scatter_block %s count %zu%s skew %zu: %ld wrong", c->name, count,
+             in_place ? " in place" : "", skew, bad);
+    cudaFree(s0);
+    cudaFree(r0);
     free(in);
     free(out);
     free(want);
 }
 
-static void check_reduce(const rcase_t *c, size_t count, int root, bool in_place)
+static void check_reduce(const rcase_t *c, size_t count, int root, bool in_place, size_t skew)
 {
     const size_t es = c->size;
     char *in = mt_xmalloc(count * es + 16), *out = mt_xmalloc(count * es + 16);
@@ -344,22 +348,23 @@ static void check_reduce(const rcase_t *c, size_t count, int root, bool in_place
         put(want, i, c, reference(0, i, c->opk));
     }
     const bool ip = in_place && rank == root;
-    void *s = dev_alloc(count * es), *r = dev_alloc(count * es);
+    char *s0 = dev_alloc(count * es + skew), *r0 = dev_alloc(count * es + skew);
+    char *s = s0 + skew, *r = r0 + skew;
     to_dev(ip ? r : s, in, count * es);
     MT_CHECK_MPI(MPI_Reduce(ip ? MPI_IN_PLACE : s, r, (int) count, c->dt, c->op, root,
                             MPI_COMM_WORLD));
     if (rank == root) {
         from_dev(out, r, count * es);
         long bad = diff_typed(out, want, count, c);
-        MT_CHECK(0 == bad, "reduce %s count %zu root %d%s: %ld wrong", c->name, count, root,
-                 ip ? " in place" : "", bad);
+        MT_CHECK(0 == bad, "reduce %s count %zu root %d%s skew %zu: %ld wrong", c->name, count,
+                 root, ip ? " in place" : "", skew, bad);
     }
     /* a non-root's input is left alone */
     from_dev(out, ip ? r : s, count * es);
     MT_CHECK(0 == diff_typed(out, in, count, c) || ip, "reduce %s: input of rank %d modified", c->name,
              rank);
-    cudaFree(s);
-    cudaFree(r);
+    cudaFree(s0);
+    cudaFree(r0);
     free(in);
     free(out);
     free(want);
@@ -647,8 +652,8 @@ int main(int argc, char **argv)
      * it is not the point here) */
     check_bcast(0, 0, false);
     check_allgather(0, false, false);
-    check_reduce_scatter(&rcases[0], 0, false);
-    check_reduce(&rcases[1], 0, nranks - 1, true);
+    check_reduce_scatter(&rcases[0], 0, false, 0);
+    check_reduce(&rcases[1], 0, nranks - 1, true, 0);
     check_alltoall(0, false, false);
     mt_pvars_mark(&pv);
 
@@ -701,14 +706,23 @@ int main(int argc, char **argv)
             if (4 == k && ci > 1) {
                 continue; /* the largest size for two cases is enough */
             }
-            check_reduce_scatter(&rcases[ci], rsizes[k], false);
-            check_reduce_scatter(&rcases[ci], rsizes[k], 0 == ci % 2);
+            check_reduce_scatter(&rcases[ci], rsizes[k], false, 0);
+            check_reduce_scatter(&rcases[ci], rsizes[k], 0 == ci % 2, 0);
             calls += 2;
             for (int root = 0; root < nranks; ++root) {
-                check_reduce(&rcases[ci], rsizes[k], root, 1 == (root + (int) ci) % 2);
+                check_reduce(&rcases[ci], rsizes[k], root, 1 == (root + (int) ci) % 2, 0);
                 calls++;
             }
         }
+    }
+    /* buffers a few bytes off their type's alignment (double, int64, int), oneshot and
+     * chain or ring sizes */
+    for (int k = 1; k < 4; k += 2) {
+        check_reduce_scatter(&rcases[2], rsizes[k], false, 4);
+        check_reduce_scatter(&rcases[4], rsizes[k], true, 4);
+        check_reduce(&rcases[2], rsizes[k], 0, false, 4);
+        check_reduce(&rcases[0], rsizes[k], nranks - 1, true, 2);
+        calls += 4;
     }
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "reduce_scatter_block and reduce");
 
@@ -741,8 +755,12 @@ int main(int argc, char **argv)
         switch (which) {
         case 0: check_bcast(sz, root, false); break;
         case 1: check_allgather(sz / 4 + 1, 0 == (it & 1), false); break;
-        case 2: check_reduce_scatter(&rcases[it % 3], sz / 8 + 1, 0 == (it & 2)); break;
-        case 3: check_reduce(&rcases[it % 3], sz / 4 + 1, root, 0 == (it & 4)); break;
+        case 2:
+            check_reduce_scatter(&rcases[it % 3], sz / 8 + 1, 0 == (it & 2), 0);
+            break;
+        case 3:
+            check_reduce(&rcases[it % 3], sz / 4 + 1, root, 0 == (it & 4), 0);
+            break;
         case 4: check_alltoall(sz / 16 + 1, 0 == (it & 8), false); break;
         default: check_allreduce(sz / 4 + 1); break;
         }
