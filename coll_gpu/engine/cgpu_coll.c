@@ -100,7 +100,8 @@ static cgpu_status_t host_alltoall(cgpu_comm_t *comm, const void *in, void *out,
     return cgpu_host_alltoall(comm, in, out, *(const size_t *) args);
 }
 
-/* whether allreduce_run gives an allreduce to the device kernels */
+/* whether a reduction (allreduce_run, reduce_run, scan_run, the reduce-scatter) may go to
+ * the device kernels: no network, the cuda backend, a (dt, op) they do, and not @p host */
 static bool kernels_take(const cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, bool host)
 {
     return NULL == comm->net && !host && CGPU_BACKEND_CUDA == comm->backend &&
@@ -264,8 +265,8 @@ static cgpu_status_t pairs_round(cgpu_comm_t *comm, const pairs_call_t *c, const
 static bool pairs_small(cgpu_comm_t *comm, const pairs_call_t *c)
 {
     const bool scan = PAIRS_SCAN == c->kind || PAIRS_EXSCAN == c->kind;
-    return NULL == comm->net && comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend &&
-           cgpu_cuda_comm_supports(c->dt, c->op) && (!scan || CGPU_SCAN_AUTO == c->scan_alg) &&
+    return comm->size > 1 && kernels_take(comm, c->dt, c->op, false) &&
+           (!scan || CGPU_SCAN_AUTO == c->scan_alg) &&
            cgpu_cuda_small_in_place(comm, c->in, c->n > 0 ? c->out : NULL,
                                     c->total * cgpu_dtype_size(c->dt), c->dt);
 }
@@ -511,7 +512,7 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
         cgpu_comm_leave(comm, st, total);
         return st;
     }
-    if (comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
+    if (comm->size > 1 && kernels_take(comm, dt, op, false)) {
         st = cgpu_cuda_reduce_scatter(comm, sbuf, rbuf, count, dt, op);
         cgpu_comm_leave(comm, st, total);
         return st;
@@ -924,8 +925,7 @@ static cgpu_status_t scan_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
         return CGPU_OK;
     }
     const int n = comm->size, k = exclusive ? comm->rank : comm->rank + 1;
-    if (CGPU_SCAN_AUTO == alg && NULL == comm->net && n > 1 && CGPU_BACKEND_CUDA == comm->backend &&
-        cgpu_cuda_comm_supports(dt, op)) {
+    if (CGPU_SCAN_AUTO == alg && n > 1 && kernels_take(comm, dt, op, false)) {
         /* our kernels, oneshot or the chain; health counted as an allreduce's */
         cgpu_status_t st =
             cgpu_comm_enter(comm, exclusive ? "exscan" : "scan", CGPU_KIND_ALLREDUCE);
@@ -977,7 +977,7 @@ static cgpu_status_t reduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
         cgpu_comm_leave(comm, st, bytes);
         return st;
     }
-    if (comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_supports(dt, op)) {
+    if (comm->size > 1 && kernels_take(comm, dt, op, false)) {
         st = cgpu_cuda_reduce(comm, sbuf, rbuf, count, dt, op, root);
         cgpu_comm_leave(comm, st, bytes);
         return st;

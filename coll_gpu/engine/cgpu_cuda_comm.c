@@ -1300,9 +1300,10 @@ bool cgpu_cuda_small_in_place(cgpu_comm_t *comm, const void *sbuf, const void *r
                               cgpu_dtype_t dt)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
+    const size_t align = dtype_align(dt);
     return NULL != cc && small_call(comm, bytes) &&
-           (NULL == sbuf || buf_kind(cc, sbuf, dtype_align(dt)).in_place) &&
-           (NULL == rbuf || buf_kind(cc, rbuf, dtype_align(dt)).in_place);
+           (NULL == sbuf || buf_kind(cc, sbuf, align).in_place) &&
+           (NULL == rbuf || buf_kind(cc, rbuf, align).in_place);
 }
 
 /* A reduction @p rc of @p bytes (for the profiler) on the ring kernels' launcher: the caller
