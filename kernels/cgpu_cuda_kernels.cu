@@ -184,7 +184,8 @@ template <typename T> __device__ __forceinline__ void store_out(T *p, const T &x
 {
     *p = x;
 }
-template <typename V, typename I> __device__ __forceinline__ void store_out(Loc<V, I> *p, const Loc<V, I> &x)
+template <typename V, typename I>
+__device__ __forceinline__ void store_out(Loc<V, I> *p, const Loc<V, I> &x)
 {
     if constexpr (Layout<Loc<V, I>>::padded) {
         p->v = x.v;
@@ -979,8 +980,9 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
      * contribution instead of one per element: 16 for a char), the rest element by element;
      * the same order of operations either way */
     size_t vdone = first;
-    if (V > 1 && !Layout<T>::padded && 0 == (((uintptr_t) mine | (uintptr_t) out | (uintptr_t) contrib(me == 0 ? 1 : 0) |
-                        (uintptr_t) a.slice_bytes) & 15)) {
+    if (V > 1 && !Layout<T>::padded &&
+        0 == (((uintptr_t) mine | (uintptr_t) out | (uintptr_t) contrib(me == 0 ? 1 : 0) |
+               (uintptr_t) a.slice_bytes) & 15)) {
         const size_t nv = cnt / V;
         for (size_t v = threadIdx.x; v < nv; v += blockDim.x) {
             const size_t i = first + v * V;
