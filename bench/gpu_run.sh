@@ -149,12 +149,19 @@ if has mt_conn; then # the threaded engine path at np 4 with and without 32 hard
         run mt4_auto_$i 45 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads
     done
 fi
-if has mt_excl; then # the threaded defect: the engine path forced, set-up exclusion on (as before) and off
-    run mtx_on 50 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
-    for i in 1 2; do
-        run mtx_off_$i 50 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on \
-            --mca coll_gpu_cuda_setup_exclusive false test/gpu/test_cuda_nb threads
+if has mt_excl; then # the threaded defect: 4 ranks, 4 threads each splitting its dup and posting
+    # negative control: the set-up's old unbounded wait, engine forced (failed every run in sessions 6-8)
+    t0=$SECONDS; rc=0
+    timeout -k 5 40 "${MPIRUN[@]}" -np 4 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_nb_engine on \
+        --mca coll_gpu_cuda_setup_wait_ms -1 test/gpu/test_cuda_nb threads > "$out/mtx_forever.log" 2>&1 || rc=$?
+    echo "CONTROL mtx_forever rc=$rc ($((SECONDS-t0)) s; expected to fail)"
+    for i in 1 2 3; do # the default: the wait bounded, the engine taken under MPI_THREAD_MULTIPLE (auto)
+        run mtx_bounded_$i 90 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads
     done
+    run mtx_bounded_v10 90 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_verbose 10 test/gpu/test_cuda_nb threads
+    echo "set-ups that went ahead past the wait: $(grep -c 'set-up goes ahead' "$out/mtx_bounded_v10.log")"
+    run mtx_off 90 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_cuda_setup_exclusive false \
+        test/gpu/test_cuda_nb threads
 fi
 if has mt_trace; then # one failing threaded run with every call traced (verbose 100), for diagnosis
     run mt4_trace 45 4 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_nb_engine on --mca coll_gpu_verbose 100 \

@@ -5,12 +5,81 @@
 #include "cgpu_config.h"
 #include "cgpu_engine.h"
 
+#include <pthread.h>
+#include <time.h>
+
+/* Collectives in flight (readers, cgpu_cuda_inflight_begin/end) against a communicator's
+ * set-up and the deferred releases (writers). Plain threads, so the host-only build (CI)
+ * tests the set-up's wait too. */
+static pthread_rwlock_t inflight = PTHREAD_RWLOCK_INITIALIZER;
+
+void cgpu_cuda_inflight_begin(void)
+{
+    (void) pthread_rwlock_rdlock(&inflight);
+}
+
+static void (*setup_hook)(void);
+static int setup_wait_ms = -1; /* set once, at engine init: < 0 for ever, 0 never */
+
+void cgpu_cuda_set_setup_hook(void (*fn)(void))
+{
+    setup_hook = fn;
+}
+
+void cgpu_cuda_set_setup_wait(int ms)
+{
+    setup_wait_ms = ms;
+}
+
+/* The wait is bounded because it can close a cycle across ranks: under
+ * MPI_THREAD_MULTIPLE one thread's set-up waits here for another thread's kernel, that
+ * kernel for a peer rank, and the peer's matching thread for its own set-up, which waits
+ * for a kernel of a third communicator the same way (rank-dependent interleavings of the
+ * threads; seen as kernels timing out inside MPI_Comm_split). Past the bound the set-up
+ * goes ahead beside the kernels in flight, as it always does with the wait off. Readers
+ * are not held back by a waiting writer (glibc's default rwlock prefers readers), so
+ * collectives keep starting meanwhile. */
+bool cgpu_cuda_setup_begin(void)
+{
+    if (0 == setup_wait_ms) {
+        return false;
+    }
+    if (setup_wait_ms < 0) {
+        (void) pthread_rwlock_wrlock(&inflight);
+    } else {
+        struct timespec until;
+        (void) clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += setup_wait_ms / 1000;
+        until.tv_nsec += (long) (setup_wait_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec += 1;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (0 != pthread_rwlock_timedwrlock(&inflight, &until)) {
+            cgpu_log(CGPU_LOG_INFO,
+                     "cuda: set-up goes ahead beside collectives in flight (waited %d ms)",
+                     setup_wait_ms);
+            return false;
+        }
+    }
+    if (NULL != setup_hook) {
+        setup_hook();
+    }
+    return true;
+}
+
+void cgpu_cuda_setup_end(bool held)
+{
+    if (held) {
+        (void) pthread_rwlock_unlock(&inflight);
+    }
+}
+
 #ifdef CGPU_HAVE_CUDA
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <stdint.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +182,6 @@ typedef struct rel {
     int device;
     void *ptr;
 } rel_t;
-static pthread_rwlock_t inflight = PTHREAD_RWLOCK_INITIALIZER;
 static pthread_mutex_t pending_lock = PTHREAD_MUTEX_INITIALIZER;
 static rel_t *pending;
 static size_t npending, pending_cap;
@@ -186,11 +254,6 @@ static void release(int kind, void *ptr)
     pthread_mutex_unlock(&pending_lock);
 }
 
-void cgpu_cuda_inflight_begin(void)
-{
-    (void) pthread_rwlock_rdlock(&inflight);
-}
-
 void cgpu_cuda_inflight_end(void)
 {
     (void) pthread_rwlock_unlock(&inflight);
@@ -200,38 +263,6 @@ void cgpu_cuda_inflight_end(void)
 void cgpu_cuda_release_pending(void)
 {
     drain(true);
-}
-
-static void (*setup_hook)(void);
-static bool setup_exclusive = true; /* set once, at engine init */
-
-void cgpu_cuda_set_setup_hook(void (*fn)(void))
-{
-    setup_hook = fn;
-}
-
-void cgpu_cuda_set_setup_exclusive(bool on)
-{
-    setup_exclusive = on;
-}
-
-void cgpu_cuda_setup_begin(void)
-{
-    if (!setup_exclusive) {
-        return;
-    }
-    (void) pthread_rwlock_wrlock(&inflight);
-    if (NULL != setup_hook) {
-        setup_hook();
-    }
-}
-
-void cgpu_cuda_setup_end(void)
-{
-    if (!setup_exclusive) {
-        return;
-    }
-    (void) pthread_rwlock_unlock(&inflight);
 }
 
 cgpu_status_t cgpu_cuda_malloc(void **ptr, size_t bytes, void *zero_on)
@@ -637,33 +668,12 @@ cgpu_status_t cgpu_cuda_set_device(int device)
     return CGPU_ERR_NOT_SUPPORTED;
 }
 
-void cgpu_cuda_inflight_begin(void)
-{
-}
-
 void cgpu_cuda_inflight_end(void)
 {
+    (void) pthread_rwlock_unlock(&inflight);
 }
 
 void cgpu_cuda_release_pending(void)
-{
-}
-
-void cgpu_cuda_setup_begin(void)
-{
-}
-
-void cgpu_cuda_set_setup_hook(void (*fn)(void))
-{
-    (void) fn;
-}
-
-void cgpu_cuda_set_setup_exclusive(bool on)
-{
-    (void) on;
-}
-
-void cgpu_cuda_setup_end(void)
 {
 }
 

@@ -54,16 +54,19 @@ void cgpu_cuda_inflight_end(void);
 /** Perform every deferred release now, waiting for collectives in flight (finalize). */
 void cgpu_cuda_release_pending(void);
 /** Bracket a communicator's local CUDA set-up (allocations, IPC export and open), which
- * the runtime may make wait for kernels running on the device: it waits until no
- * collective of this process is in flight, and holds new ones back until it ends. Never
- * held across a call into MPI or a wait for a peer. */
-void cgpu_cuda_setup_begin(void);
-void cgpu_cuda_setup_end(void);
+ * the runtime might make wait for kernels running on the device: it waits until no
+ * collective of this process is in flight (at most the time cgpu_cuda_set_setup_wait
+ * gave), and then holds new ones back until it ends. Returns whether it holds them back;
+ * pass that to cgpu_cuda_setup_end. Never held across a call into MPI or a wait for a
+ * peer. */
+bool cgpu_cuda_setup_begin(void);
+void cgpu_cuda_setup_end(bool held);
 /** Called by cgpu_cuda_setup_begin once no collective is in flight (the resident kernels
  * are stopped there: a set-up call may wait for every kernel running on the device). */
 void cgpu_cuda_set_setup_hook(void (*fn)(void));
-/** false: cgpu_cuda_setup_begin/end do nothing (set-up runs beside kernels in flight). */
-void cgpu_cuda_set_setup_exclusive(bool on);
+/** How long cgpu_cuda_setup_begin waits for the collectives in flight to end, in ms,
+ * before the set-up goes ahead beside them: < 0 for ever, 0 not at all. */
+void cgpu_cuda_set_setup_wait(int ms);
 
 /** A non-blocking stream (no implicit ordering with the legacy default stream), or with
  * @p blocking a blocking one: its work starts after what the legacy default stream holds

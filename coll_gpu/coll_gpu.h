@@ -77,6 +77,7 @@ typedef struct mca_coll_gpu_component_t {
     int cuda_resident_max_kernels;
     bool cuda_resident_cluster;
     bool cuda_setup_exclusive;
+    int cuda_setup_wait_ms;
     bool cuda_time_sliced;
     char *profiler; /* path of a profiler plugin */
     char *ofi_provider;               /* inter-node proxy: libfabric provider ("" = best) */

@@ -166,9 +166,8 @@ static int gpu_register(void)
              "MPI_Ibcast, MPI_Iallgather, MPI_Ialltoall) on the engine (a worker thread per "
              "communicator; on: always, off: staged through the previous module's non-blocking "
              "collectives on host copies); auto: on, except on the cuda backend under "
-             "MPI_THREAD_MULTIPLE with coll_gpu_cuda_setup_exclusive on, where several threads "
-             "driving them on their own communicators failed on 2x H200 (known defect, see "
-             "README)",
+             "MPI_THREAD_MULTIPLE with coll_gpu_cuda_setup_wait_ms -1, where several threads "
+             "driving them on their own communicators deadlock (see README)",
              nb_engine_values, &c->nb_engine);
     reg_int("nb_max_workers",
             "Most worker threads per process for non-blocking collectives on the engine path "
@@ -467,11 +466,18 @@ static int gpu_register(void)
         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &c->cuda_resident_cluster);
     c->cuda_setup_exclusive = d.cuda_setup_exclusive;
     reg("cuda_setup_exclusive",
-        "cuda backend: a communicator's CUDA set-up (allocations, IPC export and open) waits "
-        "until no collective kernel of the process is in flight, in case the CUDA runtime makes "
-        "such calls wait for running kernels; false: it does not wait (an experiment on the "
-        "threaded defect, see README)",
+        "cuda backend: a communicator's CUDA set-up (allocations, IPC export and open) first "
+        "waits, for at most coll_gpu_cuda_setup_wait_ms, until no collective kernel of the "
+        "process is in flight, in case the CUDA runtime makes such calls wait for running "
+        "kernels; false: it never waits (set-up runs beside kernels in flight)",
         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &c->cuda_setup_exclusive);
+    c->cuda_setup_wait_ms = d.cuda_setup_wait_ms;
+    reg_int("cuda_setup_wait_ms",
+            "cuda backend: how long a set-up waits for the process's collectives in flight to "
+            "end (coll_gpu_cuda_setup_exclusive) before it goes ahead beside them; -1: for "
+            "ever, which deadlocks threads that split communicators while others run "
+            "collectives (see README)",
+            OPAL_INFO_LVL_9, &c->cuda_setup_wait_ms);
     c->cuda_time_sliced = d.cuda_time_sliced;
     reg("cuda_time_sliced",
         "cuda backend: where ranks of a communicator share a GPU and not all of them are MPS "
@@ -634,6 +640,7 @@ static int gpu_open(void)
     cfg.cuda_resident_max_kernels = c->cuda_resident_max_kernels;
     cfg.cuda_resident_cluster = c->cuda_resident_cluster;
     cfg.cuda_setup_exclusive = c->cuda_setup_exclusive;
+    cfg.cuda_setup_wait_ms = c->cuda_setup_wait_ms;
     cfg.cuda_time_sliced = c->cuda_time_sliced;
     cfg.profiler = c->profiler;
     cfg.ofi_provider = c->ofi_provider;

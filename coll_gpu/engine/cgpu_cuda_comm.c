@@ -96,7 +96,8 @@ static int rk_count;
 static pthread_once_t rk_hook_once = PTHREAD_ONCE_INIT;
 static void rk_stop(cgpu_cuda_comm_t *cc);
 
-/* set-up (cgpu_cuda_setup_begin, no collective in flight): every resident kernel ends */
+/* set-up (cgpu_cuda_setup_begin once no collective is in flight): every resident kernel
+ * ends */
 static void rk_stop_all(void)
 {
     pthread_mutex_lock(&rk_lock);
@@ -337,27 +338,26 @@ static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
     return CGPU_OK;
 }
 
-/* The CUDA runtime may make allocation and IPC calls wait for the kernels running on the
- * device; if one of ours is waiting for a peer blocked the same way, neither finishes.
- * So no collective of this process is in flight during a communicator's set-up (see
- * cgpu_cuda_setup_begin). That wait cannot close a cycle: a peer's thread whose kernel we
- * wait for has passed this communicator's creation or is in it (it is collective), and a
- * thread follows the same order of calls on every rank. Growing a staging buffer inside a
- * call could close one (two ranks each waiting for the other's kernel), so it is not
- * done under this lock; set-up allocates them for messages up to 1 MiB. */
+/* The CUDA runtime might make allocation and IPC calls wait for the kernels running on the
+ * device; if one of ours waited for a peer blocked the same way, neither would finish. So
+ * a communicator's set-up first waits, for a bounded time, until no collective of this
+ * process is in flight (cgpu_cuda_setup_begin, which says why the wait is bounded: it can
+ * close a cycle of its own between threads of different ranks). Growing a staging buffer
+ * inside a call is never done under it (two ranks could wait for each other's kernels);
+ * set-up allocates them for messages up to 1 MiB. */
 cgpu_status_t cgpu_cuda_comm_setup(cgpu_comm_t *comm, void *handle_out)
 {
-    cgpu_cuda_setup_begin();
+    const bool held = cgpu_cuda_setup_begin();
     cgpu_status_t st = comm_setup(comm, handle_out);
-    cgpu_cuda_setup_end();
+    cgpu_cuda_setup_end(held);
     return st;
 }
 
 cgpu_status_t cgpu_cuda_comm_connect(cgpu_comm_t *comm, const char *handles)
 {
-    cgpu_cuda_setup_begin();
+    const bool held = cgpu_cuda_setup_begin();
     cgpu_status_t st = comm_connect(comm, handles);
-    cgpu_cuda_setup_end();
+    cgpu_cuda_setup_end(held);
     return st;
 }
 
@@ -1569,7 +1569,7 @@ static cgpu_status_t ce_prepare(cgpu_comm_t *comm, const void *source, const voi
     }
     int32_t mapped = 1;
     if (every && needs_map) {
-        cgpu_cuda_setup_begin(); /* opening a handle may wait for running kernels */
+        const bool held = cgpu_cuda_setup_begin(); /* opening a handle might wait for kernels */
         for (int p = 0; p < n && mapped; ++p) {
             if (p == comm->rank || !all[p].exported) {
                 continue;
@@ -1577,7 +1577,7 @@ static cgpu_status_t ce_prepare(cgpu_comm_t *comm, const void *source, const voi
             mapped = CGPU_OK == cgpu_ipc_cache_get_id(all[p].handle, all[p].id, &ce->map[p]);
             ce->dst[p] = mapped ? (char *) ce->map[p] + all[p].offset : NULL;
         }
-        cgpu_cuda_setup_end();
+        cgpu_cuda_setup_end(held);
     }
     if (CGPU_OK != st) {
         return st;

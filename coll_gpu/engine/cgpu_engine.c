@@ -66,6 +66,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_resident_max_kernels = 4;
     cfg->cuda_resident_cluster = true;
     cfg->cuda_setup_exclusive = true;
+    cfg->cuda_setup_wait_ms = 10;
     cfg->cuda_time_sliced = false; /* ranks sharing a GPU without MPS: the host backend */
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
@@ -98,11 +99,11 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         !(cfg->cuda_resident_idle_us >= 0) || cfg->cuda_resident_max_kernels < 0 ||
         cfg->cuda_oneshot_block_bytes < 1024 ||
         (0 != cfg->cuda_oneshot_small_block_bytes && cfg->cuda_oneshot_small_block_bytes < 1024) ||
-        cfg->cuda_ll_bytes > CGPU_CUDA_LL_BYTES_MAX) {
+        cfg->cuda_ll_bytes > CGPU_CUDA_LL_BYTES_MAX || cfg->cuda_setup_wait_ms < -1) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;
-    cgpu_cuda_set_setup_exclusive(cfg->cuda_setup_exclusive);
+    cgpu_cuda_set_setup_wait(cfg->cuda_setup_exclusive ? cfg->cuda_setup_wait_ms : 0);
     /* whole cache lines, so every slot is aligned for every element type */
     engine_cfg.slot_bytes &= ~(size_t) 63;
     engine_cfg.stage_bytes &= ~(size_t) 63;

@@ -138,6 +138,7 @@ typedef struct cgpu_config {
     bool cuda_resident_cluster; /* one thread block cluster where the device has them */
     bool cuda_setup_exclusive;  /* a communicator's CUDA set-up waits until no collective
                                  * kernel of the process is in flight (cgpu_cuda_setup_begin) */
+    int cuda_setup_wait_ms;     /* ... for at most this long, then goes ahead (-1: for ever) */
     bool cuda_time_sliced;      /* run the kernels also where ranks share a device without
                                  * MPS (else such a communicator, where the backend is auto,
                                  * takes the host backend) */

@@ -31,6 +31,8 @@
  * and splits of it (non-blocking calls as the first calls on fresh communicators).
  */
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -950,6 +952,9 @@ typedef struct {
     int t;
     int *a, *b, *c; /* TN, TN, TN x size */
     long bad;
+    mt_pvars_t pv;                 /* on comm, opened and closed by the main thread */
+    unsigned long long eng, fb;    /* the pvars' growth over this thread's posts on comm */
+    int unread;                    /* rounds whose pvars could not be read */
 } tctx_t;
 
 static void *thread_main(void *arg)
@@ -975,11 +980,18 @@ static void *thread_main(void *arg)
         }
         mt_push(x->a), mt_push(x->b), mt_push(x->c);
         MPI_Request req[3];
+        mt_pvars_mark(&x->pv); /* only this thread calls on comm: the two posts below */
         MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x->a), TN, MPI_INT, MPI_SUM, x->comm, &req[0]));
         MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x->b), TN, MPI_INT, MPI_MAX, sub, &req[1]));
         MT_CHECK_MPI(MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, MT_D(x->c), TN, MPI_INT,
                                    x->comm, &req[2]));
         MT_CHECK_MPI(MPI_Waitall(3, req, MPI_STATUSES_IGNORE));
+        unsigned long long e = 0, f = 0;
+        if (0 == mt_pvars_delta(&x->pv, &e, &f)) {
+            x->eng += e, x->fb += f;
+        } else {
+            ++x->unread;
+        }
         mt_pull(x->a), mt_pull(x->b), mt_pull(x->c);
         for (long i = 0; i < TN; ++i) {
             int sum = 0, mx = val(salt + 1, 0, i);
@@ -1011,13 +1023,36 @@ static void threaded(void)
         x[t].a = mt_twin_alloc(sizeof(int) * TN);
         x[t].b = mt_twin_alloc(sizeof(int) * TN);
         x[t].c = mt_twin_alloc(sizeof(int) * (size_t) TN * (size_t) size);
+        x[t].eng = x[t].fb = 0;
+        x[t].unread = 0;
+        char label[32];
+        snprintf(label, sizeof(label), "thread %d's dup", t);
+        mt_pvars_open(&x[t].pv, x[t].comm, label);
     }
+    /* Which path the posts must take: the engine, unless coll_gpu_nb_engine is off, or it is
+     * auto on the cuda backend with the set-up's wait unbounded (the known deadlock: staged) */
+    const char *ne = getenv("OMPI_MCA_coll_gpu_nb_engine");
+    const char *wait = getenv("OMPI_MCA_coll_gpu_cuda_setup_wait_ms");
+    const char *backend = getenv("OMPI_MCA_coll_gpu_backend");
+    const bool on_cuda = MT_ON_DEVICE && (NULL == backend || 0 != strcmp(backend, "host"));
+    const bool staged = (NULL != ne && 0 == strcmp(ne, "off")) ||
+                        ((NULL == ne || 0 == strcmp(ne, "auto")) && on_cuda && NULL != wait &&
+                         0 == strcmp(wait, "-1"));
     for (int t = 0; t < NTHREADS; ++t) {
         pthread_create(&th[t], NULL, thread_main, &x[t]);
     }
     for (int t = 0; t < NTHREADS; ++t) {
         pthread_join(th[t], NULL);
         MT_CHECK(0 == x[t].bad, "thread %d: %ld wrong elements", t, x[t].bad);
+        if (size >= 2 && mt_pvars_available()) {
+            const unsigned long long want = 2ull * TROUNDS; /* Iallreduce and Ialltoall */
+            MT_CHECK(0 == x[t].unread, "thread %d: pvars unreadable in %d rounds", t, x[t].unread);
+            MT_CHECK(x[t].eng == (staged ? 0 : want) && x[t].fb == (staged ? want : 0),
+                     "thread %d: its posts on its dup counted engine_calls +%llu, fallback_calls "
+                     "+%llu; expected %llu on the %s",
+                     t, x[t].eng, x[t].fb, want, staged ? "previous module" : "engine");
+        }
+        mt_pvars_close(&x[t].pv);
         MPI_Comm_free(&x[t].comm);
         mt_twin_free(x[t].a), mt_twin_free(x[t].b), mt_twin_free(x[t].c);
     }

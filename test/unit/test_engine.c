@@ -55,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "btl_glue/cgpu_cuda.h"
 #include "btl_glue/cgpu_shm.h"
 #include "cgpu_engine.h"
 
@@ -1601,6 +1602,9 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     child_config(&cfg);
     cfg.cuda_ll_bytes = CGPU_CUDA_LL_BYTES_MAX + 1; /* past the inbox's LL area */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    cfg.cuda_setup_wait_ms = -2; /* -1 is "for ever", below it nothing */
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     /* odd sizes are rounded down to whole cache lines (aligned slots for every type) */
     child_config(&cfg);
     cfg.slot_bytes = TEST_SLOT_BYTES + 4;
@@ -1614,6 +1618,165 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     CHILD_CHECK(TEST_SLOT_BYTES == cgpu_engine_config()->slot_bytes);
     CHILD_CHECK(TEST_NSLOTS == cgpu_engine_config()->nslots);
     CHILD_CHECK(TEST_STAGE_BYTES == cgpu_engine_config()->stage_bytes);
+    cgpu_engine_fini();
+}
+
+/* A thread standing for a collective in flight: it holds the set-up lock as a reader
+ * (cgpu_cuda_inflight_begin) until told to end, or for hold_ms on its own. */
+enum { FLIGHT_STARTING, FLIGHT_HOLDING, FLIGHT_END, FLIGHT_ENDED };
+typedef struct flight {
+    atomic_int state;
+    int hold_ms; /* > 0: ends by itself after this long */
+    pthread_t thread;
+} flight_t;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L};
+    while (0 != nanosleep(&ts, &ts) && EINTR == errno) {
+    }
+}
+
+static void *flight_main(void *arg)
+{
+    flight_t *f = arg;
+    cgpu_cuda_inflight_begin();
+    const int64_t until = mono_ms() + f->hold_ms;
+    atomic_store(&f->state, FLIGHT_HOLDING);
+    while (FLIGHT_END != atomic_load(&f->state) && (f->hold_ms <= 0 || mono_ms() < until)) {
+        sleep_ms(1);
+    }
+    cgpu_cuda_inflight_end();
+    atomic_store(&f->state, FLIGHT_ENDED);
+    return NULL;
+}
+
+/* Starts a flight; with @p wait_holding, waits (at most 5 s) until it holds the lock. */
+static bool flight_start(flight_t *f, int hold_ms, bool wait_holding)
+{
+    atomic_init(&f->state, FLIGHT_STARTING);
+    f->hold_ms = hold_ms;
+    if (0 != pthread_create(&f->thread, NULL, flight_main, f)) {
+        return false;
+    }
+    for (int64_t until = mono_ms() + 5000; wait_holding && mono_ms() < until;) {
+        if (FLIGHT_HOLDING == atomic_load(&f->state)) {
+            return true;
+        }
+        sleep_ms(1);
+    }
+    return !wait_holding;
+}
+
+static void flight_end(flight_t *f)
+{
+    if (FLIGHT_ENDED != atomic_load(&f->state)) {
+        int expected = FLIGHT_HOLDING;
+        atomic_compare_exchange_strong(&f->state, &expected, FLIGHT_END);
+    }
+    pthread_join(f->thread, NULL);
+}
+
+static atomic_int setup_hook_calls;
+
+static void count_setup_hook(void)
+{
+    atomic_fetch_add(&setup_hook_calls, 1);
+}
+
+/* A communicator's CUDA set-up waits for the process's collectives in flight to end, but
+ * only for coll_gpu_cuda_setup_wait_ms: under MPI_THREAD_MULTIPLE an unbounded wait closed a
+ * cycle between threads of different ranks (the known defect of sessions 6-8). The lock is
+ * plain threads, so this runs without a GPU. */
+static void scenario_setup_wait_is_bounded(test_rank_t *t)
+{
+    enum { WAIT_MS = 40 };
+    cgpu_config_t cfg;
+    flight_t f;
+    (void) t;
+    child_config(&cfg);
+    cfg.cuda_setup_wait_ms = WAIT_MS;
+    cgpu_status_t st = cgpu_engine_init(&cfg);
+    if (!CHILD_CHECKF(CGPU_OK == st, "cgpu_engine_init: %s", cgpu_status_string(st))) {
+        return;
+    }
+    cgpu_cuda_set_setup_hook(count_setup_hook);
+
+    /* nothing in flight: the set-up holds the lock (and runs the hook), and a collective
+     * that starts meanwhile waits for its end */
+    bool held = cgpu_cuda_setup_begin();
+    CHILD_CHECKF(held, "set-up with nothing in flight did not take the lock");
+    CHILD_CHECK(1 == atomic_load(&setup_hook_calls));
+    if (CHILD_CHECK(flight_start(&f, 0, false))) {
+        sleep_ms(50);
+        CHILD_CHECKF(FLIGHT_STARTING == atomic_load(&f.state),
+                     "a collective started during a set-up that held the lock");
+        cgpu_cuda_setup_end(held);
+        held = false;
+        int64_t until = mono_ms() + 5000;
+        while (FLIGHT_HOLDING != atomic_load(&f.state) && mono_ms() < until) {
+            sleep_ms(1);
+        }
+        CHILD_CHECKF(FLIGHT_HOLDING == atomic_load(&f.state),
+                     "the collective did not start after the set-up");
+
+        /* a collective in flight that does not end: the set-up goes ahead after the bound,
+         * without the lock and without the hook */
+        const int64_t t0 = mono_ms();
+        held = cgpu_cuda_setup_begin();
+        const int64_t waited = mono_ms() - t0;
+        CHILD_CHECKF(!held, "set-up took the lock while a collective held it");
+        CHILD_CHECKF(waited >= WAIT_MS - 5, "set-up went ahead after %lld ms, before %d",
+                     (long long) waited, WAIT_MS);
+        CHILD_CHECK(1 == atomic_load(&setup_hook_calls));
+        cgpu_cuda_setup_end(held);
+        /* ... and collectives keep starting while a set-up waits (readers first) */
+        flight_t g;
+        if (CHILD_CHECK(flight_start(&g, 0, true))) {
+            flight_end(&g);
+        }
+        flight_end(&f);
+    }
+
+    /* -1: the set-up waits for ever, here until a collective ends after 60 ms */
+    cgpu_cuda_set_setup_wait(-1);
+    if (CHILD_CHECK(flight_start(&f, 60, true))) {
+        held = cgpu_cuda_setup_begin();
+        CHILD_CHECKF(held, "set-up with the wait unbounded did not take the lock");
+        CHILD_CHECKF(FLIGHT_ENDED == atomic_load(&f.state),
+                     "set-up with the wait unbounded went ahead of a collective in flight");
+        CHILD_CHECK(2 == atomic_load(&setup_hook_calls));
+        cgpu_cuda_setup_end(held);
+        flight_end(&f);
+    }
+    cgpu_engine_fini();
+
+    /* coll_gpu_cuda_setup_exclusive false: never waits, never takes the lock */
+    child_config(&cfg);
+    cfg.cuda_setup_exclusive = false;
+    cfg.cuda_setup_wait_ms = -1;
+    st = cgpu_engine_init(&cfg);
+    if (!CHILD_CHECKF(CGPU_OK == st, "cgpu_engine_init: %s", cgpu_status_string(st))) {
+        return;
+    }
+    if (CHILD_CHECK(flight_start(&f, 0, true))) {
+        held = cgpu_cuda_setup_begin();
+        CHILD_CHECKF(!held, "set-up took the lock with the exclusion off");
+        CHILD_CHECK(2 == atomic_load(&setup_hook_calls));
+        cgpu_cuda_setup_end(held);
+        flight_end(&f);
+    }
+    held = cgpu_cuda_setup_begin();
+    CHILD_CHECKF(!held, "set-up took the lock with the exclusion off");
+    cgpu_cuda_setup_end(held);
+    cgpu_cuda_set_setup_hook(NULL);
     cgpu_engine_fini();
 }
 
@@ -1737,6 +1900,11 @@ static void test_init_refuses_bad_configurations(void)
         run_ranks("bad configurations", 1, scenario_init_refuses_bad_configurations, NULL));
 }
 
+static void test_setup_wait_is_bounded(void)
+{
+    CU_ASSERT_TRUE(run_ranks("set-up wait", 1, scenario_setup_wait_is_bounded, NULL));
+}
+
 static void test_thread_level_resolves_auto_settings(void)
 {
     CU_ASSERT_TRUE(run_ranks("thread level", 1, scenario_thread_level_resolves_auto_settings,
@@ -1821,6 +1989,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_init_refuses_bad_configurations},
     {"the MPI thread level resolves the auto stream order and completion wait",
      test_thread_level_resolves_auto_settings},
+    {"a CUDA set-up waits for collectives in flight at most coll_gpu_cuda_setup_wait_ms",
+     test_setup_wait_is_bounded},
     {"a wait for a late rank runs the progress function, not nested, not on a worker",
      test_waits_run_progress},
     {"the stager pool reuses the size in use and stays bounded",
