@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
+#   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_rep mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
@@ -155,13 +155,24 @@ if has mt_excl; then # the threaded defect: 4 ranks, 4 threads each splitting it
     timeout -k 5 40 "${MPIRUN[@]}" -np 4 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_nb_engine on \
         --mca coll_gpu_cuda_setup_wait_ms -1 test/gpu/test_cuda_nb threads > "$out/mtx_forever.log" 2>&1 || rc=$?
     echo "CONTROL mtx_forever rc=$rc ($((SECONDS-t0)) s; expected to fail)"
-    for i in 1 2 3; do # the default: the wait bounded, the engine taken under MPI_THREAD_MULTIPLE (auto)
-        run mtx_bounded_$i 90 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads
+    for i in 1 2 3; do # the set-up's wait bounded (default), the engine forced
+        run mtx_bounded_$i 90 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on \
+            test/gpu/test_cuda_nb threads
     done
-    run mtx_bounded_v10 90 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_verbose 10 test/gpu/test_cuda_nb threads
-    echo "set-ups that went ahead past the wait: $(grep -c 'set-up goes ahead' "$out/mtx_bounded_v10.log")"
-    run mtx_off 90 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_cuda_setup_exclusive false \
+    run mtx_bounded_v10 90 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on --mca coll_gpu_verbose 10 \
         test/gpu/test_cuda_nb threads
+    echo "set-ups that went ahead past the wait: $(grep -c 'set-up goes ahead' "$out/mtx_bounded_v10.log")"
+    run mtx_off 90 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on \
+        --mca coll_gpu_cuda_setup_exclusive false test/gpu/test_cuda_nb threads
+    run mtx_auto 90 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads # auto: staged
+fi
+if has mt_rep; then # the threaded test on the engine, repeated: bounded wait (default) against none
+    for i in $(seq 1 "${MT_REP:-3}"); do
+        run mtr_bounded_$i 60 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on \
+            ${MT_REP_MCA:-} test/gpu/test_cuda_nb threads
+        run mtr_off_$i 60 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on ${MT_REP_MCA:-} \
+            --mca coll_gpu_cuda_setup_exclusive false test/gpu/test_cuda_nb threads
+    done
 fi
 if has mt_trace; then # one failing threaded run with every call traced (verbose 100), for diagnosis
     run mt4_trace 45 4 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_nb_engine on --mca coll_gpu_verbose 100 \

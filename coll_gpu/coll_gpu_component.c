@@ -166,8 +166,9 @@ static int gpu_register(void)
              "MPI_Ibcast, MPI_Iallgather, MPI_Ialltoall) on the engine (a worker thread per "
              "communicator; on: always, off: staged through the previous module's non-blocking "
              "collectives on host copies); auto: on, except on the cuda backend under "
-             "MPI_THREAD_MULTIPLE with coll_gpu_cuda_setup_wait_ms -1, where several threads "
-             "driving them on their own communicators deadlock (see README)",
+             "MPI_THREAD_MULTIPLE, where several threads driving them on their own "
+             "communicators, splitting them meanwhile, still fail now and then (known defect, "
+             "see README)",
              nb_engine_values, &c->nb_engine);
     reg_int("nb_max_workers",
             "Most worker threads per process for non-blocking collectives on the engine path "
@@ -475,8 +476,8 @@ static int gpu_register(void)
     reg_int("cuda_setup_wait_ms",
             "cuda backend: how long a set-up waits for the process's collectives in flight to "
             "end (coll_gpu_cuda_setup_exclusive) before it goes ahead beside them; -1: for "
-            "ever, which deadlocks threads that split communicators while others run "
-            "collectives (see README)",
+            "ever, which deadlocks threads of different ranks that set communicators up while "
+            "others run collectives (see README)",
             OPAL_INFO_LVL_9, &c->cuda_setup_wait_ms);
     c->cuda_time_sliced = d.cuda_time_sliced;
     reg("cuda_time_sliced",

@@ -107,8 +107,7 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     if (c->nb_engine < 0) { /* auto: see the parameter's help (the thread level is the
                              * same on every rank of a job that asks for the same one) */
-        c->nb_engine = !(enable_mpi_threads && CGPU_BACKEND_HOST != c->backend &&
-                         c->cuda_setup_exclusive && c->cuda_setup_wait_ms < 0);
+        c->nb_engine = !(enable_mpi_threads && CGPU_BACKEND_HOST != c->backend);
     }
     return OMPI_SUCCESS;
 }

@@ -1029,15 +1029,13 @@ static void threaded(void)
         snprintf(label, sizeof(label), "thread %d's dup", t);
         mt_pvars_open(&x[t].pv, x[t].comm, label);
     }
-    /* Which path the posts must take: the engine, unless coll_gpu_nb_engine is off, or it is
-     * auto on the cuda backend with the set-up's wait unbounded (the known deadlock: staged) */
+    /* Which path the posts must take: the engine, unless coll_gpu_nb_engine is off, or auto
+     * on the cuda backend, which stages them under MPI_THREAD_MULTIPLE (see README) */
     const char *ne = getenv("OMPI_MCA_coll_gpu_nb_engine");
-    const char *wait = getenv("OMPI_MCA_coll_gpu_cuda_setup_wait_ms");
     const char *backend = getenv("OMPI_MCA_coll_gpu_backend");
     const bool on_cuda = MT_ON_DEVICE && (NULL == backend || 0 != strcmp(backend, "host"));
     const bool staged = (NULL != ne && 0 == strcmp(ne, "off")) ||
-                        ((NULL == ne || 0 == strcmp(ne, "auto")) && on_cuda && NULL != wait &&
-                         0 == strcmp(wait, "-1"));
+                        ((NULL == ne || 0 == strcmp(ne, "auto")) && on_cuda);
     for (int t = 0; t < NTHREADS; ++t) {
         pthread_create(&th[t], NULL, thread_main, &x[t]);
     }
