@@ -7,6 +7,7 @@
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
+#   unpack (instead of build: the tests' programs packed by bench/carry_build.sh, carried as .carry)
 #   (default: build smoke test bench)
 set -uo pipefail
 out=${OUT:-$PWD/gpu-logs}
@@ -44,6 +45,14 @@ if has build; then
         > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; echo "BUILD FAILED"; exit 1; }
     grep "libfabric:" "$out/build.log" | tail -1
     echo "build ok"
+fi
+if has unpack; then # instead of build: the plugin and GPU tests packed here by bench/carry_build.sh
+    { nvidia-smi -L; nvidia-smi topo -m; ompi_info --version | head -2; } > "$out/machine.txt" 2>&1
+    tar xzf .carry/build.tgz || { echo "UNPACK FAILED (carry .carry)"; exit 1; }
+    sha1sum --quiet -c .carry/sources.sha1 ||
+        { echo "UNPACK REFUSED: the sources differ from those of the packed build"; exit 1; }
+    cat .carry/manifest.txt | tee -a "$out/machine.txt"
+    echo "unpack ok"
 fi
 if has smoke; then
     run host_demo 60 2 --mca coll_gpu_backend host examples/demo
