@@ -3,7 +3,7 @@
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_rep mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
-#   maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
+#   conn maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
@@ -181,6 +181,19 @@ if has mt_rep; then # the threaded test on the engine, repeated: bounded wait (d
             ${MT_REP_MCA:-} test/gpu/test_cuda_nb threads
         run mtr_off_$i 60 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on ${MT_REP_MCA:-} \
             --mca coll_gpu_cuda_setup_exclusive false test/gpu/test_cuda_nb threads
+    done
+fi
+if has conn; then # CUDA's hardware queues: 1 (every stream aliased), 32, the default 8 (the threaded lead)
+    for c in 1 32; do
+        run conn${c}_nb_np2 120 2 -x CUDA_DEVICE_MAX_CONNECTIONS=$c --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb
+        run conn${c}_colls_np2 120 2 -x CUDA_DEVICE_MAX_CONNECTIONS=$c --mca coll_gpu_cuda_timeout 10 \
+            test/gpu/test_cuda_colls quick
+    done
+    for i in $(seq 1 "${CONN_REP:-4}"); do
+        for c in 32 8; do
+            run conn${c}_threads_$i 60 4 -x CUDA_DEVICE_MAX_CONNECTIONS=$c --mca coll_gpu_cuda_timeout 15 \
+                --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+        done
     done
 fi
 if has mt_trace; then # one failing threaded run with every call traced (verbose 100), for diagnosis
