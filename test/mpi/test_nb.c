@@ -9,7 +9,8 @@
  *   reverse order; an MPI_Test loop; a blocking engine call right after posts (it must
  *   run after them).
  * - Two communicators with requests in flight, posted in opposite orders on even and odd
- *   ranks (MPI allows it: one queue per process would deadlock).
+ *   ranks (MPI allows it: one queue per process would deadlock); then 12 at once, more than
+ *   CUDA's default 8 hardware queues, small and ring-sized calls alternating.
  * - The others (Iallgatherv, Igather(v), Iscatter(v), Ialltoallv, Ireduce_scatter, Iscan,
  *   Iexscan, Ibarrier, Ialltoallw) at once, then a blocking Alltoallw: all but Ibarrier on
  *   the engine, Ibarrier to the previous module (which stages device buffers, or host ones
@@ -400,6 +401,60 @@ static void two_comms_crossed(MPI_Comm a, MPI_Comm b, uint64_t salt)
         MT_CHECK(0 == bad, "crossed communicators, round %d: %ld wrong", round, bad);
     }
     mt_twin_free(x), mt_twin_free(y);
+}
+
+/* More communicators with calls in flight at once than CUDA has hardware queues by default
+ * (8; each communicator has its own stream, and streams beyond the queues share them): one
+ * non-blocking allreduce posted on each, in opposite orders on even and odd ranks, sizes
+ * alternating between a small call and a ring-sized one, one Waitall. A queue shared by two
+ * communicators must not make one rank's call wait for another call that its peer posts
+ * later. */
+enum { NCROSS = 12 };
+
+static void many_comms_crossed(uint64_t salt)
+{
+    const int rank = mt_world_rank(), size = mt_world_size();
+    MPI_Comm c[NCROSS];
+    int *buf[NCROSS];
+    long cnt[NCROSS];
+    for (int k = 0; k < NCROSS; ++k) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &c[k]);
+        cnt[k] = 0 == k % 2 ? 1000 : 1000000; /* 4 KB, and 4 MB past the oneshot sizes */
+        buf[k] = mt_twin_alloc(sizeof(int) * (size_t) cnt[k]);
+    }
+    for (int round = 0; round < 4; ++round) {
+        for (int k = 0; k < NCROSS; ++k) {
+            for (long i = 0; i < cnt[k]; ++i) {
+                buf[k][i] = val(salt + (uint64_t) (round * NCROSS + k), rank, i);
+            }
+            mt_push(buf[k]);
+        }
+        MPI_Request req[NCROSS];
+        for (int j = 0; j < NCROSS; ++j) {
+            const int k = 0 == rank % 2 ? j : NCROSS - 1 - j;
+            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(buf[k]), (int) cnt[k], MPI_INT,
+                                        MPI_SUM, c[k], &req[k]));
+        }
+        MT_CHECK_MPI(MPI_Waitall(NCROSS, req, MPI_STATUSES_IGNORE));
+        for (int k = 0; k < NCROSS; ++k) {
+            mt_pull(buf[k]);
+            long bad = 0;
+            for (long i = 0; i < cnt[k]; i += 7) {
+                int e = 0;
+                for (int p = 0; p < size; ++p) {
+                    e = (int) ((unsigned) e +
+                               (unsigned) val(salt + (uint64_t) (round * NCROSS + k), p, i));
+                }
+                bad += buf[k][i] != e;
+            }
+            MT_CHECK(0 == bad, "%d communicators crossed, round %d, communicator %d: %ld wrong",
+                     NCROSS, round, k, bad);
+        }
+    }
+    for (int k = 0; k < NCROSS; ++k) {
+        mt_twin_free(buf[k]);
+        MPI_Comm_free(&c[k]);
+    }
 }
 
 /* The non-blocking collectives without an engine path, and MPI_Ireduce_scatter. */
@@ -1125,5 +1180,6 @@ int main(int argc, char **argv)
     two_comms_crossed(a, b, 5000);
     MPI_Comm_free(&a);
     MPI_Comm_free(&b);
+    many_comms_crossed(6000);
     return mt_finalize();
 }
