@@ -35,6 +35,12 @@ run_one() { # name timeout np args...
         cp "$out/$name.log" "$out/$name.fail$fail.log"
     fi
 }
+control() { # name timeout np args...: a negative control, expected to fail; not counted
+    local name=$1 t=$2 np=$3; shift 3
+    local t0=$SECONDS rc=0
+    timeout -k 5 "$t" "${MPIRUN[@]}" -np "$np" "$@" > "$out/$name.log" 2>&1 || rc=$?
+    echo "CONTROL $name rc=$rc ($((SECONDS-t0)) s; expected to fail)"
+}
 
 if has build; then
     # the kit's libfabric (prepare.sh) is found through its pkg-config file
@@ -159,11 +165,11 @@ if has mt_conn; then # the threaded engine path at np 4 with and without 32 hard
     done
 fi
 if has mt_excl; then # the threaded defect: 4 ranks, 4 threads each splitting its dup and posting
-    # negative control: the set-up's old unbounded wait, engine forced (failed every run in sessions 6-8)
-    t0=$SECONDS; rc=0
-    timeout -k 5 40 "${MPIRUN[@]}" -np 4 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_nb_engine on \
-        --mca coll_gpu_cuda_setup_wait_ms -1 test/gpu/test_cuda_nb threads > "$out/mtx_forever.log" 2>&1 || rc=$?
-    echo "CONTROL mtx_forever rc=$rc ($((SECONDS-t0)) s; expected to fail)"
+    # negative controls, the set-up's old unbounded wait: threads with the engine forced (failed
+    # every run in sessions 6-8), and one thread (test_nb's request beside a new communicator)
+    control mtx_forever 40 4 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_nb_engine on \
+        --mca coll_gpu_cuda_setup_wait_ms -1 test/gpu/test_cuda_nb threads
+    control nb_forever 60 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_cuda_setup_wait_ms -1 test/gpu/test_cuda_nb
     for i in 1 2 3; do # the set-up's wait bounded (default), the engine forced
         run mtx_bounded_$i 90 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on \
             test/gpu/test_cuda_nb threads

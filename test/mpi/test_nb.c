@@ -11,6 +11,8 @@
  * - Two communicators with requests in flight, posted in opposite orders on even and odd
  *   ranks (MPI allows it: one queue per process would deadlock); then 12 at once, more than
  *   CUDA's default 8 hardware queues, small and ring-sized calls alternating.
+ * - A request in flight on one communicator while a new one makes its first call, in
+ *   opposite orders on even and odd ranks (its set-up must not wait for that request).
  * - The others (Iallgatherv, Igather(v), Iscatter(v), Ialltoallv, Ireduce_scatter, Iscan,
  *   Iexscan, Ibarrier, Ialltoallw) at once, then a blocking Alltoallw: all but Ibarrier on
  *   the engine, Ibarrier to the previous module (which stages device buffers, or host ones
@@ -455,6 +457,62 @@ static void many_comms_crossed(uint64_t salt)
         mt_twin_free(buf[k]);
         MPI_Comm_free(&c[k]);
     }
+}
+
+/* A request in flight on one communicator while a new communicator makes its first call:
+ * even ranks post on `a` first, odd ranks make the new communicator first. The new
+ * communicator's set-up on an even rank runs while its request on `a` waits for the odd
+ * ranks, which reach `a` only after that set-up: a set-up that waited for every kernel in
+ * flight without bound deadlocked here (coll_gpu_cuda_setup_wait_ms -1). */
+static void request_beside_new_comm(uint64_t salt)
+{
+    const int rank = mt_world_rank(), size = mt_world_size();
+    const long n = 1000000, m = 3000;
+    MPI_Comm a;
+    MPI_Comm_dup(MPI_COMM_WORLD, &a);
+    int *x = mt_twin_alloc(sizeof(int) * (size_t) n), *y = mt_twin_alloc(sizeof(int) * (size_t) m);
+    for (int round = 0; round < 3; ++round) {
+        const uint64_t sx = salt + 2 * (uint64_t) round, sy = sx + 1;
+        for (long i = 0; i < n; ++i) {
+            x[i] = val(sx, rank, i);
+        }
+        for (long i = 0; i < m; ++i) {
+            y[i] = val(sy, rank, i);
+        }
+        mt_push(x), mt_push(y);
+        MPI_Request req = MPI_REQUEST_NULL;
+        MPI_Comm d;
+        if (0 == rank % 2) {
+            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), (int) n, MPI_INT, MPI_SUM, a, &req));
+        }
+        MPI_Comm_dup(MPI_COMM_WORLD, &d);
+        MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, MT_D(y), (int) m, MPI_INT, MPI_SUM, d));
+        if (0 != rank % 2) {
+            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), (int) n, MPI_INT, MPI_SUM, a, &req));
+        }
+        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        mt_pull(x), mt_pull(y);
+        long bad = 0;
+        for (long i = 0; i < n; i += 11) {
+            int e = 0;
+            for (int p = 0; p < size; ++p) {
+                e = (int) ((unsigned) e + (unsigned) val(sx, p, i));
+            }
+            bad += x[i] != e;
+        }
+        for (long i = 0; i < m; ++i) {
+            int e = 0;
+            for (int p = 0; p < size; ++p) {
+                e = (int) ((unsigned) e + (unsigned) val(sy, p, i));
+            }
+            bad += y[i] != e;
+        }
+        MT_CHECK(0 == bad, "a request beside a new communicator's first call, round %d: %ld wrong",
+                 round, bad);
+        MPI_Comm_free(&d);
+    }
+    mt_twin_free(x), mt_twin_free(y);
+    MPI_Comm_free(&a);
 }
 
 /* The non-blocking collectives without an engine path, and MPI_Ireduce_scatter. */
@@ -1181,5 +1239,6 @@ int main(int argc, char **argv)
     MPI_Comm_free(&a);
     MPI_Comm_free(&b);
     many_comms_crossed(6000);
+    request_beside_new_comm(6500);
     return mt_finalize();
 }
