@@ -1653,8 +1653,8 @@ static void *flight_main(void *arg)
     while (FLIGHT_END != atomic_load(&f->state) && (f->hold_ms <= 0 || mono_ms() < until)) {
         sleep_ms(1);
     }
+    atomic_store(&f->state, FLIGHT_ENDED); /* before the release: a set-up it lets in sees it */
     cgpu_cuda_inflight_end();
-    atomic_store(&f->state, FLIGHT_ENDED);
     return NULL;
 }
 
@@ -1682,6 +1682,21 @@ static void flight_end(flight_t *f)
         atomic_compare_exchange_strong(&f->state, &expected, FLIGHT_END);
     }
     pthread_join(f->thread, NULL);
+}
+
+/* A thread in cgpu_cuda_setup_begin, as a set-up on another thread. */
+typedef struct setup_waiter {
+    atomic_int done;
+    bool held;
+} setup_waiter_t;
+
+static void *setup_waiter_main(void *arg)
+{
+    setup_waiter_t *w = arg;
+    w->held = cgpu_cuda_setup_begin();
+    cgpu_cuda_setup_end(w->held);
+    atomic_store(&w->done, 1);
+    return NULL;
 }
 
 static atomic_int setup_hook_calls;
@@ -1737,10 +1752,19 @@ static void scenario_setup_wait_is_bounded(test_rank_t *t)
                      (long long) waited, WAIT_MS);
         CHILD_CHECK(1 == atomic_load(&setup_hook_calls));
         cgpu_cuda_setup_end(held);
-        /* ... and collectives keep starting while a set-up waits (readers first) */
-        flight_t g;
-        if (CHILD_CHECK(flight_start(&g, 0, true))) {
-            flight_end(&g);
+        /* ... and a collective starts while another thread's set-up waits (readers first) */
+        setup_waiter_t w = {.done = 0, .held = true};
+        pthread_t wt;
+        if (CHILD_CHECK(0 == pthread_create(&wt, NULL, setup_waiter_main, &w))) {
+            sleep_ms(5);
+            flight_t g;
+            if (CHILD_CHECK(flight_start(&g, 0, true))) {
+                CHILD_CHECKF(0 == atomic_load(&w.done),
+                             "a collective started only after a waiting set-up gave up");
+                flight_end(&g);
+            }
+            pthread_join(wt, NULL);
+            CHILD_CHECKF(!w.held, "set-up took the lock while a collective held it");
         }
         flight_end(&f);
     }
