@@ -467,11 +467,14 @@ static void many_comms_crossed(uint64_t salt)
 static void request_beside_new_comm(uint64_t salt)
 {
     const int rank = mt_world_rank(), size = mt_world_size();
-    const long n = 1000000, m = 3000;
+    const long nmax = 1000000, m = 3000;
     MPI_Comm a;
     MPI_Comm_dup(MPI_COMM_WORLD, &a);
-    int *x = mt_twin_alloc(sizeof(int) * (size_t) n), *y = mt_twin_alloc(sizeof(int) * (size_t) m);
-    for (int round = 0; round < 3; ++round) {
+    int *x = mt_twin_alloc(sizeof(int) * (size_t) nmax);
+    int *y = mt_twin_alloc(sizeof(int) * (size_t) m);
+    for (int round = 0; round < 4; ++round) {
+        /* a ring-sized request, then one the resident kernel may take (device buffers) */
+        const long n = 0 == round % 2 ? nmax : 1000;
         const uint64_t sx = salt + 2 * (uint64_t) round, sy = sx + 1;
         for (long i = 0; i < n; ++i) {
             x[i] = val(sx, rank, i);
