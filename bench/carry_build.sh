@@ -3,8 +3,8 @@
 # so a GPU-machine run can skip its cold build (about 5 minutes of the session's device
 # time): pass `carry: [".devkit", ".carry"]` and run `bash bench/gpu_run.sh unpack <steps>`.
 # The tarball records a checksum of every tracked source file; `unpack` refuses it when the
-# tree it lands in differs (an edit after packing). For tests only: the benchmarks compare
-# against NCCL, which only the GPU machine's own build links (`build`).
+# tree it lands in differs (an edit after packing). NCCL is only on the GPU machine, so
+# `unpack` compiles bench/bench_colls there (one file); the other benchmarks need `build`.
 # Usage, from the repository root of a tree configured with CUDA (sm_90 among its arches):
 #   bash bench/carry_build.sh       (it brings the plugin and the test programs up to date)
 set -euo pipefail

@@ -59,6 +59,16 @@ if has unpack; then # instead of build: the plugin and GPU tests packed here by 
         { echo "UNPACK REFUSED: the sources differ from those of the packed build"; exit 1; }
     cat .carry/manifest.txt | tee -a "$out/machine.txt"
     echo "unpack ok"
+    # the NCCL benchmark (goals, bench steps): only its one file, against the machine's NCCL
+    if [ -n "${NCCL_HOME:-}" ] && [ ! -x bench/bench_colls ]; then
+        if mpicc -O2 -std=gnu11 -I/usr/local/cuda/include -I"$NCCL_HOME/include" bench/bench_colls.c \
+            -o bench/bench_colls -L"$NCCL_HOME/lib" -lnccl -L/usr/local/cuda/lib64 -lcudart -lm -lpthread \
+            > "$out/bench_build.log" 2>&1; then
+            echo "bench_colls built against $NCCL_HOME"
+        else
+            echo "bench_colls: build failed (bench_build.log)"
+        fi
+    fi
 fi
 if has smoke; then
     run host_demo 60 2 --mca coll_gpu_backend host examples/demo
