@@ -1752,7 +1752,9 @@ static void scenario_setup_wait_is_bounded(test_rank_t *t)
                      (long long) waited, WAIT_MS);
         CHILD_CHECK(1 == atomic_load(&setup_hook_calls));
         cgpu_cuda_setup_end(held);
-        /* ... and a collective starts while another thread's set-up waits (readers first) */
+        /* ... and a collective starts while another thread's set-up waits (readers first;
+         * a long wait here, so that a loaded machine cannot end it first) */
+        cgpu_cuda_set_setup_wait(3000);
         setup_waiter_t w = {.done = 0, .held = true};
         pthread_t wt;
         if (CHILD_CHECK(0 == pthread_create(&wt, NULL, setup_waiter_main, &w))) {
@@ -1763,10 +1765,15 @@ static void scenario_setup_wait_is_bounded(test_rank_t *t)
                              "a collective started only after a waiting set-up gave up");
                 flight_end(&g);
             }
+            flight_end(&f); /* the last collective in flight ends: the set-up goes in */
             pthread_join(wt, NULL);
-            CHILD_CHECKF(!w.held, "set-up took the lock while a collective held it");
+            CHILD_CHECKF(w.held, "a waiting set-up did not take the lock once nothing was "
+                                 "in flight");
+            CHILD_CHECK(2 == atomic_load(&setup_hook_calls));
+        } else {
+            flight_end(&f);
         }
-        flight_end(&f);
+        cgpu_cuda_set_setup_wait(WAIT_MS);
     }
 
     /* -1: the set-up waits for ever, here until a collective ends after 60 ms */
@@ -1776,7 +1783,7 @@ static void scenario_setup_wait_is_bounded(test_rank_t *t)
         CHILD_CHECKF(held, "set-up with the wait unbounded did not take the lock");
         CHILD_CHECKF(FLIGHT_ENDED == atomic_load(&f.state),
                      "set-up with the wait unbounded went ahead of a collective in flight");
-        CHILD_CHECK(2 == atomic_load(&setup_hook_calls));
+        CHILD_CHECK(3 == atomic_load(&setup_hook_calls));
         cgpu_cuda_setup_end(held);
         flight_end(&f);
     }
@@ -1793,7 +1800,7 @@ static void scenario_setup_wait_is_bounded(test_rank_t *t)
     if (CHILD_CHECK(flight_start(&f, 0, true))) {
         held = cgpu_cuda_setup_begin();
         CHILD_CHECKF(!held, "set-up took the lock with the exclusion off");
-        CHILD_CHECK(2 == atomic_load(&setup_hook_calls));
+        CHILD_CHECK(3 == atomic_load(&setup_hook_calls));
         cgpu_cuda_setup_end(held);
         flight_end(&f);
     }
