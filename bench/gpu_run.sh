@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_rep mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
+#   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   conn maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
@@ -167,8 +167,8 @@ if has nodes; then # across fake nodes on device buffers: 2 nodes x 1 GPU, 2 x 2
     run nodes_2x2_np4 240 4 --mca coll_gpu_ofi_provider tcp --mca coll_gpu_fake_nodes 2 test/gpu/test_cuda_nodes
     run nodes_shm_2x1_np2 200 2 --mca coll_gpu_ofi_provider shm --mca coll_gpu_fake_nodes 2 test/gpu/test_cuda_nodes
 fi
-if has mt_conn; then # the threaded engine path at np 4 with and without 32 hardware queues
-    for i in 1 2; do
+if has mt_conn; then # the threaded engine path at np 4 with and without 32 hardware queues (CONN_REP times)
+    for i in $(seq 1 "${CONN_REP:-2}"); do
         run mt4_default_$i 45 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
         run mt4_conn32_$i 45 4 -x CUDA_DEVICE_MAX_CONNECTIONS=32 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
         run mt4_auto_$i 45 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads
@@ -180,36 +180,23 @@ if has mt_excl; then # the threaded defect: 4 ranks, 4 threads each splitting it
     control mtx_forever 40 4 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_nb_engine on \
         --mca coll_gpu_cuda_setup_wait_ms -1 test/gpu/test_cuda_nb threads
     control nb_forever 60 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_cuda_setup_wait_ms -1 test/gpu/test_cuda_nb
-    for i in 1 2 3; do # the set-up's wait bounded (default), the engine forced
-        run mtx_bounded_$i 90 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on \
-            test/gpu/test_cuda_nb threads
-    done
-    run mtx_bounded_v10 90 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on --mca coll_gpu_verbose 10 \
-        test/gpu/test_cuda_nb threads
-    echo "set-ups that went ahead past the wait: $(grep -c 'set-up goes ahead' "$out/mtx_bounded_v10.log")"
-    run mtx_off 90 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on \
-        --mca coll_gpu_cuda_setup_exclusive false test/gpu/test_cuda_nb threads
-    run mtx_auto 90 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads # auto: staged
-fi
-if has mt_rep; then # the threaded test on the engine, repeated: bounded wait (default) against none
+    # the engine forced, MT_REP times: the set-up's wait bounded (default) against none
+    # (MT_REP_MCA: more settings for both, e.g. --mca coll_gpu_verbose 10, which counts the
+    # set-ups that went ahead past the wait)
     for i in $(seq 1 "${MT_REP:-3}"); do
-        run mtr_bounded_$i 60 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on \
+        run mtx_bounded_$i 60 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on \
             ${MT_REP_MCA:-} test/gpu/test_cuda_nb threads
-        run mtr_off_$i 60 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on ${MT_REP_MCA:-} \
+        run mtx_off_$i 60 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on ${MT_REP_MCA:-} \
             --mca coll_gpu_cuda_setup_exclusive false test/gpu/test_cuda_nb threads
     done
+    echo "set-ups that went ahead past the wait: $(cat "$out"/mtx_bounded_*.log 2>/dev/null | grep -c 'set-up goes ahead')"
+    run mtx_auto 90 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads # auto: staged
 fi
-if has conn; then # CUDA's hardware queues: 1 (every stream aliased), 32, the default 8 (the threaded lead)
+if has conn; then # every stream on one CUDA hardware queue, and 32 queues (the threaded lead: mt_conn)
     for c in 1 32; do
         run conn${c}_nb_np2 120 2 -x CUDA_DEVICE_MAX_CONNECTIONS=$c --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb
         run conn${c}_colls_np2 120 2 -x CUDA_DEVICE_MAX_CONNECTIONS=$c --mca coll_gpu_cuda_timeout 10 \
             test/gpu/test_cuda_colls quick
-    done
-    for i in $(seq 1 "${CONN_REP:-4}"); do
-        for c in 32 8; do
-            run conn${c}_threads_$i 60 4 -x CUDA_DEVICE_MAX_CONNECTIONS=$c --mca coll_gpu_cuda_timeout 15 \
-                --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
-        done
     done
 fi
 if has mt_trace; then # one failing threaded run with every call traced (verbose 100), for diagnosis

@@ -104,14 +104,22 @@ static int spans_fake_nodes(MPI_Comm comm)
     return spans;
 }
 
+/* whether coll_gpu_<name> was given as @p value (mpirun --mca puts it in the environment) */
+static bool mca_is(const char *name, const char *value)
+{
+    char var[96];
+    snprintf(var, sizeof(var), "OMPI_MCA_coll_gpu_%s", name);
+    const char *v = getenv(var);
+    return NULL != v && 0 == strcmp(v, value);
+}
+
 static void expect(mt_pvars_t *pv, long nb_engine, long blocking_engine, long fallback, long bcasts,
                    const char *what)
 {
     /* coll_gpu_nb_engine=off, or a communicator across (fake) nodes not yet set up by a
      * blocking call (each section's only blocking call is its last): the non-blocking engine
      * collectives take the previous module */
-    const char *ne = getenv("OMPI_MCA_coll_gpu_nb_engine");
-    const int nb_off = (NULL != ne && 0 == strcmp(ne, "off")) || spans_fake_nodes(pv->comm);
+    const int nb_off = mca_is("nb_engine", "off") || spans_fake_nodes(pv->comm);
     const long engine = (nb_off ? 0 : nb_engine) + blocking_engine;
     fallback += nb_off ? nb_engine : 0;
     unsigned long long e = 0, f = 0;
@@ -367,95 +375,71 @@ static void many_in_flight(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
     mt_twin_free(s), mt_twin_free(r);
 }
 
-/* Two communicators, opposite posting orders on even and odd ranks. */
-static void two_comms_crossed(MPI_Comm a, MPI_Comm b, uint64_t salt)
+/* One allreduce in flight on each of @p k communicators (of world's ranks), posted in
+ * opposite orders on even and odd ranks, one Waitall a round: communicator j sums cnt[j]
+ * ints. */
+static void comms_crossed(const MPI_Comm *c, int k, const long *cnt, int rounds, uint64_t salt)
 {
     int rank, size;
-    MPI_Comm_rank(a, &rank);
-    MPI_Comm_size(a, &size);
-    const long n = 40000;
-    int *x = mt_twin_alloc(sizeof(int) * (size_t) n), *y = mt_twin_alloc(sizeof(int) * (size_t) n);
-    for (int round = 0; round < 20; ++round) {
-        for (long i = 0; i < n; ++i) {
-            x[i] = val(salt + (uint64_t) round, rank, i);
-            y[i] = val(salt + 100 + (uint64_t) round, rank, i);
-        }
-        MPI_Request req[2];
-        mt_push(x), mt_push(y);
-        if (0 == rank % 2) {
-            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), (int) n, MPI_INT, MPI_SUM, a, &req[0]));
-            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(y), (int) n, MPI_INT, MPI_SUM, b, &req[1]));
-        } else {
-            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(y), (int) n, MPI_INT, MPI_SUM, b, &req[1]));
-            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), (int) n, MPI_INT, MPI_SUM, a, &req[0]));
-        }
-        MT_CHECK_MPI(MPI_Waitall(2, req, MPI_STATUSES_IGNORE));
-        mt_pull(x), mt_pull(y);
-        long bad = 0;
-        for (long i = 0; i < n; i += 13) {
-            int ex = 0, ey = 0;
-            for (int p = 0; p < size; ++p) {
-                ex = (int) ((unsigned) ex + (unsigned) val(salt + (uint64_t) round, p, i));
-                ey = (int) ((unsigned) ey + (unsigned) val(salt + 100 + (uint64_t) round, p, i));
-            }
-            bad += x[i] != ex || y[i] != ey;
-        }
-        MT_CHECK(0 == bad, "crossed communicators, round %d: %ld wrong", round, bad);
+    MPI_Comm_rank(c[0], &rank);
+    MPI_Comm_size(c[0], &size);
+    int **buf = malloc(sizeof(int *) * (size_t) k);
+    MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t) k);
+    for (int j = 0; j < k; ++j) {
+        buf[j] = mt_twin_alloc(sizeof(int) * (size_t) cnt[j]);
     }
-    mt_twin_free(x), mt_twin_free(y);
+    for (int round = 0; round < rounds; ++round) {
+        for (int j = 0; j < k; ++j) {
+            for (long i = 0; i < cnt[j]; ++i) {
+                buf[j][i] = val(salt + (uint64_t) (round * k + j), rank, i);
+            }
+            mt_push(buf[j]);
+        }
+        for (int o = 0; o < k; ++o) {
+            const int j = 0 == rank % 2 ? o : k - 1 - o;
+            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(buf[j]), (int) cnt[j], MPI_INT, MPI_SUM,
+                                        c[j], &req[j]));
+        }
+        MT_CHECK_MPI(MPI_Waitall(k, req, MPI_STATUSES_IGNORE));
+        for (int j = 0; j < k; ++j) {
+            mt_pull(buf[j]);
+            long bad = 0;
+            for (long i = 0; i < cnt[j]; i += 7) {
+                int e = 0;
+                for (int p = 0; p < size; ++p) {
+                    e = (int) ((unsigned) e +
+                               (unsigned) val(salt + (uint64_t) (round * k + j), p, i));
+                }
+                bad += buf[j][i] != e;
+            }
+            MT_CHECK(0 == bad, "%d communicators crossed, round %d, communicator %d: %ld wrong", k,
+                     round, j, bad);
+        }
+    }
+    for (int j = 0; j < k; ++j) {
+        mt_twin_free(buf[j]);
+    }
+    free(buf), free(req);
 }
 
 /* More communicators with calls in flight at once than CUDA has hardware queues by default
- * (8; each communicator has its own stream, and streams beyond the queues share them): one
- * non-blocking allreduce posted on each, in opposite orders on even and odd ranks, sizes
- * alternating between a small call and a ring-sized one, one Waitall. A queue shared by two
+ * (8; each communicator has its own stream, and streams beyond the queues share them),
+ * sizes alternating between a small call and a ring-sized one. A queue shared by two
  * communicators must not make one rank's call wait for another call that its peer posts
  * later. */
 enum { NCROSS = 12 };
 
 static void many_comms_crossed(uint64_t salt)
 {
-    const int rank = mt_world_rank(), size = mt_world_size();
     MPI_Comm c[NCROSS];
-    int *buf[NCROSS];
     long cnt[NCROSS];
-    for (int k = 0; k < NCROSS; ++k) {
-        MPI_Comm_dup(MPI_COMM_WORLD, &c[k]);
-        cnt[k] = 0 == k % 2 ? 1000 : 1000000; /* 4 KB, and 4 MB past the oneshot sizes */
-        buf[k] = mt_twin_alloc(sizeof(int) * (size_t) cnt[k]);
+    for (int j = 0; j < NCROSS; ++j) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &c[j]);
+        cnt[j] = 0 == j % 2 ? 1000 : 1000000; /* 4 KB, and 4 MB past the oneshot sizes */
     }
-    for (int round = 0; round < 4; ++round) {
-        for (int k = 0; k < NCROSS; ++k) {
-            for (long i = 0; i < cnt[k]; ++i) {
-                buf[k][i] = val(salt + (uint64_t) (round * NCROSS + k), rank, i);
-            }
-            mt_push(buf[k]);
-        }
-        MPI_Request req[NCROSS];
-        for (int j = 0; j < NCROSS; ++j) {
-            const int k = 0 == rank % 2 ? j : NCROSS - 1 - j;
-            MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(buf[k]), (int) cnt[k], MPI_INT,
-                                        MPI_SUM, c[k], &req[k]));
-        }
-        MT_CHECK_MPI(MPI_Waitall(NCROSS, req, MPI_STATUSES_IGNORE));
-        for (int k = 0; k < NCROSS; ++k) {
-            mt_pull(buf[k]);
-            long bad = 0;
-            for (long i = 0; i < cnt[k]; i += 7) {
-                int e = 0;
-                for (int p = 0; p < size; ++p) {
-                    e = (int) ((unsigned) e +
-                               (unsigned) val(salt + (uint64_t) (round * NCROSS + k), p, i));
-                }
-                bad += buf[k][i] != e;
-            }
-            MT_CHECK(0 == bad, "%d communicators crossed, round %d, communicator %d: %ld wrong",
-                     NCROSS, round, k, bad);
-        }
-    }
-    for (int k = 0; k < NCROSS; ++k) {
-        mt_twin_free(buf[k]);
-        MPI_Comm_free(&c[k]);
+    comms_crossed(c, NCROSS, cnt, 4, salt);
+    for (int j = 0; j < NCROSS; ++j) {
+        MPI_Comm_free(&c[j]);
     }
 }
 
@@ -1147,11 +1131,8 @@ static void threaded(void)
     }
     /* Which path the posts must take: the engine, unless coll_gpu_nb_engine is off, or auto
      * on the cuda backend, which stages them under MPI_THREAD_MULTIPLE (see README) */
-    const char *ne = getenv("OMPI_MCA_coll_gpu_nb_engine");
-    const char *backend = getenv("OMPI_MCA_coll_gpu_backend");
-    const bool on_cuda = MT_ON_DEVICE && (NULL == backend || 0 != strcmp(backend, "host"));
-    const bool staged = (NULL != ne && 0 == strcmp(ne, "off")) ||
-                        ((NULL == ne || 0 == strcmp(ne, "auto")) && on_cuda);
+    const bool on_cuda = MT_ON_DEVICE && !mca_is("backend", "host");
+    const bool staged = mca_is("nb_engine", "off") || (!mca_is("nb_engine", "on") && on_cuda);
     for (int t = 0; t < NTHREADS; ++t) {
         pthread_create(&th[t], NULL, thread_main, &x[t]);
     }
@@ -1238,7 +1219,9 @@ int main(int argc, char **argv)
     MPI_Comm a, b;
     MPI_Comm_dup(MPI_COMM_WORLD, &a);
     MPI_Comm_dup(MPI_COMM_WORLD, &b);
-    two_comms_crossed(a, b, 5000);
+    const MPI_Comm ab[2] = {a, b};
+    const long n_ab[2] = {40000, 40000};
+    comms_crossed(ab, 2, n_ab, 20, 5000); /* two communicators, opposite posting orders */
     MPI_Comm_free(&a);
     MPI_Comm_free(&b);
     many_comms_crossed(6000);
