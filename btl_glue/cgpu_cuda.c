@@ -6,7 +6,6 @@
 #include "cgpu_engine.h"
 
 #include <pthread.h>
-#include <time.h>
 
 /* Collectives in flight (readers, cgpu_cuda_inflight_begin/end) against a communicator's
  * set-up and the deferred releases (writers). Plain threads, so the host-only build (CI)
@@ -47,14 +46,7 @@ bool cgpu_cuda_setup_begin(void)
     if (setup_wait_ms < 0) {
         (void) pthread_rwlock_wrlock(&inflight);
     } else {
-        struct timespec until;
-        (void) clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += setup_wait_ms / 1000;
-        until.tv_nsec += (long) (setup_wait_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec += 1;
-            until.tv_nsec -= 1000000000L;
-        }
+        const struct timespec until = cgpu_deadline_after_ns((uint64_t) setup_wait_ms * 1000000ull);
         if (0 != pthread_rwlock_timedwrlock(&inflight, &until)) {
             cgpu_log(CGPU_LOG_INFO,
                      "cuda: set-up goes ahead beside collectives in flight (waited %d ms)",

@@ -30,6 +30,16 @@ uint64_t cgpu_now_ns(void)
     return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
 }
 
+struct timespec cgpu_deadline_after_ns(uint64_t ns)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    ns += (uint64_t) t.tv_nsec;
+    t.tv_sec += (time_t) (ns / 1000000000ull);
+    t.tv_nsec = (long) (ns % 1000000000ull);
+    return t;
+}
+
 uint64_t cgpu_engine_watchdog_firings(void)
 {
     return atomic_load_explicit(&wd_firings, memory_order_relaxed);
@@ -91,11 +101,7 @@ static void *wd_main(void *arg)
     const double period = t / 4 < 1.0 ? t / 4 : 1.0;
     pthread_mutex_lock(&wd_lock);
     while (wd_running) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        uint64_t ns = (uint64_t) until.tv_nsec + (uint64_t) (period * 1e9);
-        until.tv_sec += (time_t) (ns / 1000000000ull);
-        until.tv_nsec = (long) (ns % 1000000000ull);
+        const struct timespec until = cgpu_deadline_after_ns((uint64_t) (period * 1e9));
         pthread_cond_timedwait(&wd_cond, &wd_lock, &until);
         if (!wd_running) {
             break;

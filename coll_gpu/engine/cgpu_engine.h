@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "cgpu_status.h"
 #include "kernels/cgpu_reduce.h"
@@ -221,6 +222,8 @@ bool cgpu_engine_worker_shares_cpu(void);
 
 /** Monotonic clock, nanoseconds. */
 uint64_t cgpu_now_ns(void);
+/** The CLOCK_REALTIME time @p ns from now: the deadline of a pthread timed wait. */
+struct timespec cgpu_deadline_after_ns(uint64_t ns);
 
 /**
  * Run the configured progress function (cgpu_config_t.progress) from a blocking wait that

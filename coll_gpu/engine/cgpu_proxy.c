@@ -1250,13 +1250,8 @@ static void *proxy_main(void *arg)
         } else {
             pthread_mutex_lock(&sub_lock);
             if (NULL == P.sub_head && !P.stop && gen == atomic_load(&P.cancel_gen)) {
-                struct timespec until;
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_nsec += PROXY_IDLE_WAIT_MS * 1000000L;
-                if (until.tv_nsec >= 1000000000L) {
-                    until.tv_sec += 1;
-                    until.tv_nsec -= 1000000000L;
-                }
+                const struct timespec until =
+                    cgpu_deadline_after_ns((uint64_t) PROXY_IDLE_WAIT_MS * 1000000ull);
                 P.sleeping = true;
                 pthread_cond_timedwait(&sub_cond, &sub_lock, &until);
                 P.sleeping = false;
