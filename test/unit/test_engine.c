@@ -1630,13 +1630,6 @@ typedef struct flight {
     pthread_t thread;
 } flight_t;
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(int ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L};
@@ -1648,9 +1641,9 @@ static void *flight_main(void *arg)
 {
     flight_t *f = arg;
     cgpu_cuda_inflight_begin();
-    const int64_t until = mono_ms() + f->hold_ms;
+    const int64_t until = now_ms() + f->hold_ms;
     atomic_store(&f->state, FLIGHT_HOLDING);
-    while (FLIGHT_END != atomic_load(&f->state) && (f->hold_ms <= 0 || mono_ms() < until)) {
+    while (FLIGHT_END != atomic_load(&f->state) && (f->hold_ms <= 0 || now_ms() < until)) {
         sleep_ms(1);
     }
     atomic_store(&f->state, FLIGHT_ENDED); /* before the release: a set-up it lets in sees it */
@@ -1666,7 +1659,7 @@ static bool flight_start(flight_t *f, int hold_ms, bool wait_holding)
     if (0 != pthread_create(&f->thread, NULL, flight_main, f)) {
         return false;
     }
-    for (int64_t until = mono_ms() + 5000; wait_holding && mono_ms() < until;) {
+    for (int64_t until = now_ms() + 5000; wait_holding && now_ms() < until;) {
         if (FLIGHT_HOLDING == atomic_load(&f->state)) {
             return true;
         }
@@ -1735,8 +1728,8 @@ static void scenario_setup_wait_is_bounded(test_rank_t *t)
                      "a collective started during a set-up that held the lock");
         cgpu_cuda_setup_end(held);
         held = false;
-        int64_t until = mono_ms() + 5000;
-        while (FLIGHT_HOLDING != atomic_load(&f.state) && mono_ms() < until) {
+        int64_t until = now_ms() + 5000;
+        while (FLIGHT_HOLDING != atomic_load(&f.state) && now_ms() < until) {
             sleep_ms(1);
         }
         CHILD_CHECKF(FLIGHT_HOLDING == atomic_load(&f.state),
@@ -1744,9 +1737,9 @@ static void scenario_setup_wait_is_bounded(test_rank_t *t)
 
         /* a collective in flight that does not end: the set-up goes ahead after the bound,
          * without the lock and without the hook */
-        const int64_t t0 = mono_ms();
+        const int64_t t0 = now_ms();
         held = cgpu_cuda_setup_begin();
-        const int64_t waited = mono_ms() - t0;
+        const int64_t waited = now_ms() - t0;
         CHILD_CHECKF(!held, "set-up took the lock while a collective held it");
         CHILD_CHECKF(waited >= WAIT_MS - 5, "set-up went ahead after %lld ms, before %d",
                      (long long) waited, WAIT_MS);
