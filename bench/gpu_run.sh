@@ -7,6 +7,7 @@
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   suite_cuda bench
 #   bench_tree variants sanitize
+#   grids crossed (the block budget: ranks on different grids; sixteen communicators crossed)
 #   unpack (instead of build: the tests' programs packed by bench/carry_build.sh, carried as .carry)
 #   (default: build smoke test bench)
 set -uo pipefail
@@ -197,6 +198,41 @@ if has conn; then # every stream on one CUDA hardware queue, and 32 queues (the 
         run conn${c}_nb_np2 120 2 -x CUDA_DEVICE_MAX_CONNECTIONS=$c --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb
         run conn${c}_colls_np2 120 2 -x CUDA_DEVICE_MAX_CONNECTIONS=$c --mca coll_gpu_cuda_timeout 10 \
             test/gpu/test_cuda_colls quick
+    done
+fi
+# Ranks with different block budgets (coll_gpu_cuda_block_budget, each rank's own): their
+# kernels run the same parts on different grids, a block taking several parts in turn.
+# One application context a rank, its settings in its environment (verbose 100 logs the
+# launches on fewer blocks than parts)
+budget_run() { # name timeout budgets(comma-separated, one rank each) program args...
+    local name=$1 t=$2 b=$3; shift 3
+    local ctx=() x
+    for x in ${b//,/ }; do
+        ctx+=(: -np 1 env OMPI_MCA_coll_gpu_cuda_block_budget="$x" OMPI_MCA_coll_gpu_verbose=100
+              OMPI_MCA_coll_gpu_cuda_timeout=20 "$@")
+    done
+    run "$name" "$t" "${ctx[@]:2}"
+    local fewer
+    fewer=$(grep -c "cuda: a launch of .* parts on .* blocks" "$out/$name.log")
+    echo "  $name: launches on fewer blocks than parts: $fewer"
+    if [ "$fewer" -eq 0 ]; then fail=$((fail+1)); echo "FAIL $name: no launch ran on a reduced grid"; fi
+    gzip -f "$out/$name.log"
+}
+if has grids; then
+    budget_run grids_colls_np2 200 1,3 test/gpu/test_cuda_colls quick
+    budget_run grids_allreduce_np2 200 2,5 test/gpu/test_cuda_allreduce quick
+    budget_run grids_nb_np2 200 1,64 test/gpu/test_cuda_nb
+    budget_run grids_allreduce_np4 240 1,2,5,64 test/gpu/test_cuda_allreduce quick
+    budget_run grids_colls_np4 240 3,1,64,2 test/gpu/test_cuda_colls quick
+fi
+if has crossed; then # sixteen communicators' large calls in flight, crossed (test_nb crossed)
+    for i in $(seq 1 "${CROSS_REP:-3}"); do
+        run crossed_np2_$i 90 2 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb crossed
+    done
+    run crossed_np4 120 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_nb crossed
+    for i in $(seq 1 "${CROSS_REP:-3}"); do # the old behaviour: every call all its blocks
+        control crossed_nobudget_$i 60 2 --mca coll_gpu_cuda_block_budget 0 --mca coll_gpu_cuda_timeout 15 \
+            test/gpu/test_cuda_nb crossed
     done
 fi
 if has mt_trace; then # one failing threaded run with every call traced (verbose 100), for diagnosis

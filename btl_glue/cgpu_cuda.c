@@ -154,6 +154,17 @@ int cgpu_cuda_mps_enabled(int device)
     return 0 != v;
 }
 
+int cgpu_cuda_device_sms(int device)
+{
+    int v = 0;
+    if (!cgpu_cuda_available() ||
+        cudaSuccess != cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device)) {
+        (void) cudaGetLastError();
+        return 0;
+    }
+    return v;
+}
+
 cgpu_status_t cgpu_cuda_set_device(int device)
 {
     return cgpu_cuda_check((int) cudaSetDevice(device), "cudaSetDevice");
@@ -652,6 +663,12 @@ int cgpu_cuda_mps_enabled(int device)
 {
     (void) device;
     return -1;
+}
+
+int cgpu_cuda_device_sms(int device)
+{
+    (void) device;
+    return 0;
 }
 
 cgpu_status_t cgpu_cuda_set_device(int device)

@@ -37,6 +37,8 @@ int cgpu_cuda_current_device(void);
 /** Whether contexts on @p device are MPS clients: 1 yes, 0 no, -1 unknown (a runtime
  *  without the attribute, or no device). */
 int cgpu_cuda_mps_enabled(int device);
+/** The multiprocessors of @p device, or 0 (no device). */
+int cgpu_cuda_device_sms(int device);
 
 /** Make @p device current for the calling thread. */
 cgpu_status_t cgpu_cuda_set_device(int device);

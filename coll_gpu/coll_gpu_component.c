@@ -488,6 +488,17 @@ static int gpu_register(void)
         "staged through host copies. true: run our kernels there anyway (tests of the "
         "kernels with more ranks than GPUs)",
         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_6, &c->cuda_time_sliced);
+    c->cuda_block_budget = d.cuda_block_budget;
+    reg_int("cuda_block_budget",
+            "cuda backend: most thread blocks of this process's collective kernels in flight on "
+            "a GPU at once. Our kernels wait on the GPU for their peers' kernels, so calls in "
+            "flight on several communicators must all fit on the GPU at once, or ranks that "
+            "posted them in different orders wait for each other for ever; past the budget a "
+            "call runs its parts on fewer blocks, one after another (its peers may use any "
+            "number: the decision is each rank's own). -1: what the GPU holds at once "
+            "(multiprocessors x blocks each, divided among the ranks on it); 0: no budget, "
+            "every call all its blocks (a call the GPU cannot hold beside the others can hang)",
+            OPAL_INFO_LVL_6, &c->cuda_block_budget);
     c->cuda_stream_order = d.cuda_stream_order;
     reg_enum("cuda_stream_order",
              "cuda backend: how a collective on device memory starts on the GPU only after the "
@@ -643,6 +654,7 @@ static int gpu_open(void)
     cfg.cuda_setup_exclusive = c->cuda_setup_exclusive;
     cfg.cuda_setup_wait_ms = c->cuda_setup_wait_ms;
     cfg.cuda_time_sliced = c->cuda_time_sliced;
+    cfg.cuda_block_budget = c->cuda_block_budget;
     cfg.profiler = c->profiler;
     cfg.ofi_provider = c->ofi_provider;
     cfg.stage_host_buffers = c->stage_host_buffers;

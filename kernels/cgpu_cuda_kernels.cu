@@ -460,10 +460,10 @@ __device__ void step_done(RingState &s, bool sent, bool received)
     }
 }
 
-__device__ void ring_state_init(RingState &s, const cgpu_cuda_ring_args_t *a)
+__device__ void ring_state_init(RingState &s, const cgpu_cuda_ring_args_t *a, int c)
 {
     s.a = a;
-    s.c = blockIdx.x;
+    s.c = c;
     s.sent = 0;
     s.recvd = 0;
     s.my_flags = (uint64_t *) a->my_inbox;
@@ -476,10 +476,21 @@ __device__ __forceinline__ int wrap(int x, int n)
     return ((x % n) + n) % n;
 }
 
-template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_args_t a)
+/* A block's parts (CGPU_CUDA_GRID_DOC) in increasing order, until one times out. Each part
+ * starts with a barrier: the previous one's last reads of shared state are done. */
+#define CGPU_EACH_PART(first, parts, step, body)                            \
+    for (int part_ = (first); part_ < (parts); part_ += (step)) {           \
+        __syncthreads();                                                    \
+        if (!(body)) {                                                      \
+            return;                                                         \
+        }                                                                   \
+    }
+
+/* channel c of a ring allreduce; false after a timeout */
+template <typename T, int OP> __device__ bool ring_channel(const cgpu_cuda_ring_args_t &a, int c)
 {
     RingState s;
-    ring_state_init(s, &a);
+    ring_state_init(s, &a, c);
     const int n = a.nranks, r = a.rank;
     const T *in = (const T *) a.in;
     T *out = (T *) a.out;
@@ -500,7 +511,7 @@ template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_a
         cnt = range(wrap(r - 1, n), &f);
         T *dst = send_slot<T>(s);
         if (nullptr == dst) {
-            return;
+            return false;
         }
         reduce_copy<T, OP>(dst, nullptr, nullptr, in + f, cnt);
         step_done(s, true, false);
@@ -509,7 +520,7 @@ template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_a
             const T *src = recv_slot<T>(s);
             dst = nullptr == src ? nullptr : send_slot<T>(s);
             if (nullptr == dst) {
-                return;
+                return false;
             }
             reduce_copy<T, OP>(dst, nullptr, src, in + f, cnt);
             step_done(s, true, true);
@@ -519,7 +530,7 @@ template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_a
             const T *src = recv_slot<T>(s);
             dst = nullptr == src ? nullptr : send_slot<T>(s);
             if (nullptr == dst) {
-                return;
+                return false;
             }
             reduce_copy<T, OP>(out + f, dst, src, in + f, cnt);
             step_done(s, true, true);
@@ -529,12 +540,12 @@ template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_a
             cnt = range(wrap(r - k, n), &f);
             const T *src = recv_slot<T>(s);
             if (nullptr == src) {
-                return;
+                return false;
             }
             if (k < n - 1) {
                 dst = send_slot<T>(s);
                 if (nullptr == dst) {
-                    return;
+                    return false;
                 }
                 reduce_copy<T, OP>(out + f, dst, src, nullptr, cnt);
                 step_done(s, true, true);
@@ -544,6 +555,12 @@ template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_a
             }
         }
     }
+    return true;
+}
+
+template <typename T, int OP> __global__ void ring_kernel(const cgpu_cuda_ring_args_t a)
+{
+    CGPU_EACH_PART((int) blockIdx.x, a.nch, (int) gridDim.x, (ring_channel<T, OP>(a, part_)));
 }
 
 /* A step's slots: the item from the left (if recv) and room at the right (if send); false
@@ -599,10 +616,10 @@ __device__ __forceinline__ bool exscan_step(RingState &s, bool recv, bool send, 
 /* ---- the other collectives on the ring's links: reduce_scatter and allgather around
  * the ring, bcast and reduce along the chain that ends just before / at the root. Each
  * loop moves, per channel, one chunk of every block (or of the buffer). ---- */
-template <typename T, int OP> __global__ void ringx_kernel(const cgpu_cuda_ring_args_t a)
+template <typename T, int OP> __device__ bool ringx_channel(const cgpu_cuda_ring_args_t &a, int c)
 {
     RingState s;
-    ring_state_init(s, &a);
+    ring_state_init(s, &a, c);
     const int n = a.nranks, r = a.rank;
     const T *in = (const T *) a.in;
     T *out = (T *) a.out;
@@ -652,20 +669,27 @@ template <typename T, int OP> __global__ void ringx_kernel(const cgpu_cuda_ring_
             ok = false;
         }
         if (!ok) {
-            return;
+            return false;
         }
     }
+    return true;
+}
+
+template <typename T, int OP> __global__ void ringx_kernel(const cgpu_cuda_ring_args_t a)
+{
+    CGPU_EACH_PART((int) blockIdx.x, a.nch, (int) gridDim.x, (ringx_channel<T, OP>(a, part_)));
 }
 
 /* ---- alltoall: see cgpu_cuda_a2a_args_t. Send blocks store into the receiver's slots
  * over NVLink; receive blocks copy out of their own inbox; nothing waits on anything but
  * the one peer of its channel, so all peers are in flight at once. ---- */
 #if CGPU_PART(0)
-__global__ void a2a_kernel(const cgpu_cuda_a2a_args_t a)
+/* part b of an alltoall: a send (even b) or receive channel, or a share of the own copy
+ * (b >= nio); false after a timeout */
+__device__ bool a2a_part(const cgpu_cuda_a2a_args_t &a, int b)
 {
     const int n = a.nranks, me = a.rank;
     const int nio = 2 * (n - 1) * a.cpd;
-    const int b = blockIdx.x;
     const uint8_t *in = (const uint8_t *) a.in;
     uint8_t *out = (uint8_t *) a.out;
     if (b >= nio) { /* own block: a plain local copy */
@@ -677,7 +701,7 @@ __global__ void a2a_kernel(const cgpu_cuda_a2a_args_t a)
         reduce_copy<uint8_t, CGPU_OP_SUM>(out + (size_t) me * a.bytes + first, nullptr, nullptr,
                                           in + (size_t) me * a.bytes + first,
                                           last - first);
-        return;
+        return true;
     }
     const bool sender = 0 == (b & 1);
     const int idx = b >> 1, d = 1 + idx / a.cpd, j = idx % a.cpd;
@@ -699,7 +723,7 @@ __global__ void a2a_kernel(const cgpu_cuda_a2a_args_t a)
             if (item >= (uint64_t) a.nslots &&
                 !block_wait_ge(myf + CGPU_CUDA_FLAG_A2A_CONSUMED(c), item + 1 - a.nslots,
                                a.timeout_ns, a.err, CGPU_CUDA_ERR_A2A_CONSUMED, peer)) {
-                return;
+                return false;
             }
             reduce_copy<uint8_t, CGPU_OP_SUM>((uint8_t *) a.inbox[peer] + a.a2a_off + slot, nullptr,
                                               nullptr,
@@ -709,7 +733,7 @@ __global__ void a2a_kernel(const cgpu_cuda_a2a_args_t a)
         } else {
             if (!block_wait_ge(myf + CGPU_CUDA_FLAG_A2A_POSTED(c), item + 1, a.timeout_ns, a.err,
                                CGPU_CUDA_ERR_A2A_POSTED, peer)) {
-                return;
+                return false;
             }
             reduce_copy<uint8_t, CGPU_OP_SUM>(out + (size_t) peer * a.bytes + first,
                                               nullptr,
@@ -721,6 +745,14 @@ __global__ void a2a_kernel(const cgpu_cuda_a2a_args_t a)
             }
         }
     }
+    return true;
+}
+
+/* even grids (CGPU_CUDA_GRID_DOC): a channel's send and receive run at once */
+__global__ void a2a_kernel(const cgpu_cuda_a2a_args_t a)
+{
+    const int parts = 2 * (a.nranks - 1) * a.cpd + a.nself;
+    CGPU_EACH_PART((int) blockIdx.x, parts, (int) gridDim.x, a2a_part(a, part_));
 }
 
 #endif /* CGPU_PART(0) */
@@ -736,9 +768,10 @@ __device__ __forceinline__ char *tree_slot(char *inbox, const cgpu_cuda_tree_arg
            (((size_t) c * CGPU_CUDA_TREE_PORTS + port) * a.nslots + item % a.nslots) * a.slot_bytes;
 }
 
-template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_args_t a)
+/* part 2c + role of a tree allreduce; false after a timeout */
+template <typename T, int OP> __device__ bool tree_part(const cgpu_cuda_tree_args_t &a, int part)
 {
-    const int c = blockIdx.x / 2, role = blockIdx.x % 2, r = a.rank;
+    const int c = part / 2, role = part % 2, r = a.rank;
     const int parent = 0 == r ? -1 : (r - 1) / 2;
     const int me_as_child = 0 == r ? 0 : (r - 1) - 2 * parent; /* 0 or 1 */
     int nkids = 0;
@@ -750,7 +783,7 @@ template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_a
     T *out = (T *) a.out;
     const uint64_t base = a.base[c];
     if (1 == role && parent < 0) {
-        return; /* the root's reduce block starts the broadcast itself */
+        return true; /* the root's reduce block starts the broadcast itself */
     }
     for (int k = 0; k < a.nchunks; ++k) {
         const uint64_t item = base + k;
@@ -770,7 +803,7 @@ template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_a
             for (int j = 0; j < nkids; ++j) {
                 if (!block_wait_ge(myf + CGPU_CUDA_FLAG_TREE_POSTED(c, j), item + 1, a.timeout_ns,
                                    a.err, CGPU_CUDA_ERR_TREE_POSTED, c)) {
-                    return;
+                    return false;
                 }
                 kid[j] = (const T *) tree_slot(a.my_inbox, a, c, j, item);
             }
@@ -780,7 +813,7 @@ template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_a
                 if (item >= (uint64_t) a.nslots &&
                     !block_wait_ge(myf + CGPU_CUDA_FLAG_TREE_CONSUMED(c, 0), item + 1 - a.nslots,
                                    a.timeout_ns, a.err, CGPU_CUDA_ERR_TREE_CONSUMED, c)) {
-                    return;
+                    return false;
                 }
                 up = (T *) tree_slot(a.parent_inbox, a, c, me_as_child, item);
             } else {
@@ -789,7 +822,7 @@ template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_a
                         !block_wait_ge(myf + CGPU_CUDA_FLAG_TREE_CONSUMED(c, 1 + j),
                                        item + 1 - a.nslots, a.timeout_ns, a.err,
                                        CGPU_CUDA_ERR_TREE_CONSUMED, c)) {
-                        return;
+                        return false;
                     }
                     down[j] = (T *) tree_slot(a.child_inbox[j], a, c, 2, item);
                 }
@@ -827,14 +860,14 @@ template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_a
             /* broadcast: take the final chunk from the parent, keep it, pass it down */
             if (!block_wait_ge(myf + CGPU_CUDA_FLAG_TREE_POSTED(c, 2), item + 1, a.timeout_ns,
                                a.err, CGPU_CUDA_ERR_TREE_POSTED, c)) {
-                return;
+                return false;
             }
             const T *src = (const T *) tree_slot(a.my_inbox, a, c, 2, item);
             for (int j = 0; j < nkids; ++j) {
                 if (item >= (uint64_t) a.nslots &&
                     !block_wait_ge(myf + CGPU_CUDA_FLAG_TREE_CONSUMED(c, 1 + j), item + 1 - a.nslots,
                                    a.timeout_ns, a.err, CGPU_CUDA_ERR_TREE_CONSUMED, c)) {
-                    return;
+                    return false;
                 }
                 down[j] = (T *) tree_slot(a.child_inbox[j], a, c, 2, item);
             }
@@ -850,6 +883,13 @@ template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_a
             }
         }
     }
+    return true;
+}
+
+/* even grids (CGPU_CUDA_GRID_DOC): a channel's reduce and broadcast run at once */
+template <typename T, int OP> __global__ void tree_kernel(const cgpu_cuda_tree_args_t a)
+{
+    CGPU_EACH_PART((int) blockIdx.x, 2 * a.nch, (int) gridDim.x, (tree_part<T, OP>(a, part_)));
 }
 
 /* ---- oneshot calls (see cgpu_cuda_kernels.h for the modes): every rank writes its part
@@ -1459,9 +1499,17 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
     }
 }
 
+/* A block's parts stop at the first timeout of any (the record is the whole launch's: a
+ * later part would only wait out the timeout again) */
+__device__ __forceinline__ bool oneshot_on(const cgpu_cuda_oneshot_args_t &a)
+{
+    return 0 == __syncthreads_or(0 != *(volatile unsigned long long *) a.err);
+}
+
 template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_oneshot_args_t a)
 {
-    oneshot_body<T, OP>(a, (int) blockIdx.x);
+    CGPU_EACH_PART((int) blockIdx.x, a.nblocks, (int) gridDim.x,
+                   (oneshot_body<T, OP>(a, part_), oneshot_on(a)));
 }
 
 /* ---- resident oneshot calls: the kernel stays on the device between calls and takes
@@ -1710,6 +1758,15 @@ template <typename F> int fit_threads(F *kernel, int want)
     return t < 32 ? 32 : t / 32 * 32;
 }
 
+/* The blocks a launch of `parts` parts takes: the caller's grid (0: one block a part),
+ * at most one a part, a multiple of `pair` (CGPU_CUDA_GRID_DOC) */
+static inline int grid_of(int grid, int parts, int pair)
+{
+    int g = grid > 0 && grid < parts ? grid : parts;
+    g = g / pair * pair;
+    return g >= pair ? g : pair;
+}
+
 template <typename T, int OP> struct RingK {
     static void go(const cgpu_cuda_ring_args_t *a, int blocks, int threads, cudaStream_t st)
     {
@@ -1922,15 +1979,17 @@ extern "C" int cgpu_cuda_ring_reduce_launch(const cgpu_cuda_ring_args_t *a, cgpu
     if (!cgpu_cuda_reduce_supported(dt, op)) {
         return (int) cudaErrorInvalidValue;
     }
+    const int blocks = grid_of(a->grid, a->nch, 1);
     int rc = CGPU_CUDA_RING_ALLREDUCE == a->mode
-                 ? dispatch<RingK>(a, dt, op, a->nch, threads, (cudaStream_t) stream)
-                 : dispatch<RingXK>(a, dt, op, a->nch, threads, (cudaStream_t) stream);
+                 ? dispatch<RingK>(a, dt, op, blocks, threads, (cudaStream_t) stream)
+                 : dispatch<RingXK>(a, dt, op, blocks, threads, (cudaStream_t) stream);
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 
 extern "C" int cgpu_cuda_ring_copy_launch(const cgpu_cuda_ring_args_t *a, int threads, void *stream)
 {
-    RingXK<uint8_t, CGPU_OP_SUM>::go(a, a->nch, threads, (cudaStream_t) stream);
+    RingXK<uint8_t, CGPU_OP_SUM>::go(a, grid_of(a->grid, a->nch, 1), threads,
+                                     (cudaStream_t) stream);
     return (int) cudaGetLastError();
 }
 
@@ -1940,7 +1999,7 @@ extern "C" int cgpu_cuda_a2a_launch(const cgpu_cuda_a2a_args_t *a, int threads, 
     if (0 == fit || threads != fit) {
         fit = fit_threads(a2a_kernel, threads);
     }
-    const int blocks = 2 * (a->nranks - 1) * a->cpd + a->nself;
+    const int blocks = grid_of(a->grid, 2 * (a->nranks - 1) * a->cpd + a->nself, 2);
     a2a_kernel<<<blocks, fit, 0, (cudaStream_t) stream>>>(*a);
     return (int) cudaGetLastError();
 }
@@ -1992,7 +2051,8 @@ extern "C" int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dty
     if (!cgpu_cuda_reduce_supported(dt, op)) {
         return (int) cudaErrorInvalidValue;
     }
-    int rc = dispatch<TreeK>(a, dt, op, 2 * a->nch, threads, (cudaStream_t) stream);
+    int rc = dispatch<TreeK>(a, dt, op, grid_of(a->grid, 2 * a->nch, 2), threads,
+                             (cudaStream_t) stream);
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 
@@ -2013,13 +2073,15 @@ extern "C" int cgpu_cuda_oneshot_launch(const cgpu_cuda_oneshot_args_t *a, cgpu_
                                         cgpu_op_t op, int threads, void *stream)
 {
     if (CGPU_CUDA_ONESHOT_COPIES(CGPU_CUDA_ONESHOT_BASE(a->mode))) {
-        OneshotK<uint8_t, CGPU_OP_SUM>::go(a, a->nblocks, threads, (cudaStream_t) stream);
+        OneshotK<uint8_t, CGPU_OP_SUM>::go(a, grid_of(a->grid, a->nblocks, 1), threads,
+                                           (cudaStream_t) stream);
         return (int) cudaGetLastError();
     }
     if (!cgpu_cuda_reduce_supported(dt, op)) {
         return (int) cudaErrorInvalidValue;
     }
-    int rc = dispatch<OneshotK>(a, dt, op, a->nblocks, threads, (cudaStream_t) stream);
+    int rc = dispatch<OneshotK>(a, dt, op, grid_of(a->grid, a->nblocks, 1), threads,
+                                (cudaStream_t) stream);
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 

@@ -86,7 +86,17 @@ enum { CGPU_CUDA_ERR_NONE = 0, CGPU_CUDA_ERR_RING_POSTED = 1, CGPU_CUDA_ERR_RING
 enum { CGPU_CUDA_RING_ALLREDUCE = 0, CGPU_CUDA_RING_REDUCE_SCATTER = 1, CGPU_CUDA_RING_ALLGATHER = 2,
        CGPU_CUDA_RING_BCAST = 3, CGPU_CUDA_RING_REDUCE = 4 };
 
-/** Arguments of one launch on the ring (one block per channel). */
+/* CGPU_CUDA_GRID_DOC: a launch has parts (the ring's and the tree's channels, the
+ * alltoall's send and receive channels, a oneshot call's blocks of data), each of which
+ * waits only for the same part on its peers. A rank may launch fewer blocks than parts
+ * (`grid`, its own choice: the block budget, cgpu_cuda_comm.c): block b then runs parts b,
+ * b + grid, b + 2 grid, ... one after the other. Every rank taking its parts in increasing
+ * order, the lowest part not yet done always has every rank's block on it, so no choice of
+ * grids can deadlock. The tree and the alltoall pair their parts (a channel's reduce and
+ * broadcast, its send and receive: one waits for slots the other frees), so their grids are
+ * even and blocks 2k and 2k+1 run a pair at once. */
+
+/** Arguments of one launch on the ring (one channel a part). */
 typedef struct cgpu_cuda_ring_args {
     unsigned long long timeout_ns; /* give up a wait after this long (0: never) */
     unsigned long long *err;       /* device view of the host-mapped error record */
@@ -95,7 +105,8 @@ typedef struct cgpu_cuda_ring_args {
     size_t count;        /* elements */
     size_t chunk;        /* elements per ring chunk in this call (same on every rank) */
     int nloops;          /* loops every channel runs (same on every rank) */
-    int nch;             /* channels (blocks) in this call */
+    int nch;             /* channels in this call (same on every rank) */
+    int grid;            /* blocks this rank launches (CGPU_CUDA_GRID_DOC; 0: nch) */
     int rank, nranks;
     int nslots;
     size_t slot_bytes;
@@ -125,6 +136,7 @@ typedef struct cgpu_cuda_a2a_args {
     int cpd;             /* channels per distance in this call */
     int cpd_max;         /* channels per distance in the area's layout */
     int nself;
+    int grid; /* blocks this rank launches, even (CGPU_CUDA_GRID_DOC; 0: all) */
     int rank, nranks;
     int nslots;
     size_t slot_bytes;
@@ -145,6 +157,7 @@ typedef struct cgpu_cuda_tree_args {
     size_t chunk;        /* elements per pipeline step */
     int nchunks;         /* steps every channel runs (same on every rank) */
     int nch;
+    int grid; /* blocks this rank launches, even (CGPU_CUDA_GRID_DOC; 0: 2 nch) */
     int rank, nranks;
     int nslots;
     size_t slot_bytes;
@@ -221,7 +234,8 @@ typedef struct cgpu_cuda_oneshot_args {
     int mode;            /* CGPU_CUDA_RING_* or CGPU_CUDA_ONESHOT_{ALLTOALL,SCAN,EXSCAN} */
     int root;            /* BCAST, REDUCE */
     int rank, nranks;
-    int nblocks;
+    int nblocks;         /* parts of the call (same on every rank) */
+    int grid;            /* blocks this rank launches (CGPU_CUDA_GRID_DOC; 0: nblocks) */
     uint64_t seq;        /* this call's number (same on every rank), from 1; LL calls have
                           * their own numbers */
     size_t slice_bytes;  /* capacity of one rank's contribution in an inbox buffer */

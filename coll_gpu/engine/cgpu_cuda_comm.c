@@ -41,6 +41,8 @@ typedef struct cgpu_cuda_comm {
     uint64_t tree_base[CGPU_CUDA_MAX_CHANNELS];
     int nch_max;
     int threads;
+    int block_cap;   /* coll_gpu_cuda_block_budget for this communicator's device (0: none) */
+    int blocks_held; /* blocks the call in progress took (given back when it ends) */
     int nslots;
     size_t slot_bytes;
     uint64_t ring_sbase[CGPU_CUDA_MAX_CHANNELS]; /* items sent right per channel */
@@ -156,6 +158,67 @@ static cgpu_status_t ensure_scratch(cgpu_cuda_comm_t *cc, size_t bytes);
 static cgpu_status_t ensure_pinned(cgpu_cuda_comm_t *cc, size_t bytes);
 static size_t oneshot_blocks(size_t unit);
 
+/* The block budget (coll_gpu_cuda_block_budget). Our kernels spin on the GPU until their
+ * peers' kernels deliver; calls in flight on several communicators at once (non-blocking
+ * calls' workers, application threads) whose blocks the GPU cannot all hold leave some
+ * blocks undispatched behind spinning ones, and where ranks posted the calls in different
+ * orders each waits for the other for ever (session 32: twelve communicators with 4 MB
+ * allreduces crossed, 32 ring blocks of 512 threads each, one block per multiprocessor at
+ * 80-108 registers a thread). So every launch takes its blocks from a count per device
+ * shared by the process's threads, and past the budget runs its parts on fewer blocks
+ * (cgpu_cuda_kernels.h, CGPU_CUDA_GRID_DOC): each rank's own choice. */
+enum { BUDGET_DEVICES = 64 };
+static int block_used[BUDGET_DEVICES];
+
+static int *budget_of(const cgpu_cuda_comm_t *cc)
+{
+    return cc->device >= 0 && cc->device < BUDGET_DEVICES ? &block_used[cc->device] : NULL;
+}
+
+/* the blocks this rank's kernels may hold on the device at once, `share` ranks on it */
+static int block_cap(const cgpu_cuda_comm_t *cc, int share)
+{
+    const int b = cgpu_engine_config()->cuda_block_budget;
+    if (b >= 0) {
+        return b;
+    }
+    /* a block of up to 128 registers a thread (ours take 80-108), 64 Ki registers and 2048
+     * threads a multiprocessor */
+    const int t = cc->threads > 0 ? cc->threads : 512;
+    int per_sm = 65536 / (t * 128);
+    per_sm = per_sm < 1 ? 1 : per_sm > 2048 / t ? 2048 / t : per_sm;
+    const int sms = cgpu_cuda_device_sms(cc->device);
+    const int cap = sms * per_sm / (share > 1 ? share : 1);
+    return sms > 0 ? (cap > 1 ? cap : 1) : 0;
+}
+
+/* a launch's grid (0: every part a block, where there is no budget) */
+static int blocks_take(cgpu_cuda_comm_t *cc, int want, int pair)
+{
+    int *used = budget_of(cc);
+    if (NULL == used || 0 == cc->block_cap) {
+        return 0;
+    }
+    const int got = cgpu_blocks_take(used, cc->block_cap, want, pair);
+    cc->blocks_held += got;
+    if (got < want) {
+        cgpu_log(CGPU_LOG_TRACE,
+                 "cuda: a launch of %d parts on %d blocks (budget %d on device "
+                 "%d)",
+                 want, got, cc->block_cap, cc->device);
+    }
+    return got;
+}
+
+/* the call's kernels have ended */
+static void blocks_give(cgpu_cuda_comm_t *cc)
+{
+    if (cc->blocks_held > 0) {
+        cgpu_blocks_give(budget_of(cc), cc->blocks_held);
+        cc->blocks_held = 0;
+    }
+}
+
 static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
 {
     /* before any of our kernels can run, so no lazy load ever waits for one */
@@ -178,6 +241,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     channel_caps(cc, comm->size, 1);
     cc->ch_min = cfg->cuda_channel_min_bytes;
     cc->threads = cfg->cuda_threads;
+    cc->block_cap = block_cap(cc, 1); /* connect divides it among ranks sharing the device */
     cc->nslots = cfg->cuda_slots;
     cc->slot_bytes = (cfg->cuda_slot_bytes + 255) & ~(size_t) 255;
     cc->oneshot_slice = (cfg->cuda_oneshot_bytes + 255) & ~(size_t) 255;
@@ -315,6 +379,7 @@ static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
          * of 512 threads, beside the resident kernels, do not on an H200), so the ranks
          * that share it share the channels */
         channel_caps(cc, comm->size, share);
+        cc->block_cap = block_cap(cc, share);
         if (0 == comm->rank) {
             cgpu_log(CGPU_LOG_INFO, "cuda: up to %d ranks share a device: at most %d ring "
                      "channels and %d alltoall channels per peer a call", share, cc->nch_max,
@@ -413,6 +478,9 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
         }
         cc->rk_listed = false;
         rk_count--;
+        if (NULL != budget_of(cc)) {
+            cgpu_blocks_give(budget_of(cc), cc->rk_blocks);
+        }
     }
     pthread_mutex_unlock(&rk_lock);
     rk_report(comm, cc); /* the kernel has ended (rk_stop) */
@@ -722,6 +790,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     }
     /* MPI semantics: the result is in the buffer when the call returns */
     cgpu_status_t sync = k->resident ? CGPU_OK : cgpu_cuda_stream_wait_collective(cc->stream);
+    blocks_give(cc);
     cgpu_cuda_inflight_end();
     cgpu_prof_stop(&kev); /* launch to completion */
     cgpu_coll_prof_end(comm);
@@ -823,6 +892,7 @@ static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, c
     a.root = rc->root;
     memcpy(a.sbase, cc->ring_sbase, sizeof(a.sbase));
     memcpy(a.rbase, cc->ring_rbase, sizeof(a.rbase));
+    a.grid = blocks_take(cc, (int) nch, 1);
     cgpu_log(CGPU_LOG_TRACE, "cuda: ring mode %d rank %d count %zu nch %zu chunk %zu loops %zu "
              "base %llu/%llu", rc->mode, comm->rank, count, nch, chunk, nloops,
              (unsigned long long) cc->ring_sbase[0], (unsigned long long) cc->ring_rbase[0]);
@@ -877,6 +947,7 @@ static cgpu_status_t launch_tree(cgpu_comm_t *comm, const void *in, void *out, c
         a.child_inbox[j] = kid < n ? cc->peer_inbox[kid] : NULL;
     }
     memcpy(a.base, cc->tree_base, sizeof(a.base));
+    a.grid = blocks_take(cc, 2 * (int) nch, 2);
     cgpu_log(CGPU_LOG_TRACE, "cuda: tree allreduce rank %d count %zu %s/%s nch %zu chunk %zu "
              "chunks %zu base %llu", r, count, cgpu_dtype_name(dt), cgpu_op_name(rc->op), nch,
              chunk, nchunks, (unsigned long long) cc->tree_base[0]);
@@ -973,6 +1044,7 @@ static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out
     a.rank = comm->rank;
     a.nranks = comm->size;
     a.nblocks = (int) oneshot_blocks(oneshot_unit(rc));
+    a.grid = blocks_take(cc, a.nblocks, 1);
     a.slice_bytes = cc->oneshot_slice;
     a.oneshot_off = cc->oneshot_off;
     a.ll_off = cc->ll_off;
@@ -1113,7 +1185,11 @@ static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size
         return true;
     }
     pthread_mutex_lock(&rk_lock);
-    if (rk_count < cgpu_engine_config()->cuda_resident_max_kernels) {
+    /* a listed communicator's kernel holds its blocks of the budget until the
+     * communicator ends (it runs again at the next call after an idle end) */
+    if (rk_count < cgpu_engine_config()->cuda_resident_max_kernels &&
+        (NULL == budget_of(cc) ||
+         cgpu_blocks_reserve(budget_of(cc), cc->block_cap, cc->rk_blocks))) {
         rk_count++;
         cc->rk_listed = true;
         cc->rk_next = rk_head;
@@ -1466,6 +1542,7 @@ static cgpu_status_t launch_a2a(cgpu_comm_t *comm, const void *in, void *out, co
         a.inbox[i] = cc->peer_inbox[i];
     }
     memcpy(a.base, cc->a2a_base, sizeof(a.base));
+    a.grid = blocks_take(cc, 2 * (comm->size - 1) * (int) cpd + (int) nself, 2);
     cgpu_log(CGPU_LOG_TRACE, "cuda: alltoall rank %d bytes %zu cpd %zu chunk %zu chunks %zu",
              comm->rank, bytes, cpd, chunk, nchunks);
     int err = cgpu_cuda_a2a_launch(&a, cc->threads, cc->stream);
@@ -1629,6 +1706,17 @@ static cgpu_status_t ce_push_pieces(cgpu_cuda_comm_t *cc, char *dst, const char 
 /* 2-rank reduce: the other rank's copy engines push its input into the root's output in
  * pieces (on a second stream, so the copies run back to back), each followed by a flag;
  * the root's kernel reduces every piece as it lands. Both ranks advance ce_seq alike. */
+/* A copy-engine reduction's blocks: one per 128 KiB of its largest piece, so the reduction
+ * keeps ahead of NVLink (2 MiB pieces on 2 blocks measured 73 GB/s at 6140ee8), within
+ * the block budget (the kernel splits each piece among whatever blocks it has). Its
+ * flag kernels (cgpu_cuda_ce_sync: one block of a few threads) are not counted. */
+static int ce_blocks(cgpu_cuda_comm_t *cc, size_t piece_bytes)
+{
+    const int want = (int) clamp1(div_up(piece_bytes, 128 << 10), 128);
+    const int got = blocks_take(cc, want, 1);
+    return got > 0 ? got : want;
+}
+
 static cgpu_status_t launch_ce_reduce(cgpu_comm_t *comm, const void *in, void *out,
                                       const ce_call_t *ce)
 {
@@ -1650,10 +1738,8 @@ static cgpu_status_t launch_ce_reduce(cgpu_comm_t *comm, const void *in, void *o
                                         .lo = lo, .hi = hi, .npieces = npieces, .peer = peer,
                                         .base = base};
         a.flag = (const uint64_t *) (cc->ib.ptr + CGPU_CUDA_FLAG_CE(peer));
-        /* a block per 128 KiB of a piece: the reduction keeps ahead of NVLink (2 MiB
-         * pieces on 2 blocks measured 73 GB/s at 6140ee8) */
         const size_t largest = ce->count < hi ? ce->count : hi;
-        const int blocks = (int) clamp1(div_up(largest * es, 128 << 10), 128);
+        const int blocks = ce_blocks(cc, largest * es);
         int err = cgpu_cuda_ce_reduce(&a, ce->dt, ce->op, blocks, cc->threads, cc->stream);
         return 0 != err ? cgpu_cuda_check(err, "reduce launch") : CGPU_OK;
     }
@@ -1718,7 +1804,7 @@ static cgpu_status_t launch_ce_allreduce(cgpu_comm_t *comm, const void *in, void
                                     .hi = hi, .npieces = npieces, .peer = peer, .base = base};
     a.flag = (const uint64_t *) (cc->ib.ptr + CGPU_CUDA_FLAG_CE(peer));
     const size_t largest = cnt[me] < hi ? cnt[me] : hi;
-    const int blocks = (int) clamp1(div_up(largest * es, 128 << 10), 128);
+    const int blocks = ce_blocks(cc, largest * es);
     int err = cgpu_cuda_ce_reduce(&a, ce->dt, ce->op, blocks, cc->threads, cc->stream);
     if (0 != err) {
         (void) cgpu_cuda_stream_after(cc->stream, cc->ev3, cc->stream3);

@@ -68,6 +68,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_setup_exclusive = true;
     cfg->cuda_setup_wait_ms = 10;
     cfg->cuda_time_sliced = false; /* ranks sharing a GPU without MPS: the host backend */
+    cfg->cuda_block_budget = -1;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
     cfg->ofi_provider = NULL;
@@ -90,16 +91,16 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
     if (cfg->slot_bytes < 64 || cfg->nslots < 2 || cfg->stage_bytes < 64 ||
         cfg->cuda_channels < 1 || cfg->cuda_channels > 64 || cfg->cuda_threads < 64 ||
         cfg->cuda_threads > 1024 || cfg->cuda_slot_bytes < 4096 || cfg->cuda_slots < 2 ||
-        cfg->cuda_tree_channels < 0 || cfg->cuda_tree_channels > 64 ||
-        cfg->cuda_a2a_channels < 0 || cfg->cuda_a2a_channels > 64 || cfg->cuda_inbox_pool < 0 ||
-        cfg->cuda_ipc_cache_size < 0 || cfg->cuda_channel_min_bytes < 1 ||
-        cfg->cuda_stream_order < CGPU_ORDER_AUTO ||
+        cfg->cuda_tree_channels < 0 || cfg->cuda_tree_channels > 64 || cfg->cuda_a2a_channels < 0 ||
+        cfg->cuda_a2a_channels > 64 || cfg->cuda_inbox_pool < 0 || cfg->cuda_ipc_cache_size < 0 ||
+        cfg->cuda_channel_min_bytes < 1 || cfg->cuda_stream_order < CGPU_ORDER_AUTO ||
         cfg->cuda_stream_order > CGPU_ORDER_BLOCKING_STREAM || cfg->proxy_max_peers < 0 ||
         cfg->proxy_max_inflight < 1 || cfg->proxy_bounce_bytes < 4096 ||
         !(cfg->cuda_resident_idle_us >= 0) || cfg->cuda_resident_max_kernels < 0 ||
         cfg->cuda_oneshot_block_bytes < 1024 ||
         (0 != cfg->cuda_oneshot_small_block_bytes && cfg->cuda_oneshot_small_block_bytes < 1024) ||
-        cfg->cuda_ll_bytes > CGPU_CUDA_LL_BYTES_MAX || cfg->cuda_setup_wait_ms < -1) {
+        cfg->cuda_ll_bytes > CGPU_CUDA_LL_BYTES_MAX || cfg->cuda_setup_wait_ms < -1 ||
+        cfg->cuda_block_budget < -1) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;
@@ -321,4 +322,43 @@ void cgpu_engine_progress(void)
     inside = true;
     engine_cfg.progress();
     inside = false;
+}
+
+int cgpu_blocks_take(int *used, int cap, int want, int pair)
+{
+    pair = pair > 1 ? pair : 1;
+    want = want > pair ? want : pair;
+    int cur = __atomic_load_n(used, __ATOMIC_RELAXED);
+    for (;;) {
+        int got = want;
+        if (cap > 0) {
+            const int left = cap - cur;
+            got = left < want ? left : want;
+            got = got / pair * pair;
+            got = got >= pair ? got : pair;
+        }
+        if (__atomic_compare_exchange_n(used, &cur, cur + got, true, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            return got;
+        }
+    }
+}
+
+bool cgpu_blocks_reserve(int *used, int cap, int n)
+{
+    int cur = __atomic_load_n(used, __ATOMIC_RELAXED);
+    do {
+        if (cap > 0 && cur + n > cap) {
+            return false;
+        }
+    } while (!__atomic_compare_exchange_n(used, &cur, cur + n, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return true;
+}
+
+void cgpu_blocks_give(int *used, int n)
+{
+    if (n > 0) {
+        (void) __atomic_fetch_sub(used, n, __ATOMIC_RELAXED);
+    }
 }

@@ -143,6 +143,9 @@ typedef struct cgpu_config {
     bool cuda_time_sliced;      /* run the kernels also where ranks share a device without
                                  * MPS (else such a communicator, where the backend is auto,
                                  * takes the host backend) */
+    int cuda_block_budget;      /* thread blocks of this process's collective kernels in
+                                 * flight on a device at once (-1: what the device holds at
+                                 * once, shared by the ranks on it; 0: no budget) */
     /* inter-node proxy (libfabric; cgpu_proxy.h) */
     const char *ofi_provider;   /* provider name; NULL or "": the best found, tcp as fallback */
     int proxy_max_peers;        /* peers one process connects to at most (0: no cap) */
@@ -219,6 +222,20 @@ bool cgpu_engine_thread_one_cpu(void);
  *  worker) bound to one CPU: it shares the application thread's core, so its waits give
  *  the core away between polls. */
 bool cgpu_engine_worker_shares_cpu(void);
+
+/**
+ * A launch's thread blocks out of a budget of @p cap blocks (@p used: those taken and not
+ * given back, shared by the threads of the process): @p want (one per part of the call) or
+ * as many as are left, a multiple of @p pair, at least @p pair even where none is left (a
+ * call is never held back: a rank waiting for blocks that its peers' calls hold could wait
+ * for ever; cgpu_cuda_kernels.h, CGPU_CUDA_GRID_DOC). cap <= 0: no budget, @p want.
+ * Give the result back with cgpu_blocks_give once the launch's kernel has ended.
+ */
+int cgpu_blocks_take(int *used, int cap, int want, int pair);
+/** @p n blocks of the budget if they are left (or there is none: cap <= 0): true; else
+ *  none taken, false. */
+bool cgpu_blocks_reserve(int *used, int cap, int n);
+void cgpu_blocks_give(int *used, int n);
 
 /** Monotonic clock, nanoseconds. */
 uint64_t cgpu_now_ns(void);

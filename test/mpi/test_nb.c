@@ -443,6 +443,26 @@ static void many_comms_crossed(uint64_t salt)
     }
 }
 
+/* `crossed` (GPU runs): sixteen communicators with a large allreduce each in flight at
+ * once (ring sizes of 4 and 16 MB, and 256 KB oneshot calls), posted in opposite orders on
+ * even and odd ranks: far more thread blocks than a GPU holds at once (32 ring channels of
+ * 512 threads a call where two ranks share a device, one block per multiprocessor). Calls
+ * that do not fit beside those a rank's GPU holds must still finish (the block budget). */
+static void crossed_stress(void)
+{
+    enum { K = 16 };
+    MPI_Comm c[K];
+    long cnt[K];
+    for (int j = 0; j < K; ++j) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &c[j]);
+        cnt[j] = 0 == j % 3 ? 1000000 : 1 == j % 3 ? 64000 : 4000000;
+    }
+    comms_crossed(c, K, cnt, 6, 7000);
+    for (int j = 0; j < K; ++j) {
+        MPI_Comm_free(&c[j]);
+    }
+}
+
 /* A request in flight on one communicator while a new communicator makes its first call:
  * even ranks post on `a` first, odd ranks make the new communicator first. The new
  * communicator's set-up on an even rank runs while its request on `a` waits for the odd
@@ -1203,6 +1223,12 @@ int main(int argc, char **argv)
         mt_init(&argc, &argv, MT_ON_DEVICE ? "test_cuda_nb" : "test_nb");
         mt_twin_init();
         cap();
+        return mt_finalize();
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "crossed")) {
+        mt_init(&argc, &argv, MT_ON_DEVICE ? "test_cuda_nb" : "test_nb");
+        mt_twin_init();
+        crossed_stress();
         return mt_finalize();
     }
     if (argc > 1 && 0 == strcmp(argv[1], "threads")) {

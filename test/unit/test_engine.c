@@ -1605,6 +1605,9 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     child_config(&cfg);
     cfg.cuda_setup_wait_ms = -2; /* -1 is "for ever", below it nothing */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    cfg.cuda_block_budget = -2; /* -1 is "from the device", 0 "none" */
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     /* odd sizes are rounded down to whole cache lines (aligned slots for every type) */
     child_config(&cfg);
     cfg.slot_bytes = TEST_SLOT_BYTES + 4;
@@ -1935,6 +1938,71 @@ static void test_thread_level_resolves_auto_settings(void)
                              NULL));
 }
 
+/* The block budget (cgpu_blocks_take): a launch gets what it wants while the budget
+ * lasts, then what is left, then the least it can run on (never nothing: a rank waiting
+ * for blocks its peers' calls hold could wait for ever), in whole pairs where its parts
+ * pair; a reservation (the resident kernel's) is all or nothing. Threads taking and giving
+ * at once leave the count where it started. */
+enum { BUDGET_THREADS = 4, BUDGET_ROUNDS = 20000 };
+static int budget_used;
+
+static void *budget_thread(void *arg)
+{
+    const int want = 1 + (int) (intptr_t) arg;
+    for (int i = 0; i < BUDGET_ROUNDS; ++i) {
+        const int got = cgpu_blocks_take(&budget_used, 16, want, 1);
+        if (got < 1 || got > want) {
+            return (void *) 1;
+        }
+        cgpu_blocks_give(&budget_used, got);
+    }
+    return NULL;
+}
+
+static void test_block_budget(void)
+{
+    int used = 0;
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 6, 1), 6);
+    CU_ASSERT_EQUAL(used, 6);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 6, 1), 4); /* what is left */
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 6, 1), 1); /* none left: one, over budget */
+    CU_ASSERT_EQUAL(used, 11);
+    CU_ASSERT_FALSE(cgpu_blocks_reserve(&used, 10, 1));
+    CU_ASSERT_EQUAL(used, 11);
+    cgpu_blocks_give(&used, 11);
+    CU_ASSERT_EQUAL(used, 0);
+    /* pairs: an odd want rounds down, the least is one pair */
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 7, 2), 6);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 8, 2), 4);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 8, 2), 2);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 1, 2), 2);
+    CU_ASSERT_EQUAL(used, 14);
+    cgpu_blocks_give(&used, 14);
+    /* reservations: all or nothing */
+    CU_ASSERT_TRUE(cgpu_blocks_reserve(&used, 10, 8));
+    CU_ASSERT_FALSE(cgpu_blocks_reserve(&used, 10, 3));
+    CU_ASSERT_TRUE(cgpu_blocks_reserve(&used, 10, 2));
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 5, 1), 1);
+    CU_ASSERT_EQUAL(used, 11);
+    cgpu_blocks_give(&used, 11);
+    /* no budget: every launch what it wants, every reservation granted */
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 0, 64, 1), 64);
+    CU_ASSERT_TRUE(cgpu_blocks_reserve(&used, 0, 1000));
+    cgpu_blocks_give(&used, 1064);
+    CU_ASSERT_EQUAL(used, 0);
+    pthread_t th[BUDGET_THREADS];
+    for (int i = 0; i < BUDGET_THREADS; ++i) {
+        CU_ASSERT_EQUAL_FATAL(
+            pthread_create(&th[i], NULL, budget_thread, (void *) (intptr_t) (3 * i)), 0);
+    }
+    for (int i = 0; i < BUDGET_THREADS; ++i) {
+        void *bad = NULL;
+        pthread_join(th[i], &bad);
+        CU_ASSERT_PTR_NULL(bad);
+    }
+    CU_ASSERT_EQUAL(budget_used, 0);
+}
+
 /* The scatter auto rule: blocks up to CGPU_SCATTER_RS_AUTO_MAX run as a reduce-scatter,
  * larger ones as a broadcast; an algorithm named explicitly is kept at every size. */
 static void test_scatter_auto_rule(void)
@@ -2023,6 +2091,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_allreduce_host_words},
     {"scatter auto: a reduce-scatter up to 4 MiB blocks, a broadcast above; explicit kept",
      test_scatter_auto_rule},
+    {"the block budget: what is left, at least one (pair), reservations all or nothing",
+     test_block_budget},
 };
 
 int main(void)
