@@ -191,13 +191,7 @@ if has mt_excl; then # the threaded defect: 4 ranks, 4 threads each splitting it
             --mca coll_gpu_cuda_setup_exclusive false test/gpu/test_cuda_nb threads
     done
     echo "set-ups that went ahead past the wait: $(cat "$out"/mtx_bounded_*.log 2>/dev/null | grep -c 'set-up goes ahead')"
-    # the threads' kernels on many communicators at once without the block budget (session 32:
-    # kernels the GPU cannot hold beside spinning ones; expected to fail now and then)
-    for i in 1 2; do
-        control mtx_nobudget_$i 40 4 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_nb_engine on \
-            --mca coll_gpu_cuda_block_budget 0 test/gpu/test_cuda_nb threads
-    done
-    for i in $(seq 1 "${MT_AUTO_REP:-1}"); do # auto: the engine (staged only with the wait -1)
+    for i in $(seq 1 "${MT_AUTO_REP:-1}"); do # auto: staged under MPI_THREAD_MULTIPLE (cuda backend)
         run mtx_auto_$i 90 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads
     done
 fi

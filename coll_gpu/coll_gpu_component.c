@@ -166,8 +166,9 @@ static int gpu_register(void)
              "MPI_Ibcast, MPI_Iallgather, MPI_Ialltoall) on the engine (a worker thread per "
              "communicator; on: always, off: staged through the previous module's non-blocking "
              "collectives on host copies); auto: on, except on the cuda backend under "
-             "MPI_THREAD_MULTIPLE with coll_gpu_cuda_setup_wait_ms -1, where threads setting "
-             "communicators up while others run collectives deadlock (see README)",
+             "MPI_THREAD_MULTIPLE, where several threads driving them on their own "
+             "communicators, splitting them meanwhile, still fail now and then (known defect, "
+             "see README)",
              nb_engine_values, &c->nb_engine);
     reg_int("nb_max_workers",
             "Most worker threads per process for non-blocking collectives on the engine path "

@@ -107,14 +107,13 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     if (c->nb_engine < 0) { /* auto: see the parameter's help (the thread level is the
                              * same on every rank of a job that asks for the same one) */
-        c->nb_engine = !(enable_mpi_threads && CGPU_BACKEND_HOST != c->backend &&
-                         c->cuda_setup_exclusive && c->cuda_setup_wait_ms < 0);
+        c->nb_engine = !(enable_mpi_threads && CGPU_BACKEND_HOST != c->backend);
         if (0 == c->nb_engine) {
             opal_output_verbose(10, c->output,
-                                "coll/gpu: under MPI_THREAD_MULTIPLE with "
-                                "coll_gpu_cuda_setup_wait_ms -1 non-blocking collectives on the "
-                                "cuda backend are staged through the previous module "
-                                "(coll_gpu_nb_engine auto; on forces the engine: see README)");
+                                "coll/gpu: under MPI_THREAD_MULTIPLE non-blocking collectives on "
+                                "the cuda backend are staged through the previous module "
+                                "(coll_gpu_nb_engine auto; on forces the engine: see the known "
+                                "defect in README)");
         }
     }
     return OMPI_SUCCESS;

@@ -1150,11 +1150,9 @@ static void threaded(void)
         mt_pvars_open(&x[t].pv, x[t].comm, label);
     }
     /* Which path the posts must take: the engine, unless coll_gpu_nb_engine is off, or auto
-     * on the cuda backend with the set-up's wait unbounded, which stages them under
-     * MPI_THREAD_MULTIPLE (see README) */
+     * on the cuda backend, which stages them under MPI_THREAD_MULTIPLE (see README) */
     const bool on_cuda = MT_ON_DEVICE && !mca_is("backend", "host");
-    const bool staged = mca_is("nb_engine", "off") || (!mca_is("nb_engine", "on") && on_cuda &&
-                                                       mca_is("cuda_setup_wait_ms", "-1"));
+    const bool staged = mca_is("nb_engine", "off") || (!mca_is("nb_engine", "on") && on_cuda);
     for (int t = 0; t < NTHREADS; ++t) {
         pthread_create(&th[t], NULL, thread_main, &x[t]);
     }
