@@ -202,9 +202,7 @@ static int blocks_take(cgpu_cuda_comm_t *cc, int want, int pair)
     const int got = cgpu_blocks_take(used, cc->block_cap, want, pair);
     cc->blocks_held += got;
     if (got < want) {
-        cgpu_log(CGPU_LOG_TRACE,
-                 "cuda: a launch of %d parts on %d blocks (budget %d on device "
-                 "%d)",
+        cgpu_log(CGPU_LOG_TRACE, "cuda: a launch of %d parts on %d blocks (budget %d on device %d)",
                  want, got, cc->block_cap, cc->device);
     }
     return got;
@@ -1703,9 +1701,6 @@ static cgpu_status_t ce_push_pieces(cgpu_cuda_comm_t *cc, char *dst, const char 
     return st;
 }
 
-/* 2-rank reduce: the other rank's copy engines push its input into the root's output in
- * pieces (on a second stream, so the copies run back to back), each followed by a flag;
- * the root's kernel reduces every piece as it lands. Both ranks advance ce_seq alike. */
 /* A copy-engine reduction's blocks: one per 128 KiB of its largest piece, so the reduction
  * keeps ahead of NVLink (2 MiB pieces on 2 blocks measured 73 GB/s at 6140ee8), within
  * the block budget (the kernel splits each piece among whatever blocks it has). Its
@@ -1717,6 +1712,9 @@ static int ce_blocks(cgpu_cuda_comm_t *cc, size_t piece_bytes)
     return got > 0 ? got : want;
 }
 
+/* 2-rank reduce: the other rank's copy engines push its input into the root's output in
+ * pieces (on a second stream, so the copies run back to back), each followed by a flag;
+ * the root's kernel reduces every piece as it lands. Both ranks advance ce_seq alike. */
 static cgpu_status_t launch_ce_reduce(cgpu_comm_t *comm, const void *in, void *out,
                                       const ce_call_t *ce)
 {
