@@ -104,22 +104,13 @@ static int spans_fake_nodes(MPI_Comm comm)
     return spans;
 }
 
-/* whether coll_gpu_<name> was given as @p value (mpirun --mca puts it in the environment) */
-static bool mca_is(const char *name, const char *value)
-{
-    char var[96];
-    snprintf(var, sizeof(var), "OMPI_MCA_coll_gpu_%s", name);
-    const char *v = getenv(var);
-    return NULL != v && 0 == strcmp(v, value);
-}
-
 static void expect(mt_pvars_t *pv, long nb_engine, long blocking_engine, long fallback, long bcasts,
                    const char *what)
 {
     /* coll_gpu_nb_engine=off, or a communicator across (fake) nodes not yet set up by a
      * blocking call (each section's only blocking call is its last): the non-blocking engine
      * collectives take the previous module */
-    const int nb_off = mca_is("nb_engine", "off") || spans_fake_nodes(pv->comm);
+    const int nb_off = mt_mca_is("nb_engine", "off") || spans_fake_nodes(pv->comm);
     const long engine = (nb_off ? 0 : nb_engine) + blocking_engine;
     fallback += nb_off ? nb_engine : 0;
     unsigned long long e = 0, f = 0;
@@ -422,25 +413,32 @@ static void comms_crossed(const MPI_Comm *c, int k, const long *cnt, int rounds,
     free(buf), free(req);
 }
 
-/* More communicators with calls in flight at once than CUDA has hardware queues by default
- * (8; each communicator has its own stream, and streams beyond the queues share them),
- * sizes alternating between a small call and a ring-sized one. A queue shared by two
- * communicators must not make one rank's call wait for another call that its peer posts
- * later. */
-enum { NCROSS = 12 };
-
-static void many_comms_crossed(uint64_t salt)
+/* @p k dups of world with one allreduce each in flight, crossed (comms_crossed): dup j sums
+ * size[j % nsizes] ints */
+static void dups_crossed(int k, const long *size, int nsizes, int rounds, uint64_t salt)
 {
-    MPI_Comm c[NCROSS];
-    long cnt[NCROSS];
-    for (int j = 0; j < NCROSS; ++j) {
+    MPI_Comm *c = malloc(sizeof(MPI_Comm) * (size_t) k);
+    long *cnt = malloc(sizeof(long) * (size_t) k);
+    for (int j = 0; j < k; ++j) {
         MPI_Comm_dup(MPI_COMM_WORLD, &c[j]);
-        cnt[j] = 0 == j % 2 ? 1000 : 1000000; /* 4 KB, and 4 MB past the oneshot sizes */
+        cnt[j] = size[j % nsizes];
     }
-    comms_crossed(c, NCROSS, cnt, 4, salt);
-    for (int j = 0; j < NCROSS; ++j) {
+    comms_crossed(c, k, cnt, rounds, salt);
+    for (int j = 0; j < k; ++j) {
         MPI_Comm_free(&c[j]);
     }
+    free(c), free(cnt);
+}
+
+/* More communicators with calls in flight at once than CUDA has hardware queues by default
+ * (8; each communicator has its own stream, and streams beyond the queues share them),
+ * sizes alternating between a small call and a ring-sized one (4 KB, and 4 MB past the
+ * oneshot sizes). A queue shared by two communicators must not make one rank's call wait
+ * for another call that its peer posts later. */
+static void many_comms_crossed(uint64_t salt)
+{
+    const long size[] = {1000, 1000000};
+    dups_crossed(12, size, 2, 4, salt);
 }
 
 /* `crossed` (GPU runs): sixteen communicators with a large allreduce each in flight at
@@ -450,17 +448,8 @@ static void many_comms_crossed(uint64_t salt)
  * that do not fit beside those a rank's GPU holds must still finish (the block budget). */
 static void crossed_stress(void)
 {
-    enum { K = 16 };
-    MPI_Comm c[K];
-    long cnt[K];
-    for (int j = 0; j < K; ++j) {
-        MPI_Comm_dup(MPI_COMM_WORLD, &c[j]);
-        cnt[j] = 0 == j % 3 ? 1000000 : 1 == j % 3 ? 64000 : 4000000;
-    }
-    comms_crossed(c, K, cnt, 6, 7000);
-    for (int j = 0; j < K; ++j) {
-        MPI_Comm_free(&c[j]);
-    }
+    const long size[] = {1000000, 64000, 4000000};
+    dups_crossed(16, size, 3, 6, 7000);
 }
 
 /* A request in flight on one communicator while a new communicator makes its first call:
@@ -1151,8 +1140,8 @@ static void threaded(void)
     }
     /* Which path the posts must take: the engine, unless coll_gpu_nb_engine is off, or auto
      * on the cuda backend, which stages them under MPI_THREAD_MULTIPLE (see README) */
-    const bool on_cuda = MT_ON_DEVICE && !mca_is("backend", "host");
-    const bool staged = mca_is("nb_engine", "off") || (!mca_is("nb_engine", "on") && on_cuda);
+    const bool on_cuda = MT_ON_DEVICE && !mt_mca_is("backend", "host");
+    const bool staged = mt_mca_is("nb_engine", "off") || (!mt_mca_is("nb_engine", "on") && on_cuda);
     for (int t = 0; t < NTHREADS; ++t) {
         pthread_create(&th[t], NULL, thread_main, &x[t]);
     }
