@@ -330,6 +330,13 @@ static void child_main(boot_area_t *area, int rank, int size, test_scenario_fn_t
 /* In the parent: fork a group, wait with a deadline, judge the exit statuses             */
 /* ------------------------------------------------------------------------------------- */
 
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L};
+    while (0 != nanosleep(&ts, &ts) && EINTR == errno) {
+    }
+}
+
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -428,8 +435,7 @@ static bool run_ranks(const char *what, int size, test_scenario_fn_t fn, const v
             kill_remaining(pids, done, status, killed, size);
             break;
         }
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        sleep_ms(1);
     }
 
     for (int r = 0; r < size; ++r) {
@@ -1359,8 +1365,7 @@ static void *late_allreduce(void *arg)
         cgpu_engine_forbid_bootstrap(true);
     }
     if (cgpu_comm_rank(c->comm) == c->late_rank) {
-        struct timespec ts = {0, 100000000};
-        nanosleep(&ts, NULL);
+        sleep_ms(100);
     }
     check_allreduce(c->comm, CGPU_DT_INT32, CGPU_OP_SUM, 3000, false, 77);
     return NULL;
@@ -1632,13 +1637,6 @@ typedef struct flight {
     int hold_ms; /* > 0: ends by itself after this long */
     pthread_t thread;
 } flight_t;
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L};
-    while (0 != nanosleep(&ts, &ts) && EINTR == errno) {
-    }
-}
 
 static void *flight_main(void *arg)
 {
