@@ -24,11 +24,14 @@ MPIRUN_BASE=(mpirun --allow-run-as-root --oversubscribe --mca mca_base_component
 MPIRUN=("${MPIRUN_BASE[@]}" --mca coll_gpu_cuda_time_sliced 1)
 pass=0; fail=0
 run() { run_one "$@"; }
-run_one() { # name timeout np args...
+launch() { # name timeout np args...: the job, its output in $out/name.log, its status in rc
     local name=$1 t=$2 np=$3; shift 3
-    local t0=$SECONDS
-    local rc=0
+    rc=0
     timeout -k 5 "$t" "${MPIRUN[@]}" -np "$np" "$@" > "$out/$name.log" 2>&1 || rc=$?
+}
+run_one() { # name timeout np args...
+    local name=$1 t0=$SECONDS rc
+    launch "$@"
     if [ "$rc" -eq 0 ]; then
         pass=$((pass+1)); echo "PASS $name ($((SECONDS-t0)) s)"
     else
@@ -37,9 +40,8 @@ run_one() { # name timeout np args...
     fi
 }
 control() { # name timeout np args...: a negative control, expected to fail; not counted
-    local name=$1 t=$2 np=$3; shift 3
-    local t0=$SECONDS rc=0
-    timeout -k 5 "$t" "${MPIRUN[@]}" -np "$np" "$@" > "$out/$name.log" 2>&1 || rc=$?
+    local name=$1 t0=$SECONDS rc
+    launch "$@"
     echo "CONTROL $name rc=$rc ($((SECONDS-t0)) s; expected to fail)"
 }
 

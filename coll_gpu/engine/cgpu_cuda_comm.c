@@ -239,7 +239,6 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     channel_caps(cc, comm->size, 1);
     cc->ch_min = cfg->cuda_channel_min_bytes;
     cc->threads = cfg->cuda_threads;
-    cc->block_cap = block_cap(cc, 1); /* connect divides it among ranks sharing the device */
     cc->nslots = cfg->cuda_slots;
     cc->slot_bytes = (cfg->cuda_slot_bytes + 255) & ~(size_t) 255;
     cc->oneshot_slice = (cfg->cuda_oneshot_bytes + 255) & ~(size_t) 255;
@@ -371,13 +370,13 @@ static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
     /* the most ranks on one device (cgpu_comm_create, from the first exchange) */
     const int share = comm->dev_share;
     cc->shared_device = share > 1;
+    cc->block_cap = block_cap(cc, share); /* no launch comes before connect */
     if (share > 1) {
         /* the kernels of a call wait for each other across the ranks: under MPS those of
          * the ranks on one device must all fit on it at once (4 ranks x 64 ring channels
          * of 512 threads, beside the resident kernels, do not on an H200), so the ranks
          * that share it share the channels */
         channel_caps(cc, comm->size, share);
-        cc->block_cap = block_cap(cc, share);
         if (0 == comm->rank) {
             cgpu_log(CGPU_LOG_INFO, "cuda: up to %d ranks share a device: at most %d ring "
                      "channels and %d alltoall channels per peer a call", share, cc->nch_max,
