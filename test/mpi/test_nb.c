@@ -417,8 +417,13 @@ static void comms_crossed(const MPI_Comm *c, int k, const long *cnt, int rounds,
  * size[j % nsizes] ints */
 static void dups_crossed(int k, const long *size, int nsizes, int rounds, uint64_t salt)
 {
-    MPI_Comm *c = malloc(sizeof(MPI_Comm) * (size_t) k);
-    long *cnt = malloc(sizeof(long) * (size_t) k);
+    MPI_Comm *c = calloc((size_t) k, sizeof(MPI_Comm));
+    long *cnt = calloc((size_t) k, sizeof(long));
+    if (NULL == c || NULL == cnt) {
+        MT_CHECK(false, "out of memory for %d communicators", k);
+        free(c), free(cnt);
+        return;
+    }
     for (int j = 0; j < k; ++j) {
         MPI_Comm_dup(MPI_COMM_WORLD, &c[j]);
         cnt[j] = size[j % nsizes];
