@@ -8,7 +8,6 @@
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   grids crossed (the block budget: ranks on different grids; sixteen communicators crossed)
-#   queues (coll_gpu_cuda_connections: the hardware queues set at MPI_Init, and a held stream)
 #   unpack (instead of build: the tests' programs packed by bench/carry_build.sh, carried as .carry)
 #   (default: build smoke test bench)
 set -uo pipefail
@@ -173,17 +172,10 @@ if has nodes; then # across fake nodes on device buffers: 2 nodes x 1 GPU, 2 x 2
 fi
 if has mt_conn; then # the threaded engine path at np 4 with and without 32 hardware queues (CONN_REP times)
     for i in $(seq 1 "${CONN_REP:-2}"); do
-        run mt4_cuda8_$i 45 4 --mca coll_gpu_cuda_connections 0 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
-        run mt4_conn32_$i 45 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+        run mt4_default_$i 45 4 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
+        run mt4_conn32_$i 45 4 -x CUDA_DEVICE_MAX_CONNECTIONS=32 --mca coll_gpu_cuda_timeout 15 --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads
         run mt4_auto_$i 45 4 --mca coll_gpu_cuda_timeout 15 test/gpu/test_cuda_nb threads
     done
-fi
-if has queues; then # coll_gpu_cuda_connections: set at MPI_Init, and what it keeps apart
-    run queues_np1 60 1 test/gpu/test_cuda_queues
-    run queues_np2 60 2 test/gpu/test_cuda_queues
-    # CUDA's default 8 queues: some of the 24 streams wait behind the held one (the test
-    # fails if none does, so it shows what the setting prevents)
-    run queues_cuda8_np1 60 1 --mca coll_gpu_cuda_connections 0 test/gpu/test_cuda_queues shared
 fi
 if has mt_excl; then # the threaded defect: 4 ranks, 4 threads each splitting its dup and posting
     # negative controls, the set-up's old unbounded wait: threads with the engine forced (failed

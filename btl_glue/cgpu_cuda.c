@@ -73,7 +73,6 @@ void cgpu_cuda_setup_end(bool held)
 #include <dlfcn.h>
 #include <stdint.h>
 #include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,58 +168,6 @@ int cgpu_cuda_device_sms(int device)
 cgpu_status_t cgpu_cuda_set_device(int device)
 {
     return cgpu_cuda_check((int) cudaSetDevice(device), "cudaSetDevice");
-}
-
-/* Whether this process has a CUDA context on some device yet. The driver library not
- * loaded, or loaded but not initialized, means none; a query that fails otherwise counts as
- * one (the caller then leaves the environment alone). */
-static bool cuda_context_exists(void)
-{
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (NULL == lib) {
-        return false;
-    }
-    int (*count)(int *) = (int (*)(int *)) dlsym(lib, "cuDeviceGetCount");
-    int (*get)(int *, int) = (int (*)(int *, int)) dlsym(lib, "cuDeviceGet");
-    int (*state)(int, unsigned int *, int *) =
-        (int (*)(int, unsigned int *, int *)) dlsym(lib, "cuDevicePrimaryCtxGetState");
-    bool exists = true;
-    int n = 0;
-    const int rc = NULL == count ? -1 : count(&n);
-    if (3 == rc) { /* CUDA_ERROR_NOT_INITIALIZED: no cuInit yet, so no context */
-        exists = false;
-    } else if (0 == rc && NULL != get && NULL != state) {
-        exists = false;
-        for (int i = 0; i < n && !exists; ++i) {
-            int dev = 0, active = 0;
-            unsigned int flags = 0;
-            exists = 0 != get(&dev, i) || 0 != state(dev, &flags, &active) || 0 != active;
-        }
-    }
-    dlclose(lib);
-    return exists;
-}
-
-int cgpu_cuda_connections(int want, bool *set_here)
-{
-    *set_here = false;
-    const char *v = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    if (NULL != v) {
-        return atoi(v) > 0 ? atoi(v) : -1;
-    }
-    if (want <= 0) {
-        return 0;
-    }
-    if (cuda_context_exists()) {
-        return -1;
-    }
-    char s[16];
-    snprintf(s, sizeof(s), "%d", want);
-    if (0 != setenv("CUDA_DEVICE_MAX_CONNECTIONS", s, 0)) {
-        return -1;
-    }
-    *set_here = true;
-    return want;
 }
 
 /*
@@ -721,13 +668,6 @@ int cgpu_cuda_mps_enabled(int device)
 int cgpu_cuda_device_sms(int device)
 {
     (void) device;
-    return 0;
-}
-
-int cgpu_cuda_connections(int want, bool *set_here)
-{
-    (void) want;
-    *set_here = false;
     return 0;
 }
 

@@ -40,18 +40,6 @@ int cgpu_cuda_mps_enabled(int device);
 /** The multiprocessors of @p device, or 0 (no device). */
 int cgpu_cuda_device_sms(int device);
 
-/**
- * CUDA_DEVICE_MAX_CONNECTIONS for this process: the hardware work queues the driver gives a
- * context, read when the context is made. Streams beyond them share queues, and work on a
- * shared queue waits behind whatever an earlier stream queued there, ours included (a kernel
- * spinning for its peers, the copy or event after it). Sets the variable to @p want unless
- * it is set already (the user's value stays) or a CUDA context exists in the process (too
- * late: the driver has read it). Returns the count in force: the user's, @p want when set
- * here (*set_here true), 0 when @p want is 0 (CUDA's default left), -1 when a context
- * existed first (unknown).
- */
-int cgpu_cuda_connections(int want, bool *set_here);
-
 /** Make @p device current for the calling thread. */
 cgpu_status_t cgpu_cuda_set_device(int device);
 

@@ -80,8 +80,6 @@ typedef struct mca_coll_gpu_component_t {
     int cuda_setup_wait_ms;
     bool cuda_time_sliced;
     int cuda_block_budget;
-    int cuda_connections;     /* CUDA_DEVICE_MAX_CONNECTIONS wanted (0: CUDA's default) */
-    int cuda_connections_now; /* in force: cgpu_cuda_connections' answer at open */
     char *profiler; /* path of a profiler plugin */
     char *ofi_provider;               /* inter-node proxy: libfabric provider ("" = best) */
     int proxy_max_peers;              /* ... peers one process connects to at most */

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 
 #include "coll_gpu.h"
-#include "btl_glue/cgpu_cuda.h"
 
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
@@ -500,18 +499,6 @@ static int gpu_register(void)
             "(multiprocessors x blocks each, divided among the ranks on it); 0: no budget, "
             "every call all its blocks (a call the GPU cannot hold beside the others can hang)",
             OPAL_INFO_LVL_6, &c->cuda_block_budget);
-    c->cuda_connections = 32;
-    reg_int("cuda_connections",
-            "cuda backend: the hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS) asked for the "
-            "process's CUDA contexts, set in the environment at MPI_Init when it is unset there "
-            "and no CUDA context exists yet (a context reads it when made; the value a user "
-            "set stays). Streams beyond the queues share them, and work on a shared queue "
-            "waits behind what another stream queued there: behind one of our kernels, which "
-            "waits on the GPU for its peers' kernels, collectives of other communicators (and "
-            "the application's own work) can wait for ever. Each communicator has its own "
-            "stream, so with several in flight (threads, non-blocking calls) 32 (the most) "
-            "keeps them apart; CUDA's default is 8. 0: leave the variable alone",
-            OPAL_INFO_LVL_6, &c->cuda_connections);
     c->cuda_stream_order = d.cuda_stream_order;
     reg_enum("cuda_stream_order",
              "cuda backend: how a collective on device memory starts on the GPU only after the "
@@ -629,20 +616,6 @@ static int gpu_open(void)
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     c->output = opal_output_open(NULL);
     opal_output_set_verbosity(c->output, c->verbose);
-
-    /* before anything of ours touches CUDA: the driver reads it when it makes a context */
-    c->cuda_connections_now = 0;
-    if (CGPU_BACKEND_HOST != c->backend) {
-        bool set_here = false;
-        const int want = c->cuda_connections < 0 ? 0 : c->cuda_connections;
-        c->cuda_connections_now = cgpu_cuda_connections(want, &set_here);
-        opal_output_verbose(10, c->output, "coll/gpu: CUDA_DEVICE_MAX_CONNECTIONS %s",
-                            set_here                      ? "set to our coll_gpu_cuda_connections"
-                            : c->cuda_connections_now > 0 ? "as the environment set it"
-                            : 0 == want ? "left alone (coll_gpu_cuda_connections 0)"
-                                        : "not set: a CUDA context existed before MPI_Init "
-                                          "(set it in the environment before the first CUDA call)");
-    }
 
     cgpu_config_t cfg;
     cgpu_config_default(&cfg);
