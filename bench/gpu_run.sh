@@ -8,6 +8,7 @@
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   grids crossed (the block budget: ranks on different grids; sixteen communicators crossed)
+#   mt_stacks (threaded engine runs until one hangs, then every thread's stack)
 #   unpack (instead of build: the tests' programs packed by bench/carry_build.sh, carried as .carry)
 #   (default: build smoke test bench)
 set -uo pipefail
@@ -237,6 +238,25 @@ if has crossed; then # sixteen communicators' large calls in flight, crossed (te
     for i in $(seq 1 "${CROSS_REP:-3}"); do # the old behaviour: every call all its blocks
         control crossed_nobudget_$i 60 2 --mca coll_gpu_cuda_block_budget 0 --mca coll_gpu_cuda_timeout 15 \
             test/gpu/test_cuda_nb crossed
+    done
+fi
+if has mt_stacks; then # the threaded engine path (forced) until a run hangs, then every thread's
+    # stack in every rank (test programs dump them on SIGUSR2 with CGPU_TEST_STACKS=1);
+    # STACK_REP runs at most, a run that lasts STACK_AFTER s counted as hung
+    for i in $(seq 1 "${STACK_REP:-16}"); do
+        t0=$SECONDS
+        timeout -k 5 120 "${MPIRUN[@]}" -np 4 -x CGPU_TEST_STACKS=1 --mca coll_gpu_cuda_timeout 90 \
+            --mca coll_gpu_nb_engine on test/gpu/test_cuda_nb threads > "$out/mts_$i.log" 2>&1 &
+        job=$!
+        while kill -0 "$job" 2>/dev/null && [ $((SECONDS-t0)) -lt "${STACK_AFTER:-25}" ]; do sleep 1; done
+        if kill -0 "$job" 2>/dev/null; then
+            echo "HANG in run $i after $((SECONDS-t0)) s: every thread's stack in mt_stacks_hang.log"
+            pkill -USR2 -x test_cuda_nb; sleep 5
+            pkill -9 -x test_cuda_nb; wait "$job"
+            cp "$out/mts_$i.log" "$out/mt_stacks_hang.log"
+            break
+        fi
+        wait "$job"; echo "mt_stacks run $i rc=$? ($((SECONDS-t0)) s)"
     done
 fi
 if has mt_trace; then # one failing threaded run with every call traced (verbose 100), for diagnosis

@@ -3,10 +3,17 @@
  */
 #include "mpitest.h"
 
+#include <dirent.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Printing every failure of a broken build floods the log; the count stays exact. */
 #define MT_MAX_PRINTED_FAILURES 25
@@ -216,6 +223,97 @@ void mt_init(int *argc, char ***argv, const char *prog)
     mt_init_thread(argc, argv, prog, MPI_THREAD_SINGLE);
 }
 
+/* CGPU_TEST_STACKS=1: SIGUSR2 makes every thread of the process write its stack to stderr,
+ * for the diagnosis of a run that hangs (`pkill -USR2 -x <program>` from outside; addr2line
+ * on the offsets). The thread the signal lands on forwards it to every other thread of the
+ * process; each writes its own stack, one thread at a time. Only system calls and
+ * backtrace (loaded at install, so it does not allocate in the handler). */
+static atomic_int stacks_fanned;
+static atomic_flag stacks_writing = ATOMIC_FLAG_INIT;
+
+static void stacks_put(const char *s)
+{
+    ssize_t w = write(2, s, strlen(s));
+    (void) w;
+}
+
+static void stacks_put_long(long v)
+{
+    char b[24];
+    int i = (int) sizeof(b) - 1;
+    b[i] = '\0';
+    do {
+        b[--i] = (char) ('0' + v % 10);
+        v /= 10;
+    } while (v > 0 && i > 0);
+    stacks_put(b + i);
+}
+
+static void stacks_forward(long self)
+{
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY);
+    if (fd < 0) {
+        return;
+    }
+    char buf[4096];
+    for (;;) {
+        long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+        if (n <= 0) {
+            break;
+        }
+        for (long off = 0; off < n;) {
+            const unsigned short reclen = *(unsigned short *) (buf + off + 16);
+            const char *name = buf + off + 19;
+            long tid = 0;
+            for (const char *c = name; *c >= '0' && *c <= '9'; ++c) {
+                tid = tid * 10 + (*c - '0');
+            }
+            if (tid > 0 && tid != self) {
+                (void) syscall(SYS_tgkill, (long) getpid(), tid, SIGUSR2);
+            }
+            off += reclen;
+        }
+    }
+    close(fd);
+}
+
+static void stacks_handler(int sig)
+{
+    (void) sig;
+    const long self = (long) syscall(SYS_gettid);
+    if (0 == atomic_exchange(&stacks_fanned, 1)) {
+        stacks_forward(self);
+    }
+    while (atomic_flag_test_and_set(&stacks_writing)) {
+    }
+    void *frames[64];
+    const int n = backtrace(frames, 64);
+    stacks_put("== stack of rank ");
+    stacks_put_long(mt.rank);
+    stacks_put(" pid ");
+    stacks_put_long((long) getpid());
+    stacks_put(" thread ");
+    stacks_put_long(self);
+    stacks_put("\n");
+    backtrace_symbols_fd(frames, n, 2);
+    atomic_flag_clear(&stacks_writing);
+}
+
+static void stacks_install(void)
+{
+    if (!env_flag("CGPU_TEST_STACKS")) {
+        return;
+    }
+    void *warm[2];
+    (void) backtrace(warm, 2);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = stacks_handler;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR2, &sa, NULL);
+}
+
 void mt_init_thread(int *argc, char ***argv, const char *prog, int required)
 {
     int provided = 0, num = 0, rc;
@@ -228,6 +326,7 @@ void mt_init_thread(int *argc, char ***argv, const char *prog, int required)
         mt.max_print = atol(getenv("CGPU_TEST_MAX_PRINT"));
     }
     MPI_Init_thread(argc, argv, required, &provided);
+    stacks_install(); /* after MPI_Init: Open MPI installs its own handlers there */
     MPI_Comm_rank(MPI_COMM_WORLD, &mt.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mt.size);
     setvbuf(stdout, NULL, _IOLBF, 0);
