@@ -1150,8 +1150,13 @@ static void threaded(void)
     for (int t = 0; t < NTHREADS; ++t) {
         pthread_create(&th[t], NULL, thread_main, &x[t]);
     }
+    /* every thread joined before any buffer is freed: a cudaFree waits for every kernel of
+     * the process, and one thread's freeing while the others' collectives wait on the GPU
+     * for their peers can hang the ranks (README, Limits: threads and device-wide waits) */
     for (int t = 0; t < NTHREADS; ++t) {
         pthread_join(th[t], NULL);
+    }
+    for (int t = 0; t < NTHREADS; ++t) {
         MT_CHECK(0 == x[t].bad, "thread %d: %ld wrong elements", t, x[t].bad);
         if (size >= 2 && mt_pvars_available()) {
             const unsigned long long want = 2ull * TROUNDS; /* Iallreduce and Ialltoall */
