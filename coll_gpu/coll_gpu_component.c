@@ -166,9 +166,10 @@ static int gpu_register(void)
              "MPI_Ibcast, MPI_Iallgather, MPI_Ialltoall) on the engine (a worker thread per "
              "communicator; on: always, off: staged through the previous module's non-blocking "
              "collectives on host copies); auto: on, except on the cuda backend under "
-             "MPI_THREAD_MULTIPLE, where several threads driving them on their own "
-             "communicators, splitting them meanwhile, still fail now and then (known defect, "
-             "see README)",
+             "MPI_THREAD_MULTIPLE, where a device-wide CUDA call on any thread (cudaFree, "
+             "cudaDeviceSynchronize) between a post and its wait would wait for our kernel, "
+             "which waits for peers whose launches their own such calls may hold (see README, "
+             "Limits)",
              nb_engine_values, &c->nb_engine);
     reg_int("nb_max_workers",
             "Most worker threads per process for non-blocking collectives on the engine path "

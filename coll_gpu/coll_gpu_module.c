@@ -112,8 +112,9 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
             opal_output_verbose(10, c->output,
                                 "coll/gpu: under MPI_THREAD_MULTIPLE non-blocking collectives on "
                                 "the cuda backend are staged through the previous module "
-                                "(coll_gpu_nb_engine auto; on forces the engine: see the known "
-                                "defect in README)");
+                                "(coll_gpu_nb_engine auto; on runs them in our kernels where no "
+                                "thread makes a device-wide CUDA call while one is in flight: "
+                                "see README, Limits)");
         }
     }
     return OMPI_SUCCESS;

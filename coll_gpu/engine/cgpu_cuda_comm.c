@@ -813,7 +813,10 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         unsigned long long w = cc->err_host[0];
         cgpu_log(CGPU_LOG_WARN,
                  "cuda: %s: rank %d waited more than coll_gpu_cuda_timeout for %s (channel/peer "
-                 "%llu: wanted %llu, saw %llu); the collective failed",
+                 "%llu: wanted %llu, saw %llu); the collective failed (a peer that never "
+                 "delivers may be held in a device-wide CUDA call, such as a cudaFree or "
+                 "cudaDeviceSynchronize on another of its threads while collectives are in "
+                 "flight: README, Limits)",
                  k->kind, comm->rank, w < 9 ? what[w] : "?", cc->err_host[1], cc->err_host[2],
                  cc->err_host[3]);
         st = CGPU_ERR_TIMEOUT;

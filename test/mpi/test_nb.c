@@ -1152,7 +1152,7 @@ static void threaded(void)
     }
     /* every thread joined before any buffer is freed: a cudaFree waits for every kernel of
      * the process, and one thread's freeing while the others' collectives wait on the GPU
-     * for their peers can hang the ranks (README, Limits: threads and device-wide waits) */
+     * for their peers can hang the ranks (README, Limits: threads and device-wide CUDA calls) */
     for (int t = 0; t < NTHREADS; ++t) {
         pthread_join(th[t], NULL);
     }
