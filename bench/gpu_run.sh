@@ -8,6 +8,7 @@
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   grids crossed (the block budget: ranks on different grids; sixteen communicators crossed)
+#   freerule (a cudaFree between posts and waits: engine control, staged run)
 #   mt_stacks (threaded engine runs until one hangs, then every thread's stack)
 #   unpack (instead of build: the tests' programs packed by bench/carry_build.sh, carried as .carry)
 #   (default: build smoke test bench)
@@ -239,6 +240,14 @@ if has crossed; then # sixteen communicators' large calls in flight, crossed (te
         control crossed_nobudget_$i 60 2 --mca coll_gpu_cuda_block_budget 0 --mca coll_gpu_cuda_timeout 15 \
             test/gpu/test_cuda_nb crossed
     done
+fi
+if has freerule; then # README's rule: a cudaFree between non-blocking posts and their waits
+    # on the engine every rank's cudaFree waits for a kernel whose peer is held the same way:
+    # the negative control, failing at the timeout with the message that names the cause
+    control freerule_engine_np2 60 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_nb freerule
+    echo "freerule: timeout messages naming the cause: $(grep -c 'device-wide CUDA call' "$out/freerule_engine_np2.log")"
+    run freerule_staged_np2 60 2 --mca coll_gpu_cuda_timeout 10 --mca coll_gpu_nb_engine off \
+        test/gpu/test_cuda_nb freerule
 fi
 if has mt_stacks; then # the threaded engine path (forced) until a run hangs, then every thread's
     # stack in every rank (test programs dump them on SIGUSR2 with CGPU_TEST_STACKS=1);

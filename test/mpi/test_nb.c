@@ -30,6 +30,7 @@
  * said above on 2+ ranks; on one rank every call is counted once.
  * Argument "staged": the run where host buffers are staged as device ones would be.
  * Argument "cap" (with --mca coll_gpu_nb_max_workers 1): past the cap a post fails cleanly.
+ * Argument "freerule": a cudaFree between posts and their waits (README's rule; see freerule).
  * Argument "threads": 4 threads under MPI_THREAD_MULTIPLE, each on its own communicator
  * and splits of it (non-blocking calls as the first calls on fresh communicators).
  */
@@ -38,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "mt_twin.h"
 #include "mpitest.h"
@@ -1172,6 +1174,56 @@ static void threaded(void)
     }
 }
 
+/* README's rule (Limits, threads and device-wide CUDA calls): a device-wide synchronizing
+ * CUDA call between a post and its wait waits for the call's kernel, which waits for its
+ * peers. Even ranks post on one dup, free a device buffer (cudaFree), then post on another;
+ * odd ranks the other way round. On the engine every rank's cudaFree waits for its kernel,
+ * whose peers are held in their own cudaFree: the kernels time out (coll_gpu_cuda_timeout)
+ * and the calls fail. Staged (coll_gpu_nb_engine off), the host copies wait for no peer and
+ * every result is right. gpu_run.sh freerule runs both, the engine as the negative control. */
+static void freerule(void)
+{
+    const int rank = mt_world_rank(), size = mt_world_size();
+    const long n = 1L << 20; /* a launched ring kernel, not the resident one */
+    MPI_Comm c[2];
+    int *buf[2];
+    for (int j = 0; j < 2; ++j) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &c[j]);
+        MPI_Comm_set_errhandler(c[j], MPI_ERRORS_RETURN);
+        buf[j] = mt_twin_alloc(sizeof(int) * (size_t) n);
+        for (long i = 0; i < n; ++i) {
+            buf[j][i] = val(8000 + (uint64_t) j, rank, i);
+        }
+        mt_push(buf[j]);
+    }
+    void *spare = mt_twin_alloc(4096);
+    const int first = rank % 2;
+    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    const int rc0 = MPI_Iallreduce(MPI_IN_PLACE, MT_D(buf[first]), (int) n, MPI_INT, MPI_SUM,
+                                   c[first], &req[first]);
+    usleep(200 * 1000);  /* the call's kernel is launched and waits for the other parity */
+    mt_twin_free(spare); /* on the device build a cudaFree, between the post and its wait */
+    const int rc1 = MPI_Iallreduce(MPI_IN_PLACE, MT_D(buf[1 - first]), (int) n, MPI_INT, MPI_SUM,
+                                   c[1 - first], &req[1 - first]);
+    const int rcw = MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
+    MT_CHECK(MPI_SUCCESS == rc0 && MPI_SUCCESS == rc1 && MPI_SUCCESS == rcw,
+             "freerule: posts returned %d and %d, MPI_Waitall %d", rc0, rc1, rcw);
+    long bad = 0;
+    for (int j = 0; j < 2; ++j) {
+        mt_pull(buf[j]);
+        for (long i = 0; i < n; ++i) {
+            int sum = 0;
+            for (int p = 0; p < size; ++p) {
+                sum = (int) ((unsigned) sum + (unsigned) val(8000 + (uint64_t) j, p, i));
+            }
+            bad += buf[j][i] != sum;
+        }
+        mt_twin_free(buf[j]);
+        MPI_Comm_free(&c[j]);
+    }
+    MT_CHECK(0 == bad, "freerule: %ld wrong elements", bad);
+}
+
 /* Run with --mca coll_gpu_nb_max_workers 1: world's first non-blocking engine call takes
  * the one worker; a call on a dup then fails with an MPI error on every rank (each has
  * exactly world's worker) and hands back MPI_REQUEST_NULL (a wait on it returns at once),
@@ -1228,6 +1280,12 @@ int main(int argc, char **argv)
         mt_init(&argc, &argv, MT_ON_DEVICE ? "test_cuda_nb" : "test_nb");
         mt_twin_init();
         crossed_stress();
+        return mt_finalize();
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "freerule")) {
+        mt_init(&argc, &argv, MT_ON_DEVICE ? "test_cuda_nb" : "test_nb");
+        mt_twin_init();
+        freerule();
         return mt_finalize();
     }
     if (argc > 1 && 0 == strcmp(argv[1], "threads")) {
