@@ -1196,6 +1196,17 @@ static void freerule(void)
         }
         mt_push(buf[j]);
     }
+    /* both engine communicators set up first (a first post's set-up needs MPI progress,
+     * which the sleep below would not give: its kernel would not be launched yet) */
+    int *one = mt_twin_alloc(sizeof(int));
+    for (int j = 0; j < 2; ++j) {
+        one[0] = 1;
+        mt_push(one);
+        MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, MT_D(one), 1, MPI_INT, MPI_SUM, c[j]));
+        mt_pull(one);
+        MT_CHECK(size == one[0], "freerule: warm-up sum %d, expected %d", one[0], size);
+    }
+    mt_twin_free(one);
     void *spare = mt_twin_alloc(4096);
     const int first = rank % 2;
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
