@@ -814,9 +814,9 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         cgpu_log(CGPU_LOG_WARN,
                  "cuda: %s: rank %d waited more than coll_gpu_cuda_timeout for %s (channel/peer "
                  "%llu: wanted %llu, saw %llu); the collective failed (a peer that never "
-                 "delivers may be held in a device-wide CUDA call, such as a cudaFree or "
-                 "cudaDeviceSynchronize on another of its threads while collectives are in "
-                 "flight: README, Limits)",
+                 "delivers may be held in a device-wide CUDA call, a cudaFree or "
+                 "cudaDeviceSynchronize while collectives are in flight: between a "
+                 "non-blocking post and its wait, or on another thread; README, Limits)",
                  k->kind, comm->rank, w < 9 ? what[w] : "?", cc->err_host[1], cc->err_host[2],
                  cc->err_host[3]);
         st = CGPU_ERR_TIMEOUT;
