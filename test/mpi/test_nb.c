@@ -52,6 +52,16 @@ static int val(uint64_t salt, int src, long i)
     return (int) (mt_hash(salt, (uint64_t) src, (uint64_t) i, 17) % 2000003) - 1000000;
 }
 
+/* element i of an MPI_SUM of val(salt, p, i) over ranks 0..size-1, wrapping as C does */
+static int sum_of(uint64_t salt, int size, long i)
+{
+    unsigned sum = 0;
+    for (int p = 0; p < size; ++p) {
+        sum += (unsigned) val(salt, p, i);
+    }
+    return (int) sum;
+}
+
 static double dval(uint64_t salt, int src, long i)
 {
     return (double) (mt_hash(salt, (uint64_t) src, (uint64_t) i, 29) % 1000003) * 0.25;
@@ -189,13 +199,10 @@ static void six_at_once(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt, long n)
     mt_pull(ar_r), mt_pull(rd_r), mt_pull(rs_r), mt_pull(bc), mt_pull(ag_r), mt_pull(aa_r);
     long bad = 0;
     for (long i = 0; i < n; ++i) {
-        int sum = 0;
+        const int sum = sum_of(salt, size, i), rs = sum_of(salt + 3, size, (long) rank * n + i);
         double mx = dval(salt, 0, i);
-        int rs = 0;
         for (int p = 0; p < size; ++p) {
-            sum = (int) ((unsigned) sum + (unsigned) val(salt, p, i));
             mx = dval(salt, p, i) > mx ? dval(salt, p, i) : mx;
-            rs = (int) ((unsigned) rs + (unsigned) val(salt + 3, p, (long) rank * n + i));
         }
         bad += ar_r[i] != sum;
         bad += rank == root && rd_r[i] != mx;
@@ -357,11 +364,7 @@ static void many_in_flight(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
     mt_pull(s);
     bad = 0;
     for (long i = 0; i < n; ++i) {
-        int e = 0;
-        for (int p = 0; p < size; ++p) {
-            e = (int) ((unsigned) e + (unsigned) val(salt, p, i));
-        }
-        bad += s[i] != e;
+        bad += s[i] != sum_of(salt, size, i);
     }
     MT_CHECK(0 == bad, "comm %s: post then blocking call: %ld wrong", pv->label, bad);
     expect(pv, K + 2, 1, 0, 1, "many in flight, MPI_Test, post + blocking");
@@ -398,12 +401,7 @@ static void comms_crossed(const MPI_Comm *c, int k, const long *cnt, int rounds,
             mt_pull(buf[j]);
             long bad = 0;
             for (long i = 0; i < cnt[j]; i += 7) {
-                int e = 0;
-                for (int p = 0; p < size; ++p) {
-                    e = (int) ((unsigned) e +
-                               (unsigned) val(salt + (uint64_t) (round * k + j), p, i));
-                }
-                bad += buf[j][i] != e;
+                bad += buf[j][i] != sum_of(salt + (uint64_t) (round * k + j), size, i);
             }
             MT_CHECK(0 == bad, "%d communicators crossed, round %d, communicator %d: %ld wrong", k,
                      round, j, bad);
@@ -497,18 +495,10 @@ static void request_beside_new_comm(uint64_t salt)
         mt_pull(x), mt_pull(y);
         long bad = 0;
         for (long i = 0; i < n; i += 11) {
-            int e = 0;
-            for (int p = 0; p < size; ++p) {
-                e = (int) ((unsigned) e + (unsigned) val(sx, p, i));
-            }
-            bad += x[i] != e;
+            bad += x[i] != sum_of(sx, size, i);
         }
         for (long i = 0; i < m; ++i) {
-            int e = 0;
-            for (int p = 0; p < size; ++p) {
-                e = (int) ((unsigned) e + (unsigned) val(sy, p, i));
-            }
-            bad += y[i] != e;
+            bad += y[i] != sum_of(sy, size, i);
         }
         MT_CHECK(0 == bad, "a request beside a new communicator's first call, round %d: %ld wrong",
                  round, bad);
@@ -613,11 +603,7 @@ static void the_others(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
         off += counts[p];
     }
     for (int i = 0; i < counts[rank]; ++i) {
-        int e = 0;
-        for (int p = 0; p < size; ++p) {
-            e = (int) ((unsigned) e + (unsigned) val(salt, p, off + i));
-        }
-        bad += r[6][i] != e;
+        bad += r[6][i] != sum_of(salt, size, off + i);
     }
     for (int i = 0; i < n; ++i) {
         int e = 0;
@@ -1110,10 +1096,8 @@ static void *thread_main(void *arg)
         }
         mt_pull(x->a), mt_pull(x->b), mt_pull(x->c);
         for (long i = 0; i < TN; ++i) {
-            int sum = 0, mx = val(salt + 1, 0, i);
-            for (int p = 0; p < size; ++p) {
-                sum = (int) ((unsigned) sum + (unsigned) val(salt, p, i));
-            }
+            const int sum = sum_of(salt, size, i);
+            int mx = val(salt + 1, 0, i);
             for (int p = 0; p < ss; ++p) {
                 mx = val(salt + 1, p, i) > mx ? val(salt + 1, p, i) : mx;
             }
@@ -1223,11 +1207,7 @@ static void freerule(void)
     for (int j = 0; j < 2; ++j) {
         mt_pull(buf[j]);
         for (long i = 0; i < n; ++i) {
-            int sum = 0;
-            for (int p = 0; p < size; ++p) {
-                sum = (int) ((unsigned) sum + (unsigned) val(8000 + (uint64_t) j, p, i));
-            }
-            bad += buf[j][i] != sum;
+            bad += buf[j][i] != sum_of(8000 + (uint64_t) j, size, i);
         }
         mt_twin_free(buf[j]);
         MPI_Comm_free(&c[j]);
@@ -1256,11 +1236,7 @@ static void cap(void)
         mt_pull(x);
         long bad = 0;
         for (int i = 0; i < CN; ++i) {
-            int e = 0;
-            for (int p = 0; p < size; ++p) {
-                e = (int) ((unsigned) e + (unsigned) val(9000 + (uint64_t) round, p, i));
-            }
-            bad += x[i] != e;
+            bad += x[i] != sum_of(9000 + (uint64_t) round, size, i);
         }
         MT_CHECK(0 == bad, "cap: world round %d: %ld wrong", round, bad);
         MPI_Comm d;
