@@ -201,7 +201,7 @@ static int blocks_take(cgpu_cuda_comm_t *cc, int want, int pair)
     }
     const int got = cgpu_blocks_take(used, cc->block_cap, want, pair);
     cc->blocks_held += got;
-    if (got < want) {
+    if (got < (want > pair ? want / pair * pair : pair)) { /* fewer than the kernel's own grid */
         cgpu_log(CGPU_LOG_TRACE, "cuda: a launch of %d parts on %d blocks (budget %d on device %d)",
                  want, got, cc->block_cap, cc->device);
     }
