@@ -255,23 +255,28 @@ static void stacks_forward(long self)
     if (fd < 0) {
         return;
     }
-    char buf[4096];
+    _Alignas(8) char buf[4096];
     for (;;) {
         long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
         if (n <= 0) {
             break;
         }
         for (long off = 0; off < n;) {
-            const unsigned short reclen = *(unsigned short *) (buf + off + 16);
-            const char *name = buf + off + 19;
+            const struct { /* the kernel's linux_dirent64 */
+                uint64_t ino;
+                int64_t next;
+                unsigned short reclen;
+                unsigned char type;
+                char name[];
+            } *d = (const void *) (buf + off);
             long tid = 0;
-            for (const char *c = name; *c >= '0' && *c <= '9'; ++c) {
+            for (const char *c = d->name; *c >= '0' && *c <= '9'; ++c) {
                 tid = tid * 10 + (*c - '0');
             }
             if (tid > 0 && tid != self) {
                 (void) syscall(SYS_tgkill, (long) getpid(), tid, SIGUSR2);
             }
-            off += reclen;
+            off += d->reclen;
         }
     }
     close(fd);
