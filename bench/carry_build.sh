@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 grep -q 'code=sm_90' Makefile || { echo "carry_build: the build has no sm_90 code (H200)"; exit 1; }
 make -s -j"$(nproc)" mca_coll_gpu.la check-programs >/dev/null # up to date with the sources
 progs=(.libs/mca_coll_gpu.so examples/demo_gpu)
-for p in test/gpu/test_cuda_*; do
+for p in test/gpu/test_cuda_* test/mpi/test_*; do # the host-backend MPI tests too (gpu_run.sh test)
     case "$p" in *.c | *.o | *.py) ;; *) progs+=("$p") ;; esac
 done
 for p in "${progs[@]}"; do

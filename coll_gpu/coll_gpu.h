@@ -80,6 +80,7 @@ typedef struct mca_coll_gpu_component_t {
     int cuda_setup_wait_ms;
     bool cuda_time_sliced;
     int cuda_block_budget;
+    int cuda_block_spare;
     char *profiler; /* path of a profiler plugin */
     char *ofi_provider;               /* inter-node proxy: libfabric provider ("" = best) */
     int proxy_max_peers;              /* ... peers one process connects to at most */

@@ -500,6 +500,14 @@ static int gpu_register(void)
             "(multiprocessors x blocks each, divided among the ranks on it); 0: no budget, "
             "every call all its blocks (a call the GPU cannot hold beside the others can hang)",
             OPAL_INFO_LVL_6, &c->cuda_block_budget);
+    c->cuda_block_spare = d.cuda_block_spare;
+    reg_int("cuda_block_spare",
+            "cuda backend: of coll_gpu_cuda_block_budget, the blocks kept for calls that find "
+            "the others taken, one block (or pair) each, so that that many more calls in "
+            "flight at once still each have a block on the GPU (past them a call takes a "
+            "block over the budget, which the GPU may not hold beside the others). -1: a "
+            "quarter of the budget; at least one block stays outside them",
+            OPAL_INFO_LVL_6, &c->cuda_block_spare);
     c->cuda_stream_order = d.cuda_stream_order;
     reg_enum("cuda_stream_order",
              "cuda backend: how a collective on device memory starts on the GPU only after the "
@@ -656,6 +664,7 @@ static int gpu_open(void)
     cfg.cuda_setup_wait_ms = c->cuda_setup_wait_ms;
     cfg.cuda_time_sliced = c->cuda_time_sliced;
     cfg.cuda_block_budget = c->cuda_block_budget;
+    cfg.cuda_block_spare = c->cuda_block_spare;
     cfg.profiler = c->profiler;
     cfg.ofi_provider = c->ofi_provider;
     cfg.stage_host_buffers = c->stage_host_buffers;

@@ -42,6 +42,8 @@ typedef struct cgpu_cuda_comm {
     int nch_max;
     int threads;
     int block_cap;   /* coll_gpu_cuda_block_budget for this communicator's device (0: none) */
+    int block_spare; /* of those, kept for calls that find the rest taken (block_spare_of) */
+    bool block_over_said; /* a launch past the cap was reported (once a communicator) */
     int blocks_held; /* blocks the call in progress took (given back when it ends) */
     int nslots;
     size_t slot_bytes;
@@ -192,6 +194,19 @@ static int block_cap(const cgpu_cuda_comm_t *cc, int share)
     return sms > 0 ? (cap > 1 ? cap : 1) : 0;
 }
 
+/* Of a cap, the blocks kept for launches that find the others taken, one block (or pair)
+ * each (coll_gpu_cuda_block_spare; -1: a quarter). Without them the calls past the others
+ * took blocks over the cap: with one rank per GPU (the whole GPU its budget) those blocks
+ * waited undispatched behind spinning ones, and sixteen communicators' calls crossed hung
+ * on 2x H200 (session 34, `test_cuda_nb crossed`); where ranks share a GPU time-sliced,
+ * each rank's half had left room for them. At least one block stays outside them. */
+static int block_spare_of(int cap)
+{
+    const int s = cgpu_engine_config()->cuda_block_spare;
+    const int spare = s >= 0 ? s : cap / 4;
+    return cap <= 1 ? 0 : spare < cap - 1 ? spare : cap - 1;
+}
+
 /* a launch's grid (0: every part a block, where there is no budget) */
 static int blocks_take(cgpu_cuda_comm_t *cc, int want, int pair)
 {
@@ -199,11 +214,19 @@ static int blocks_take(cgpu_cuda_comm_t *cc, int want, int pair)
     if (NULL == used || 0 == cc->block_cap) {
         return 0;
     }
-    const int got = cgpu_blocks_take(used, cc->block_cap, want, pair);
+    const int got = cgpu_blocks_take(used, cc->block_cap, cc->block_spare, want, pair);
     cc->blocks_held += got;
     if (got < (want > pair ? want / pair * pair : pair)) { /* fewer than the kernel's own grid */
         cgpu_log(CGPU_LOG_TRACE, "cuda: a launch of %d parts on %d blocks (budget %d on device %d)",
                  want, got, cc->block_cap, cc->device);
+    }
+    if (!cc->block_over_said && __atomic_load_n(used, __ATOMIC_RELAXED) > cc->block_cap) {
+        cc->block_over_said = true;
+        cgpu_log(CGPU_LOG_INFO,
+                 "cuda: more calls in flight than device %d holds blocks for (%d, of which %d "
+                 "spare): a call may wait on the GPU behind others until they end, and calls "
+                 "crossed between ranks can then time out (coll_gpu_cuda_block_spare)",
+                 cc->device, cc->block_cap, cc->block_spare);
     }
     return got;
 }
@@ -371,6 +394,7 @@ static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
     const int share = comm->dev_share;
     cc->shared_device = share > 1;
     cc->block_cap = block_cap(cc, share); /* no launch comes before connect */
+    cc->block_spare = block_spare_of(cc->block_cap);
     if (share > 1) {
         /* the kernels of a call wait for each other across the ranks: under MPS those of
          * the ranks on one device must all fit on it at once (4 ranks x 64 ring channels
@@ -1189,7 +1213,7 @@ static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size
      * communicator ends (it runs again at the next call after an idle end) */
     if (rk_count < cgpu_engine_config()->cuda_resident_max_kernels &&
         (NULL == budget_of(cc) ||
-         cgpu_blocks_reserve(budget_of(cc), cc->block_cap, cc->rk_blocks))) {
+         cgpu_blocks_reserve(budget_of(cc), cc->block_cap, cc->block_spare, cc->rk_blocks))) {
         rk_count++;
         cc->rk_listed = true;
         cc->rk_next = rk_head;

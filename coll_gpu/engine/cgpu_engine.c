@@ -69,6 +69,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_setup_wait_ms = 10;
     cfg->cuda_time_sliced = false; /* ranks sharing a GPU without MPS: the host backend */
     cfg->cuda_block_budget = -1;
+    cfg->cuda_block_spare = -1;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
     cfg->ofi_provider = NULL;
@@ -100,7 +101,7 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_oneshot_block_bytes < 1024 ||
         (0 != cfg->cuda_oneshot_small_block_bytes && cfg->cuda_oneshot_small_block_bytes < 1024) ||
         cfg->cuda_ll_bytes > CGPU_CUDA_LL_BYTES_MAX || cfg->cuda_setup_wait_ms < -1 ||
-        cfg->cuda_block_budget < -1) {
+        cfg->cuda_block_budget < -1 || cfg->cuda_block_spare < -1) {
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;
@@ -324,15 +325,16 @@ void cgpu_engine_progress(void)
     inside = false;
 }
 
-int cgpu_blocks_take(int *used, int cap, int want, int pair)
+int cgpu_blocks_take(int *used, int cap, int spare, int want, int pair)
 {
     pair = pair > 1 ? pair : 1;
     want = want > pair ? want : pair;
+    const int regular = cap - (spare > 0 ? spare : 0);
     int cur = __atomic_load_n(used, __ATOMIC_RELAXED);
     for (;;) {
         int got = want;
         if (cap > 0) {
-            const int left = cap - cur;
+            const int left = regular - cur;
             got = left < want ? left : want;
             got = got / pair * pair;
             got = got >= pair ? got : pair;
@@ -344,11 +346,12 @@ int cgpu_blocks_take(int *used, int cap, int want, int pair)
     }
 }
 
-bool cgpu_blocks_reserve(int *used, int cap, int n)
+bool cgpu_blocks_reserve(int *used, int cap, int spare, int n)
 {
+    const int regular = cap - (spare > 0 ? spare : 0);
     int cur = __atomic_load_n(used, __ATOMIC_RELAXED);
     do {
-        if (cap > 0 && cur + n > cap) {
+        if (cap > 0 && cur + n > regular) {
             return false;
         }
     } while (!__atomic_compare_exchange_n(used, &cur, cur + n, true, __ATOMIC_RELAXED,

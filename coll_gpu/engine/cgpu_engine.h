@@ -146,6 +146,8 @@ typedef struct cgpu_config {
     int cuda_block_budget;      /* thread blocks of this process's collective kernels in
                                  * flight on a device at once (-1: what the device holds at
                                  * once, shared by the ranks on it; 0: no budget) */
+    int cuda_block_spare;       /* of those, blocks kept for calls that find the rest taken,
+                                 * one block (or pair) each (-1: a quarter of the budget) */
     /* inter-node proxy (libfabric; cgpu_proxy.h) */
     const char *ofi_provider;   /* provider name; NULL or "": the best found, tcp as fallback */
     int proxy_max_peers;        /* peers one process connects to at most (0: no cap) */
@@ -225,16 +227,22 @@ bool cgpu_engine_worker_shares_cpu(void);
 
 /**
  * A launch's thread blocks out of a budget of @p cap blocks (@p used: those taken and not
- * given back, shared by the threads of the process): @p want (one per part of the call) or
- * as many as are left, a multiple of @p pair, at least @p pair even where none is left (a
- * call is never held back: a rank waiting for blocks that its peers' calls hold could wait
- * for ever; cgpu_cuda_kernels.h, CGPU_CUDA_GRID_DOC). cap <= 0: no budget, @p want.
- * Give the result back with cgpu_blocks_give once the launch's kernel has ended.
+ * given back, shared by the threads of the process), of which @p spare are kept for
+ * launches that find the others taken: @p want (one per part of the call) or as many of
+ * the cap - spare as are left, a multiple of @p pair; where fewer than @p pair of those
+ * are left, one @p pair (out of the spare blocks while they last, then over the cap: a
+ * call is never held back, since a rank waiting for blocks that its peers' calls hold
+ * could wait for ever; cgpu_cuda_kernels.h, CGPU_CUDA_GRID_DOC). The spare blocks are what
+ * lets calls in flight on many communicators at once each have a block on the GPU: every
+ * block a rank's kernels take must be one the GPU holds beside the others, or a block left
+ * undispatched behind spinning ones can wait for a peer's call that waits for it.
+ * cap <= 0: no budget, @p want. Give the result back with cgpu_blocks_give once the
+ * launch's kernel has ended.
  */
-int cgpu_blocks_take(int *used, int cap, int want, int pair);
-/** @p n blocks of the budget if they are left (or there is none: cap <= 0): true; else
- *  none taken, false. */
-bool cgpu_blocks_reserve(int *used, int cap, int n);
+int cgpu_blocks_take(int *used, int cap, int spare, int want, int pair);
+/** @p n blocks of the budget's cap - @p spare if they are left (or there is no budget:
+ *  cap <= 0): true; else none taken, false. */
+bool cgpu_blocks_reserve(int *used, int cap, int spare, int n);
 void cgpu_blocks_give(int *used, int n);
 
 /** Monotonic clock, nanoseconds. */

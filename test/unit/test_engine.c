@@ -1613,6 +1613,9 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     child_config(&cfg);
     cfg.cuda_block_budget = -2; /* -1 is "from the device", 0 "none" */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    cfg.cuda_block_spare = -2; /* -1 is "a quarter" */
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     /* odd sizes are rounded down to whole cache lines (aligned slots for every type) */
     child_config(&cfg);
     cfg.slot_bytes = TEST_SLOT_BYTES + 4;
@@ -1948,7 +1951,7 @@ static void *budget_thread(void *arg)
 {
     const int want = 1 + (int) (intptr_t) arg;
     for (int i = 0; i < BUDGET_ROUNDS; ++i) {
-        const int got = cgpu_blocks_take(&budget_used, 16, want, 1);
+        const int got = cgpu_blocks_take(&budget_used, 16, 0, want, 1);
         if (got < 1 || got > want) {
             return (void *) 1;
         }
@@ -1960,32 +1963,32 @@ static void *budget_thread(void *arg)
 static void test_block_budget(void)
 {
     int used = 0;
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 6, 1), 6);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 6, 1), 6);
     CU_ASSERT_EQUAL(used, 6);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 6, 1), 4); /* what is left */
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 6, 1), 1); /* none left: one, over budget */
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 6, 1), 4); /* what is left */
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 6, 1), 1); /* none left: one, over budget */
     CU_ASSERT_EQUAL(used, 11);
-    CU_ASSERT_FALSE(cgpu_blocks_reserve(&used, 10, 1));
+    CU_ASSERT_FALSE(cgpu_blocks_reserve(&used, 10, 0, 1));
     CU_ASSERT_EQUAL(used, 11);
     cgpu_blocks_give(&used, 11);
     CU_ASSERT_EQUAL(used, 0);
     /* pairs: an odd want rounds down, the least is one pair */
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 7, 2), 6);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 8, 2), 4);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 8, 2), 2);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 1, 2), 2);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 7, 2), 6);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 8, 2), 4);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 8, 2), 2);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 1, 2), 2);
     CU_ASSERT_EQUAL(used, 14);
     cgpu_blocks_give(&used, 14);
     /* reservations: all or nothing */
-    CU_ASSERT_TRUE(cgpu_blocks_reserve(&used, 10, 8));
-    CU_ASSERT_FALSE(cgpu_blocks_reserve(&used, 10, 3));
-    CU_ASSERT_TRUE(cgpu_blocks_reserve(&used, 10, 2));
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 5, 1), 1);
+    CU_ASSERT_TRUE(cgpu_blocks_reserve(&used, 10, 0, 8));
+    CU_ASSERT_FALSE(cgpu_blocks_reserve(&used, 10, 0, 3));
+    CU_ASSERT_TRUE(cgpu_blocks_reserve(&used, 10, 0, 2));
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 5, 1), 1);
     CU_ASSERT_EQUAL(used, 11);
     cgpu_blocks_give(&used, 11);
     /* no budget: every launch what it wants, every reservation granted */
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 0, 64, 1), 64);
-    CU_ASSERT_TRUE(cgpu_blocks_reserve(&used, 0, 1000));
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 0, 0, 64, 1), 64);
+    CU_ASSERT_TRUE(cgpu_blocks_reserve(&used, 0, 0, 1000));
     cgpu_blocks_give(&used, 1064);
     CU_ASSERT_EQUAL(used, 0);
     pthread_t th[BUDGET_THREADS];
@@ -1999,6 +2002,60 @@ static void test_block_budget(void)
         CU_ASSERT_PTR_NULL(bad);
     }
     CU_ASSERT_EQUAL(budget_used, 0);
+}
+
+/* Spare blocks (cgpu_blocks_take's spare): regular grids stop at cap - spare, and a launch
+ * that finds fewer than a pair of those left takes one pair out of the spare ones, so that
+ * many more calls in flight still fit under the cap; past them, over it. Reservations (the
+ * resident kernel's) come out of the regular blocks only. The GPU case of session 34: one
+ * rank per H200 (132 blocks of 512 threads its budget) with sixteen communicators' calls
+ * in flight (4 MB and 16 MB rings of 64 channels, 256 KB oneshots of 32 blocks): without
+ * spare blocks the calls past the first three took 13 blocks over the cap, which the GPU
+ * left undispatched behind the spinning ones, and the ranks (posting in opposite orders)
+ * waited for each other; with a quarter spare every call fits. */
+static int crossed_blocks(int cap, int spare, int *least)
+{
+    static const int want[] = {64, 32, 64};
+    int used = 0, most = 0;
+    *least = 1 << 30;
+    for (int j = 0; j < 16; ++j) {
+        const int got = cgpu_blocks_take(&used, cap, spare, want[j % 3], 1);
+        *least = got < *least ? got : *least;
+        most = used > most ? used : most;
+    }
+    cgpu_blocks_give(&used, used);
+    return most;
+}
+
+static void test_block_spare(void)
+{
+    int used = 0;
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 6);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 1); /* the regular blocks' last */
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 1); /* spare, 3 of them */
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 1);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 1);
+    CU_ASSERT_EQUAL(used, 10); /* every call so far under the cap */
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 1); /* past the spare: over it */
+    CU_ASSERT_EQUAL(used, 11);
+    cgpu_blocks_give(&used, 11);
+    /* a reservation takes regular blocks only */
+    CU_ASSERT_FALSE(cgpu_blocks_reserve(&used, 10, 3, 8));
+    CU_ASSERT_TRUE(cgpu_blocks_reserve(&used, 10, 3, 7));
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 4, 1), 1);
+    CU_ASSERT_EQUAL(used, 8);
+    cgpu_blocks_give(&used, 8);
+    /* pairs: the spare blocks go a pair a launch */
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 12, 4, 9, 2), 8);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 12, 4, 9, 2), 2);
+    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 12, 4, 9, 2), 2);
+    CU_ASSERT_EQUAL(used, 12);
+    cgpu_blocks_give(&used, 12);
+    CU_ASSERT_EQUAL(used, 0);
+    int least = 0;
+    CU_ASSERT_TRUE(crossed_blocks(132, 132 / 4, &least) <= 132);
+    CU_ASSERT_EQUAL(least, 1);
+    CU_ASSERT_TRUE(crossed_blocks(132, 0, &least) > 132); /* the old rule: 145 */
 }
 
 /* The scatter auto rule: blocks up to CGPU_SCATTER_RS_AUTO_MAX run as a reduce-scatter,
@@ -2091,6 +2148,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_scatter_auto_rule},
     {"the block budget: what is left, at least one (pair), reservations all or nothing",
      test_block_budget},
+    {"spare blocks: sixteen crossed calls of one rank per GPU all fit under the budget",
+     test_block_spare},
 };
 
 int main(void)
