@@ -195,15 +195,17 @@ static int block_cap(const cgpu_cuda_comm_t *cc, int share)
 }
 
 /* Of a cap, the blocks kept for launches that find the others taken, one block (or pair)
- * each (coll_gpu_cuda_block_spare; -1: a quarter). Without them the calls past the others
- * took blocks over the cap: with one rank per GPU (the whole GPU its budget) those blocks
- * waited undispatched behind spinning ones, and sixteen communicators' calls crossed hung
- * on 2x H200 (session 34, `test_cuda_nb crossed`); where ranks share a GPU time-sliced,
- * each rank's half had left room for them. At least one block stays outside them. */
+ * each (coll_gpu_cuda_block_spare; -1: an eighth, 16 on an H200). Without them the calls
+ * past the others took blocks over the cap: with one rank per GPU (the whole GPU its
+ * budget) those blocks waited undispatched behind spinning ones, and sixteen
+ * communicators' calls crossed hung on 2x H200 (session 34, `test_cuda_nb crossed`); where
+ * ranks share a GPU time-sliced, each rank's half had left room for them. A quarter cost
+ * the copy-engine allreduce (128 blocks wanted, 99 given) 5% at 512 MiB. At least one
+ * block stays outside them. */
 static int block_spare_of(int cap)
 {
     const int s = cgpu_engine_config()->cuda_block_spare;
-    const int spare = s >= 0 ? s : cap / 4;
+    const int spare = s >= 0 ? s : cap / 8;
     return cap <= 1 ? 0 : spare < cap - 1 ? spare : cap - 1;
 }
 

@@ -147,7 +147,7 @@ typedef struct cgpu_config {
                                  * flight on a device at once (-1: what the device holds at
                                  * once, shared by the ranks on it; 0: no budget) */
     int cuda_block_spare;       /* of those, blocks kept for calls that find the rest taken,
-                                 * one block (or pair) each (-1: a quarter of the budget) */
+                                 * one block (or pair) each (-1: an eighth of the budget) */
     /* inter-node proxy (libfabric; cgpu_proxy.h) */
     const char *ofi_provider;   /* provider name; NULL or "": the best found, tcp as fallback */
     int proxy_max_peers;        /* peers one process connects to at most (0: no cap) */

@@ -1614,7 +1614,7 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     cfg.cuda_block_budget = -2; /* -1 is "from the device", 0 "none" */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     child_config(&cfg);
-    cfg.cuda_block_spare = -2; /* -1 is "a quarter" */
+    cfg.cuda_block_spare = -2; /* -1 is "an eighth" */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     /* odd sizes are rounded down to whole cache lines (aligned slots for every type) */
     child_config(&cfg);
@@ -2012,7 +2012,7 @@ static void test_block_budget(void)
  * in flight (4 MB and 16 MB rings of 64 channels, 256 KB oneshots of 32 blocks): without
  * spare blocks the calls past the first three took 13 blocks over the cap, which the GPU
  * left undispatched behind the spinning ones, and the ranks (posting in opposite orders)
- * waited for each other; with a quarter spare every call fits. */
+ * waited for each other; with an eighth spare (16) every call fits. */
 static int crossed_blocks(int cap, int spare, int *least)
 {
     static const int want[] = {64, 32, 64};
@@ -2053,7 +2053,7 @@ static void test_block_spare(void)
     cgpu_blocks_give(&used, 12);
     CU_ASSERT_EQUAL(used, 0);
     int least = 0;
-    CU_ASSERT_TRUE(crossed_blocks(132, 132 / 4, &least) <= 132);
+    CU_ASSERT_TRUE(crossed_blocks(132, 132 / 8, &least) <= 132);
     CU_ASSERT_EQUAL(least, 1);
     CU_ASSERT_TRUE(crossed_blocks(132, 0, &least) > 132); /* the old rule: 145 */
 }
