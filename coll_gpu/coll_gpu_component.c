@@ -505,8 +505,9 @@ static int gpu_register(void)
             "cuda backend: of coll_gpu_cuda_block_budget, the blocks kept for calls that find "
             "the others taken, one block (or pair) each, so that that many more calls in "
             "flight at once still each have a block on the GPU (past them a call takes a "
-            "block over the budget, which the GPU may not hold beside the others). -1: an "
-            "eighth of the budget; at least one block stays outside them",
+            "block over the budget, which the GPU may not hold beside the others). -1: one "
+            "for every other communicator of the process on the GPU (each has at most one "
+            "call's kernel at a time), at most half the budget",
             OPAL_INFO_LVL_6, &c->cuda_block_spare);
     c->cuda_stream_order = d.cuda_stream_order;
     reg_enum("cuda_stream_order",

@@ -42,7 +42,7 @@ typedef struct cgpu_cuda_comm {
     int nch_max;
     int threads;
     int block_cap;   /* coll_gpu_cuda_block_budget for this communicator's device (0: none) */
-    int block_spare; /* of those, kept for calls that find the rest taken (block_spare_of) */
+    bool block_counted;   /* counted in block_comms (from connect to destroy) */
     bool block_over_said; /* a launch past the cap was reported (once a communicator) */
     int blocks_held; /* blocks the call in progress took (given back when it ends) */
     int nslots;
@@ -171,6 +171,7 @@ static size_t oneshot_blocks(size_t unit);
  * (cgpu_cuda_kernels.h, CGPU_CUDA_GRID_DOC): each rank's own choice. */
 enum { BUDGET_DEVICES = 64 };
 static int block_used[BUDGET_DEVICES];
+static int block_comms[BUDGET_DEVICES]; /* this process's connected communicators a device */
 
 static int *budget_of(const cgpu_cuda_comm_t *cc)
 {
@@ -194,19 +195,20 @@ static int block_cap(const cgpu_cuda_comm_t *cc, int share)
     return sms > 0 ? (cap > 1 ? cap : 1) : 0;
 }
 
-/* Of a cap, the blocks kept for launches that find the others taken, one block (or pair)
- * each (coll_gpu_cuda_block_spare; -1: an eighth, 16 on an H200). Without them the calls
- * past the others took blocks over the cap: with one rank per GPU (the whole GPU its
- * budget) those blocks waited undispatched behind spinning ones, and sixteen
- * communicators' calls crossed hung on 2x H200 (session 34, `test_cuda_nb crossed`); where
- * ranks share a GPU time-sliced, each rank's half had left room for them. A quarter cost
- * the copy-engine allreduce (128 blocks wanted, 99 given) 5% at 512 MiB. At least one
- * block stays outside them. */
-static int block_spare_of(int cap)
+/* Of the cap, the blocks kept for launches that find the others taken, one block (or
+ * pair) each (cgpu_blocks_spare): by default one for every other communicator of this
+ * process on the device, since a communicator has at most one call's kernel holding
+ * blocks at once (its calls run in order on its stream, blocks given back at the end).
+ * Without them the calls past the others took blocks over the cap: with one rank per GPU
+ * (the whole GPU its budget) those blocks waited undispatched behind spinning ones, and
+ * sixteen communicators' calls crossed hung on 2x H200 (session 34, `test_cuda_nb
+ * crossed`); where ranks share a GPU time-sliced, each rank's half had left room for them.
+ * A fixed quarter (an eighth) had cost the copy-engine allreduce, 128 blocks wanted, 5%
+ * (2%) at 512 MiB with one communicator. */
+static int spare_now(const cgpu_cuda_comm_t *cc)
 {
-    const int s = cgpu_engine_config()->cuda_block_spare;
-    const int spare = s >= 0 ? s : cap / 8;
-    return cap <= 1 ? 0 : spare < cap - 1 ? spare : cap - 1;
+    const int comms = __atomic_load_n(&block_comms[cc->device], __ATOMIC_RELAXED);
+    return cgpu_blocks_spare(cc->block_cap, cgpu_engine_config()->cuda_block_spare, comms);
 }
 
 /* a launch's grid (0: every part a block, where there is no budget) */
@@ -216,7 +218,8 @@ static int blocks_take(cgpu_cuda_comm_t *cc, int want, int pair)
     if (NULL == used || 0 == cc->block_cap) {
         return 0;
     }
-    const int got = cgpu_blocks_take(used, cc->block_cap, cc->block_spare, want, pair);
+    const int spare = spare_now(cc);
+    const int got = cgpu_blocks_take(used, cc->block_cap, spare, want, pair);
     cc->blocks_held += got;
     if (got < (want > pair ? want / pair * pair : pair)) { /* fewer than the kernel's own grid */
         cgpu_log(CGPU_LOG_TRACE, "cuda: a launch of %d parts on %d blocks (budget %d on device %d)",
@@ -228,7 +231,7 @@ static int blocks_take(cgpu_cuda_comm_t *cc, int want, int pair)
                  "cuda: more calls in flight than device %d holds blocks for (%d, of which %d "
                  "spare): a call may wait on the GPU behind others until they end, and calls "
                  "crossed between ranks can then time out (coll_gpu_cuda_block_spare)",
-                 cc->device, cc->block_cap, cc->block_spare);
+                 cc->device, cc->block_cap, spare);
     }
     return got;
 }
@@ -396,7 +399,10 @@ static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
     const int share = comm->dev_share;
     cc->shared_device = share > 1;
     cc->block_cap = block_cap(cc, share); /* no launch comes before connect */
-    cc->block_spare = block_spare_of(cc->block_cap);
+    if (NULL != budget_of(cc)) {
+        __atomic_fetch_add(&block_comms[cc->device], 1, __ATOMIC_RELAXED);
+        cc->block_counted = true;
+    }
     if (share > 1) {
         /* the kernels of a call wait for each other across the ranks: under MPS those of
          * the ranks on one device must all fit on it at once (4 ranks x 64 ring channels
@@ -506,6 +512,10 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
         }
     }
     pthread_mutex_unlock(&rk_lock);
+    if (cc->block_counted) {
+        __atomic_fetch_sub(&block_comms[cc->device], 1, __ATOMIC_RELAXED);
+        cc->block_counted = false;
+    }
     rk_report(comm, cc); /* the kernel has ended (rk_stop) */
     bool all_mapped = NULL != cc->peer_inbox;
     if (NULL != cc->peer_inbox) {
@@ -1215,7 +1225,7 @@ static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size
      * communicator ends (it runs again at the next call after an idle end) */
     if (rk_count < cgpu_engine_config()->cuda_resident_max_kernels &&
         (NULL == budget_of(cc) ||
-         cgpu_blocks_reserve(budget_of(cc), cc->block_cap, cc->block_spare, cc->rk_blocks))) {
+         cgpu_blocks_reserve(budget_of(cc), cc->block_cap, spare_now(cc), cc->rk_blocks))) {
         rk_count++;
         cc->rk_listed = true;
         cc->rk_next = rk_head;

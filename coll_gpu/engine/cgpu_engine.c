@@ -359,6 +359,16 @@ bool cgpu_blocks_reserve(int *used, int cap, int spare, int n)
     return true;
 }
 
+int cgpu_blocks_spare(int cap, int setting, int comms)
+{
+    if (cap <= 1) {
+        return 0;
+    }
+    const int most = setting >= 0 ? cap - 1 : cap / 2;
+    const int s = setting >= 0 ? setting : comms - 1;
+    return s < 0 ? 0 : s < most ? s : most;
+}
+
 void cgpu_blocks_give(int *used, int n)
 {
     if (n > 0) {

@@ -147,7 +147,8 @@ typedef struct cgpu_config {
                                  * flight on a device at once (-1: what the device holds at
                                  * once, shared by the ranks on it; 0: no budget) */
     int cuda_block_spare;       /* of those, blocks kept for calls that find the rest taken,
-                                 * one block (or pair) each (-1: an eighth of the budget) */
+                                 * one block (or pair) each (-1: one for every other
+                                 * communicator on the device, cgpu_blocks_spare) */
     /* inter-node proxy (libfabric; cgpu_proxy.h) */
     const char *ofi_provider;   /* provider name; NULL or "": the best found, tcp as fallback */
     int proxy_max_peers;        /* peers one process connects to at most (0: no cap) */
@@ -244,6 +245,11 @@ int cgpu_blocks_take(int *used, int cap, int spare, int want, int pair);
  *  cap <= 0): true; else none taken, false. */
 bool cgpu_blocks_reserve(int *used, int cap, int spare, int n);
 void cgpu_blocks_give(int *used, int n);
+/** The spare blocks of a cap of @p cap for @p comms communicators of this process on the
+ *  device: @p setting (coll_gpu_cuda_block_spare) where >= 0, at most cap - 1; -1: comms - 1
+ *  (a block under the cap for every other communicator's call in flight), at most half the
+ *  cap (a 64-channel ring still whole on an H200). cap <= 1: none. */
+int cgpu_blocks_spare(int cap, int setting, int comms);
 
 /** Monotonic clock, nanoseconds. */
 uint64_t cgpu_now_ns(void);

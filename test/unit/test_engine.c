@@ -1614,7 +1614,7 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     cfg.cuda_block_budget = -2; /* -1 is "from the device", 0 "none" */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     child_config(&cfg);
-    cfg.cuda_block_spare = -2; /* -1 is "an eighth" */
+    cfg.cuda_block_spare = -2; /* -1 is "one for every other communicator" */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     /* odd sizes are rounded down to whole cache lines (aligned slots for every type) */
     child_config(&cfg);
@@ -2012,7 +2012,8 @@ static void test_block_budget(void)
  * in flight (4 MB and 16 MB rings of 64 channels, 256 KB oneshots of 32 blocks): without
  * spare blocks the calls past the first three took 13 blocks over the cap, which the GPU
  * left undispatched behind the spinning ones, and the ranks (posting in opposite orders)
- * waited for each other; with an eighth spare (16) every call fits. */
+ * waited for each other; with one spare block for every other communicator every call
+ * fits. */
 static int crossed_blocks(int cap, int spare, int *least)
 {
     static const int want[] = {64, 32, 64};
@@ -2052,8 +2053,17 @@ static void test_block_spare(void)
     CU_ASSERT_EQUAL(used, 12);
     cgpu_blocks_give(&used, 12);
     CU_ASSERT_EQUAL(used, 0);
+    /* the default: one spare block for every other communicator (sixteen dups and world),
+     * at most half the cap; a setting as given, at most cap - 1 */
+    CU_ASSERT_EQUAL(cgpu_blocks_spare(132, -1, 1), 0);
+    CU_ASSERT_EQUAL(cgpu_blocks_spare(132, -1, 17), 16);
+    CU_ASSERT_EQUAL(cgpu_blocks_spare(132, -1, 500), 66);
+    CU_ASSERT_EQUAL(cgpu_blocks_spare(132, -1, 0), 0);
+    CU_ASSERT_EQUAL(cgpu_blocks_spare(132, 8, 1), 8);
+    CU_ASSERT_EQUAL(cgpu_blocks_spare(10, 20, 1), 9);
+    CU_ASSERT_EQUAL(cgpu_blocks_spare(1, -1, 17), 0);
     int least = 0;
-    CU_ASSERT_TRUE(crossed_blocks(132, 132 / 8, &least) <= 132);
+    CU_ASSERT_TRUE(crossed_blocks(132, cgpu_blocks_spare(132, -1, 17), &least) <= 132);
     CU_ASSERT_EQUAL(least, 1);
     CU_ASSERT_TRUE(crossed_blocks(132, 0, &least) > 132); /* the old rule: 145 */
 }
@@ -2148,7 +2158,7 @@ static const cgpu_unit_case_t test_cases[] = {
      test_scatter_auto_rule},
     {"the block budget: what is left, at least one (pair), reservations all or nothing",
      test_block_budget},
-    {"spare blocks: sixteen crossed calls of one rank per GPU all fit under the budget",
+    {"spare blocks: one a communicator; sixteen crossed calls of one rank per GPU fit",
      test_block_spare},
 };
 
