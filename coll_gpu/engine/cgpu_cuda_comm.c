@@ -42,7 +42,7 @@ typedef struct cgpu_cuda_comm {
     int nch_max;
     int threads;
     int block_cap;   /* coll_gpu_cuda_block_budget for this communicator's device (0: none) */
-    bool block_counted;   /* counted in block_comms (from connect to destroy) */
+    bool block_counted;   /* counted in its device's budget's comms (connect to destroy) */
     bool block_over_said; /* a launch past the cap was reported (once a communicator) */
     int blocks_held; /* blocks the call in progress took (given back when it ends) */
     int nslots;
@@ -170,12 +170,15 @@ static size_t oneshot_blocks(size_t unit);
  * shared by the process's threads, and past the budget runs its parts on fewer blocks
  * (cgpu_cuda_kernels.h, CGPU_CUDA_GRID_DOC): each rank's own choice. */
 enum { BUDGET_DEVICES = 64 };
-static int block_used[BUDGET_DEVICES];
-static int block_comms[BUDGET_DEVICES]; /* this process's connected communicators a device */
+typedef struct {
+    int used;  /* blocks taken and not given back (cgpu_blocks_take) */
+    int comms; /* this process's connected communicators on the device */
+} block_budget_t;
+static block_budget_t budgets[BUDGET_DEVICES];
 
-static int *budget_of(const cgpu_cuda_comm_t *cc)
+static block_budget_t *budget_of(const cgpu_cuda_comm_t *cc)
 {
-    return cc->device >= 0 && cc->device < BUDGET_DEVICES ? &block_used[cc->device] : NULL;
+    return cc->device >= 0 && cc->device < BUDGET_DEVICES ? &budgets[cc->device] : NULL;
 }
 
 /* the blocks this rank's kernels may hold on the device at once, `share` ranks on it */
@@ -205,27 +208,27 @@ static int block_cap(const cgpu_cuda_comm_t *cc, int share)
  * crossed`); where ranks share a GPU time-sliced, each rank's half had left room for them.
  * A fixed quarter (an eighth) had cost the copy-engine allreduce, 128 blocks wanted, 5%
  * (2%) at 512 MiB with one communicator. */
-static int spare_now(const cgpu_cuda_comm_t *cc)
+static int spare_now(const cgpu_cuda_comm_t *cc, const block_budget_t *b)
 {
-    const int comms = __atomic_load_n(&block_comms[cc->device], __ATOMIC_RELAXED);
-    return cgpu_blocks_spare(cc->block_cap, cgpu_engine_config()->cuda_block_spare, comms);
+    return cgpu_blocks_spare(cc->block_cap, cgpu_engine_config()->cuda_block_spare,
+                             __atomic_load_n(&b->comms, __ATOMIC_RELAXED));
 }
 
 /* a launch's grid (0: every part a block, where there is no budget) */
 static int blocks_take(cgpu_cuda_comm_t *cc, int want, int pair)
 {
-    int *used = budget_of(cc);
-    if (NULL == used || 0 == cc->block_cap) {
+    block_budget_t *b = budget_of(cc);
+    if (NULL == b || 0 == cc->block_cap) {
         return 0;
     }
-    const int spare = spare_now(cc);
-    const int got = cgpu_blocks_take(used, cc->block_cap, spare, want, pair);
+    const int spare = spare_now(cc, b);
+    const int got = cgpu_blocks_take(&b->used, cc->block_cap, spare, want, pair);
     cc->blocks_held += got;
     if (got < (want > pair ? want / pair * pair : pair)) { /* fewer than the kernel's own grid */
         cgpu_log(CGPU_LOG_TRACE, "cuda: a launch of %d parts on %d blocks (budget %d on device %d)",
                  want, got, cc->block_cap, cc->device);
     }
-    if (!cc->block_over_said && __atomic_load_n(used, __ATOMIC_RELAXED) > cc->block_cap) {
+    if (!cc->block_over_said && __atomic_load_n(&b->used, __ATOMIC_RELAXED) > cc->block_cap) {
         cc->block_over_said = true;
         cgpu_log(CGPU_LOG_INFO,
                  "cuda: more calls in flight than device %d holds blocks for (%d, of which %d "
@@ -240,7 +243,7 @@ static int blocks_take(cgpu_cuda_comm_t *cc, int want, int pair)
 static void blocks_give(cgpu_cuda_comm_t *cc)
 {
     if (cc->blocks_held > 0) {
-        cgpu_blocks_give(budget_of(cc), cc->blocks_held);
+        cgpu_blocks_give(&budget_of(cc)->used, cc->blocks_held);
         cc->blocks_held = 0;
     }
 }
@@ -400,7 +403,7 @@ static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
     cc->shared_device = share > 1;
     cc->block_cap = block_cap(cc, share); /* no launch comes before connect */
     if (NULL != budget_of(cc)) {
-        __atomic_fetch_add(&block_comms[cc->device], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&budget_of(cc)->comms, 1, __ATOMIC_RELAXED);
         cc->block_counted = true;
     }
     if (share > 1) {
@@ -508,12 +511,12 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
         cc->rk_listed = false;
         rk_count--;
         if (NULL != budget_of(cc)) {
-            cgpu_blocks_give(budget_of(cc), cc->rk_blocks);
+            cgpu_blocks_give(&budget_of(cc)->used, cc->rk_blocks);
         }
     }
     pthread_mutex_unlock(&rk_lock);
     if (cc->block_counted) {
-        __atomic_fetch_sub(&block_comms[cc->device], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_sub(&budget_of(cc)->comms, 1, __ATOMIC_RELAXED);
         cc->block_counted = false;
     }
     rk_report(comm, cc); /* the kernel has ended (rk_stop) */
@@ -1220,12 +1223,13 @@ static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size
     if (cc->rk_listed) {
         return true;
     }
+    block_budget_t *b = budget_of(cc);
     pthread_mutex_lock(&rk_lock);
     /* a listed communicator's kernel holds its blocks of the budget until the
      * communicator ends (it runs again at the next call after an idle end) */
     if (rk_count < cgpu_engine_config()->cuda_resident_max_kernels &&
-        (NULL == budget_of(cc) ||
-         cgpu_blocks_reserve(budget_of(cc), cc->block_cap, spare_now(cc), cc->rk_blocks))) {
+        (NULL == b ||
+         cgpu_blocks_reserve(&b->used, cc->block_cap, spare_now(cc, b), cc->rk_blocks))) {
         rk_count++;
         cc->rk_listed = true;
         cc->rk_next = rk_head;
