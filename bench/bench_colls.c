@@ -261,6 +261,17 @@ static int check(int coll, size_t cnt)
  * program's first timing of each side, as OSU skips 200 small calls: clocks and caches are
  * cold before it) then the receive buffer's @p reset_bytes reset, if any: back to back, or
  * each call alone between two MPI_Barriers (osu_mode). */
+/* osu_mode: each timed call's seconds on this rank, sorted after the run (the stall
+ * columns: median and slowest call, and calls over 50 us) */
+#define MAX_ITERS 200
+static double call_s[MAX_ITERS];
+
+static int cmp_double(const void *x, const void *y)
+{
+    const double a = *(const double *) x, b = *(const double *) y;
+    return a < b ? -1 : a > b;
+}
+
 static double timed(void (*fn)(int, size_t), int coll, size_t cnt, int it, size_t reset_bytes)
 {
     static void (*warmed[2])(int, size_t);
@@ -282,11 +293,28 @@ static double timed(void (*fn)(int, size_t), int coll, size_t cnt, int it, size_
         const double a = MPI_Wtime();
         fn(coll, cnt);
         if (osu_mode) {
-            alone += MPI_Wtime() - a;
+            call_s[i] = MPI_Wtime() - a;
+            alone += call_s[i];
             MPI_Barrier(MPI_COMM_WORLD);
         }
     }
+    if (osu_mode) {
+        qsort(call_s, (size_t) it, sizeof(double), cmp_double);
+    }
     return (osu_mode ? alone : MPI_Wtime() - t0) / it;
+}
+
+/* median and slowest of the last timed() run's it calls (sorted), and how many took over
+ * 50 us, into st[0..2] */
+static void stall_stats(int it, double *st)
+{
+    int over = 0;
+    for (int i = 0; i < it; ++i) {
+        over += call_s[i] > 50e-6;
+    }
+    st[0] = call_s[it / 2];
+    st[1] = call_s[it - 1];
+    st[2] = over;
 }
 
 static void run(int coll, size_t minb, size_t maxb, int ndev)
@@ -306,8 +334,10 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
                                                                                        : "",
                n, ndev,
                osu_mode ? ", each call alone between MPI_Barriers, mean over ranks (as OSU)" : "");
-        printf("%12s %10s %10s %10s %10s %8s %8s %s\n", "bytes", "ours_us", "ours_busbw",
-               "nccl_us", "nccl_busbw", "bw_ratio", "lat_ratio", "check");
+        printf("%12s %10s %10s %10s %10s %8s %8s %s%s\n", "bytes", "ours_us", "ours_busbw",
+               "nccl_us", "nccl_busbw", "bw_ratio", "lat_ratio", "check",
+               osu_mode ? "  (a rank's calls: median/slowest us, calls over 50 us; ours | NCCL)"
+                        : "");
     }
     for (size_t bytes = minb; bytes <= maxb; bytes *= 2) {
         const size_t cnt = count_for(coll, bytes);
@@ -315,9 +345,19 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
             continue;
         }
         const int it = iters_for(bytes);
+        /* the stall columns (osu_mode): each side's median and slowest call and calls over
+         * 50 us, the largest over ranks */
+        double st[6] = {0, 0, 0, 0, 0, 0}, stm[6];
         const double t_ours = timed(ours, coll, cnt, it, bytes);
+        if (osu_mode) {
+            stall_stats(it, st);
+        }
         int ok = check(coll, cnt);
         const double t_nccl = have_nccl ? timed(nccl, coll, cnt, it, 0) : NAN;
+        if (osu_mode && have_nccl) {
+            stall_stats(it, st + 3);
+        }
+        MPI_Reduce(st, stm, 6, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         double tt[2] = {t_ours, t_nccl}, tm[2];
         int okall;
         MPI_Reduce(tt, tm, 2, MPI_DOUBLE, osu_mode ? MPI_SUM : MPI_MAX, 0, MPI_COMM_WORLD);
@@ -331,8 +371,13 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
                 (double) cnt * (double) elem_size(coll) *
                 (ALLTOALL == coll || ALLGATHER == coll || REDUCE_SCATTER == coll ? n : 1);
             double bo = sz / tm[0] / 1e9 * bus, bn = sz / tm[1] / 1e9 * bus;
-            printf("%12.0f %10.2f %10.2f %10.2f %10.2f %8.3f %8.3f %s\n", sz, tm[0] * 1e6, bo,
+            printf("%12.0f %10.2f %10.2f %10.2f %10.2f %8.3f %8.3f %s", sz, tm[0] * 1e6, bo,
                    tm[1] * 1e6, bn, bo / bn, tm[0] / tm[1], okall ? "ok" : "WRONG");
+            if (osu_mode) {
+                printf("  %.2f/%.2f %.0f | %.2f/%.2f %.0f", stm[0] * 1e6, stm[1] * 1e6, stm[2],
+                       stm[3] * 1e6, stm[4] * 1e6, stm[5]);
+            }
+            printf("\n");
             fflush(stdout);
         }
     }

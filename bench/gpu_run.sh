@@ -5,6 +5,7 @@
 #   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   conn maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
+#   abso (ABSO="name=build.tgz ...": carried builds of the plugin against each other) rktrace
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   grids crossed (the block budget: ranks on different grids; sixteen communicators crossed)
@@ -748,6 +749,52 @@ if has ab; then # A/B: this tree ("new") against it with AB_PATCH reversed ("old
     done
     if [ "${AB_MPS:-1}" = 1 ] && [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then mps_stop; fi
     awk '/^## (old|new)/{v=$2" osu"$4} /^# /{c=$2; printf "\n%s %s:", v, c} /^ +[0-9]/{printf " %s:%s", $1, $2}' "$out/ab.txt"; echo
+fi
+if has abso; then # A/B of builds made elsewhere and carried (ABSO="name=dir.tgz ..." each a gzipped
+    # tar of one mca_coll_gpu.so; "name=." this tree's own .libs), alternating in one session, one
+    # rank per GPU: bench_colls in OSU's pattern (the stall columns) and back to back, then OSU
+    # -d cuda up to 64 KiB (ABSO_OSU=0: none); ABSO_EXTRA: more mpirun arguments for every run
+    abd=/tmp/cgpu_abso; rm -rf "$abd"; names=()
+    for v in ${ABSO:-}; do
+        nm=${v%%=*}; src=${v#*=}; mkdir -p "$abd/$nm"; names+=("$nm")
+        if [ "$src" = . ]; then cp .libs/mca_coll_gpu.so "$abd/$nm/"; else tar xzf "$src" -C "$abd/$nm"; fi
+    done
+    if [ "${ABSO_OSU:-1}" = 1 ] && [ -x .osu/configure ] && [ ! -x .osu/c/mpi/collective/blocking/osu_allreduce ]; then
+        osu_build blocking
+    fi
+    for round in $(seq "${ABSO_ROUNDS:-2}"); do
+        for nm in "${names[@]}"; do
+            A=(mpirun --allow-run-as-root --oversubscribe --mca mca_base_component_path "$abd/$nm:$pkglib"
+               --mca coll gpu,tuned,libnbc,basic,self ${CGPU_MPIRUN_EXTRA:-} ${ABSO_EXTRA:-})
+            for m in 1 0; do
+                echo "## $nm osu$m round $round" >> "$out/abso.txt"
+                CGPU_BENCH_OSU=$m timeout -k 5 90 "${A[@]}" -np 2 -x CGPU_BENCH_OSU bench/bench_colls \
+                    ${ABSO_COLLS:-allreduce,allreduce_char,alltoall,allgather,reduce_scatter,bcast,reduce} ${ABSO_MAX:-65536} 8 >> "$out/abso.txt" 2>&1
+            done
+            [ "${ABSO_OSU:-1}" = 1 ] || continue
+            for b in osu_allreduce osu_allgather osu_alltoall osu_reduce_scatter_block osu_bcast osu_reduce; do
+                [ -x .osu/c/mpi/collective/blocking/$b ] || continue
+                echo "## $nm $b round $round" >> "$out/abso_osu.txt"
+                timeout -k 5 60 "${A[@]}" -np 2 .osu/c/mpi/collective/blocking/$b -d cuda -m 1:65536 >> "$out/abso_osu.txt" 2>&1
+            done
+        done
+    done
+    # per build and run: the slowest size up to ABSO_MAX and the sizes over 10 us
+    awk '/^## /{v=$2" "$3" r"$5} /^# [a-z]/{c=$2} /^ +[0-9]/{k=v; if ($2>mx[k]) {mx[k]=$2; at[k]=c" "$1} if ($2>10) over[k]++; n[k]++; s[k]+=$2; if (NF>=13) {st[k]+=$10; sn[k]+=$13}}
+        END{for (k in mx) printf "abso %s: mean %.2f us, slowest %.2f (%s), %d of %d sizes over 10 us; calls over 50 us: %d (NCCL %d)\n", k, s[k]/n[k], mx[k], at[k], over[k], n[k], st[k], sn[k]}' "$out/abso.txt" | sort
+    [ -f "$out/abso_osu.txt" ] && awk '/^## /{v=$2" osu r"$5; c=$3} /^[0-9]/{k=v; if ($2>mx[k]) {mx[k]=$2; at[k]=c" "$1} if ($2>10) over[k]++; n[k]++; s[k]+=$2}
+        END{for (k in mx) printf "abso %s: mean %.2f us, slowest %.2f (%s), %d of %d sizes over 10 us\n", k, s[k]/n[k], mx[k], at[k], over[k], n[k]}' "$out/abso_osu.txt" | sort
+fi
+if has rktrace; then # where a resident call's time goes, per collective and size (verbose 10: the
+    # kernel's trace and its launches, reported at the communicator's end), in OSU's pattern
+    for sz in ${RKT_SIZES:-8 65536}; do
+        for c in ${RKT_COLLS:-allreduce alltoall allgather}; do
+            echo "## $c $sz" >> "$out/rktrace.txt"
+            CGPU_BENCH_OSU=1 timeout -k 5 60 "${MPIRUN[@]}" -np 2 -x CGPU_BENCH_OSU --mca coll_gpu_verbose 10 \
+                bench/bench_colls "$c" "$sz" "$sz" 2>&1 | grep -E "resident oneshot|^ +[0-9]" >> "$out/rktrace.txt"
+        done
+    done
+    grep -E "^##|on the device|^ +[0-9]" "$out/rktrace.txt" | sed 's/.*resident oneshot on the device, //'
 fi
 if has goals; then # issue 13's latency and bandwidth goals in one run (2x H200, one rank per GPU):
     # bench_colls back to back and in OSU's pattern (ours and NCCL), OSU 7.4 -d cuda up to 64 KiB,
