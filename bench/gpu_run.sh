@@ -754,9 +754,13 @@ if has abso; then # A/B of builds made elsewhere and carried (ABSO="name=dir.tgz
     # tar of one mca_coll_gpu.so; "name=." this tree's own .libs), alternating in one session, one
     # rank per GPU: bench_colls in OSU's pattern (the stall columns) and back to back, then OSU
     # -d cuda up to 64 KiB (ABSO_OSU=0: none); ABSO_EXTRA: more mpirun arguments for every run
-    abd=/tmp/cgpu_abso; rm -rf "$abd"; names=()
+    # (a build given twice runs twice: "a=x.tgz b=x.tgz%..." compares settings)
+    # a build may carry its own mpirun arguments after a %, % for each space:
+    # "ll64=.%--mca%coll_gpu_cuda_ll_bytes%65536"
+    abd=/tmp/cgpu_abso; rm -rf "$abd"; names=(); declare -A vargs=()
     for v in ${ABSO:-}; do
         nm=${v%%=*}; src=${v#*=}; mkdir -p "$abd/$nm"; names+=("$nm")
+        case "$src" in *%*) vargs[$nm]=${src#*%}; vargs[$nm]=${vargs[$nm]//%/ }; src=${src%%%*} ;; esac
         if [ "$src" = . ]; then cp .libs/mca_coll_gpu.so "$abd/$nm/"; else tar xzf "$src" -C "$abd/$nm"; fi
     done
     if [ "${ABSO_OSU:-1}" = 1 ] && [ -x .osu/configure ] && [ ! -x .osu/c/mpi/collective/blocking/osu_allreduce ]; then
@@ -765,7 +769,7 @@ if has abso; then # A/B of builds made elsewhere and carried (ABSO="name=dir.tgz
     for round in $(seq "${ABSO_ROUNDS:-2}"); do
         for nm in "${names[@]}"; do
             A=(mpirun --allow-run-as-root --oversubscribe --mca mca_base_component_path "$abd/$nm:$pkglib"
-               --mca coll gpu,tuned,libnbc,basic,self ${CGPU_MPIRUN_EXTRA:-} ${ABSO_EXTRA:-})
+               --mca coll gpu,tuned,libnbc,basic,self ${CGPU_MPIRUN_EXTRA:-} ${ABSO_EXTRA:-} ${vargs[$nm]:-})
             for m in 1 0; do
                 echo "## $nm osu$m round $round" >> "$out/abso.txt"
                 CGPU_BENCH_OSU=$m timeout -k 5 90 "${A[@]}" -np 2 -x CGPU_BENCH_OSU bench/bench_colls \
