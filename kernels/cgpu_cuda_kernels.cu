@@ -1587,7 +1587,11 @@ __device__ __forceinline__ void cluster_sync_all()
 #define CGPU_RK_CLUSTER 0
 #endif
 
-template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_resident_args_t a)
+/* 512 threads a block (coll_gpu_cuda_threads' default): at 146-159 registers the kernel
+ * could launch only 384, and a 4 KiB unit (512 LL lines a block) then took the batched LL
+ * path instead of one line a thread */
+template <typename T, int OP>
+__global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_resident_args_t a)
 {
     __shared__ __align__(16) uint64_t s_mb[8]; /* this block's mailbox (clusters) */
     __shared__ uint64_t s_f[4], s_k;
