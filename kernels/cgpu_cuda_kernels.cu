@@ -347,26 +347,20 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
         const uint4 *s0 = (const uint4 *) src0, *s1 = (const uint4 *) src1;
         uint4 *d0 = (uint4 *) dst0, *d1 = (uint4 *) dst1, *d2 = (uint4 *) dst2;
         const size_t step = nth * UNROLL;
-        /* the last, partial step too with every load first (a 64 KiB oneshot gives a block
-         * 8 KiB: one partial step, where vector-at-a-time took two load round trips) */
-        for (size_t i = tid; i < nv; i += step) {
+        size_t i = tid;
+        for (; i + (UNROLL - 1) * nth < nv; i += step) {
             uint4 a[UNROLL], b[UNROLL];
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
-                if (i + u * nth < nv) {
-                    if (nullptr != s0) {
-                        a[u] = __ldcg(s0 + i + u * nth);
-                    }
-                    if (nullptr != s1) {
-                        b[u] = __ldcg(s1 + i + u * nth);
-                    }
+                if (nullptr != s0) {
+                    a[u] = __ldcg(s0 + i + u * nth);
+                }
+                if (nullptr != s1) {
+                    b[u] = __ldcg(s1 + i + u * nth);
                 }
             }
 #pragma unroll
             for (int u = 0; u < UNROLL; ++u) {
-                if (i + u * nth >= nv) {
-                    break;
-                }
                 uint4 r = (nullptr != s0 && nullptr != s1) ? combine<T, OP>(a[u], b[u])
                                                          : (nullptr != s0 ? a[u] : b[u]);
                 if (nullptr != d0) {
@@ -378,6 +372,21 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
                 if (nullptr != d2) {
                     d2[i + u * nth] = r;
                 }
+            }
+        }
+        for (; i < nv; i += nth) {
+            uint4 a = nullptr != s0 ? __ldcg(s0 + i) : uint4();
+            uint4 b = nullptr != s1 ? __ldcg(s1 + i) : uint4();
+            uint4 r = (nullptr != s0 && nullptr != s1) ? combine<T, OP>(a, b)
+                                                     : (nullptr != s0 ? a : b);
+            if (nullptr != d0) {
+                d0[i] = r;
+            }
+            if (nullptr != d1) {
+                d1[i] = r;
+            }
+            if (nullptr != d2) {
+                d2[i] = r;
             }
         }
         done = nv * V;
@@ -929,12 +938,10 @@ __device__ __forceinline__ void oneshot_send(const cgpu_cuda_oneshot_args_t &a, 
     }
 }
 
-/* flags: block b of this call is in every peer's inbox; then between(), every thread's
- * work that needs no peer; then wait for every peer's block b. False on a timeout
- * (recorded in a.err). ts: block 0's stamps (trace), or NULL. */
-template <typename F>
+/* flags: block b of this call is in every peer's inbox; then wait for every peer's block
+ * b. False on a timeout (recorded in a.err). ts: block 0's stamps (trace), or NULL. */
 __device__ __forceinline__ bool oneshot_sync(const cgpu_cuda_oneshot_args_t &a, int b,
-                                             uint64_t *ts, F &&between)
+                                             uint64_t *ts)
 {
     const int n = a.nranks, me = a.rank;
     __syncthreads(); /* every thread's writes, before the flags that release them */
@@ -950,7 +957,6 @@ __device__ __forceinline__ bool oneshot_sync(const cgpu_cuda_oneshot_args_t &a, 
     if (0 == threadIdx.x) {
         failed = 0;
     }
-    between(); /* this rank's own part of the result, while the peers' flags travel */
     __syncthreads();
     if (threadIdx.x < (unsigned) n && (int) threadIdx.x != me &&
         !spin_ge(mf + CGPU_CUDA_FLAG_ONESHOT(threadIdx.x, b), a.seq, a.timeout_ns, a.err,
@@ -964,24 +970,8 @@ __device__ __forceinline__ bool oneshot_sync(const cgpu_cuda_oneshot_args_t &a, 
     return 0 == failed;
 }
 
-/* the copying modes' own part of the result: for the alltoall and an allgather out of
- * place, this rank's block of out from its own input (it needs no peer) */
-__device__ __forceinline__ void oneshot_place_own(const cgpu_cuda_oneshot_args_t &a,
-                                                  size_t first, size_t cnt)
-{
-    const int me = a.rank, mode = a.mode;
-    if (CGPU_CUDA_RING_BCAST == mode) {
-        return;
-    }
-    const uint8_t *in = (const uint8_t *) a.in;
-    const uint8_t *own = CGPU_CUDA_ONESHOT_ALLTOALL == mode ? in + (size_t) me * a.count : in;
-    uint8_t *dst = (uint8_t *) a.out + (size_t) me * a.count + first;
-    if (own + first != dst) { /* in place: already there */
-        reduce_copy<uint8_t, CGPU_OP_SUM>(dst, nullptr, nullptr, own + first, cnt);
-    }
-}
-
-/* the copying modes' result from the peers: every block of out that comes from a peer */
+/* the copying modes' result: every block of out that comes from a peer (or, for the
+ * alltoall and an allgather out of place, from this rank's own input) */
 __device__ __forceinline__ void oneshot_place(const cgpu_cuda_oneshot_args_t &a, size_t first,
                                               size_t cnt)
 {
@@ -995,11 +985,16 @@ __device__ __forceinline__ void oneshot_place(const cgpu_cuda_oneshot_args_t &a,
         }
         return;
     }
+    const uint8_t *in = (const uint8_t *) a.in;
+    const uint8_t *own = CGPU_CUDA_ONESHOT_ALLTOALL == mode ? in + (size_t) me * a.count : in;
     for (int p = 0; p < n; ++p) {
+        uint8_t *dst = out + (size_t) p * a.count + first;
         if (p != me) {
-            reduce_copy<uint8_t, CGPU_OP_SUM>(out + (size_t) p * a.count + first, nullptr,
+            reduce_copy<uint8_t, CGPU_OP_SUM>(dst, nullptr,
                                               (const uint8_t *) oneshot_slice(a, me, p) + first,
                                               nullptr, cnt);
+        } else if (own + first != dst) { /* in place: already there */
+            reduce_copy<uint8_t, CGPU_OP_SUM>(dst, nullptr, nullptr, own + first, cnt);
         }
     }
 }
@@ -1029,24 +1024,15 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
     if (V > 1 && !Layout<T>::padded &&
         0 == (((uintptr_t) mine | (uintptr_t) out | (uintptr_t) contrib(me == 0 ? 1 : 0) |
                (uintptr_t) a.slice_bytes) & 15)) {
-        const size_t nv = cnt / V, nth = blockDim.x;
-        /* two vectors a thread in flight: each contribution's loads go out together */
-        for (size_t v = threadIdx.x; v < nv; v += 2 * nth) {
-            const bool two = v + nth < nv;
-            const size_t i0 = first + v * V, i1 = first + (two ? v + nth : v) * V;
-            uint4 acc0 = __ldcg((const uint4 *) (contrib(0) + i0));
-            uint4 acc1 = __ldcg((const uint4 *) (contrib(0) + i1));
+        const size_t nv = cnt / V;
+        for (size_t v = threadIdx.x; v < nv; v += blockDim.x) {
+            const size_t i = first + v * V;
+            uint4 acc = __ldcg((const uint4 *) (contrib(0) + i));
             for (int p = 1; p < n; ++p) {
-                const T *c = contrib(p);
-                const uint4 x0 = __ldcg((const uint4 *) (c + i0));
-                const uint4 x1 = __ldcg((const uint4 *) (c + i1));
-                acc0 = combine<T, OP>(acc0, x0);
-                acc1 = combine<T, OP>(acc1, x1);
+                const uint4 x = __ldcg((const uint4 *) (contrib(p) + i));
+                acc = combine<T, OP>(acc, x);
             }
-            *(uint4 *) (out + i0) = acc0;
-            if (two) {
-                *(uint4 *) (out + i1) = acc1;
-            }
+            *(uint4 *) (out + i) = acc;
         }
         vdone = first + nv * V;
     }
@@ -1278,15 +1264,6 @@ __device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, c
     for (int l = lo + (int) threadIdx.x; l < hi && ok; l += blockDim.x) {
         const size_t off = (size_t) l * 8;
         if (copies) {
-            if (CGPU_CUDA_RING_BCAST != mode && off < len) {
-                /* this rank's own block of the allgather or alltoall (not in place), before
-                 * any wait for a peer */
-                const uint8_t *own = in + (CGPU_CUDA_ONESHOT_ALLTOALL == mode ? (size_t) me * len : 0);
-                uint8_t *dst = out + (size_t) me * len;
-                if (own != dst) {
-                    ll_scatter(dst, off, len, ll_gather(own, off, len));
-                }
-            }
             for (int p = 0; p < n && ok; ++p) {
                 uint64_t v = 0;
                 if (p != me) {
@@ -1295,6 +1272,13 @@ __device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, c
                         ll_scatter(out + (CGPU_CUDA_RING_BCAST == mode ? 0 : (size_t) p * len), off,
                                    len, v);
                     }
+                } else if (CGPU_CUDA_RING_BCAST != mode && off < len) {
+                    /* this rank's own block of the allgather or alltoall (not in place) */
+                    const uint8_t *own = in + (CGPU_CUDA_ONESHOT_ALLTOALL == mode ? (size_t) me * len : 0);
+                    uint8_t *dst = out + (size_t) me * len;
+                    if (own != dst) {
+                        ll_scatter(dst, off, len, ll_gather(own, off, len));
+                    }
                 }
             }
         } else {
@@ -1302,12 +1286,11 @@ __device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, c
              * peer's line is taken (LL's rule), those past the scans' folds unused */
             const uint8_t *mine = in + (CGPU_CUDA_RING_REDUCE_SCATTER == mode ? (size_t) me * len : 0);
             const int folds = CGPU_CUDA_ONESHOT_FOLDS(mode, me, n);
-            const uint64_t own = ll_gather(mine, off, len); /* loaded before any wait */
             uint64_t acc = 0;
             for (int p = 0; p < n && ok; ++p) {
                 uint64_t v = 0;
                 if (p == me) {
-                    v = own;
+                    v = ll_gather(mine, off, len);
                 } else {
                     ok = ll_take1(a, p, l, v);
                 }
@@ -1382,18 +1365,6 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
         }
         uint64_t v[CGPU_LL_BATCH] = {};
         if (copies) {
-            if (CGPU_CUDA_RING_BCAST != mode) {
-                /* this rank's own block of the allgather or alltoall (not in place), before
-                 * any wait for a peer */
-                const uint8_t *own = in + (CGPU_CUDA_ONESHOT_ALLTOALL == mode ? (size_t) me * len : 0);
-                uint8_t *dst = out + (size_t) me * len;
-                for (int u = 0; own != dst && u < cnt; ++u) {
-                    const size_t off = (size_t) ls[u] * 8;
-                    if (off < len) {
-                        ll_scatter(dst, off, len, ll_gather(own, off, len));
-                    }
-                }
-            }
             for (int p = 0; p < n && ok; ++p) {
                 if (p != me) {
                     ok = ll_take(a, p, ls, cnt, v);
@@ -1402,6 +1373,16 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
                         if (off < len && (CGPU_CUDA_RING_BCAST != mode || p == root)) {
                             ll_scatter(out + (CGPU_CUDA_RING_BCAST == mode ? 0 : (size_t) p * len),
                                        off, len, v[u]);
+                        }
+                    }
+                } else if (CGPU_CUDA_RING_BCAST != mode) {
+                    /* this rank's own block of the allgather or alltoall (not in place) */
+                    const uint8_t *own = in + (CGPU_CUDA_ONESHOT_ALLTOALL == mode ? (size_t) me * len : 0);
+                    uint8_t *dst = out + (size_t) me * len;
+                    for (int u = 0; own != dst && u < cnt; ++u) {
+                        const size_t off = (size_t) ls[u] * 8;
+                        if (off < len) {
+                            ll_scatter(dst, off, len, ll_gather(own, off, len));
                         }
                     }
                 }
@@ -1507,13 +1488,13 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
     if (CGPU_CUDA_ONESHOT_COPIES(a.mode)) {
         oneshot_share<uint8_t>(a, b, first, last);
         oneshot_send<uint8_t, CGPU_OP_SUM>(a, first, last - first);
-        if (oneshot_sync(a, b, ts, [&] { oneshot_place_own(a, first, last - first); })) {
+        if (oneshot_sync(a, b, ts)) {
             oneshot_place(a, first, last - first);
         }
     } else {
         oneshot_share<T>(a, b, first, last);
         oneshot_send<T, OP>(a, first, last - first);
-        if (oneshot_sync(a, b, ts, [] {})) {
+        if (oneshot_sync(a, b, ts)) {
             oneshot_reduce<T, OP>(a, first, last);
         }
     }
@@ -1587,25 +1568,13 @@ __device__ __forceinline__ void cluster_sync_all()
 #define CGPU_RK_CLUSTER 0
 #endif
 
-/* 512 threads a block (coll_gpu_cuda_threads' default): at 146-159 registers the kernel
- * could launch only 384, and a 4 KiB unit (512 LL lines a block) then took the batched LL
- * path instead of one line a thread */
-template <typename T, int OP>
-__global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_resident_args_t a)
+template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_resident_args_t a)
 {
     __shared__ __align__(16) uint64_t s_mb[8]; /* this block's mailbox (clusters) */
     __shared__ uint64_t s_f[4], s_k;
     __shared__ int s_exit;
     __shared__ uint64_t s_ts[2]; /* block 0's stamps inside the oneshot body (trace) */
-    /* the call's arguments, once per block in shared memory: a copy in each thread (the
-     * inbox pointers, indexed at run time) was a 624-byte stack frame and held the kernel
-     * at 167-173 registers, too many for 512 threads a block */
-    __shared__ __align__(16) cgpu_cuda_oneshot_args_t s_o;
-    static_assert(0 == sizeof(cgpu_cuda_oneshot_args_t) % 8, "copied in words");
-    for (unsigned w = threadIdx.x; w < sizeof(s_o) / 8; w += blockDim.x) {
-        ((uint64_t *) &s_o)[w] = ((const uint64_t *) &a.o)[w];
-    }
-    __syncthreads();
+    cgpu_cuda_oneshot_args_t o = a.o;
     uint64_t t_idle = global_ns(), t_seen = 0, t_fwd = 0;
     /* a.cluster: launched as one cluster (compute capability 9.0 and later, unless
      * coll_gpu_cuda_resident_cluster is off) */
@@ -1720,20 +1689,16 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
             }
             return;
         }
-        if (0 == threadIdx.x) { /* every thread read the last call's s_o before the barrier
-                                   at the loop's end */
-            s_o.in = (const void *) s_f[0];
-            s_o.out = (void *) s_f[1];
-            s_o.count = (size_t) (s_f[2] & CGPU_CUDA_RESIDENT_COUNT_MASK);
-            s_o.mode = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_MODE_SHIFT & 0xff);
-            s_o.nblocks = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
-            s_o.root = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_ROOT_SHIFT & 0x7f);
-            s_o.seq = s_f[3];
-        }
-        __syncthreads();
+        o.in = (const void *) s_f[0];
+        o.out = (void *) s_f[1];
+        o.count = (size_t) (s_f[2] & CGPU_CUDA_RESIDENT_COUNT_MASK);
+        o.mode = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_MODE_SHIFT & 0xff);
+        o.nblocks = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
+        o.root = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_ROOT_SHIFT & 0x7f);
+        o.seq = s_f[3];
         const bool traced = nullptr != a.trace && 0 == blockIdx.x;
-        if ((int) blockIdx.x < s_o.nblocks) {
-            oneshot_body<T, OP>(s_o, (int) blockIdx.x, traced ? s_ts : nullptr);
+        if ((int) blockIdx.x < o.nblocks) {
+            oneshot_body<T, OP>(o, (int) blockIdx.x, traced ? s_ts : nullptr);
             __syncthreads(); /* every thread's part of the result, before the release */
             if (0 == threadIdx.x) {
                 const uint64_t t_body = traced ? global_ns() : 0;
