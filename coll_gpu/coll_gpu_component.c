@@ -466,13 +466,6 @@ static int gpu_register(void)
         "thread block cluster (at most 8 blocks; block 0 hands each call to the others' shared "
         "memory); false: one mailbox in device memory, as on older devices (at most 32 blocks)",
         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &c->cuda_resident_cluster);
-    c->cuda_resident_cluster_blocks = d.cuda_resident_cluster_blocks;
-    reg_int("cuda_resident_cluster_blocks",
-            "cuda backend: most blocks of a small call cut into "
-            "coll_gpu_cuda_oneshot_small_block_bytes blocks, and of the resident kernel's "
-            "cluster (1-16; above 8, a non-portable cluster size, where the device cannot "
-            "run it those calls are launched); the same on every rank",
-            OPAL_INFO_LVL_6, &c->cuda_resident_cluster_blocks);
     c->cuda_setup_exclusive = d.cuda_setup_exclusive;
     reg("cuda_setup_exclusive",
         "cuda backend: a communicator's CUDA set-up (allocations, IPC export and open) first "
@@ -668,7 +661,6 @@ static int gpu_open(void)
     cfg.cuda_resident_idle_us = c->cuda_resident_idle_us;
     cfg.cuda_resident_max_kernels = c->cuda_resident_max_kernels;
     cfg.cuda_resident_cluster = c->cuda_resident_cluster;
-    cfg.cuda_resident_cluster_blocks = c->cuda_resident_cluster_blocks;
     cfg.cuda_setup_exclusive = c->cuda_setup_exclusive;
     cfg.cuda_setup_wait_ms = c->cuda_setup_wait_ms;
     cfg.cuda_time_sliced = c->cuda_time_sliced;

@@ -1767,19 +1767,6 @@ template <typename F> int fit_threads(F *kernel, int want)
     return t < 32 ? 32 : t / 32 * 32;
 }
 
-/* resident_kernel<T, OP> may be launched as a cluster past the portable size (8 blocks;
- * compute capability 9.0: 16), once per instance */
-template <typename T, int OP> void nonportable_clusters()
-{
-    static std::atomic<int> set{0};
-    if (0 == set.load(std::memory_order_relaxed)) {
-        (void) cudaFuncSetAttribute(resident_kernel<T, OP>,
-                                    cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-        (void) cudaGetLastError();
-        set.store(1, std::memory_order_relaxed);
-    }
-}
-
 /* fit_threads(kernel, want), cached per kernel instance: want and its fit in one word, so a
  * clamped request (the fit below want) is not looked up again at every launch */
 template <typename F> int cached_fit(std::atomic<unsigned long long> &c, F *kernel, int want)
@@ -1842,9 +1829,6 @@ template <typename T, int OP> struct ResidentK {
         if (!a->cluster) {
             resident_kernel<T, OP><<<blocks, fit, 0, st>>>(*a);
             return;
-        }
-        if (blocks > CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS) {
-            nonportable_clusters<T, OP>();
         }
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute at[1];
@@ -2116,46 +2100,20 @@ extern "C" int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgp
                                          cgpu_op_t op, int blocks, int threads, void *stream)
 {
     if (!cgpu_cuda_reduce_supported(dt, op) ||
-        blocks > (a->cluster ? CGPU_CUDA_RESIDENT_CLUSTER_MAX : CGPU_CUDA_MAX_ONESHOT_BLOCKS)) {
+        blocks > (a->cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS : CGPU_CUDA_MAX_ONESHOT_BLOCKS)) {
         return (int) cudaErrorInvalidValue;
     }
     int rc = dispatch<ResidentK>(a, dt, op, blocks, threads, (cudaStream_t) stream);
     return 0 != rc ? rc : (int) cudaGetLastError();
 }
 
-extern "C" int cgpu_cuda_resident_cluster(int want, int threads)
+extern "C" int cgpu_cuda_resident_cluster(void)
 {
     int dev = 0, major = 0, cluster = 0;
-    if (!(cudaSuccess == cudaGetDevice(&dev) &&
-          cudaSuccess == cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) &&
-          cudaSuccess == cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev) &&
-          major >= 9 && 0 != cluster)) {
-        return 0;
-    }
-    if (want <= CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS) {
-        return want < 1 ? 1 : want;
-    }
-    /* a larger cluster: whether one of `want` blocks of this kernel fits the device (every
-     * instance takes the same resources to within a few registers: asked of one) */
-    want = want < CGPU_CUDA_RESIDENT_CLUSTER_MAX ? want : CGPU_CUDA_RESIDENT_CLUSTER_MAX;
-    auto *k = resident_kernel<uint8_t, CGPU_OP_SUM>;
-    nonportable_clusters<uint8_t, CGPU_OP_SUM>();
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = (unsigned) want;
-    at[0].val.clusterDim.y = 1;
-    at[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned) want);
-    cfg.blockDim = dim3((unsigned) fit_threads(k, threads));
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaSuccess != cudaOccupancyMaxActiveClusters(&n, k, &cfg) || n < 1) {
-        (void) cudaGetLastError();
-        return CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS;
-    }
-    return want;
+    return cudaSuccess == cudaGetDevice(&dev) &&
+           cudaSuccess == cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) &&
+           cudaSuccess == cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev) &&
+           major >= 9 && 0 != cluster;
 }
 
 #endif /* CGPU_PART(3) */

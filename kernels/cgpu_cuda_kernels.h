@@ -277,15 +277,12 @@ enum { CGPU_CUDA_RK_TRACE_CALLS, CGPU_CUDA_RK_TRACE_POLLS, CGPU_CUDA_RK_TRACE_ID
        CGPU_CUDA_RK_TRACE_REDUCE, CGPU_CUDA_RK_TRACE_DONE, CGPU_CUDA_RK_TRACE_WORDS };
 int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                               int blocks, int threads, void *stream);
-/** The most blocks the current device runs the resident kernel with as one thread block
- * cluster (compute capability 9.0 and later, where the kernel is built for it), at most
- * `want`: CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS (the portable cluster size) or, asked for more,
- * up to CGPU_CUDA_RESIDENT_CLUSTER_MAX where a cluster of that many blocks of `threads`
- * threads fits the device; 0: no clusters (then at most CGPU_CUDA_MAX_ONESHOT_BLOCKS blocks,
- * one mailbox in device memory). Asked once per communicator. */
+/** Whether the current device runs the resident kernel as one thread block cluster (compute
+ * capability 9.0 and later, where the kernel is built for it): then it has at most
+ * CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS blocks (the portable cluster size), else
+ * CGPU_CUDA_MAX_ONESHOT_BLOCKS. Asked once per communicator. */
 #define CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS 8
-#define CGPU_CUDA_RESIDENT_CLUSTER_MAX 16
-int cgpu_cuda_resident_cluster(int want, int threads);
+int cgpu_cuda_resident_cluster(void);
 
 /** Whether the device kernels implement (dt, op): cgpu_reduce_supported on cgpu_dtype_on_device types. */
 int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);

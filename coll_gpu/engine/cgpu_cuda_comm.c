@@ -334,16 +334,12 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
         pthread_once(&rk_hook_once, rk_hook);
         cc->rk_dt = CGPU_DT_UINT8; /* the kernel for copies until a reduction comes */
         cc->rk_op = CGPU_OP_SUM;
-        /* the blocks of the largest call it takes, at most the cluster this device runs
-         * where the kernel is one cluster (calls of more blocks are launched: this rank's
-         * choice, a peer's kernel takes them either way) */
-        const int cl = cfg->cuda_resident_cluster
-                           ? cgpu_cuda_resident_cluster(cfg->cuda_resident_cluster_blocks,
-                                                        cc->threads)
-                           : 0;
-        cc->rk_cluster = cl > 0;
+        /* the blocks of the largest call it takes, at most 8 where the kernel is one
+         * cluster (calls of more blocks are launched) */
+        cc->rk_cluster = cfg->cuda_resident_cluster && 0 != cgpu_cuda_resident_cluster();
         cc->rk_blocks = (int) clamp1(oneshot_blocks(cfg->cuda_resident_max_bytes),
-                                     cc->rk_cluster ? (size_t) cl : CGPU_CUDA_MAX_ONESHOT_BLOCKS);
+                                     cc->rk_cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS
+                                                    : CGPU_CUDA_MAX_ONESHOT_BLOCKS);
         void *h = NULL, *d = NULL;
         st = cgpu_cuda_stream_create(&cc->rk_stream, false);
         if (CGPU_OK == st) {
@@ -1051,24 +1047,19 @@ static uint64_t oneshot_number(cgpu_cuda_comm_t *cc, const ring_call_t *rc, int 
 }
 
 /* One block per coll_gpu_cuda_oneshot_block_bytes of a unit, or per
- * coll_gpu_cuda_oneshot_small_block_bytes while that makes at most
- * coll_gpu_cuda_resident_cluster_blocks (8) blocks (never fewer
+ * coll_gpu_cuda_oneshot_small_block_bytes while that makes at most 8 blocks (never fewer
  * than the first rule), at most the flag slots we have. The same on every rank (sizes and
  * settings): a block flags and waits for the same block of its peers. Non-decreasing in the
  * unit, so the blocks of the resident kernel's largest call bound every call it takes.
  * Smaller blocks for small calls (session 18, 2 ranks under MPS): 8-64 KiB calls 0.4-1.1 us
  * faster with 4 KiB blocks than with 8 KiB (each of 512 threads has one LL line, or one
  * 16-byte vector). */
-_Static_assert(CGPU_RESIDENT_CLUSTER_MAX == CGPU_CUDA_RESIDENT_CLUSTER_MAX &&
-                   CGPU_CUDA_RESIDENT_CLUSTER_MAX <= CGPU_CUDA_MAX_ONESHOT_BLOCKS,
-               "the engine's and the kernels' largest cluster");
 static size_t oneshot_blocks(size_t unit)
 {
     const size_t small = cgpu_engine_config()->cuda_oneshot_small_block_bytes;
     size_t b = div_up(unit, cgpu_engine_config()->cuda_oneshot_block_bytes);
     if (0 != small) {
-        const size_t s = clamp1(div_up(unit, small),
-                                (size_t) cgpu_engine_config()->cuda_resident_cluster_blocks);
+        const size_t s = clamp1(div_up(unit, small), CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS);
         b = s > b ? s : b;
     }
     return clamp1(b, CGPU_CUDA_MAX_ONESHOT_BLOCKS);

@@ -91,10 +91,6 @@ typedef void (*cgpu_progress_fn_t)(void);
 #define CGPU_CUDA_LL_BYTES_MAX 65536
 
 /** Process-wide tunables, filled from MCA params by the glue (or by tests). */
-/* the largest cuda_resident_cluster_blocks (the non-portable cluster size of compute
- * capability 9.0; cgpu_cuda_kernels.h's CGPU_CUDA_RESIDENT_CLUSTER_MAX) */
-#define CGPU_RESIDENT_CLUSTER_MAX 16
-
 typedef struct cgpu_config {
     cgpu_backend_t backend;
     size_t slot_bytes;        /* ring pipeline chunk: one slot of a peer's receive queue */
@@ -141,8 +137,6 @@ typedef struct cgpu_config {
     double cuda_resident_idle_us;   /* a resident kernel ends after this long without work */
     int cuda_resident_max_kernels;  /* at most this many per process at once */
     bool cuda_resident_cluster; /* one thread block cluster where the device has them */
-    int cuda_resident_cluster_blocks; /* most blocks of a small call's 4 KiB blocks (the
-                                       * resident kernel's cluster): 1-CGPU_RESIDENT_CLUSTER_MAX */
     bool cuda_setup_exclusive;  /* a communicator's CUDA set-up waits until no collective
                                  * kernel of the process is in flight (cgpu_cuda_setup_begin) */
     int cuda_setup_wait_ms;     /* ... for at most this long, then goes ahead (-1: for ever) */

@@ -1613,13 +1613,6 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     child_config(&cfg);
     cfg.cuda_block_budget = -2; /* -1 is "from the device", 0 "none" */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
-    /* a small call of no block, or of more blocks than a cluster (or the flag slots) */
-    child_config(&cfg);
-    cfg.cuda_resident_cluster_blocks = 0;
-    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
-    child_config(&cfg);
-    cfg.cuda_resident_cluster_blocks = CGPU_RESIDENT_CLUSTER_MAX + 1;
-    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     child_config(&cfg);
     cfg.cuda_block_spare = -2; /* -1 is "one for every other communicator" */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
