@@ -5,7 +5,7 @@
 #   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   conn maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
-#   abso (ABSO="name=build.tgz ...": carried builds of the plugin against each other) rktrace
+#   abso (ABSO="name=build.tgz ...": carried builds of the plugin against each other) rktrace nb_rep
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   grids crossed (the block budget: ranks on different grids; sixteen communicators crossed)
@@ -788,6 +788,26 @@ if has abso; then # A/B of builds made elsewhere and carried (ABSO="name=dir.tgz
         END{for (k in mx) printf "abso %s: mean %.2f us, slowest %.2f (%s), %d of %d sizes over 10 us; calls over 50 us: %d (NCCL %d)\n", k, s[k]/n[k], mx[k], at[k], over[k], n[k], st[k], sn[k]}' "$out/abso.txt" | sort
     [ -f "$out/abso_osu.txt" ] && awk '/^## /{v=$2" osu r"$5; c=$3} /^[0-9]/{k=v; if ($2>mx[k]) {mx[k]=$2; at[k]=c" "$1} if ($2>10) over[k]++; n[k]++; s[k]+=$2}
         END{for (k in mx) printf "abso %s: mean %.2f us, slowest %.2f (%s), %d of %d sizes over 10 us\n", k, s[k]/n[k], mx[k], at[k], over[k], n[k]}' "$out/abso_osu.txt" | sort
+fi
+if has nb_rep; then # test_cuda_nb at np 2, NB_REP times per setting (session 35: 5 of 21 default runs
+    # timed out in its twelve crossed dups, a ring waiting for a peer; NB_REP_VARIANTS names
+    # settings: default, nocluster (coll_gpu_cuda_resident_cluster 0), spare33, noidle)
+    for v in ${NB_REP_VARIANTS:-default nocluster spare33}; do
+        case $v in
+            nocluster) X=(--mca coll_gpu_cuda_resident_cluster 0) ;;
+            spare33) X=(--mca coll_gpu_cuda_block_spare 33) ;;
+            noidle) X=(--mca coll_gpu_cuda_resident_idle_us 100000) ;;
+            *) X=() ;;
+        esac
+        f=0
+        for i in $(seq "${NB_REP:-16}"); do
+            rc=0
+            timeout -k 5 40 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_timeout 5 --mca coll_gpu_verbose 10 "${X[@]}" \
+                test/gpu/test_cuda_nb > "$out/nb_rep_${v}_$i.log" 2>&1 || rc=$?
+            if [ "$rc" = 0 ]; then rm -f "$out/nb_rep_${v}_$i.log"; else f=$((f+1)); fi
+        done
+        echo "nb_rep $v: $f of ${NB_REP:-16} failed"
+    done
 fi
 if has rktrace; then # where a resident call's time goes, per collective and size (verbose 10: the
     # kernel's trace and its launches, reported at the communicator's end), in OSU's pattern
