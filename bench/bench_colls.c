@@ -115,13 +115,15 @@ static ncclComm_t nc;
 static cudaStream_t st;
 static float *sb, *rb;
 
+/* at most MAX_ITERS: the stall columns keep every timed call (call_s) */
+#define MAX_ITERS 200
 static int iters_for(size_t bytes)
 {
     if (bytes <= (1 << 20)) {
-        return 200;
+        return MAX_ITERS;
     }
     size_t it = ((size_t) 4 << 30) / bytes;
-    return it < 5 ? 5 : it > 200 ? 200 : (int) it;
+    return it < 5 ? 5 : it > MAX_ITERS ? MAX_ITERS : (int) it;
 }
 
 /* elements per call argument (count as MPI and NCCL take it) for a size */
@@ -257,13 +259,8 @@ static int check(int coll, size_t cnt)
     return probe[0] == want_first && probe[1] == want_last;
 }
 
-/* Mean seconds of one of @p it calls of fn on this rank, after 5 warm-up calls (200 for the
- * program's first timing of each side, as OSU skips 200 small calls: clocks and caches are
- * cold before it) then the receive buffer's @p reset_bytes reset, if any: back to back, or
- * each call alone between two MPI_Barriers (osu_mode). */
 /* osu_mode: each timed call's seconds on this rank, sorted after the run (the stall
  * columns: median and slowest call, and calls over 50 us) */
-#define MAX_ITERS 200
 static double call_s[MAX_ITERS];
 
 static int cmp_double(const void *x, const void *y)
@@ -272,6 +269,10 @@ static int cmp_double(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* Mean seconds of one of @p it calls of fn on this rank, after 5 warm-up calls (200 for the
+ * program's first timing of each side, as OSU skips 200 small calls: clocks and caches are
+ * cold before it) then the receive buffer's @p reset_bytes reset, if any: back to back, or
+ * each call alone between two MPI_Barriers (osu_mode). */
 static double timed(void (*fn)(int, size_t), int coll, size_t cnt, int it, size_t reset_bytes)
 {
     static void (*warmed[2])(int, size_t);

@@ -325,11 +325,17 @@ void cgpu_engine_progress(void)
     inside = false;
 }
 
+/* the blocks of a cap that regular grids and reservations take: all but the spare ones */
+static int blocks_regular(int cap, int spare)
+{
+    return cap - (spare > 0 ? spare : 0);
+}
+
 int cgpu_blocks_take(int *used, int cap, int spare, int want, int pair)
 {
     pair = pair > 1 ? pair : 1;
     want = want > pair ? want : pair;
-    const int regular = cap - (spare > 0 ? spare : 0);
+    const int regular = blocks_regular(cap, spare);
     int cur = __atomic_load_n(used, __ATOMIC_RELAXED);
     for (;;) {
         int got = want;
@@ -348,7 +354,7 @@ int cgpu_blocks_take(int *used, int cap, int spare, int want, int pair)
 
 bool cgpu_blocks_reserve(int *used, int cap, int spare, int n)
 {
-    const int regular = cap - (spare > 0 ? spare : 0);
+    const int regular = blocks_regular(cap, spare);
     int cur = __atomic_load_n(used, __ATOMIC_RELAXED);
     do {
         if (cap > 0 && cur + n > regular) {

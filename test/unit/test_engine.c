@@ -1960,23 +1960,30 @@ static void *budget_thread(void *arg)
     return NULL;
 }
 
+/* launches one after another out of one budget (cap, spare, pair): launch i wants want[i]
+ * and must get got[i] */
+static void takes_get(int *used, int cap, int spare, int pair, const int *want, const int *got,
+                      int n)
+{
+    for (int i = 0; i < n; ++i) {
+        CU_ASSERT_EQUAL(cgpu_blocks_take(used, cap, spare, want[i], pair), got[i]);
+    }
+}
+
 static void test_block_budget(void)
 {
     int used = 0;
     CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 6, 1), 6);
     CU_ASSERT_EQUAL(used, 6);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 6, 1), 4); /* what is left */
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 6, 1), 1); /* none left: one, over budget */
+    /* what is left; then none left: one, over budget */
+    takes_get(&used, 10, 0, 1, (const int[]){6, 6}, (const int[]){4, 1}, 2);
     CU_ASSERT_EQUAL(used, 11);
     CU_ASSERT_FALSE(cgpu_blocks_reserve(&used, 10, 0, 1));
     CU_ASSERT_EQUAL(used, 11);
     cgpu_blocks_give(&used, 11);
     CU_ASSERT_EQUAL(used, 0);
     /* pairs: an odd want rounds down, the least is one pair */
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 7, 2), 6);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 8, 2), 4);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 8, 2), 2);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 0, 1, 2), 2);
+    takes_get(&used, 10, 0, 2, (const int[]){7, 8, 8, 1}, (const int[]){6, 4, 2, 2}, 4);
     CU_ASSERT_EQUAL(used, 14);
     cgpu_blocks_give(&used, 14);
     /* reservations: all or nothing */
@@ -2031,11 +2038,8 @@ static int crossed_blocks(int cap, int spare, int *least)
 static void test_block_spare(void)
 {
     int used = 0;
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 6);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 1); /* the regular blocks' last */
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 1); /* spare, 3 of them */
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 1);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 1);
+    /* 6 of the 7 regular blocks, the regular blocks' last, then the 3 spare ones */
+    takes_get(&used, 10, 3, 1, (const int[]){6, 6, 6, 6, 6}, (const int[]){6, 1, 1, 1, 1}, 5);
     CU_ASSERT_EQUAL(used, 10); /* every call so far under the cap */
     CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 1); /* past the spare: over it */
     CU_ASSERT_EQUAL(used, 11);
@@ -2047,9 +2051,7 @@ static void test_block_spare(void)
     CU_ASSERT_EQUAL(used, 8);
     cgpu_blocks_give(&used, 8);
     /* pairs: the spare blocks go a pair a launch */
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 12, 4, 9, 2), 8);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 12, 4, 9, 2), 2);
-    CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 12, 4, 9, 2), 2);
+    takes_get(&used, 12, 4, 2, (const int[]){9, 9, 9}, (const int[]){8, 2, 2}, 3);
     CU_ASSERT_EQUAL(used, 12);
     cgpu_blocks_give(&used, 12);
     CU_ASSERT_EQUAL(used, 0);
