@@ -791,10 +791,13 @@ if has abso; then # A/B of builds made elsewhere and carried (ABSO="name=dir.tgz
 fi
 if has nb_rep; then # test_cuda_nb at np 2, NB_REP times per setting (session 35: 5 of 21 default runs
     # timed out in its twelve crossed dups, a ring waiting for a peer; NB_REP_VARIANTS names
-    # settings: default, nocluster (coll_gpu_cuda_resident_cluster 0), spare33, noidle)
+    # settings: default, nocluster (coll_gpu_cuda_resident_cluster 0), cluster2 (2: always a
+    # cluster, session 35's rule), spare33, noidle); each line adds the resident kernels'
+    # launches and those as a cluster over the runs (verbose 10 reports)
     for v in ${NB_REP_VARIANTS:-default nocluster spare33}; do
         case $v in
             nocluster) X=(--mca coll_gpu_cuda_resident_cluster 0) ;;
+            cluster2) X=(--mca coll_gpu_cuda_resident_cluster 2) ;;
             spare33) X=(--mca coll_gpu_cuda_block_spare 33) ;;
             noidle) X=(--mca coll_gpu_cuda_resident_idle_us 100000) ;;
             *) X=() ;;
@@ -804,9 +807,12 @@ if has nb_rep; then # test_cuda_nb at np 2, NB_REP times per setting (session 35
             rc=0
             timeout -k 5 40 "${MPIRUN[@]}" -np 2 --mca coll_gpu_cuda_timeout 5 --mca coll_gpu_verbose 10 "${X[@]}" \
                 test/gpu/test_cuda_nb > "$out/nb_rep_${v}_$i.log" 2>&1 || rc=$?
+            grep -o "[0-9]* kernel launches ([0-9]* as a cluster)" "$out/nb_rep_${v}_$i.log" |
+                tr -d '(' >> "$out/nb_rep_${v}_launches.txt"
             if [ "$rc" = 0 ]; then rm -f "$out/nb_rep_${v}_$i.log"; else f=$((f+1)); fi
         done
-        echo "nb_rep $v: $f of ${NB_REP:-16} failed"
+        echo "nb_rep $v: $f of ${NB_REP:-16} failed; resident launches, as a cluster:" \
+            "$(awk '{l+=$1; c+=$4} END {print l+0, c+0}' "$out/nb_rep_${v}_launches.txt" 2>/dev/null)"
     done
 fi
 if has rktrace; then # where a resident call's time goes, per collective and size (verbose 10: the

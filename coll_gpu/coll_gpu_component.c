@@ -461,11 +461,15 @@ static int gpu_register(void)
             "a communicator launches a kernel per call",
             OPAL_INFO_LVL_6, &c->cuda_resident_max_kernels);
     c->cuda_resident_cluster = d.cuda_resident_cluster;
-    reg("cuda_resident_cluster",
-        "cuda backend: on compute capability 9.0 and later, run the resident kernel as one "
-        "thread block cluster (at most 8 blocks; block 0 hands each call to the others' shared "
-        "memory); false: one mailbox in device memory, as on older devices (at most 32 blocks)",
-        MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &c->cuda_resident_cluster);
+    reg_int("cuda_resident_cluster",
+            "cuda backend: on compute capability 9.0 and later, launch the resident kernel as "
+            "one thread block cluster of at most 8 blocks (block 0 hands each call to the "
+            "others' shared memory), which the GPU must place within one GPC: 1 only where no "
+            "other kernel of the process is on the device at the launch and no other process "
+            "shares the device (otherwise a mailbox in device memory, as 0); 0 never, as on "
+            "older devices; 2 always (placement can then wait behind kernels that wait for "
+            "peers: a hang)",
+            OPAL_INFO_LVL_9, &c->cuda_resident_cluster);
     c->cuda_setup_exclusive = d.cuda_setup_exclusive;
     reg("cuda_setup_exclusive",
         "cuda backend: a communicator's CUDA set-up (allocations, IPC export and open) first "

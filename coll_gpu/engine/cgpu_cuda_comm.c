@@ -77,9 +77,9 @@ typedef struct cgpu_cuda_comm {
     cgpu_dtype_t rk_dt;   /* the running (or last) kernel's reduction */
     cgpu_op_t rk_op;
     int rk_blocks;
-    bool rk_cluster;      /* the device runs the kernel as one thread block cluster */
+    bool rk_cluster;      /* the kernel may be one thread block cluster (rk_cluster_now) */
     struct cgpu_cuda_comm *rk_next;
-    uint64_t rk_calls, rk_launches, rk_wait_ns; /* reported at destroy */
+    uint64_t rk_calls, rk_launches, rk_cluster_launches, rk_wait_ns; /* reported at destroy */
 } cgpu_cuda_comm_t;
 
 /* word indices in the resident control block (one 64-byte line each part) */
@@ -173,6 +173,7 @@ enum { BUDGET_DEVICES = 64 };
 typedef struct {
     int used;  /* blocks taken and not given back (cgpu_blocks_take) */
     int comms; /* this process's connected communicators on the device */
+    int launched; /* its calls with launched kernels in flight there (rk_cluster_now) */
 } block_budget_t;
 static block_budget_t budgets[BUDGET_DEVICES];
 
@@ -245,6 +246,15 @@ static void blocks_give(cgpu_cuda_comm_t *cc)
     if (cc->blocks_held > 0) {
         cgpu_blocks_give(&budget_of(cc)->used, cc->blocks_held);
         cc->blocks_held = 0;
+    }
+}
+
+/* a call with launched kernels (not the resident kernel's) begins (1) or has ended (-1) */
+static void launched_add(cgpu_cuda_comm_t *cc, int d)
+{
+    block_budget_t *b = budget_of(cc);
+    if (0 != d && NULL != b) {
+        __atomic_fetch_add(&b->launched, d, __ATOMIC_SEQ_CST);
     }
 }
 
@@ -336,7 +346,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
         cc->rk_op = CGPU_OP_SUM;
         /* the blocks of the largest call it takes, at most 8 where the kernel is one
          * cluster (calls of more blocks are launched) */
-        cc->rk_cluster = cfg->cuda_resident_cluster && 0 != cgpu_cuda_resident_cluster();
+        cc->rk_cluster = 0 != cfg->cuda_resident_cluster && 0 != cgpu_cuda_resident_cluster();
         cc->rk_blocks = (int) clamp1(oneshot_blocks(cfg->cuda_resident_max_bytes),
                                      cc->rk_cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS
                                                     : CGPU_CUDA_MAX_ONESHOT_BLOCKS);
@@ -466,8 +476,9 @@ static void rk_report(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
         return;
     }
     cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: resident oneshot: %llu calls, %llu kernel "
-             "launches; mean %.2f us from the descriptor to its completion", comm->rank,
-             (unsigned long long) cc->rk_calls, (unsigned long long) cc->rk_launches,
+             "launches (%llu as a cluster); mean %.2f us from the descriptor to its "
+             "completion", comm->rank, (unsigned long long) cc->rk_calls,
+             (unsigned long long) cc->rk_launches, (unsigned long long) cc->rk_cluster_launches,
              (double) cc->rk_wait_ns / 1e3 / (double) cc->rk_calls);
     unsigned long long tr[CGPU_CUDA_RK_TRACE_WORDS] = {0};
     if (CGPU_OK != cgpu_cuda_copy(tr, cc->rk_state + RK_TRACE, sizeof(tr)) ||
@@ -795,6 +806,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         goto out_restore;
     }
     cgpu_cuda_inflight_begin();
+    launched_add(cc, k->resident ? 0 : 1);
     cc->err_host[0] = 0;
     atomic_store_explicit(&comm->ras.alg, k->ras_alg, memory_order_relaxed);
     cgpu_coll_prof_begin(comm, k->kind, k->count, k->dtype, k->op, k->bytes, k->alg);
@@ -827,6 +839,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     /* MPI semantics: the result is in the buffer when the call returns */
     cgpu_status_t sync = k->resident ? CGPU_OK : cgpu_cuda_stream_wait_collective(cc->stream);
     blocks_give(cc);
+    launched_add(cc, k->resident ? 0 : -1);
     cgpu_cuda_inflight_end();
     cgpu_prof_stop(&kev); /* launch to completion */
     cgpu_coll_prof_end(comm);
@@ -1160,13 +1173,40 @@ static void rk_stop(cgpu_cuda_comm_t *cc)
     cc->rk_running = false;
 }
 
+/* Whether this launch of the resident kernel is one thread block cluster. The GPU places a
+ * cluster's 8 blocks within one GPC, so a GPC must have 8 multiprocessors free, while the
+ * block budget only counts blocks over the whole device. Ring blocks in flight, one to a
+ * multiprocessor, can leave fewer than 8 free in every GPC with many free in all: the
+ * cluster then waits undispatched behind kernels that wait for their peers, and where
+ * those peers' next launch waits behind the same kind of cluster, every rank waits for
+ * ever (session 35: test_cuda_nb at np 2, one rank per H200, 5 runs in 21 timed out in
+ * twelve communicators' calls crossed). So a cluster only where no launched kernel of this
+ * process is in flight on the device and no other process shares it; the other resident
+ * kernels (8 blocks each, at most cuda_resident_max_kernels) leave every GPC room. Else
+ * the mailbox in device memory, whose blocks go wherever the budget left room
+ * (session 12: a multi-block call's wait for the other blocks 1.9 us against 0.7-0.9). A
+ * launch of another thread racing this check could still take the room: the resident
+ * kernels are off under MPI_THREAD_MULTIPLE by default. */
+static bool rk_cluster_now(const cgpu_cuda_comm_t *cc)
+{
+    if (!cc->rk_cluster) {
+        return false;
+    }
+    if (2 == cgpu_engine_config()->cuda_resident_cluster) {
+        return true;
+    }
+    const block_budget_t *b = budget_of(cc);
+    return !cc->shared_device && NULL != b && 0 == __atomic_load_n(&b->launched, __ATOMIC_SEQ_CST);
+}
+
 static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, uint64_t start)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
+    const bool cluster = rk_cluster_now(cc);
     /* the blocks' mailbox (a cluster's are in its blocks' shared memory instead) */
-    cgpu_status_t st = cc->rk_cluster ? CGPU_OK
-                                      : cgpu_cuda_memset_async(cc->rk_state, 0, RK_STATE_WORDS * 8,
-                                                               cc->rk_stream);
+    cgpu_status_t st = cluster ? CGPU_OK
+                               : cgpu_cuda_memset_async(cc->rk_state, 0, RK_STATE_WORDS * 8,
+                                                        cc->rk_stream);
     if (CGPU_OK != st) {
         return st;
     }
@@ -1178,7 +1218,7 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     a.exited = cc->rk_ctl_dev + RK_EXITED;
     a.state = cc->rk_state;
     a.start = start;
-    a.cluster = cc->rk_cluster;
+    a.cluster = cluster;
     a.idle_ns = (unsigned long long) (cgpu_engine_config()->cuda_resident_idle_us * 1e3);
     if (cgpu_engine_config()->verbose >= CGPU_LOG_INFO) {
         a.trace = (unsigned long long *) (cc->rk_state + RK_TRACE);
@@ -1200,6 +1240,7 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     /* running from here on, whatever follows fails (it owns descriptor `start`) */
     cc->rk_running = true;
     cc->rk_launches++;
+    cc->rk_cluster_launches += cluster ? 1 : 0;
     cc->rk_dt = dt;
     cc->rk_op = op;
     cgpu_log(CGPU_LOG_TRACE, "cuda: resident kernel launched, rank %d %s/%s from %llu",

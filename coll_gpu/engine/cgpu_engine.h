@@ -136,7 +136,9 @@ typedef struct cgpu_config {
     size_t cuda_resident_max_bytes; /* allreduces up to this size take them */
     double cuda_resident_idle_us;   /* a resident kernel ends after this long without work */
     int cuda_resident_max_kernels;  /* at most this many per process at once */
-    bool cuda_resident_cluster; /* one thread block cluster where the device has them */
+    int cuda_resident_cluster;  /* one thread block cluster where the device has them: 0
+                                 * never, 1 when no other kernel of the process can be on the
+                                 * device (cgpu_cuda_comm.c, rk_cluster_now), 2 always */
     bool cuda_setup_exclusive;  /* a communicator's CUDA set-up waits until no collective
                                  * kernel of the process is in flight (cgpu_cuda_setup_begin) */
     int cuda_setup_wait_ms;     /* ... for at most this long, then goes ahead (-1: for ever) */
