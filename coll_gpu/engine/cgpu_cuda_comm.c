@@ -1189,14 +1189,11 @@ static void rk_stop(cgpu_cuda_comm_t *cc)
  * kernels are off under MPI_THREAD_MULTIPLE by default. */
 static bool rk_cluster_now(const cgpu_cuda_comm_t *cc)
 {
-    if (!cc->rk_cluster) {
-        return false;
-    }
-    if (2 == cgpu_engine_config()->cuda_resident_cluster) {
-        return true;
-    }
     const block_budget_t *b = budget_of(cc);
-    return !cc->shared_device && NULL != b && 0 == __atomic_load_n(&b->launched, __ATOMIC_SEQ_CST);
+    /* no count (a device past BUDGET_DEVICES): as if a call were in flight */
+    const int launched = NULL != b ? __atomic_load_n(&b->launched, __ATOMIC_SEQ_CST) : 1;
+    return cc->rk_cluster && cgpu_resident_as_cluster(cgpu_engine_config()->cuda_resident_cluster,
+                                                      cc->shared_device, launched);
 }
 
 static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, uint64_t start)

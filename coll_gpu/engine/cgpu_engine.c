@@ -376,6 +376,11 @@ int cgpu_blocks_spare(int cap, int setting, int comms)
     return s < 0 ? 0 : s < most ? s : most;
 }
 
+bool cgpu_resident_as_cluster(int setting, bool shared, int launched)
+{
+    return 2 == setting || (1 == setting && !shared && 0 == launched);
+}
+
 void cgpu_blocks_give(int *used, int n)
 {
     if (n > 0) {

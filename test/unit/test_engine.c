@@ -1616,6 +1616,12 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     child_config(&cfg);
     cfg.cuda_block_spare = -2; /* -1 is "one for every other communicator" */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    cfg.cuda_resident_cluster = 3; /* 0 never, 1 when the device has room, 2 always */
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
+    child_config(&cfg);
+    cfg.cuda_resident_cluster = -1;
+    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     /* odd sizes are rounded down to whole cache lines (aligned slots for every type) */
     child_config(&cfg);
     cfg.slot_bytes = TEST_SLOT_BYTES + 4;
@@ -2070,6 +2076,29 @@ static void test_block_spare(void)
     CU_ASSERT_TRUE(crossed_blocks(132, 0, &least) > 132); /* the old rule: 145 */
 }
 
+/* The resident kernel as a thread block cluster (coll_gpu_cuda_resident_cluster): by
+ * default only with no launched kernel of the process in flight on the device and no other
+ * rank on it (session 35's rule, a cluster always, hung test_cuda_nb's crossed calls in 15
+ * runs of 16 on 2x H200, session 36: the cluster waited for room in one GPC behind rings
+ * that waited for their peers); 0 never, 2 always. */
+static void test_resident_cluster_rule(void)
+{
+    static const struct {
+        int setting;
+        bool shared;
+        int launched;
+        bool cluster;
+    } rows[] = {
+        {1, false, 0, true},  {1, false, 1, false}, {1, false, 12, false}, {1, true, 0, false},
+        {1, true, 3, false},  {0, false, 0, false}, {0, true, 1, false},   {2, false, 0, true},
+        {2, false, 12, true}, {2, true, 3, true},
+    };
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); ++i) {
+        CU_ASSERT_EQUAL(cgpu_resident_as_cluster(rows[i].setting, rows[i].shared, rows[i].launched),
+                        rows[i].cluster);
+    }
+}
+
 /* The scatter auto rule: blocks up to CGPU_SCATTER_RS_AUTO_MAX run as a reduce-scatter,
  * larger ones as a broadcast; an algorithm named explicitly is kept at every size. */
 static void test_scatter_auto_rule(void)
@@ -2162,6 +2191,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_block_budget},
     {"spare blocks: one a communicator; sixteen crossed calls of one rank per GPU fit",
      test_block_spare},
+    {"the resident kernel is a cluster only where no launched kernel can fill a GPC",
+     test_resident_cluster_rule},
 };
 
 int main(void)
