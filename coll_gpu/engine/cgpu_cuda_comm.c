@@ -1181,8 +1181,10 @@ static void rk_stop(cgpu_cuda_comm_t *cc)
  * those peers' next launch waits behind the same kind of cluster, every rank waits for
  * ever (session 35: test_cuda_nb at np 2, one rank per H200, 5 runs in 21 timed out in
  * twelve communicators' calls crossed). So a cluster only where no launched kernel of this
- * process is in flight on the device and no other process shares it; the other resident
- * kernels (8 blocks each, at most cuda_resident_max_kernels) leave every GPC room. Else
+ * process is in flight on the device, no other process shares it, and the other resident
+ * kernels hold at most a quarter of its multiprocessors (the default 4 kernels of 8
+ * blocks: 24 of an H200's 132, where every one of its 8 GPCs (16-18 multiprocessors)
+ * would need 9 or more taken to leave no room for 8). Else
  * the mailbox in device memory, whose blocks go wherever the budget left room
  * (session 12: a multi-block call's wait for the other blocks 1.9 us against 0.7-0.9). A
  * launch of another thread racing this check could still take the room: the resident
@@ -1192,8 +1194,12 @@ static bool rk_cluster_now(const cgpu_cuda_comm_t *cc)
     const block_budget_t *b = budget_of(cc);
     /* no count (a device past BUDGET_DEVICES): as if a call were in flight */
     const int launched = NULL != b ? __atomic_load_n(&b->launched, __ATOMIC_SEQ_CST) : 1;
-    return cc->rk_cluster && cgpu_resident_as_cluster(cgpu_engine_config()->cuda_resident_cluster,
-                                                      cc->shared_device, launched);
+    /* every other listed communicator's kernel, on this device or not (rk_count is the
+     * process's) */
+    const int others = (__atomic_load_n(&rk_count, __ATOMIC_RELAXED) - 1) * cc->rk_blocks;
+    return cc->rk_cluster &&
+           cgpu_resident_as_cluster(cgpu_engine_config()->cuda_resident_cluster, cc->shared_device,
+                                    launched, others, cgpu_cuda_device_sms(cc->device));
 }
 
 static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, uint64_t start)

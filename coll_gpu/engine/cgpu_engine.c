@@ -376,9 +376,11 @@ int cgpu_blocks_spare(int cap, int setting, int comms)
     return s < 0 ? 0 : s < most ? s : most;
 }
 
-bool cgpu_resident_as_cluster(int setting, bool shared, int launched)
+bool cgpu_resident_as_cluster(int setting, bool shared, int launched, int resident_blocks,
+                              int sms)
 {
-    return 2 == setting || (1 == setting && !shared && 0 == launched);
+    return 2 == setting ||
+           (1 == setting && !shared && 0 == launched && resident_blocks * 4 <= sms);
 }
 
 void cgpu_blocks_give(int *used, int n)

@@ -254,11 +254,14 @@ void cgpu_blocks_give(int *used, int n);
 int cgpu_blocks_spare(int cap, int setting, int comms);
 /** Whether a resident kernel's launch is one thread block cluster, on a device that has
  *  them: @p setting (coll_gpu_cuda_resident_cluster) 0 never, 2 always; 1 only where no
- *  other rank shares the device (@p shared) and @p launched (the process's calls with
- *  launched kernels in flight on the device) is 0, since a cluster must be placed within
- *  one GPC, which blocks in flight can leave too full while the block budget, counted
- *  over the whole device, says there is room (cgpu_cuda_comm.c, rk_cluster_now). */
-bool cgpu_resident_as_cluster(int setting, bool shared, int launched);
+ *  other rank shares the device (@p shared), @p launched (the process's calls with
+ *  launched kernels in flight on the device) is 0, and the other resident kernels' blocks
+ *  (@p resident_blocks) are at most a quarter of the device's @p sms. A cluster must be
+ *  placed within one GPC, which blocks elsewhere can leave too full while the block
+ *  budget, counted over the whole device, says there is room (cgpu_cuda_comm.c,
+ *  rk_cluster_now). */
+bool cgpu_resident_as_cluster(int setting, bool shared, int launched, int resident_blocks,
+                              int sms);
 
 /** Monotonic clock, nanoseconds. */
 uint64_t cgpu_now_ns(void);

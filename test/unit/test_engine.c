@@ -2077,24 +2077,29 @@ static void test_block_spare(void)
 }
 
 /* The resident kernel as a thread block cluster (coll_gpu_cuda_resident_cluster): by
- * default only with no launched kernel of the process in flight on the device and no other
- * rank on it (session 35's rule, a cluster always, hung test_cuda_nb's crossed calls in 15
- * runs of 16 on 2x H200, session 36: the cluster waited for room in one GPC behind rings
- * that waited for their peers); 0 never, 2 always. */
+ * default only with no launched kernel of the process in flight on the device, no other
+ * rank on it, and the other resident kernels on at most a quarter of its multiprocessors
+ * (session 35's rule, a cluster always, hung test_cuda_nb's crossed calls in 15 runs of 16
+ * on 2x H200, session 36: the cluster waited for room in one GPC behind rings that waited
+ * for their peers); 0 never, 2 always. An H200: 132 multiprocessors; the default 4
+ * resident kernels of 8 blocks leave 24 to the others. */
 static void test_resident_cluster_rule(void)
 {
     static const struct {
         int setting;
         bool shared;
-        int launched;
+        int launched, resident_blocks;
         bool cluster;
     } rows[] = {
-        {1, false, 0, true},  {1, false, 1, false}, {1, false, 12, false}, {1, true, 0, false},
-        {1, true, 3, false},  {0, false, 0, false}, {0, true, 1, false},   {2, false, 0, true},
-        {2, false, 12, true}, {2, true, 3, true},
+        {1, false, 0, 0, true},   {1, false, 0, 24, true},  {1, false, 0, 33, true},
+        {1, false, 0, 34, false}, {1, false, 0, 120, false}, {1, false, 1, 0, false},
+        {1, false, 12, 0, false}, {1, true, 0, 0, false},   {1, true, 3, 24, false},
+        {0, false, 0, 0, false},  {0, true, 1, 0, false},   {2, false, 0, 0, true},
+        {2, false, 12, 120, true}, {2, true, 3, 0, true},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); ++i) {
-        CU_ASSERT_EQUAL(cgpu_resident_as_cluster(rows[i].setting, rows[i].shared, rows[i].launched),
+        CU_ASSERT_EQUAL(cgpu_resident_as_cluster(rows[i].setting, rows[i].shared, rows[i].launched,
+                                                 rows[i].resident_blocks, 132),
                         rows[i].cluster);
     }
 }
