@@ -465,10 +465,11 @@ static int gpu_register(void)
             "cuda backend: on compute capability 9.0 and later, launch the resident kernel as "
             "one thread block cluster of at most 8 blocks (block 0 hands each call to the "
             "others' shared memory), which the GPU must place within one GPC: 1 only where no "
-            "other kernel of the process is on the device at the launch and no other process "
-            "shares the device (otherwise a mailbox in device memory, as 0); 0 never, as on "
-            "older devices; 2 always (placement can then wait behind kernels that wait for "
-            "peers: a hang)",
+            "launched kernel of the process is on the device at the launch, no other process "
+            "shares the device, and the process's other resident kernels hold at most a "
+            "quarter of its multiprocessors (otherwise a mailbox in device memory, as 0); 0 "
+            "never, as on older devices; 2 always (placement can then wait behind kernels "
+            "that wait for peers: a hang)",
             OPAL_INFO_LVL_9, &c->cuda_resident_cluster);
     c->cuda_setup_exclusive = d.cuda_setup_exclusive;
     reg("cuda_setup_exclusive",
