@@ -792,12 +792,13 @@ fi
 if has nb_rep; then # test_cuda_nb at np 2, NB_REP times per setting (session 35: 5 of 21 default runs
     # timed out in its twelve crossed dups, a ring waiting for a peer; NB_REP_VARIANTS names
     # settings: default, nocluster (coll_gpu_cuda_resident_cluster 0), cluster2 (2: always a
-    # cluster, session 35's rule), spare33, noidle); each line adds the resident kernels'
+    # cluster, session 35's rule), maxk16 (16 resident kernels), spare33, noidle); each line adds the resident kernels'
     # launches and those as a cluster over the runs (verbose 10 reports)
     for v in ${NB_REP_VARIANTS:-default nocluster spare33}; do
         case $v in
             nocluster) X=(--mca coll_gpu_cuda_resident_cluster 0) ;;
             cluster2) X=(--mca coll_gpu_cuda_resident_cluster 2) ;;
+            maxk16) X=(--mca coll_gpu_cuda_resident_max_kernels 16) ;; # a resident kernel each dup
             spare33) X=(--mca coll_gpu_cuda_block_spare 33) ;;
             noidle) X=(--mca coll_gpu_cuda_resident_idle_us 100000) ;;
             *) X=() ;;
