@@ -1187,8 +1187,11 @@ static void rk_stop(cgpu_cuda_comm_t *cc)
  * would need 9 or more taken to leave no room for 8). Else
  * the mailbox in device memory, whose blocks go wherever the budget left room
  * (session 12: a multi-block call's wait for the other blocks 1.9 us against 0.7-0.9). A
- * launch of another thread racing this check could still take the room: the resident
- * kernels are off under MPI_THREAD_MULTIPLE by default. */
+ * launch by another thread (another communicator's non-blocking worker, or an application
+ * thread where resident kernels are forced on under MPI_THREAD_MULTIPLE) between this
+ * check and the cluster's placement could still take the room; closing that would need
+ * the kernel to say it has been placed, with the other launches held back until then.
+ * Not seen in 40 runs of test_cuda_nb, whose twelve workers run at once (session 36). */
 static bool rk_cluster_now(const cgpu_cuda_comm_t *cc)
 {
     const block_budget_t *b = budget_of(cc);
