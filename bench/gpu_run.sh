@@ -810,10 +810,14 @@ if has nb_rep; then # test_cuda_nb at np 2, NB_REP times per setting (session 35
                 test/gpu/test_cuda_nb > "$out/nb_rep_${v}_$i.log" 2>&1 || rc=$?
             grep -o "[0-9]* kernel launches ([0-9]* as a cluster)" "$out/nb_rep_${v}_$i.log" |
                 tr -d '(' >> "$out/nb_rep_${v}_launches.txt"
+            # the most calls any report of the run saw held back for a cluster to run
+            grep -o "[0-9]* calls so far waited for a resident cluster" "$out/nb_rep_${v}_$i.log" |
+                sort -n | tail -1 | cut -d' ' -f1 >> "$out/nb_rep_${v}_held.txt"
             if [ "$rc" = 0 ]; then rm -f "$out/nb_rep_${v}_$i.log"; else f=$((f+1)); fi
         done
         echo "nb_rep $v: $f of ${NB_REP:-16} failed; resident launches, as a cluster:" \
-            "$(awk '{l+=$1; c+=$4} END {print l+0, c+0}' "$out/nb_rep_${v}_launches.txt" 2>/dev/null)"
+            "$(awk '{l+=$1; c+=$4} END {print l+0, c+0}' "$out/nb_rep_${v}_launches.txt" 2>/dev/null);" \
+            "calls held for a cluster (a rank's most per run, summed): $(awk '{h+=$1} END {print h+0}' "$out/nb_rep_${v}_held.txt" 2>/dev/null)"
     done
 fi
 if has rktrace; then # where a resident call's time goes, per collective and size (verbose 10: the

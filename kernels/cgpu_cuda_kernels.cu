@@ -1588,6 +1588,9 @@ template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_re
         cluster_sync_all(); /* every mailbox is clear before block 0 stores into one */
     }
 #endif
+    if (0 == blockIdx.x && 0 == threadIdx.x && nullptr != a.placed) {
+        store_release_sys(a.placed, a.start); /* the host holds other launches back until then */
+    }
     uint64_t *const mine = clustered ? s_mb : a.state; /* a.state: zeroed before the launch */
     /* block 0: the descriptor it waits for; the others: the least number they may take (they
      * skip the calls they have no part in) */

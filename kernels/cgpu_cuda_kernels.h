@@ -259,6 +259,9 @@ typedef struct cgpu_cuda_resident_args {
     uint64_t *completed;   /* host-mapped, one word per block: the number of the last
                             * descriptor that block worked on (published when its part is done) */
     uint64_t *exited;      /* host-mapped: set to the next number when the kernel ends */
+    uint64_t *placed;      /* host-mapped, or NULL: block 0 stores start there once it runs
+                            * (a cluster's blocks all run by then: the GPU places a cluster
+                            * whole) */
     uint64_t *state;       /* device memory, 8 words, 16-byte aligned, zeroed before each
                             * launch: the blocks' mailbox where the kernel is no cluster */
     uint64_t start;        /* the first descriptor number this launch takes */

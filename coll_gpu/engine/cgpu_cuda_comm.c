@@ -78,6 +78,8 @@ typedef struct cgpu_cuda_comm {
     cgpu_op_t rk_op;
     int rk_blocks;
     bool rk_cluster;      /* the kernel may be one thread block cluster (rk_cluster_now) */
+    bool rk_placing;      /* this communicator holds a count of budget placing (rk_claim) */
+    uint64_t rk_claim_ns; /* ... since then */
     struct cgpu_cuda_comm *rk_next;
     uint64_t rk_calls, rk_launches, rk_cluster_launches, rk_wait_ns; /* reported at destroy */
 } cgpu_cuda_comm_t;
@@ -86,8 +88,8 @@ typedef struct cgpu_cuda_comm {
 /* words: the descriptor, one completion word per block (a call of up to 8 blocks is one
  * cache line for the host to read), the end */
 enum { RK_DESC = 0, RK_DONE = 16, RK_EXITED = RK_DONE + CGPU_CUDA_MAX_ONESHOT_BLOCKS,
-       RK_CTL_BYTES = 512 };
-_Static_assert((RK_EXITED + 1) * 8 <= RK_CTL_BYTES, "resident control block");
+       RK_PLACED = RK_EXITED + 1, RK_CTL_BYTES = 512 };
+_Static_assert((RK_PLACED + 1) * 8 <= RK_CTL_BYTES, "resident control block");
 /* the kernel's device memory: RK_STATE_WORDS of state (zeroed at each launch), then the
  * trace (zeroed once, summed across launches; verbose 10) */
 enum { RK_STATE_WORDS = 8, RK_TRACE = RK_STATE_WORDS, RK_DEV_BYTES = 128 };
@@ -174,6 +176,8 @@ typedef struct {
     int used;  /* blocks taken and not given back (cgpu_blocks_take) */
     int comms; /* this process's connected communicators on the device */
     int launched; /* its calls with launched kernels in flight there (rk_cluster_now) */
+    int placing;  /* resident clusters launched and not yet seen running (rk_claim) */
+    int held;     /* calls that waited for one (reported at verbose 10) */
 } block_budget_t;
 static block_budget_t budgets[BUDGET_DEVICES];
 
@@ -249,12 +253,23 @@ static void blocks_give(cgpu_cuda_comm_t *cc)
     }
 }
 
-/* a call with launched kernels (not the resident kernel's) begins (1) or has ended (-1) */
+/* A call with launched kernels (not the resident kernel's) begins (1) or has ended (-1).
+ * A beginning call first waits while a resident kernel launched as a cluster is not yet
+ * running (rk_claim): its blocks could take the room the cluster needs in a GPC. Counted
+ * first, looked second, as rk_claim does the other way round (both sequentially
+ * consistent): either the cluster sees this call and is no cluster, or this call sees
+ * the cluster and waits until it runs (a few microseconds; RK_PLACE_WAIT_NS at most). */
 static void launched_add(cgpu_cuda_comm_t *cc, int d)
 {
     block_budget_t *b = budget_of(cc);
     if (0 != d && NULL != b) {
         __atomic_fetch_add(&b->launched, d, __ATOMIC_SEQ_CST);
+        if (d > 0 && 0 != __atomic_load_n(&b->placing, __ATOMIC_SEQ_CST)) {
+            __atomic_fetch_add(&b->held, 1, __ATOMIC_RELAXED);
+            while (0 != __atomic_load_n(&b->placing, __ATOMIC_SEQ_CST)) {
+                cgpu_cpu_relax();
+            }
+        }
     }
 }
 
@@ -480,6 +495,11 @@ static void rk_report(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
              "completion", comm->rank, (unsigned long long) cc->rk_calls,
              (unsigned long long) cc->rk_launches, (unsigned long long) cc->rk_cluster_launches,
              (double) cc->rk_wait_ns / 1e3 / (double) cc->rk_calls);
+    if (NULL != budget_of(cc)) {
+        cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: %d calls so far waited for a resident cluster "
+                 "to run on device %d", comm->rank,
+                 __atomic_load_n(&budget_of(cc)->held, __ATOMIC_RELAXED), cc->device);
+    }
     unsigned long long tr[CGPU_CUDA_RK_TRACE_WORDS] = {0};
     if (CGPU_OK != cgpu_cuda_copy(tr, cc->rk_state + RK_TRACE, sizeof(tr)) ||
         0 == tr[CGPU_CUDA_RK_TRACE_CALLS]) {
@@ -1188,10 +1208,8 @@ static void rk_stop(cgpu_cuda_comm_t *cc)
  * the mailbox in device memory, whose blocks go wherever the budget left room
  * (session 12: a multi-block call's wait for the other blocks 1.9 us against 0.7-0.9). A
  * launch by another thread (another communicator's non-blocking worker, or an application
- * thread where resident kernels are forced on under MPI_THREAD_MULTIPLE) between this
- * check and the cluster's placement could still take the room; closing that would need
- * the kernel to say it has been placed, with the other launches held back until then.
- * Not seen in 40 runs of test_cuda_nb, whose twelve workers run at once (session 36). */
+ * thread) between this check and the cluster's placement could take the room: rk_claim
+ * holds such launches back (launched_add) until the kernel says it runs. */
 static bool rk_cluster_now(const cgpu_cuda_comm_t *cc)
 {
     const block_budget_t *b = budget_of(cc);
@@ -1205,23 +1223,62 @@ static bool rk_cluster_now(const cgpu_cuda_comm_t *cc)
                                     launched, others, cgpu_cuda_device_sms(cc->device));
 }
 
+/* How long other launches wait for a cluster to run at most: it runs within microseconds
+ * unless kernels outside this process fill the device (the application's), which end on
+ * their own; past the bound launches go on as before the hold (the race it closes). */
+#define RK_PLACE_WAIT_NS 100000000ull
+
+/* the cluster runs (or has ended, or is past the wait's bound): launches go on */
+static void rk_unclaim(cgpu_cuda_comm_t *cc)
+{
+    if (cc->rk_placing) {
+        __atomic_fetch_sub(&budget_of(cc)->placing, 1, __ATOMIC_SEQ_CST);
+        cc->rk_placing = false;
+    }
+}
+
+/* Whether this launch is a cluster (rk_cluster_now); if so, by default, other launches of
+ * the process on the device wait from here until it runs (RK_PLACED; launched_add). */
+static bool rk_claim(cgpu_cuda_comm_t *cc)
+{
+    rk_unclaim(cc);
+    if (!rk_cluster_now(cc)) {
+        return false;
+    }
+    block_budget_t *b = budget_of(cc);
+    if (2 == cgpu_engine_config()->cuda_resident_cluster || NULL == b) {
+        return true; /* the old rule (measurements): no hold */
+    }
+    __atomic_fetch_add(&b->placing, 1, __ATOMIC_SEQ_CST);
+    cc->rk_placing = true;
+    cc->rk_claim_ns = cgpu_now_ns();
+    if (0 != __atomic_load_n(&b->launched, __ATOMIC_SEQ_CST)) {
+        rk_unclaim(cc); /* a call began meanwhile: no cluster */
+        return false;
+    }
+    return true;
+}
+
 static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, uint64_t start)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
-    const bool cluster = rk_cluster_now(cc);
+    const bool cluster = rk_claim(cc);
     /* the blocks' mailbox (a cluster's are in its blocks' shared memory instead) */
     cgpu_status_t st = cluster ? CGPU_OK
                                : cgpu_cuda_memset_async(cc->rk_state, 0, RK_STATE_WORDS * 8,
                                                         cc->rk_stream);
     if (CGPU_OK != st) {
+        rk_unclaim(cc);
         return st;
     }
     __atomic_store_n(&cc->rk_ctl[RK_EXITED], 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&cc->rk_ctl[RK_PLACED], 0, __ATOMIC_RELEASE);
     cgpu_cuda_resident_args_t a;
     memset(&a, 0, sizeof(a));
     a.desc = cc->rk_ctl_dev + RK_DESC;
     a.completed = cc->rk_ctl_dev + RK_DONE;
     a.exited = cc->rk_ctl_dev + RK_EXITED;
+    a.placed = cc->rk_ctl_dev + RK_PLACED;
     a.state = cc->rk_state;
     a.start = start;
     a.cluster = cluster;
@@ -1241,6 +1298,7 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     }
     int err = cgpu_cuda_resident_launch(&a, dt, op, cc->rk_blocks, cc->threads, cc->rk_stream);
     if (0 != err) {
+        rk_unclaim(cc);
         return cgpu_cuda_check(err, "resident kernel launch");
     }
     /* running from here on, whatever follows fails (it owns descriptor `start`) */
@@ -1286,8 +1344,8 @@ static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size
     return cc->rk_listed;
 }
 
-static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *out,
-                                     const void *args)
+static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
+                                   const void *args)
 {
     const ring_call_t *rc = args;
     cgpu_cuda_comm_t *cc = comm->cuda;
@@ -1321,6 +1379,10 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
         const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the blocks publish
                                                           * completions before they end */
+        if (cc->rk_placing && (0 != rk_load(cc, RK_PLACED) || 0 != ended ||
+                               cgpu_now_ns() - cc->rk_claim_ns > RK_PLACE_WAIT_NS)) {
+            rk_unclaim(cc); /* running, ended, or past the bound */
+        }
         if (rk_done(cc, k, (int) nblocks)) {
             cc->rk_wait_ns += cgpu_now_ns() - t1;
             return CGPU_OK;
@@ -1345,6 +1407,7 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
         }
         /* a wait past 50 us (a call takes 5-10): a peer may wait in MPI for a message of ours */
         if (0 == (it & 0xff) && cgpu_now_ns() - t1 > 50000) {
+            rk_unclaim(cc); /* progress may begin a call on this thread (launched_add) */
             cgpu_engine_progress();
         }
         if (share) {
@@ -1354,6 +1417,14 @@ static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *ou
         }
     }
     cc->rk_running = false;
+    return st;
+}
+
+static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *out,
+                                     const void *args)
+{
+    const cgpu_status_t st = resident_call(comm, in, out, args);
+    rk_unclaim(comm->cuda); /* on every way out */
     return st;
 }
 
