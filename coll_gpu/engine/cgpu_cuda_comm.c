@@ -42,6 +42,7 @@ typedef struct cgpu_cuda_comm {
     int nch_max;
     int threads;
     int block_cap;   /* coll_gpu_cuda_block_budget for this communicator's device (0: none) */
+    int sms;         /* the device's multiprocessors (0: unknown), asked once at connect */
     bool block_counted;   /* counted in its device's budget's comms (connect to destroy) */
     bool block_over_said; /* a launch past the cap was reported (once a communicator) */
     int blocks_held; /* blocks the call in progress took (given back when it ends) */
@@ -198,7 +199,7 @@ static int block_cap(const cgpu_cuda_comm_t *cc, int share)
     const int t = cc->threads > 0 ? cc->threads : 512;
     int per_sm = 65536 / (t * 128);
     per_sm = per_sm < 1 ? 1 : per_sm > 2048 / t ? 2048 / t : per_sm;
-    const int sms = cgpu_cuda_device_sms(cc->device);
+    const int sms = cc->sms;
     const int cap = sms * per_sm / (share > 1 ? share : 1);
     return sms > 0 ? (cap > 1 ? cap : 1) : 0;
 }
@@ -253,23 +254,33 @@ static void blocks_give(cgpu_cuda_comm_t *cc)
     }
 }
 
-/* A call with launched kernels (not the resident kernel's) begins (1) or has ended (-1).
- * A beginning call first waits while a resident kernel launched as a cluster is not yet
- * running (rk_claim): its blocks could take the room the cluster needs in a GPC. Counted
- * first, looked second, as rk_claim does the other way round (both sequentially
- * consistent): either the cluster sees this call and is no cluster, or this call sees
- * the cluster and waits until it runs (a few microseconds; RK_PLACE_WAIT_NS at most). */
-static void launched_add(cgpu_cuda_comm_t *cc, int d)
+/* A call with launched kernels (not the resident kernel's) begins. It first waits while a
+ * resident kernel launched as a cluster is not yet running (rk_claim): its blocks could
+ * take the room the cluster needs in a GPC. Counted first, looked second, as rk_claim
+ * does the other way round (both sequentially consistent): either the cluster sees this
+ * call and is no cluster, or this call sees the cluster and waits until it runs (a few
+ * microseconds; RK_PLACE_WAIT_NS at most). */
+static void launched_begin(cgpu_cuda_comm_t *cc)
 {
     block_budget_t *b = budget_of(cc);
-    if (0 != d && NULL != b) {
-        __atomic_fetch_add(&b->launched, d, __ATOMIC_SEQ_CST);
-        if (d > 0 && 0 != __atomic_load_n(&b->placing, __ATOMIC_SEQ_CST)) {
-            __atomic_fetch_add(&b->held, 1, __ATOMIC_RELAXED);
-            while (0 != __atomic_load_n(&b->placing, __ATOMIC_SEQ_CST)) {
-                cgpu_cpu_relax();
-            }
+    if (NULL == b) {
+        return;
+    }
+    __atomic_fetch_add(&b->launched, 1, __ATOMIC_SEQ_CST);
+    if (0 != __atomic_load_n(&b->placing, __ATOMIC_SEQ_CST)) {
+        __atomic_fetch_add(&b->held, 1, __ATOMIC_RELAXED);
+        while (0 != __atomic_load_n(&b->placing, __ATOMIC_SEQ_CST)) {
+            cgpu_cpu_relax();
         }
+    }
+}
+
+/* ... and its kernels have ended */
+static void launched_end(cgpu_cuda_comm_t *cc)
+{
+    block_budget_t *b = budget_of(cc);
+    if (NULL != b) {
+        __atomic_fetch_sub(&b->launched, 1, __ATOMIC_SEQ_CST);
     }
 }
 
@@ -426,6 +437,7 @@ static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
     /* the most ranks on one device (cgpu_comm_create, from the first exchange) */
     const int share = comm->dev_share;
     cc->shared_device = share > 1;
+    cc->sms = cgpu_cuda_device_sms(cc->device);
     cc->block_cap = block_cap(cc, share); /* no launch comes before connect */
     if (NULL != budget_of(cc)) {
         __atomic_fetch_add(&budget_of(cc)->comms, 1, __ATOMIC_RELAXED);
@@ -826,7 +838,9 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         goto out_restore;
     }
     cgpu_cuda_inflight_begin();
-    launched_add(cc, k->resident ? 0 : 1);
+    if (!k->resident) {
+        launched_begin(cc);
+    }
     cc->err_host[0] = 0;
     atomic_store_explicit(&comm->ras.alg, k->ras_alg, memory_order_relaxed);
     cgpu_coll_prof_begin(comm, k->kind, k->count, k->dtype, k->op, k->bytes, k->alg);
@@ -859,7 +873,9 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     /* MPI semantics: the result is in the buffer when the call returns */
     cgpu_status_t sync = k->resident ? CGPU_OK : cgpu_cuda_stream_wait_collective(cc->stream);
     blocks_give(cc);
-    launched_add(cc, k->resident ? 0 : -1);
+    if (!k->resident) {
+        launched_end(cc);
+    }
     cgpu_cuda_inflight_end();
     cgpu_prof_stop(&kev); /* launch to completion */
     cgpu_coll_prof_end(comm);
@@ -1209,7 +1225,7 @@ static void rk_stop(cgpu_cuda_comm_t *cc)
  * (session 12: a multi-block call's wait for the other blocks 1.9 us against 0.7-0.9). A
  * launch by another thread (another communicator's non-blocking worker, or an application
  * thread) between this check and the cluster's placement could take the room: rk_claim
- * holds such launches back (launched_add) until the kernel says it runs. */
+ * holds such launches back (launched_begin) until the kernel says it runs. */
 static bool rk_cluster_now(const cgpu_cuda_comm_t *cc)
 {
     const block_budget_t *b = budget_of(cc);
@@ -1220,7 +1236,7 @@ static bool rk_cluster_now(const cgpu_cuda_comm_t *cc)
     const int others = (__atomic_load_n(&rk_count, __ATOMIC_RELAXED) - 1) * cc->rk_blocks;
     return cc->rk_cluster &&
            cgpu_resident_as_cluster(cgpu_engine_config()->cuda_resident_cluster, cc->shared_device,
-                                    launched, others, cgpu_cuda_device_sms(cc->device));
+                                    launched, others, cc->sms);
 }
 
 /* How long other launches wait for a cluster to run at most: it runs within microseconds
@@ -1238,7 +1254,7 @@ static void rk_unclaim(cgpu_cuda_comm_t *cc)
 }
 
 /* Whether this launch is a cluster (rk_cluster_now); if so, by default, other launches of
- * the process on the device wait from here until it runs (RK_PLACED; launched_add). */
+ * the process on the device wait from here until it runs (RK_PLACED; launched_begin). */
 static bool rk_claim(cgpu_cuda_comm_t *cc)
 {
     rk_unclaim(cc);
@@ -1407,7 +1423,7 @@ static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
         }
         /* a wait past 50 us (a call takes 5-10): a peer may wait in MPI for a message of ours */
         if (0 == (it & 0xff) && cgpu_now_ns() - t1 > 50000) {
-            rk_unclaim(cc); /* progress may begin a call on this thread (launched_add) */
+            rk_unclaim(cc); /* progress may begin a call on this thread (launched_begin) */
             cgpu_engine_progress();
         }
         if (share) {
