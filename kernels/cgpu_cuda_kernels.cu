@@ -1568,7 +1568,12 @@ __device__ __forceinline__ void cluster_sync_all()
 #define CGPU_RK_CLUSTER 0
 #endif
 
-template <typename T, int OP> __global__ void resident_kernel(const cgpu_cuda_resident_args_t a)
+/* 512 threads a block, coll_gpu_cuda_threads' default (the launch clamps a larger request):
+ * left to itself the compiler gives this kernel 168-173 registers a thread, so it could
+ * launch only 384, and then a 4 KiB unit's 512 LL lines took the batched LL path and a
+ * 64 KiB call's 8 KiB blocks (512 vectors) two load round trips instead of one */
+template <typename T, int OP>
+__global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_resident_args_t a)
 {
     __shared__ __align__(16) uint64_t s_mb[8]; /* this block's mailbox (clusters) */
     __shared__ uint64_t s_f[4], s_k;
