@@ -5,7 +5,8 @@
 #   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
 #   conn maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
-#   abso (ABSO="name=build.tgz ...": carried builds of the plugin against each other) rktrace nb_rep
+#   abso (ABSO="name=build.tgz ...": carried builds of the plugin against each other)
+#   rktrace (RKT_VARIANTS="name=--mca%param%value ...": settings' device phases) nb_rep
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   grids crossed (the block budget: ranks on different grids; sixteen communicators crossed)
@@ -821,15 +822,33 @@ if has nb_rep; then # test_cuda_nb at np 2, NB_REP times per setting (session 35
     done
 fi
 if has rktrace; then # where a resident call's time goes, per collective and size (verbose 10: the
-    # kernel's trace and its launches, reported at the communicator's end), in OSU's pattern
-    for sz in ${RKT_SIZES:-8 65536}; do
-        for c in ${RKT_COLLS:-allreduce alltoall allgather}; do
-            echo "## $c $sz" >> "$out/rktrace.txt"
-            CGPU_BENCH_OSU=1 timeout -k 5 60 "${MPIRUN[@]}" -np 2 -x CGPU_BENCH_OSU --mca coll_gpu_verbose 10 \
-                bench/bench_colls "$c" "$sz" "$sz" 2>&1 | grep -E "resident oneshot|^ +[0-9]" >> "$out/rktrace.txt"
+    # kernel's trace and its launches, reported at the communicator's end), in OSU's pattern.
+    # RKT_VARIANTS="name=args ..." compares settings in one job: each variant's runs in turn
+    # (RKT_ROUNDS times), args its mpirun arguments with % for each space (a bare name: none),
+    # a "#### name" line before each, then bench/rktrace_cmp.py's table of the device phases
+    # (session 37: the phases vary about 0.2 us from job to job, the host's latency about 1 us)
+    rkt_one() { # the runs of one variant: extra mpirun arguments
+        for sz in ${RKT_SIZES:-8 65536}; do
+            for c in ${RKT_COLLS:-allreduce alltoall allgather}; do
+                echo "## $c $sz" >> "$out/rktrace.txt"
+                CGPU_BENCH_OSU=1 timeout -k 5 60 "${MPIRUN[@]}" -np 2 -x CGPU_BENCH_OSU --mca coll_gpu_verbose 10 \
+                    "$@" bench/bench_colls "$c" "$sz" "$sz" 2>&1 | grep -E "resident oneshot|^ +[0-9]" >> "$out/rktrace.txt"
+            done
         done
-    done
-    grep -E "^##|on the device|^ +[0-9]" "$out/rktrace.txt" | sed 's/.*resident oneshot on the device, //'
+    }
+    if [ -z "${RKT_VARIANTS:-}" ]; then
+        rkt_one
+        grep -E "^##|on the device|^ +[0-9]" "$out/rktrace.txt" | sed 's/.*resident oneshot on the device, //'
+    else
+        for round in $(seq "${RKT_ROUNDS:-2}"); do
+            for v in $RKT_VARIANTS; do
+                nm=${v%%=*}; va=(); case "$v" in *=*) a=${v#*=}; read -r -a va <<< "${a//%/ }" ;; esac
+                echo "#### $nm" >> "$out/rktrace.txt"
+                rkt_one "${va[@]}"
+            done
+        done
+        python3 bench/rktrace_cmp.py "$out/rktrace.txt" | tee "$out/rktrace_cmp.txt"
+    fi
 fi
 if has goals; then # issue 13's latency and bandwidth goals in one run (2x H200, one rank per GPU):
     # bench_colls back to back and in OSU's pattern (ours and NCCL), OSU 7.4 -d cuda up to 64 KiB,
