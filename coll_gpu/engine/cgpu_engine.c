@@ -46,8 +46,8 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_small_bytes = 64u << 10;
     cfg->cuda_oneshot_block_bytes = 8u << 10;
     cfg->cuda_oneshot_small_block_bytes = 4u << 10;
-    /* 2-8 KiB gained about 1 us (session 13); 16-32 KiB 0.3-0.8 us less device time a call
-     * than with a flag after a fence, 64 KiB mixed (2x H200, session 37) */
+    /* 2-8 KiB gained about 1 us (session 13); 16-32 KiB 0.29-0.59 us less device time a
+     * call than with a flag after a fence, 64 KiB mixed (2x H200 device trace, session 37) */
     cfg->cuda_ll_bytes = 32u << 10;
     cfg->cuda_timeout_s = 60.0;
     cfg->cuda_tree_channels = 8;
