@@ -311,13 +311,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->oneshot_slice = (cfg->cuda_oneshot_bytes + 255) & ~(size_t) 255;
     /* LL size classes up to coll_gpu_cuda_ll_bytes and 512 KiB / ranks (the area stays
      * near 4 MiB whatever the size); the same on every rank */
-    const size_t ll_top = cfg->cuda_ll_bytes < (512u << 10) / (size_t) comm->size
-                              ? cfg->cuda_ll_bytes
-                              : (512u << 10) / (size_t) comm->size;
-    while (0 != cfg->cuda_ll_bytes && cc->ll_classes < CGPU_CUDA_LL_CLASSES &&
-           (0 == cc->ll_classes || CGPU_CUDA_LL_CLASS_DATA(cc->ll_classes) <= ll_top)) {
-        cc->ll_classes++;
-    }
+    cc->ll_classes = cgpu_ll_classes(cfg->cuda_ll_bytes, comm->size);
     cc->ll_off = (CGPU_CUDA_FLAG_BYTES + 255) & ~(size_t) 255;
     cc->ring_off = (cc->ll_off + CGPU_CUDA_LL_CLASS_OFF(comm->size, cc->ll_classes) + 4095) &
                    ~(size_t) 4095;
@@ -1071,15 +1065,8 @@ static size_t oneshot_unit(const ring_call_t *rc)
  * rank (sizes and settings), launched or resident. */
 static int ll_class(const cgpu_cuda_comm_t *cc, const ring_call_t *rc)
 {
-    const size_t unit = oneshot_unit(rc), es = rc->copy ? 1 : cgpu_dtype_size(rc->dt);
-    if (0 == unit || unit > cgpu_engine_config()->cuda_ll_bytes || (es > 8 && 16 != es)) {
-        return -1;
-    }
-    int c = 0;
-    while (CGPU_CUDA_LL_CLASS_DATA(c) < unit) {
-        ++c;
-    }
-    return c < cc->ll_classes ? c : -1;
+    return cgpu_ll_class(oneshot_unit(rc), rc->copy ? 1 : cgpu_dtype_size(rc->dt),
+                         cgpu_engine_config()->cuda_ll_bytes, cc->ll_classes);
 }
 
 _Static_assert(CGPU_CUDA_LL_CLASS_DATA(CGPU_CUDA_LL_CLASSES - 1) == CGPU_CUDA_LL_BYTES_MAX,

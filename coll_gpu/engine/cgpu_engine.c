@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "cgpu_comm_internal.h"
+#include "kernels/cgpu_cuda_kernels.h" /* the LL size classes (plain C) */
 #include "cgpu_cuda_pool.h"
 #include "btl_glue/cgpu_cuda.h"
 #include "cgpu_engine.h"
@@ -383,6 +384,29 @@ bool cgpu_resident_as_cluster(int setting, bool shared, int launched, int reside
 {
     return 2 == setting ||
            (1 == setting && !shared && 0 == launched && resident_blocks * 4 <= sms);
+}
+
+int cgpu_ll_classes(size_t ll_bytes, int nranks)
+{
+    const size_t per = (512u << 10) / (size_t) (nranks > 0 ? nranks : 1);
+    const size_t top = ll_bytes < per ? ll_bytes : per;
+    int c = 0;
+    while (0 != ll_bytes && c < CGPU_CUDA_LL_CLASSES && (0 == c || CGPU_CUDA_LL_CLASS_DATA(c) <= top)) {
+        c++;
+    }
+    return c;
+}
+
+int cgpu_ll_class(size_t unit, size_t elem_size, size_t ll_bytes, int classes)
+{
+    if (0 == unit || unit > ll_bytes || (elem_size > 8 && 16 != elem_size)) {
+        return -1;
+    }
+    int c = 0;
+    while (c < CGPU_CUDA_LL_CLASSES && CGPU_CUDA_LL_CLASS_DATA(c) < unit) {
+        ++c;
+    }
+    return c < classes ? c : -1;
 }
 
 void cgpu_blocks_give(int *used, int n)

@@ -263,6 +263,18 @@ int cgpu_blocks_spare(int cap, int setting, int comms);
 bool cgpu_resident_as_cluster(int setting, bool shared, int launched, int resident_blocks,
                               int sms);
 
+/** How many LL size classes (1 KiB << c of data, kernels/cgpu_cuda_kernels.h) a
+ *  communicator of @p nranks keeps for @p ll_bytes (coll_gpu_cuda_ll_bytes): those up to
+ *  ll_bytes and 512 KiB / nranks, at least one unless ll_bytes is 0, at most
+ *  CGPU_CUDA_LL_CLASSES. The same on every rank (sizes and settings). */
+int cgpu_ll_classes(size_t ll_bytes, int nranks);
+
+/** The LL size class of a oneshot call whose rank's unit is @p unit bytes of elements of
+ *  @p elem_size bytes (1 for the copying collectives), or -1 where it sends no LL lines: an
+ *  empty unit, one past @p ll_bytes, elements of more than 8 bytes other than 16, or a
+ *  class past the communicator's @p classes (cgpu_ll_classes). The same on every rank. */
+int cgpu_ll_class(size_t unit, size_t elem_size, size_t ll_bytes, int classes);
+
 /** Monotonic clock, nanoseconds. */
 uint64_t cgpu_now_ns(void);
 /** The CLOCK_REALTIME time @p ns from now: the deadline of a pthread timed wait. */

@@ -2104,6 +2104,45 @@ static void test_resident_cluster_rule(void)
     }
 }
 
+/* The LL size classes (coll_gpu_cuda_ll_bytes; every rank must agree, or one rank sends
+ * lines where its peer waits for a flag): a communicator keeps the classes of 1 KiB << c up
+ * to the setting and 512 KiB / ranks, at least one; a call takes the smallest class that
+ * holds its unit, if it has it, the unit is at most the setting and its elements are of at
+ * most 8 bytes or of 16. Expected values worked out by hand from that rule. */
+static void test_ll_classes_rule(void)
+{
+    static const struct {
+        size_t ll_bytes;
+        int nranks, classes;
+    } kept[] = {
+        {32768, 2, 6}, /* the default since session 37: 1-32 KiB */
+        {8192, 2, 4},   {65536, 2, 7},  {65536, 8, 7},  {65536, 9, 6}, /* 512 KiB / 9 < 64 KiB */
+        {32768, 64, 4}, /* 8 KiB a rank */
+        {32768, 600, 1}, {1000, 2, 1},  {2048, 2, 2},   {2047, 2, 1},  {0, 2, 0},
+    };
+    for (size_t i = 0; i < TEST_ARRAY_LEN(kept); ++i) {
+        CU_ASSERT_EQUAL(cgpu_ll_classes(kept[i].ll_bytes, kept[i].nranks), kept[i].classes);
+    }
+    static const struct {
+        size_t unit, es, ll_bytes;
+        int classes, cls;
+    } calls[] = {
+        {0, 4, 32768, 6, -1},     {1, 1, 32768, 6, 0},      {8, 4, 32768, 6, 0},
+        {1024, 4, 32768, 6, 0},   {1025, 4, 32768, 6, 1},   {2048, 1, 32768, 6, 1},
+        {4096, 4, 32768, 6, 2},   {4097, 8, 32768, 6, 3},   {16384, 16, 32768, 6, 4},
+        {32768, 4, 32768, 6, 5},  {32769, 4, 32768, 6, -1}, {65536, 4, 32768, 6, -1},
+        {65536, 4, 65536, 7, 6},  {1024, 12, 32768, 6, -1}, {1024, 32, 32768, 6, -1},
+        {16384, 4, 32768, 4, -1}, /* 64 ranks: no 16 KiB class */
+        {8192, 4, 32768, 4, 3},   {8192, 4, 8192, 4, 3},    {8193, 4, 8192, 4, -1},
+        {1000, 4, 1000, 1, 0},    {1001, 4, 1000, 1, -1},   {8, 4, 0, 0, -1},
+    };
+    for (size_t i = 0; i < TEST_ARRAY_LEN(calls); ++i) {
+        CU_ASSERT_EQUAL(cgpu_ll_class(calls[i].unit, calls[i].es, calls[i].ll_bytes,
+                                      calls[i].classes),
+                        calls[i].cls);
+    }
+}
+
 /* The scatter auto rule: blocks up to CGPU_SCATTER_RS_AUTO_MAX run as a reduce-scatter,
  * larger ones as a broadcast; an algorithm named explicitly is kept at every size. */
 static void test_scatter_auto_rule(void)
@@ -2198,6 +2237,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_block_spare},
     {"the resident kernel is a cluster only where no launched kernel can fill a GPC",
      test_resident_cluster_rule},
+    {"LL size classes: kept up to the setting and 512 KiB / ranks; a call's class or none",
+     test_ll_classes_rule},
 };
 
 int main(void)
