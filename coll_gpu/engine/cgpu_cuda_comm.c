@@ -1082,23 +1082,15 @@ static uint64_t oneshot_number(cgpu_cuda_comm_t *cc, const ring_call_t *rc, int 
     return c >= 0 ? ++cc->ll_seq[c] : ++cc->oneshot_seq;
 }
 
-/* One block per coll_gpu_cuda_oneshot_block_bytes of a unit, or per
- * coll_gpu_cuda_oneshot_small_block_bytes while that makes at most 8 blocks (never fewer
- * than the first rule), at most the flag slots we have. The same on every rank (sizes and
- * settings): a block flags and waits for the same block of its peers. Non-decreasing in the
- * unit, so the blocks of the resident kernel's largest call bound every call it takes.
- * Smaller blocks for small calls (session 18, 2 ranks under MPS): 8-64 KiB calls 0.4-1.1 us
+/* A oneshot call's blocks: cgpu_oneshot_blocks (cgpu_engine.h, tested in test_engine) with
+ * this process's settings. The same on every rank (sizes and settings): a block flags and
+ * waits for the same block of its peers. Smaller blocks for small calls (session 18, 2 ranks under MPS): 8-64 KiB calls 0.4-1.1 us
  * faster with 4 KiB blocks than with 8 KiB (each of 512 threads has one LL line, or one
  * 16-byte vector). */
 static size_t oneshot_blocks(size_t unit)
 {
-    const size_t small = cgpu_engine_config()->cuda_oneshot_small_block_bytes;
-    size_t b = div_up(unit, cgpu_engine_config()->cuda_oneshot_block_bytes);
-    if (0 != small) {
-        const size_t s = clamp1(div_up(unit, small), CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS);
-        b = s > b ? s : b;
-    }
-    return clamp1(b, CGPU_CUDA_MAX_ONESHOT_BLOCKS);
+    return cgpu_oneshot_blocks(unit, cgpu_engine_config()->cuda_oneshot_block_bytes,
+                               cgpu_engine_config()->cuda_oneshot_small_block_bytes);
 }
 
 static cgpu_status_t launch_oneshot(cgpu_comm_t *comm, const void *in, void *out,

@@ -2143,6 +2143,42 @@ static void test_ll_classes_rule(void)
     }
 }
 
+/* A oneshot call's blocks (every rank must count the same: a block flags and waits for the
+ * same block of its peers): one per block_bytes, or per small_block_bytes while that makes
+ * at most 8, never fewer than the first rule, 1 to 32. Expected values worked out by hand;
+ * then, for several settings, never decreasing with the unit (the resident kernel's
+ * largest call bounds every call it takes) and within 1-32 up to 1 MiB. */
+static void test_oneshot_blocks_rule(void)
+{
+    static const struct {
+        size_t unit, block, small, blocks;
+    } rows[] = {
+        {0, 8192, 4096, 1},      {1, 8192, 4096, 1},      {4096, 8192, 4096, 1},
+        {4097, 8192, 4096, 2},   {8192, 8192, 4096, 2},   {16384, 8192, 4096, 4},
+        {32768, 8192, 4096, 8},  {32769, 8192, 4096, 8},  {65536, 8192, 4096, 8},
+        {65537, 8192, 4096, 9},  {262144, 8192, 4096, 32}, {1u << 20, 8192, 4096, 32},
+        {4096, 8192, 0, 1},      {8193, 8192, 0, 2},      {65536, 8192, 0, 8},
+        {4096, 8192, 2048, 2},   {16384, 8192, 2048, 8},  {65536, 8192, 2048, 8},
+        {65536, 1024, 0, 32},    {4096, 4096, 8192, 1},   {20000, 4096, 8192, 5},
+    };
+    for (size_t i = 0; i < TEST_ARRAY_LEN(rows); ++i) {
+        CU_ASSERT_EQUAL(cgpu_oneshot_blocks(rows[i].unit, rows[i].block, rows[i].small),
+                        rows[i].blocks);
+    }
+    static const size_t settings[][2] = {{8192, 4096}, {8192, 0}, {8192, 2048}, {1024, 0},
+                                         {16384, 4096}, {4096, 8192}, {1024, 1024}};
+    for (size_t k = 0; k < TEST_ARRAY_LEN(settings); ++k) {
+        size_t prev = 0;
+        int bad = 0;
+        for (size_t u = 0; u <= (1u << 20); u += u < 70000 ? 1 : 997) {
+            const size_t b = cgpu_oneshot_blocks(u, settings[k][0], settings[k][1]);
+            bad += b < prev || b < 1 || b > 32;
+            prev = b;
+        }
+        CU_ASSERT_EQUAL(bad, 0);
+    }
+}
+
 /* The scatter auto rule: blocks up to CGPU_SCATTER_RS_AUTO_MAX run as a reduce-scatter,
  * larger ones as a broadcast; an algorithm named explicitly is kept at every size. */
 static void test_scatter_auto_rule(void)
@@ -2239,6 +2275,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_resident_cluster_rule},
     {"LL size classes: kept up to the setting and 512 KiB / ranks; a call's class or none",
      test_ll_classes_rule},
+    {"oneshot blocks: per block bytes or small block bytes up to 8, 1-32, never fewer with more",
+     test_oneshot_blocks_rule},
 };
 
 int main(void)
