@@ -88,8 +88,13 @@ typedef struct cgpu_cuda_comm {
 /* word indices in the resident control block (one 64-byte line each part) */
 /* words: the descriptor, one completion word per block (a call of up to 8 blocks is one
  * cache line for the host to read), the end */
-enum { RK_DESC = 0, RK_DONE = 16, RK_EXITED = RK_DONE + CGPU_CUDA_MAX_ONESHOT_BLOCKS,
-       RK_PLACED = RK_EXITED + 1, RK_CTL_BYTES = 512 };
+enum {
+    RK_DESC = 0,
+    RK_DONE = 16,
+    RK_EXITED = RK_DONE + CGPU_CUDA_MAX_ONESHOT_BLOCKS,
+    RK_PLACED = RK_EXITED + 1,
+    RK_CTL_BYTES = 512
+};
 _Static_assert((RK_PLACED + 1) * 8 <= RK_CTL_BYTES, "resident control block");
 /* the kernel's device memory: RK_STATE_WORDS of state (zeroed at each launch), then the
  * trace (zeroed once, summed across launches; verbose 10) */
@@ -502,9 +507,10 @@ static void rk_report(const cgpu_comm_t *comm, cgpu_cuda_comm_t *cc)
              (unsigned long long) cc->rk_launches, (unsigned long long) cc->rk_cluster_launches,
              (double) cc->rk_wait_ns / 1e3 / (double) cc->rk_calls);
     if (NULL != budget_of(cc)) {
-        cgpu_log(CGPU_LOG_INFO, "cuda: rank %d: %d calls so far waited for a resident cluster "
-                 "to run on device %d", comm->rank,
-                 __atomic_load_n(&budget_of(cc)->held, __ATOMIC_RELAXED), cc->device);
+        cgpu_log(CGPU_LOG_INFO,
+                 "cuda: rank %d: %d calls so far waited for a resident cluster "
+                 "to run on device %d",
+                 comm->rank, __atomic_load_n(&budget_of(cc)->held, __ATOMIC_RELAXED), cc->device);
     }
     unsigned long long tr[CGPU_CUDA_RK_TRACE_WORDS] = {0};
     if (CGPU_OK != cgpu_cuda_copy(tr, cc->rk_state + RK_TRACE, sizeof(tr)) ||
@@ -1084,9 +1090,9 @@ static uint64_t oneshot_number(cgpu_cuda_comm_t *cc, const ring_call_t *rc, int 
 
 /* A oneshot call's blocks: cgpu_oneshot_blocks (cgpu_engine.h, tested in test_engine) with
  * this process's settings. The same on every rank (sizes and settings): a block flags and
- * waits for the same block of its peers. Smaller blocks for small calls (session 18, 2 ranks under MPS): 8-64 KiB calls 0.4-1.1 us
- * faster with 4 KiB blocks than with 8 KiB (each of 512 threads has one LL line, or one
- * 16-byte vector). */
+ * waits for the same block of its peers. Smaller blocks for small calls (session 18, 2 ranks
+ * under MPS): 8-64 KiB calls 0.4-1.1 us faster with 4 KiB blocks than with 8 KiB (each of
+ * 512 threads has one LL line, or one 16-byte vector). */
 static size_t oneshot_blocks(size_t unit)
 {
     return cgpu_oneshot_blocks(unit, cgpu_engine_config()->cuda_oneshot_block_bytes,
@@ -1213,9 +1219,8 @@ static bool rk_cluster_now(const cgpu_cuda_comm_t *cc)
     /* every other listed communicator's kernel, on this device or not (rk_count is the
      * process's) */
     const int others = (__atomic_load_n(&rk_count, __ATOMIC_RELAXED) - 1) * cc->rk_blocks;
-    return cc->rk_cluster &&
-           cgpu_resident_as_cluster(cgpu_engine_config()->cuda_resident_cluster, cc->shared_device,
-                                    launched, others, cc->sms);
+    return cc->rk_cluster && cgpu_resident_as_cluster(cgpu_engine_config()->cuda_resident_cluster,
+                                                      cc->shared_device, launched, others, cc->sms);
 }
 
 /* How long other launches wait for a cluster to run at most: it runs within microseconds
@@ -1339,8 +1344,7 @@ static bool rk_takes(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size
     return cc->rk_listed;
 }
 
-static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
-                                   const void *args)
+static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out, const void *args)
 {
     const ring_call_t *rc = args;
     cgpu_cuda_comm_t *cc = comm->cuda;
@@ -1415,8 +1419,7 @@ static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
     return st;
 }
 
-static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *out,
-                                     const void *args)
+static cgpu_status_t launch_resident(cgpu_comm_t *comm, const void *in, void *out, const void *args)
 {
     const cgpu_status_t st = resident_call(comm, in, out, args);
     rk_unclaim(comm->cuda); /* on every way out */

@@ -391,7 +391,8 @@ int cgpu_ll_classes(size_t ll_bytes, int nranks)
     const size_t per = (512u << 10) / (size_t) (nranks > 0 ? nranks : 1);
     const size_t top = ll_bytes < per ? ll_bytes : per;
     int c = 0;
-    while (0 != ll_bytes && c < CGPU_CUDA_LL_CLASSES && (0 == c || CGPU_CUDA_LL_CLASS_DATA(c) <= top)) {
+    while (0 != ll_bytes && c < CGPU_CUDA_LL_CLASSES &&
+           (0 == c || CGPU_CUDA_LL_CLASS_DATA(c) <= top)) {
         c++;
     }
     return c;

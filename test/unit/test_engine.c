@@ -2116,9 +2116,9 @@ static void test_ll_classes_rule(void)
         int nranks, classes;
     } kept[] = {
         {32768, 2, 6}, /* the default since session 37: 1-32 KiB */
-        {8192, 2, 4},   {65536, 2, 7},  {65536, 8, 7},  {65536, 9, 6}, /* 512 KiB / 9 < 64 KiB */
-        {32768, 64, 4}, /* 8 KiB a rank */
-        {32768, 600, 1}, {1000, 2, 1},  {2048, 2, 2},   {2047, 2, 1},  {0, 2, 0},
+        {8192, 2, 4},    {65536, 2, 7}, {65536, 8, 7}, {65536, 9, 6}, /* 512 KiB / 9 < 64 KiB */
+        {32768, 64, 4},                                               /* 8 KiB a rank */
+        {32768, 600, 1}, {1000, 2, 1},  {2048, 2, 2},  {2047, 2, 1},  {0, 2, 0},
     };
     for (size_t i = 0; i < TEST_ARRAY_LEN(kept); ++i) {
         CU_ASSERT_EQUAL(cgpu_ll_classes(kept[i].ll_bytes, kept[i].nranks), kept[i].classes);
@@ -2137,9 +2137,9 @@ static void test_ll_classes_rule(void)
         {1000, 4, 1000, 1, 0},    {1001, 4, 1000, 1, -1},   {8, 4, 0, 0, -1},
     };
     for (size_t i = 0; i < TEST_ARRAY_LEN(calls); ++i) {
-        CU_ASSERT_EQUAL(cgpu_ll_class(calls[i].unit, calls[i].es, calls[i].ll_bytes,
-                                      calls[i].classes),
-                        calls[i].cls);
+        CU_ASSERT_EQUAL(
+            cgpu_ll_class(calls[i].unit, calls[i].es, calls[i].ll_bytes, calls[i].classes),
+            calls[i].cls);
     }
 }
 
@@ -2153,19 +2153,19 @@ static void test_oneshot_blocks_rule(void)
     static const struct {
         size_t unit, block, small, blocks;
     } rows[] = {
-        {0, 8192, 4096, 1},      {1, 8192, 4096, 1},      {4096, 8192, 4096, 1},
-        {4097, 8192, 4096, 2},   {8192, 8192, 4096, 2},   {16384, 8192, 4096, 4},
-        {32768, 8192, 4096, 8},  {32769, 8192, 4096, 8},  {65536, 8192, 4096, 8},
-        {65537, 8192, 4096, 9},  {262144, 8192, 4096, 32}, {1u << 20, 8192, 4096, 32},
-        {4096, 8192, 0, 1},      {8193, 8192, 0, 2},      {65536, 8192, 0, 8},
-        {4096, 8192, 2048, 2},   {16384, 8192, 2048, 8},  {65536, 8192, 2048, 8},
-        {65536, 1024, 0, 32},    {4096, 4096, 8192, 1},   {20000, 4096, 8192, 5},
+        {0, 8192, 4096, 1},     {1, 8192, 4096, 1},       {4096, 8192, 4096, 1},
+        {4097, 8192, 4096, 2},  {8192, 8192, 4096, 2},    {16384, 8192, 4096, 4},
+        {32768, 8192, 4096, 8}, {32769, 8192, 4096, 8},   {65536, 8192, 4096, 8},
+        {65537, 8192, 4096, 9}, {262144, 8192, 4096, 32}, {1u << 20, 8192, 4096, 32},
+        {4096, 8192, 0, 1},     {8193, 8192, 0, 2},       {65536, 8192, 0, 8},
+        {4096, 8192, 2048, 2},  {16384, 8192, 2048, 8},   {65536, 8192, 2048, 8},
+        {65536, 1024, 0, 32},   {4096, 4096, 8192, 1},    {20000, 4096, 8192, 5},
     };
     for (size_t i = 0; i < TEST_ARRAY_LEN(rows); ++i) {
         CU_ASSERT_EQUAL(cgpu_oneshot_blocks(rows[i].unit, rows[i].block, rows[i].small),
                         rows[i].blocks);
     }
-    static const size_t settings[][2] = {{8192, 4096}, {8192, 0}, {8192, 2048}, {1024, 0},
+    static const size_t settings[][2] = {{8192, 4096},  {8192, 0},    {8192, 2048}, {1024, 0},
                                          {16384, 4096}, {4096, 8192}, {1024, 1024}};
     for (size_t k = 0; k < TEST_ARRAY_LEN(settings); ++k) {
         size_t prev = 0;
