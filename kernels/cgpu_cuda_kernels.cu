@@ -1523,10 +1523,9 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
 
 /* ---- resident oneshot calls: the kernel stays on the device between calls and takes
  * each call from a descriptor the host writes into mapped host memory, so a small call
- * costs no launch and no stream synchronize. Block 0's warps poll the descriptor, one copy
- * each (its four 16-byte parts each carry a tag made of the descriptor's number and the
- * part's field: one 64-byte read over PCIe takes a whole, checked descriptor); the first
- * warp to see it takes it and hands it on in the same
+ * costs no launch and no stream synchronize. Block 0's warp 0 polls the descriptor (its
+ * four 16-byte parts each carry a tag made of the descriptor's number and the part's field:
+ * one 64-byte read over PCIe takes a whole, checked descriptor) and hands it on in the same
  * form (a mailbox of four tagged parts) to the blocks that work on the call; every working
  * block runs its part of the oneshot protocol above (the same inbox slots, flags and call
  * numbers as a launched oneshot, so a peer may run either) and then publishes the number
@@ -1581,16 +1580,8 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
     __shared__ uint64_t s_f[4], s_k;
     __shared__ int s_exit;
     __shared__ uint64_t s_ts[2]; /* block 0's stamps inside the oneshot body (trace) */
-    __shared__ uint64_t s_tr[2]; /* block 0: the descriptor seen, handed on (trace) */
-    __shared__ unsigned long long s_won; /* block 0: the last descriptor number taken */
     cgpu_cuda_oneshot_args_t o = a.o;
-    uint64_t t_idle = global_ns();
-    const int np = a.pollers < 1 ? 1 : a.pollers < (int) (blockDim.x >> 5) ? a.pollers
-                                                                              : (int) (blockDim.x >> 5);
-    if (0 == threadIdx.x) {
-        s_won = a.start - 1;
-    }
-    __syncthreads();
+    uint64_t t_idle = global_ns(), t_seen = 0, t_fwd = 0;
     /* a.cluster: launched as one cluster (compute capability 9.0 and later, unless
      * coll_gpu_cuda_resident_cluster is off) */
     const bool clustered = CGPU_RK_CLUSTER && 0 != a.cluster;
@@ -1610,52 +1601,38 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
     /* block 0: the descriptor it waits for; the others: the least number they may take (they
      * skip the calls they have no part in) */
     for (uint64_t k = a.start;; ++k) {
-        if (0 == blockIdx.x && threadIdx.x < 32 * np) {
-            const unsigned lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-            /* warp w polls copy w of the descriptor: lanes 0-3 read one 16-byte part each,
-             * one 64-byte read over PCIe per poll; several warps' reads in flight see the
-             * host's write sooner than one warp's (bench/poll_probe2.cu). The first warp
-             * to see it, or warp 0 on the idle clock, takes k (s_won) and hands it on. */
-            const uint64_t *const d = a.desc + (size_t) w * CGPU_CUDA_RESIDENT_DESC_STRIDE;
-            bool won = false;
-            for (unsigned it = 0;; ++it) {
-                uint64_t q = 0, f = 0;
-                if (lane < 4) {
-                    load16_volatile(d + 2 * lane, q, f);
-                }
-                const bool seen =
-                    __all_sync(0xffffffffu, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k);
-                int idle = 0;
-                if (!seen && 0 == w && 0 == lane && 0 == (it & 3)) { /* a poll: ~1 us */
-                    idle = global_ns() - t_idle > a.idle_ns;
-                }
-                if (seen || __shfl_sync(0xffffffffu, idle, 0)) {
-                    unsigned long long prev = 0;
-                    if (0 == lane) {
-                        prev = atomicCAS(&s_won, (unsigned long long) (k - 1),
-                                         (unsigned long long) k);
+        if (threadIdx.x < 32) {
+            const unsigned lane = threadIdx.x;
+            if (0 == blockIdx.x) {
+                /* warp 0 polls: lanes 0-3 read one 16-byte part each, one 64-byte read over
+                 * PCIe per poll */
+                for (unsigned it = 0;; ++it) {
+                    uint64_t q = 0, f = 0;
+                    if (lane < 4) {
+                        load16_volatile(a.desc + 2 * lane, q, f);
                     }
-                    won = __shfl_sync(0xffffffffu, prev, 0) == k - 1;
-                    if (won && lane < 4) { /* the descriptor, or the end as an exit
-                                            * descriptor would say */
-                        s_f[lane] = seen ? f : 2 == lane ? CGPU_CUDA_RESIDENT_EXIT : 0;
+                    if (__all_sync(0xffffffffu, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k)) {
+                        if (lane < 4) {
+                            s_f[lane] = f;
+                        }
+                        if (0 == lane && nullptr != a.trace) {
+                            t_seen = global_ns();
+                            a.trace[CGPU_CUDA_RK_TRACE_POLLS] += it + 1;
+                            a.trace[CGPU_CUDA_RK_TRACE_IDLE] += t_seen - t_idle;
+                        }
+                        break;
                     }
-                    if (won && seen && 0 == lane && nullptr != a.trace) {
-                        s_tr[0] = global_ns();
-                        a.trace[CGPU_CUDA_RK_TRACE_POLLS] += it + 1;
-                        a.trace[CGPU_CUDA_RK_TRACE_IDLE] += s_tr[0] - t_idle;
+                    int idle = 0;
+                    if (0 == lane && 0 == (it & 3)) { /* a poll: ~1 us */
+                        idle = global_ns() - t_idle > a.idle_ns;
                     }
-                    break;
+                    if (__shfl_sync(0xffffffffu, idle, 0)) {
+                        if (lane < 4) { /* the end, as an exit descriptor would say */
+                            s_f[lane] = 2 == lane ? CGPU_CUDA_RESIDENT_EXIT : 0;
+                        }
+                        break;
+                    }
                 }
-                unsigned long long taken = 0;
-                if (0 == lane) {
-                    taken = *(volatile unsigned long long *) &s_won;
-                }
-                if (__shfl_sync(0xffffffffu, taken, 0) >= k) {
-                    break; /* another warp took it */
-                }
-            }
-            if (won) {
                 __syncwarp();
                 const int ex = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
                 if (0 == lane) {
@@ -1679,30 +1656,29 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
                 }
 #endif
                 if (0 == lane && nullptr != a.trace) {
-                    s_tr[1] = global_ns();
+                    t_fwd = global_ns();
                 }
-            }
-        } else if (0 != blockIdx.x && threadIdx.x < 32) {
-            const unsigned lane = threadIdx.x;
-            /* lanes 0-3 poll this block's mailbox: a whole one (the four parts tell the
-             * same number) of at least k */
-            for (;;) {
-                uint64_t q = 0, f = 0, n = 0;
-                if (lane < 4) {
-                    load16_volatile_any(mine + 2 * lane, q, f);
-                    n = q ^ cgpu_cuda_resident_mix(f);
-                }
-                const uint64_t n0 = __shfl_sync(0xffffffffu, n, 0);
-                if (__all_sync(0xffffffffu, lane >= 4 || (n == n0 && n0 >= k))) {
+            } else {
+                /* lanes 0-3 poll this block's mailbox: a whole one (the four parts tell the
+                 * same number) of at least k */
+                for (;;) {
+                    uint64_t q = 0, f = 0, n = 0;
                     if (lane < 4) {
-                        s_f[lane] = f;
+                        load16_volatile_any(mine + 2 * lane, q, f);
+                        n = q ^ cgpu_cuda_resident_mix(f);
                     }
-                    __syncwarp();
-                    if (0 == lane) {
-                        s_k = n0;
-                        s_exit = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
+                    const uint64_t n0 = __shfl_sync(0xffffffffu, n, 0);
+                    if (__all_sync(0xffffffffu, lane >= 4 || (n == n0 && n0 >= k))) {
+                        if (lane < 4) {
+                            s_f[lane] = f;
+                        }
+                        __syncwarp();
+                        if (0 == lane) {
+                            s_k = n0;
+                            s_exit = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
+                        }
+                        break;
                     }
-                    break;
                 }
             }
         }
@@ -1744,8 +1720,8 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
                     const uint64_t t_done = global_ns();
                     unsigned long long *tr = a.trace;
                     tr[CGPU_CUDA_RK_TRACE_CALLS] += 1;
-                    tr[CGPU_CUDA_RK_TRACE_HANDOFF] += s_tr[1] - s_tr[0];
-                    tr[CGPU_CUDA_RK_TRACE_WRITE] += s_ts[0] - s_tr[1];
+                    tr[CGPU_CUDA_RK_TRACE_HANDOFF] += t_fwd - t_seen;
+                    tr[CGPU_CUDA_RK_TRACE_WRITE] += s_ts[0] - t_fwd;
                     tr[CGPU_CUDA_RK_TRACE_PEERS] += s_ts[1] - s_ts[0];
                     tr[CGPU_CUDA_RK_TRACE_REDUCE] += t_body - s_ts[1];
                     tr[CGPU_CUDA_RK_TRACE_DONE] += t_done - t_body;
