@@ -58,7 +58,6 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_oneshot_block_bytes;
     unsigned long cuda_oneshot_small_block_bytes;
     unsigned long cuda_ll_bytes;
-    unsigned long cuda_ll_allreduce_bytes;
     double cuda_timeout;
     int cuda_tree_channels;
     int cuda_a2a_channels;

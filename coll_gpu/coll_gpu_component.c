@@ -353,12 +353,6 @@ static int gpu_register(void)
               "(in size classes of 1 KiB to 64 KiB, up to 512 KiB / ranks); at most 65536; "
               "0: never; the same on every rank",
               &c->cuda_ll_bytes);
-    c->cuda_ll_allreduce_bytes = (unsigned long) d.cuda_ll_allreduce_bytes;
-    reg_ulong("cuda_ll_allreduce_bytes",
-              "cuda backend: coll_gpu_cuda_ll_bytes for oneshot allreduces (their other "
-              "collectives keep that one): allreduces of at most this many bytes send LL lines; "
-              "at most 65536; 0: never; the same on every rank",
-              &c->cuda_ll_allreduce_bytes);
     c->cuda_timeout = d.cuda_timeout_s;
     reg("cuda_timeout",
         "cuda backend: seconds a kernel waits for a peer before the collective fails with an "
@@ -654,7 +648,6 @@ static int gpu_open(void)
     cfg.cuda_oneshot_block_bytes = c->cuda_oneshot_block_bytes;
     cfg.cuda_oneshot_small_block_bytes = c->cuda_oneshot_small_block_bytes;
     cfg.cuda_ll_bytes = c->cuda_ll_bytes;
-    cfg.cuda_ll_allreduce_bytes = c->cuda_ll_allreduce_bytes;
     cfg.cuda_timeout_s = c->cuda_timeout;
     cfg.cuda_tree_channels = c->cuda_tree_channels;
     cfg.cuda_a2a_channels = c->cuda_a2a_channels;

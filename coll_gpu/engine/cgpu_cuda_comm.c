@@ -316,8 +316,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->oneshot_slice = (cfg->cuda_oneshot_bytes + 255) & ~(size_t) 255;
     /* LL size classes up to coll_gpu_cuda_ll_bytes and 512 KiB / ranks (the area stays
      * near 4 MiB whatever the size); the same on every rank */
-    cc->ll_classes = cgpu_ll_classes(
-        cgpu_ll_limit(-1, cfg->cuda_ll_bytes, cfg->cuda_ll_allreduce_bytes), comm->size);
+    cc->ll_classes = cgpu_ll_classes(cfg->cuda_ll_bytes, comm->size);
     cc->ll_off = (CGPU_CUDA_FLAG_BYTES + 255) & ~(size_t) 255;
     cc->ring_off = (cc->ll_off + CGPU_CUDA_LL_CLASS_OFF(comm->size, cc->ll_classes) + 4095) &
                    ~(size_t) 4095;
@@ -1072,10 +1071,8 @@ static size_t oneshot_unit(const ring_call_t *rc)
  * rank (sizes and settings), launched or resident. */
 static int ll_class(const cgpu_cuda_comm_t *cc, const ring_call_t *rc)
 {
-    const cgpu_config_t *cfg = cgpu_engine_config();
     return cgpu_ll_class(oneshot_unit(rc), rc->copy ? 1 : cgpu_dtype_size(rc->dt),
-                         cgpu_ll_limit(rc->mode, cfg->cuda_ll_bytes, cfg->cuda_ll_allreduce_bytes),
-                         cc->ll_classes);
+                         cgpu_engine_config()->cuda_ll_bytes, cc->ll_classes);
 }
 
 _Static_assert(CGPU_CUDA_LL_CLASS_DATA(CGPU_CUDA_LL_CLASSES - 1) == CGPU_CUDA_LL_BYTES_MAX,

@@ -50,7 +50,6 @@ void cgpu_config_default(cgpu_config_t *cfg)
     /* 2-8 KiB gained about 1 us (session 13); 16-32 KiB 0.29-0.59 us less device time a
      * call than with a flag after a fence, 64 KiB mixed (2x H200 device trace, session 37) */
     cfg->cuda_ll_bytes = 32u << 10;
-    cfg->cuda_ll_allreduce_bytes = 64u << 10;
     cfg->cuda_timeout_s = 60.0;
     cfg->cuda_tree_channels = 8;
     cfg->cuda_a2a_channels = 32;
@@ -105,8 +104,7 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_resident_cluster < 0 || cfg->cuda_resident_cluster > 2 ||
         cfg->cuda_oneshot_block_bytes < 1024 ||
         (0 != cfg->cuda_oneshot_small_block_bytes && cfg->cuda_oneshot_small_block_bytes < 1024) ||
-        cfg->cuda_ll_bytes > CGPU_CUDA_LL_BYTES_MAX ||
-        cfg->cuda_ll_allreduce_bytes > CGPU_CUDA_LL_BYTES_MAX || cfg->cuda_setup_wait_ms < -1 ||
+        cfg->cuda_ll_bytes > CGPU_CUDA_LL_BYTES_MAX || cfg->cuda_setup_wait_ms < -1 ||
         cfg->cuda_block_budget < -1 || cfg->cuda_block_spare < -1) {
         return CGPU_ERR_INVALID_ARG;
     }
@@ -410,14 +408,6 @@ int cgpu_ll_class(size_t unit, size_t elem_size, size_t ll_bytes, int classes)
         ++c;
     }
     return c < classes ? c : -1;
-}
-
-size_t cgpu_ll_limit(int mode, size_t ll_bytes, size_t ll_allreduce_bytes)
-{
-    if (mode < 0) {
-        return ll_bytes > ll_allreduce_bytes ? ll_bytes : ll_allreduce_bytes;
-    }
-    return CGPU_CUDA_RING_ALLREDUCE == mode ? ll_allreduce_bytes : ll_bytes;
 }
 
 size_t cgpu_oneshot_blocks(size_t unit, size_t block_bytes, size_t small_block_bytes)

@@ -111,7 +111,6 @@ typedef struct cgpu_config {
     size_t cuda_oneshot_small_block_bytes; /* ... or per this many, while that is at most 8
                                             * blocks (0: never) */
     size_t cuda_ll_bytes;       /* oneshot calls up to this many bytes a block: LL lines (0: none) */
-    size_t cuda_ll_allreduce_bytes; /* ... the same for oneshot allreduces (0: none) */
     size_t cuda_small_bytes;    /* bcast/reduce/allgather/alltoall/reduce_scatter_block blocks
                                  * up to this go oneshot (0: never) */
     double cuda_timeout_s;      /* a kernel waiting longer on a peer fails the call (0: never) */
@@ -275,12 +274,6 @@ int cgpu_ll_classes(size_t ll_bytes, int nranks);
  *  empty unit, one past @p ll_bytes, elements of more than 8 bytes other than 16, or a
  *  class past the communicator's @p classes (cgpu_ll_classes). The same on every rank. */
 int cgpu_ll_class(size_t unit, size_t elem_size, size_t ll_bytes, int classes);
-
-/** The LL limit (cgpu_ll_class's @p ll_bytes) of a oneshot call: @p ll_allreduce_bytes
- *  (coll_gpu_cuda_ll_allreduce_bytes) for an allreduce, @p ll_bytes (coll_gpu_cuda_ll_bytes)
- *  for every other mode; and, with @p mode < 0, the larger of the two, which a
- *  communicator's classes (cgpu_ll_classes) must cover. */
-size_t cgpu_ll_limit(int mode, size_t ll_bytes, size_t ll_allreduce_bytes);
 
 /** The thread blocks of a oneshot call whose rank's unit is @p unit bytes: one per
  *  @p block_bytes (coll_gpu_cuda_oneshot_block_bytes), or one per @p small_block_bytes

@@ -1608,9 +1608,6 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     cfg.cuda_ll_bytes = CGPU_CUDA_LL_BYTES_MAX + 1; /* past the inbox's LL area */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     child_config(&cfg);
-    cfg.cuda_ll_allreduce_bytes = CGPU_CUDA_LL_BYTES_MAX + 1;
-    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
-    child_config(&cfg);
     cfg.cuda_setup_wait_ms = -2; /* -1 is "for ever", below it nothing */
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     child_config(&cfg);
@@ -2144,29 +2141,6 @@ static void test_ll_classes_rule(void)
             cgpu_ll_class(calls[i].unit, calls[i].es, calls[i].ll_bytes, calls[i].classes),
             calls[i].cls);
     }
-    /* the allreduce's own limit (coll_gpu_cuda_ll_allreduce_bytes, 64 KiB by default): mode
-     * 0 is the allreduce, 1-7 the others; -1 the communicator's classes, the larger */
-    static const struct {
-        int mode;
-        size_t ll, ll_ar, limit;
-    } limits[] = {
-        {0, 32768, 65536, 65536}, {1, 32768, 65536, 32768}, {2, 32768, 65536, 32768},
-        {3, 32768, 65536, 32768}, {4, 32768, 65536, 32768}, {5, 32768, 65536, 32768},
-        {6, 32768, 65536, 32768}, {7, 32768, 65536, 32768}, {-1, 32768, 65536, 65536},
-        {-1, 65536, 8192, 65536}, {0, 65536, 8192, 8192},   {0, 32768, 0, 0},
-        {3, 0, 65536, 0},         {-1, 0, 0, 0},
-    };
-    for (size_t i = 0; i < TEST_ARRAY_LEN(limits); ++i) {
-        CU_ASSERT_EQUAL(cgpu_ll_limit(limits[i].mode, limits[i].ll, limits[i].ll_ar),
-                        limits[i].limit);
-    }
-    /* with the defaults on 2 ranks: the 64 KiB float allreduce takes the 64 KiB class, the
-     * 64 KiB bcast no LL lines */
-    const int cls = cgpu_ll_classes(cgpu_ll_limit(-1, 32768, 65536), 2);
-    CU_ASSERT_EQUAL(cls, 7);
-    CU_ASSERT_EQUAL(cgpu_ll_class(65536, 4, cgpu_ll_limit(0, 32768, 65536), cls), 6);
-    CU_ASSERT_EQUAL(cgpu_ll_class(65536, 1, cgpu_ll_limit(3, 32768, 65536), cls), -1);
-    CU_ASSERT_EQUAL(cgpu_ll_class(32768, 1, cgpu_ll_limit(3, 32768, 65536), cls), 5);
 }
 
 /* A oneshot call's blocks (every rank must count the same: a block flags and waits for the
