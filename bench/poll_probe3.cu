@@ -179,6 +179,18 @@ int main(void)
                 }
             }
             rt.push_back(now_us() - ts);
+            if (200 == k) { /* pollers giving up (err) make every round 20 ms: stop early */
+                double m = 0;
+                for (double x : rt) {
+                    m += x;
+                }
+                if (m / rt.size() > 1000) {
+                    printf("%d poller(s), %s: rounds of %.0f us on average; stopping (the "
+                           "pollers' timeouts?)\n",
+                           v[r].pollers, v[r].async ? "cp.async" : "ld.volatile", m / rt.size());
+                    return 1;
+                }
+            }
         }
         if (hung) {
             printf("%d poller(s), %s: no acknowledgement within 1 s; stopping\n", v[r].pollers,
