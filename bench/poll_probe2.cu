@@ -7,22 +7,7 @@
  * over one round trip, and the first to see the number writes the acknowledgement the host
  * waits for. Reported: the host's round trip, mean, median and minimum, per layout.
  * Build: nvcc -O2 -arch=sm_90 -o bench/poll_probe2 bench/poll_probe2.cu (session 38). */
-#include <cuda_runtime.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <vector>
-#include <algorithm>
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (cudaSuccess != e_) {                                                               \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));         \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "poll_probe_host.h"
 
 __device__ __forceinline__ void ld16(const void *p, uint64_t &x, uint64_t &y)
 {
@@ -55,69 +40,40 @@ __global__ void pollers(const uint64_t *desc, size_t stride_words, unsigned long
     }
 }
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
 int main(void)
 {
     const uint64_t n = 20000;
-    const size_t stride = 512; /* words: a 4 KiB page per copy */
-    uint64_t *desc_h, *desc_d;
-    volatile uint64_t *ack_h;
-    uint64_t *ack_d;
+    pp_mem m = pp_alloc();
     unsigned long long *got;
-    CK(cudaHostAlloc((void **) &desc_h, 8 * stride * 8, cudaHostAllocMapped));
-    CK(cudaHostGetDevicePointer((void **) &desc_d, desc_h, 0));
-    CK(cudaHostAlloc((void **) &ack_h, 64, cudaHostAllocMapped));
-    CK(cudaHostGetDevicePointer((void **) &ack_d, (void *) ack_h, 0));
     CK(cudaMalloc((void **) &got, 8));
     struct {
         int pollers, per_block;
         unsigned stagger;
-    } v[] = {{1, 0, 0}, {2, 0, 700}, {4, 0, 350}, {2, 1, 700}, {4, 1, 350}, {8, 1, 175},
-             {2, 1, 0},  {1, 0, 0}};
+    } v[] = {{1, 0, 0},   {2, 0, 700}, {4, 0, 350}, {2, 1, 700},
+             {4, 1, 350}, {8, 1, 175}, {2, 1, 0},   {1, 0, 0}};
     srand(1);
     for (unsigned r = 0; r < sizeof(v) / sizeof(v[0]); ++r) {
-        memset(desc_h, 0, 8 * stride * 8);
-        *ack_h = 0;
+        pp_reset(m);
         CK(cudaMemset(got, 0, 8));
         CK(cudaDeviceSynchronize());
         const int p = v[r].pollers;
         if (v[r].per_block) {
-            pollers<<<p, 32>>>(desc_d, stride, got, ack_d, n, v[r].stagger, 1);
+            pollers<<<p, 32>>>(m.desc_d, PP_STRIDE, got, m.ack_d, n, v[r].stagger, 1);
         } else {
-            pollers<<<1, 32 * p>>>(desc_d, stride, got, ack_d, n, v[r].stagger, 0);
+            pollers<<<1, 32 * p>>>(m.desc_d, PP_STRIDE, got, m.ack_d, n, v[r].stagger, 0);
         }
         CK(cudaGetLastError());
         std::vector<double> rt;
         rt.reserve(n);
         for (uint64_t k = 1; k <= n; ++k) {
-            const double gap = (rand() % 3000) * 1e-3, t0 = now_us();
-            while (now_us() - t0 < gap) {
-            }
-            const double ts = now_us();
-            for (int c = 0; c < p; ++c) {
-                ((volatile uint64_t *) desc_h)[c * stride] = k;
-            }
-            while (*ack_h < k) {
-            }
-            rt.push_back(now_us() - ts);
+            rt.push_back(pp_round(m, k, p, 0));
         }
         CK(cudaDeviceSynchronize());
-        std::vector<double> s(rt.begin() + 100, rt.end());
-        std::sort(s.begin(), s.end());
-        double sum = 0;
-        for (double x : s) {
-            sum += x;
-        }
+        const pp_stats st = pp_summary(rt);
         printf("%d poller(s) %s, stagger %4u ns: round trip mean %.3f us, median %.3f, min %.3f,"
                " p90 %.3f\n",
-               p, v[r].per_block ? "one per block" : "warps of one block", v[r].stagger,
-               sum / s.size(), s[s.size() / 2], s[0], s[s.size() * 9 / 10]);
+               p, v[r].per_block ? "one per block" : "warps of one block", v[r].stagger, st.mean,
+               st.median, st.min, st.p90);
         fflush(stdout);
     }
     return 0;

@@ -12,24 +12,8 @@
  * cached copy of the line was read). A poller gives up after 20 ms (err).
  * Not run yet: written for the next session with device time.
  * Build: nvcc -O2 -arch=sm_90 -o bench/poll_probe3 bench/poll_probe3.cu (session 38). */
-#include <cuda_runtime.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <algorithm>
-#include <vector>
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (cudaSuccess != e_) {                                                               \
-            fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));         \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "poll_probe_host.h"
 
-enum { STRIDE = 512 /* words: a 4 KiB page per copy */ };
 static const uint64_t SENTINEL = ~0ull;
 
 __device__ __forceinline__ uint64_t gns(void)
@@ -83,7 +67,7 @@ __global__ void probe(const uint64_t *desc, volatile uint64_t *ack, uint64_t n, 
     unsigned long long nstale = 0;
     for (uint64_t k = 1; k <= n; ++k) {
         if ((int) w < pollers && 0 == lane) {
-            const uint64_t *mine = desc + (size_t) w * STRIDE;
+            const uint64_t *mine = desc + (size_t) w * PP_STRIDE;
             const uint64_t t0 = gns();
             for (unsigned it = 0;; ++it) {
                 uint64_t q = 0;
@@ -130,84 +114,48 @@ __global__ void probe(const uint64_t *desc, volatile uint64_t *ack, uint64_t n, 
     }
 }
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
 int main(void)
 {
     const uint64_t n = 20000;
-    uint64_t *desc_h, *desc_d;
-    volatile uint64_t *ack_h;
-    uint64_t *ack_d;
+    pp_mem m = pp_alloc();
     unsigned long long *cnt; /* stale, err */
-    CK(cudaHostAlloc((void **) &desc_h, 8 * STRIDE * 8, cudaHostAllocMapped));
-    CK(cudaHostGetDevicePointer((void **) &desc_d, desc_h, 0));
-    CK(cudaHostAlloc((void **) &ack_h, 64, cudaHostAllocMapped));
-    CK(cudaHostGetDevicePointer((void **) &ack_d, (void *) ack_h, 0));
     CK(cudaMallocManaged((void **) &cnt, 16));
     struct {
         int pollers, async;
     } v[] = {{1, 0}, {4, 0}, {4, 1}, {8, 1}, {1, 1}, {1, 0}};
     srand(1);
     for (unsigned r = 0; r < sizeof(v) / sizeof(v[0]); ++r) {
-        memset(desc_h, 0, 8 * STRIDE * 8);
-        *ack_h = 0;
+        const char *how = v[r].async ? "cp.async" : "ld.volatile";
+        pp_reset(m);
         cnt[0] = cnt[1] = 0;
         CK(cudaDeviceSynchronize());
         /* 512 threads, as the resident kernel's blocks */
-        probe<<<1, 512>>>(desc_d, ack_d, n, v[r].pollers, v[r].async, cnt, cnt + 1);
+        probe<<<1, 512>>>(m.desc_d, m.ack_d, n, v[r].pollers, v[r].async, cnt, cnt + 1);
         CK(cudaGetLastError());
         std::vector<double> rt;
         rt.reserve(n);
-        bool hung = false;
-        for (uint64_t k = 1; k <= n && !hung; ++k) {
-            const double gap = (rand() % 3000) * 1e-3, t0 = now_us();
-            while (now_us() - t0 < gap) {
+        double sum = 0;
+        for (uint64_t k = 1; k <= n; ++k) {
+            const double t = pp_round(m, k, v[r].pollers, 1e6);
+            if (t < 0) {
+                printf("%d poller(s), %s: no acknowledgement within 1 s; stopping\n", v[r].pollers,
+                       how);
+                return 1;
             }
-            const double ts = now_us();
-            for (int c = 0; c < v[r].pollers; ++c) {
-                ((volatile uint64_t *) desc_h)[c * STRIDE] = k;
+            rt.push_back(t);
+            sum += t;
+            if (200 == k && sum / k > 1000) { /* pollers giving up (err): 20 ms rounds */
+                printf("%d poller(s), %s: rounds of %.0f us on average; stopping (the "
+                       "pollers' timeouts?)\n",
+                       v[r].pollers, how, sum / k);
+                return 1;
             }
-            while (*ack_h < k) {
-                if (now_us() - ts > 1e6) {
-                    hung = true;
-                    break;
-                }
-            }
-            rt.push_back(now_us() - ts);
-            if (200 == k) { /* pollers giving up (err) make every round 20 ms: stop early */
-                double m = 0;
-                for (double x : rt) {
-                    m += x;
-                }
-                if (m / rt.size() > 1000) {
-                    printf("%d poller(s), %s: rounds of %.0f us on average; stopping (the "
-                           "pollers' timeouts?)\n",
-                           v[r].pollers, v[r].async ? "cp.async" : "ld.volatile", m / rt.size());
-                    return 1;
-                }
-            }
-        }
-        if (hung) {
-            printf("%d poller(s), %s: no acknowledgement within 1 s; stopping\n", v[r].pollers,
-                   v[r].async ? "cp.async" : "ld.volatile");
-            return 1;
         }
         CK(cudaDeviceSynchronize());
-        std::vector<double> s(rt.begin() + 100, rt.end());
-        std::sort(s.begin(), s.end());
-        double sum = 0;
-        for (double x : s) {
-            sum += x;
-        }
+        const pp_stats st = pp_summary(rt);
         printf("%d poller(s), %-11s: round trip mean %.3f us, median %.3f, p90 %.3f; stale %llu,"
                " err %llu\n",
-               v[r].pollers, v[r].async ? "cp.async" : "ld.volatile", sum / s.size(),
-               s[s.size() / 2], s[s.size() * 9 / 10], cnt[0], cnt[1]);
+               v[r].pollers, how, st.mean, st.median, st.p90, cnt[0], cnt[1]);
         fflush(stdout);
     }
     return 0;
