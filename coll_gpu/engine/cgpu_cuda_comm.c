@@ -137,22 +137,6 @@ static void preload(void)
     preload_err = cgpu_cuda_kernels_preload();
 }
 
-/* launch geometry: a / b rounded up; x rounded up to a multiple of m; v within [1, hi] */
-static size_t div_up(size_t a, size_t b)
-{
-    return (a + b - 1) / b;
-}
-
-static size_t round_up(size_t x, size_t m)
-{
-    return div_up(x, m) * m;
-}
-
-static size_t clamp1(size_t v, size_t hi)
-{
-    return v < 1 ? 1 : v > hi ? hi : v;
-}
-
 /* The channels a call may use: ring channels, and alltoall channels per peer distance (0:
  * no device alltoall), shared out among the `share` ranks on one device. Set-up lays the
  * inbox out for share 1; connect may lower them (every rank computes the same share). */
@@ -372,9 +356,9 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
         /* the blocks of the largest call it takes, at most 8 where the kernel is one
          * cluster (calls of more blocks are launched) */
         cc->rk_cluster = 0 != cfg->cuda_resident_cluster && 0 != cgpu_cuda_resident_cluster();
-        cc->rk_blocks = (int) clamp1(oneshot_blocks(cfg->cuda_resident_max_bytes),
-                                     cc->rk_cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS
-                                                    : CGPU_CUDA_MAX_ONESHOT_BLOCKS);
+        cc->rk_blocks = (int) cgpu_clamp1(oneshot_blocks(cfg->cuda_resident_max_bytes),
+                                          cc->rk_cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS
+                                                         : CGPU_CUDA_MAX_ONESHOT_BLOCKS);
         void *h = NULL, *d = NULL;
         st = cgpu_cuda_stream_create(&cc->rk_stream, false);
         if (CGPU_OK == st) {
@@ -939,10 +923,11 @@ static cgpu_status_t launch_ring(cgpu_comm_t *comm, const void *in, void *out, c
      * each block (or the buffer) into one piece per channel */
     const size_t pieces = CGPU_CUDA_RING_ALLREDUCE == rc->mode ? n : 1;
     /* add channels only while each still carries coll_gpu_cuda_channel_min_bytes a piece */
-    const size_t nch = clamp1(div_up(count * esize, pieces * cc->ch_min), (size_t) cc->nch_max);
-    const size_t per = round_up(div_up(count, nch * pieces), align);
+    const size_t nch =
+        cgpu_clamp1(cgpu_div_up(count * esize, pieces * cc->ch_min), (size_t) cc->nch_max);
+    const size_t per = cgpu_round_up(cgpu_div_up(count, nch * pieces), align);
     const size_t chunk = per < slot_elems ? per : slot_elems;
-    const size_t nloops = div_up(count, nch * pieces * chunk);
+    const size_t nloops = cgpu_div_up(count, nch * pieces * chunk);
 
     /* items each channel sends right and receives from the left, per loop */
     size_t nsend = n - 1, nrecv = n - 1;
@@ -1006,10 +991,10 @@ static cgpu_status_t launch_tree(cgpu_comm_t *comm, const void *in, void *out, c
     const size_t align = 16 / esize > 0 ? 16 / esize : 1;
     const size_t slot_elems = (cc->slot_bytes / esize) / align * align;
     /* a channel per 256 KiB, up to the tree channels there are */
-    const size_t nch = clamp1(div_up(bytes, 256 << 10), (size_t) cc->tree_nch);
-    const size_t region = round_up(div_up(count, nch), align);
+    const size_t nch = cgpu_clamp1(cgpu_div_up(bytes, 256 << 10), (size_t) cc->tree_nch);
+    const size_t region = cgpu_round_up(cgpu_div_up(count, nch), align);
     const size_t chunk = region < slot_elems ? region : slot_elems;
-    const size_t nchunks = div_up(region, chunk);
+    const size_t nchunks = cgpu_div_up(region, chunk);
     const int r = comm->rank, n = comm->size;
 
     cgpu_cuda_tree_args_t a;
@@ -1670,11 +1655,11 @@ static cgpu_status_t launch_a2a(cgpu_comm_t *comm, const void *in, void *out, co
     cgpu_cuda_comm_t *cc = comm->cuda;
     const size_t bytes = *(const size_t *) args, n = (size_t) comm->size;
     /* a channel per 64 KiB of a peer's block, up to this distance's share */
-    const size_t cpd = clamp1(div_up(bytes, 64 << 10), (size_t) cc->a2a_cpd_max);
-    const size_t region = round_up(div_up(bytes, cpd), 16);
+    const size_t cpd = cgpu_clamp1(cgpu_div_up(bytes, 64 << 10), (size_t) cc->a2a_cpd_max);
+    const size_t region = cgpu_round_up(cgpu_div_up(bytes, cpd), 16);
     const size_t chunk = region < cc->slot_bytes ? region : cc->slot_bytes;
-    const size_t nchunks = div_up(region, chunk);
-    const size_t nself = clamp1(div_up(bytes, 256 << 10), 16);
+    const size_t nchunks = cgpu_div_up(region, chunk);
+    const size_t nself = cgpu_clamp1(cgpu_div_up(bytes, 256 << 10), 16);
 
     cgpu_cuda_a2a_args_t a;
     memset(&a, 0, sizeof(a));
@@ -1865,7 +1850,7 @@ static cgpu_status_t ce_push_pieces(cgpu_cuda_comm_t *cc, char *dst, const char 
  * flag kernels (cgpu_cuda_ce_sync: one block of a few threads) are not counted. */
 static int ce_blocks(cgpu_cuda_comm_t *cc, size_t piece_bytes)
 {
-    const int want = (int) clamp1(div_up(piece_bytes, 128 << 10), 128);
+    const int want = (int) cgpu_clamp1(cgpu_div_up(piece_bytes, 128 << 10), 128);
     const int got = blocks_take(cc, want, 1);
     return got > 0 ? got : want;
 }

@@ -412,13 +412,13 @@ int cgpu_ll_class(size_t unit, size_t elem_size, size_t ll_bytes, int classes)
 
 size_t cgpu_oneshot_blocks(size_t unit, size_t block_bytes, size_t small_block_bytes)
 {
-    size_t b = 0 != block_bytes ? (unit + block_bytes - 1) / block_bytes : 1;
+    size_t b = cgpu_div_up(unit, block_bytes);
     if (0 != small_block_bytes) {
-        size_t s = (unit + small_block_bytes - 1) / small_block_bytes;
-        s = s > CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS : s;
+        const size_t s =
+            cgpu_clamp1(cgpu_div_up(unit, small_block_bytes), CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS);
         b = s > b ? s : b;
     }
-    return b < 1 ? 1 : b > CGPU_CUDA_MAX_ONESHOT_BLOCKS ? CGPU_CUDA_MAX_ONESHOT_BLOCKS : b;
+    return cgpu_clamp1(b, CGPU_CUDA_MAX_ONESHOT_BLOCKS);
 }
 
 void cgpu_blocks_give(int *used, int n)

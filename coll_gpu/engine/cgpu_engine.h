@@ -276,7 +276,7 @@ int cgpu_ll_classes(size_t ll_bytes, int nranks);
 int cgpu_ll_class(size_t unit, size_t elem_size, size_t ll_bytes, int classes);
 
 /** The thread blocks of a oneshot call whose rank's unit is @p unit bytes: one per
- *  @p block_bytes (coll_gpu_cuda_oneshot_block_bytes), or one per @p small_block_bytes
+ *  @p block_bytes (coll_gpu_cuda_oneshot_block_bytes, > 0), or one per @p small_block_bytes
  *  (coll_gpu_cuda_oneshot_small_block_bytes; 0: never) while that makes at most
  *  CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS, never fewer than the first rule gives; at least 1,
  *  at most CGPU_CUDA_MAX_ONESHOT_BLOCKS (the flag slots). The same on every rank, and
