@@ -82,15 +82,13 @@ static inline pp_stats pp_summary(const std::vector<double> &rt)
 {
     std::vector<double> s(rt.size() > 100 ? rt.begin() + 100 : rt.begin(), rt.end());
     std::sort(s.begin(), s.end());
+    if (s.empty()) {
+        return pp_stats{0, 0, 0, 0};
+    }
     double sum = 0;
     for (double x : s) {
         sum += x;
     }
-    const size_t n = s.size() > 0 ? s.size() : 1;
-    pp_stats r = {0, 0, 0, 0};
-    if (!s.empty()) {
-        r = {sum / n, s[s.size() / 2], s[0], s[s.size() * 9 / 10]};
-    }
-    return r;
+    return pp_stats{sum / s.size(), s[s.size() / 2], s[0], s[s.size() * 9 / 10]};
 }
 #endif
