@@ -75,7 +75,6 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_resident_max_bytes;
     double cuda_resident_idle_us;
     int cuda_resident_max_kernels;
-    int cuda_resident_pollers;
     int cuda_resident_cluster;
     bool cuda_setup_exclusive;
     int cuda_setup_wait_ms;

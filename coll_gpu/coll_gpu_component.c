@@ -460,14 +460,6 @@ static int gpu_register(void)
             "cuda backend: most resident kernels (communicators) per process at once; past it "
             "a communicator launches a kernel per call",
             OPAL_INFO_LVL_6, &c->cuda_resident_max_kernels);
-    c->cuda_resident_pollers = d.cuda_resident_pollers;
-    reg_int("cuda_resident_pollers",
-            "cuda backend: warps of the resident kernel's block 0 that poll the host's "
-            "descriptor, each its own copy on its own page of mapped host memory (the host "
-            "writes every copy); several copy it into shared memory with cp.async, so that "
-            "more reads are in flight over PCIe and a call is seen sooner; 1: one warp loads "
-            "it (1-8)",
-            OPAL_INFO_LVL_6, &c->cuda_resident_pollers);
     c->cuda_resident_cluster = d.cuda_resident_cluster;
     reg_int("cuda_resident_cluster",
             "cuda backend: on compute capability 9.0 and later, launch the resident kernel as "
@@ -673,7 +665,6 @@ static int gpu_open(void)
     cfg.cuda_resident_max_bytes = c->cuda_resident_max_bytes;
     cfg.cuda_resident_idle_us = c->cuda_resident_idle_us;
     cfg.cuda_resident_max_kernels = c->cuda_resident_max_kernels;
-    cfg.cuda_resident_pollers = c->cuda_resident_pollers;
     cfg.cuda_resident_cluster = c->cuda_resident_cluster;
     cfg.cuda_setup_exclusive = c->cuda_setup_exclusive;
     cfg.cuda_setup_wait_ms = c->cuda_setup_wait_ms;

@@ -1523,10 +1523,9 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
 
 /* ---- resident oneshot calls: the kernel stays on the device between calls and takes
  * each call from a descriptor the host writes into mapped host memory, so a small call
- * costs no launch and no stream synchronize. Block 0's warps poll the descriptor, one copy
- * each (its four 16-byte parts each carry a tag made of the descriptor's number and the
- * part's field: one 64-byte read over PCIe takes a whole, checked descriptor); the first
- * warp to see it takes it and hands it on in the same
+ * costs no launch and no stream synchronize. Block 0's warp 0 polls the descriptor (its
+ * four 16-byte parts each carry a tag made of the descriptor's number and the part's field:
+ * one 64-byte read over PCIe takes a whole, checked descriptor) and hands it on in the same
  * form (a mailbox of four tagged parts) to the blocks that work on the call; every working
  * block runs its part of the oneshot protocol above (the same inbox slots, flags and call
  * numbers as a launched oneshot, so a peer may run either) and then publishes the number
@@ -1539,23 +1538,6 @@ __device__ __forceinline__ void load16_volatile(const void *p, uint64_t &x, uint
 {
     asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(x), "=l"(y) : "l"(p));
 }
-
-/* 16 bytes from global memory (here: mapped host memory) into shared memory, not waited for:
- * the copy lands on its own (the exit waits for every copy in flight, cp_async_drain) */
-__device__ __forceinline__ void cp_async16(uint64_t *smem, const uint64_t *g)
-{
-    const unsigned s = (unsigned) __cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n\tcp.async.commit_group;" ::"r"(s),
-                 "l"(g)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_drain(void)
-{
-    asm volatile("cp.async.wait_all;" ::: "memory");
-}
-/* both words of a slot's part until its copy lands: no descriptor part holds it (each holds
- * a pointer, a count word below 2^64 - 1, or a call number, beside its tag) */
-#define CGPU_RK_SENTINEL (~0ull)
 
 /* a mailbox part, generic address (this block's shared memory, another block's through the
  * cluster's window, or device memory) */
@@ -1598,20 +1580,8 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
     __shared__ uint64_t s_f[4], s_k;
     __shared__ int s_exit;
     __shared__ uint64_t s_ts[2]; /* block 0's stamps inside the oneshot body (trace) */
-    __shared__ uint64_t s_tr[2]; /* block 0: the descriptor seen, handed on (trace) */
-    __shared__ unsigned long long s_won; /* block 0: the last descriptor number taken */
-    /* block 0: warp w's copy of the descriptor (cp.async, several pollers) */
-    __shared__ __align__(16) uint64_t s_slot[CGPU_CUDA_RESIDENT_POLLER_SLOTS][8];
-    bool armed = false; /* block 0's polling warps: a copy of this warp's is in flight */
     cgpu_cuda_oneshot_args_t o = a.o;
-    uint64_t t_idle = global_ns();
-    const int warps = (int) (blockDim.x >> 5);
-    const int wmax = warps < CGPU_CUDA_RESIDENT_POLLER_SLOTS ? warps : CGPU_CUDA_RESIDENT_POLLER_SLOTS;
-    const int np = a.pollers < 1 ? 1 : a.pollers < wmax ? a.pollers : wmax;
-    if (0 == threadIdx.x) {
-        s_won = a.start - 1;
-    }
-    __syncthreads();
+    uint64_t t_idle = global_ns(), t_seen = 0, t_fwd = 0;
     /* a.cluster: launched as one cluster (compute capability 9.0 and later, unless
      * coll_gpu_cuda_resident_cluster is off) */
     const bool clustered = CGPU_RK_CLUSTER && 0 != a.cluster;
@@ -1631,82 +1601,38 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
     /* block 0: the descriptor it waits for; the others: the least number they may take (they
      * skip the calls they have no part in) */
     for (uint64_t k = a.start;; ++k) {
-        if (0 == blockIdx.x && threadIdx.x < 32 * np) {
-            const unsigned lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-            /* warp w polls copy w of the descriptor: lanes 0-3 read one 16-byte part each,
-             * one 64-byte read over PCIe per poll. One warp (np 1) loads into registers. Several
-             * warps copy with cp.async into their own slot in shared memory and poll the
-             * slot: a warp that loses walks away from its copy in flight, and the block's
-             * barrier does not wait for it (with loads, the losers' reads held the barrier and
-             * ate the gain, session 38). bench/poll_probe3.cu on 2x H200: 8 such warps saw the
-             * host's write 0.15-0.26 us sooner than one loading warp, 4 no sooner. The first
-             * warp to see a descriptor, or warp 0 on the idle clock, takes k (s_won) and hands
-             * it on. A slot reads CGPU_RK_SENTINEL in both words of a part until its copy has
-             * landed; the parts' tags still decide, so a torn or stale copy is only a poll
-             * that missed. */
-            const uint64_t *const d = a.desc + (size_t) w * CGPU_CUDA_RESIDENT_DESC_STRIDE;
-            uint64_t *const slot = s_slot[w];
-            const bool async = np > 1;
-            bool won = false;
-            unsigned reads = 0; /* PCIe reads issued in this wait (trace) */
-            for (unsigned it = 0;; ++it) {
-                uint64_t q = 0, f = 0;
-                bool landed = true;
-                if (async) {
-                    if (!armed) {
+        if (threadIdx.x < 32) {
+            const unsigned lane = threadIdx.x;
+            if (0 == blockIdx.x) {
+                /* warp 0 polls: lanes 0-3 read one 16-byte part each, one 64-byte read over
+                 * PCIe per poll */
+                for (unsigned it = 0;; ++it) {
+                    uint64_t q = 0, f = 0;
+                    if (lane < 4) {
+                        load16_volatile(a.desc + 2 * lane, q, f);
+                    }
+                    if (__all_sync(0xffffffffu, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k)) {
                         if (lane < 4) {
-                            store16_volatile_any(slot + 2 * lane, CGPU_RK_SENTINEL, CGPU_RK_SENTINEL);
-                            cp_async16(slot + 2 * lane, d + 2 * lane);
+                            s_f[lane] = f;
                         }
-                        armed = true;
-                        ++reads;
+                        if (0 == lane && nullptr != a.trace) {
+                            t_seen = global_ns();
+                            a.trace[CGPU_CUDA_RK_TRACE_POLLS] += it + 1;
+                            a.trace[CGPU_CUDA_RK_TRACE_IDLE] += t_seen - t_idle;
+                        }
+                        break;
                     }
-                    if (lane < 4) {
-                        load16_volatile_any(slot + 2 * lane, q, f);
+                    int idle = 0;
+                    if (0 == lane && 0 == (it & 3)) { /* a poll: ~1 us */
+                        idle = global_ns() - t_idle > a.idle_ns;
                     }
-                    landed = __all_sync(0xffffffffu, lane >= 4 || CGPU_RK_SENTINEL != q ||
-                                                         CGPU_RK_SENTINEL != f);
-                    armed = !landed; /* a landed copy that is not k: another read next */
-                } else {
-                    if (lane < 4) {
-                        load16_volatile(d + 2 * lane, q, f);
+                    if (__shfl_sync(0xffffffffu, idle, 0)) {
+                        if (lane < 4) { /* the end, as an exit descriptor would say */
+                            s_f[lane] = 2 == lane ? CGPU_CUDA_RESIDENT_EXIT : 0;
+                        }
+                        break;
                     }
-                    ++reads;
                 }
-                const bool seen =
-                    landed &&
-                    __all_sync(0xffffffffu, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k);
-                int idle = 0;
-                if (!seen && 0 == w && 0 == lane && 0 == (it & (async ? 63 : 3))) {
-                    idle = global_ns() - t_idle > a.idle_ns; /* a load poll: ~1 us */
-                }
-                if (seen || __shfl_sync(0xffffffffu, idle, 0)) {
-                    unsigned long long prev = 0;
-                    if (0 == lane) {
-                        prev = atomicCAS(&s_won, (unsigned long long) (k - 1),
-                                         (unsigned long long) k);
-                    }
-                    won = __shfl_sync(0xffffffffu, prev, 0) == k - 1;
-                    if (won && lane < 4) { /* the descriptor, or the end as an exit
-                                            * descriptor would say */
-                        s_f[lane] = seen ? f : 2 == lane ? CGPU_CUDA_RESIDENT_EXIT : 0;
-                    }
-                    if (won && seen && 0 == lane && nullptr != a.trace) {
-                        s_tr[0] = global_ns();
-                        a.trace[CGPU_CUDA_RK_TRACE_POLLS] += reads;
-                        a.trace[CGPU_CUDA_RK_TRACE_IDLE] += s_tr[0] - t_idle;
-                    }
-                    break;
-                }
-                unsigned long long taken = 0;
-                if (0 == lane) {
-                    taken = *(volatile unsigned long long *) &s_won;
-                }
-                if (__shfl_sync(0xffffffffu, taken, 0) >= k) {
-                    break; /* another warp took it (this warp's copy may still be in flight) */
-                }
-            }
-            if (won) {
                 __syncwarp();
                 const int ex = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
                 if (0 == lane) {
@@ -1730,30 +1656,29 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
                 }
 #endif
                 if (0 == lane && nullptr != a.trace) {
-                    s_tr[1] = global_ns();
+                    t_fwd = global_ns();
                 }
-            }
-        } else if (0 != blockIdx.x && threadIdx.x < 32) {
-            const unsigned lane = threadIdx.x;
-            /* lanes 0-3 poll this block's mailbox: a whole one (the four parts tell the
-             * same number) of at least k */
-            for (;;) {
-                uint64_t q = 0, f = 0, n = 0;
-                if (lane < 4) {
-                    load16_volatile_any(mine + 2 * lane, q, f);
-                    n = q ^ cgpu_cuda_resident_mix(f);
-                }
-                const uint64_t n0 = __shfl_sync(0xffffffffu, n, 0);
-                if (__all_sync(0xffffffffu, lane >= 4 || (n == n0 && n0 >= k))) {
+            } else {
+                /* lanes 0-3 poll this block's mailbox: a whole one (the four parts tell the
+                 * same number) of at least k */
+                for (;;) {
+                    uint64_t q = 0, f = 0, n = 0;
                     if (lane < 4) {
-                        s_f[lane] = f;
+                        load16_volatile_any(mine + 2 * lane, q, f);
+                        n = q ^ cgpu_cuda_resident_mix(f);
                     }
-                    __syncwarp();
-                    if (0 == lane) {
-                        s_k = n0;
-                        s_exit = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
+                    const uint64_t n0 = __shfl_sync(0xffffffffu, n, 0);
+                    if (__all_sync(0xffffffffu, lane >= 4 || (n == n0 && n0 >= k))) {
+                        if (lane < 4) {
+                            s_f[lane] = f;
+                        }
+                        __syncwarp();
+                        if (0 == lane) {
+                            s_k = n0;
+                            s_exit = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
+                        }
+                        break;
                     }
-                    break;
                 }
             }
         }
@@ -1762,7 +1687,6 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
             k = s_k;
         }
         if (s_exit) {
-            cp_async_drain(); /* a losing poller's copy into shared memory, still in flight */
 #if CGPU_RK_CLUSTER
             if (clustered) {
                 cluster_sync_all(); /* block 0 is done storing into the others' shared memory */
@@ -1796,8 +1720,8 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
                     const uint64_t t_done = global_ns();
                     unsigned long long *tr = a.trace;
                     tr[CGPU_CUDA_RK_TRACE_CALLS] += 1;
-                    tr[CGPU_CUDA_RK_TRACE_HANDOFF] += s_tr[1] - s_tr[0];
-                    tr[CGPU_CUDA_RK_TRACE_WRITE] += s_ts[0] - s_tr[1];
+                    tr[CGPU_CUDA_RK_TRACE_HANDOFF] += t_fwd - t_seen;
+                    tr[CGPU_CUDA_RK_TRACE_WRITE] += s_ts[0] - t_fwd;
                     tr[CGPU_CUDA_RK_TRACE_PEERS] += s_ts[1] - s_ts[0];
                     tr[CGPU_CUDA_RK_TRACE_REDUCE] += t_body - s_ts[1];
                     tr[CGPU_CUDA_RK_TRACE_DONE] += t_done - t_body;

@@ -254,18 +254,8 @@ typedef struct cgpu_cuda_oneshot_args {
 #define CGPU_CUDA_RESIDENT_BLOCKS_SHIFT 48
 #define CGPU_CUDA_RESIDENT_ROOT_SHIFT 56
 #define CGPU_CUDA_RESIDENT_COUNT_MASK ((1ull << 40) - 1)
-/** Words between copies of the descriptor, one per polling warp (at most
- * CGPU_CUDA_RESIDENT_POLLERS_MAX, cgpu_engine.h): each copy on its own 4 KiB page */
-#define CGPU_CUDA_RESIDENT_DESC_STRIDE 512
-/** The kernel's slots for polling warps (shared memory): no fewer than
- * CGPU_CUDA_RESIDENT_POLLERS_MAX (cgpu_engine.h, checked in cgpu_cuda_comm.c) */
-#define CGPU_CUDA_RESIDENT_POLLER_SLOTS 8
 typedef struct cgpu_cuda_resident_args {
-    const uint64_t *desc;  /* 8 words, host-mapped, 16-byte aligned; copy w (w < pollers) at
-                            * desc + w * CGPU_CUDA_RESIDENT_DESC_STRIDE */
-    int pollers;           /* 1..CGPU_CUDA_RESIDENT_POLLERS_MAX warps of block 0 poll one copy
-                            * each (no more than the block has); the first to see a descriptor
-                            * takes it */
+    const uint64_t *desc;  /* 8 words, host-mapped, 16-byte aligned */
     uint64_t *completed;   /* host-mapped, one word per block: the number of the last
                             * descriptor that block worked on (published when its part is done) */
     uint64_t *exited;      /* host-mapped: set to the next number when the kernel ends */

@@ -78,7 +78,6 @@ typedef struct cgpu_cuda_comm {
     cgpu_dtype_t rk_dt;   /* the running (or last) kernel's reduction */
     cgpu_op_t rk_op;
     int rk_blocks;
-    int rk_pollers;       /* warps of block 0 that poll a copy of the descriptor each */
     bool rk_cluster;      /* the kernel may be one thread block cluster (rk_cluster_now) */
     bool rk_placing;      /* this communicator holds a count of budget placing (rk_claim) */
     uint64_t rk_claim_ns; /* ... since then */
@@ -94,17 +93,13 @@ enum {
     RK_DONE = 16,
     RK_EXITED = RK_DONE + CGPU_CUDA_MAX_ONESHOT_BLOCKS,
     RK_PLACED = RK_EXITED + 1,
-    /* the descriptor's copies 1.. (one per polling warp) on the pages that follow */
-    RK_PAGE_BYTES = CGPU_CUDA_RESIDENT_DESC_STRIDE * 8
+    RK_CTL_BYTES = 512
 };
-_Static_assert((RK_PLACED + 1) * 8 <= RK_PAGE_BYTES,
-               "resident control block: copy 1 of the descriptor on a page of its own");
+_Static_assert((RK_PLACED + 1) * 8 <= RK_CTL_BYTES, "resident control block");
 /* the kernel's device memory: RK_STATE_WORDS of state (zeroed at each launch), then the
  * trace (zeroed once, summed across launches; verbose 10) */
 enum { RK_STATE_WORDS = 8, RK_TRACE = RK_STATE_WORDS, RK_DEV_BYTES = 128 };
 _Static_assert((RK_TRACE + CGPU_CUDA_RK_TRACE_WORDS) * 8 <= RK_DEV_BYTES, "resident trace");
-_Static_assert(CGPU_CUDA_RESIDENT_POLLERS_MAX <= CGPU_CUDA_RESIDENT_POLLER_SLOTS,
-               "a slot in the kernel for every polling warp the setting allows");
 
 /* communicators that have launched a resident kernel (at most cuda_resident_max_kernels) */
 static pthread_mutex_t rk_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -364,21 +359,18 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
         cc->rk_blocks = (int) cgpu_clamp1(oneshot_blocks(cfg->cuda_resident_max_bytes),
                                           cc->rk_cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS
                                                          : CGPU_CUDA_MAX_ONESHOT_BLOCKS);
-        cc->rk_pollers = (int) cgpu_clamp1((size_t) cfg->cuda_resident_pollers,
-                                           CGPU_CUDA_RESIDENT_POLLERS_MAX);
-        const size_t ctl_bytes = (size_t) cc->rk_pollers * RK_PAGE_BYTES;
         void *h = NULL, *d = NULL;
         st = cgpu_cuda_stream_create(&cc->rk_stream, false);
         if (CGPU_OK == st) {
             st = cgpu_cuda_event_create(&cc->rk_ev);
         }
         if (CGPU_OK == st) {
-            st = cgpu_cuda_host_alloc_mapped(&h, &d, ctl_bytes);
+            st = cgpu_cuda_host_alloc_mapped(&h, &d, RK_CTL_BYTES);
         }
         if (CGPU_OK == st) {
             cc->rk_ctl = h;
             cc->rk_ctl_dev = d;
-            memset(h, 0, ctl_bytes);
+            memset(h, 0, RK_CTL_BYTES);
             void *sd = NULL;
             st = cgpu_cuda_malloc(&sd, RK_DEV_BYTES, cc->stream);
             cc->rk_state = sd;
@@ -1157,12 +1149,10 @@ static uint64_t rk_write(cgpu_cuda_comm_t *cc, uint64_t in, uint64_t out, uint64
                          uint64_t oseq)
 {
     const uint64_t k = ++cc->rk_k, f[4] = {in, out, f2, oseq};
-    for (int w = 0; w < cc->rk_pollers; ++w) {
-        uint64_t *const d = cc->rk_ctl + RK_DESC + (size_t) w * CGPU_CUDA_RESIDENT_DESC_STRIDE;
-        for (int c = 0; c < 4; ++c) {
-            __atomic_store_n(&d[2 * c + 1], f[c], __ATOMIC_RELAXED);
-            __atomic_store_n(&d[2 * c], k ^ cgpu_cuda_resident_mix(f[c]), __ATOMIC_RELEASE);
-        }
+    for (int c = 0; c < 4; ++c) {
+        __atomic_store_n(&cc->rk_ctl[RK_DESC + 2 * c + 1], f[c], __ATOMIC_RELAXED);
+        __atomic_store_n(&cc->rk_ctl[RK_DESC + 2 * c], k ^ cgpu_cuda_resident_mix(f[c]),
+                         __ATOMIC_RELEASE);
     }
     return k;
 }
@@ -1275,7 +1265,6 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     a.exited = cc->rk_ctl_dev + RK_EXITED;
     a.placed = cc->rk_ctl_dev + RK_PLACED;
     a.state = cc->rk_state;
-    a.pollers = cc->rk_pollers;
     a.start = start;
     a.cluster = cluster;
     a.idle_ns = (unsigned long long) (cgpu_engine_config()->cuda_resident_idle_us * 1e3);

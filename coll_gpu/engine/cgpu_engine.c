@@ -67,7 +67,6 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_resident_max_bytes = 64u << 10;
     cfg->cuda_resident_idle_us = 50.0;
     cfg->cuda_resident_max_kernels = 4;
-    cfg->cuda_resident_pollers = 8;
     cfg->cuda_resident_cluster = 1;
     cfg->cuda_setup_exclusive = true;
     cfg->cuda_setup_wait_ms = 10;
@@ -102,7 +101,6 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_stream_order > CGPU_ORDER_BLOCKING_STREAM || cfg->proxy_max_peers < 0 ||
         cfg->proxy_max_inflight < 1 || cfg->proxy_bounce_bytes < 4096 ||
         !(cfg->cuda_resident_idle_us >= 0) || cfg->cuda_resident_max_kernels < 0 ||
-        cfg->cuda_resident_pollers < 1 || cfg->cuda_resident_pollers > CGPU_CUDA_RESIDENT_POLLERS_MAX ||
         cfg->cuda_resident_cluster < 0 || cfg->cuda_resident_cluster > 2 ||
         cfg->cuda_oneshot_block_bytes < 1024 ||
         (0 != cfg->cuda_oneshot_small_block_bytes && cfg->cuda_oneshot_small_block_bytes < 1024) ||

@@ -89,9 +89,6 @@ typedef void (*cgpu_progress_fn_t)(void);
 /** The largest coll_gpu_cuda_ll_bytes: the LL area's largest size class (a communicator of n
  * ranks keeps classes up to 512 KiB / n, so its area stays near 4 MiB an inbox). */
 #define CGPU_CUDA_LL_BYTES_MAX 65536
-/** Most warps of the resident kernel's block 0 that poll a copy of the descriptor each
- * (coll_gpu_cuda_resident_pollers; the kernel's slots: kernels/cgpu_cuda_kernels.cu) */
-#define CGPU_CUDA_RESIDENT_POLLERS_MAX 8
 
 /** Process-wide tunables, filled from MCA params by the glue (or by tests). */
 typedef struct cgpu_config {
@@ -139,8 +136,6 @@ typedef struct cgpu_config {
     size_t cuda_resident_max_bytes; /* allreduces up to this size take them */
     double cuda_resident_idle_us;   /* a resident kernel ends after this long without work */
     int cuda_resident_max_kernels;  /* at most this many per process at once */
-    int cuda_resident_pollers;      /* warps of block 0 polling a copy of the descriptor each
-                                     * (1..CGPU_CUDA_RESIDENT_POLLERS_MAX) */
     int cuda_resident_cluster;  /* one thread block cluster where the device has them: 0
                                  * never, 1 when no other kernel of the process can be on the
                                  * device (cgpu_cuda_comm.c, rk_cluster_now), 2 always */

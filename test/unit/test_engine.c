@@ -1622,12 +1622,6 @@ static void scenario_init_refuses_bad_configurations(test_rank_t *t)
     child_config(&cfg);
     cfg.cuda_resident_cluster = -1;
     CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
-    child_config(&cfg);
-    cfg.cuda_resident_pollers = 0; /* at least the one warp */
-    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
-    child_config(&cfg);
-    cfg.cuda_resident_pollers = CGPU_CUDA_RESIDENT_POLLERS_MAX + 1; /* past the pages */
-    CHILD_CHECK(CGPU_ERR_INVALID_ARG == cgpu_engine_init(&cfg));
     /* odd sizes are rounded down to whole cache lines (aligned slots for every type) */
     child_config(&cfg);
     cfg.slot_bytes = TEST_SLOT_BYTES + 4;
