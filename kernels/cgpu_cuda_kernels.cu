@@ -1564,9 +1564,27 @@ __device__ __forceinline__ void cluster_sync_all()
     asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
     asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
+/* a call's four tagged parts (number n, fields f) into the mailboxes of this cluster's
+ * blocks 1 .. count - 1, one part a lane of the calling warp */
+__device__ __forceinline__ void cluster_hand_on(const cooperative_groups::cluster_group &cl,
+                                                uint64_t *s_mb, const uint64_t *f, uint64_t n,
+                                                int count, unsigned lane)
+{
+    for (int l = (int) lane; l < 4 * (count - 1); l += 32) {
+        const uint64_t g = f[l & 3];
+        store16_volatile_any(cl.map_shared_rank(s_mb, 1 + (l >> 2)) + 2 * (l & 3),
+                             n ^ cgpu_cuda_resident_mix(g), g);
+    }
+}
 #else
 #define CGPU_RK_CLUSTER 0
 #endif
+
+/* the blocks a descriptor's call runs on (the end: every block) */
+__device__ __forceinline__ int resident_nb(bool ex, uint64_t f2)
+{
+    return ex ? (int) gridDim.x : (int) (f2 >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
+}
 
 /* 512 threads a block, coll_gpu_cuda_threads' default (the launch clamps a larger request):
  * left to itself the compiler gives this kernel 168-173 registers a thread, so it could
@@ -1585,19 +1603,28 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
     /* a.cluster: launched as one cluster (compute capability 9.0 and later, unless
      * coll_gpu_cuda_resident_cluster is off) */
     const bool clustered = CGPU_RK_CLUSTER && 0 != a.cluster;
+    /* with clusters: the blocks of each cluster (cs), and whether this block is the first of
+     * a cluster other than block 0's (a leader: it takes the calls of more than cs blocks,
+     * and the end, from the mailbox in device memory and hands them on in its cluster) */
+    unsigned cs = 0;
+    bool leader = false;
 #if CGPU_RK_CLUSTER
     cooperative_groups::cluster_group cl = cooperative_groups::this_cluster();
     if (clustered) {
+        cs = cl.num_blocks();
+        leader = 0 != blockIdx.x && 0 == cl.block_rank();
         if (threadIdx.x < 8) {
             s_mb[threadIdx.x] = 0; /* an earlier launch's parts may still be here */
         }
-        cluster_sync_all(); /* every mailbox is clear before block 0 stores into one */
+        cluster_sync_all(); /* every mailbox is clear before a block stores into one */
     }
 #endif
-    if (0 == blockIdx.x && 0 == threadIdx.x && nullptr != a.placed) {
-        store_release_sys(a.placed, a.start); /* the host holds other launches back until then */
+    if ((0 == blockIdx.x || leader) && 0 == threadIdx.x && nullptr != a.placed) {
+        /* the host holds other launches back until every cluster runs (a word each) */
+        store_release_sys(a.placed + (clustered ? blockIdx.x / cs : 0), a.start);
     }
-    uint64_t *const mine = clustered ? s_mb : a.state; /* a.state: zeroed before the launch */
+    /* a.state: zeroed before the launch */
+    uint64_t *const mine = clustered && !leader ? s_mb : a.state;
     /* block 0: the descriptor it waits for; the others: the least number they may take (they
      * skip the calls they have no part in) */
     for (uint64_t k = a.start;; ++k) {
@@ -1640,19 +1667,16 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
                 }
                 /* hand the call on to the blocks that work on it (the end: to every block),
                  * one 16-byte part per lane */
-                const int nb = ex ? (int) gridDim.x
-                                  : (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
-                if (!clustered) {
-                    if (nb > 1 && lane < 4) {
-                        store16_volatile_any(mine + 2 * lane,
-                                             k ^ cgpu_cuda_resident_mix(s_f[lane]), s_f[lane]);
-                    }
+                const int nb = resident_nb(ex, s_f[2]);
+                /* the mailbox in device memory: every other block without clusters, the
+                 * other clusters' leaders with them */
+                if ((clustered ? nb > (int) cs : nb > 1) && lane < 4) {
+                    store16_volatile_any(a.state + 2 * lane,
+                                         k ^ cgpu_cuda_resident_mix(s_f[lane]), s_f[lane]);
                 }
 #if CGPU_RK_CLUSTER
-                for (int l = (int) lane; clustered && l < 4 * (nb - 1); l += 32) {
-                    const uint64_t f = s_f[l & 3];
-                    store16_volatile_any(cl.map_shared_rank(s_mb, 1 + (l >> 2)) + 2 * (l & 3),
-                                         k ^ cgpu_cuda_resident_mix(f), f);
+                if (clustered) { /* block 0's cluster's share */
+                    cluster_hand_on(cl, s_mb, s_f, k, nb < (int) cs ? nb : (int) cs, lane);
                 }
 #endif
                 if (0 == lane && nullptr != a.trace) {
@@ -1673,10 +1697,18 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
                             s_f[lane] = f;
                         }
                         __syncwarp();
+                        const bool ex = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
                         if (0 == lane) {
                             s_k = n0;
-                            s_exit = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_EXIT);
+                            s_exit = ex;
                         }
+#if CGPU_RK_CLUSTER
+                        if (leader) { /* on to the blocks of this cluster that work on it */
+                            const int left = resident_nb(ex, s_f[2]) - (int) blockIdx.x;
+                            cluster_hand_on(cl, s_mb, s_f, n0, left < (int) cs ? left : (int) cs,
+                                            lane);
+                        }
+#endif
                         break;
                     }
                 }
@@ -1689,7 +1721,7 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
         if (s_exit) {
 #if CGPU_RK_CLUSTER
             if (clustered) {
-                cluster_sync_all(); /* block 0 is done storing into the others' shared memory */
+                cluster_sync_all(); /* stores into the others' shared memory are done */
             }
 #endif
             if (0 == blockIdx.x && 0 == threadIdx.x) {
@@ -1842,7 +1874,10 @@ template <typename T, int OP> struct ResidentK {
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute at[1];
         at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = (unsigned) blocks; /* the whole grid: one cluster */
+        /* the whole grid one cluster, or clusters of CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS */
+        at[0].val.clusterDim.x = (unsigned) (blocks < CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS
+                                                 ? blocks
+                                                 : CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS);
         at[0].val.clusterDim.y = 1;
         at[0].val.clusterDim.z = 1;
         cfg.gridDim = dim3((unsigned) blocks);
@@ -2109,7 +2144,10 @@ extern "C" int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgp
                                          cgpu_op_t op, int blocks, int threads, void *stream)
 {
     if (!cgpu_cuda_reduce_supported(dt, op) ||
-        blocks > (a->cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS : CGPU_CUDA_MAX_ONESHOT_BLOCKS)) {
+        blocks > (a->cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS * CGPU_CUDA_RESIDENT_CLUSTERS
+                             : CGPU_CUDA_MAX_ONESHOT_BLOCKS) ||
+        (a->cluster && blocks > CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS &&
+         0 != blocks % CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS)) {
         return (int) cudaErrorInvalidValue;
     }
     int rc = dispatch<ResidentK>(a, dt, op, blocks, threads, (cudaStream_t) stream);

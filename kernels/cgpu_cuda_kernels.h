@@ -259,13 +259,15 @@ typedef struct cgpu_cuda_resident_args {
     uint64_t *completed;   /* host-mapped, one word per block: the number of the last
                             * descriptor that block worked on (published when its part is done) */
     uint64_t *exited;      /* host-mapped: set to the next number when the kernel ends */
-    uint64_t *placed;      /* host-mapped, or NULL: block 0 stores start there once it runs
-                            * (a cluster's blocks all run by then: the GPU places a cluster
-                            * whole) */
+    uint64_t *placed;      /* host-mapped, zeroed before the launch, or NULL: one word per
+                            * cluster (CGPU_CUDA_RESIDENT_CLUSTERS), where its first block
+                            * stores start once it runs (a cluster's blocks all run by then:
+                            * the GPU places a cluster whole) */
     uint64_t *state;       /* device memory, 8 words, 16-byte aligned, zeroed before each
-                            * launch: the blocks' mailbox where the kernel is no cluster */
+                            * launch: the blocks' mailbox where the kernel is no cluster, the
+                            * other clusters' first blocks' where it is several */
     uint64_t start;        /* the first descriptor number this launch takes */
-    int cluster;           /* launch as one thread block cluster (cgpu_cuda_resident_cluster) */
+    int cluster;           /* launch as thread block clusters (cgpu_cuda_resident_cluster) */
     unsigned long long idle_ns;
     /* NULL, or CGPU_CUDA_RK_TRACE_WORDS words of device memory, zeroed: block 0 adds up
      * where each call's time goes on the device (globaltimer ns; see the .cu) */
@@ -280,11 +282,15 @@ enum { CGPU_CUDA_RK_TRACE_CALLS, CGPU_CUDA_RK_TRACE_POLLS, CGPU_CUDA_RK_TRACE_ID
        CGPU_CUDA_RK_TRACE_REDUCE, CGPU_CUDA_RK_TRACE_DONE, CGPU_CUDA_RK_TRACE_WORDS };
 int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                               int blocks, int threads, void *stream);
-/** Whether the current device runs the resident kernel as one thread block cluster (compute
+/** Whether the current device runs the resident kernel as thread block clusters (compute
  * capability 9.0 and later, where the kernel is built for it): then it has at most
- * CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS blocks (the portable cluster size), else
- * CGPU_CUDA_MAX_ONESHOT_BLOCKS. Asked once per communicator. */
+ * CGPU_CUDA_RESIDENT_CLUSTERS clusters of CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS blocks (the
+ * portable cluster size), or one smaller cluster; else up to CGPU_CUDA_MAX_ONESHOT_BLOCKS
+ * blocks. Block 0 hands a call to its own cluster through distributed shared memory and, for
+ * calls of more blocks, to the first block of each other cluster through the mailbox in
+ * device memory, which hands it on in its cluster. Asked once per communicator. */
 #define CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS 8
+#define CGPU_CUDA_RESIDENT_CLUSTERS 2
 int cgpu_cuda_resident_cluster(void);
 
 /** Whether the device kernels implement (dt, op): cgpu_reduce_supported on cgpu_dtype_on_device types. */

@@ -92,10 +92,11 @@ enum {
     RK_DESC = 0,
     RK_DONE = 16,
     RK_EXITED = RK_DONE + CGPU_CUDA_MAX_ONESHOT_BLOCKS,
-    RK_PLACED = RK_EXITED + 1,
+    RK_PLACED = RK_EXITED + 1, /* one word per cluster */
     RK_CTL_BYTES = 512
 };
-_Static_assert((RK_PLACED + 1) * 8 <= RK_CTL_BYTES, "resident control block");
+_Static_assert((RK_PLACED + CGPU_CUDA_RESIDENT_CLUSTERS) * 8 <= RK_CTL_BYTES,
+               "resident control block");
 /* the kernel's device memory: RK_STATE_WORDS of state (zeroed at each launch), then the
  * trace (zeroed once, summed across launches; verbose 10) */
 enum { RK_STATE_WORDS = 8, RK_TRACE = RK_STATE_WORDS, RK_DEV_BYTES = 128 };
@@ -353,12 +354,11 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
         pthread_once(&rk_hook_once, rk_hook);
         cc->rk_dt = CGPU_DT_UINT8; /* the kernel for copies until a reduction comes */
         cc->rk_op = CGPU_OP_SUM;
-        /* the blocks of the largest call it takes, at most 8 where the kernel is one
-         * cluster (calls of more blocks are launched) */
+        /* the blocks of the largest call it takes, whole clusters of 8 (at most 2) where
+         * the kernel may be clusters (calls of more blocks are launched) */
         cc->rk_cluster = 0 != cfg->cuda_resident_cluster && 0 != cgpu_cuda_resident_cluster();
-        cc->rk_blocks = (int) cgpu_clamp1(oneshot_blocks(cfg->cuda_resident_max_bytes),
-                                          cc->rk_cluster ? CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS
-                                                         : CGPU_CUDA_MAX_ONESHOT_BLOCKS);
+        cc->rk_blocks =
+            cgpu_resident_blocks(oneshot_blocks(cfg->cuda_resident_max_bytes), cc->rk_cluster);
         void *h = NULL, *d = NULL;
         st = cgpu_cuda_stream_create(&cc->rk_stream, false);
         if (CGPU_OK == st) {
@@ -1157,6 +1157,18 @@ static uint64_t rk_write(cgpu_cuda_comm_t *cc, uint64_t in, uint64_t out, uint64
     return k;
 }
 
+/* whether every cluster of the kernel runs (RK_PLACED) */
+static bool rk_placed(const cgpu_cuda_comm_t *cc)
+{
+    const int n = cgpu_resident_clusters(cc->rk_blocks); /* a cluster launch: at most 2 */
+    for (int c = 0; c < n && c < CGPU_CUDA_RESIDENT_CLUSTERS; ++c) {
+        if (0 == rk_load(cc, RK_PLACED + c)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* whether the kernel has ended (it said so, or its launch's event has completed) */
 static bool rk_ended(cgpu_cuda_comm_t *cc)
 {
@@ -1248,16 +1260,20 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     const bool cluster = rk_claim(cc);
-    /* the blocks' mailbox (a cluster's are in its blocks' shared memory instead) */
-    cgpu_status_t st = cluster ? CGPU_OK
-                               : cgpu_cuda_memset_async(cc->rk_state, 0, RK_STATE_WORDS * 8,
-                                                        cc->rk_stream);
+    /* the blocks' mailbox (one cluster's are in its blocks' shared memory instead; several
+     * clusters' first blocks share it) */
+    cgpu_status_t st = cluster && 1 == cgpu_resident_clusters(cc->rk_blocks)
+                           ? CGPU_OK
+                           : cgpu_cuda_memset_async(cc->rk_state, 0, RK_STATE_WORDS * 8,
+                                                    cc->rk_stream);
     if (CGPU_OK != st) {
         rk_unclaim(cc);
         return st;
     }
     __atomic_store_n(&cc->rk_ctl[RK_EXITED], 0, __ATOMIC_RELEASE);
-    __atomic_store_n(&cc->rk_ctl[RK_PLACED], 0, __ATOMIC_RELEASE);
+    for (int c = 0; c < CGPU_CUDA_RESIDENT_CLUSTERS; ++c) {
+        __atomic_store_n(&cc->rk_ctl[RK_PLACED + c], 0, __ATOMIC_RELEASE);
+    }
     cgpu_cuda_resident_args_t a;
     memset(&a, 0, sizeof(a));
     a.desc = cc->rk_ctl_dev + RK_DESC;
@@ -1363,8 +1379,8 @@ static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
         const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the blocks publish
                                                           * completions before they end */
-        if (cc->rk_placing && (0 != rk_load(cc, RK_PLACED) || 0 != ended ||
-                               cgpu_now_ns() - cc->rk_claim_ns > RK_PLACE_WAIT_NS)) {
+        if (cc->rk_placing &&
+            (rk_placed(cc) || 0 != ended || cgpu_now_ns() - cc->rk_claim_ns > RK_PLACE_WAIT_NS)) {
             rk_unclaim(cc); /* running, ended, or past the bound */
         }
         if (rk_done(cc, k, (int) nblocks)) {

@@ -284,6 +284,14 @@ int cgpu_ll_class(size_t unit, size_t elem_size, size_t ll_bytes, int classes);
  *  takes. */
 size_t cgpu_oneshot_blocks(size_t unit, size_t block_bytes, size_t small_block_bytes);
 
+/** The resident kernel's blocks, for a largest call of @p blocks (cgpu_oneshot_blocks):
+ *  as clusters (@p cluster), that many up to CGPU_CUDA_RESIDENT_CLUSTER_BLOCKS (one
+ *  cluster), else whole clusters of that size, at most CGPU_CUDA_RESIDENT_CLUSTERS (calls
+ *  of more blocks are launched); without, at most CGPU_CUDA_MAX_ONESHOT_BLOCKS. At least 1. */
+int cgpu_resident_blocks(size_t blocks, bool cluster);
+/** The clusters of a resident kernel of @p blocks launched as clusters (cgpu_resident_blocks). */
+int cgpu_resident_clusters(int blocks);
+
 /** Monotonic clock, nanoseconds. */
 uint64_t cgpu_now_ns(void);
 /** The CLOCK_REALTIME time @p ns from now: the deadline of a pthread timed wait. */

@@ -2179,6 +2179,28 @@ static void test_oneshot_blocks_rule(void)
     }
 }
 
+/* The resident kernel's blocks for its largest call's: as clusters, up to 8 as one, else
+ * whole clusters of 8, at most 2 (a 64 KiB call of 16 blocks of 4 KiB stays resident);
+ * without, up to 32. Expected values worked out by hand. */
+static void test_resident_blocks_rule(void)
+{
+    static const struct {
+        size_t blocks;
+        bool cluster;
+        int kernel, clusters;
+    } rows[] = {
+        {0, true, 1, 1},    {1, true, 1, 1},    {5, true, 5, 1},     {8, true, 8, 1},
+        {9, true, 16, 2},   {16, true, 16, 2},  {17, true, 16, 2},   {32, true, 16, 2},
+        {0, false, 1, 1},   {1, false, 1, 1},   {16, false, 16, 2},  {32, false, 32, 4},
+        {33, false, 32, 4}, {12, false, 12, 1},
+    };
+    for (size_t i = 0; i < TEST_ARRAY_LEN(rows); ++i) {
+        const int k = cgpu_resident_blocks(rows[i].blocks, rows[i].cluster);
+        CU_ASSERT_EQUAL(k, rows[i].kernel);
+        CU_ASSERT_EQUAL(cgpu_resident_clusters(k), rows[i].clusters);
+    }
+}
+
 /* The scatter auto rule: blocks up to CGPU_SCATTER_RS_AUTO_MAX run as a reduce-scatter,
  * larger ones as a broadcast; an algorithm named explicitly is kept at every size. */
 static void test_scatter_auto_rule(void)
@@ -2277,6 +2299,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_ll_classes_rule},
     {"oneshot blocks: per block bytes or small block bytes up to 8, 1-32, never fewer with more",
      test_oneshot_blocks_rule},
+    {"resident blocks: one cluster up to 8, else whole clusters of 8 (at most 2); 32 without",
+     test_resident_blocks_rule},
 };
 
 int main(void)
