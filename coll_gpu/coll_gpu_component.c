@@ -340,8 +340,8 @@ static int gpu_register(void)
     c->cuda_oneshot_small_block_bytes = (unsigned long) d.cuda_oneshot_small_block_bytes;
     reg_ulong("cuda_oneshot_small_block_bytes",
               "cuda backend: a oneshot call takes one thread block per this many bytes instead "
-              "of coll_gpu_cuda_oneshot_block_bytes while that makes at most 8 blocks (the "
-              "resident kernel's cluster), never fewer blocks than the other rule; 0 (or at "
+              "of coll_gpu_cuda_oneshot_block_bytes while that makes at most 8 blocks (one "
+              "cluster of the resident kernel), never fewer blocks than the other rule; 0 (or at "
               "least coll_gpu_cuda_oneshot_block_bytes): never; else at least 1024; the same "
               "on every rank",
               &c->cuda_oneshot_small_block_bytes);
@@ -463,8 +463,10 @@ static int gpu_register(void)
     c->cuda_resident_cluster = d.cuda_resident_cluster;
     reg_int("cuda_resident_cluster",
             "cuda backend: on compute capability 9.0 and later, launch the resident kernel as "
-            "one thread block cluster of at most 8 blocks (block 0 hands each call to the "
-            "others' shared memory), which the GPU must place within one GPC: 1 only where no "
+            "thread block clusters: one of at most 8 blocks, or two of 8 (block 0 hands each "
+            "call to the others' shared memory, a call of more than 8 blocks through device "
+            "memory to the second cluster's first block), which the GPU must place each "
+            "within one GPC: 1 only where no "
             "launched kernel of the process is on the device at the launch, no other process "
             "shares the device, and the process's other resident kernels hold at most a "
             "quarter of its multiprocessors (otherwise a mailbox in device memory, as 0); 0 "
