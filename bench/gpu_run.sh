@@ -6,7 +6,7 @@
 #   conn maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   abso (ABSO="name=build.tgz ...": carried builds of the plugin against each other)
-#   rktrace (RKT_VARIANTS="name=--mca%param%value ...": settings' device phases) nb_rep
+#   rktrace (RKT_VARIANTS="name=--mca%param%value ...": settings' device phases; "name=@b.tgz": a carried build) nb_rep
 #   suite_cuda bench
 #   bench_tree variants sanitize
 #   grids crossed (the block budget: ranks on different grids; sixteen communicators crossed)
@@ -827,11 +827,19 @@ if has rktrace; then # where a resident call's time goes, per collective and siz
     # (RKT_ROUNDS times), args its mpirun arguments with % for each space (a bare name: none),
     # a "#### name" line before each, then bench/rktrace_cmp.py's table of the device phases
     # (session 37: the phases vary about 0.2 us from job to job, the host's latency about 1 us)
-    rkt_one() { # the runs of one variant: extra mpirun arguments
+    # a variant's args may start with @build.tgz: a carried plugin (a gzipped tar of one
+    # mca_coll_gpu.so, as abso takes) instead of this tree's, e.g. "old=@.carry/base.tgz"
+    rkt_one() { # the runs of one variant: [@build.tgz] extra mpirun arguments
+        local M=("${MPIRUN[@]}")
+        if [ -n "${1:-}" ] && [ "${1#@}" != "$1" ]; then
+            local d="/tmp/cgpu_rkt/$nm" here="$PWD/.libs:"
+            rm -rf "$d"; mkdir -p "$d"; tar xzf "${1#@}" -C "$d" || return
+            M=("${M[@]/"$here"/"$d:"}"); shift
+        fi
         for sz in ${RKT_SIZES:-8 65536}; do
             for c in ${RKT_COLLS:-allreduce alltoall allgather}; do
                 echo "## $c $sz" >> "$out/rktrace.txt"
-                CGPU_BENCH_OSU=1 timeout -k 5 60 "${MPIRUN[@]}" -np 2 -x CGPU_BENCH_OSU --mca coll_gpu_verbose 10 \
+                CGPU_BENCH_OSU=1 timeout -k 5 60 "${M[@]}" -np 2 -x CGPU_BENCH_OSU --mca coll_gpu_verbose 10 \
                     "$@" bench/bench_colls "$c" "$sz" "$sz" 2>&1 | grep -E "resident oneshot|^ +[0-9]" >> "$out/rktrace.txt"
             done
         done

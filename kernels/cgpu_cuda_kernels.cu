@@ -1598,7 +1598,13 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
     __shared__ uint64_t s_f[4], s_k;
     __shared__ int s_exit;
     __shared__ uint64_t s_ts[2]; /* block 0's stamps inside the oneshot body (trace) */
-    cgpu_cuda_oneshot_args_t o = a.o;
+    /* the call's arguments, one copy a block in shared memory: a copy of each thread's own
+     * (a run-time index into inbox[] puts it in local memory) cost the oneshot body a chain
+     * of local loads on every call */
+    __shared__ cgpu_cuda_oneshot_args_t s_o;
+    if (0 == threadIdx.x) {
+        s_o = a.o; /* the call's fields are written before each call's barrier below */
+    }
     uint64_t t_idle = global_ns(), t_seen = 0, t_fwd = 0;
     /* a.cluster: launched as one cluster (compute capability 9.0 and later, unless
      * coll_gpu_cuda_resident_cluster is off) */
@@ -1713,6 +1719,15 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
                     }
                 }
             }
+            if (0 == lane) { /* s_f is this warp's (after its __syncwarp) */
+                s_o.in = (const void *) s_f[0];
+                s_o.out = (void *) s_f[1];
+                s_o.count = (size_t) (s_f[2] & CGPU_CUDA_RESIDENT_COUNT_MASK);
+                s_o.mode = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_MODE_SHIFT & 0xff);
+                s_o.nblocks = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
+                s_o.root = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_ROOT_SHIFT & 0x7f);
+                s_o.seq = s_f[3];
+            }
         }
         __syncthreads();
         if (0 != blockIdx.x) {
@@ -1730,16 +1745,9 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
             }
             return;
         }
-        o.in = (const void *) s_f[0];
-        o.out = (void *) s_f[1];
-        o.count = (size_t) (s_f[2] & CGPU_CUDA_RESIDENT_COUNT_MASK);
-        o.mode = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_MODE_SHIFT & 0xff);
-        o.nblocks = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
-        o.root = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_ROOT_SHIFT & 0x7f);
-        o.seq = s_f[3];
         const bool traced = nullptr != a.trace && 0 == blockIdx.x;
-        if ((int) blockIdx.x < o.nblocks) {
-            oneshot_body<T, OP>(o, (int) blockIdx.x, traced ? s_ts : nullptr);
+        if ((int) blockIdx.x < s_o.nblocks) {
+            oneshot_body<T, OP>(s_o, (int) blockIdx.x, traced ? s_ts : nullptr);
             __syncthreads(); /* every thread's part of the result, before the release */
             if (0 == threadIdx.x) {
                 const uint64_t t_body = traced ? global_ns() : 0;
