@@ -75,6 +75,9 @@ void cgpu_config_default(cgpu_config_t *cfg)
      * mailbox, session 39), a 64 KiB call's 16 blocks of 4 KiB in two clusters (1.2-1.8 us
      * less device time than 8 blocks with a flag, session 39) */
     cfg->cuda_resident_cluster = 1;
+    /* the kernel takes a small call and finds its code path while the host waits for the
+     * default stream (session 40) */
+    cfg->cuda_resident_gate = true;
     cfg->cuda_setup_exclusive = true;
     cfg->cuda_setup_wait_ms = 10;
     cfg->cuda_time_sliced = false; /* ranks sharing a GPU without MPS: the host backend */
