@@ -1051,7 +1051,10 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
  * then waits for the work the call must follow (the default stream's), so the kernel takes
  * the call, hands it on and finds its code path meanwhile (0.4-0.5 us of a small call,
  * session 40). Warp 0's lane 0 polls the word in mapped host memory, the block waits at its
- * barrier. No timeout: the host lets every gated call through, failed wait or not. */
+ * barrier. No timeout: the host lets every gated call through, failed wait or not. But
+ * while the call waits here the kernel keeps its multiprocessors, which default-stream work
+ * the host waits for may need: hence coll_gpu_cuda_resident_gate off by default, until a
+ * gate shut past the idle time gives the call back and ends the kernel. */
 __device__ __forceinline__ void call_gate(const cgpu_cuda_oneshot_args_t &a)
 {
     if (nullptr == a.gate) {

@@ -1154,7 +1154,8 @@ static bool rk_done(const cgpu_cuda_comm_t *cc, uint64_t k, int nblocks)
  * host writes its descriptor, then waits for the default stream, then opens the gate
  * (RK_GATE), so the kernel takes the call and finds its code path during the wait. Only
  * calls of one block: a call of more would need every block to poll the gate over PCIe.
- * This rank's choice alone: what the kernel exchanges with the peers is the same. */
+ * This rank's choice alone: what the kernel exchanges with the peers is the same. Off by
+ * default (cgpu_config_default says why). */
 static bool rk_gated(const cgpu_cuda_comm_t *cc, const void *args)
 {
     return NULL != cc->order_ev && cgpu_engine_config()->cuda_resident_gate &&
