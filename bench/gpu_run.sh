@@ -27,6 +27,12 @@ MPIRUN_BASE=(mpirun --allow-run-as-root --oversubscribe --mca mca_base_component
         --mca coll gpu,tuned,libnbc,basic,self ${CGPU_MPIRUN_EXTRA:-})
 MPIRUN=("${MPIRUN_BASE[@]}" --mca coll_gpu_cuda_time_sliced 1)
 pass=0; fail=0
+# a plugin build into directory $1: "." this tree's, else a carried gzipped tar of one
+# mca_coll_gpu.so (abso, rktrace's @build.tgz variants)
+plugin_into() {
+    rm -rf "$1"; mkdir -p "$1"
+    if [ "$2" = . ]; then cp .libs/mca_coll_gpu.so "$1/"; else tar xzf "$2" -C "$1"; fi
+}
 run() { run_one "$@"; }
 launch() { # name timeout np args...: the job, its output in $out/name.log, its status in rc
     local name=$1 t=$2 np=$3; shift 3
@@ -760,9 +766,9 @@ if has abso; then # A/B of builds made elsewhere and carried (ABSO="name=dir.tgz
     # "ll64=.%--mca%coll_gpu_cuda_ll_bytes%65536"
     abd=/tmp/cgpu_abso; rm -rf "$abd"; names=(); declare -A vargs=()
     for v in ${ABSO:-}; do
-        nm=${v%%=*}; src=${v#*=}; mkdir -p "$abd/$nm"; names+=("$nm")
+        nm=${v%%=*}; src=${v#*=}; names+=("$nm")
         case "$src" in *%*) vargs[$nm]=${src#*%}; vargs[$nm]=${vargs[$nm]//%/ }; src=${src%%%*} ;; esac
-        if [ "$src" = . ]; then cp .libs/mca_coll_gpu.so "$abd/$nm/"; else tar xzf "$src" -C "$abd/$nm"; fi
+        plugin_into "$abd/$nm" "$src"
     done
     if [ "${ABSO_OSU:-1}" = 1 ] && [ -x .osu/configure ] && [ ! -x .osu/c/mpi/collective/blocking/osu_allreduce ]; then
         osu_build blocking
@@ -833,7 +839,7 @@ if has rktrace; then # where a resident call's time goes, per collective and siz
         local M=("${MPIRUN[@]}")
         if [ -n "${1:-}" ] && [ "${1#@}" != "$1" ]; then
             local d="/tmp/cgpu_rkt/$nm" here="$PWD/.libs:"
-            rm -rf "$d"; mkdir -p "$d"; tar xzf "${1#@}" -C "$d" || return
+            plugin_into "$d" "${1#@}" || return
             M=("${M[@]/"$here"/"$d:"}"); shift
         fi
         for sz in ${RKT_SIZES:-8 65536}; do
