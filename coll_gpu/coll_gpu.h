@@ -76,6 +76,7 @@ typedef struct mca_coll_gpu_component_t {
     double cuda_resident_idle_us;
     int cuda_resident_max_kernels;
     int cuda_resident_cluster;
+    bool cuda_resident_gate;
     bool cuda_setup_exclusive;
     int cuda_setup_wait_ms;
     bool cuda_time_sliced;

@@ -1046,6 +1046,34 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
     }
 }
 
+/* A gated resident call (a.gate set, one block) waits here, before it reads any buffer of
+ * the caller's, until the host has let it through: the host writes the descriptor first and
+ * then waits for the work the call must follow (the default stream's), so the kernel takes
+ * the call, hands it on and finds its code path meanwhile (0.4-0.5 us of a small call,
+ * session 40). Warp 0's lane 0 polls the word in mapped host memory, the block waits at its
+ * barrier. No timeout: the host lets every gated call through, failed wait or not. But
+ * while the call waits here the kernel keeps its multiprocessors, which default-stream work
+ * the host waits for may need: hence coll_gpu_cuda_resident_gate off by default, until a
+ * gate shut past the idle time gives the call back and ends the kernel. */
+__device__ __forceinline__ void call_gate(const cgpu_cuda_oneshot_args_t &a)
+{
+    if (nullptr == a.gate) {
+        return;
+    }
+    if (threadIdx.x < 32) {
+        for (;;) {
+            uint64_t g = 0;
+            if (0 == threadIdx.x) {
+                g = *(const volatile uint64_t *) a.gate;
+            }
+            if (__shfl_sync(0xffffffffu, g, 0) >= a.gate_val) {
+                break;
+            }
+        }
+    }
+    __syncthreads();
+}
+
 /* ---- LL calls (cgpu_cuda_kernels.h: CGPU_CUDA_ONESHOT_LL) ---- */
 
 /* line l of rank p's LL data in rank r's inbox, for call a.seq of a.mode's class */
@@ -1227,6 +1255,7 @@ template <typename T, int OP> __device__ __forceinline__ uint64_t ll_combine(uin
 __device__ __forceinline__ void ll_send_lines(const cgpu_cuda_oneshot_args_t &a, const int lo,
                                               const int hi, const size_t len, uint64_t *ts)
 {
+    call_gate(a);
     const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
     const uint8_t *in = (const uint8_t *) a.in;
@@ -1326,6 +1355,7 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
         ll_body_one<T, OP>(a, lo, hi, ts);
         return;
     }
+    call_gate(a);
     /* every line of this block's share to every peer: data where it takes some, else zeros
      * (a batch of loads, then their stores) */
     for (int i0 = (int) threadIdx.x; i0 < total; i0 += CGPU_LL_BATCH * nth) {
@@ -1485,6 +1515,7 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
         } /* the host sends no LL reduction of other sizes */
         return;
     }
+    call_gate(a);
     if (CGPU_CUDA_ONESHOT_COPIES(a.mode)) {
         oneshot_share<uint8_t>(a, b, first, last);
         oneshot_send<uint8_t, CGPU_OP_SUM>(a, first, last - first);
@@ -1727,6 +1758,8 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
                 s_o.nblocks = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff);
                 s_o.root = (int) (s_f[2] >> CGPU_CUDA_RESIDENT_ROOT_SHIFT & 0x7f);
                 s_o.seq = s_f[3];
+                s_o.gate = 0 != (s_f[2] & CGPU_CUDA_RESIDENT_GATED) ? a.gate : nullptr;
+                s_o.gate_val = 0 == blockIdx.x ? k : s_k;
             }
         }
         __syncthreads();

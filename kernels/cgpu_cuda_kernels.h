@@ -241,6 +241,11 @@ typedef struct cgpu_cuda_oneshot_args {
     size_t slice_bytes;  /* capacity of one rank's contribution in an inbox buffer */
     size_t oneshot_off;  /* byte offset of the oneshot area in an inbox */
     size_t ll_off;       /* byte offset of the LL area in an inbox */
+    /* NULL, or a word in mapped host memory the call waits for (at least gate_val) before
+     * it reads the caller's buffers: a resident call whose descriptor the host wrote before
+     * the default stream's work it must follow was done (cgpu_cuda_resident_args_t.gate) */
+    const uint64_t *gate;
+    uint64_t gate_val;
     char *inbox[CGPU_CUDA_MAX_RANKS]; /* every rank's inbox (own one local) */
 } cgpu_cuda_oneshot_args_t;
 
@@ -253,7 +258,9 @@ typedef struct cgpu_cuda_oneshot_args {
 #define CGPU_CUDA_RESIDENT_MODE_SHIFT 40
 #define CGPU_CUDA_RESIDENT_BLOCKS_SHIFT 48
 #define CGPU_CUDA_RESIDENT_ROOT_SHIFT 56
-#define CGPU_CUDA_RESIDENT_COUNT_MASK ((1ull << 40) - 1)
+#define CGPU_CUDA_RESIDENT_COUNT_MASK ((1ull << 39) - 1)
+/* the call waits at its gate (cgpu_cuda_resident_args_t.gate) before it reads any buffer */
+#define CGPU_CUDA_RESIDENT_GATED (1ull << 39)
 typedef struct cgpu_cuda_resident_args {
     const uint64_t *desc;  /* 8 words, host-mapped, 16-byte aligned */
     uint64_t *completed;   /* host-mapped, one word per block: the number of the last
@@ -263,6 +270,10 @@ typedef struct cgpu_cuda_resident_args {
                             * cluster (CGPU_CUDA_RESIDENT_CLUSTERS), where its first block
                             * stores start once it runs (a cluster's blocks all run by then:
                             * the GPU places a cluster whole) */
+    /* host-mapped: the number of the last descriptor the host let through its gate (a
+     * descriptor with CGPU_CUDA_RESIDENT_GATED waits here for its own number before the call
+     * reads a buffer; only calls of one block are gated) */
+    const uint64_t *gate;
     uint64_t *state;       /* device memory, 8 words, 16-byte aligned, zeroed before each
                             * launch: the blocks' mailbox where the kernel is no cluster, the
                             * other clusters' first blocks' where it is several */
@@ -345,7 +356,7 @@ static inline CGPU_CUDA_HD uint64_t cgpu_cuda_resident_mix(uint64_t x)
     return x ^ (x >> 33);
 }
 
-/** The resident descriptor's third field (without the exit bit): count (< 2^40), mode
+/** The resident descriptor's third field (without the exit and gate bits): count (< 2^39), mode
  * (CGPU_CUDA_RING_* or CGPU_CUDA_ONESHOT_ALLTOALL), blocks (1-32), root (0-63); the kernel
  * reads each back with its shift and an 8-bit (root: 7-bit) mask. */
 static inline CGPU_CUDA_HD uint64_t cgpu_cuda_resident_word(uint64_t count, int mode, int blocks,

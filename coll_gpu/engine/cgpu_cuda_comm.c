@@ -90,6 +90,7 @@ typedef struct cgpu_cuda_comm {
  * cache line for the host to read), the end */
 enum {
     RK_DESC = 0,
+    RK_GATE = 8, /* the last gated descriptor the host let through (a line of its own) */
     RK_DONE = 16,
     RK_EXITED = RK_DONE + CGPU_CUDA_MAX_ONESHOT_BLOCKS,
     RK_PLACED = RK_EXITED + 1, /* one word per cluster */
@@ -804,6 +805,8 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     return st;
 }
 
+static bool rk_gated(const cgpu_cuda_comm_t *cc, const void *args);
+
 static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
@@ -813,8 +816,11 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
         return st;
     }
     cuda_staged_t sg = {.in = k->sbuf, .out = k->rbuf};
-    if (k->resident) { /* no stream to order: the host waits for the default stream */
-        st = NULL != cc->order_ev ? cgpu_cuda_default_stream_wait_host(cc->order_ev) : CGPU_OK;
+    if (k->resident) { /* no stream to order: the host waits for the default stream (a
+                        * gated call: in resident_call, after the descriptor) */
+        st = NULL != cc->order_ev && !rk_gated(cc, k->args)
+                 ? cgpu_cuda_default_stream_wait_host(cc->order_ev)
+                 : CGPU_OK;
     } else {
         st = cuda_stage(cc, k, &sg);
     }
@@ -1144,6 +1150,18 @@ static bool rk_done(const cgpu_cuda_comm_t *cc, uint64_t k, int nblocks)
     return true;
 }
 
+/* Whether a resident call (args: its ring_call_t) is gated (coll_gpu_cuda_resident_gate): the
+ * host writes its descriptor, then waits for the default stream, then opens the gate
+ * (RK_GATE), so the kernel takes the call and finds its code path during the wait. Only
+ * calls of one block: a call of more would need every block to poll the gate over PCIe.
+ * This rank's choice alone: what the kernel exchanges with the peers is the same. Off by
+ * default (cgpu_config_default says why). */
+static bool rk_gated(const cgpu_cuda_comm_t *cc, const void *args)
+{
+    return NULL != cc->order_ev && cgpu_engine_config()->cuda_resident_gate &&
+           1 == oneshot_blocks(oneshot_unit((const ring_call_t *) args));
+}
+
 /* descriptor k = ++rk_k: each part's field, then its tag (see cgpu_cuda_resident_mix) */
 static uint64_t rk_write(cgpu_cuda_comm_t *cc, uint64_t in, uint64_t out, uint64_t f2,
                          uint64_t oseq)
@@ -1280,6 +1298,7 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     a.completed = cc->rk_ctl_dev + RK_DONE;
     a.exited = cc->rk_ctl_dev + RK_EXITED;
     a.placed = cc->rk_ctl_dev + RK_PLACED;
+    a.gate = cc->rk_ctl_dev + RK_GATE;
     a.state = cc->rk_state;
     a.start = start;
     a.cluster = cluster;
@@ -1362,17 +1381,26 @@ static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
     const uint64_t oseq = oneshot_number(cc, rc, &mode);
     const bool ll = 0 != (mode & CGPU_CUDA_ONESHOT_LL);
     const uint64_t nblocks = oneshot_blocks(oneshot_unit(rc));
+    const bool gated = rk_gated(cc, rc);
     const uint64_t t1 = cgpu_now_ns();
     cc->rk_calls++;
     const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,
                                 cgpu_cuda_resident_word(rc->count, mode, (int) nblocks,
-                                                        rc->root),
+                                                        rc->root) |
+                                    (gated ? CGPU_CUDA_RESIDENT_GATED : 0),
                                 oseq);
     cgpu_log(CGPU_LOG_TRACE, "cuda: resident %s rank %d count %zu %s/%s blocks %llu seq %llu%s",
              oneshot_name(rc->mode), comm->rank, rc->count,
              rc->copy ? "byte" : cgpu_dtype_name(dt), rc->copy ? "-" : cgpu_op_name(op),
              (unsigned long long) nblocks, (unsigned long long) oseq, ll ? " LL" : "");
     cgpu_status_t st = cc->rk_running ? CGPU_OK : rk_launch(comm, dt, op, k);
+    /* gated: the kernel takes the call meanwhile; whatever the wait returns, the call goes
+     * through the gate (the peers take part in it), and a failed wait is this call's error */
+    const cgpu_status_t ord =
+        gated ? cgpu_cuda_default_stream_wait_host(cc->order_ev) : CGPU_OK;
+    if (gated) {
+        __atomic_store_n(&cc->rk_ctl[RK_GATE], k, __ATOMIC_RELEASE);
+    }
     /* a non-blocking collective's worker bound to the caller's one CPU gives it the core
      * between polls (a poll reads one mapped line): the caller computes meanwhile */
     const bool share = cgpu_engine_worker_shares_cpu();
@@ -1385,7 +1413,7 @@ static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
         }
         if (rk_done(cc, k, (int) nblocks)) {
             cc->rk_wait_ns += cgpu_now_ns() - t1;
-            return CGPU_OK;
+            return ord;
         }
         if (ended == k) {
             /* block 0 ended (idle) before taking descriptor k, and so took no other block

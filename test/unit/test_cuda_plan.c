@@ -125,7 +125,7 @@ static void test_resident_tags(void)
  * the others hold, and the exit bit stays clear */
 static void test_resident_packing(void)
 {
-    const uint64_t counts[] = {0, 1, 7777, 65536, (1ull << 40) - 1};
+    const uint64_t counts[] = {0, 1, 7777, 65536, (1ull << 39) - 1};
     const int roots[] = {0, 1, 17, CGPU_CUDA_MAX_RANKS - 1};
     for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
         for (int m = 0; m <= 2 * CGPU_CUDA_ONESHOT_ALLTOALL + 1; ++m) { /* with and without LL */
@@ -144,6 +144,12 @@ static void test_resident_packing(void)
                     CU_ASSERT_EQUAL((int) (w >> CGPU_CUDA_RESIDENT_BLOCKS_SHIFT & 0xff), b);
                     CU_ASSERT_EQUAL((int) (w >> CGPU_CUDA_RESIDENT_ROOT_SHIFT & 0x7f), roots[r]);
                     CU_ASSERT_EQUAL(w & CGPU_CUDA_RESIDENT_EXIT, 0);
+                    /* the gate bit is a bit of its own: set, it leaves every field as it was */
+                    CU_ASSERT_EQUAL(w & CGPU_CUDA_RESIDENT_GATED, 0);
+                    const uint64_t g = w | CGPU_CUDA_RESIDENT_GATED;
+                    CU_ASSERT_EQUAL(g & CGPU_CUDA_RESIDENT_COUNT_MASK, counts[c]);
+                    CU_ASSERT_EQUAL((int) (g >> CGPU_CUDA_RESIDENT_MODE_SHIFT & 0xff), mode);
+                    CU_ASSERT_EQUAL(g & CGPU_CUDA_RESIDENT_EXIT, 0);
                 }
             }
         }
