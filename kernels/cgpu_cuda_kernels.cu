@@ -1051,27 +1051,44 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
  * then waits for the work the call must follow (the default stream's), so the kernel takes
  * the call, hands it on and finds its code path meanwhile (0.4-0.5 us of a small call,
  * session 40). Warp 0's lane 0 polls the word in mapped host memory, the block waits at its
- * barrier. No timeout: the host lets every gated call through, failed wait or not. But
- * while the call waits here the kernel keeps its multiprocessors, which default-stream work
- * the host waits for may need: hence coll_gpu_cuda_resident_gate off by default, until a
- * gate shut past the idle time gives the call back and ends the kernel. */
-__device__ __forceinline__ void call_gate(const cgpu_cuda_oneshot_args_t &a)
+ * barrier. The host lets every gated call through, failed wait or not; but while a call
+ * waits here the kernel keeps its multiprocessors, which the default-stream work the host
+ * waits for may need (a kernel of the whole device). So a gate shut for longer than
+ * a.gate_ns (the idle time) gives the call back: false, before the call has read or sent
+ * anything, and the kernel ends as an idle one does, with the call's number, from which
+ * the host launches it again once its wait is over. True: the gate is open (or none). */
+__device__ __forceinline__ bool call_gate(const cgpu_cuda_oneshot_args_t &a)
 {
     if (nullptr == a.gate) {
-        return;
+        return true;
     }
+    __shared__ int s_open;
     if (threadIdx.x < 32) {
-        for (;;) {
+        const uint64_t t0 = global_ns();
+        int open = 0;
+        for (unsigned it = 0;; ++it) {
             uint64_t g = 0;
             if (0 == threadIdx.x) {
                 g = *(const volatile uint64_t *) a.gate;
             }
             if (__shfl_sync(0xffffffffu, g, 0) >= a.gate_val) {
+                open = 1;
+                break;
+            }
+            int late = 0;
+            if (0 == threadIdx.x && 0 == (it & 3)) { /* a poll: ~1 us */
+                late = global_ns() - t0 > a.gate_ns;
+            }
+            if (__shfl_sync(0xffffffffu, late, 0)) {
                 break;
             }
         }
+        if (0 == threadIdx.x) {
+            s_open = open;
+        }
     }
     __syncthreads();
+    return 0 != s_open;
 }
 
 /* ---- LL calls (cgpu_cuda_kernels.h: CGPU_CUDA_ONESHOT_LL) ---- */
@@ -1252,10 +1269,12 @@ template <typename T, int OP> __device__ __forceinline__ uint64_t ll_combine(uin
 /* Lines [lo, hi) of an LL call to every peer, one at a time: data where the peer takes some,
  * else zeros (len: bytes of one block); then the block's barrier, which puts every read of
  * the input before any write of the output (in place), and ts[0] */
-__device__ __forceinline__ void ll_send_lines(const cgpu_cuda_oneshot_args_t &a, const int lo,
+__device__ __forceinline__ bool ll_send_lines(const cgpu_cuda_oneshot_args_t &a, const int lo,
                                               const int hi, const size_t len, uint64_t *ts)
 {
-    call_gate(a);
+    if (!call_gate(a)) {
+        return false; /* given back (call_gate) */
+    }
     const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
     const uint8_t *in = (const uint8_t *) a.in;
@@ -1274,12 +1293,13 @@ __device__ __forceinline__ void ll_send_lines(const cgpu_cuda_oneshot_args_t &a,
     if (nullptr != ts && 0 == threadIdx.x) {
         ts[0] = global_ns();
     }
+    return true;
 }
 
 /* ll_body's lines [lo, hi) where a thread has at most one line each way: one at a time
  * (the batches below cost calls of up to 2 KiB 0.1-0.7 us more under MPS, session 17) */
 template <typename T, int OP>
-__device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, const int lo,
+__device__ __forceinline__ bool ll_body_one(const cgpu_cuda_oneshot_args_t &a, const int lo,
                                             const int hi, uint64_t *ts)
 {
     const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
@@ -1288,7 +1308,9 @@ __device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, c
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
     const uint8_t *in = (const uint8_t *) a.in;
     uint8_t *out = (uint8_t *) a.out;
-    ll_send_lines(a, lo, hi, len, ts);
+    if (!ll_send_lines(a, lo, hi, len, ts)) {
+        return false; /* given back at the gate */
+    }
     bool ok = true; /* false after a timeout (recorded): this thread stops */
     for (int l = lo + (int) threadIdx.x; l < hi && ok; l += blockDim.x) {
         const size_t off = (size_t) l * 8;
@@ -1334,11 +1356,12 @@ __device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, c
     if (nullptr != ts && 0 == threadIdx.x) {
         ts[1] = global_ns();
     }
+    return true;
 }
 
 /* block b's share of an LL call's lines; ts as in oneshot_sync */
 template <typename T, int OP>
-__device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const int b, uint64_t *ts)
+__device__ __forceinline__ bool ll_body(const cgpu_cuda_oneshot_args_t &a, const int b, uint64_t *ts)
 {
     const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
     const int lines = CGPU_CUDA_LL_LINES << CGPU_CUDA_LL_CLASS(a.mode);
@@ -1352,10 +1375,11 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
     const uint32_t num = (uint32_t) a.seq;
     const int total = (n - 1) * (hi - lo), nth = (int) blockDim.x;
     if (total <= nth && hi - lo <= nth) {
-        ll_body_one<T, OP>(a, lo, hi, ts);
-        return;
+        return ll_body_one<T, OP>(a, lo, hi, ts);
     }
-    call_gate(a);
+    if (!call_gate(a)) {
+        return false; /* given back */
+    }
     /* every line of this block's share to every peer: data where it takes some, else zeros
      * (a batch of loads, then their stores) */
     for (int i0 = (int) threadIdx.x; i0 < total; i0 += CGPU_LL_BATCH * nth) {
@@ -1450,6 +1474,7 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
     if (nullptr != ts && 0 == threadIdx.x) {
         ts[1] = global_ns();
     }
+    return true;
 }
 
 /* An LL reduction of 16-byte elements (a double complex, a pair of 8-byte fields, a padded
@@ -1457,7 +1482,7 @@ __device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const
  * and one thread takes both lines of an element from every peer, then combines. Lines
  * carry their own numbers, so which block sends or takes a line matters to no peer. */
 template <typename T, int OP>
-__device__ __forceinline__ void ll_body_wide(const cgpu_cuda_oneshot_args_t &a, const int b,
+__device__ __forceinline__ bool ll_body_wide(const cgpu_cuda_oneshot_args_t &a, const int b,
                                              uint64_t *ts)
 {
     static_assert(16 == sizeof(T), "two lines an element");
@@ -1468,7 +1493,9 @@ __device__ __forceinline__ void ll_body_wide(const cgpu_cuda_oneshot_args_t &a, 
     const size_t len = a.count * sizeof(T); /* bytes of one block */
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode;
     const uint8_t *in = (const uint8_t *) a.in;
-    ll_send_lines(a, lo, hi, len, ts);
+    if (!ll_send_lines(a, lo, hi, len, ts)) {
+        return false; /* given back at the gate */
+    }
     /* rank order, as oneshot_reduce; every peer's lines taken (LL's rule) */
     const uint8_t *mine = in + (blocks ? (size_t) me * len : 0);
     const int folds = CGPU_CUDA_ONESHOT_FOLDS(mode, me, n);
@@ -1497,25 +1524,29 @@ __device__ __forceinline__ void ll_body_wide(const cgpu_cuda_oneshot_args_t &a, 
     if (nullptr != ts && 0 == threadIdx.x) {
         ts[1] = global_ns();
     }
+    return true;
 }
 
-/* block b's part of a oneshot call; T, OP: the reduction (unused by the copying modes) */
+/* block b's part of a oneshot call; T, OP: the reduction (unused by the copying modes);
+ * false: a gated call given back before it read or sent anything (call_gate) */
 template <typename T, int OP>
-__device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, const int b,
+__device__ __forceinline__ bool oneshot_body(const cgpu_cuda_oneshot_args_t &a, const int b,
                                              uint64_t *ts = nullptr)
 {
     size_t first, last;
     if (0 != (a.mode & CGPU_CUDA_ONESHOT_LL)) {
         if (CGPU_CUDA_ONESHOT_COPIES(CGPU_CUDA_ONESHOT_BASE(a.mode))) {
-            ll_body<uint8_t, CGPU_OP_SUM>(a, b, ts);
+            return ll_body<uint8_t, CGPU_OP_SUM>(a, b, ts);
         } else if constexpr (sizeof(T) <= 8) {
-            ll_body<T, OP>(a, b, ts);
+            return ll_body<T, OP>(a, b, ts);
         } else if constexpr (16 == sizeof(T)) {
-            ll_body_wide<T, OP>(a, b, ts);
+            return ll_body_wide<T, OP>(a, b, ts);
         } /* the host sends no LL reduction of other sizes */
-        return;
+        return true;
     }
-    call_gate(a);
+    if (!call_gate(a)) {
+        return false;
+    }
     if (CGPU_CUDA_ONESHOT_COPIES(a.mode)) {
         oneshot_share<uint8_t>(a, b, first, last);
         oneshot_send<uint8_t, CGPU_OP_SUM>(a, first, last - first);
@@ -1529,6 +1560,7 @@ __device__ __forceinline__ void oneshot_body(const cgpu_cuda_oneshot_args_t &a, 
             oneshot_reduce<T, OP>(a, first, last);
         }
     }
+    return true;
 }
 
 /* Whether no part of this launch has timed out (the record is the whole launch's: a later
@@ -1548,7 +1580,7 @@ template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_one
         if (b != (int) blockIdx.x && !oneshot_on(a)) {
             return;
         }
-        oneshot_body<T, OP>(a, b);
+        (void) oneshot_body<T, OP>(a, b); /* no gate: always runs */
     }
 }
 
@@ -1635,7 +1667,11 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
     __shared__ cgpu_cuda_oneshot_args_t s_o;
     if (0 == threadIdx.x) {
         s_o = a.o; /* the call's fields are written before each call's barrier below */
+        s_o.gate_ns = a.idle_ns; /* a gate shut this long gives the call back (call_gate) */
     }
+    /* block 0 gave a gated call back (its gate stayed shut): it ends the kernel as an idle
+     * one does, with the call's number, so the host launches it again from that call */
+    bool given_back = false;
     uint64_t t_idle = global_ns(), t_seen = 0, t_fwd = 0;
     /* a.cluster: launched as one cluster (compute capability 9.0 and later, unless
      * coll_gpu_cuda_resident_cluster is off) */
@@ -1672,10 +1708,11 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
                  * PCIe per poll */
                 for (unsigned it = 0;; ++it) {
                     uint64_t q = 0, f = 0;
-                    if (lane < 4) {
+                    if (lane < 4 && !given_back) {
                         load16_volatile(a.desc + 2 * lane, q, f);
                     }
-                    if (__all_sync(0xffffffffu, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k)) {
+                    if (!given_back &&
+                        __all_sync(0xffffffffu, lane >= 4 || (q ^ cgpu_cuda_resident_mix(f)) == k)) {
                         if (lane < 4) {
                             s_f[lane] = f;
                         }
@@ -1688,7 +1725,7 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
                     }
                     int idle = 0;
                     if (0 == lane && 0 == (it & 3)) { /* a poll: ~1 us */
-                        idle = global_ns() - t_idle > a.idle_ns;
+                        idle = given_back || global_ns() - t_idle > a.idle_ns;
                     }
                     if (__shfl_sync(0xffffffffu, idle, 0)) {
                         if (lane < 4) { /* the end, as an exit descriptor would say */
@@ -1780,7 +1817,15 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
         }
         const bool traced = nullptr != a.trace && 0 == blockIdx.x;
         if ((int) blockIdx.x < s_o.nblocks) {
-            oneshot_body<T, OP>(s_o, (int) blockIdx.x, traced ? s_ts : nullptr);
+            if (!oneshot_body<T, OP>(s_o, (int) blockIdx.x, traced ? s_ts : nullptr)) {
+                /* given back at its gate (only block 0 takes gated calls, of one block): no
+                 * completion; the next round ends the kernel with this call's number */
+                given_back = true;
+                --k;
+                __syncthreads(); /* s_f, s_k and s_exit are read (as below) */
+                t_idle = global_ns();
+                continue;
+            }
             __syncthreads(); /* every thread's part of the result, before the release */
             if (0 == threadIdx.x) {
                 const uint64_t t_body = traced ? global_ns() : 0;

@@ -246,6 +246,8 @@ typedef struct cgpu_cuda_oneshot_args {
      * the default stream's work it must follow was done (cgpu_cuda_resident_args_t.gate) */
     const uint64_t *gate;
     uint64_t gate_val;
+    unsigned long long gate_ns; /* how long the call waits at its gate before it gives itself
+                                 * back (the resident kernel's idle time) */
     char *inbox[CGPU_CUDA_MAX_RANKS]; /* every rank's inbox (own one local) */
 } cgpu_cuda_oneshot_args_t;
 

@@ -75,13 +75,11 @@ void cgpu_config_default(cgpu_config_t *cfg)
      * mailbox, session 39), a 64 KiB call's 16 blocks of 4 KiB in two clusters (1.2-1.8 us
      * less device time than 8 blocks with a flag, session 39) */
     cfg->cuda_resident_cluster = 1;
-    /* on: the kernel takes a small call and finds its code path while the host waits for
-     * the default stream (0.1-0.7 us less a call, session 40). Off by default: a call at its
-     * gate keeps the kernel's multiprocessors for as long as that wait lasts (without a call
-     * it ends after the idle time), so default-stream work that needs them (a cooperative
-     * launch of the whole device) would never end, and neither would the wait. Needs a
-     * bounded gate (the kernel giving the call back and ending) before it can be on. */
-    cfg->cuda_resident_gate = false;
+    /* the kernel takes a small call and finds its code path while the host waits for the
+     * default stream (0.1-0.7 us less a call, session 40); a gate shut past the idle time
+     * gives the call back and ends the kernel, so default-stream work that needs its
+     * multiprocessors gets them as before (branch gate-bound: NOT YET RUN ON A GPU) */
+    cfg->cuda_resident_gate = true;
     cfg->cuda_setup_exclusive = true;
     cfg->cuda_setup_wait_ms = 10;
     cfg->cuda_time_sliced = false; /* ranks sharing a GPU without MPS: the host backend */
