@@ -2,7 +2,7 @@
 # On the GPU machine (2x H200): build with CUDA + NCCL, run the GPU test suite, the
 # host-backend suite (proves the plugin loads into that Open MPI), and the benchmark.
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
-#   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order chmin mps
+#   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order hog chmin mps
 #   conn maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
 #   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   abso (ABSO="name=build.tgz ...": carried builds of the plugin against each other)
@@ -701,6 +701,16 @@ if has order; then # default-stream ordering in each mode, and the negative cont
     timeout -k 5 120 "${MPIRUN[@]}" -np 4 --mca coll_gpu_cuda_stream_order none test/gpu/test_cuda_colls order \
         > "$out/order_none_np4.log" 2>&1
     echo "negative control (stream_order none, np 4): rc=$? $(grep -h 'rounds wrong' "$out/order_none_np4.log" | tr '\n' ' ')"
+fi
+if has hog; then # a kernel that needs every multiprocessor, on the default stream, just ahead
+    # of a (gated) resident call: no block of it may wait for ours; the negative control keeps
+    # the resident kernel (and its gate) far past the kernel's 300 ms patience
+    run hog_np2 60 2 test/gpu/test_cuda_colls hog 1000
+    grep -h "whole-device" "$out/hog_np2.log"
+    run hog_nogate_np2 60 2 --mca coll_gpu_cuda_resident_gate 0 test/gpu/test_cuda_colls hog 1000
+    grep -h "whole-device" "$out/hog_nogate_np2.log"
+    control hog_idle5s_np2 90 2 --mca coll_gpu_cuda_resident_idle_us 5000000 test/gpu/test_cuda_colls hog 300
+    grep -h "whole-device\|rounds failed" "$out/hog_idle5s_np2.log" | head -4
 fi
 if has chmin; then # channel minimum per piece: small and middle sizes of the ring and chain
     for v in ${CHMIN_VARIANTS:-131072 65536 32768 16384 8192}; do

@@ -14,7 +14,8 @@
  * links is never mistaken for another's.
  *
  * Prints "skipped: no GPU" and exits 77 where no device is usable. Each rank uses
- * device (rank % device count). argv[1] = "quick" leaves out the largest sizes.
+ * device (rank % device count). argv[1] = "quick" leaves out the largest sizes; "order" and
+ * "hog [ms]" run one check alone (their negative controls).
  */
 #include <cuda_runtime.h>
 #include <stdbool.h>
@@ -547,6 +548,137 @@ static long check_default_stream_order(int rounds)
     return failed;
 }
 
+/* A kernel that needs the whole device, on the default stream, ahead of a collective.
+ * Written in PTX (this test is C; the runtime compiles it for the device when loaded):
+ * one block per multiprocessor (each asks for all the shared memory a block may have, so
+ * no other block shares its multiprocessor, ours included), and each block's first thread
+ * counts itself in, then waits until every block has (a grid-wide barrier without a
+ * cooperative launch) or `timeout` ns have passed, when it counts itself in `late` too.
+ * Block 0 then writes its n ints: buf[i] = val + i. So the kernel finishes only once every
+ * multiprocessor has been free at once: a resident kernel of ours that keeps its
+ * multiprocessors while its host waits for this kernel (the ordering wait of a gated call)
+ * makes every block it shuts out late. */
+static const char hog_ptx[] =
+    ".version 7.0\n"
+    ".target sm_70\n"
+    ".address_size 64\n"
+    ".visible .entry cgpu_test_hog(.param .u64 p_count, .param .u64 p_late, .param .u64 p_buf,\n"
+    "    .param .u32 p_n, .param .u32 p_val, .param .u64 p_timeout)\n"
+    "{\n"
+    "    .reg .pred %p<4>;\n"
+    "    .reg .b32 %r<10>;\n"
+    "    .reg .b64 %rd<12>;\n"
+    "    mov.u32 %r1, %tid.x;\n"
+    "    setp.ne.u32 %p1, %r1, 0;\n"
+    "    @%p1 bra DONE;\n"
+    "    ld.param.u64 %rd1, [p_count];\n"
+    "    cvta.to.global.u64 %rd1, %rd1;\n"
+    "    ld.param.u64 %rd2, [p_late];\n"
+    "    cvta.to.global.u64 %rd2, %rd2;\n"
+    "    ld.param.u64 %rd6, [p_timeout];\n"
+    "    mov.u32 %r2, %nctaid.x;\n"
+    "    atom.global.add.u32 %r3, [%rd1], 1;\n"
+    "    mov.u64 %rd3, %globaltimer;\n"
+    "WAIT:\n"
+    "    ld.volatile.global.u32 %r4, [%rd1];\n"
+    "    setp.ge.u32 %p2, %r4, %r2;\n"
+    "    @%p2 bra ARRIVED;\n"
+    "    mov.u64 %rd4, %globaltimer;\n"
+    "    sub.u64 %rd5, %rd4, %rd3;\n"
+    "    setp.le.u64 %p3, %rd5, %rd6;\n"
+    "    @%p3 bra WAIT;\n"
+    "    atom.global.add.u32 %r5, [%rd2], 1;\n"
+    "ARRIVED:\n"
+    "    mov.u32 %r6, %ctaid.x;\n"
+    "    setp.ne.u32 %p1, %r6, 0;\n"
+    "    @%p1 bra DONE;\n"
+    "    ld.param.u64 %rd7, [p_buf];\n"
+    "    cvta.to.global.u64 %rd7, %rd7;\n"
+    "    ld.param.u32 %r7, [p_n];\n"
+    "    ld.param.u32 %r8, [p_val];\n"
+    "    mov.u32 %r6, 0;\n"
+    "FILL:\n"
+    "    setp.ge.u32 %p1, %r6, %r7;\n"
+    "    @%p1 bra DONE;\n"
+    "    mul.wide.u32 %rd8, %r6, 4;\n"
+    "    add.u64 %rd9, %rd7, %rd8;\n"
+    "    add.u32 %r9, %r8, %r6;\n"
+    "    st.global.u32 [%rd9], %r9;\n"
+    "    add.u32 %r6, %r6, 1;\n"
+    "    bra FILL;\n"
+    "DONE:\n"
+    "    ret;\n"
+    "}\n";
+
+/* Rounds of: a small allreduce (so our resident kernel runs), the whole-device kernel on
+ * the legacy default stream writing the next allreduce's input, and at once that allreduce
+ * (ints, SUM; 1 KiB: a resident call of one block, gated where the gate is on; 64 KiB in
+ * every other round: several blocks, not gated). Each result is the sum of what the kernels
+ * wrote (computed here), and no block of the kernel may be late: a block waiting past
+ * `timeout_ms` for the others means a multiprocessor was held while the host waited for it
+ * (with coll_gpu_cuda_resident_idle_us far above the timeout: the negative control).
+ * Returns the failed rounds. */
+static long check_whole_device_kernel(int rounds, double timeout_ms)
+{
+    cudaLibrary_t lib;
+    cudaKernel_t hog;
+    CUDA_OK(cudaLibraryLoadData(&lib, hog_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CUDA_OK(cudaLibraryGetKernel(&hog, lib, "cgpu_test_hog"));
+    int dev = 0, sms = 0, smem = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_OK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    CUDA_OK(cudaFuncSetAttribute((const void *) hog, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 smem));
+    const size_t most = 16384; /* ints: 64 KiB */
+    int *in = dev_alloc(most * sizeof(int)), *out = dev_alloc(most * sizeof(int));
+    unsigned *ctl = dev_alloc(2 * sizeof(unsigned)); /* arrivals, late blocks */
+    int *h = mt_xmalloc(most * sizeof(int));
+    long failed = 0;
+    double slowest = 0;
+    for (int it = 0; it < rounds; ++it) {
+        const size_t n = it % 2 ? most : 256;
+        MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, out, 64, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+        CUDA_OK(cudaMemsetAsync(ctl, 0, 2 * sizeof(unsigned), 0));
+        void *p_count = ctl, *p_late = ctl + 1, *p_buf = in;
+        unsigned p_n = (unsigned) n, p_val = 1000u * (unsigned) (rank + 1) + (unsigned) it;
+        unsigned long long p_timeout = (unsigned long long) (timeout_ms * 1e6);
+        void *params[] = {&p_count, &p_late, &p_buf, &p_n, &p_val, &p_timeout};
+        const double t0 = MPI_Wtime();
+        CUDA_OK(cudaLaunchKernel((const void *) hog, (dim3){(unsigned) sms, 1, 1}, (dim3){32, 1, 1}, params, (size_t) smem, 0));
+        MT_CHECK_MPI(MPI_Allreduce(in, out, (int) n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+        const double t = MPI_Wtime() - t0;
+        slowest = t > slowest ? t : slowest;
+        unsigned late[2];
+        CUDA_OK(cudaMemcpy(late, ctl, sizeof(late), cudaMemcpyDeviceToHost));
+        from_dev(h, out, n * sizeof(int));
+        long bad = 0;
+        for (size_t i = 0; i < n; ++i) {
+            long long want = 0;
+            for (int r = 0; r < nranks; ++r) {
+                want += 1000ll * (r + 1) + it + (long long) i;
+            }
+            bad += h[i] != (int) want;
+        }
+        failed += 0 != bad || 0 != late[1];
+        MT_CHECK(0 == late[1], "whole-device kernel, round %d (%zu ints): %u of %d blocks "
+                 "waited past %.0f ms for a multiprocessor (one was held while the host "
+                 "waited)", it, n, late[1], sms, timeout_ms);
+        MT_CHECK(0 == bad, "whole-device kernel, round %d: allreduce of %zu ints after it: "
+                 "%ld wrong", it, n, bad);
+    }
+    if (0 == rank) {
+        printf("test_cuda_colls: whole-device kernel then allreduce: %d rounds, %d blocks, "
+               "slowest %.1f us, %ld failed\n", rounds, sms, slowest * 1e6, failed);
+    }
+    free(h);
+    cudaFree(ctl);
+    cudaFree(out);
+    cudaFree(in);
+    CUDA_OK(cudaLibraryUnload(lib));
+    return failed;
+}
+
 /* Split/dup loop: a released communicator's inbox and peer mappings serve the next one
  * (pool and IPC cache), so device memory, mappings and time per cycle stay flat. */
 static void check_comm_cycles(int cycles)
@@ -643,6 +775,12 @@ int main(int argc, char **argv)
     if (argc > 1 && 0 == strcmp(argv[1], "order")) { /* this check alone (negative control) */
         long f = check_default_stream_order(50);
         printf("test_cuda_colls order: rank %d: %ld of 50 rounds wrong\n", rank, f);
+        return mt_finalize();
+    }
+    if (argc > 1 && 0 == strcmp(argv[1], "hog")) { /* this check alone (negative control) */
+        const double ms = argc > 2 ? atof(argv[2]) : 1000;
+        long f = check_whole_device_kernel(20, ms);
+        printf("test_cuda_colls hog: rank %d: %ld of 20 rounds failed\n", rank, f);
         return mt_finalize();
     }
     mt_pvars_t pv;
@@ -768,6 +906,7 @@ int main(int argc, char **argv)
     MT_EXPECT_PATH(&pv, nmix, MT_PATH_ENGINE, "random mix");
 
     check_default_stream_order(quick ? 20 : 50);
+    check_whole_device_kernel(quick ? 6 : 20, 1000);
     mt_pvars_close(&pv);
     if (!shared) { /* the inbox pool and IPC cache of the cuda backend */
         check_comm_cycles(quick ? 100 : 500);
