@@ -475,13 +475,13 @@ static int gpu_register(void)
             OPAL_INFO_LVL_9, &c->cuda_resident_cluster);
     c->cuda_resident_gate = d.cuda_resident_gate;
     reg("cuda_resident_gate",
-        "cuda backend: a resident call of one block (up to 4 KiB with the defaults) gets its "
-        "descriptor before the host waits for the default stream's earlier work "
-        "(coll_gpu_cuda_stream_order); the kernel takes it and then waits at a gate, before "
-        "it reads any buffer, until that wait is over (0.1-0.7 us less a call). Off by "
-        "default: while a call waits at its gate the kernel keeps its multiprocessors, so "
-        "default-stream work that needs them (a cooperative launch of the whole device) "
-        "would hang. false: the descriptor after the wait",
+        "cuda backend: a resident call gets its descriptor before the host waits for the "
+        "default stream's earlier work (coll_gpu_cuda_stream_order); the kernel takes it, "
+        "hands it on and waits at a gate, before it reads any buffer, until that wait is "
+        "over (block 0 reads the gate and tells the call's other blocks). A gate shut past "
+        "coll_gpu_cuda_resident_idle_us gives the call back and ends the kernel, as an idle "
+        "one ends, so default-stream work that needs its multiprocessors gets them. false: "
+        "the descriptor after the wait",
         MCA_BASE_VAR_TYPE_BOOL, OPAL_INFO_LVL_9, &c->cuda_resident_gate);
     c->cuda_setup_exclusive = d.cuda_setup_exclusive;
     reg("cuda_setup_exclusive",

@@ -1046,17 +1046,21 @@ __device__ __forceinline__ void oneshot_reduce(const cgpu_cuda_oneshot_args_t &a
     }
 }
 
-/* A gated resident call (a.gate set, one block) waits here, before it reads any buffer of
- * the caller's, until the host has let it through: the host writes the descriptor first and
+/* A gated resident call (a.gate set) waits here, before it reads any buffer of the
+ * caller's, until the host has let it through: the host writes the descriptor first and
  * then waits for the work the call must follow (the default stream's), so the kernel takes
  * the call, hands it on and finds its code path meanwhile (0.4-0.5 us of a small call,
- * session 40). Warp 0's lane 0 polls the word in mapped host memory, the block waits at its
- * barrier. The host lets every gated call through, failed wait or not; but while a call
- * waits here the kernel keeps its multiprocessors, which the default-stream work the host
- * waits for may need (a kernel of the whole device). So a gate shut for longer than
+ * session 40). Block 0's warp 0 polls the gate word in mapped host memory; the block waits
+ * at its barrier. The host lets every gated call through, failed wait or not; but while a
+ * call waits here the kernel keeps its multiprocessors, which the default-stream work the
+ * host waits for may need (a kernel of the whole device). So a gate shut for longer than
  * a.gate_ns (the idle time) gives the call back: false, before the call has read or sent
  * anything, and the kernel ends as an idle one does, with the call's number, from which
- * the host launches it again once its wait is over. True: the gate is open (or none). */
+ * the host launches it again once its wait is over. A call of several blocks: block 0
+ * alone reads the gate and tells the others its verdict (a.verdict, device memory: the
+ * call's number, or with CGPU_CUDA_GATE_BACK given back), so all of a call's blocks go, or
+ * none. True: the gate is open (or none). */
+#define CGPU_CUDA_GATE_BACK (1ull << 63)
 __device__ __forceinline__ bool call_gate(const cgpu_cuda_oneshot_args_t &a)
 {
     if (nullptr == a.gate) {
@@ -1064,23 +1068,44 @@ __device__ __forceinline__ bool call_gate(const cgpu_cuda_oneshot_args_t &a)
     }
     __shared__ int s_open;
     if (threadIdx.x < 32) {
-        const uint64_t t0 = global_ns();
         int open = 0;
-        for (unsigned it = 0;; ++it) {
-            uint64_t g = 0;
-            if (0 == threadIdx.x) {
-                g = *(const volatile uint64_t *) a.gate;
+        if (0 == blockIdx.x) {
+            const uint64_t t0 = global_ns();
+            for (unsigned it = 0;; ++it) {
+                uint64_t g = 0;
+                if (0 == threadIdx.x) {
+                    g = *(const volatile uint64_t *) a.gate;
+                }
+                if (__shfl_sync(0xffffffffu, g, 0) >= a.gate_val) {
+                    open = 1;
+                    break;
+                }
+                int late = 0;
+                if (0 == threadIdx.x && 0 == (it & 3)) { /* a poll: ~1 us */
+                    late = global_ns() - t0 > a.gate_ns;
+                }
+                if (__shfl_sync(0xffffffffu, late, 0)) {
+                    break;
+                }
             }
-            if (__shfl_sync(0xffffffffu, g, 0) >= a.gate_val) {
-                open = 1;
-                break;
+            if (a.nblocks > 1 && 0 == threadIdx.x) {
+                *(volatile uint64_t *) a.verdict = open ? a.gate_val : a.gate_val | CGPU_CUDA_GATE_BACK;
             }
-            int late = 0;
-            if (0 == threadIdx.x && 0 == (it & 3)) { /* a poll: ~1 us */
-                late = global_ns() - t0 > a.gate_ns;
-            }
-            if (__shfl_sync(0xffffffffu, late, 0)) {
-                break;
+        } else {
+            /* block 0 decides within a.gate_ns; until then an earlier call's verdict */
+            for (;;) {
+                uint64_t v = 0;
+                if (0 == threadIdx.x) {
+                    v = *(const volatile uint64_t *) a.verdict;
+                }
+                v = __shfl_sync(0xffffffffu, v, 0);
+                if (v == a.gate_val) {
+                    open = 1;
+                    break;
+                }
+                if (v == (a.gate_val | CGPU_CUDA_GATE_BACK)) {
+                    break;
+                }
             }
         }
         if (0 == threadIdx.x) {
@@ -1668,6 +1693,7 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
     if (0 == threadIdx.x) {
         s_o = a.o; /* the call's fields are written before each call's barrier below */
         s_o.gate_ns = a.idle_ns; /* a gate shut this long gives the call back (call_gate) */
+        s_o.verdict = a.state + CGPU_CUDA_RESIDENT_VERDICT;
     }
     /* block 0 gave a gated call back (its gate stayed shut): it ends the kernel as an idle
      * one does, with the call's number, so the host launches it again from that call */
@@ -1811,17 +1837,17 @@ __global__ void __launch_bounds__(512, 1) resident_kernel(const cgpu_cuda_reside
 #endif
             if (0 == blockIdx.x && 0 == threadIdx.x) {
                 __threadfence_system();
-                store_flag(a.exited, k);
+                store_flag(a.exited, given_back ? k - 1 : k); /* k - 1: the call given back */
             }
             return;
         }
         const bool traced = nullptr != a.trace && 0 == blockIdx.x;
         if ((int) blockIdx.x < s_o.nblocks) {
             if (!oneshot_body<T, OP>(s_o, (int) blockIdx.x, traced ? s_ts : nullptr)) {
-                /* given back at its gate (only block 0 takes gated calls, of one block): no
-                 * completion; the next round ends the kernel with this call's number */
+                /* given back at its gate (every block of the call alike): no completion;
+                 * block 0's next round ends the kernel (descriptor k + 1 to the others,
+                 * which wait for one past k; this call's number to the host) */
                 given_back = true;
-                --k;
                 __syncthreads(); /* s_f, s_k and s_exit are read (as below) */
                 t_idle = global_ns();
                 continue;

@@ -246,6 +246,9 @@ typedef struct cgpu_cuda_oneshot_args {
      * the default stream's work it must follow was done (cgpu_cuda_resident_args_t.gate) */
     const uint64_t *gate;
     uint64_t gate_val;
+    /* device memory: block 0's verdict on a gated call of several blocks for the others
+     * (gate_val: go; with bit 63 set: given back) */
+    uint64_t *verdict;
     unsigned long long gate_ns; /* how long the call waits at its gate before it gives itself
                                  * back (the resident kernel's idle time) */
     char *inbox[CGPU_CUDA_MAX_RANKS]; /* every rank's inbox (own one local) */
@@ -263,6 +266,8 @@ typedef struct cgpu_cuda_oneshot_args {
 #define CGPU_CUDA_RESIDENT_COUNT_MASK ((1ull << 39) - 1)
 /* the call waits at its gate (cgpu_cuda_resident_args_t.gate) before it reads any buffer */
 #define CGPU_CUDA_RESIDENT_GATED (1ull << 39)
+#define CGPU_CUDA_RESIDENT_VERDICT 8
+#define CGPU_CUDA_RESIDENT_STATE_WORDS 16
 typedef struct cgpu_cuda_resident_args {
     const uint64_t *desc;  /* 8 words, host-mapped, 16-byte aligned */
     uint64_t *completed;   /* host-mapped, one word per block: the number of the last
@@ -276,9 +281,12 @@ typedef struct cgpu_cuda_resident_args {
      * descriptor with CGPU_CUDA_RESIDENT_GATED waits here for its own number before the call
      * reads a buffer; only calls of one block are gated) */
     const uint64_t *gate;
-    uint64_t *state;       /* device memory, 8 words, 16-byte aligned, zeroed before each
-                            * launch: the blocks' mailbox where the kernel is no cluster, the
-                            * other clusters' first blocks' where it is several */
+    uint64_t *state;       /* device memory, CGPU_CUDA_RESIDENT_STATE_WORDS, 16-byte
+                            * aligned, zeroed before each launch: words 0-7 the blocks'
+                            * mailbox where the kernel is no cluster, the other clusters'
+                            * first blocks' where it is several; word
+                            * CGPU_CUDA_RESIDENT_VERDICT (a line of its own) block 0's
+                            * verdict on a gated call of several blocks */
     uint64_t start;        /* the first descriptor number this launch takes */
     int cluster;           /* launch as thread block clusters (cgpu_cuda_resident_cluster) */
     unsigned long long idle_ns;

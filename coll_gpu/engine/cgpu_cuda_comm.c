@@ -100,7 +100,8 @@ _Static_assert((RK_PLACED + CGPU_CUDA_RESIDENT_CLUSTERS) * 8 <= RK_CTL_BYTES,
                "resident control block");
 /* the kernel's device memory: RK_STATE_WORDS of state (zeroed at each launch), then the
  * trace (zeroed once, summed across launches; verbose 10) */
-enum { RK_STATE_WORDS = 8, RK_TRACE = RK_STATE_WORDS, RK_DEV_BYTES = 128 };
+enum { RK_STATE_WORDS = CGPU_CUDA_RESIDENT_STATE_WORDS, RK_TRACE = RK_STATE_WORDS,
+       RK_DEV_BYTES = 256 };
 _Static_assert((RK_TRACE + CGPU_CUDA_RK_TRACE_WORDS) * 8 <= RK_DEV_BYTES, "resident trace");
 
 /* communicators that have launched a resident kernel (at most cuda_resident_max_kernels) */
@@ -805,7 +806,7 @@ static cgpu_status_t cuda_stage(cgpu_cuda_comm_t *cc, const cuda_call_t *k, cuda
     return st;
 }
 
-static bool rk_gated(const cgpu_cuda_comm_t *cc, const void *args);
+static bool rk_gated(const cgpu_cuda_comm_t *cc);
 
 static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
 {
@@ -818,7 +819,7 @@ static cgpu_status_t cuda_run(cgpu_comm_t *comm, const cuda_call_t *k)
     cuda_staged_t sg = {.in = k->sbuf, .out = k->rbuf};
     if (k->resident) { /* no stream to order: the host waits for the default stream (a
                         * gated call: in resident_call, after the descriptor) */
-        st = NULL != cc->order_ev && !rk_gated(cc, k->args)
+        st = NULL != cc->order_ev && !rk_gated(cc)
                  ? cgpu_cuda_default_stream_wait_host(cc->order_ev)
                  : CGPU_OK;
     } else {
@@ -1150,16 +1151,14 @@ static bool rk_done(const cgpu_cuda_comm_t *cc, uint64_t k, int nblocks)
     return true;
 }
 
-/* Whether a resident call (args: its ring_call_t) is gated (coll_gpu_cuda_resident_gate): the
- * host writes its descriptor, then waits for the default stream, then opens the gate
- * (RK_GATE), so the kernel takes the call and finds its code path during the wait. Only
- * calls of one block: a call of more would need every block to poll the gate over PCIe.
- * This rank's choice alone: what the kernel exchanges with the peers is the same. Off by
- * default (cgpu_config_default says why). */
-static bool rk_gated(const cgpu_cuda_comm_t *cc, const void *args)
+/* Whether a resident call is gated (coll_gpu_cuda_resident_gate): the host writes its
+ * descriptor, then waits for the default stream, then opens the gate (RK_GATE), so the
+ * kernel takes the call, hands it on and finds its code path during the wait (block 0
+ * polls the gate and tells the call's other blocks). This rank's choice alone: what the
+ * kernel exchanges with the peers is the same. */
+static bool rk_gated(const cgpu_cuda_comm_t *cc)
 {
-    return NULL != cc->order_ev && cgpu_engine_config()->cuda_resident_gate &&
-           1 == oneshot_blocks(oneshot_unit((const ring_call_t *) args));
+    return NULL != cc->order_ev && cgpu_engine_config()->cuda_resident_gate;
 }
 
 /* descriptor k = ++rk_k: each part's field, then its tag (see cgpu_cuda_resident_mix) */
@@ -1381,7 +1380,7 @@ static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
     const uint64_t oseq = oneshot_number(cc, rc, &mode);
     const bool ll = 0 != (mode & CGPU_CUDA_ONESHOT_LL);
     const uint64_t nblocks = oneshot_blocks(oneshot_unit(rc));
-    const bool gated = rk_gated(cc, rc);
+    const bool gated = rk_gated(cc);
     const uint64_t t1 = cgpu_now_ns();
     cc->rk_calls++;
     const uint64_t k = rk_write(cc, (uintptr_t) in, (uintptr_t) out,

@@ -75,10 +75,10 @@ void cgpu_config_default(cgpu_config_t *cfg)
      * mailbox, session 39), a 64 KiB call's 16 blocks of 4 KiB in two clusters (1.2-1.8 us
      * less device time than 8 blocks with a flag, session 39) */
     cfg->cuda_resident_cluster = 1;
-    /* the kernel takes a small call and finds its code path while the host waits for the
-     * default stream (0.1-0.7 us less a call, session 40); a gate shut past the idle time
-     * gives the call back and ends the kernel, so default-stream work that needs its
-     * multiprocessors gets them as before (branch gate-bound: NOT YET RUN ON A GPU) */
+    /* the kernel takes a call, hands it on and finds its code path while the host waits
+     * for the default stream (sessions 40-41); a gate shut past the idle time gives the
+     * call back and ends the kernel, so default-stream work that needs its
+     * multiprocessors gets them as without the gate (test_cuda_colls hog) */
     cfg->cuda_resident_gate = true;
     cfg->cuda_setup_exclusive = true;
     cfg->cuda_setup_wait_ms = 10;

@@ -139,10 +139,10 @@ typedef struct cgpu_config {
     int cuda_resident_cluster;  /* one thread block cluster where the device has them: 0
                                  * never, 1 when no other kernel of the process can be on the
                                  * device (cgpu_cuda_comm.c, rk_cluster_now), 2 always */
-    bool cuda_resident_gate;    /* a resident call of one block gets its descriptor before the
-                                 * host waits for the default stream, and waits at a gate
-                                 * for that wait's end before it reads a buffer (default
-                                 * off: cgpu_config_default says why) */
+    bool cuda_resident_gate;    /* a resident call gets its descriptor before the host
+                                 * waits for the default stream, and waits at a gate for
+                                 * that wait's end before it reads a buffer (given back
+                                 * past the idle time) */
     bool cuda_setup_exclusive;  /* a communicator's CUDA set-up waits until no collective
                                  * kernel of the process is in flight (cgpu_cuda_setup_begin) */
     int cuda_setup_wait_ms;     /* ... for at most this long, then goes ahead (-1: for ever) */
