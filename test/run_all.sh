@@ -115,6 +115,30 @@ run_test() {
     record "$name" "$rc" "$log"
 }
 
+# run_test, and once more where the first run timed out (only the runs that hit Open MPI's
+# own hang under MPI_THREAD_MULTIPLE: about 1 run in 80-150 of `test_nb threads` across 2
+# fake nodes, every thread of every rank inside Open MPI's coll/tuned allgather and ob1,
+# none of ours holding a lock; bench/results/2026-11-23_session7_host.md and
+# 2026-11-27_session41.md). The first run's log is kept beside the second's; a second
+# timeout, or any other failure, fails the test.
+run_test_hang_once() {
+    local name=$1 log
+    log="$LOGDIR/${name//[^A-Za-z0-9_.=-]/_}.log"
+    timeout -k 10 "${CGPU_TEST_HANG_ONCE_S:-120}" "${@:2}" </dev/null >"$log.first" 2>&1
+    local rc=$?
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        echo "  ($name: the first run hung past ${CGPU_TEST_HANG_ONCE_S:-120} s, killed; once more, log $log.first)"
+        run_test "$@"
+    else
+        {
+            echo "+ ${*:2}"
+            cat "$log.first"
+        } >"$log"
+        rm -f "$log.first"
+        record "$name" "$rc" "$log"
+    fi
+}
+
 cgpu_shm_entries() {
     find /dev/shm -maxdepth 1 -name 'cgpu*' -printf '%f\n' 2>/dev/null | sort
 }
@@ -280,7 +304,7 @@ else
     # ---- non-blocking: 4 threads on their own communicators; and the worker cap (a post
     # past it fails on every rank, nothing hangs) ----
     if [ -x "$BIN/mpi/test_nb" ]; then
-        run_test "test_nb.threads.np3" "${MPIRUN[@]}" -np 3 "$BIN/mpi/test_nb" threads
+        run_test_hang_once "test_nb.threads.np3" "${MPIRUN[@]}" -np 3 "$BIN/mpi/test_nb" threads
         run_test "test_nb.cap.np3" "${MPIRUN[@]}" --mca coll_gpu_nb_max_workers 1 -np 3 \
             "$BIN/mpi/test_nb" cap
         # the v-forms' large blocks in rounds of the scratch cap's share
@@ -360,7 +384,7 @@ else
                 --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/$p"
         done
         # non-blocking collectives from 4 threads, each on its own communicators across nodes
-        [ -x "$BIN/mpi/test_nb" ] && run_test "test_nb.threads.nodes2x2.np4" "${MPIRUN[@]}" \
+        [ -x "$BIN/mpi/test_nb" ] && run_test_hang_once "test_nb.threads.nodes2x2.np4" "${MPIRUN[@]}" \
             "${NODES[@]}" --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/test_nb" threads
     fi
     # ---- a rank killed mid-allreduce across fake nodes: every survivor returns an error
