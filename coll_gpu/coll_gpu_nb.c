@@ -559,8 +559,9 @@ static cgpu_status_t async_barrier(void *ctx)
     return st;
 }
 
-/* Posts or tests one worker's round (progress callback, pending_lock held): true when the
- * round is over. */
+/* Posts or tests one worker's round (progress callback, pending_lock held: nothing here may
+ * make a progress call, which could come back to pending_lock): true when the round is
+ * over. */
 static bool job_step(mca_coll_gpu_nbq_t *q)
 {
     boot_job_t *j = q->job;
@@ -595,6 +596,17 @@ static bool job_step(mca_coll_gpu_nbq_t *q)
     }
     int flag = 0;
     if (j->nreqs > 0) {
+        /* complete, without a progress call of our own: this runs inside our progress
+         * callback with pending_lock held, and ompi_request_test_all on requests not yet
+         * complete calls opal_progress, whose other callbacks may post a collective that
+         * comes back here (a communicator id agreement of MPI_Comm_dup posts an iallreduce:
+         * nb_iallreduce, pending_add, the same lock; a self-deadlock in CI, session 41). The
+         * application's MPI calls progress the messages. */
+        for (int i = 0; i < j->nreqs; ++i) {
+            if (!REQUEST_COMPLETE(j->reqs[i])) {
+                return false;
+            }
+        }
         int rc = ompi_request_test_all(j->nreqs, j->reqs, &flag, MPI_STATUSES_IGNORE);
         if (OMPI_SUCCESS != rc && MPI_SUCCESS == j->rc) {
             j->rc = rc;
