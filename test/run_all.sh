@@ -94,9 +94,9 @@ record() { # name status(0 = pass, 77 = skipped with a printed reason) log
     fi
 }
 
-# run_test NAME COMMAND... : runs it under the timeout, output to its log.
-run_test() {
-    local name=$1 log rc start
+# run_logged NAME COMMAND... : runs it under $TIMEOUT, output to its log ($log), status in $rc.
+run_logged() {
+    local name=$1 start
     shift
     log="$LOGDIR/${name//[^A-Za-z0-9_.=-]/_}.log"
     start=$SECONDS
@@ -112,31 +112,30 @@ run_test() {
             echo "+ TIMED OUT: killed after ${TIMEOUT} s"
         fi
     } >>"$log"
-    record "$name" "$rc" "$log"
+}
+
+# run_test NAME COMMAND... : runs it under the timeout, output to its log.
+run_test() {
+    local log rc
+    run_logged "$@"
+    record "$1" "$rc" "$log"
 }
 
 # run_test, and once more where the first run timed out (only the runs that hit Open MPI's
-# own hang under MPI_THREAD_MULTIPLE: about 1 run in 80-150 of `test_nb threads` across 2
+# own hang under MPI_THREAD_MULTIPLE: about 1 run in 40-150 of `test_nb threads` across 2
 # fake nodes, every thread of every rank inside Open MPI's coll/tuned allgather and ob1,
 # none of ours holding a lock; bench/results/2026-11-23_session7_host.md and
 # 2026-11-27_session41.md). The first run's log is kept beside the second's; a second
 # timeout, or any other failure, fails the test.
 run_test_hang_once() {
-    local name=$1 log
-    log="$LOGDIR/${name//[^A-Za-z0-9_.=-]/_}.log"
-    timeout -k 10 "${CGPU_TEST_HANG_ONCE_S:-120}" "${@:2}" </dev/null >"$log.first" 2>&1
-    local rc=$?
+    local log rc
+    TIMEOUT=${CGPU_TEST_HANG_ONCE_S:-120} run_logged "$@"
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-        echo "  ($name: the first run hung past ${CGPU_TEST_HANG_ONCE_S:-120} s, killed; once more, log $log.first)"
-        run_test "$@"
-    else
-        {
-            echo "+ ${*:2}"
-            cat "$log.first"
-        } >"$log"
-        rm -f "$log.first"
-        record "$name" "$rc" "$log"
+        mv "$log" "$log.first"
+        echo "  ($1: the first run hung past ${CGPU_TEST_HANG_ONCE_S:-120} s, killed; once more, log $log.first)"
+        run_logged "$@"
     fi
+    record "$1" "$rc" "$log"
 }
 
 cgpu_shm_entries() {
