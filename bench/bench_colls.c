@@ -24,14 +24,21 @@
  *        reduce_char|iallreduce|allreduce_maxloc|allreduce_dint|reduce_dint] [maxbytes [minbytes]]
  * With CGPU_BENCH_OSU=1 each call is timed alone between two MPI_Barriers and the mean over
  * ranks is reported, as the OSU benchmarks time it (default: back to back, slowest rank).
+ * With CGPU_BENCH_STALL_LOG=prefix as well, each rank writes prefix.<rank>: one line per call
+ * over 50 us, "side coll bytes start_ns length_ns cpu involuntary_switches" (CLOCK_MONOTONIC,
+ * as bench/noise_probe logs its gaps; the switches are the thread's during that call).
  */
+#define _GNU_SOURCE /* sched_getcpu, RUSAGE_THREAD */
 #include <cuda_runtime.h>
+#include <sched.h>
 #include <math.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <time.h>
 
 #define CK(call)                                                                          \
     do {                                                                                  \
@@ -262,6 +269,23 @@ static int check(int coll, size_t cnt)
 /* osu_mode: each timed call's seconds on this rank, sorted after the run (the stall
  * columns: median and slowest call, and calls over 50 us) */
 static double call_s[MAX_ITERS];
+/* CGPU_BENCH_STALL_LOG: this rank's stall log, and the row it is timing */
+static FILE *stall_log;
+static const char *stall_side, *stall_coll;
+static size_t stall_bytes;
+
+static unsigned long long mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (unsigned long long) ts.tv_sec * 1000000000ull + (unsigned long long) ts.tv_nsec;
+}
+
+static long thread_nivcsw(void)
+{
+    struct rusage ru;
+    return 0 == getrusage(RUSAGE_THREAD, &ru) ? ru.ru_nivcsw : -1;
+}
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -290,12 +314,22 @@ static double timed(void (*fn)(int, size_t), int coll, size_t cnt, int it, size_
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
     double alone = 0;
+    long sw = stall_log ? thread_nivcsw() : 0;
     for (int i = 0; i < it; ++i) {
+        const unsigned long long a_ns = stall_log ? mono_ns() : 0;
         const double a = MPI_Wtime();
         fn(coll, cnt);
         if (osu_mode) {
             call_s[i] = MPI_Wtime() - a;
             alone += call_s[i];
+            if (stall_log) { /* outside the timed call, before the barrier */
+                const long sw1 = thread_nivcsw();
+                if (call_s[i] > 50e-6) {
+                    fprintf(stall_log, "%s %s %zu %llu %.0f %d %ld\n", stall_side, stall_coll,
+                            stall_bytes, a_ns, call_s[i] * 1e9, sched_getcpu(), sw1 - sw);
+                }
+                sw = sw1;
+            }
             MPI_Barrier(MPI_COMM_WORLD);
         }
     }
@@ -349,11 +383,15 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
         /* the stall columns (osu_mode): each side's median and slowest call and calls over
          * 50 us, the largest over ranks */
         double st[6] = {0, 0, 0, 0, 0, 0}, stm[6];
+        stall_side = "ours";
+        stall_coll = names[coll];
+        stall_bytes = bytes;
         const double t_ours = timed(ours, coll, cnt, it, bytes);
         if (osu_mode) {
             stall_stats(it, st);
         }
         int ok = check(coll, cnt);
+        stall_side = "nccl";
         const double t_nccl = have_nccl ? timed(nccl, coll, cnt, it, 0) : NAN;
         if (osu_mode && have_nccl) {
             stall_stats(it, st + 3);
@@ -403,6 +441,14 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     osu_mode = NULL != getenv("CGPU_BENCH_OSU") && 0 != atoi(getenv("CGPU_BENCH_OSU"));
+    const char *slog = getenv("CGPU_BENCH_STALL_LOG");
+    if (osu_mode && NULL != slog && '\0' != slog[0]) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s.%d", slog, rank);
+        if (NULL == (stall_log = fopen(path, "w"))) {
+            perror(path);
+        }
+    }
     CK(cudaGetDeviceCount(&ndev));
     CK(cudaSetDevice(rank % ndev));
     const char *which = argc > 1 ? argv[1] : "all";
@@ -447,6 +493,9 @@ int main(int argc, char **argv)
     }
     cudaFree(sb);
     cudaFree(rb);
+    if (stall_log) {
+        fclose(stall_log);
+    }
     MPI_Finalize();
     return 0 == ran;
 }

@@ -4,7 +4,7 @@
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order hog chmin mps
 #   conn maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
-#   lat pending goals shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
+#   lat pending goals noise shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   abso (ABSO="name=build.tgz ...": carried builds of the plugin against each other)
 #   rktrace (RKT_VARIANTS="name=--mca%param%value ...": settings' device phases; "name=@b.tgz": a carried build) nb_rep
 #   suite_cuda bench
@@ -73,7 +73,7 @@ if has unpack; then # instead of build: the plugin and GPU tests packed here by 
     cat .carry/manifest.txt | tee -a "$out/machine.txt"
     echo "unpack ok"
     # the NCCL benchmark (goals, bench steps): only its one file, against the machine's NCCL
-    if [ -n "${NCCL_HOME:-}" ] && [ ! -x bench/bench_colls ]; then
+    if [ -n "${NCCL_HOME:-}" ] && { [ ! -x bench/bench_colls ] || [ bench/bench_colls.c -nt bench/bench_colls ]; }; then
         if mpicc -O2 -std=gnu11 -I/usr/local/cuda/include -I"$NCCL_HOME/include" bench/bench_colls.c \
             -o bench/bench_colls -L"$NCCL_HOME/lib" -lnccl -L/usr/local/cuda/lib64 -lcudart -lm -lpthread \
             > "$out/bench_build.log" 2>&1; then
@@ -903,6 +903,36 @@ if has goals; then # issue 13's latency and bandwidth goals in one run (2x H200,
     awk '/^ +[0-9]/{printf "allreduce 512 MiB: busbw %.2f GB/s (goal >= 360), NCCL %.2f\n", $3, $5}' "$out/goals_512m.txt"
     # the goals are set on 2x H200; the device tool may lend H100s for the same kind
     echo "goals measured on: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | xargs)"
+fi
+if has noise; then # where the stalls come from: every CPU spun alone (a quiet machine), then the
+    # goals' OSU-pattern bench with a stall log while probe threads spin on CPUs the ranks
+    # are not bound to (bench/noise_probe.c, bench/stall_corr.py)
+    gcc -O2 -std=gnu11 -pthread bench/noise_probe.c -o bench/noise_probe || echo "noise_probe: build failed"
+    ncpu=$(nproc)
+    { lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|Model name|Hypervisor)"; } > "$out/noise.txt" 2>&1
+    bench/noise_probe "${NOISE_QUIET_S:-10}" 5 all >> "$out/noise.txt" 2>&1
+    # the probe's CPUs: the last NOISE_NPROBE (default 4) that share no core with CPUs 0-3
+    # (where Open MPI binds the two ranks)
+    near=$(cat /sys/devices/system/cpu/cpu[0-3]/topology/thread_siblings_list 2>/dev/null | tr ',' '\n' |
+        awk -F- '{for (c = $1; c <= ($2 == "" ? $1 : $2); ++c) print c}' | sort -un | paste -sd' ')
+    pc=$(for c in $(seq $((ncpu - 1)) -1 4); do case " $near " in *" $c "*) ;; *) echo "$c" ;; esac; done |
+        head -"${NOISE_NPROBE:-4}" | paste -sd,)
+    for j in $(seq 1 "${NOISE_JOBS:-1}"); do
+        bench/noise_probe 300 5 "$pc" "$out/noise_gaps$j.log" > "$out/noise_during$j.txt" 2>&1 &
+        np=$!
+        sleep 1
+        CGPU_BENCH_OSU=1 CGPU_BENCH_STALL_LOG="$out/stalls$j" timeout -k 5 120 "${MPIRUN[@]}" -np 2 --report-bindings \
+            -x CGPU_BENCH_OSU -x CGPU_BENCH_STALL_LOG ${GOALS_MCA:-} bench/bench_colls \
+            ${NOISE_COLLS:-allreduce,allreduce_char,alltoall,allgather,reduce_scatter,bcast,reduce} 65536 8 > "$out/noise_bench$j.txt" 2>&1
+        kill -TERM "$np"; wait "$np"
+        echo "## noise job $j: probe CPUs $pc; $(grep -o "MCW rank [0-9] bound to [^:]*: \[[^]]*\]" "$out/noise_bench$j.txt" | head -2 | paste -sd' ')"
+        python3 bench/stall_corr.py "$out/noise_gaps$j.log" "$out"/stalls$j.* | tee -a "$out/noise.txt"
+        cat "$out/noise_during$j.txt" >> "$out/noise.txt"
+        awk '/^# [a-z]/{c=$2} /^ +[0-9]/ && split($9, m, "/") == 2 {if (m[1]>mx) {mx=m[1]; mc=c" "$1}; if ($2>mm) {mm=$2; mmc=c" "$1}}
+            END{printf "noise job bench (OSU pattern): slowest mean %.2f us (%s), slowest median %.2f us (%s)\n", mm, mmc, mx, mc}' "$out/noise_bench$j.txt"
+    done
+    sed -n '1,/^ *[0-9]/p' "$out/noise.txt" | head -12
+    awk '/^# noise_probe/{h=$0} /^ +[0-9]+ +(yes|NO)/{g=$3+$4+$5+$6+$7; if (g>0) printf "%s | cpu %s: %s <20us, %s 20-50, %s 50-200, %s 200-1000, %s >1ms, longest %s us, steal %s ms\n", h, $1, $3, $4, $5, $6, $7, $8, $10}' "$out/noise.txt" | head -40
 fi
 if has shared; then # ranks sharing a GPU, default settings: without MPS the engine's host backend
     # (device buffers staged through host copies, every result checked), under MPS our kernels;
