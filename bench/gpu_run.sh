@@ -910,7 +910,12 @@ if has noise; then # where the stalls come from: every CPU spun alone (a quiet m
     gcc -O2 -std=gnu11 -pthread bench/noise_probe.c -o bench/noise_probe || echo "noise_probe: build failed"
     ncpu=$(nproc)
     { lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|NUMA node\(s\)|Model name|Hypervisor)"; } > "$out/noise.txt" 2>&1
+    cat /proc/interrupts /proc/softirqs > "$out/irq_before0.txt" 2>/dev/null
     bench/noise_probe "${NOISE_QUIET_S:-10}" 5 all >> "$out/noise.txt" 2>&1
+    cat /proc/interrupts /proc/softirqs > "$out/irq_after0.txt" 2>/dev/null
+    echo "## interrupts while the quiet probe ran (CPUs 0-3)"
+    python3 bench/irq_diff.py "$out/irq_before0.txt" "$out/irq_after0.txt" 0,1,2,3 | tee -a "$out/noise.txt" | head -10
+    rm -f "$out/irq_before0.txt" "$out/irq_after0.txt"
     # the probe's CPUs: the last NOISE_NPROBE (default 4) that share no core with CPUs 0-3
     # (where Open MPI binds the two ranks)
     near=$(cat /sys/devices/system/cpu/cpu[0-3]/topology/thread_siblings_list 2>/dev/null | tr ',' '\n' |
@@ -921,18 +926,26 @@ if has noise; then # where the stalls come from: every CPU spun alone (a quiet m
         bench/noise_probe 300 5 "$pc" "$out/noise_gaps$j.log" > "$out/noise_during$j.txt" 2>&1 &
         np=$!
         sleep 1
+        cat /proc/interrupts /proc/softirqs > "$out/irq_before$j.txt" 2>/dev/null
         CGPU_BENCH_OSU=1 CGPU_BENCH_STALL_LOG="$out/stalls$j" timeout -k 5 120 "${MPIRUN[@]}" -np 2 --report-bindings \
             -x CGPU_BENCH_OSU -x CGPU_BENCH_STALL_LOG ${GOALS_MCA:-} bench/bench_colls \
             ${NOISE_COLLS:-allreduce,allreduce_char,alltoall,allgather,reduce_scatter,bcast,reduce} 65536 8 > "$out/noise_bench$j.txt" 2>&1
+        cat /proc/interrupts /proc/softirqs > "$out/irq_after$j.txt" 2>/dev/null
         kill -TERM "$np"; wait "$np"
+        # the interrupts the ranks' CPUs (0, 1) and the probe's took meanwhile
+        python3 bench/irq_diff.py "$out/irq_before$j.txt" "$out/irq_after$j.txt" "0,1,$pc" > "$out/irq$j.txt"
+        head -14 "$out/irq$j.txt"; cat "$out/irq$j.txt" >> "$out/noise.txt"; rm -f "$out/irq_before$j.txt" "$out/irq_after$j.txt"
         echo "## noise job $j: probe CPUs $pc; $(grep -o "MCW rank [0-9] bound to [^:]*: \[[^]]*\]" "$out/noise_bench$j.txt" | head -2 | paste -sd' ')"
         python3 bench/stall_corr.py "$out/noise_gaps$j.log" "$out"/stalls$j.* | tee -a "$out/noise.txt"
         cat "$out/noise_during$j.txt" >> "$out/noise.txt"
         awk '/^# [a-z]/{c=$2} /^ +[0-9]/ && split($9, m, "/") == 2 {if (m[1]>mx) {mx=m[1]; mc=c" "$1}; if ($2>mm) {mm=$2; mmc=c" "$1}}
             END{printf "noise job bench (OSU pattern): slowest mean %.2f us (%s), slowest median %.2f us (%s)\n", mm, mmc, mx, mc}' "$out/noise_bench$j.txt"
     done
-    sed -n '1,/^ *[0-9]/p' "$out/noise.txt" | head -12
-    awk '/^# noise_probe/{h=$0} /^ +[0-9]+ +(yes|NO)/{g=$3+$4+$5+$6+$7; if (g>0) printf "%s | cpu %s: %s <20us, %s 20-50, %s 50-200, %s 200-1000, %s >1ms, longest %s us, steal %s ms\n", h, $1, $3, $4, $5, $6, $7, $8, $10}' "$out/noise.txt" | head -40
+    # each probe's CPUs (the quiet one: CPUs 0-3 and the mean of all)
+    awk '/^# noise_probe/{h=$0; k++} /^ +[0-9]+ +(yes|NO)/{
+            if (k == 1) {n++; for (i = 3; i <= 7; ++i) s[i] += $i}
+            if (k > 1 || $1 < 4) printf "%s | cpu %s: %s <20us, %s 20-50, %s 50-200, %s 200-1000, %s >1ms, longest %s us, steal %s ms\n", h, $1, $3, $4, $5, $6, $7, $8, $10}
+        END{if (n) printf "quiet probe, mean of %d CPUs: %.0f <20us, %.0f 20-50, %.0f 50-200, %.0f 200-1000, %.1f >1ms\n", n, s[3]/n, s[4]/n, s[5]/n, s[6]/n, s[7]/n}' "$out/noise.txt"
 fi
 if has shared; then # ranks sharing a GPU, default settings: without MPS the engine's host backend
     # (device buffers staged through host copies, every result checked), under MPS our kernels;
