@@ -927,11 +927,15 @@ if has noise; then # where the stalls come from: every CPU spun alone (a quiet m
         np=$!
         sleep 1
         cat /proc/interrupts /proc/softirqs > "$out/irq_before$j.txt" 2>/dev/null
+        # each thread's wakeups while the bench runs, second by second
+        bash bench/thread_wakeups.sh bench_colls 1 8 > "$out/wakeups$j.txt" 2>&1 &
         CGPU_BENCH_OSU=1 CGPU_BENCH_STALL_LOG="$out/stalls$j" timeout -k 5 120 "${MPIRUN[@]}" -np 2 --report-bindings \
             -x CGPU_BENCH_OSU -x CGPU_BENCH_STALL_LOG ${GOALS_MCA:-} bench/bench_colls \
             ${NOISE_COLLS:-allreduce,allreduce_char,alltoall,allgather,reduce_scatter,bcast,reduce} 65536 8 > "$out/noise_bench$j.txt" 2>&1
         cat /proc/interrupts /proc/softirqs > "$out/irq_after$j.txt" 2>/dev/null
         kill -TERM "$np"; wait "$np"
+        wait; cat "$out/wakeups$j.txt" >> "$out/noise.txt"
+        awk '/^#/{w=$0; k=0} !/^#/ && k++ < 6 {print w " | " $0}' "$out/wakeups$j.txt" | head -48
         # the interrupts the ranks' CPUs (0, 1) and the probe's took meanwhile
         python3 bench/irq_diff.py "$out/irq_before$j.txt" "$out/irq_after$j.txt" "0,1,$pc" > "$out/irq$j.txt"
         head -14 "$out/irq$j.txt"; cat "$out/irq$j.txt" >> "$out/noise.txt"; rm -f "$out/irq_before$j.txt" "$out/irq_after$j.txt"
@@ -941,6 +945,21 @@ if has noise; then # where the stalls come from: every CPU spun alone (a quiet m
         awk '/^# [a-z]/{c=$2} /^ +[0-9]/ && split($9, m, "/") == 2 {if (m[1]>mx) {mx=m[1]; mc=c" "$1}; if ($2>mm) {mm=$2; mmc=c" "$1}}
             END{printf "noise job bench (OSU pattern): slowest mean %.2f us (%s), slowest median %.2f us (%s)\n", mm, mmc, mx, mc}' "$out/noise_bench$j.txt"
     done
+    # the threads of a plain OSU job (no NCCL in the process): osu_allreduce -d cuda to 64 KiB
+    osu=.osu/c/mpi/collective/blocking/osu_allreduce
+    if [ -x "$osu" ]; then
+        bash bench/thread_wakeups.sh osu_allreduce 1 6 > "$out/wakeups_osu.txt" 2>&1 &
+        cat /proc/interrupts /proc/softirqs > "$out/irq_before_osu.txt" 2>/dev/null
+        timeout -k 5 90 "${MPIRUN[@]}" -np 2 ${GOALS_MCA:-} "$osu" -d cuda -m 1:65536 -i 20000 -x 200 > "$out/noise_osu.txt" 2>&1
+        cat /proc/interrupts /proc/softirqs > "$out/irq_after_osu.txt" 2>/dev/null
+        wait
+        echo "## osu_allreduce -d cuda -i 20000 (no NCCL in the process): interrupts on CPUs 0, 1"
+        python3 bench/irq_diff.py "$out/irq_before_osu.txt" "$out/irq_after_osu.txt" 0,1 | tee -a "$out/noise.txt" | head -10
+        rm -f "$out/irq_before_osu.txt" "$out/irq_after_osu.txt"
+        cat "$out/wakeups_osu.txt" >> "$out/noise.txt"
+        awk '/^#/{w=$0; k=0} !/^#/ && k++ < 8 {print w " | " $0}' "$out/wakeups_osu.txt" | head -48
+        grep -E "^[0-9]" "$out/noise_osu.txt" | awk '{printf "%s:%s ", $1, $2} END{print ""}'
+    fi
     # each probe's CPUs (the quiet one: CPUs 0-3 and the mean of all)
     awk '/^# noise_probe/{h=$0; k++} /^ +[0-9]+ +(yes|NO)/{
             if (k == 1) {n++; for (i = 3; i <= 7; ++i) s[i] += $i}
