@@ -266,8 +266,9 @@ static int check(int coll, size_t cnt)
     return probe[0] == want_first && probe[1] == want_last;
 }
 
-/* osu_mode: each timed call's seconds on this rank, sorted after the run (the stall
- * columns: median and slowest call, and calls over 50 us) */
+/* each timed call's seconds on this rank, sorted after the run (the stall columns: median
+ * and slowest call, and calls over 50 us; back to back, a call is the time from the end of
+ * the one before to its own end) */
 static double call_s[MAX_ITERS];
 /* CGPU_BENCH_STALL_LOG: this rank's stall log, and the row it is timing */
 static FILE *stall_log;
@@ -313,14 +314,16 @@ static double timed(void (*fn)(int, size_t), int coll, size_t cnt, int it, size_
     }
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
-    double alone = 0;
+    double alone = 0, prev = t0;
     long sw = stall_log ? thread_nivcsw() : 0;
     for (int i = 0; i < it; ++i) {
         const unsigned long long a_ns = stall_log ? mono_ns() : 0;
-        const double a = MPI_Wtime();
+        /* back to back, a call starts where the one before ended: one clock read a call */
+        const double a = osu_mode ? MPI_Wtime() : prev;
         fn(coll, cnt);
+        prev = MPI_Wtime();
+        call_s[i] = prev - a;
         if (osu_mode) {
-            call_s[i] = MPI_Wtime() - a;
             alone += call_s[i];
             if (stall_log) { /* outside the timed call, before the barrier */
                 const long sw1 = thread_nivcsw();
@@ -333,10 +336,8 @@ static double timed(void (*fn)(int, size_t), int coll, size_t cnt, int it, size_
             MPI_Barrier(MPI_COMM_WORLD);
         }
     }
-    if (osu_mode) {
-        qsort(call_s, (size_t) it, sizeof(double), cmp_double);
-    }
-    return (osu_mode ? alone : MPI_Wtime() - t0) / it;
+    qsort(call_s, (size_t) it, sizeof(double), cmp_double);
+    return (osu_mode ? alone : prev - t0) / it;
 }
 
 /* median and slowest of the last timed() run's it calls (sorted), and how many took over
@@ -371,8 +372,7 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
                osu_mode ? ", each call alone between MPI_Barriers, mean over ranks (as OSU)" : "");
         printf("%12s %10s %10s %10s %10s %8s %8s %s%s\n", "bytes", "ours_us", "ours_busbw",
                "nccl_us", "nccl_busbw", "bw_ratio", "lat_ratio", "check",
-               osu_mode ? "  (a rank's calls: median/slowest us, calls over 50 us; ours | NCCL)"
-                        : "");
+               "  (a rank's calls: median/slowest us, calls over 50 us; ours | NCCL)");
     }
     for (size_t bytes = minb; bytes <= maxb; bytes *= 2) {
         const size_t cnt = count_for(coll, bytes);
@@ -380,20 +380,18 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
             continue;
         }
         const int it = iters_for(bytes);
-        /* the stall columns (osu_mode): each side's median and slowest call and calls over
+        /* the stall columns: each side's median and slowest call and calls over
          * 50 us, the largest over ranks */
         double st[6] = {0, 0, 0, 0, 0, 0}, stm[6];
         stall_side = "ours";
         stall_coll = names[coll];
         stall_bytes = bytes;
         const double t_ours = timed(ours, coll, cnt, it, bytes);
-        if (osu_mode) {
-            stall_stats(it, st);
-        }
+        stall_stats(it, st);
         int ok = check(coll, cnt);
         stall_side = "nccl";
         const double t_nccl = have_nccl ? timed(nccl, coll, cnt, it, 0) : NAN;
-        if (osu_mode && have_nccl) {
+        if (have_nccl) {
             stall_stats(it, st + 3);
         }
         MPI_Reduce(st, stm, 6, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
@@ -412,10 +410,8 @@ static void run(int coll, size_t minb, size_t maxb, int ndev)
             double bo = sz / tm[0] / 1e9 * bus, bn = sz / tm[1] / 1e9 * bus;
             printf("%12.0f %10.2f %10.2f %10.2f %10.2f %8.3f %8.3f %s", sz, tm[0] * 1e6, bo,
                    tm[1] * 1e6, bn, bo / bn, tm[0] / tm[1], okall ? "ok" : "WRONG");
-            if (osu_mode) {
-                printf("  %.2f/%.2f %.0f | %.2f/%.2f %.0f", stm[0] * 1e6, stm[1] * 1e6, stm[2],
-                       stm[3] * 1e6, stm[4] * 1e6, stm[5]);
-            }
+            printf("  %.2f/%.2f %.0f | %.2f/%.2f %.0f", stm[0] * 1e6, stm[1] * 1e6, stm[2],
+                   stm[3] * 1e6, stm[4] * 1e6, stm[5]);
             printf("\n");
             fflush(stdout);
         }

@@ -895,9 +895,12 @@ if has goals; then # issue 13's latency and bandwidth goals in one run (2x H200,
         awk -v f="$f" '/^# [a-z]/{c=$2} /^ +[0-9]/{if ($1==8 && c=="allreduce") a8=$2; if ($2>mx) {mx=$2; mc=c" "$1} if ($4>nx) nx=$4}
             END{printf "%s: 8 B allreduce %.2f us (goal <= 8); slowest up to 64 KiB %.2f us (%s B, goal <= 10); NCCL up to %.2f\n", f, a8, mx, mc, nx}' "$out/$f.txt"
     done
-    # a rank's median call in OSU's pattern (the means above count every stalled call)
-    awk '/^# [a-z]/{c=$2} /^ +[0-9]/ && split($9, m, "/") == 2 {if ($1==8 && c=="allreduce") a8=m[1]; if (m[1]>mx) {mx=m[1]; mc=c" "$1}}
-        END{if (mc != "") printf "goals_bench_osu1 medians: 8 B allreduce %.2f us; slowest up to 64 KiB %.2f us (%s B)\n", a8, mx, mc}' "$out/goals_bench_osu1.txt"
+    # a rank's median call, back to back and in OSU's pattern (the means above count every
+    # stalled call)
+    for f in goals_bench_osu0 goals_bench_osu1; do
+        awk -v f="$f" '/^# [a-z]/{c=$2} /^ +[0-9]/ && split($9, m, "/") == 2 {if ($1==8 && c=="allreduce") a8=m[1]; if (m[1]>mx) {mx=m[1]; mc=c" "$1}}
+            END{if (mc != "") printf "%s medians: 8 B allreduce %.2f us; slowest up to 64 KiB %.2f us (%s B)\n", f, a8, mx, mc}' "$out/$f.txt"
+    done
     awk '/^## /{c=$2} /^[0-9]/{if ($1==8 && c=="osu_allreduce") a8=$2; if ($1<=65536 && $2>mx) {mx=$2; mc=c" "$1}}
         END{printf "OSU -d cuda: 8 B osu_allreduce %.2f us (goal <= 8); slowest up to 64 KiB %.2f us (%s B, goal <= 10)\n", a8, mx, mc}' "$out/goals_osu.txt"
     awk '/^ +[0-9]/{printf "allreduce 512 MiB: busbw %.2f GB/s (goal >= 360), NCCL %.2f\n", $3, $5}' "$out/goals_512m.txt"
@@ -947,6 +950,9 @@ if has noise; then # where the stalls come from: every CPU spun alone (a quiet m
     done
     # the threads of a plain OSU job (no NCCL in the process): osu_allreduce -d cuda to 64 KiB
     osu=.osu/c/mpi/collective/blocking/osu_allreduce
+    if [ -x .osu/configure ] && [ ! -x "$osu" ]; then
+        osu_build blocking
+    fi
     if [ -x "$osu" ]; then
         bash bench/thread_wakeups.sh osu_allreduce 1 6 > "$out/wakeups_osu.txt" 2>&1 &
         cat /proc/interrupts /proc/softirqs > "$out/irq_before_osu.txt" 2>/dev/null
