@@ -4,7 +4,7 @@
 # Logs go to $OUT (or ./gpu-logs). Usage: source .devkit/env.sh && bash bench/gpu_run.sh [steps]
 #   steps: any of build smoke test test_min nb inter nb_mt nodes mt_conn mt_trace bench_proxy bench_nb floor staged colls_full prof ce ce_ar rk osu mt_excl order hog chmin mps
 #   conn maxloc ce_shared staged_mps ring_tree progress osu_bind nb_busy osu_all vcolls scatter_rs
-#   lat pending goals noise shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
+#   lat pending goals osu_long noise shared osu_gap scan ab (AB_PATCH=file: this tree against it with the patch reversed)
 #   abso (ABSO="name=build.tgz ...": carried builds of the plugin against each other)
 #   rktrace (RKT_VARIANTS="name=--mca%param%value ...": settings' device phases; "name=@b.tgz": a carried build) nb_rep
 #   suite_cuda bench
@@ -906,6 +906,22 @@ if has goals; then # issue 13's latency and bandwidth goals in one run (2x H200,
     awk '/^ +[0-9]/{printf "allreduce 512 MiB: busbw %.2f GB/s (goal >= 360), NCCL %.2f\n", $3, $5}' "$out/goals_512m.txt"
     # the goals are set on 2x H200; the device tool may lend H100s for the same kind
     echo "goals measured on: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | xargs)"
+fi
+if has osu_long; then # OSU's six blocking programs -d cuda to 64 KiB with OSU_LONG_ITERS calls a size
+    # (default 20000; OSU's own 1000 up to 8 KiB and 100 above let one stalled call of 1 ms
+    # lift a size's mean by 1-10 us): the mean over many calls, stalls included
+    if [ -x .osu/configure ] && [ ! -x .osu/c/mpi/collective/blocking/osu_allreduce ]; then
+        osu_build blocking
+    fi
+    for b in osu_allreduce osu_reduce osu_bcast osu_allgather osu_alltoall osu_reduce_scatter_block; do
+        [ -x .osu/c/mpi/collective/blocking/$b ] || continue
+        echo "## $b" >> "$out/osu_long.txt"
+        timeout -k 5 90 "${MPIRUN[@]}" -np 2 ${GOALS_MCA:-} .osu/c/mpi/collective/blocking/$b -d cuda -m 1:65536 \
+            -i "${OSU_LONG_ITERS:-20000}" -x 200 >> "$out/osu_long.txt" 2>&1
+    done
+    awk -v it="${OSU_LONG_ITERS:-20000}" '/^## /{c=$2} /^[0-9]/{if ($1==8 && c=="osu_allreduce") a8=$2; if ($1<=65536 && $2>mx) {mx=$2; mc=c" "$1}; n++}
+        END{printf "OSU -d cuda, %d calls a size: 8 B osu_allreduce %.2f us; slowest up to 64 KiB %.2f us (%s B); %d rows\n", it, a8, mx, mc, n}' "$out/osu_long.txt"
+    awk '/^## /{c=$2; printf "\n%s:", c} /^[0-9]/{printf " %s:%s", $1, $2} END{print ""}' "$out/osu_long.txt"
 fi
 if has noise; then # where the stalls come from: every CPU spun alone (a quiet machine), then the
     # goals' OSU-pattern bench with a stall log while probe threads spin on CPUs the ranks
