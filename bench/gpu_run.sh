@@ -907,16 +907,17 @@ if has goals; then # issue 13's latency and bandwidth goals in one run (2x H200,
     # the goals are set on 2x H200; the device tool may lend H100s for the same kind
     echo "goals measured on: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sort | uniq -c | xargs)"
 fi
-if has osu_long; then # OSU's six blocking programs -d cuda to 64 KiB with OSU_LONG_ITERS calls a size
+if has osu_long; then # OSU's six blocking programs (OSU_LONG_PROGS) -d cuda to 64 KiB (OSU_LONG_SIZES)
+    # with OSU_LONG_ITERS calls a size
     # (default 20000; OSU's own 1000 up to 8 KiB and 100 above let one stalled call of 1 ms
     # lift a size's mean by 1-10 us): the mean over many calls, stalls included
     if [ -x .osu/configure ] && [ ! -x .osu/c/mpi/collective/blocking/osu_allreduce ]; then
         osu_build blocking
     fi
-    for b in osu_allreduce osu_reduce osu_bcast osu_allgather osu_alltoall osu_reduce_scatter_block; do
+    for b in ${OSU_LONG_PROGS:-osu_allreduce osu_reduce osu_bcast osu_allgather osu_alltoall osu_reduce_scatter_block}; do
         [ -x .osu/c/mpi/collective/blocking/$b ] || continue
         echo "## $b" >> "$out/osu_long.txt"
-        timeout -k 5 90 "${MPIRUN[@]}" -np 2 ${GOALS_MCA:-} .osu/c/mpi/collective/blocking/$b -d cuda -m 1:65536 \
+        timeout -k 5 90 "${MPIRUN[@]}" -np 2 ${GOALS_MCA:-} .osu/c/mpi/collective/blocking/$b -d cuda -m "${OSU_LONG_SIZES:-1:65536}" \
             -i "${OSU_LONG_ITERS:-20000}" -x 200 >> "$out/osu_long.txt" 2>&1
     done
     awk -v it="${OSU_LONG_ITERS:-20000}" '/^## /{c=$2} /^[0-9]/{if ($1==8 && c=="osu_allreduce") a8=$2; if ($1<=65536 && $2>mx) {mx=$2; mc=c" "$1}; n++}
