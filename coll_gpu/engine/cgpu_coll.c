@@ -641,6 +641,18 @@ cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbu
     if ((mine > 0 && NULL == rbuf) || (NULL == sbuf && NULL == rbuf)) {
         return CGPU_ERR_INVALID_ARG;
     }
+    /* one rank receives the whole result (fewer elements than ranks, one each, can give
+     * that: OSU's 1-element call on 2 ranks): a reduce to it, straight into its buffer
+     * (its block starts the vector, so in place the result lands where MPI wants it),
+     * instead of an allreduce into our memory and a copy. Every rank sees the counts. */
+    int owner = -1;
+    for (int p = 0; p < comm->size && owner >= -1; ++p) {
+        owner = 0 == counts[p] ? owner : -1 == owner ? p : -2;
+    }
+    if (owner >= 0) {
+        return cgpu_reduce(comm, comm->rank == owner ? sbuf : NULL != sbuf ? sbuf : rbuf,
+                           comm->rank == owner ? rbuf : NULL, total, dt, op, owner);
+    }
     /* the result where this rank's block goes: device memory for a device rbuf (or, with
      * mine == 0, a device input) on the cuda backend */
     const void *in = NULL != sbuf ? sbuf : rbuf;
