@@ -279,7 +279,7 @@ typedef struct cgpu_cuda_resident_args {
                             * the GPU places a cluster whole) */
     /* host-mapped: the number of the last descriptor the host let through its gate (a
      * descriptor with CGPU_CUDA_RESIDENT_GATED waits here for its own number before the call
-     * reads a buffer; only calls of one block are gated) */
+     * reads a buffer; block 0 polls it for a call of any number of blocks) */
     const uint64_t *gate;
     uint64_t *state;       /* device memory, CGPU_CUDA_RESIDENT_STATE_WORDS, 16-byte
                             * aligned, zeroed before each launch: words 0-7 the blocks'

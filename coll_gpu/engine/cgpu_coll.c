@@ -623,10 +623,13 @@ cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbu
     }
     size_t total = 0, before = 0;
     bool equal = true;
+    int owner = -1, owners = 0; /* the ranks that receive something, and the last of them */
     for (int p = 0; p < comm->size; ++p) {
         total += counts[p];
         before += p < comm->rank ? counts[p] : 0;
         equal = equal && counts[p] == counts[0];
+        owner = counts[p] > 0 ? p : owner;
+        owners += counts[p] > 0;
     }
     const size_t mine = counts[comm->rank], es = cgpu_dtype_size(dt);
     if (pairs_take(comm, total, dt, op)) {
@@ -645,11 +648,7 @@ cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbu
      * that: OSU's 1-element call on 2 ranks): a reduce to it, straight into its buffer
      * (its block starts the vector, so in place the result lands where MPI wants it),
      * instead of an allreduce into our memory and a copy. Every rank sees the counts. */
-    int owner = -1;
-    for (int p = 0; p < comm->size && owner >= -1; ++p) {
-        owner = 0 == counts[p] ? owner : -1 == owner ? p : -2;
-    }
-    if (owner >= 0) {
+    if (1 == owners) {
         return cgpu_reduce(comm, comm->rank == owner ? sbuf : NULL != sbuf ? sbuf : rbuf,
                            comm->rank == owner ? rbuf : NULL, total, dt, op, owner);
     }

@@ -612,8 +612,8 @@ static const char hog_ptx[] =
 
 /* Rounds of: a small allreduce (so our resident kernel runs), the whole-device kernel on
  * the legacy default stream writing the next allreduce's input, and at once that allreduce
- * (ints, SUM; 1 KiB: a resident call of one block, gated where the gate is on; 64 KiB in
- * every other round: several blocks, not gated). Each result is the sum of what the kernels
+ * (ints, SUM; 1 KiB: a resident call of one block; 64 KiB in every other round: several
+ * blocks, whose block 0 alone polls the gate; both gated where the gate is on). Each result is the sum of what the kernels
  * wrote (computed here), and no block of the kernel may be late: a block waiting past
  * `timeout_ms` for the others means a multiprocessor was held while the host waited for it
  * (with coll_gpu_cuda_resident_idle_us far above the timeout: the negative control).
