@@ -1294,12 +1294,9 @@ template <typename T, int OP> __device__ __forceinline__ uint64_t ll_combine(uin
 /* Lines [lo, hi) of an LL call to every peer, one at a time: data where the peer takes some,
  * else zeros (len: bytes of one block); then the block's barrier, which puts every read of
  * the input before any write of the output (in place), and ts[0] */
-__device__ __forceinline__ bool ll_send_lines(const cgpu_cuda_oneshot_args_t &a, const int lo,
+__device__ __forceinline__ void ll_send_lines(const cgpu_cuda_oneshot_args_t &a, const int lo,
                                               const int hi, const size_t len, uint64_t *ts)
 {
-    if (!call_gate(a)) {
-        return false; /* given back (call_gate) */
-    }
     const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
     const uint8_t *in = (const uint8_t *) a.in;
@@ -1318,13 +1315,12 @@ __device__ __forceinline__ bool ll_send_lines(const cgpu_cuda_oneshot_args_t &a,
     if (nullptr != ts && 0 == threadIdx.x) {
         ts[0] = global_ns();
     }
-    return true;
 }
 
 /* ll_body's lines [lo, hi) where a thread has at most one line each way: one at a time
  * (the batches below cost calls of up to 2 KiB 0.1-0.7 us more under MPS, session 17) */
 template <typename T, int OP>
-__device__ __forceinline__ bool ll_body_one(const cgpu_cuda_oneshot_args_t &a, const int lo,
+__device__ __forceinline__ void ll_body_one(const cgpu_cuda_oneshot_args_t &a, const int lo,
                                             const int hi, uint64_t *ts)
 {
     const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
@@ -1333,9 +1329,7 @@ __device__ __forceinline__ bool ll_body_one(const cgpu_cuda_oneshot_args_t &a, c
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode || CGPU_CUDA_ONESHOT_ALLTOALL == mode;
     const uint8_t *in = (const uint8_t *) a.in;
     uint8_t *out = (uint8_t *) a.out;
-    if (!ll_send_lines(a, lo, hi, len, ts)) {
-        return false; /* given back at the gate */
-    }
+    ll_send_lines(a, lo, hi, len, ts);
     bool ok = true; /* false after a timeout (recorded): this thread stops */
     for (int l = lo + (int) threadIdx.x; l < hi && ok; l += blockDim.x) {
         const size_t off = (size_t) l * 8;
@@ -1381,12 +1375,11 @@ __device__ __forceinline__ bool ll_body_one(const cgpu_cuda_oneshot_args_t &a, c
     if (nullptr != ts && 0 == threadIdx.x) {
         ts[1] = global_ns();
     }
-    return true;
 }
 
 /* block b's share of an LL call's lines; ts as in oneshot_sync */
 template <typename T, int OP>
-__device__ __forceinline__ bool ll_body(const cgpu_cuda_oneshot_args_t &a, const int b, uint64_t *ts)
+__device__ __forceinline__ void ll_body(const cgpu_cuda_oneshot_args_t &a, const int b, uint64_t *ts)
 {
     const int n = a.nranks, me = a.rank, mode = CGPU_CUDA_ONESHOT_BASE(a.mode), root = a.root;
     const int lines = CGPU_CUDA_LL_LINES << CGPU_CUDA_LL_CLASS(a.mode);
@@ -1400,10 +1393,8 @@ __device__ __forceinline__ bool ll_body(const cgpu_cuda_oneshot_args_t &a, const
     const uint32_t num = (uint32_t) a.seq;
     const int total = (n - 1) * (hi - lo), nth = (int) blockDim.x;
     if (total <= nth && hi - lo <= nth) {
-        return ll_body_one<T, OP>(a, lo, hi, ts);
-    }
-    if (!call_gate(a)) {
-        return false; /* given back */
+        ll_body_one<T, OP>(a, lo, hi, ts);
+        return;
     }
     /* every line of this block's share to every peer: data where it takes some, else zeros
      * (a batch of loads, then their stores) */
@@ -1499,7 +1490,6 @@ __device__ __forceinline__ bool ll_body(const cgpu_cuda_oneshot_args_t &a, const
     if (nullptr != ts && 0 == threadIdx.x) {
         ts[1] = global_ns();
     }
-    return true;
 }
 
 /* An LL reduction of 16-byte elements (a double complex, a pair of 8-byte fields, a padded
@@ -1507,7 +1497,7 @@ __device__ __forceinline__ bool ll_body(const cgpu_cuda_oneshot_args_t &a, const
  * and one thread takes both lines of an element from every peer, then combines. Lines
  * carry their own numbers, so which block sends or takes a line matters to no peer. */
 template <typename T, int OP>
-__device__ __forceinline__ bool ll_body_wide(const cgpu_cuda_oneshot_args_t &a, const int b,
+__device__ __forceinline__ void ll_body_wide(const cgpu_cuda_oneshot_args_t &a, const int b,
                                              uint64_t *ts)
 {
     static_assert(16 == sizeof(T), "two lines an element");
@@ -1518,9 +1508,7 @@ __device__ __forceinline__ bool ll_body_wide(const cgpu_cuda_oneshot_args_t &a, 
     const size_t len = a.count * sizeof(T); /* bytes of one block */
     const bool blocks = CGPU_CUDA_RING_REDUCE_SCATTER == mode;
     const uint8_t *in = (const uint8_t *) a.in;
-    if (!ll_send_lines(a, lo, hi, len, ts)) {
-        return false; /* given back at the gate */
-    }
+    ll_send_lines(a, lo, hi, len, ts);
     /* rank order, as oneshot_reduce; every peer's lines taken (LL's rule) */
     const uint8_t *mine = in + (blocks ? (size_t) me * len : 0);
     const int folds = CGPU_CUDA_ONESHOT_FOLDS(mode, me, n);
@@ -1549,7 +1537,6 @@ __device__ __forceinline__ bool ll_body_wide(const cgpu_cuda_oneshot_args_t &a, 
     if (nullptr != ts && 0 == threadIdx.x) {
         ts[1] = global_ns();
     }
-    return true;
 }
 
 /* block b's part of a oneshot call; T, OP: the reduction (unused by the copying modes);
@@ -1558,19 +1545,19 @@ template <typename T, int OP>
 __device__ __forceinline__ bool oneshot_body(const cgpu_cuda_oneshot_args_t &a, const int b,
                                              uint64_t *ts = nullptr)
 {
+    if (!call_gate(a)) {
+        return false;
+    }
     size_t first, last;
     if (0 != (a.mode & CGPU_CUDA_ONESHOT_LL)) {
         if (CGPU_CUDA_ONESHOT_COPIES(CGPU_CUDA_ONESHOT_BASE(a.mode))) {
-            return ll_body<uint8_t, CGPU_OP_SUM>(a, b, ts);
+            ll_body<uint8_t, CGPU_OP_SUM>(a, b, ts);
         } else if constexpr (sizeof(T) <= 8) {
-            return ll_body<T, OP>(a, b, ts);
+            ll_body<T, OP>(a, b, ts);
         } else if constexpr (16 == sizeof(T)) {
-            return ll_body_wide<T, OP>(a, b, ts);
+            ll_body_wide<T, OP>(a, b, ts);
         } /* the host sends no LL reduction of other sizes */
         return true;
-    }
-    if (!call_gate(a)) {
-        return false;
     }
     if (CGPU_CUDA_ONESHOT_COPIES(a.mode)) {
         oneshot_share<uint8_t>(a, b, first, last);
