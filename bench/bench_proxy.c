@@ -34,7 +34,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
-#include "btl_glue/cgpu_cuda.h"
+#include "cgpu_cuda.h"
 #include "cgpu_engine.h"
 #include "cgpu_proxy.h"
 

@@ -21,8 +21,8 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
-#include "btl_glue/cgpu_ofi.h"
-#include "cgpu_engine.h"
+#include "cgpu_ofi.h"
+#include "cgpu_log.h"
 
 _Static_assert(sizeof(struct fi_context2) <= CGPU_OFI_CTX_BYTES, "room for fi_context2");
 

@@ -1,6 +1,7 @@
 /*
  * coll/gpu host transport: POSIX shared-memory segments.
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_SHM
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -12,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "btl_glue/cgpu_shm.h"
-#include "cgpu_engine.h"
+#include "cgpu_shm.h"
+#include "cgpu_log.h"
 
 static atomic_int shm_mapped;
 static atomic_int shm_fds; /* descriptors open right now (between shm_open and close) */

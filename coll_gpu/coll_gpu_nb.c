@@ -669,7 +669,7 @@ static void *worker_main(void *arg)
 {
     mca_coll_gpu_nbq_t *q = arg;
     on_worker = true;
-    cgpu_engine_forbid_bootstrap(true);
+    cgpu_thread_set_worker(true);
     for (;;) {
         mca_coll_gpu_request_t *r = NULL;
         /* a short spin first: back-to-back calls find the next one without a wake-up */
@@ -931,7 +931,7 @@ static int engine_post(mca_coll_gpu_request_t *r, ompi_request_t **request)
     }
     pending_add(r);
     *request = &r->super.super;
-    if (cgpu_engine_thread_one_cpu()) {
+    if (cgpu_thread_one_cpu()) {
         /* the worker shares this core (Open MPI's default binding): hand it the core now so
          * that it launches the kernel before the application computes; without this the
          * launch waited for the caller's MPI_Wait, and osu_iallreduce showed no overlap */

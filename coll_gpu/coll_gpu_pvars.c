@@ -9,7 +9,7 @@
 
 #include "coll_gpu.h"
 #include "cgpu_proxy.h"
-#include "btl_glue/cgpu_shm.h"
+#include "cgpu_shm.h"
 #include "cgpu_cuda_pool.h"
 
 #include "opal/mca/base/mca_base_pvar.h"

@@ -1,12 +1,13 @@
 /*
  * coll/gpu profiler: plugin loader and dispatch.
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_PROF
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "cgpu_engine.h"
-#include "prof/cgpu_prof.h"
+#include "cgpu_log.h"
+#include "cgpu_prof.h"
 
 const cgpu_profiler_v1_t *cgpu_prof_active;
 static void *prof_dl;

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "cgpu_status.h"
-#include "include/coll_gpu_profiler_v1.h"
+#include "coll_gpu_profiler_v1.h"
 
 /** The loaded plugin, or NULL. */
 extern const cgpu_profiler_v1_t *cgpu_prof_active;

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "include/coll_gpu_profiler_v1.h"
+#include "coll_gpu_profiler_v1.h"
 
 #define TRACE_MAX_TRACKS 4096
 

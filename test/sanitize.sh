@@ -16,11 +16,20 @@ tests=(test_reduce test_engine test_prof)
 # configure found it (btl_glue/cgpu_ofi.c and the proxy are then compiled in)
 eng_libs=(-lhwloc)
 asan_tests=()
-if grep -q '^#define CGPU_HAVE_LIBFABRIC' "$build/cgpu_config.h" 2>/dev/null; then
+if grep -q '^#define CGPU_HAVE_LIBFABRIC' "$build/common/cgpu_config.h" 2>/dev/null; then
     # shellcheck disable=SC2207 # one word per flag
     eng_libs+=($(pkg-config --libs libfabric 2>/dev/null || echo -lfabric))
     asan_tests=(test_proxy) # not under valgrind: it checks wall-clock timeouts and idle CPU
 fi
+# Every layer below the glue, built from source with the sanitizer (the CUDA parts compile
+# as their no-device stubs: the sanitized config header drops CGPU_HAVE_CUDA).
+engine_srcs=("$repo"/common/*.c "$repo"/kernels/cgpu_reduce_host.c "$repo"/btl_glue/*.c
+             "$repo"/ras/*.c "$repo"/prof/cgpu_prof.c "$repo"/coll_gpu/engine/*.c)
+for d in "$repo"/coll_gpu/engine/*/; do
+    engine_srcs+=("$d"*.c)
+done
+engine_incs=(-I"$repo/common" -I"$repo/kernels" -I"$repo/btl_glue" -I"$repo/ras" -I"$repo/prof"
+             -I"$repo/include" -I"$repo/coll_gpu/engine" -I"$repo")
 export CGPU_PROF_CHECK_PLUGIN=${CGPU_PROF_CHECK_PLUGIN:-$build/test/prof/.libs/libcgpu_prof_check.so}
 export CGPU_PROF_TRACE_PLUGIN=${CGPU_PROF_TRACE_PLUGIN:-$build/.libs/libcgpu_prof_trace.so}
 
@@ -33,10 +42,10 @@ asan)
     fi
     out=$(mktemp -d /tmp/cgpu-asan.XXXXXX)
     # host backend only: the CUDA runtime is not instrumented and not needed here
-    sed '/CGPU_HAVE_CUDA/d' "$build/cgpu_config.h" > "$out/cgpu_config.h"
-    srcs=("$repo"/coll_gpu/engine/*.c "$repo"/ras/*.c "$repo"/btl_glue/*.c "$repo"/kernels/cgpu_reduce_host.c "$repo"/prof/cgpu_prof.c)
+    sed '/CGPU_HAVE_CUDA/d' "$build/common/cgpu_config.h" > "$out/cgpu_config.h"
+    srcs=("${engine_srcs[@]}")
     flags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
-           -fno-sanitize-recover=all -I"$out" -I"$repo" -I"$repo/coll_gpu/engine")
+           -fno-sanitize-recover=all -I"$out" "${engine_incs[@]}")
     rc=0
     for t in "${tests[@]}" "${asan_tests[@]}"; do
         if ! $cc "${flags[@]}" "${srcs[@]}" "$repo/test/unit/$t.c" -lcunit "${eng_libs[@]}" -lpthread -lrt -ldl \
@@ -128,14 +137,13 @@ mpi-asan)
         exit 77
     fi
     out=$(mktemp -d /tmp/cgpu-asanmpi.XXXXXX)
-    sed '/CGPU_HAVE_CUDA/d; /CGPU_HAVE_NCCL/d' "$build/cgpu_config.h" > "$out/cgpu_config.h"
+    sed '/CGPU_HAVE_CUDA/d; /CGPU_HAVE_NCCL/d' "$build/common/cgpu_config.h" > "$out/cgpu_config.h"
     mkdir -p "$out/plugin"
     # shellcheck disable=SC2046 # Open MPI's include flags, one word each
     if ! $cc -std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=address -fPIC -shared \
-        -I"$out" -I"$repo" -I"$repo/coll_gpu/engine" $(mpicc --showme:compile | sed 's/-I/-isystem /g') \
+        -I"$out" "${engine_incs[@]}" -I"$repo/coll_gpu" $(mpicc --showme:compile | sed 's/-I/-isystem /g') \
         -idirafter "$repo/coll_gpu/compat" \
-        "$repo"/coll_gpu/*.c "$repo"/coll_gpu/engine/*.c "$repo"/ras/*.c "$repo"/btl_glue/*.c \
-        "$repo"/kernels/cgpu_reduce_host.c "$repo"/prof/cgpu_prof.c \
+        "$repo"/coll_gpu/*.c "${engine_srcs[@]}" \
         -o "$out/plugin/mca_coll_gpu.so" $(mpicc --showme:link) "${eng_libs[@]}" -lrt -lpthread -ldl \
         > "$out/build.log" 2>&1; then
         echo "mpi-asan: cannot build the instrumented plugin"; tail -20 "$out/build.log"

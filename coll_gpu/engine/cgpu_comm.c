@@ -370,7 +370,7 @@ out_ready:
     atomic_store(&comm->busy, 0);
     atomic_store(&comm->ras.state, CGPU_RAS_READY);
     snprintf(comm->ras.name, sizeof(comm->ras.name), "(rank %d of %d)", comm->rank, comm->size);
-    cgpu_watchdog_start();
+    cgpu_ras_watchdog_start(cgpu_engine_config()->ras_timeout_s, cgpu_health_scan, NULL);
     cgpu_log(CGPU_LOG_DEBUG,
              "engine: communicator ready (rank %d of %d, backend %s, %zu-byte segment)",
              comm->rank, comm->size, CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host",

@@ -8,10 +8,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "btl_glue/cgpu_cuda.h"
-#include "btl_glue/cgpu_shm.h"
+#include "cgpu_cuda.h"
+#include "cgpu_shm.h"
 #include "cgpu_engine.h"
-#include "prof/cgpu_prof.h"
+#include "cgpu_prof.h"
 
 #define CGPU_CACHELINE 64
 #define CGPU_SEG_MAGIC 0x63677075u /* "cgpu" */
@@ -43,24 +43,6 @@ enum { CGPU_COMM_ALIVE = 0x414c4956, CGPU_COMM_DEAD = 0x44454144 };
 struct cgpu_cuda_comm;
 typedef struct cgpu_net cgpu_net_t;
 
-/* Health of a communicator: written by the collective's thread (and the watchdog), read by
- * pvars and the watchdog with plain atomic loads (DESIGN decision 5). */
-enum { CGPU_KIND_ALLREDUCE = 0, CGPU_KIND_ALLTOALL = 1, CGPU_KIND_BCAST = 2, CGPU_KIND_ALLGATHER = 3,
-       CGPU_KIND_REDUCE_SCATTER = 4, CGPU_KIND_REDUCE = 5, CGPU_KINDS = 6 };
-typedef struct cgpu_ras {
-    atomic_int state;                      /* cgpu_ras_state_t */
-    atomic_ullong started[CGPU_KINDS];
-    atomic_ullong completed[CGPU_KINDS];
-    atomic_ullong bytes;
-    atomic_ullong cur_seq;                 /* collective in progress (0: none) */
-    atomic_ullong last_progress_ns;
-    atomic_ullong err_timeout, err_device, err_other;
-    atomic_int alg;                        /* cgpu_ras_alg_t */
-    atomic_int abort;                      /* set by the watchdog: give up waiting */
-    atomic_ullong reported_seq;            /* the watchdog reported this collective */
-    int kind;                              /* kind of the collective in progress */
-    char name[64];                         /* MPI name, for reports */
-} cgpu_ras_t;
 
 /* the largest round of input a padded pair reduction copies at once (cgpu_coll.c): the pair
  * copies a communicator keeps are at most twice that */
@@ -204,11 +186,12 @@ void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes);
 /* Note progress (a step completed) for the watchdog. */
 void cgpu_ras_progress(cgpu_comm_t *comm);
 /* Engine-internal: the watchdog thread (cgpu_ras.c). */
-void cgpu_watchdog_start(void);
-void cgpu_watchdog_stop(void);
 /* Call fn on every live internal communicator, under the engine's list lock (not a data
  * path lock: only create, release and the watchdog take it). */
 void cgpu_engine_for_each_comm(void (*fn)(cgpu_comm_t *comm, void *arg), void *arg);
+
+/* The watchdog's scan (cgpu_health.c): report every communicator stalled past the timeout. */
+void cgpu_health_scan(uint64_t now_ns, void *arg);
 
 static inline cgpu_seg_ctrl_t *cgpu_ctrl(cgpu_comm_t *comm, int rank)
 {

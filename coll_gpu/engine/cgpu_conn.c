@@ -14,7 +14,7 @@ bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value)
         if (0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed)) {
             return false;
         }
-        cgpu_engine_progress_poll(++spins, 256); /* the peer may wait in MPI for us */
+        cgpu_progress_poll(++spins, 256); /* the peer may wait in MPI for us */
         if (spins < 256) {
             cgpu_cpu_relax();
         } else if (spins < 20000) {

@@ -12,7 +12,7 @@
 
 #ifdef CGPU_HAVE_CUDA
 
-#include "kernels/cgpu_cuda_kernels.h"
+#include "cgpu_cuda_kernels.h"
 
 typedef struct cgpu_cuda_comm {
     int device;
@@ -1402,7 +1402,7 @@ static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
     }
     /* a non-blocking collective's worker bound to the caller's one CPU gives it the core
      * between polls (a poll reads one mapped line): the caller computes meanwhile */
-    const bool share = cgpu_engine_worker_shares_cpu();
+    const bool share = cgpu_thread_worker_shares_cpu();
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
         const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the blocks publish
                                                           * completions before they end */
@@ -1435,7 +1435,7 @@ static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
         /* a wait past 50 us (a call takes 5-10): a peer may wait in MPI for a message of ours */
         if (0 == (it & 0xff) && cgpu_now_ns() - t1 > 50000) {
             rk_unclaim(cc); /* progress may begin a call on this thread (launched_begin) */
-            cgpu_engine_progress();
+            cgpu_progress();
         }
         if (share) {
             sched_yield();
@@ -2064,7 +2064,7 @@ static cgpu_status_t ce_try(cgpu_comm_t *comm, cuda_call_t *k, ce_call_t *ce, co
                             const void *target, bool needs_map, bool local_ok, bool *done)
 {
     *done = false;
-    if (!cgpu_engine_may_bootstrap()) { /* a non-blocking collective's worker: no agreement */
+    if (!cgpu_thread_may_call_mpi()) { /* a non-blocking collective's worker: no agreement */
         return CGPU_OK;
     }
     int prev = cgpu_cuda_current_device();

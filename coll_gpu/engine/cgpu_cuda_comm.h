@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "btl_glue/cgpu_cuda.h"
+#include "cgpu_cuda.h"
 #include "cgpu_comm_internal.h"
 #include "cgpu_cuda_pool.h"
 

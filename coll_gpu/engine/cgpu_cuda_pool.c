@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "btl_glue/cgpu_cuda.h"
+#include "cgpu_cuda.h"
 #include "cgpu_config.h"
 #include "cgpu_cuda_pool.h"
 #include "cgpu_engine.h"
@@ -36,7 +36,7 @@ uint64_t cgpu_inbox_reuses(void)
 
 #ifdef CGPU_HAVE_CUDA
 
-#include "kernels/cgpu_cuda_kernels.h"
+#include "cgpu_cuda_kernels.h"
 
 /* Both tables are small (bounded by the MCA caps plus what live communicators use) and
  * touched only at communicator create/release: linear scans under one mutex, which is

@@ -16,11 +16,11 @@
 #include <string.h>
 
 #include "cgpu_comm_internal.h"
-#include "kernels/cgpu_cuda_kernels.h" /* the LL size classes (plain C) */
+#include "cgpu_cuda_kernels.h" /* the LL size classes (plain C) */
 #include "cgpu_cuda_pool.h"
-#include "btl_glue/cgpu_cuda.h"
+#include "cgpu_cuda.h"
 #include "cgpu_engine.h"
-#include "prof/cgpu_prof.h"
+#include "cgpu_prof.h"
 
 static cgpu_config_t engine_cfg;
 static atomic_int engine_up;
@@ -38,6 +38,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->max_comms = 1024;
     cfg->verbose = 0;
     cfg->log = NULL;
+    cfg->log_subsystems = CGPU_SUB_ALL;
     cfg->force_node_per_rank = false;
     cfg->cuda_channels = 64;
     cfg->cuda_threads = 512;
@@ -121,12 +122,15 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         return CGPU_ERR_INVALID_ARG;
     }
     engine_cfg = *cfg;
+    cgpu_log_setup(cfg->log, cfg->verbose, cfg->log_subsystems);
+    cgpu_cuda_set_wait_polls(cfg->cuda_wait_polls);
     cgpu_cuda_set_setup_wait(cfg->cuda_setup_exclusive ? cfg->cuda_setup_wait_ms : 0);
     /* whole cache lines, so every slot is aligned for every element type */
     engine_cfg.slot_bytes &= ~(size_t) 63;
     engine_cfg.stage_bytes &= ~(size_t) 63;
     cgpu_prof_load(cfg->profiler);
     atomic_store(&engine_up, 1);
+    cgpu_progress_setup(cfg->progress, true);
     return CGPU_OK;
 }
 
@@ -144,7 +148,8 @@ void cgpu_engine_fini(void)
     if (0 == atomic_exchange(&engine_up, 0)) {
         return;
     }
-    cgpu_watchdog_stop();
+    cgpu_progress_setup(NULL, false); /* MPI is being finalized: its progress is off limits */
+    cgpu_ras_watchdog_stop();
     pthread_mutex_lock(&engine_list_lock);
     for (cgpu_comm_t *c = engine_comms; NULL != c; c = c->next) {
         cgpu_log(CGPU_LOG_INFO,
@@ -167,9 +172,10 @@ void cgpu_engine_set_threads(bool multiple)
     if (engine_cfg.cuda_wait_polls < -1) { /* auto */
         engine_cfg.cuda_wait_polls = multiple ? 32 : -1;
     }
+    cgpu_cuda_set_wait_polls(engine_cfg.cuda_wait_polls);
     if (CGPU_ORDER_AUTO == engine_cfg.cuda_stream_order) {
-        /* not the blocking stream: it is not ordered after the application's blocking
-         * streams (session 17, under MPS) */
+        /* not the blocking stream: CUDA does not order it after the application's other
+         * blocking streams (seen under MPS) */
         engine_cfg.cuda_stream_order = CGPU_ORDER_EVENT;
     }
     if (engine_cfg.cuda_resident < 0) { /* another thread's device-wide synchronize (a
@@ -229,23 +235,6 @@ void cgpu_engine_unregister_comm(cgpu_comm_t *comm)
     pthread_mutex_unlock(&engine_list_lock);
 }
 
-void cgpu_log(int level, const char *fmt, ...)
-{
-    if (level > CGPU_LOG_WARN && level > engine_cfg.verbose) {
-        return;
-    }
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (NULL != engine_cfg.log) {
-        engine_cfg.log(level, msg);
-    } else {
-        fprintf(stderr, "coll/gpu: %s\n", msg);
-    }
-}
-
 cgpu_buf_kind_t cgpu_buf_kind(const void *ptr, int *device)
 {
     switch (cgpu_cuda_mem_kind(ptr, device)) {
@@ -298,47 +287,6 @@ int cgpu_engine_current_device(void)
 cgpu_status_t cgpu_engine_set_device(int device)
 {
     return cgpu_cuda_set_device(device);
-}
-
-static __thread bool no_bootstrap;
-
-void cgpu_engine_forbid_bootstrap(bool forbid)
-{
-    no_bootstrap = forbid;
-}
-
-bool cgpu_engine_may_bootstrap(void)
-{
-    return !no_bootstrap;
-}
-
-bool cgpu_engine_thread_one_cpu(void)
-{
-    static __thread int known; /* 0: not asked yet, 1: one CPU, 2: more */
-    if (0 == known) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        known = 0 == sched_getaffinity(0, sizeof(set), &set) && 1 == CPU_COUNT(&set) ? 1 : 2;
-    }
-    return 1 == known;
-}
-
-bool cgpu_engine_worker_shares_cpu(void)
-{
-    return no_bootstrap && cgpu_engine_thread_one_cpu();
-}
-
-void cgpu_engine_progress(void)
-{
-    static __thread bool inside; /* the progress function may finish requests that wait */
-    /* not from cgpu_engine_fini's waits: MPI is being finalized */
-    if (NULL == engine_cfg.progress || no_bootstrap || inside ||
-        0 == atomic_load_explicit(&engine_up, memory_order_relaxed)) {
-        return;
-    }
-    inside = true;
-    engine_cfg.progress();
-    inside = false;
 }
 
 /* the blocks of a cap that regular grids and reservations take: all but the spare ones */

@@ -18,8 +18,13 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "cgpu_clock.h"
+#include "cgpu_dtype.h"
+#include "cgpu_log.h"
 #include "cgpu_status.h"
-#include "kernels/cgpu_reduce.h"
+#include "cgpu_thread.h"
+#include "cgpu_ras.h"
+#include "cgpu_reduce.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,18 +79,6 @@ typedef enum cgpu_scan_alg {
  * CGPU_SCATTER_AUTO the choice above. Every rank passes the same @p maxb. */
 cgpu_scatter_alg_t cgpu_scatter_choose(cgpu_scatter_alg_t alg, size_t maxb);
 
-/** Log levels, compared against coll_gpu_verbose. Warnings always print. */
-enum { CGPU_LOG_WARN = 0, CGPU_LOG_INFO = 10, CGPU_LOG_DEBUG = 50, CGPU_LOG_TRACE = 100 };
-
-/** Where engine messages go (the glue routes them to Open MPI's output stream). */
-typedef void (*cgpu_log_fn_t)(int level, const char *msg);
-
-/** The progress of the library around the engine (the glue passes Open MPI's): a blocking
- * wait of an application's thread calls it once the wait has lasted a little, so that
- * point-to-point messages a peer needs from this rank keep moving while it waits for that
- * peer in a collective (MPI's progress rule). Never called on a worker thread. */
-typedef void (*cgpu_progress_fn_t)(void);
-
 /** The largest coll_gpu_cuda_ll_bytes: the LL area's largest size class (a communicator of n
  * ranks keeps classes up to 512 KiB / n, so its area stays near 4 MiB an inbox). */
 #define CGPU_CUDA_LL_BYTES_MAX 65536
@@ -99,6 +92,7 @@ typedef struct cgpu_config {
     int max_comms;            /* cap on live internal communicators (0 = no cap) */
     int verbose;              /* messages with level <= verbose are printed */
     cgpu_log_fn_t log;        /* may be NULL: messages go to stderr */
+    unsigned log_subsystems;  /* cgpu_subsys_t bits whose messages above WARN print */
     cgpu_progress_fn_t progress; /* may be NULL: waits only wait */
     bool force_node_per_rank; /* pretend every rank is on its own node (tests) */
     /* cuda backend */
@@ -212,27 +206,6 @@ void cgpu_engine_fini(void);
 void cgpu_engine_set_threads(bool multiple);
 
 /**
- * Mark the calling thread as one that must not use the bootstrap (or, with false, unmark it) (a worker thread running
- * non-blocking collectives: the bootstrap is a blocking MPI call, which only the
- * application's threads may make). Paths that need a bootstrap round (the copy-engine
- * agreement) are then skipped; every rank runs a given non-blocking collective on such a
- * thread, so every rank skips them alike.
- */
-void cgpu_engine_forbid_bootstrap(bool forbid);
-
-/** False on a thread marked by cgpu_engine_forbid_bootstrap(true). */
-bool cgpu_engine_may_bootstrap(void);
-
-/** Whether the calling thread may run on one CPU only (Open MPI binds each of a few ranks
- *  to a core by default); asked once per thread. */
-bool cgpu_engine_thread_one_cpu(void);
-
-/** A thread of ours (marked by cgpu_engine_forbid_bootstrap: a non-blocking collectives'
- *  worker) bound to one CPU: it shares the application thread's core, so its waits give
- *  the core away between polls. */
-bool cgpu_engine_worker_shares_cpu(void);
-
-/**
  * A launch's thread blocks out of a budget of @p cap blocks (@p used: those taken and not
  * given back, shared by the threads of the process), of which @p spare are kept for
  * launches that find the others taken: @p want (one per part of the call) or as many of
@@ -296,27 +269,6 @@ int cgpu_resident_blocks(size_t blocks, bool cluster);
 /** The clusters of a resident kernel of @p blocks launched as clusters (cgpu_resident_blocks). */
 int cgpu_resident_clusters(int blocks);
 
-/** Monotonic clock, nanoseconds. */
-uint64_t cgpu_now_ns(void);
-/** The CLOCK_REALTIME time @p ns from now: the deadline of a pthread timed wait. */
-struct timespec cgpu_deadline_after_ns(uint64_t ns);
-
-/**
- * Run the configured progress function (cgpu_config_t.progress) from a blocking wait that
- * has lasted a while: nothing on a thread marked by cgpu_engine_forbid_bootstrap (workers
- * never call MPI), nothing when called again from inside that function.
- */
-void cgpu_engine_progress(void);
-
-/** From a wait loop's @p it-th poll: cgpu_engine_progress every 8th poll past the first
- * @p after (only a wait that lasts pays for it). */
-static inline void cgpu_engine_progress_poll(unsigned it, unsigned after)
-{
-    if (it >= after && 0 == (it & 7)) {
-        cgpu_engine_progress();
-    }
-}
-
 /**
  * Stagers: pinned host slots and a copy stream for pipelining a collective through host
  * memory (the glue's staged path). cgpu_stager_get takes one (from a small pool) whose
@@ -352,9 +304,6 @@ const cgpu_config_t *cgpu_engine_config(void);
 
 /** Number of live internal communicators (an atomic load; safe from any thread). */
 int cgpu_engine_live_comms(void);
-
-/** Engine-side log helper (printf format); used by every layer below the glue. */
-void cgpu_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 typedef struct cgpu_comm cgpu_comm_t;
 
@@ -425,50 +374,6 @@ void cgpu_comm_describe(cgpu_comm_t *comm, const char *name, uint64_t id);
 void cgpu_comm_set_bootstrap(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs);
 
 /** Health items of a communicator (RAS). Reading one loads atomics and nothing else. */
-typedef enum cgpu_ras_item {
-    CGPU_RAS_STATE = 0,          /* cgpu_ras_state_t */
-    CGPU_RAS_ALLREDUCE_STARTED,
-    CGPU_RAS_ALLREDUCE_COMPLETED,
-    CGPU_RAS_ALLTOALL_STARTED,
-    CGPU_RAS_ALLTOALL_COMPLETED,
-    CGPU_RAS_BYTES,              /* bytes this rank contributed to completed collectives */
-    CGPU_RAS_LAST_SEQ,           /* sequence number of the last completed collective */
-    CGPU_RAS_IDLE_US,            /* time since the running collective last progressed (0: none) */
-    CGPU_RAS_PEERS_MISSING,      /* peers not yet in the running collective */
-    CGPU_RAS_PEERS_MISSING_MASK, /* which (bit r = rank r, ranks 0-63) */
-    CGPU_RAS_ERR_TIMEOUT,
-    CGPU_RAS_ERR_DEVICE,
-    CGPU_RAS_ERR_OTHER,
-    CGPU_RAS_ALGORITHM,          /* cgpu_ras_alg_t of the running or last collective */
-    CGPU_RAS_TRANSPORT,          /* cgpu_ras_transport_t */
-    CGPU_RAS_BCAST_STARTED,      /* the other kinds, in CGPU_KIND_* order from bcast */
-    CGPU_RAS_BCAST_COMPLETED,
-    CGPU_RAS_ALLGATHER_STARTED,
-    CGPU_RAS_ALLGATHER_COMPLETED,
-    CGPU_RAS_REDUCE_SCATTER_STARTED,
-    CGPU_RAS_REDUCE_SCATTER_COMPLETED,
-    CGPU_RAS_REDUCE_STARTED,
-    CGPU_RAS_REDUCE_COMPLETED,
-    CGPU_RAS_ITEMS
-} cgpu_ras_item_t;
-
-typedef enum cgpu_ras_state {
-    CGPU_RAS_INITIALIZING = 0, /* (glue) no engine communicator yet */
-    CGPU_RAS_READY = 1,
-    CGPU_RAS_DEGRADED = 2,     /* (glue) set-up failed: every call uses the fallback */
-    CGPU_RAS_FAILED = 3,       /* a collective failed or was aborted: calls return errors */
-} cgpu_ras_state_t;
-
-typedef enum cgpu_ras_alg { CGPU_RAS_ALG_NONE = 0, CGPU_RAS_ALG_RING, CGPU_RAS_ALG_ONESHOT,
-                            CGPU_RAS_ALG_TREE, CGPU_RAS_ALG_DIRECT,
-                            CGPU_RAS_ALG_COPY_ENGINE,
-                            CGPU_RAS_ALG_HIERARCHICAL, /* nodes: local steps + proxy */
-                            CGPU_RAS_ALG_PROXY } cgpu_ras_alg_t; /* nodes: proxy only */
-typedef enum cgpu_ras_transport { CGPU_RAS_TRANSPORT_SHM = 0, CGPU_RAS_TRANSPORT_CUDA_IPC = 1,
-                                   CGPU_RAS_TRANSPORT_PROXY_SHM = 2, /* nodes: proxy + shm */
-                                   CGPU_RAS_TRANSPORT_PROXY_CUDA_IPC = 3, /* proxy + IPC */
-                                   CGPU_RAS_TRANSPORT_PROXY = 4 } /* one rank per node */
-    cgpu_ras_transport_t;
 
 /** Read one health item (atomic loads only; safe from any thread at any rate). */
 uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item);
@@ -629,16 +534,6 @@ cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
 cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                         cgpu_dtype_t dt, cgpu_op_t op, bool exclusive, cgpu_scan_alg_t alg,
                         size_t round_bytes);
-
-/* One turn of a busy-wait loop: a hint to the core (x86 pause, arm yield). */
-static inline void cgpu_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 #ifdef __cplusplus
 }

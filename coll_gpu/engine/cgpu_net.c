@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "btl_glue/cgpu_cuda.h"
+#include "cgpu_cuda.h"
 #include "cgpu_comm_internal.h"
 #include "cgpu_proxy.h"
 

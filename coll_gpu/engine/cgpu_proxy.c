@@ -73,8 +73,8 @@ void cgpu_proxy_set_test_flags(unsigned flags)
 
 #include <hwloc.h>
 
-#include "btl_glue/cgpu_cuda.h"
-#include "btl_glue/cgpu_ofi.h"
+#include "cgpu_cuda.h"
+#include "cgpu_ofi.h"
 
 enum {
     PROXY_KIND_SEND = 0,
@@ -1176,7 +1176,7 @@ static void proxy_drain(void)
 static void *proxy_main(void *arg)
 {
     (void) arg;
-    cgpu_engine_forbid_bootstrap(true); /* never calls MPI: no bootstrap, no MPI progress */
+    cgpu_thread_set_worker(true); /* never calls MPI: no bootstrap, no MPI progress */
     cgpu_status_t st = proxy_setup();
 
     pthread_mutex_lock(&sub_lock);
@@ -1702,7 +1702,7 @@ cgpu_status_t cgpu_proxy_waitall(cgpu_proxy_req_t *reqs, int n, double timeout_s
                 proxy_wake();
             }
         }
-        cgpu_engine_progress_poll(++spins, 100); /* a peer may wait in MPI for us */
+        cgpu_progress_poll(++spins, 100); /* a peer may wait in MPI for us */
         if (spins < 100) {
             cgpu_cpu_relax();
         } else if (spins < 2000) {

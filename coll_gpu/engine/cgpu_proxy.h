@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "cgpu_status.h"
-#include "prof/cgpu_prof.h"
+#include "cgpu_prof.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "btl_glue/cgpu_cuda.h"
+#include "cgpu_cuda.h"
 #include "cgpu_engine.h"
 
 enum { STAGER_MAX_SLOTS = 4, STAGER_POOL = 4 };

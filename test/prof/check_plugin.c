@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "include/coll_gpu_profiler_v1.h"
+#include "coll_gpu_profiler_v1.h"
 
 #define CTX_MAGIC 0x636f6e7465787421ull
 #define EV_MAGIC 0x6576656e74212121ull

@@ -17,7 +17,7 @@
 
 #include "cgpu_cuda_comm.h"
 #include "cunit_run.h"
-#include "kernels/cgpu_cuda_kernels.h"
+#include "cgpu_cuda_kernels.h"
 
 /* pieces of `count` elements numbered as the kernels number them, with `n` pieces */
 static void check_pieces(size_t count, size_t lo, size_t hi, int n)

@@ -55,8 +55,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "btl_glue/cgpu_cuda.h"
-#include "btl_glue/cgpu_shm.h"
+#include "cgpu_cuda.h"
+#include "cgpu_shm.h"
 #include "cgpu_engine.h"
 
 enum {
@@ -1347,7 +1347,7 @@ static void count_progress(void)
         atomic_store(&progress_deepest, d);
     }
     atomic_fetch_add(&progress_calls, 1);
-    cgpu_engine_progress(); /* from inside the progress function: must return at once */
+    cgpu_progress(); /* from inside the progress function: must return at once */
     atomic_fetch_sub(&progress_depth, 1);
 }
 
@@ -1362,7 +1362,7 @@ static void *late_allreduce(void *arg)
 {
     late_call_t *c = arg;
     if (c->worker) {
-        cgpu_engine_forbid_bootstrap(true);
+        cgpu_thread_set_worker(true);
     }
     if (cgpu_comm_rank(c->comm) == c->late_rank) {
         sleep_ms(100);

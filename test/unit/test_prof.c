@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cgpu_engine.h"
-#include "prof/cgpu_prof.h"
+#include "cgpu_prof.h"
 
 typedef void (*report_fn)(unsigned long long *, unsigned long long *, unsigned long long *,
                           unsigned long long *);

@@ -46,13 +46,13 @@
 #include <unistd.h>
 
 #include "cgpu_config.h"
-#include "btl_glue/cgpu_cuda.h"
+#include "cgpu_cuda.h"
 #ifdef CGPU_HAVE_LIBFABRIC
-#include "btl_glue/cgpu_ofi.h"
+#include "cgpu_ofi.h"
 #endif
 #include "cgpu_engine.h"
 #include "cgpu_proxy.h"
-#include "prof/cgpu_prof.h"
+#include "cgpu_prof.h"
 
 enum {
     T_MAX_RANKS = 8,

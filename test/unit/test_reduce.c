@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cgpu_reduce.h"
+#include "cgpu_reduce.h"
 
 /* Elements per reduction: the 16 x 16 pairs of boundary values, then random ones. */
 enum { TEST_POOL_SIZE = 16, TEST_COUNT = 400, TEST_GUARD_BYTES = 64 };

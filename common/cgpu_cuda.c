@@ -1,11 +1,26 @@
 /*
- * coll/gpu CUDA transport: runtime wrappers, IPC handles, memory kinds.
+ * coll/gpu base: the CUDA runtime wrapper (devices, memory kinds, streams and events,
+ * copies, IPC handles). Everything above reaches CUDA through here, so CUDA errors become
+ * cgpu_status_t in one place, and a build without the toolkit gets the "no device"
+ * answers from the stubs at the end of this file.
  */
-#include "btl_glue/cgpu_cuda.h"
+#define CGPU_LOG_SUBSYS CGPU_SUB_CUDA
+#include "cgpu_cuda.h"
+#include "cgpu_clock.h"
 #include "cgpu_config.h"
-#include "cgpu_engine.h"
+#include "cgpu_log.h"
+#include "cgpu_thread.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
+
+/* coll_gpu_cuda_wait_polls as resolved for the thread level (cgpu_cuda_set_wait_polls) */
+static atomic_int wait_polls = -1;
+
+void cgpu_cuda_set_wait_polls(int polls)
+{
+    atomic_store_explicit(&wait_polls, polls, memory_order_relaxed);
+}
 
 /* Collectives in flight (readers, cgpu_cuda_inflight_begin/end) against a communicator's
  * set-up and the deferred releases (writers). Plain threads, so the host-only build (CI)
@@ -328,18 +343,18 @@ void cgpu_cuda_stream_destroy(void *stream)
  * the core for a whole time slice per collective. -1 spins. With @p progress, a wait that
  * lasts (past 256 polls, hundreds of microseconds) runs the MPI library's progress every
  * 8th poll: a peer blocked in a receive that this rank must push would wait on us for ever
- * (cudaStreamSynchronize, which spins as fast, cannot: session 3 measured no difference
- * between the two waits). */
+ * (cudaStreamSynchronize, which spins as fast, cannot make that progress and is no
+ * faster). */
 static cgpu_status_t stream_wait(void *stream, bool progress)
 {
-    int polls = cgpu_engine_config()->cuda_wait_polls;
-    if (polls < 0 && !cgpu_engine_may_bootstrap()) {
+    int polls = atomic_load_explicit(&wait_polls, memory_order_relaxed);
+    if (polls < 0 && !cgpu_thread_may_call_mpi()) {
         /* a non-blocking collective's worker: bound to one core it shares it with the
          * application's thread, so it gives the core away at every poll (each poll, a
-         * cudaStreamQuery, costs 1.3-1.5 us while a kernel runs: 32 of them held the core
-         * for the whole collective, and osu_iallreduce under the default binding showed 0 %
-         * overlap, session 18); with a core of its own, 32 */
-        polls = cgpu_engine_worker_shares_cpu() ? 0 : 32;
+         * cudaStreamQuery, costs over a microsecond while a kernel runs: 32 of them hold the
+         * core for the whole collective and leave the application no overlap); with a
+         * core of its own, 32 */
+        polls = cgpu_thread_worker_shares_cpu() ? 0 : 32;
     }
     if (polls < 0 && !progress) {
         return cgpu_cuda_check((int) cudaStreamSynchronize((cudaStream_t) stream),
@@ -351,7 +366,7 @@ static cgpu_status_t stream_wait(void *stream, bool progress)
             return cgpu_cuda_check((int) e, "collective on the GPU");
         }
         if (progress) {
-            cgpu_engine_progress_poll(it, 256);
+            cgpu_progress_poll(it, 256);
         }
         if (polls >= 0 && it >= (unsigned) polls) {
             sched_yield();
@@ -562,7 +577,7 @@ cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *of
 cgpu_status_t cgpu_cuda_default_stream_wait_host(void *ev)
 {
     cudaError_t e = cudaEventRecord((cudaEvent_t) ev, cudaStreamLegacy);
-    if (cudaSuccess == e && cgpu_engine_worker_shares_cpu()) {
+    if (cudaSuccess == e && cgpu_thread_worker_shares_cpu()) {
         /* the application's work queued before the post may take long: a worker on the
          * caller's core asks, and gives the core back between questions */
         while (cudaErrorNotReady == (e = cudaEventQuery((cudaEvent_t) ev))) {

@@ -1,5 +1,5 @@
 /*
- * coll/gpu CUDA transport: the CUDA runtime behind a C interface without CUDA types.
+ * coll/gpu base: the CUDA runtime behind a C interface without CUDA types.
  *
  * Built only with the CUDA toolkit (CGPU_HAVE_CUDA); without it every function reports
  * "no device" so the rest of the engine needs no #ifdef. The runtime is linked
@@ -79,6 +79,10 @@ void cgpu_cuda_stream_destroy(void *stream);
  * coll_gpu_cuda_wait_polls); converts asynchronous errors. Runs no MPI progress (callers
  * may hold a lock). */
 cgpu_status_t cgpu_cuda_stream_sync(void *stream);
+
+/** How many polls a collective's stream wait spins before it gives the core away between
+ * polls (-1: spin; the engine resolves coll_gpu_cuda_wait_polls for the thread level). */
+void cgpu_cuda_set_wait_polls(int polls);
 /** The same for a collective's kernels, which wait for the peers': it polls, and once the
  * wait lasts it runs the MPI library's progress (cgpu_engine_progress). */
 cgpu_status_t cgpu_cuda_stream_wait_collective(void *stream);
