@@ -414,9 +414,9 @@ cgpu_status_t cgpu_cuda_stream_after(void *stream, void *ev, void *other)
 /* An event recorded on the legacy default stream completes after everything enqueued
  * before it there and on every blocking stream (per-thread default streams included);
  * our stream then waits for it on the device. The host never waits, and the legacy
- * stream never waits for ours, so no cycle through one of our kernels can form. (Querying
- * the default streams first, to skip the event when they are idle, was measured slower:
- * about 3 us per call against 1 us for the event.) */
+ * stream never waits for ours, so no cycle through one of our kernels can form. Querying
+ * the default streams first, to skip the event when they are idle, costs more (about 3 us
+ * a call against 1 us for the event). */
 cgpu_status_t cgpu_cuda_stream_after_default(void *stream, void *ev)
 {
     return cgpu_cuda_stream_after(stream, ev, (void *) cudaStreamLegacy);

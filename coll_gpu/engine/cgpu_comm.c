@@ -265,13 +265,8 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         st = CGPU_ERR_BOOTSTRAP;
         goto out_release;
     }
-    st = agree_on_table(all, bs->size);
-    if (CGPU_OK == st) {
-        st = agree_on_backend(all, bs->size, &comm->backend);
-    }
-    if (CGPU_OK != st) {
-        goto out_release;
-    }
+    CGPU_CHECK_GOTO(agree_on_table(all, bs->size), st, out_release);
+    CGPU_CHECK_GOTO(agree_on_backend(all, bs->size, &comm->backend), st, out_release);
     if (bs->size > 1) {
         int *node_of = malloc(sizeof(int) * (size_t) bs->size);
         const int nnodes = NULL == node_of ? -1 : number_nodes(all, bs->size, node_of);

@@ -46,13 +46,13 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_slots = 4;
     cfg->cuda_oneshot_bytes = 1024 * 1024;
     cfg->cuda_small_bytes = 64u << 10;
-    /* 4 KiB: a 64 KiB call takes 16 blocks, one LL line a thread (session 39, below) */
+    /* 4 KiB: a 64 KiB call takes 16 blocks, one LL line a thread (below) */
     cfg->cuda_oneshot_block_bytes = 4u << 10;
     cfg->cuda_oneshot_small_block_bytes = 4u << 10;
-    /* 2-8 KiB gained about 1 us (session 13); 16-32 KiB 0.29-0.59 us less device time a
-     * call than with a flag after a fence (2x H200 device trace, session 37); 64 KiB in 16
-     * blocks of 4 KiB (one line a thread), 1.2-1.8 us less device time than a flag in 8
-     * blocks (session 39; in 8 blocks, two lines a thread, it was mixed) */
+    /* LL lines (data and flag in one store) up to 64 KiB: on 2x H200 they save about 1 us
+     * a call at 2-8 KiB and 0.3-0.6 us of device time at 16-32 KiB against a flag after a
+     * fence; a 64 KiB call in 16 blocks of 4 KiB (one line a thread) saves 1.2-1.8 us
+     * (docs/performance.md) */
     cfg->cuda_ll_bytes = 64u << 10;
     cfg->cuda_timeout_s = 60.0;
     cfg->cuda_tree_channels = 8;
@@ -73,11 +73,11 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_resident_max_kernels = 4;
     /* 1: clusters where the device has room (cgpu_resident_as_cluster): calls of up to 8
      * blocks are handed on in block 0's cluster (0.3-0.65 us faster at 16-32 KiB than the
-     * mailbox, session 39), a 64 KiB call's 16 blocks of 4 KiB in two clusters (1.2-1.8 us
-     * less device time than 8 blocks with a flag, session 39) */
+     * mailbox), a 64 KiB call's 16 blocks of 4 KiB in two clusters (1.2-1.8 us less device
+     * time than 8 blocks with a flag) */
     cfg->cuda_resident_cluster = 1;
     /* the kernel takes a call, hands it on and finds its code path while the host waits
-     * for the default stream (sessions 40-41); a gate shut past the idle time gives the
+     * for the default stream; a gate shut past the idle time gives the
      * call back and ends the kernel, so default-stream work that needs its
      * multiprocessors gets them as without the gate (test_cuda_colls hog) */
     cfg->cuda_resident_gate = true;

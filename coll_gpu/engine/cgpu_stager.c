@@ -77,30 +77,27 @@ static cgpu_status_t stager_new(size_t slot_bytes, int nslots, bool cuda, cgpu_s
     s->device = cuda ? cgpu_cuda_current_device() : -1;
     cgpu_status_t st = CGPU_OK;
     if (cuda) {
-        st = cgpu_cuda_stream_create(&s->stream, false);
-        if (CGPU_OK == st) {
-            st = cgpu_cuda_event_create(&s->order_ev);
-        }
+        CGPU_CHECK_GOTO(cgpu_cuda_stream_create(&s->stream, false), st, out_destroy);
+        CGPU_CHECK_GOTO(cgpu_cuda_event_create(&s->order_ev), st, out_destroy);
     }
-    for (int i = 0; CGPU_OK == st && i < nslots; ++i) {
+    for (int i = 0; i < nslots; ++i) {
         if (cuda) {
             void *dev;
-            st = cgpu_cuda_host_alloc_mapped((void **) &s->slot[i], &dev, slot_bytes);
-            if (CGPU_OK == st) {
-                st = cgpu_cuda_event_create(&s->ev[i]);
-            }
+            CGPU_CHECK_GOTO(cgpu_cuda_host_alloc_mapped((void **) &s->slot[i], &dev, slot_bytes),
+                            st, out_destroy);
+            CGPU_CHECK_GOTO(cgpu_cuda_event_create(&s->ev[i]), st, out_destroy);
         } else {
             s->slot[i] = malloc(slot_bytes);
-            st = NULL == s->slot[i] ? CGPU_ERR_NO_MEMORY : CGPU_OK;
+            CGPU_REQUIRE_GOTO(NULL != s->slot[i], CGPU_ERR_NO_MEMORY, st, out_destroy);
         }
-    }
-    if (CGPU_OK != st) {
-        stager_destroy(s);
-        return st;
     }
     atomic_fetch_add_explicit(&created, 1, memory_order_relaxed);
     *out = s;
     return CGPU_OK;
+
+out_destroy: /* what was made so far: stager_destroy skips what is NULL */
+    stager_destroy(s);
+    return st;
 }
 
 unsigned long cgpu_stager_created(void)
