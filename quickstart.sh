@@ -11,7 +11,7 @@ if [ "${CGPU_SKIP_APT:-0}" != 1 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
         build-essential autoconf automake libtool pkg-config \
         openmpi-bin libopenmpi-dev libhwloc-dev libfabric-dev libcunit1-dev \
-        python3 valgrind >/dev/null
+        python3 python3-mpi4py python3-numpy valgrind >/dev/null
 fi
 ./autogen.sh >/dev/null 2>&1
 ./configure --enable-werror --prefix="$HOME/.local" \

@@ -16,7 +16,9 @@
 #   CGPU_TEST_NPS       np list, spaces or commas (default: "1 2 3 4 5 8")
 #   CGPU_TEST_BACKEND   coll_gpu_backend of the MPI tests (default: host; "auto" on a GPU
 #                       machine runs them on the cuda backend, host buffers staged)
-#   CGPU_TEST_TIMEOUT   seconds per test before it is killed (default: 300)
+#   CGPU_TEST_TIMEOUT   seconds per test before it is killed (default: 300 on 4 or more
+#                       cores, 600 below: the tests oversubscribe up to 16 ranks)
+#   CGPU_TEST_SANITIZE_TIMEOUT  the same for each sanitizer run (default: 3 x the above)
 #   CGPU_TEST_LOGDIR    where each test's output is kept (default: a new /tmp/cgpu-test-logs.*)
 #   CGPU_MPIRUN_EXTRA   extra mpirun arguments (word-split), e.g. "--mca coll_gpu_verbose 10"
 #   CGPU_DEMO_BIN       the demo program (default: <repo>/examples/demo)
@@ -28,7 +30,9 @@ PLUGIN_DIR=${CGPU_PLUGIN_DIR:-$REPO/.libs}
 BIN=${CGPU_TEST_BIN:-$REPO/test}
 NPS=${CGPU_TEST_NPS:-1 2 3 4 5 8}
 NPS=${NPS//,/ }
-TIMEOUT=${CGPU_TEST_TIMEOUT:-300}
+cores=$(nproc 2>/dev/null || echo 1)
+TIMEOUT=${CGPU_TEST_TIMEOUT:-$([ "$cores" -ge 4 ] && echo 300 || echo 600)}
+SANITIZE_TIMEOUT=${CGPU_TEST_SANITIZE_TIMEOUT:-$((3 * TIMEOUT))}
 DEMO=${CGPU_DEMO_BIN:-$REPO/examples/demo}
 if [ -n "${CGPU_TEST_LOGDIR:-}" ]; then
     LOGDIR=$CGPU_TEST_LOGDIR
@@ -161,8 +165,12 @@ for t in "$BIN"/unit/test_*; do
 done
 
 # ---- memory checking of the engine: ASan/LSan/UBSan build and valgrind memcheck ----
-run_test "sanitize.asan_unit_tests" bash "$REPO/test/sanitize.sh" asan
-run_test "sanitize.valgrind_unit_tests" bash "$REPO/test/sanitize.sh" valgrind
+# (valgrind runs each program 20-50 times slower: one test each, under a longer limit)
+TIMEOUT=$SANITIZE_TIMEOUT run_test "sanitize.asan_unit_tests" bash "$REPO/test/sanitize.sh" asan
+for t in test_reduce test_engine test_prof; do
+    TIMEOUT=$SANITIZE_TIMEOUT run_test "sanitize.valgrind_unit.$t" \
+        bash "$REPO/test/sanitize.sh" valgrind "$t"
+done
 
 # ---- MPI tests ----
 if ! command -v mpirun >/dev/null 2>&1; then
@@ -245,10 +253,10 @@ else
         echo "ompi_info lists $(grep -c "MCA coll gpu: \(parameter\|performance\)" "$2") coll/gpu variables"
     ' _ "$PLUGIN_DIR:$pkglibdir" "$LOGDIR/ompi_info.txt"
     # the plugin inside Open MPI under valgrind (2 ranks, host backend): no report in our code
-    run_test "sanitize.valgrind_mpi_tests" env CGPU_PLUGIN_DIR="$PLUGIN_DIR" \
+    TIMEOUT=$SANITIZE_TIMEOUT run_test "sanitize.valgrind_mpi_tests" env CGPU_PLUGIN_DIR="$PLUGIN_DIR" \
         bash "$REPO/test/sanitize.sh" mpi-valgrind
     # and built with AddressSanitizer + LeakSanitizer: no error, no leak our code allocated
-    run_test "sanitize.asan_mpi_tests" env CGPU_PLUGIN_DIR="$PLUGIN_DIR" \
+    TIMEOUT=$SANITIZE_TIMEOUT run_test "sanitize.asan_mpi_tests" env CGPU_PLUGIN_DIR="$PLUGIN_DIR" \
         bash "$REPO/test/sanitize.sh" mpi-asan
 
     # ---- alltoall at scale: 16 ranks (oversubscribed), bounded resources ----

@@ -73,6 +73,8 @@ valgrind)
         exit 77
     fi
     rc=0
+    shift
+    [ $# -gt 0 ] && tests=("$@") # one or a few named unit tests (the driver runs one each)
     for t in "${tests[@]}"; do
         log=$(mktemp /tmp/cgpu-vg.XXXXXX)
         # x87 long double arithmetic is emulated in 64 bits by valgrind: skip that type
