@@ -221,6 +221,7 @@ int mca_coll_gpu_status_to_mpi(cgpu_status_t st)
     case CGPU_ERR_SYSTEM:
     case CGPU_ERR_BOOTSTRAP:
     case CGPU_ERR_DEVICE:
+    case CGPU_DECLINED: /* engine-internal: never returned from the engine's API */
         return MPI_ERR_INTERN;
     }
     return MPI_ERR_UNKNOWN;

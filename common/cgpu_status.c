@@ -10,6 +10,8 @@ const char *cgpu_status_string(cgpu_status_t st)
         return "success";
     case CGPU_IN_PROGRESS:
         return "in progress";
+    case CGPU_DECLINED:
+        return "declined (another path takes it)";
     case CGPU_ERR_NO_MEMORY:
         return "out of memory";
     case CGPU_ERR_INVALID_ARG:

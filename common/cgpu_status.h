@@ -11,6 +11,7 @@
 typedef enum cgpu_status {
     CGPU_OK = 0,
     CGPU_IN_PROGRESS = 1,
+    CGPU_DECLINED = 2,           /* a path does not take this call: the next one does */
     CGPU_ERR_NO_MEMORY = -1,     /* malloc/mmap/shm sizing failed */
     CGPU_ERR_INVALID_ARG = -2,   /* caller passed something the engine cannot use */
     CGPU_ERR_NOT_SUPPORTED = -3, /* valid, but this engine/backend does not do it */

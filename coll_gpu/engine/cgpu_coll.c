@@ -5,107 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cgpu_comm_internal.h"
-#include "cgpu_cuda_comm.h"
-
-/* Host copies of buffers that live on a device, for the host algorithms. */
-typedef struct host_stage {
-    void *in_copy;
-    void *out_copy;
-} host_stage_t;
-
-static cgpu_status_t stage_in(const void *sbuf, void *rbuf, size_t bytes, host_stage_t *hs,
-                              const void **in, void **out)
-{
-    int dev;
-    const bool in_place = (sbuf == rbuf);
-    bool s_dev = CGPU_BUF_HOST != cgpu_buf_kind(sbuf, &dev);
-    bool r_dev = in_place ? s_dev : CGPU_BUF_HOST != cgpu_buf_kind(rbuf, &dev);
-    memset(hs, 0, sizeof(*hs));
-    *in = sbuf;
-    *out = rbuf;
-    if (s_dev) {
-        hs->in_copy = malloc(bytes);
-        if (NULL == hs->in_copy) {
-            return CGPU_ERR_NO_MEMORY;
-        }
-        cgpu_status_t st = cgpu_engine_copy(hs->in_copy, sbuf, bytes);
-        if (CGPU_OK != st) {
-            return st;
-        }
-        *in = hs->in_copy;
-    }
-    if (r_dev) {
-        hs->out_copy = in_place ? hs->in_copy : malloc(bytes);
-        if (NULL == hs->out_copy) {
-            return CGPU_ERR_NO_MEMORY;
-        }
-        *out = hs->out_copy;
-    }
-    return CGPU_OK;
-}
-
-static cgpu_status_t stage_out(void *rbuf, size_t bytes, host_stage_t *hs, cgpu_status_t st)
-{
-    if (CGPU_OK == st && NULL != hs->out_copy) {
-        st = cgpu_engine_copy(rbuf, hs->out_copy, bytes);
-    }
-    if (hs->out_copy != hs->in_copy) {
-        free(hs->out_copy);
-    }
-    free(hs->in_copy);
-    return st;
-}
-
-/* A host algorithm over buffers of any memory kind: what lives on a device is staged
- * through host copies. When staging fails locally the rank still takes part, on zeroed
- * scratch, so its peers do not hang, and the failure is returned. */
-typedef cgpu_status_t (*host_algo_fn)(cgpu_comm_t *comm, const void *in, void *out,
-                                      const void *args);
-
-static cgpu_status_t run_host_staged(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
-                                     size_t bytes, host_algo_fn fn, const void *args)
-{
-    host_stage_t hs;
-    const void *in;
-    void *out;
-    cgpu_status_t st = stage_in(sbuf, rbuf, bytes, &hs, &in, &out);
-    if (CGPU_OK == st) {
-        st = fn(comm, in, out, args);
-    } else {
-        void *tmp = calloc(1, bytes);
-        if (NULL != tmp) {
-            (void) fn(comm, tmp, tmp, args);
-            free(tmp);
-        }
-    }
-    return stage_out(rbuf, bytes, &hs, st);
-}
-
-typedef struct allreduce_args {
-    size_t count;
-    cgpu_dtype_t dt;
-    cgpu_op_t op;
-} allreduce_args_t;
-
-static cgpu_status_t host_allreduce(cgpu_comm_t *comm, const void *in, void *out,
-                                    const void *args)
-{
-    const allreduce_args_t *a = args;
-    return cgpu_host_ring_allreduce(comm, in, out, a->count, a->dt, a->op);
-}
-
-static cgpu_status_t host_alltoall(cgpu_comm_t *comm, const void *in, void *out, const void *args)
-{
-    return cgpu_host_alltoall(comm, in, out, *(const size_t *) args);
-}
+#include "cgpu_path.h"
 
 /* whether a reduction (allreduce_run, reduce_run, scan_run, the reduce-scatter) may go to
- * the device kernels: no network, the cuda backend, a (dt, op) they do, and not @p host */
+ * the communicator's own kernels: a path that has them, a (dt, op) they do, and not @p host */
 static bool kernels_take(const cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, bool host)
 {
-    return NULL == comm->net && !host && CGPU_BACKEND_CUDA == comm->backend &&
-           cgpu_cuda_comm_supports(dt, op);
+    return !host && cgpu_path_of(comm)->reduces(comm, dt, op);
 }
 
 /* An allreduce by the network across nodes, else the device kernels (unless @p host: a few
@@ -125,22 +31,11 @@ static cgpu_status_t allreduce_run(cgpu_comm_t *comm, const void *sbuf, void *rb
     if (CGPU_OK != st) {
         return st;
     }
-    if (0 == count) {
-        /* nothing to move */
-    } else if (NULL != comm->net) {
-        st = cgpu_net_allreduce(comm, sbuf, rbuf, count, dt, op);
-    } else if (kernels_take(comm, dt, op, host)) {
-        st = cgpu_cuda_allreduce(comm, sbuf, rbuf, count, dt, op, alg, po); /* profiles itself */
-    } else {
-        /* host algorithms; the decision above depends only on (backend, dt, op) and the
-         * entry point, the same on every rank, so a type the kernels lack (long double) runs
-         * here everywhere */
-        allreduce_args_t a = {.count = count, .dt = dt, .op = op};
-        cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
-                             bytes, "ring");
-        st = host ? cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op)
-                  : run_host_staged(comm, sbuf, rbuf, bytes, host_allreduce, &a);
-        cgpu_coll_prof_end(comm);
+    if (count > 0) {
+        st = cgpu_path_of(comm)->allreduce(comm, sbuf, rbuf, count, dt, op, alg, host, po);
+        if (CGPU_DECLINED == st) {
+            st = cgpu_path_host.allreduce(comm, sbuf, rbuf, count, dt, op, alg, host, NULL);
+        }
     }
     cgpu_comm_leave(comm, st, bytes);
     return st;
@@ -362,32 +257,14 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
     if (CGPU_OK != st) {
         return st;
     }
-    if (0 == bytes) {
-        /* nothing to move */
-    } else if (NULL != comm->net) {
-        st = cgpu_net_alltoall(comm, sbuf, rbuf, bytes);
-    } else if (CGPU_BACKEND_CUDA == comm->backend && cgpu_cuda_comm_alltoall_ok(comm)) {
-        st = cgpu_cuda_alltoall(comm, sbuf, rbuf, bytes); /* profiles itself */
-    } else {
-        cgpu_coll_prof_begin(comm, "alltoall", bytes, "byte", "", bytes * (size_t) comm->size,
-                             "direct");
-        st = run_host_staged(comm, sbuf, rbuf, bytes * (size_t) comm->size, host_alltoall, &bytes);
-        cgpu_coll_prof_end(comm);
+    if (bytes > 0) {
+        st = cgpu_path_of(comm)->alltoall(comm, sbuf, rbuf, bytes);
+        if (CGPU_DECLINED == st) {
+            st = cgpu_path_host.alltoall(comm, sbuf, rbuf, bytes);
+        }
     }
     cgpu_comm_leave(comm, st, bytes * (size_t) comm->size);
     return st;
-}
-
-typedef struct bcast_args {
-    int root;
-    size_t bytes;
-} bcast_args_t;
-
-static cgpu_status_t host_bcast(cgpu_comm_t *comm, const void *in, void *out, const void *args)
-{
-    const bcast_args_t *a = args;
-    (void) in; /* in place: staged in and out through the same buffer */
-    return cgpu_host_ring_bcast(comm, out, a->bytes, a->root);
 }
 
 /* A broadcast of which this rank also keeps part_bytes from part_off in @p part (a scatter's
@@ -404,21 +281,19 @@ static cgpu_status_t bcast_keeping(cgpu_comm_t *comm, void *buf, size_t bytes, i
     if (CGPU_OK != st) {
         return st;
     }
-    int dev;
-    bool kept = NULL == part || 0 == part_bytes;
-    if (0 == bytes || 1 == comm->size) {
-        /* nothing to move */
-    } else if (NULL != comm->net) {
-        st = cgpu_net_bcast(comm, buf, bytes, root);
-    } else if (CGPU_BACKEND_CUDA == comm->backend) {
-        const bool tail = !kept && CGPU_BUF_DEVICE == cgpu_buf_kind(part, &dev);
-        st = cgpu_cuda_bcast(comm, buf, bytes, root, tail ? part : NULL, part_off, part_bytes);
-        kept = kept || tail;
-    } else {
-        bcast_args_t a = {.root = root, .bytes = bytes};
-        cgpu_coll_prof_begin(comm, "bcast", bytes, "byte", "", bytes, "chain");
-        st = run_host_staged(comm, buf, buf, bytes, host_bcast, &a);
-        cgpu_coll_prof_end(comm);
+    if (0 == part_bytes) {
+        part = NULL;
+    }
+    bool kept = NULL == part;
+    if (bytes > 0 && comm->size > 1) {
+        bool path_kept = false;
+        st = cgpu_path_of(comm)->bcast(comm, buf, bytes, root, part, part_off, part_bytes,
+                                       &path_kept);
+        if (CGPU_DECLINED == st) {
+            st = cgpu_path_host.bcast(comm, buf, bytes, root, part, part_off, part_bytes,
+                                      &path_kept);
+        }
+        kept = kept || path_kept;
     }
     cgpu_comm_leave(comm, st, bytes);
     if (CGPU_OK == st && !kept) {
@@ -432,12 +307,6 @@ cgpu_status_t cgpu_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root)
     return bcast_keeping(comm, buf, bytes, root, NULL, 0, 0);
 }
 
-static cgpu_status_t host_allgather(cgpu_comm_t *comm, const void *in, void *out, const void *args)
-{
-    (void) in;
-    return cgpu_host_ring_allgather(comm, out, *(const size_t *) args);
-}
-
 cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes)
 {
     if (NULL == comm || (bytes > 0 && NULL == rbuf)) {
@@ -447,43 +316,14 @@ cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
     if (CGPU_OK != st) {
         return st;
     }
-    if (bytes > 0 && NULL != comm->net) {
-        st = cgpu_net_allgather(comm, sbuf, rbuf, bytes);
-    } else if (bytes > 0 && comm->size > 1 && CGPU_BACKEND_CUDA == comm->backend) {
-        st = cgpu_cuda_allgather(comm, sbuf, rbuf, bytes); /* places its own block too */
-    } else if (bytes > 0) {
-        char *mine = (char *) rbuf + (size_t) comm->rank * bytes;
-        if (NULL != sbuf && sbuf != mine) {
-            st = cgpu_engine_copy(mine, sbuf, bytes); /* own block into place, any memory */
-        }
-        if (CGPU_OK == st && comm->size > 1) {
-            cgpu_coll_prof_begin(comm, "allgather", bytes, "byte", "",
-                                 bytes * (size_t) comm->size, "ring");
-            st = run_host_staged(comm, rbuf, rbuf, bytes * (size_t) comm->size, host_allgather,
-                                 &bytes);
-            cgpu_coll_prof_end(comm);
+    if (bytes > 0) {
+        st = cgpu_path_of(comm)->allgather(comm, sbuf, rbuf, bytes);
+        if (CGPU_DECLINED == st) {
+            st = cgpu_path_host.allgather(comm, sbuf, rbuf, bytes);
         }
     }
     cgpu_comm_leave(comm, st, bytes);
     return st;
-}
-
-/* Host copies of what lives on a device, for the reductions whose input and output
- * differ in size: in (in_bytes) is only read, out (out_bytes) is written back. */
-static cgpu_status_t host_view(const void *p, size_t bytes, bool copy_in, void **view, void **own)
-{
-    int dev;
-    *own = NULL;
-    *view = (void *) p;
-    if (NULL == p || 0 == bytes || CGPU_BUF_HOST == cgpu_buf_kind(p, &dev)) {
-        return CGPU_OK;
-    }
-    *own = malloc(bytes);
-    if (NULL == *own) {
-        return CGPU_ERR_NO_MEMORY;
-    }
-    *view = *own;
-    return copy_in ? cgpu_engine_copy(*own, p, bytes) : CGPU_OK;
 }
 
 cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
@@ -507,63 +347,10 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
         }
         return st;
     }
-    if (NULL != comm->net) {
-        st = cgpu_net_reduce_scatter_block(comm, sbuf, rbuf, count, dt, op);
-        cgpu_comm_leave(comm, st, total);
-        return st;
+    st = cgpu_path_of(comm)->reduce_scatter_block(comm, sbuf, rbuf, count, dt, op);
+    if (CGPU_DECLINED == st) {
+        st = cgpu_path_host.reduce_scatter_block(comm, sbuf, rbuf, count, dt, op);
     }
-    if (comm->size > 1 && kernels_take(comm, dt, op, false)) {
-        st = cgpu_cuda_reduce_scatter(comm, sbuf, rbuf, count, dt, op);
-        cgpu_comm_leave(comm, st, total);
-        return st;
-    }
-    /* input: sbuf, or rbuf itself (in place); the output block may alias the input */
-    const void *src = NULL != sbuf ? sbuf : rbuf;
-    void *in_view, *in_own, *out_view, *out_own;
-    st = host_view(src, total, true, &in_view, &in_own);
-    if (CGPU_OK == st) {
-        st = host_view(rbuf, NULL != sbuf ? count * es : total, NULL == sbuf, &out_view, &out_own);
-    } else {
-        out_own = NULL;
-        out_view = rbuf;
-    }
-    void *scratch = NULL;
-    if (CGPU_OK != st) { /* take part on scratch so no peer waits */
-        scratch = calloc(1, total);
-        in_view = out_view = scratch;
-    }
-    char *tmp = NULL;
-    if (NULL == sbuf && CGPU_OK == st) {
-        /* in place: the result goes to the front of rbuf, which is input block 0 */
-        tmp = malloc(count * es);
-        st = NULL == tmp ? CGPU_ERR_NO_MEMORY : CGPU_OK;
-    }
-    if (NULL != in_view) {
-        cgpu_coll_prof_begin(comm, "reduce_scatter_block", count, cgpu_dtype_name(dt),
-                             cgpu_op_name(op), total, "ring");
-        cgpu_status_t rs = comm->size > 1
-                               ? cgpu_host_ring_reduce_scatter(comm, in_view,
-                                                               NULL != tmp ? tmp : out_view,
-                                                               count, dt, op)
-                               : CGPU_OK;
-        if (1 == comm->size) {
-            memmove(NULL != tmp ? (void *) tmp : out_view, in_view, count * es);
-        }
-        cgpu_coll_prof_end(comm);
-        if (CGPU_OK == st) {
-            st = rs;
-        }
-    }
-    if (CGPU_OK == st && NULL != tmp) {
-        memcpy(out_view, tmp, count * es);
-    }
-    if (CGPU_OK == st && NULL != out_own) {
-        st = cgpu_engine_copy(rbuf, out_own, count * es);
-    }
-    free(tmp);
-    free(scratch);
-    free(in_own);
-    free(out_own);
     cgpu_comm_leave(comm, st, total);
     return st;
 }
@@ -941,7 +728,7 @@ static cgpu_status_t scan_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
         cgpu_status_t st =
             cgpu_comm_enter(comm, exclusive ? "exscan" : "scan", CGPU_KIND_ALLREDUCE);
         if (CGPU_OK == st) {
-            st = cgpu_cuda_scan(comm, sbuf, rbuf, count, dt, op, exclusive);
+            st = cgpu_path_of(comm)->scan(comm, sbuf, rbuf, count, dt, op, exclusive);
             cgpu_comm_leave(comm, st, count * es);
         }
         return st;
@@ -975,7 +762,6 @@ static cgpu_status_t reduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t bytes = count * cgpu_dtype_size(dt);
-    const bool is_root = comm->rank == root;
     cgpu_status_t st = cgpu_comm_enter(comm, "reduce", CGPU_KIND_REDUCE);
     if (CGPU_OK != st || 0 == count) {
         if (CGPU_OK == st) {
@@ -983,46 +769,10 @@ static cgpu_status_t reduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
         }
         return st;
     }
-    if (NULL != comm->net) {
-        st = cgpu_net_reduce(comm, sbuf, rbuf, count, dt, op, root);
-        cgpu_comm_leave(comm, st, bytes);
-        return st;
+    st = cgpu_path_of(comm)->reduce(comm, sbuf, rbuf, count, dt, op, root);
+    if (CGPU_DECLINED == st) {
+        st = cgpu_path_host.reduce(comm, sbuf, rbuf, count, dt, op, root);
     }
-    if (comm->size > 1 && kernels_take(comm, dt, op, false)) {
-        st = cgpu_cuda_reduce(comm, sbuf, rbuf, count, dt, op, root);
-        cgpu_comm_leave(comm, st, bytes);
-        return st;
-    }
-    void *in_view, *in_own, *out_view = NULL, *out_own = NULL;
-    st = host_view(NULL != sbuf ? sbuf : rbuf, bytes, true, &in_view, &in_own);
-    if (CGPU_OK == st && is_root) {
-        st = host_view(rbuf, bytes, false, &out_view, &out_own);
-    }
-    void *scratch = NULL;
-    if (CGPU_OK != st) {
-        scratch = calloc(1, bytes);
-        in_view = out_view = scratch;
-    }
-    if (NULL != in_view) {
-        cgpu_coll_prof_begin(comm, "reduce", count, cgpu_dtype_name(dt), cgpu_op_name(op), bytes,
-                             "chain");
-        cgpu_status_t rs = CGPU_OK;
-        if (comm->size > 1) {
-            rs = cgpu_host_ring_reduce(comm, in_view, out_view, count, dt, op, root);
-        } else if (out_view != in_view) {
-            memcpy(out_view, in_view, bytes);
-        }
-        cgpu_coll_prof_end(comm);
-        if (CGPU_OK == st) {
-            st = rs;
-        }
-    }
-    if (CGPU_OK == st && is_root && NULL != out_own) {
-        st = cgpu_engine_copy(rbuf, out_own, bytes);
-    }
-    free(scratch);
-    free(in_own);
-    free(out_own);
     cgpu_comm_leave(comm, st, bytes);
     return st;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cgpu_comm_internal.h"
+#include "cgpu_path.h"
 #include "cgpu_cuda_comm.h"
 
 #define CGPU_HOST_MAX 64
@@ -561,11 +562,7 @@ uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item)
     case CGPU_RAS_ALGORITHM:
         return (uint64_t) atomic_load_explicit(&c->ras.alg, memory_order_relaxed);
     case CGPU_RAS_TRANSPORT:
-        if (NULL != c->net) {
-            return cgpu_net_transport(c);
-        }
-        return CGPU_BACKEND_CUDA == c->backend ? CGPU_RAS_TRANSPORT_CUDA_IPC
-                                               : CGPU_RAS_TRANSPORT_SHM;
+        return (uint64_t) cgpu_path_of(c)->transport(c);
     case CGPU_RAS_ITEMS:
         break;
     }

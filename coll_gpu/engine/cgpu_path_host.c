@@ -1,0 +1,315 @@
+/*
+ * coll/gpu engine: the host path's table. Host buffers, or device buffers staged through
+ * host copies, moved by the shared-memory algorithms of the host backend (rings, chains,
+ * the direct alltoall). It takes every call, so it is also where the other paths' declined
+ * calls run. When staging fails locally the rank still takes part, on zeroed scratch, so its
+ * peers do not hang, and the failure is returned.
+ */
+#define CGPU_LOG_SUBSYS CGPU_SUB_SHM
+#include <stdlib.h>
+#include <string.h>
+
+#include "cgpu_path.h"
+
+/* Host copies of buffers that live on a device, for the host algorithms. */
+typedef struct host_stage {
+    void *in_copy;
+    void *out_copy;
+} host_stage_t;
+
+static cgpu_status_t stage_in(const void *sbuf, void *rbuf, size_t bytes, host_stage_t *hs,
+                              const void **in, void **out)
+{
+    int dev;
+    const bool in_place = (sbuf == rbuf);
+    bool s_dev = CGPU_BUF_HOST != cgpu_buf_kind(sbuf, &dev);
+    bool r_dev = in_place ? s_dev : CGPU_BUF_HOST != cgpu_buf_kind(rbuf, &dev);
+    memset(hs, 0, sizeof(*hs));
+    *in = sbuf;
+    *out = rbuf;
+    if (s_dev) {
+        hs->in_copy = malloc(bytes);
+        if (NULL == hs->in_copy) {
+            return CGPU_ERR_NO_MEMORY;
+        }
+        cgpu_status_t st = cgpu_engine_copy(hs->in_copy, sbuf, bytes);
+        if (CGPU_OK != st) {
+            return st;
+        }
+        *in = hs->in_copy;
+    }
+    if (r_dev) {
+        hs->out_copy = in_place ? hs->in_copy : malloc(bytes);
+        if (NULL == hs->out_copy) {
+            return CGPU_ERR_NO_MEMORY;
+        }
+        *out = hs->out_copy;
+    }
+    return CGPU_OK;
+}
+
+static cgpu_status_t stage_out(void *rbuf, size_t bytes, host_stage_t *hs, cgpu_status_t st)
+{
+    if (CGPU_OK == st && NULL != hs->out_copy) {
+        st = cgpu_engine_copy(rbuf, hs->out_copy, bytes);
+    }
+    if (hs->out_copy != hs->in_copy) {
+        free(hs->out_copy);
+    }
+    free(hs->in_copy);
+    return st;
+}
+
+/* A host algorithm over buffers of any memory kind: what lives on a device is staged
+ * through host copies. When staging fails locally the rank still takes part, on zeroed
+ * scratch, so its peers do not hang, and the failure is returned. */
+typedef cgpu_status_t (*host_algo_fn)(cgpu_comm_t *comm, const void *in, void *out,
+                                      const void *args);
+
+static cgpu_status_t run_host_staged(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                     size_t bytes, host_algo_fn fn, const void *args)
+{
+    host_stage_t hs;
+    const void *in;
+    void *out;
+    cgpu_status_t st = stage_in(sbuf, rbuf, bytes, &hs, &in, &out);
+    if (CGPU_OK == st) {
+        st = fn(comm, in, out, args);
+    } else {
+        void *tmp = calloc(1, bytes);
+        if (NULL != tmp) {
+            (void) fn(comm, tmp, tmp, args);
+            free(tmp);
+        }
+    }
+    return stage_out(rbuf, bytes, &hs, st);
+}
+
+typedef struct allreduce_args {
+    size_t count;
+    cgpu_dtype_t dt;
+    cgpu_op_t op;
+} allreduce_args_t;
+
+static cgpu_status_t host_allreduce(cgpu_comm_t *comm, const void *in, void *out,
+                                    const void *args)
+{
+    const allreduce_args_t *a = args;
+    return cgpu_host_ring_allreduce(comm, in, out, a->count, a->dt, a->op);
+}
+
+static cgpu_status_t host_alltoall(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+{
+    return cgpu_host_alltoall(comm, in, out, *(const size_t *) args);
+}
+
+typedef struct bcast_args {
+    int root;
+    size_t bytes;
+} bcast_args_t;
+
+static cgpu_status_t host_bcast(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+{
+    const bcast_args_t *a = args;
+    (void) in; /* in place: staged in and out through the same buffer */
+    return cgpu_host_ring_bcast(comm, out, a->bytes, a->root);
+}
+
+static cgpu_status_t host_allgather(cgpu_comm_t *comm, const void *in, void *out, const void *args)
+{
+    (void) in;
+    return cgpu_host_ring_allgather(comm, out, *(const size_t *) args);
+}
+
+cgpu_status_t cgpu_host_view(const void *p, size_t bytes, bool copy_in, void **view, void **own)
+{
+    int dev;
+    *own = NULL;
+    *view = (void *) p;
+    if (NULL == p || 0 == bytes || CGPU_BUF_HOST == cgpu_buf_kind(p, &dev)) {
+        return CGPU_OK;
+    }
+    *own = malloc(bytes);
+    if (NULL == *own) {
+        return CGPU_ERR_NO_MEMORY;
+    }
+    *view = *own;
+    return copy_in ? cgpu_engine_copy(*own, p, bytes) : CGPU_OK;
+}
+
+static cgpu_status_t host_path_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                         size_t count, cgpu_dtype_t dt, cgpu_op_t op,
+                                         cgpu_allreduce_alg_t alg, bool host,
+                                         const cgpu_pairs_out_t *po)
+{
+    (void) alg;
+    (void) po;
+    /* a type the kernels lack (long double) runs here on every rank: the cuda path declined
+     * it from (dt, op) alone */
+    allreduce_args_t a = {.count = count, .dt = dt, .op = op};
+    cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
+                         count * cgpu_dtype_size(dt), "ring");
+    cgpu_status_t st = host ? cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op)
+                            : run_host_staged(comm, sbuf, rbuf, count * cgpu_dtype_size(dt),
+                                              host_allreduce, &a);
+    cgpu_coll_prof_end(comm);
+    return st;
+}
+
+static cgpu_status_t host_path_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                        size_t bytes)
+{
+    cgpu_coll_prof_begin(comm, "alltoall", bytes, "byte", "", bytes * (size_t) comm->size,
+                         "direct");
+    cgpu_status_t st =
+        run_host_staged(comm, sbuf, rbuf, bytes * (size_t) comm->size, host_alltoall, &bytes);
+    cgpu_coll_prof_end(comm);
+    return st;
+}
+
+static cgpu_status_t host_path_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int root,
+                                     void *part, size_t part_off, size_t part_bytes, bool *kept)
+{
+    (void) part;
+    (void) part_off;
+    (void) part_bytes;
+    *kept = false;
+    bcast_args_t a = {.root = root, .bytes = bytes};
+    cgpu_coll_prof_begin(comm, "bcast", bytes, "byte", "", bytes, "chain");
+    cgpu_status_t st = run_host_staged(comm, buf, buf, bytes, host_bcast, &a);
+    cgpu_coll_prof_end(comm);
+    return st;
+}
+
+static cgpu_status_t host_path_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                         size_t bytes)
+{
+    cgpu_status_t st = CGPU_OK;
+    char *mine = (char *) rbuf + (size_t) comm->rank * bytes;
+    if (NULL != sbuf && sbuf != mine) {
+        st = cgpu_engine_copy(mine, sbuf, bytes); /* own block into place, any memory */
+    }
+    if (CGPU_OK == st && comm->size > 1) {
+        cgpu_coll_prof_begin(comm, "allgather", bytes, "byte", "", bytes * (size_t) comm->size,
+                             "ring");
+        st = run_host_staged(comm, rbuf, rbuf, bytes * (size_t) comm->size, host_allgather,
+                             &bytes);
+        cgpu_coll_prof_end(comm);
+    }
+    return st;
+}
+
+static cgpu_status_t host_path_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf,
+                                                    void *rbuf, size_t count, cgpu_dtype_t dt,
+                                                    cgpu_op_t op)
+{
+    const size_t es = cgpu_dtype_size(dt), total = count * es * (size_t) comm->size;
+    cgpu_status_t st = CGPU_OK;
+    /* input: sbuf, or rbuf itself (in place); the output block may alias the input */
+    const void *src = NULL != sbuf ? sbuf : rbuf;
+    void *in_view, *in_own, *out_view, *out_own;
+    st = cgpu_host_view(src, total, true, &in_view, &in_own);
+    if (CGPU_OK == st) {
+        st = cgpu_host_view(rbuf, NULL != sbuf ? count * es : total, NULL == sbuf, &out_view, &out_own);
+    } else {
+        out_own = NULL;
+        out_view = rbuf;
+    }
+    void *scratch = NULL;
+    if (CGPU_OK != st) { /* take part on scratch so no peer waits */
+        scratch = calloc(1, total);
+        in_view = out_view = scratch;
+    }
+    char *tmp = NULL;
+    if (NULL == sbuf && CGPU_OK == st) {
+        /* in place: the result goes to the front of rbuf, which is input block 0 */
+        tmp = malloc(count * es);
+        st = NULL == tmp ? CGPU_ERR_NO_MEMORY : CGPU_OK;
+    }
+    if (NULL != in_view) {
+        cgpu_coll_prof_begin(comm, "reduce_scatter_block", count, cgpu_dtype_name(dt),
+                             cgpu_op_name(op), total, "ring");
+        cgpu_status_t rs = comm->size > 1
+                               ? cgpu_host_ring_reduce_scatter(comm, in_view,
+                                                               NULL != tmp ? tmp : out_view,
+                                                               count, dt, op)
+                               : CGPU_OK;
+        if (1 == comm->size) {
+            memmove(NULL != tmp ? (void *) tmp : out_view, in_view, count * es);
+        }
+        cgpu_coll_prof_end(comm);
+        if (CGPU_OK == st) {
+            st = rs;
+        }
+    }
+    if (CGPU_OK == st && NULL != tmp) {
+        memcpy(out_view, tmp, count * es);
+    }
+    if (CGPU_OK == st && NULL != out_own) {
+        st = cgpu_engine_copy(rbuf, out_own, count * es);
+    }
+    free(tmp);
+    free(scratch);
+    free(in_own);
+    free(out_own);
+    return st;
+}
+
+static cgpu_status_t host_path_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                      size_t count, cgpu_dtype_t dt, cgpu_op_t op, int root)
+{
+    const size_t bytes = count * cgpu_dtype_size(dt);
+    const bool is_root = comm->rank == root;
+    cgpu_status_t st;
+    void *in_view, *in_own, *out_view = NULL, *out_own = NULL;
+    st = cgpu_host_view(NULL != sbuf ? sbuf : rbuf, bytes, true, &in_view, &in_own);
+    if (CGPU_OK == st && is_root) {
+        st = cgpu_host_view(rbuf, bytes, false, &out_view, &out_own);
+    }
+    void *scratch = NULL;
+    if (CGPU_OK != st) {
+        scratch = calloc(1, bytes);
+        in_view = out_view = scratch;
+    }
+    if (NULL != in_view) {
+        cgpu_coll_prof_begin(comm, "reduce", count, cgpu_dtype_name(dt), cgpu_op_name(op), bytes,
+                             "chain");
+        cgpu_status_t rs = CGPU_OK;
+        if (comm->size > 1) {
+            rs = cgpu_host_ring_reduce(comm, in_view, out_view, count, dt, op, root);
+        } else if (out_view != in_view) {
+            memcpy(out_view, in_view, bytes);
+        }
+        cgpu_coll_prof_end(comm);
+        if (CGPU_OK == st) {
+            st = rs;
+        }
+    }
+    if (CGPU_OK == st && is_root && NULL != out_own) {
+        st = cgpu_engine_copy(rbuf, out_own, bytes);
+    }
+    free(scratch);
+    free(in_own);
+    free(out_own);
+    return st;
+}
+
+static int host_transport(const cgpu_comm_t *comm)
+{
+    (void) comm;
+    return CGPU_RAS_TRANSPORT_SHM;
+}
+
+const cgpu_path_ops_t cgpu_path_host = {
+    .size = sizeof(cgpu_path_ops_t),
+    .name = "host",
+    .reduces = cgpu_path_no_reduce,
+    .allreduce = host_path_allreduce,
+    .alltoall = host_path_alltoall,
+    .bcast = host_path_bcast,
+    .allgather = host_path_allgather,
+    .reduce_scatter_block = host_path_reduce_scatter_block,
+    .reduce = host_path_reduce,
+    .scan = cgpu_path_no_scan,
+    .transport = host_transport,
+};
