@@ -25,8 +25,8 @@
  * With CGPU_BENCH_OSU=1 each call is timed alone between two MPI_Barriers and the mean over
  * ranks is reported, as the OSU benchmarks time it (default: back to back, slowest rank).
  * With CGPU_BENCH_STALL_LOG=prefix as well, each rank writes prefix.<rank>: one line per call
- * over 50 us, "side coll bytes start_ns length_ns cpu involuntary_switches" (CLOCK_MONOTONIC,
- * as bench/noise_probe logs its gaps; the switches are the thread's during that call).
+ * over 50 us, "side coll bytes start_ns length_ns cpu involuntary_switches" (start on
+ * CLOCK_MONOTONIC; the switches are the thread's during that call).
  */
 #define _GNU_SOURCE /* sched_getcpu, RUSAGE_THREAD */
 #include <cuda_runtime.h>

@@ -3,7 +3,8 @@
  * time a collective: each call alone between two MPI_Barriers, the mean over iterations
  * and then over ranks. NCCL has no scan, so the reference is the previous coll module on
  * host copies: run it twice, once as it is (our engine) and once with
- * --mca coll_gpu_scan_algorithm fallback, and compare the two tables (gpu_run.sh scan).
+ * --mca coll_gpu_scan_algorithm fallback, and compare the two tables
+ * (BENCH_PROGS=scan bash bench/gpu_run.sh bench runs both).
  *
  *   mpirun -np 2 --mca coll gpu,tuned,libnbc,basic,self bench/bench_scan [maxbytes]
  *
