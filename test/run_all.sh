@@ -128,8 +128,8 @@ run_test() {
 # run_test, and once more where the first run timed out (only the runs that hit Open MPI's
 # own hang under MPI_THREAD_MULTIPLE: about 1 run in 40-150 of `test_nb threads` across 2
 # fake nodes, every thread of every rank inside Open MPI's coll/tuned allgather and ob1,
-# none of ours holding a lock; bench/results/2026-11-23_session7_host.md and
-# 2026-11-27_session41.md). The first run's log is kept beside the second's; a second
+# none of ours holding a lock; bench/results/2026-11-23_host.md and
+# 2026-11-27_host.md). The first run's log is kept beside the second's; a second
 # timeout, or any other failure, fails the test.
 run_test_hang_once() {
     local log rc
