@@ -60,8 +60,8 @@ cgpu_status_t cgpu_proxy_setup(void)
     if (cgpu_proxy.hmem) {
         /* A provider may report FI_HMEM and still refuse CUDA registrations (shm built
          * without CUDA support: ENOSYS): probe once; if so, device memory is staged, and
-         * the endpoint is opened again without FI_HMEM, which costs host-memory transfers
-         * (shm on 2x H200: 0.80-0.86 of raw libfabric at 1-64 MiB with it) */
+         * the endpoint is opened again without FI_HMEM, which slows host-memory transfers
+         * too (shm: 0.80-0.86 of raw libfabric's bandwidth at 1-64 MiB with it) */
         void *probe = NULL;
         cgpu_status_t ps = cgpu_cuda_malloc(&probe, 4096, NULL);
         if (CGPU_OK == ps) {

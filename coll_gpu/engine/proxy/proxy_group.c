@@ -4,8 +4,8 @@
  * A group is a communicator's view of the proxy: the endpoint names of its ranks (exchanged
  * by the communicator's bootstrap, cgpu_net.c) and a context id equal on every rank. Groups
  * share the process's peers: a rank of any group is looked up by its endpoint name in one
- * registry, at the first operation that names it, so two communicators over the same
- * processes use one address-vector entry each, and at most coll_gpu_proxy_max_peers of them
+ * registry, at the first operation that names it, so a process that is a rank of several
+ * groups is one peer (one address-vector entry), and at most coll_gpu_proxy_max_peers peers
  * are ever made (CGPU_ERR_NO_RESOURCE past the cap, with a message). The progress thread
  * inserts a peer's address at its first operation (proxy_op.c). Destroying a group with
  * requests in flight cancels them and waits for them first.

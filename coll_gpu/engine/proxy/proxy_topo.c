@@ -3,10 +3,10 @@
  * buffers live.
  *
  * The thread is pinned to the cpuset nearest the process's GPU (hwloc, by the GPU's PCI bus
- * id) so that staging copies and the NIC's traffic stay on the GPU's side of the machine;
- * without a GPU it is left where the process is bound. Bounce buffers go on the GPU's NUMA
- * node, else on the thread's (when it has exactly one), else on first-touch memory. Both
- * choices are logged at verbose level, since a wrong placement shows only as slowness.
+ * id), so that it and its staging copies run next to the GPU; without a GPU it is left where
+ * the process is bound. Bounce buffers go on the GPU's NUMA node, else on the thread's (when
+ * it has exactly one), else on first-touch memory. Both choices are logged (info), since a
+ * wrong placement shows only as slowness. Called by the progress thread at its set-up.
  */
 #include "cgpu_config.h"
 
