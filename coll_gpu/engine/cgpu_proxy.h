@@ -123,8 +123,6 @@ uint64_t cgpu_proxy_ops_completed(void);
 int cgpu_proxy_peers(void);
 
 /*
- * Added with the implementation (cgpu_proxy.c).
- *
  * Tags. An operation travels under a 64-bit libfabric tag built from the group's context
  * id, the caller's tag and a chunk number (messages longer than cgpu_proxy_chunk_bytes()
  * go as several chunks; both sides cut them alike from the byte count alone, whatever the
