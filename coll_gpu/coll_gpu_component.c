@@ -2,9 +2,12 @@
  * coll/gpu: component definition and every MCA parameter (registered here, in one
  * place, so `ompi_info --param coll gpu --level 9` shows them all).
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "coll_gpu.h"
+#include "coll_gpu_params.h"
 
 #include "opal/runtime/opal_progress.h"
 #include "opal/util/output.h"
@@ -106,6 +109,94 @@ static const mca_base_var_enum_value_t nb_engine_values[] = {
     {0, "off"},
     {0, NULL},
 };
+
+/* ---- texts built from value tables (the pvars' descriptions) ---- */
+
+/* A growing string; on a failed allocation it stays NULL and takes nothing more. */
+typedef struct text {
+    char *s;
+    size_t len, cap;
+} text_t;
+
+static void text_add(text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_add(text_t *t, const char *fmt, ...)
+{
+    if (NULL == t->s && 0 != t->cap) {
+        return; /* an earlier allocation failed */
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        return;
+    }
+    if (t->len + (size_t) n + 1 > t->cap) {
+        const size_t cap = 2 * (t->len + (size_t) n + 1);
+        char *s = realloc(t->s, cap);
+        if (NULL == s) {
+            free(t->s);
+            t->s = NULL;
+            t->cap = 1;
+            return;
+        }
+        t->s = s;
+        t->cap = cap;
+    }
+    va_start(ap, fmt);
+    (void) vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    t->len += (size_t) n;
+}
+
+char *mca_coll_gpu_values_text(const char *intro, const mca_coll_gpu_value_t *v, size_t n,
+                               bool numbered, const char *outro)
+{
+    text_t t = {0};
+    text_add(&t, "%s%sValues: ", NULL != intro ? intro : "",
+             NULL != intro && '\0' != intro[0] ? " " : "");
+    const char *sep = "";
+    for (size_t i = 0; i < n; ++i) {
+        if (NULL == v[i].name) {
+            continue;
+        }
+        if (numbered) {
+            text_add(&t, "%s%d %s", sep, v[i].value, v[i].name);
+        } else {
+            text_add(&t, "%s%s", sep, v[i].name);
+        }
+        if (NULL != v[i].help) {
+            text_add(&t, " (%s)", v[i].help);
+        }
+        sep = ", ";
+    }
+    text_add(&t, ".%s%s", NULL != outro ? " " : "", NULL != outro ? outro : "");
+    return t.s;
+}
+
+int mca_coll_gpu_values_enum(const char *name, const mca_coll_gpu_value_t *v, size_t n,
+                             mca_base_var_enum_t **out)
+{
+    *out = NULL;
+    mca_base_var_enum_value_t *ev = calloc(n + 1, sizeof(*ev)); /* {0, NULL} ends it */
+    if (NULL == ev) {
+        return OPAL_ERR_OUT_OF_RESOURCE;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (NULL != v[i].name) {
+            ev[k].value = v[i].value;
+            ev[k].string = v[i].name;
+            ++k;
+        }
+    }
+    const int rc = mca_base_var_enum_create(name, ev, out); /* copies the values */
+    free(ev);
+    if (OPAL_SUCCESS != rc) {
+        *out = NULL;
+    }
+    return rc;
+}
 
 /* every parameter is settable and must be the same on all ranks (path decisions use them) */
 static void reg(const char *name, const char *help, mca_base_var_type_t type,
