@@ -6,8 +6,10 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "coll_gpu.h"
+#include "coll_gpu_params.h"
 #include "cgpu_proxy.h"
 #include "cgpu_shm.h"
 #include "cgpu_cuda_pool.h"
@@ -97,44 +99,49 @@ static int read_process(const struct mca_base_pvar_t *pvar, void *value, void *o
     (void) obj;
     unsigned long long v = 0;
     switch ((intptr_t) pvar->ctx) {
-    case 0: v = cgpu_engine_watchdog_firings(); break;
-    case 1: v = (unsigned long long) cgpu_engine_shm_segments(); break;
-    case 2: v = cgpu_ipc_cache_hits(); break;
-    case 3: v = cgpu_ipc_cache_misses(); break;
-    case 4: v = cgpu_ipc_cache_evictions(); break;
-    case 5: v = cgpu_inbox_reuses(); break;
-    case 6: v = (unsigned long long) cgpu_shm_open_fds(); break;
-    case 7: v = cgpu_proxy_queue_depth(); break;
-    case 8: v = cgpu_proxy_ops_completed(); break;
-    case 9: v = (unsigned long long) cgpu_proxy_peers(); break;
-    default: v = 0; break;
+    case 0:
+        v = cgpu_engine_watchdog_firings();
+        break;
+    case 1:
+        v = (unsigned long long) cgpu_engine_shm_segments();
+        break;
+    case 2:
+        v = cgpu_ipc_cache_hits();
+        break;
+    case 3:
+        v = cgpu_ipc_cache_misses();
+        break;
+    case 4:
+        v = cgpu_ipc_cache_evictions();
+        break;
+    case 5:
+        v = cgpu_inbox_reuses();
+        break;
+    case 6:
+        v = (unsigned long long) cgpu_shm_open_fds();
+        break;
+    case 7:
+        v = cgpu_proxy_queue_depth();
+        break;
+    case 8:
+        v = cgpu_proxy_ops_completed();
+        break;
+    case 9:
+        v = (unsigned long long) cgpu_proxy_peers();
+        break;
+    default:
+        v = 0;
+        break;
     }
     *(unsigned long long *) value = v;
     return OPAL_SUCCESS;
 }
 
-static const mca_base_var_enum_value_t state_values[] = {
-    {CGPU_RAS_INITIALIZING, "initializing"}, {CGPU_RAS_READY, "ready"},
-    {CGPU_RAS_DEGRADED, "degraded"},         {CGPU_RAS_FAILED, "failed"},
-    {0, NULL},
-};
-static const mca_base_var_enum_value_t alg_values[] = {
-    {CGPU_RAS_ALG_NONE, "none"}, {CGPU_RAS_ALG_RING, "ring"},     {CGPU_RAS_ALG_ONESHOT, "oneshot"},
-    {CGPU_RAS_ALG_TREE, "tree"}, {CGPU_RAS_ALG_DIRECT, "direct"},
-    {CGPU_RAS_ALG_COPY_ENGINE, "copy_engine"}, {CGPU_RAS_ALG_HIERARCHICAL, "hierarchical"},
-    {CGPU_RAS_ALG_PROXY, "proxy"}, {0, NULL},
-};
-static const mca_base_var_enum_value_t transport_values[] = {
-    {CGPU_RAS_TRANSPORT_SHM, "shm"}, {CGPU_RAS_TRANSPORT_CUDA_IPC, "cuda_ipc"},
-    {CGPU_RAS_TRANSPORT_PROXY_SHM, "proxy+shm"}, {CGPU_RAS_TRANSPORT_PROXY_CUDA_IPC, "proxy+cuda_ipc"},
-    {CGPU_RAS_TRANSPORT_PROXY, "proxy"}, {0, NULL},
-};
-
 /* Open MPI 4.1's readable pvar dump (ompi_info) has room for two lines plus the
  * terminator but writes a third, "Values: ...", for a pvar with an enumerator, and
  * ompi_info then reads past the array and crashes. Our enumerators decline to be
- * dumped (their values are spelled out in each description instead); MPI_T tools still
- * get them through MPI_T_enum_get_item. */
+ * dumped (each description lists their values instead, built from the same table); MPI_T
+ * tools still get them through MPI_T_enum_get_item. */
 static int enum_no_dump(mca_base_var_enum_t *self, char **out)
 {
     (void) self;
@@ -146,61 +153,62 @@ typedef struct ras_pvar {
     const char *name;
     cgpu_ras_item_t item;
     int var_class;
-    const mca_base_var_enum_value_t *values; /* STATE class only */
+    const mca_coll_gpu_value_t *values; /* STATE class only: listed after desc */
+    size_t nvalues;
     const char *desc;
 } ras_pvar_t;
 
+#define VALUES(table) table, MCA_COLL_GPU_NVALUES(table)
+
 static const ras_pvar_t ras_pvars[] = {
-    {"state", CGPU_RAS_STATE, MCA_BASE_PVAR_CLASS_STATE, state_values,
-     "Health of this communicator's engine: initializing (not used yet), ready, degraded "
-     "(set-up failed on some rank: every call uses the previous coll module), failed (a "
-     "collective timed out or hit a device error: calls return errors). Values: 0 "
-     "initializing, 1 ready, 2 degraded, 3 failed"},
-    {"allreduce_started", CGPU_RAS_ALLREDUCE_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"state", CGPU_RAS_STATE, MCA_BASE_PVAR_CLASS_STATE, VALUES(mca_coll_gpu_state_values),
+     "Health of this communicator's engine."},
+    {"allreduce_started", CGPU_RAS_ALLREDUCE_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "MPI_Allreduce calls the engine started on this communicator"},
-    {"allreduce_completed", CGPU_RAS_ALLREDUCE_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"allreduce_completed", CGPU_RAS_ALLREDUCE_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "MPI_Allreduce calls the engine completed successfully on this communicator"},
-    {"alltoall_started", CGPU_RAS_ALLTOALL_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"alltoall_started", CGPU_RAS_ALLTOALL_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "MPI_Alltoall calls the engine started on this communicator"},
-    {"alltoall_completed", CGPU_RAS_ALLTOALL_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"alltoall_completed", CGPU_RAS_ALLTOALL_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "MPI_Alltoall calls the engine completed successfully on this communicator"},
-    {"bcast_started", CGPU_RAS_BCAST_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"bcast_started", CGPU_RAS_BCAST_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "MPI_Bcast calls the engine started on this communicator"},
-    {"bcast_completed", CGPU_RAS_BCAST_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"bcast_completed", CGPU_RAS_BCAST_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "MPI_Bcast calls the engine completed successfully on this communicator"},
-    {"allgather_started", CGPU_RAS_ALLGATHER_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"allgather_started", CGPU_RAS_ALLGATHER_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "MPI_Allgather calls the engine started on this communicator"},
-    {"allgather_completed", CGPU_RAS_ALLGATHER_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"allgather_completed", CGPU_RAS_ALLGATHER_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "MPI_Allgather calls the engine completed successfully on this communicator"},
-    {"reduce_scatter_started", CGPU_RAS_REDUCE_SCATTER_STARTED, MCA_BASE_PVAR_CLASS_COUNTER,
-     NULL, "MPI_Reduce_scatter_block calls the engine started on this communicator"},
+    {"reduce_scatter_started", CGPU_RAS_REDUCE_SCATTER_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+     0, "MPI_Reduce_scatter_block calls the engine started on this communicator"},
     {"reduce_scatter_completed", CGPU_RAS_REDUCE_SCATTER_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER,
-     NULL, "MPI_Reduce_scatter_block calls the engine completed successfully on this communicator"},
-    {"reduce_started", CGPU_RAS_REDUCE_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+     NULL, 0,
+     "MPI_Reduce_scatter_block calls the engine completed successfully on this communicator"},
+    {"reduce_started", CGPU_RAS_REDUCE_STARTED, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "MPI_Reduce calls the engine started on this communicator"},
-    {"reduce_completed", CGPU_RAS_REDUCE_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"reduce_completed", CGPU_RAS_REDUCE_COMPLETED, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "MPI_Reduce calls the engine completed successfully on this communicator"},
-    {"bytes", CGPU_RAS_BYTES, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"bytes", CGPU_RAS_BYTES, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "Bytes this rank contributed to the engine's completed collectives on this communicator"},
-    {"last_seq", CGPU_RAS_LAST_SEQ, MCA_BASE_PVAR_CLASS_LEVEL, NULL,
+    {"last_seq", CGPU_RAS_LAST_SEQ, MCA_BASE_PVAR_CLASS_LEVEL, NULL, 0,
      "Sequence number of the last engine collective completed on this communicator"},
-    {"idle_us", CGPU_RAS_IDLE_US, MCA_BASE_PVAR_CLASS_LEVEL, NULL,
+    {"idle_us", CGPU_RAS_IDLE_US, MCA_BASE_PVAR_CLASS_LEVEL, NULL, 0,
      "Microseconds since the running engine collective last made progress (0 when none runs)"},
-    {"peers_missing", CGPU_RAS_PEERS_MISSING, MCA_BASE_PVAR_CLASS_LEVEL, NULL,
+    {"peers_missing", CGPU_RAS_PEERS_MISSING, MCA_BASE_PVAR_CLASS_LEVEL, NULL, 0,
      "Peers that have not yet entered the engine collective this rank is running"},
-    {"peers_missing_mask", CGPU_RAS_PEERS_MISSING_MASK, MCA_BASE_PVAR_CLASS_LEVEL, NULL,
+    {"peers_missing_mask", CGPU_RAS_PEERS_MISSING_MASK, MCA_BASE_PVAR_CLASS_LEVEL, NULL, 0,
      "Which peers have not yet entered it: bit r set for rank r (ranks 0 to 63)"},
-    {"errors_timeout", CGPU_RAS_ERR_TIMEOUT, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"errors_timeout", CGPU_RAS_ERR_TIMEOUT, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "Engine collectives on this communicator that failed by timeout"},
-    {"errors_device", CGPU_RAS_ERR_DEVICE, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"errors_device", CGPU_RAS_ERR_DEVICE, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "Engine collectives on this communicator that failed with a CUDA error"},
-    {"errors_other", CGPU_RAS_ERR_OTHER, MCA_BASE_PVAR_CLASS_COUNTER, NULL,
+    {"errors_other", CGPU_RAS_ERR_OTHER, MCA_BASE_PVAR_CLASS_COUNTER, NULL, 0,
      "Engine collectives on this communicator that failed otherwise (memory, misuse)"},
-    {"algorithm", CGPU_RAS_ALGORITHM, MCA_BASE_PVAR_CLASS_STATE, alg_values,
-     "Algorithm of the running (or last) engine collective on this communicator. Values: 0 "
-     "none, 1 ring (and chains along it), 2 oneshot, 3 tree, 4 direct, 5 copy_engine"},
-    {"transport", CGPU_RAS_TRANSPORT, MCA_BASE_PVAR_CLASS_STATE, transport_values,
-     "Transport this communicator's engine uses between ranks. Values: 0 shm, 1 cuda_ipc"},
+    {"algorithm", CGPU_RAS_ALGORITHM, MCA_BASE_PVAR_CLASS_STATE, VALUES(mca_coll_gpu_alg_values),
+     "Algorithm of the running (or last) engine collective on this communicator."},
+    {"transport", CGPU_RAS_TRANSPORT, MCA_BASE_PVAR_CLASS_STATE,
+     VALUES(mca_coll_gpu_transport_values),
+     "Transport this communicator's engine uses between ranks."},
 };
 
 static int register_ras_pvars(const mca_base_component_t *comp)
@@ -208,20 +216,21 @@ static int register_ras_pvars(const mca_base_component_t *comp)
     for (size_t i = 0; i < sizeof(ras_pvars) / sizeof(ras_pvars[0]); ++i) {
         const ras_pvar_t *p = &ras_pvars[i];
         mca_base_var_enum_t *en = NULL;
+        char *desc = NULL;
         if (NULL != p->values) {
             char ename[64];
             snprintf(ename, sizeof(ename), "coll_gpu_%s", p->name);
-            if (OPAL_SUCCESS != mca_base_var_enum_create(ename, p->values, &en)) {
-                en = NULL;
-            } else {
+            if (OPAL_SUCCESS == mca_coll_gpu_values_enum(ename, p->values, p->nvalues, &en)) {
                 en->dump = enum_no_dump;
             }
+            desc = mca_coll_gpu_values_text(p->desc, p->values, p->nvalues, true, NULL);
         }
         int rc = mca_base_component_pvar_register(
-            comp, p->name, p->desc, OPAL_INFO_LVL_4, p->var_class,
+            comp, p->name, NULL != desc ? desc : p->desc, OPAL_INFO_LVL_4, p->var_class,
             NULL != p->values ? MCA_BASE_VAR_TYPE_INT : MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, en,
             MCA_BASE_VAR_BIND_MPI_COMM, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
             read_ras, NULL, notify_comm, (void *) (intptr_t) p->item);
+        free(desc); /* the pvar keeps its own copy */
         if (NULL != en) {
             OBJ_RELEASE(en); /* the pvar holds its own reference */
         }
@@ -280,8 +289,9 @@ int mca_coll_gpu_pvars_register(void)
 
     rc = mca_base_component_pvar_register(
         comp, "engine_calls",
-        "Collective calls on this communicator (allreduce, alltoall) that the coll/gpu engine "
-        "served",
+        "Collective calls on this communicator that coll/gpu ran itself: every blocking or "
+        "non-blocking collective the engine ran, whatever the operation, and on a one-rank "
+        "communicator every call with a device buffer (copied by coll/gpu)",
         OPAL_INFO_LVL_4, MCA_BASE_PVAR_CLASS_COUNTER, MCA_BASE_VAR_TYPE_UNSIGNED_LONG_LONG, NULL,
         MCA_BASE_VAR_BIND_MPI_COMM, MCA_BASE_PVAR_FLAG_READONLY | MCA_BASE_PVAR_FLAG_CONTINUOUS,
         read_engine_calls, NULL, notify_comm, NULL);

@@ -252,6 +252,9 @@ else
         done
         echo "ompi_info lists $(grep -c "MCA coll gpu: \(parameter\|performance\)" "$2") coll/gpu variables"
     ' _ "$PLUGIN_DIR:$pkglibdir" "$LOGDIR/ompi_info.txt"
+    # each misconfiguration explained by exactly one line, and help texts listing every value
+    run_test "config.every_mistake_once" env CGPU_PLUGIN_DIR="$PLUGIN_DIR" \
+        bash "$REPO/test/mpi/check_config.sh"
     # the plugin inside Open MPI under valgrind (2 ranks, host backend): no report in our code
     TIMEOUT=$SANITIZE_TIMEOUT run_test "sanitize.valgrind_mpi_tests" env CGPU_PLUGIN_DIR="$PLUGIN_DIR" \
         bash "$REPO/test/sanitize.sh" mpi-valgrind
