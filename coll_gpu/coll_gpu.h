@@ -29,6 +29,8 @@ typedef struct mca_coll_gpu_component_t {
     int nb_max_workers; /* worker threads for non-blocking engine collectives */
     int nb_engine;      /* non-blocking collectives on the engine: -1 auto, 1 on, 0 off */
     int verbose;
+    char *verbose_subsystems; /* coll_gpu_verbose_subsystems */
+    unsigned log_subsystems;  /* the bits it names (cgpu_subsys_t) */
     int output; /* opal_output stream, verbosity = verbose */
     int backend;
     int allreduce_algorithm;

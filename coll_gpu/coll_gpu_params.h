@@ -142,4 +142,15 @@ char *mca_coll_gpu_values_text(const char *intro, const mca_coll_gpu_value_t *v,
 int mca_coll_gpu_values_enum(const char *name, const mca_coll_gpu_value_t *v, size_t n,
                              mca_base_var_enum_t **out);
 
+/** Register every MCA parameter and pvar of the component (its register callback). */
+int mca_coll_gpu_params_register(void);
+
+/** At open: check every number against its row (a bad one: one line, the default), the
+ * priorities and the coll list. False when the coll list leaves us nothing to fall back on:
+ * the component then stays out of the job. */
+bool mca_coll_gpu_params_check(void);
+
+/** Whether this process is the first rank of its node (it speaks for what differs by node). */
+bool mca_coll_gpu_node_speaker(void);
+
 #endif /* MCA_COLL_GPU_PARAMS_H */
