@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Start-up tax of coll/gpu: MPI_Init (and a first barrier, and MPI_Finalize) of a trivial
+# program (bench/bench_init.c) with the stock coll list against the same list with gpu in
+# it, backend auto and host. Each configuration runs N times (default 11), interleaved so
+# that a change of machine load hits every configuration alike; the table shows medians.
+# The goal: gpu at most GOAL_MS (default 10) ms over stock, at every np.
+#
+# Usage: bench/bench_init.sh [N] [np ...]          (default np: 2 8)
+# Environment: CGPU_PLUGIN_DIR  folder holding mca_coll_gpu.so (default: ./.libs)
+#              BENCH_INIT_BIN   the program (default: ./bench/bench_init; `make bench/bench_init`)
+#              GOAL_MS          the allowed difference in ms (default 10)
+#              MPIRUN_ARGS      more arguments for mpirun
+# Run from the build directory. Prints the load average before and after: on a shared
+# machine a difference below the noise of the runs is not a finding.
+set -uo pipefail
+n=${1:-11}
+shift || true
+nps=("$@")
+[ ${#nps[@]} -gt 0 ] || nps=(2 8)
+plugdir=${CGPU_PLUGIN_DIR:-$PWD/.libs}
+bin=${BENCH_INIT_BIN:-$PWD/bench/bench_init}
+goal=${GOAL_MS:-10}
+[ -x "$bin" ] || { echo "bench_init.sh: $bin not built (make bench/bench_init)" >&2; exit 2; }
+[ -e "$plugdir/mca_coll_gpu.so" ] ||
+    { echo "bench_init.sh: no mca_coll_gpu.so in $plugdir (set CGPU_PLUGIN_DIR)" >&2; exit 2; }
+ompidir=$(ompi_info --path pkglibdir --parsable | cut -d: -f3)
+
+names=(stock gpu-auto gpu-host)
+declare -A args
+args[stock]="--mca coll tuned,libnbc,basic,self"
+args[gpu-auto]="--mca coll gpu,tuned,libnbc,basic,self --mca coll_gpu_backend auto"
+args[gpu-host]="--mca coll gpu,tuned,libnbc,basic,self --mca coll_gpu_backend host"
+
+median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+echo "# bench_init: $n runs per cell, plugin $plugdir/mca_coll_gpu.so"
+echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) cores)"
+for np in "${nps[@]}"; do
+    for ((i = 0; i < n; ++i)); do
+        for c in "${names[@]}"; do
+            t0=$(date +%s.%N)
+            # shellcheck disable=SC2086
+            line=$(mpirun --allow-run-as-root --oversubscribe -np "$np" ${args[$c]} \
+                --mca mca_base_component_path "$plugdir:$ompidir" ${MPIRUN_ARGS:-} "$bin" 2>"$tmp/err")
+            rc=$?
+            t1=$(date +%s.%N)
+            if [ 0 -ne $rc ] || [ -z "$line" ]; then
+                echo "bench_init.sh: np $np $c failed (rc $rc):" >&2
+                head -20 "$tmp/err" >&2
+                exit 1
+            fi
+            set -- $line
+            echo "$2" >> "$tmp/$np.$c.init"
+            echo "$4" >> "$tmp/$np.$c.barrier"
+            echo "$6" >> "$tmp/$np.$c.fini"
+            echo "$t1 $t0" | awk '{print $1 - $2}' >> "$tmp/$np.$c.wall"
+        done
+    done
+done
+echo "# load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# medians in ms; init and barrier: slowest rank; finalize: rank 0; mpirun: whole job"
+printf "%-4s %-9s %9s %9s %9s %9s %12s %s\n" np config init barrier finalize mpirun \
+    "init-stock" ""
+fail=0
+for np in "${nps[@]}"; do
+    base=$(median < "$tmp/$np.stock.init")
+    for c in "${names[@]}"; do
+        i=$(median < "$tmp/$np.$c.init")
+        b=$(median < "$tmp/$np.$c.barrier")
+        f=$(median < "$tmp/$np.$c.fini")
+        w=$(median < "$tmp/$np.$c.wall")
+        d=$(awk -v a="$i" -v s="$base" 'BEGIN {printf "%+.1f", (a - s) * 1e3}')
+        verdict=""
+        if [ stock != "$c" ]; then
+            if awk -v d="$d" -v g="$goal" 'BEGIN {exit !(d + 0 <= g + 0)}'; then
+                verdict="ok (goal <= $goal ms)"
+            else
+                verdict="OVER the $goal ms goal"
+                fail=1
+            fi
+        fi
+        awk -v np="$np" -v c="$c" -v i="$i" -v b="$b" -v f="$f" -v w="$w" -v d="$d" -v v="$verdict" \
+            'BEGIN {printf "%-4s %-9s %9.1f %9.1f %9.1f %9.1f %12s %s\n", np, c, i * 1e3, b * 1e3,
+                    f * 1e3, w * 1e3, (c == "stock" ? "-" : d), v}'
+    done
+done
+exit $fail
