@@ -3,16 +3,16 @@
  * conversions.
  *
  * The plugin does not link libfabric. Loading it pulls in the provider libraries it was
- * built with, some of which do costly work in their constructors (Debian's libinfinipath
- * calibrates its clock: about 0.2 s of short sleeps), and a job whose communicators never
- * span nodes must not pay that at MPI_Init. So the library is opened with dlopen at the
+ * built with, some of which do costly work in their constructors (Debian's links libpsm2
+ * and libinfinipath, which calibrate a clock with short sleeps: about 0.2 s in all), and a
+ * job whose communicators never span nodes must not pay that at MPI_Init. So the library is opened with dlopen at the
  * first cgpu_ofi_open, which the proxy calls when a communicator first needs the
  * inter-node path. libfabric's API is almost all static inline functions over the ops
  * tables of the objects it returns; the few real functions called are looked up into
  * ofi_fn, each at the symbol version a program linked against the same headers would use
  * (read by configure, m4/cgpu_libfabric.m4).
  *
- * Everything else runs on the proxy's progress thread (FI_THREAD_DOMAIN). Errors are
+ * Everything here runs on the proxy's progress thread (FI_THREAD_DOMAIN). Errors are
  * converted in ofi_status() and logged with what was being done, so a failure leaves a
  * trail "ofi: <call> failed: <libfabric's words> (<number>)".
  */
