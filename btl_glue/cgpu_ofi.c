@@ -1,14 +1,31 @@
 /*
- * coll/gpu libfabric boundary: provider choice, endpoint, completions, conversions.
+ * coll/gpu libfabric boundary: loading the library, provider choice, endpoint, completions,
+ * conversions.
+ *
+ * The plugin does not link libfabric. Loading it pulls in the provider libraries it was
+ * built with, some of which do costly work in their constructors (Debian's links libpsm2
+ * and libinfinipath, which calibrate a clock with short sleeps: about 0.2 s in all), and a
+ * job whose communicators never span nodes must not pay that at MPI_Init. So the library is opened with dlopen at the
+ * first cgpu_ofi_open, which the proxy calls when a communicator first needs the
+ * inter-node path. libfabric's API is almost all static inline functions over the ops
+ * tables of the objects it returns; the few real functions called are looked up into
+ * ofi_fn, each at the symbol version a program linked against the same headers would use
+ * (read by configure, m4/cgpu_libfabric.m4).
  *
  * Everything here runs on the proxy's progress thread (FI_THREAD_DOMAIN). Errors are
  * converted in ofi_status() and logged with what was being done, so a failure leaves a
  * trail "ofi: <call> failed: <libfabric's words> (<number>)".
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dlvsym */
+#endif
+#define CGPU_LOG_SUBSYS CGPU_SUB_NET
 #include "cgpu_config.h"
 
 #ifdef CGPU_HAVE_LIBFABRIC
 
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +42,81 @@
 #include "cgpu_log.h"
 
 _Static_assert(sizeof(struct fi_context2) <= CGPU_OFI_CTX_BYTES, "room for fi_context2");
+
+/* libfabric's exported functions this file calls; filled once by ofi_load. The library
+ * then stays loaded for the life of the process: loading it again would run the
+ * constructors again, and it cleans up at exit itself. */
+typedef int (*ofi_getinfo_fn)(uint32_t version, const char *node, const char *service,
+                              uint64_t flags, const struct fi_info *hints, struct fi_info **info);
+typedef void (*ofi_freeinfo_fn)(struct fi_info *info);
+typedef struct fi_info *(*ofi_dupinfo_fn)(const struct fi_info *info);
+typedef int (*ofi_fabric_fn)(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
+                             void *context);
+typedef const char *(*ofi_strerror_fn)(int errnum);
+static struct {
+    ofi_getinfo_fn getinfo;
+    ofi_freeinfo_fn freeinfo;
+    ofi_dupinfo_fn dupinfo; /* dupinfo(NULL) is what the inline fi_allocinfo() does */
+    ofi_fabric_fn fabric;
+    ofi_strerror_fn strerror;
+} ofi_fn;
+
+static pthread_once_t ofi_load_once = PTHREAD_ONCE_INIT;
+static cgpu_status_t ofi_load_st = CGPU_ERR_NOT_SUPPORTED;
+
+/* One function of the library at @p version ("": the library's default); NULL, with a
+ * warning, when it is missing. */
+static void *ofi_sym(void *lib, const char *name, const char *version)
+{
+    void *fn = '\0' != version[0] ? dlvsym(lib, name, version) : dlsym(lib, name);
+    if (NULL == fn) {
+        cgpu_log(CGPU_LOG_WARN,
+                 "proxy/ofi: %s has no function %s%s%s, which coll/gpu was built against "
+                 "(a libfabric older than the one at build time?); the inter-node path is off "
+                 "in this process, communicators that span nodes use the fallback. Install the "
+                 "libfabric coll/gpu was built with, or rebuild coll/gpu against this one",
+                 CGPU_OFI_SONAME, name, '\0' != version[0] ? "@" : "", version);
+    }
+    return fn;
+}
+
+static void ofi_load_run(void)
+{
+    /* RTLD_LOCAL: none of libfabric's names are needed by anything but this file */
+    void *lib = dlopen(CGPU_OFI_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (NULL == lib) {
+        cgpu_log(CGPU_LOG_WARN,
+                 "proxy/ofi: cannot load libfabric (%s): %s. coll/gpu's inter-node path is off "
+                 "in this process; communicators that span nodes use the fallback (Open MPI's "
+                 "own collectives). To use it, install libfabric (Debian/Ubuntu: apt-get install "
+                 "libfabric1) or add the folder holding %s to LD_LIBRARY_PATH; to avoid it, "
+                 "keep each communicator on one node",
+                 CGPU_OFI_SONAME, dlerror(), CGPU_OFI_SONAME);
+        ofi_load_st = CGPU_ERR_NOT_SUPPORTED;
+        return;
+    }
+    ofi_fn.getinfo = (ofi_getinfo_fn) ofi_sym(lib, "fi_getinfo", CGPU_OFI_VER_GETINFO);
+    ofi_fn.freeinfo = (ofi_freeinfo_fn) ofi_sym(lib, "fi_freeinfo", CGPU_OFI_VER_FREEINFO);
+    ofi_fn.dupinfo = (ofi_dupinfo_fn) ofi_sym(lib, "fi_dupinfo", CGPU_OFI_VER_DUPINFO);
+    ofi_fn.fabric = (ofi_fabric_fn) ofi_sym(lib, "fi_fabric", CGPU_OFI_VER_FABRIC);
+    ofi_fn.strerror = (ofi_strerror_fn) ofi_sym(lib, "fi_strerror", CGPU_OFI_VER_STRERROR);
+    if (NULL == ofi_fn.getinfo || NULL == ofi_fn.freeinfo || NULL == ofi_fn.dupinfo ||
+        NULL == ofi_fn.fabric || NULL == ofi_fn.strerror) {
+        /* not closed: its constructors ran, and unloading gains nothing */
+        ofi_load_st = CGPU_ERR_NOT_SUPPORTED;
+        return;
+    }
+    cgpu_log(CGPU_LOG_DEBUG, "proxy/ofi: %s loaded", CGPU_OFI_SONAME);
+    ofi_load_st = CGPU_OK;
+}
+
+/* Load libfabric on first use, from any thread; later calls return the first answer (its
+ * warning is printed once). */
+static cgpu_status_t ofi_load(void)
+{
+    (void) pthread_once(&ofi_load_once, ofi_load_run);
+    return ofi_load_st;
+}
 
 struct cgpu_ofi {
     struct fi_info *info;
@@ -89,7 +181,7 @@ static cgpu_status_t ofi_check(ssize_t rc, const char *what)
     }
     const int err = (int) -rc;
     if (FI_EAGAIN != err) {
-        cgpu_log(CGPU_LOG_WARN, "proxy/ofi: %s failed: %s (%d)", what, fi_strerror(err), -err);
+        cgpu_log(CGPU_LOG_WARN, "proxy/ofi: %s failed: %s (%d)", what, ofi_fn.strerror(err), -err);
     }
     return ofi_status(err);
 }
@@ -116,7 +208,7 @@ static bool ofi_core_is(const char *prov, const char *name)
 /* Hints every attempt shares; NULL when out of memory. */
 static struct fi_info *ofi_hints(const char *provider, bool directed, bool sas, bool hmem)
 {
-    struct fi_info *h = fi_allocinfo();
+    struct fi_info *h = ofi_fn.dupinfo(NULL);
     if (NULL == h) {
         return NULL;
     }
@@ -136,7 +228,7 @@ static struct fi_info *ofi_hints(const char *provider, bool directed, bool sas, 
     if (NULL != provider && '\0' != provider[0]) {
         h->fabric_attr->prov_name = strdup(provider);
         if (NULL == h->fabric_attr->prov_name) {
-            fi_freeinfo(h);
+            ofi_fn.freeinfo(h);
             return NULL;
         }
     }
@@ -147,7 +239,8 @@ static struct fi_info *ofi_hints(const char *provider, bool directed, bool sas, 
 static cgpu_status_t ofi_getinfo(struct fi_info *hints, struct fi_info **list)
 {
     *list = NULL;
-    int rc = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, list);
+    int rc =
+        ofi_fn.getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints, list);
     if (-FI_ENODATA == rc) {
         *list = NULL;
         return CGPU_OK;
@@ -198,7 +291,7 @@ static cgpu_status_t ofi_choose(const cgpu_ofi_opts_t *opts, struct fi_info **ou
             return CGPU_ERR_NO_MEMORY;
         }
         st = ofi_getinfo(hints, &list);
-        fi_freeinfo(hints);
+        ofi_fn.freeinfo(hints);
         if (CGPU_OK != st) {
             return st;
         }
@@ -214,8 +307,8 @@ static cgpu_status_t ofi_choose(const cgpu_ofi_opts_t *opts, struct fi_info **ou
                  named ? " named \"" : "", named ? opts->provider : "", named ? "\"" : "");
         return CGPU_ERR_NOT_SUPPORTED;
     }
-    struct fi_info *one = fi_dupinfo(pick);
-    fi_freeinfo(list);
+    struct fi_info *one = ofi_fn.dupinfo(pick);
+    ofi_fn.freeinfo(list);
     if (NULL == one) {
         return CGPU_ERR_NO_MEMORY;
     }
@@ -233,15 +326,15 @@ static cgpu_status_t ofi_choose(const cgpu_ofi_opts_t *opts, struct fi_info **ou
                 hints->domain_attr->name = strdup(one->domain_attr->name);
             }
             if (CGPU_OK == ofi_getinfo(hints, &hl) && NULL != hl) {
-                struct fi_info *h1 = fi_dupinfo(hl);
+                struct fi_info *h1 = ofi_fn.dupinfo(hl);
                 if (NULL != h1) {
                     h1->next = NULL;
-                    fi_freeinfo(one);
+                    ofi_fn.freeinfo(one);
                     one = h1;
                 }
-                fi_freeinfo(hl);
+                ofi_fn.freeinfo(hl);
             }
-            fi_freeinfo(hints);
+            ofi_fn.freeinfo(hints);
         }
     }
     *out = one;
@@ -335,6 +428,10 @@ cgpu_status_t cgpu_ofi_open(const cgpu_ofi_opts_t *opts, cgpu_ofi_t **out)
     if (NULL == o) {
         return CGPU_ERR_NO_MEMORY;
     }
+    st = ofi_load();
+    if (CGPU_OK != st) {
+        goto out_free;
+    }
     st = ofi_choose(opts, &o->info);
     if (CGPU_OK != st) {
         goto out_free;
@@ -351,7 +448,7 @@ cgpu_status_t cgpu_ofi_open(const cgpu_ofi_opts_t *opts, cgpu_ofi_t **out)
         goto out_free_info;
     }
 
-    st = ofi_check(fi_fabric(o->info->fabric_attr, &o->fabric, NULL), "fi_fabric");
+    st = ofi_check(ofi_fn.fabric(o->info->fabric_attr, &o->fabric, NULL), "fi_fabric");
     if (CGPU_OK != st) {
         goto out_free_info;
     }
@@ -403,7 +500,7 @@ out_close_domain:
 out_close_fabric:
     fi_close(&o->fabric->fid);
 out_free_info:
-    fi_freeinfo(o->info);
+    ofi_fn.freeinfo(o->info);
 out_free:
     free(o);
     return st;
@@ -415,7 +512,7 @@ static void ofi_close_fid(struct fid *fid, const char *what)
 {
     int rc = fi_close(fid);
     if (0 != rc) {
-        cgpu_log(CGPU_LOG_INFO, "proxy/ofi: fi_close(%s): %s (%d)", what, fi_strerror(-rc), rc);
+        cgpu_log(CGPU_LOG_INFO, "proxy/ofi: fi_close(%s): %s (%d)", what, ofi_fn.strerror(-rc), rc);
     }
 }
 
@@ -431,7 +528,7 @@ void cgpu_ofi_close(cgpu_ofi_t **op)
     ofi_close_fid(&o->cq->fid, "completion queue");
     ofi_close_fid(&o->domain->fid, "domain");
     ofi_close_fid(&o->fabric->fid, "fabric");
-    fi_freeinfo(o->info);
+    ofi_fn.freeinfo(o->info);
     free(o);
 }
 
@@ -503,7 +600,7 @@ static void ofi_read_error(cgpu_ofi_t *o, cgpu_ofi_cqe_t *e)
     ssize_t rc = fi_cq_readerr(o->cq, &err, 0);
     if (rc < 0) {
         e->st = ofi_check(rc, "fi_cq_readerr");
-        snprintf(e->msg, sizeof(e->msg), "fi_cq_readerr: %s", fi_strerror((int) -rc));
+        snprintf(e->msg, sizeof(e->msg), "fi_cq_readerr: %s", ofi_fn.strerror((int) -rc));
         return;
     }
     e->ctx = err.op_context;
@@ -514,7 +611,7 @@ static void ofi_read_error(cgpu_ofi_t *o, cgpu_ofi_cqe_t *e)
         e->st = CGPU_ERR_SYSTEM;
     }
     const char *prov = fi_cq_strerror(o->cq, err.prov_errno, err.err_data, NULL, 0);
-    snprintf(e->msg, sizeof(e->msg), "%s (%d; provider: %s)", fi_strerror(err.err), err.err,
+    snprintf(e->msg, sizeof(e->msg), "%s (%d; provider: %s)", ofi_fn.strerror(err.err), err.err,
              NULL != prov ? prov : "-");
 }
 
@@ -576,7 +673,8 @@ cgpu_status_t cgpu_ofi_probe_cuda(cgpu_ofi_t *o, void *buf, size_t len, int devi
     struct fid_mr *m = NULL;
     const int rc = regattr_cuda(o, buf, len, device, &m);
     if (0 != rc) { /* an answer, not a failure: no warning */
-        cgpu_log(CGPU_LOG_INFO, "proxy/ofi: registering CUDA memory: %s (%d)", fi_strerror(-rc), rc);
+        cgpu_log(CGPU_LOG_INFO, "proxy/ofi: registering CUDA memory: %s (%d)", ofi_fn.strerror(-rc),
+                 rc);
         return ofi_status(-rc);
     }
     fi_close(&m->fid);

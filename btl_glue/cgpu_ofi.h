@@ -7,7 +7,9 @@
  * domain is opened with FI_THREAD_DOMAIN: no locking inside the provider is asked for.
  * libfabric error numbers are converted to cgpu_status_t here and nowhere else.
  *
- * Built only when configure found libfabric (CGPU_HAVE_LIBFABRIC).
+ * Built only when configure found libfabric's headers (CGPU_HAVE_LIBFABRIC). The library
+ * itself is not linked: cgpu_ofi_open loads it with dlopen the first time it is called, so
+ * a process that never reaches another node never loads it (see cgpu_ofi.c).
  */
 #ifndef CGPU_OFI_H
 #define CGPU_OFI_H
@@ -59,8 +61,11 @@ typedef struct cgpu_ofi_cqe {
  * and FI_HMEM when opts->want_hmem and the provider has it. The choice is logged at
  * verbose 10.
  *
- * @return CGPU_ERR_NOT_SUPPORTED when no provider fits (a message says which was asked for),
- *         other errors when a step of the opening fails.
+ * The first call loads libfabric (CGPU_OFI_SONAME); when that fails, this call and every
+ * later one return CGPU_ERR_NOT_SUPPORTED, and one warning says why and what to do.
+ *
+ * @return CGPU_ERR_NOT_SUPPORTED when libfabric cannot be loaded or no provider fits (a
+ *         message says which was asked for), other errors when a step of the opening fails.
  */
 cgpu_status_t cgpu_ofi_open(const cgpu_ofi_opts_t *opts, cgpu_ofi_t **out);
 
