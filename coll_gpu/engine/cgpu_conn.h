@@ -16,7 +16,7 @@
 
 /**
  * Wait (spin, then yield, then sleep) until *ctr >= value; past the spins it runs the MPI
- * library's progress now and then (cgpu_engine_progress). Returns false, at once, if the
+ * library's progress now and then (cgpu_progress). Returns false, at once, if the
  * watchdog aborted the communicator's collective (coll_gpu_ras_abort_on_timeout).
  */
 bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value);

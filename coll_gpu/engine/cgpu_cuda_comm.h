@@ -4,6 +4,10 @@
  * Each rank owns one device "inbox" (flags, ring slots, oneshot buffers) that its peers
  * map through CUDA IPC; kernels move data by storing into peers' inboxes and signal
  * with counters there, with no host round trip per chunk.
+ *
+ * This is what the rest of the engine calls; the code is in coll_gpu/engine/cuda/, one file
+ * per concern (cuda/cuda_internal.h says which), and builds without CUDA get the entries of
+ * cuda/stubs.c.
  */
 #ifndef CGPU_CUDA_COMM_H
 #define CGPU_CUDA_COMM_H

@@ -13,6 +13,8 @@
  * refcounted by the communicators using them; unreferenced mappings stay cached (so a
  * reused peer inbox is a hit) up to coll_gpu_cuda_ipc_cache_size, least recently used
  * evicted first.
+ *
+ * The code is in cuda/pool.c; builds without CUDA get the entries of cuda/stubs.c.
  */
 #ifndef CGPU_CUDA_POOL_H
 #define CGPU_CUDA_POOL_H

@@ -1,5 +1,13 @@
 /*
- * coll/gpu engine: inbox pool and IPC mapping cache (see cgpu_cuda_pool.h).
+ * coll/gpu engine, cuda backend: the inbox pool and the IPC mapping cache
+ * (cgpu_cuda_pool.h says how each works).
+ *
+ * Process-wide device resources that outlive a communicator: a released inbox waits here
+ * for its peers' release before a new communicator reuses it, and a peer's mapping stays
+ * open for the next communicator that maps the same inbox (or the copy engines' next call
+ * on the same buffer). Apart from the communicator's set-up because both tables are shared
+ * by every communicator of the process under one lock. The counters the pvars read exist
+ * with or without CUDA.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -280,51 +288,6 @@ void cgpu_cuda_pool_fini(void)
     pool = NULL;
     npool = 0;
     pthread_mutex_unlock(&pool_lock);
-}
-
-#else /* !CGPU_HAVE_CUDA */
-
-cgpu_status_t cgpu_inbox_get(size_t bytes, size_t zero_bytes, int npeers, void *stream,
-                             cgpu_inbox_t *out)
-{
-    (void) bytes, (void) zero_bytes, (void) npeers, (void) stream;
-    memset(out, 0, sizeof(*out));
-    return CGPU_ERR_NOT_SUPPORTED;
-}
-
-void cgpu_inbox_put(cgpu_inbox_t *ib)
-{
-    (void) ib;
-}
-
-cgpu_status_t cgpu_inbox_signal_release(char *const *peer_inbox, const size_t *release_off,
-                                        int n, void *stream)
-{
-    (void) peer_inbox, (void) release_off, (void) n, (void) stream;
-    return CGPU_ERR_NOT_SUPPORTED;
-}
-
-cgpu_status_t cgpu_ipc_cache_get(const void *handle, void **ptr)
-{
-    (void) handle;
-    *ptr = NULL;
-    return CGPU_ERR_NOT_SUPPORTED;
-}
-
-cgpu_status_t cgpu_ipc_cache_get_id(const void *handle, uint64_t id, void **ptr)
-{
-    (void) handle, (void) id;
-    *ptr = NULL;
-    return CGPU_ERR_NOT_SUPPORTED;
-}
-
-void cgpu_ipc_cache_put(void *ptr)
-{
-    (void) ptr;
-}
-
-void cgpu_cuda_pool_fini(void)
-{
 }
 
 #endif /* CGPU_HAVE_CUDA */
