@@ -109,7 +109,7 @@ static void part_a_split_loop(void)
     }
     long fds0 = count_fds(), maps0 = count_cgpu_maps(), rss0 = rss_kb();
     /* RSS every tenth of the loop: the growth of the largest step (the one-time jump above,
-     * should it come after the warm-up, as it did once in session 39's CI) is told apart
+     * should it come after the warm-up, as it can in CI) is told apart
      * from the growth of the others, which per-split leaks spread over every step */
     long rss_prev = rss0, step_max = 0;
     const long step = n >= 10 ? n / 10 : 1;

@@ -438,8 +438,8 @@ static void dups_crossed(int k, const long *size, int nsizes, int rounds, uint64
 /* Twelve communicators with calls in flight at once, each on its own stream, sizes
  * alternating between a small call and a ring-sized one (4 KB, and 4 MB past the oneshot
  * sizes), posted in opposite orders: no rank's call may wait for another call that its
- * peer posts later (through the GPU's blocks: the block budget; session 33 saw no such wait
- * through CUDA's hardware queues, which twelve streams outnumber). */
+ * peer posts later (through the GPU's blocks: the block budget; CUDA's hardware queues,
+ * which twelve streams outnumber, showed no such wait). */
 static void many_comms_crossed(uint64_t salt)
 {
     const long size[] = {1000, 1000000};

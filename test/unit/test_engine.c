@@ -1711,7 +1711,7 @@ static void count_setup_hook(void)
 
 /* A communicator's CUDA set-up waits for the process's collectives in flight to end, but
  * only for coll_gpu_cuda_setup_wait_ms: under MPI_THREAD_MULTIPLE an unbounded wait closed a
- * cycle between threads of different ranks (the known defect of sessions 6-8). The lock is
+ * cycle between threads of different ranks. The lock is
  * plain threads, so this runs without a GPU. */
 static void scenario_setup_wait_is_bounded(test_rank_t *t)
 {
@@ -2020,7 +2020,7 @@ static void test_block_budget(void)
 /* Spare blocks (cgpu_blocks_take's spare): regular grids stop at cap - spare, and a launch
  * that finds fewer than a pair of those left takes one pair out of the spare ones, so that
  * many more calls in flight still fit under the cap; past them, over it. Reservations (the
- * resident kernel's) come out of the regular blocks only. The GPU case of session 34: one
+ * resident kernel's) come out of the regular blocks only. The GPU case behind it: one
  * rank per H200 (132 blocks of 512 threads its budget) with sixteen communicators' calls
  * in flight (4 MB and 16 MB rings of 64 channels, 256 KB oneshots of 32 blocks): without
  * spare blocks the calls past the first three took 13 blocks over the cap, which the GPU
@@ -2079,9 +2079,8 @@ static void test_block_spare(void)
 /* The resident kernel as a thread block cluster (coll_gpu_cuda_resident_cluster): by
  * default only with no launched kernel of the process in flight on the device, no other
  * rank on it, and the other resident kernels on at most a quarter of its multiprocessors
- * (session 35's rule, a cluster always, hung test_cuda_nb's crossed calls in 15 runs of 16
- * on 2x H200, session 36: the cluster waited for room in one GPC behind rings that waited
- * for their peers); 0 never, 2 always. An H200: 132 multiprocessors; the default 4
+ * (a cluster always can wait for room in one GPC behind rings that wait for their peers,
+ * which hung test_cuda_nb's crossed calls on 2x H200); 0 never, 2 always. An H200: 132 multiprocessors; the default 4
  * resident kernels of 8 blocks leave 24 to the others. */
 static void test_resident_cluster_rule(void)
 {
@@ -2115,7 +2114,7 @@ static void test_ll_classes_rule(void)
         size_t ll_bytes;
         int nranks, classes;
     } kept[] = {
-        {32768, 2, 6}, /* the default since session 37: 1-32 KiB */
+        {32768, 2, 6}, /* the default: 1-32 KiB */
         {8192, 2, 4},    {65536, 2, 7}, {65536, 8, 7}, {65536, 9, 6}, /* 512 KiB / 9 < 64 KiB */
         {32768, 64, 4},                                               /* 8 KiB a rank */
         {32768, 600, 1}, {1000, 2, 1},  {2048, 2, 2},  {2047, 2, 1},  {0, 2, 0},
