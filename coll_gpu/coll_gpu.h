@@ -146,7 +146,8 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority);
 
 /* coll_gpu_fake_nodes' node of world rank @p rank of @p size (tests of the paths across
- * nodes on one machine); the engine's node of this process comes from it too */
+ * nodes on one machine); the engine's node of this process comes from it too
+ * (coll_gpu_bootstrap.c) */
 int mca_coll_gpu_fake_node(long rank, long size);
 /* whether every rank of @p comm is on this node (Open MPI's locality, and the fake nodes':
  * the same answer on every rank; asked once per communicator by the non-blocking path) */
@@ -158,7 +159,8 @@ bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module);
 /* the engine communicator, created at the first engine-path call (collective) */
 int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf);
 /* create the engine communicator through @p bs (collective; on the device of @p buf when
- * that is device memory): state READY or FALLBACK afterwards, the same on every rank */
+ * that is device memory): state READY or FALLBACK afterwards, the same on every rank
+ * (coll_gpu_bootstrap.c) */
 void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs);
 
 /* bootstrap over the previous module (coll_gpu_bootstrap.c) */
@@ -233,7 +235,7 @@ int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, i
                                    struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
                                    struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm);
 
-/* datatype layout helpers (coll_gpu_pack.c) */
+/* layout helpers (coll_gpu_pack.c) */
 bool mca_coll_gpu_contiguous_run(const void *buf, int count, struct ompi_datatype_t *dtype,
                                  const char **start);
 int mca_coll_gpu_typed_copy(const char *typed, char *packed_or_typed, size_t count,
@@ -361,18 +363,21 @@ int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *s
 
 /* MPI_Allgatherv's sizes from arguments every rank passes alike: the receive type's size,
  * the largest block's bytes and all blocks' bytes; false when a count is negative
- * (coll_gpu_gather.c, for the blocking and the non-blocking call) */
+ * (coll_gpu_pack.c; allgatherv's calls, and the views of the non-blocking v-forms) */
 bool mca_coll_gpu_allgatherv_sizes(bool in_place, int scount, const int *rcounts,
                                    struct ompi_datatype_t *rdt, int n, size_t *rsize,
                                    size_t *maxb, size_t *total);
 /* MPI_Allgatherv's blocks: each rank's bytes, and its offset in bytes in one run over the
  * span [lo, hi) of elements (displacements) that the blocks with data cover (0, 0: none)
- * (coll_gpu_gather.c, for the blocking and the non-blocking call) */
+ * (coll_gpu_pack.c) */
 void mca_coll_gpu_allgatherv_layout(const int *rcounts, const int *displs, int n, size_t rsize,
                                     size_t *bytes, ptrdiff_t *offs, ptrdiff_t *lo, ptrdiff_t *hi);
 /* The largest bytes per rank a padded call (gather(v), scatter(v), allgatherv, alltoallv)
- * keeps memory for on @p n ranks: coll_gpu_gather_scratch_bytes' share (coll_gpu_gather.c) */
-size_t mca_coll_gpu_padded_max(int n);
+ * keeps memory for on @p n ranks: coll_gpu_gather_scratch_bytes' share */
+static inline size_t mca_coll_gpu_padded_max(int n)
+{
+    return mca_coll_gpu_component.gather_scratch_bytes / (size_t) n;
+}
 /* The engine communicator for a call padded to @p bytes per rank (the same on every rank),
  * or NULL: the staged path then serves the call on every rank (nested calls, @p off (the
  * algorithm "fallback"), 0 bytes, n x bytes above coll_gpu_gather_scratch_bytes, no engine;
@@ -416,11 +421,12 @@ void mca_coll_gpu_self_install(mca_coll_gpu_module_t *m);
 int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                             int rcount, struct ompi_datatype_t *rdt);
 
-/* neighborhood collectives, staged (coll_gpu_neighbor.c): a topology's in- and out-degree
- * (0 where it has none), and the bytes [lo, hi) relative to the buffer that a side's layout
- * touches: count x dt; blocks counts[p] x dt at displs[p] elements; counts[p] x types[p] at
- * idispls[p] or adispls[p] bytes (an alltoallw's, a neighborhood alltoallw's) */
+/* neighborhood collectives, staged (coll_gpu_neighbor.c) */
 void mca_coll_gpu_neighbor_install(mca_coll_gpu_module_t *m);
+/* more layout helpers (coll_gpu_pack.c): a topology's in- and out-degree (0 where it has
+ * none), and the bytes [lo, hi) relative to the buffer that a side's layout touches: count x
+ * dt; blocks counts[p] x dt at displs[p] elements; counts[p] x types[p] at idispls[p] or
+ * adispls[p] bytes (an alltoallw's, a neighborhood alltoallw's) */
 void mca_coll_gpu_degrees(struct ompi_communicator_t *comm, int *in, int *out);
 void mca_coll_gpu_count_span(size_t count, struct ompi_datatype_t *dt, ptrdiff_t *lo,
                              ptrdiff_t *hi);

@@ -71,11 +71,6 @@ static int side_close(gather_side_t *sd, int rc, bool back)
     return rc;
 }
 
-size_t mca_coll_gpu_padded_max(int n)
-{
-    return mca_coll_gpu_component.gather_scratch_bytes / (size_t) n;
-}
-
 cgpu_comm_t *mca_coll_gpu_padded_engine(mca_coll_gpu_module_t *m, bool off, size_t bytes,
                                         const void *buf, int n)
 {
@@ -128,43 +123,6 @@ int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t 
     }
     side_close(&s, MPI_SUCCESS, false);
     return side_close(&r, rc, true);
-}
-
-bool mca_coll_gpu_allgatherv_sizes(bool in_place, int scount, const int *rcounts,
-                                   struct ompi_datatype_t *rdt, int n, size_t *rsize,
-                                   size_t *maxb, size_t *total)
-{
-    ompi_datatype_type_size(rdt, rsize);
-    bool valid = in_place || scount >= 0;
-    *maxb = *total = 0;
-    for (int p = 0; p < n; ++p) {
-        valid = valid && rcounts[p] >= 0;
-        const size_t b = valid ? (size_t) rcounts[p] * *rsize : 0;
-        *maxb = b > *maxb ? b : *maxb;
-        *total += b;
-    }
-    return valid;
-}
-
-void mca_coll_gpu_allgatherv_layout(const int *rcounts, const int *displs, int n, size_t rsize,
-                                    size_t *bytes, ptrdiff_t *offs, ptrdiff_t *lo, ptrdiff_t *hi)
-{
-    *lo = PTRDIFF_MAX;
-    *hi = PTRDIFF_MIN;
-    for (int p = 0; p < n; ++p) {
-        bytes[p] = (size_t) rcounts[p] * rsize;
-        if (rcounts[p] > 0) { /* the span, in elements, of the blocks with data */
-            *lo = displs[p] < *lo ? displs[p] : *lo;
-            *hi =
-                (ptrdiff_t) displs[p] + rcounts[p] > *hi ? (ptrdiff_t) displs[p] + rcounts[p] : *hi;
-        }
-    }
-    if (*lo > *hi) { /* no data at all */
-        *lo = *hi = 0;
-    }
-    for (int p = 0; p < n; ++p) {
-        offs[p] = rcounts[p] > 0 ? (displs[p] - *lo) * (ptrdiff_t) rsize : 0;
-    }
 }
 
 int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
