@@ -128,7 +128,7 @@ typedef struct mca_coll_gpu_module_t {
     cgpu_module_state_t state;
 
     /* non-blocking engine collectives: run in order by this communicator's worker thread
-     * (coll_gpu_nb.c); a blocking engine call first waits until done == posted */
+     * (coll_gpu_worker.c); a blocking engine call first waits until done == posted */
     struct mca_coll_gpu_nbq *nbq;
     int spans_nodes; /* -1 until the first post asks (mca_coll_gpu_one_node), then 0 or 1 */
     _Atomic unsigned long long nb_posted;
@@ -156,7 +156,9 @@ bool mca_coll_gpu_one_node(struct ompi_communicator_t *comm);
 /* whether @p module (may be NULL) is one of ours, of any communicator size */
 bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module);
 
-/* the engine communicator, created at the first engine-path call (collective) */
+/* the engine communicator, created at the first engine-path call (collective), after the
+ * communicator's queued non-blocking engine collectives are done: a blocking engine call
+ * follows them (coll_gpu_worker.c) */
 int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf);
 /* create the engine communicator through @p bs (collective; on the device of @p buf when
  * that is device memory): state READY or FALLBACK afterwards, the same on every rank
@@ -520,32 +522,6 @@ int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_
 void mca_coll_gpu_alltoallw_spans(const mca_coll_gpu_args_t *a, struct ompi_communicator_t *comm,
                                   mca_coll_gpu_spans_t *sp);
 
-/* A collective's blocking entry point pfx_name and non-blocking one pfx_iname, both staged
- * over the spans spans_fn gives for the call's arguments a: PARAMS is the
- * coll interface's parameter list before the communicator, INIT the designated
- * initializers of a, each in parentheses. */
-#define CGPU_UNPAREN(...) __VA_ARGS__
-#define CGPU_STAGED_ENTRIES(pfx, name, PARAMS, INIT, spans_fn)                                     \
-    static int pfx##_##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                 \
-                            mca_coll_base_module_t *module)                                        \
-    {                                                                                              \
-        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
-        return mca_coll_gpu_staged_call((mca_coll_gpu_module_t *) module, comm, &a, spans_fn);     \
-    }                                                                                              \
-    static int pfx##_i##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                \
-                             ompi_request_t **request, mca_coll_base_module_t *module)             \
-    {                                                                                              \
-        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
-        return mca_coll_gpu_nb_staged_call((mca_coll_gpu_module_t *) module, comm, &a, spans_fn,   \
-                                           request);                                               \
-    }
-
-/* A staged non-blocking call (coll_gpu_nb.c): the spans @p spans gives of a's buffers
- * copied to host memory, the previous module's post run on the copies, the received span
- * copied back when its request completes; no device buffer (or nested): posted as it is. */
-int mca_coll_gpu_nb_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                const mca_coll_gpu_args_t *a, mca_coll_gpu_spans_fn_t spans,
-                                ompi_request_t **request);
 /* intercommunicators: every collective with a buffer staged (coll_gpu_inter.c) */
 void mca_coll_gpu_inter_install(mca_coll_gpu_module_t *m);
 /* whether this rank is a call's root: MPI_ROOT on an intercommunicator */
@@ -556,12 +532,9 @@ static inline bool mca_coll_gpu_is_root(struct ompi_communicator_t *comm, int ro
 /* the persistent collectives (MPIX_*_init): each MPI_Start posts this module's non-blocking
  * form; installed where that form is (module enable, after the slots are settled) */
 void mca_coll_gpu_persist_install(mca_coll_gpu_module_t *m);
-/* wait until the communicator's queued non-blocking engine collectives are done (a blocking
- * engine call follows them; no-op on the worker itself) */
-void mca_coll_gpu_nb_drain(mca_coll_gpu_module_t *m);
-/* stop the communicator's worker (module destructor) */
+/* stop the communicator's worker (module destructor; coll_gpu_worker.c) */
 void mca_coll_gpu_nb_module_fini(mca_coll_gpu_module_t *m);
-/* the progress callback: registered at open, unregistered at close */
+/* the progress callback: registered at open, unregistered at close (coll_gpu_request.c) */
 void mca_coll_gpu_nb_open(void);
 void mca_coll_gpu_nb_close(void);
 /* the engine-path decisions shared by the blocking and non-blocking entry points: functions

@@ -255,13 +255,3 @@ bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module)
 {
     return NULL != module && gpu_module_enable == module->coll_module_enable;
 }
-
-int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
-{
-    /* a blocking engine call runs after the non-blocking ones posted before it */
-    mca_coll_gpu_nb_drain(m);
-    if (CGPU_MODULE_UNINIT == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE)) {
-        mca_coll_gpu_create(m, buf, &m->bootstrap);
-    }
-    return OMPI_SUCCESS;
-}

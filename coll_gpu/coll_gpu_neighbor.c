@@ -6,10 +6,12 @@
  * host copy of the bytes its layout touches (the received ones copied back), and the
  * previous module runs the call on the copies; host buffers pass straight through. A side's
  * blocks are counted by the communicator's topology: a rank receives a block from each of
- * its in-neighbors and sends one to each of its out-neighbors. The non-blocking and
- * persistent forms (coll_gpu_nb.c) stage through the same spans.
+ * its in-neighbors and sends one to each of its out-neighbors. The non-blocking forms
+ * stage through the same spans (coll_gpu_nb_staged.c), and the persistent ones start
+ * through them.
  */
 #include "coll_gpu.h"
+#include "coll_gpu_nb.h"
 
 /* The spans of neighborhood call @p a for this rank: a block received from each
  * in-neighbor, one sent to each out-neighbor. */
