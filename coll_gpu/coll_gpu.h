@@ -1,9 +1,11 @@
 /*
- * coll/gpu: Open MPI glue (component, module, MPI entry points).
+ * coll/gpu: Open MPI glue (component, module, and what the MPI entry points share).
  *
  * Only files in coll_gpu/ (outside engine/) include Open MPI headers. They decide per
  * call whether the engine serves it or the previous coll module does (the fallback),
- * and they translate engine statuses into MPI error classes.
+ * and they translate engine statuses into MPI error classes. The entry points themselves
+ * are declared in coll_gpu_entry.h, the non-blocking machinery in coll_gpu_nb.h; this
+ * header is what both build on.
  */
 #ifndef MCA_COLL_GPU_H
 #define MCA_COLL_GPU_H
@@ -168,6 +170,13 @@ void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_b
 /* bootstrap over the previous module (coll_gpu_bootstrap.c) */
 void mca_coll_gpu_bootstrap_setup(mca_coll_gpu_module_t *m);
 
+/* the non-blocking machinery's life (coll_gpu_request.c, coll_gpu_worker.c): the progress
+ * callback, registered at open and unregistered at close; a communicator's worker, stopped
+ * by the module destructor */
+void mca_coll_gpu_nb_open(void);
+void mca_coll_gpu_nb_close(void);
+void mca_coll_gpu_nb_module_fini(mca_coll_gpu_module_t *m);
+
 /* MPI -> engine translation (coll_gpu_types.c) */
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out);
 int mca_coll_gpu_status_to_mpi(cgpu_status_t st);
@@ -225,10 +234,6 @@ static inline bool mca_coll_gpu_nested(void)
         engine_st_;                                                                       \
     })
 
-/* every other blocking collective: the previous module on host copies of device
- * buffers (coll_gpu_staged.c) */
-void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m);
-
 /* the previous module, with device buffers staged through host memory (decision 1) */
 int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
                                     int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
@@ -278,24 +283,6 @@ int mca_coll_gpu_staged_alltoallw(const void *sbuf, const int *scounts, const in
                                   const int *rcounts, const int *rdispls,
                                   struct ompi_datatype_t *const *rdts,
                                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-/* An alltoallv or alltoallw side as the caller passed it: one type for every block (dt,
- * displacements in elements), or one per block (dts, displacements in bytes). */
-typedef struct mca_coll_gpu_a2a_side_t {
-    const void *buf;
-    const int *counts, *displs;
-    struct ompi_datatype_t *dt;
-    struct ompi_datatype_t *const *dts;
-} mca_coll_gpu_a2a_side_t;
-/* Its n blocks as the engine takes them: block p is bytes[p] at buf + offs[p]; *largest the
- * largest; *gaps: some block's elements are not back to back (its offs then not a run).
- * MPI_ERR_COUNT: a negative count (coll_gpu_vcoll.c). */
-int mca_coll_gpu_a2a_blocks(const mca_coll_gpu_a2a_side_t *x, int n, size_t *bytes, ptrdiff_t *offs,
-                            size_t *largest, bool *gaps);
-/* MPI_Alltoallw on the engine where every block's type is gap-free (coll_gpu_vcoll.c) */
-int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
-                           struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
-                           const int *rdispls, struct ompi_datatype_t *const *rdts,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count,
                                struct ompi_datatype_t *dt, struct ompi_op_t *op, int root,
                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
@@ -307,35 +294,11 @@ int mca_coll_gpu_staged_reduce_scatter(const void *sbuf, void *rbuf, const int *
                                        struct ompi_datatype_t *dt, struct ompi_op_t *op,
                                        struct ompi_communicator_t *comm,
                                        mca_coll_base_module_t *module);
-int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
-                                struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 /* MPI_Scan (ex false) and MPI_Exscan (ex true) on the previous module, device buffers
  * staged, with the engine's host arithmetic for the pairs it reduces */
 int mca_coll_gpu_staged_scan(bool ex, const void *sbuf, void *rbuf, int count,
                              struct ompi_datatype_t *dt, struct ompi_op_t *op,
                              struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                      mca_coll_base_module_t *module);
-int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                        struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                        mca_coll_base_module_t *module);
-/* Whether a scan (either form) of count x dtype with op on n ranks runs on the engine, from
- * arguments MPI requires to match and MCA params alone (coll_gpu_scan_algorithm, a round of
- * mca_coll_gpu_padded_max(n) bytes per rank holding one element); sets the engine's (dt, op)
- * (coll_gpu_reduce.c) */
-bool mca_coll_gpu_scan_engine_ok(int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                 int n, cgpu_dtype_t *dt, cgpu_op_t *eop);
-/* rcounts as the engine takes them (malloc'd; NULL without memory) */
-size_t *mca_coll_gpu_engine_counts(const int *rcounts, int n);
-int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                        mca_coll_base_module_t *module);
-int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
-                                      struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                                      struct ompi_communicator_t *comm,
-                                      mca_coll_base_module_t *module);
 /* the engine reduces (dtype, op) (predefined, defined by MPI; MPI_BYTE bitwise only) */
 bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                    cgpu_dtype_t *dt, cgpu_op_t *eop);
@@ -347,21 +310,6 @@ struct ompi_op_t *mca_coll_gpu_prev_op(struct ompi_datatype_t *dtype, struct omp
 /* the host can reduce (dtype, op) with Open MPI's op: a user function, or Open MPI's own
  * function for a predefined datatype */
 bool mca_coll_gpu_host_reducible(struct ompi_datatype_t *dtype, struct ompi_op_t *op);
-int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                           int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                           mca_coll_base_module_t *module);
-/* allgatherv, gather and scatter on the engine (coll_gpu_gather.c) */
-int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                            const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
-                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                        int rcount, struct ompi_datatype_t *rdt, int root,
-                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                         int rcount, struct ompi_datatype_t *rdt, int root,
-                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
 /* MPI_Allgatherv's sizes from arguments every rank passes alike: the receive type's size,
  * the largest block's bytes and all blocks' bytes; false when a count is negative
@@ -380,25 +328,6 @@ static inline size_t mca_coll_gpu_padded_max(int n)
 {
     return mca_coll_gpu_component.gather_scratch_bytes / (size_t) n;
 }
-/* The engine communicator for a call padded to @p bytes per rank (the same on every rank),
- * or NULL: the staged path then serves the call on every rank (nested calls, @p off (the
- * algorithm "fallback"), 0 bytes, n x bytes above coll_gpu_gather_scratch_bytes, no engine;
- * coll_gpu_gather.c) */
-cgpu_comm_t *mca_coll_gpu_padded_engine(mca_coll_gpu_module_t *m, bool off, size_t bytes,
-                                        const void *buf, int n);
-/* gatherv, scatterv and alltoallv on the engine, once the ranks agree (coll_gpu_vcoll.c) */
-int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                         const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
-                         int root, struct ompi_communicator_t *comm,
-                         mca_coll_base_module_t *module);
-int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
-                          struct ompi_datatype_t *sdt, void *rbuf, int rcount,
-                          struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
-                          mca_coll_base_module_t *module);
-int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
-                           struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                           const int *rdispls, struct ompi_datatype_t *rdt,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
 /* One buffer of a staged call: replaced by a host copy of its span when it lives on a
  * device (coll_gpu_staged.c). stage: the copy in (host = the buffer itself otherwise);
@@ -417,14 +346,6 @@ int mca_coll_gpu_unstage(mca_coll_gpu_staged_buf_t *s, int rc, bool copy_back);
 /* the elements a (counts, displs) layout spans: the furthest displs[i] + counts[i] */
 size_t mca_coll_gpu_v_span(const int *counts, const int *displs, int n);
 
-/* communicators of one rank: local copies (coll_gpu_self.c) */
-void mca_coll_gpu_self_install(mca_coll_gpu_module_t *m);
-/* copy scount x sdt at sbuf into rcount x rdt at rbuf (host or device, any layouts) */
-int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                            int rcount, struct ompi_datatype_t *rdt);
-
-/* neighborhood collectives, staged (coll_gpu_neighbor.c) */
-void mca_coll_gpu_neighbor_install(mca_coll_gpu_module_t *m);
 /* more layout helpers (coll_gpu_pack.c): a topology's in- and out-degree (0 where it has
  * none), and the bytes [lo, hi) relative to the buffer that a side's layout touches: count x
  * dt; blocks counts[p] x dt at displs[p] elements; counts[p] x types[p] at idispls[p] or
@@ -506,8 +427,6 @@ mca_coll_gpu_alltoallw_args(const void *sbuf, const int *scounts, const int *sdi
                                  .rdts = rdts};
 }
 
-/* non-blocking collectives (coll_gpu_nb.c) */
-void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m);
 /* Call @p a on the previous module, blocking or posted (coll_gpu_staged.c); its name for
  * messages; a blocking call staged over the spans @p spans gives (host buffers, or a nested
  * call, straight through, the spans not computed), counted as a fallback call. */
@@ -522,38 +441,14 @@ int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_
 void mca_coll_gpu_alltoallw_spans(const mca_coll_gpu_args_t *a, struct ompi_communicator_t *comm,
                                   mca_coll_gpu_spans_t *sp);
 
-/* intercommunicators: every collective with a buffer staged (coll_gpu_inter.c) */
-void mca_coll_gpu_inter_install(mca_coll_gpu_module_t *m);
 /* whether this rank is a call's root: MPI_ROOT on an intercommunicator */
 static inline bool mca_coll_gpu_is_root(struct ompi_communicator_t *comm, int root)
 {
     return OMPI_COMM_IS_INTER(comm) ? MPI_ROOT == root : ompi_comm_rank(comm) == root;
 }
-/* the persistent collectives (MPIX_*_init): each MPI_Start posts this module's non-blocking
- * form; installed where that form is (module enable, after the slots are settled) */
-void mca_coll_gpu_persist_install(mca_coll_gpu_module_t *m);
-/* stop the communicator's worker (module destructor; coll_gpu_worker.c) */
-void mca_coll_gpu_nb_module_fini(mca_coll_gpu_module_t *m);
-/* the progress callback: registered at open, unregistered at close (coll_gpu_request.c) */
-void mca_coll_gpu_nb_open(void);
-void mca_coll_gpu_nb_close(void);
-/* the engine-path decisions shared by the blocking and non-blocking entry points: functions
- * of arguments MPI requires to match on every rank and of MCA params (decision 2) */
-bool mca_coll_gpu_allreduce_engine_ok(int count, struct ompi_datatype_t *dtype,
-                                      struct ompi_op_t *op, cgpu_dtype_t *dt, cgpu_op_t *eop);
-bool mca_coll_gpu_alltoall_engine_ok(int scount, int rcount, struct ompi_datatype_t *rdtype,
-                                     size_t *bytes);
 
 /* pvars (coll_gpu_pvars.c) */
 int mca_coll_gpu_pvars_register(void);
-
-/* entry points */
-int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
-                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                          void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
 /* log through opal_output at a coll_gpu_verbose level */
 void mca_coll_gpu_log(int level, const char *msg);

@@ -13,6 +13,7 @@
  * start through them. Barriers have no buffer and stay with the previous module.
  */
 #include "coll_gpu.h"
+#include "coll_gpu_entry.h"
 #include "coll_gpu_nb.h"
 
 #include "opal/util/output.h"

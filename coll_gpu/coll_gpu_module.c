@@ -1,5 +1,6 @@
 /*
- * coll/gpu: the per-communicator module: query, enable, disable, destroy, lazy init.
+ * coll/gpu: the per-communicator module: query, enable, disable, destroy, and the function
+ * slots it fills with the entry points of coll_gpu_entry.h.
  *
  * Ownership: the communicator owns the module (Open MPI refcounts it once per function
  * slot it serves; an engine-path call holds one more reference while it runs). The module
@@ -8,6 +9,7 @@
  * Open MPI calls coll_module_disable once per slot: it releases nothing (decision 4).
  */
 #include "coll_gpu.h"
+#include "coll_gpu_entry.h"
 
 #include "opal/util/output.h"
 
@@ -132,6 +134,38 @@ static void gpu_module_keep_served(mca_coll_gpu_module_t *m)
 #undef CGPU_KEEP
 }
 
+/* The persistent forms (MPIX_*_init), each where this module has the non-blocking form its
+ * MPI_Start posts: installed at enable, after the slots are settled, for every kind of
+ * communicator (the non-blocking forms of intercommunicators and single ranks are theirs). */
+static void gpu_module_persist_install(mca_coll_gpu_module_t *m)
+{
+    mca_coll_base_module_t *s = &m->super;
+#define CGPU_PERSIST(name)                                                                         \
+    s->coll_##name##_init = NULL != s->coll_i##name ? mca_coll_gpu_##name##_init : NULL;
+    CGPU_PERSIST(allgather)
+    CGPU_PERSIST(allgatherv)
+    CGPU_PERSIST(allreduce)
+    CGPU_PERSIST(alltoall)
+    CGPU_PERSIST(alltoallv)
+    CGPU_PERSIST(alltoallw)
+    CGPU_PERSIST(bcast)
+    CGPU_PERSIST(exscan)
+    CGPU_PERSIST(gather)
+    CGPU_PERSIST(gatherv)
+    CGPU_PERSIST(reduce)
+    CGPU_PERSIST(reduce_scatter)
+    CGPU_PERSIST(reduce_scatter_block)
+    CGPU_PERSIST(scan)
+    CGPU_PERSIST(scatter)
+    CGPU_PERSIST(scatterv)
+    CGPU_PERSIST(neighbor_allgather)
+    CGPU_PERSIST(neighbor_allgatherv)
+    CGPU_PERSIST(neighbor_alltoall)
+    CGPU_PERSIST(neighbor_alltoallv)
+    CGPU_PERSIST(neighbor_alltoallw)
+#undef CGPU_PERSIST
+}
+
 static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
@@ -155,7 +189,7 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     }
     m->prev_saved = true;
     gpu_module_keep_served(m);
-    mca_coll_gpu_persist_install(m);
+    gpu_module_persist_install(m);
     m->comm = comm;
     mca_coll_gpu_bootstrap_setup(m);
     return OMPI_SUCCESS;
@@ -178,6 +212,47 @@ static int gpu_module_disable(mca_coll_base_module_t *module, struct ompi_commun
                     NULL != comm ? comm->c_name : "?");
     }
     return OMPI_SUCCESS;
+}
+
+/* An intracommunicator of two ranks or more: every collective with a buffer, blocking and
+ * non-blocking (each entry point takes the engine or the staged previous module), and the
+ * neighborhood collectives (staged). */
+static void gpu_module_install(mca_coll_gpu_module_t *m)
+{
+    mca_coll_base_module_t *s = &m->super;
+    s->coll_allreduce = mca_coll_gpu_allreduce;
+    s->coll_alltoall = mca_coll_gpu_alltoall;
+    s->coll_bcast = mca_coll_gpu_bcast;
+    s->coll_reduce = mca_coll_gpu_reduce;
+    s->coll_allgather = mca_coll_gpu_allgather;
+    s->coll_allgatherv = mca_coll_gpu_allgatherv;
+    s->coll_gather = mca_coll_gpu_gather;
+    s->coll_gatherv = mca_coll_gpu_gatherv;
+    s->coll_scatter = mca_coll_gpu_scatter;
+    s->coll_scatterv = mca_coll_gpu_scatterv;
+    s->coll_alltoallv = mca_coll_gpu_alltoallv;
+    s->coll_alltoallw = mca_coll_gpu_alltoallw;
+    s->coll_reduce_scatter = mca_coll_gpu_reduce_scatter;
+    s->coll_reduce_scatter_block = mca_coll_gpu_reduce_scatter_block;
+    s->coll_scan = mca_coll_gpu_scan;
+    s->coll_exscan = mca_coll_gpu_exscan;
+    s->coll_iallreduce = mca_coll_gpu_iallreduce;
+    s->coll_ireduce = mca_coll_gpu_ireduce;
+    s->coll_ireduce_scatter_block = mca_coll_gpu_ireduce_scatter_block;
+    s->coll_ibcast = mca_coll_gpu_ibcast;
+    s->coll_iallgather = mca_coll_gpu_iallgather;
+    s->coll_ialltoall = mca_coll_gpu_ialltoall;
+    s->coll_iallgatherv = mca_coll_gpu_iallgatherv;
+    s->coll_igather = mca_coll_gpu_igather;
+    s->coll_igatherv = mca_coll_gpu_igatherv;
+    s->coll_iscatter = mca_coll_gpu_iscatter;
+    s->coll_iscatterv = mca_coll_gpu_iscatterv;
+    s->coll_ialltoallv = mca_coll_gpu_ialltoallv;
+    s->coll_ialltoallw = mca_coll_gpu_ialltoallw;
+    s->coll_ireduce_scatter = mca_coll_gpu_ireduce_scatter;
+    s->coll_iscan = mca_coll_gpu_iscan;
+    s->coll_iexscan = mca_coll_gpu_iexscan;
+    mca_coll_gpu_neighbor_install(m);
 }
 
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority)
@@ -239,11 +314,7 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
                             comm->c_name, c->self_priority);
         return &m->super;
     }
-    m->super.coll_allreduce = mca_coll_gpu_allreduce;
-    m->super.coll_alltoall = mca_coll_gpu_alltoall;
-    mca_coll_gpu_staged_install(m);
-    mca_coll_gpu_nb_install(m);
-    mca_coll_gpu_neighbor_install(m);
+    gpu_module_install(m);
     *priority = c->priority;
     opal_output_verbose(10, out, "coll/gpu: comm %s: serving %d ranks (backend %s, priority %d)",
                         comm->c_name, ompi_comm_size(comm),

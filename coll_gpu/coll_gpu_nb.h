@@ -1,6 +1,7 @@
 /*
  * coll/gpu: the machinery of the non-blocking and persistent collectives (private to the
- * glue), which the entry points use to post the MPI_I* and MPIX_*_init forms.
+ * glue), which the entry files (coll_gpu_<collective>.c) use to post their MPI_I* and
+ * MPIX_*_init forms.
  *
  * A non-blocking call takes one of two paths, decided alike on every rank (decision 2):
  *  - the engine path (coll_gpu_worker.c): the post packs what is not one gap-free run
@@ -13,8 +14,9 @@
  * progress callback in MPI_Test/MPI_Wait. A persistent request (coll_gpu_persist.c) keeps
  * a call's arguments and posts its non-blocking form at each MPI_Start.
  *
- * Dependency order: this machinery depends on coll_gpu.h alone, never on the entry points;
- * the entry points (coll_gpu_nb.c) depend on it.
+ * Dependency order: this machinery depends on coll_gpu.h alone, never on the entry files;
+ * the entry files depend on it; coll_gpu_module.c fills the module's slots from
+ * coll_gpu_entry.h.
  */
 #ifndef MCA_COLL_GPU_NB_H
 #define MCA_COLL_GPU_NB_H
@@ -301,6 +303,26 @@ int mca_coll_gpu_nb_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicat
  * Each MPI_Start posts the call through the module's own non-blocking form. */
 int mca_coll_gpu_persist_new(mca_coll_base_module_t *module, struct ompi_communicator_t *comm,
                              const mca_coll_gpu_args_t *a, ompi_request_t **request);
+
+/* The persistent init @p fn: a new request keeping the arguments INIT names (PARAMS: the
+ * coll interface's list before the communicator, INIT: designated initializers of a
+ * mca_coll_gpu_args_t). */
+#define CGPU_PERSIST_INIT(fn, PARAMS, INIT)                                                        \
+    int fn(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm, struct ompi_info_t *info,        \
+           ompi_request_t **request, mca_coll_base_module_t *module)                               \
+    {                                                                                              \
+        (void) info;                                                                               \
+        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
+        return mca_coll_gpu_persist_new(module, comm, &a, request);                                \
+    }
+
+/* The datatypes a rank's persistent call names and may use, in CGPU_PERSIST_INIT's INIT:
+ * none for a buffer it does not pass (in place), nor for a side a rooted call does not use
+ * on this rank: the root's whole message elsewhere, and on an intercommunicator anything at
+ * MPI_PROC_NULL (CGPU_MEMBER false). */
+#define CGPU_SEND_DT(buf, dt) (MPI_IN_PLACE == (buf) ? NULL : (dt))
+#define CGPU_IS_ROOT mca_coll_gpu_is_root(comm, root)
+#define CGPU_MEMBER (!OMPI_COMM_IS_INTER(comm) || root >= 0) /* sends (gather) or receives */
 
 END_C_DECLS
 

@@ -11,6 +11,7 @@
  * through them.
  */
 #include "coll_gpu.h"
+#include "coll_gpu_entry.h"
 #include "coll_gpu_nb.h"
 
 /* The spans of neighborhood call @p a for this rank: a block received from each
@@ -92,3 +93,35 @@ void mca_coll_gpu_neighbor_install(mca_coll_gpu_module_t *m)
     CGPU_NEIGHBOR(neighbor_alltoallw)
 #undef CGPU_NEIGHBOR
 }
+
+/* ---- persistent ---- */
+
+CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_allgather_init,
+                  (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                   int rcount, struct ompi_datatype_t *rdt),
+                  (.kind = CGPU_K_NALLGATHER, .s = sbuf, .sc = scount,
+                   .sdt = CGPU_SEND_DT(sbuf, sdt), .r = rbuf, .rc = rcount, .rdt = rdt))
+CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_alltoall_init,
+                  (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                   int rcount, struct ompi_datatype_t *rdt),
+                  (.kind = CGPU_K_NALLTOALL, .s = sbuf, .sc = scount,
+                   .sdt = CGPU_SEND_DT(sbuf, sdt), .r = rbuf, .rc = rcount, .rdt = rdt))
+CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_allgatherv_init,
+                  (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                   const int *rcounts, const int *displs, struct ompi_datatype_t *rdt),
+                  (.kind = CGPU_K_NALLGATHERV, .s = sbuf, .sc = scount,
+                   .sdt = CGPU_SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts, .rds = displs,
+                   .rdt = rdt))
+CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_alltoallv_init,
+                  (const void *sbuf, const int *scounts, const int *sdispls,
+                   struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
+                   const int *rdispls, struct ompi_datatype_t *rdt),
+                  (.kind = CGPU_K_NALLTOALLV, .s = sbuf, .scs = scounts, .sds = sdispls,
+                   .sdt = CGPU_SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts, .rds = rdispls,
+                   .rdt = rdt))
+CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_alltoallw_init,
+                  (const void *sbuf, const int *scounts, const MPI_Aint *sdispls,
+                   struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                   const MPI_Aint *rdispls, struct ompi_datatype_t *const *rdts),
+                  (.kind = CGPU_K_NALLTOALLW, .s = sbuf, .scs = scounts, .sad = sdispls,
+                   .sdts = sdts, .r = rbuf, .rcs = rcounts, .rad = rdispls, .rdts = rdts))

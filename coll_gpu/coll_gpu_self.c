@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "coll_gpu.h"
+#include "coll_gpu_entry.h"
 
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/request/request.h"
@@ -38,8 +39,8 @@ static bool serve(mca_coll_gpu_module_t *m, const void *a, const void *b)
 }
 
 /* Copy scount x sdt at sbuf into rcount x rdt at rbuf; either may be device memory. */
-int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                            int rcount, struct ompi_datatype_t *rdt)
+static int local_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                      int rcount, struct ompi_datatype_t *rdt)
 {
     size_t ssize, rsize;
     if (scount < 0 || rcount < 0) {
@@ -93,7 +94,7 @@ static int self_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt, 
     if (MPI_IN_PLACE == sbuf || MPI_IN_PLACE == rbuf) {
         return MPI_SUCCESS; /* the data is where it belongs already */
     }
-    return mca_coll_gpu_local_copy(sbuf, scount, sdt, rbuf, rcount, rdt);
+    return local_copy(sbuf, scount, sdt, rbuf, rcount, rdt);
 }
 
 static int self_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,

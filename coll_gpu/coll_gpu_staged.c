@@ -1,12 +1,14 @@
 /*
- * coll/gpu: every other blocking collective, made safe for device buffers.
+ * coll/gpu: the staged path of the blocking collectives: the previous module, made safe for
+ * device buffers.
  *
  * Stock Open MPI (built without CUDA) crashes when coll/tuned touches a device pointer.
- * For the collectives the engine does not run yet, coll/gpu takes the slot and hands
- * the call to the previous module, with each device buffer replaced by a host copy of
- * the span its datatype touches (received spans copied back afterwards). Host buffers
- * pass straight through. Each rank stages only its own buffers and every rank calls the
- * previous module, so ranks never disagree on the protocol (decision 2).
+ * Every blocking call the engine does not take (an entry file's fallback, the
+ * intercommunicators' and the neighborhood collectives' every call) goes to the previous
+ * module here, with each device buffer replaced by a host copy of the span its datatype
+ * touches (received spans copied back afterwards). Host buffers pass straight through.
+ * Each rank stages only its own buffers and every rank calls the previous module, so ranks
+ * never disagree on the protocol (decision 2).
  */
 #include <stdlib.h>
 
@@ -14,7 +16,6 @@
 
 #include "ompi/datatype/ompi_datatype.h"
 #include "opal/util/output.h"
-
 
 int mca_coll_gpu_stage(mca_coll_gpu_staged_buf_t *s, const void *buf, size_t count,
                        struct ompi_datatype_t *dtype, void **host)
@@ -639,22 +640,4 @@ int mca_coll_gpu_staged_scan(bool ex, const void *sbuf, void *rbuf, int count,
     rc = MCA_COLL_GPU_PREV(fn(hs, hr, count, dt, op, comm, pm));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
-}
-
-void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
-{
-    m->super.coll_bcast = mca_coll_gpu_bcast; /* engine path, staged fallback inside */
-    m->super.coll_reduce = mca_coll_gpu_reduce; /* engine path, staged fallback inside */
-    m->super.coll_allgather = mca_coll_gpu_allgather;
-    m->super.coll_allgatherv = mca_coll_gpu_allgatherv; /* engine path, staged inside */
-    m->super.coll_gather = mca_coll_gpu_gather;         /* engine path, staged inside */
-    m->super.coll_gatherv = mca_coll_gpu_gatherv; /* engine path, staged inside */
-    m->super.coll_scatter = mca_coll_gpu_scatter; /* engine path, staged inside */
-    m->super.coll_scatterv = mca_coll_gpu_scatterv; /* engine path, staged inside */
-    m->super.coll_alltoallv = mca_coll_gpu_alltoallv; /* engine path, staged inside */
-    m->super.coll_alltoallw = mca_coll_gpu_alltoallw; /* engine path, staged inside */
-    m->super.coll_reduce_scatter = mca_coll_gpu_reduce_scatter;
-    m->super.coll_reduce_scatter_block = mca_coll_gpu_reduce_scatter_block;
-    m->super.coll_scan = mca_coll_gpu_scan;     /* engine path, staged fallback inside */
-    m->super.coll_exscan = mca_coll_gpu_exscan; /* engine path, staged fallback inside */
 }
