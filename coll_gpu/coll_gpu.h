@@ -27,7 +27,7 @@ BEGIN_C_DECLS
 typedef struct mca_coll_gpu_component_t {
     mca_coll_base_component_2_0_0_t super;
     int priority;
-    int self_priority; /* communicators of one rank (above coll/self's 75) */
+    int self_priority;  /* communicators of one rank (above coll/self's 75) */
     int nb_max_workers; /* worker threads for non-blocking engine collectives */
     int nb_engine;      /* non-blocking collectives on the engine: -1 auto, 1 on, 0 off */
     int verbose;
@@ -43,8 +43,8 @@ typedef struct mca_coll_gpu_component_t {
     int scatter_algorithm;
     int scan_algorithm;                 /* MPI_Scan and MPI_Exscan, blocking and non-blocking */
     unsigned long gather_scratch_bytes; /* gather/scatter/allgatherv: whole message, at most */
-    unsigned long allreduce_min_bytes; /* below: fallback */
-    unsigned long allreduce_max_bytes; /* above: fallback (0 = no limit) */
+    unsigned long allreduce_min_bytes;  /* below: fallback */
+    unsigned long allreduce_max_bytes;  /* above: fallback (0 = no limit) */
     unsigned long alltoall_min_bytes;
     unsigned long alltoall_max_bytes;
     unsigned long slot_bytes;
@@ -84,14 +84,14 @@ typedef struct mca_coll_gpu_component_t {
     bool cuda_time_sliced;
     int cuda_block_budget;
     int cuda_block_spare;
-    char *profiler; /* path of a profiler plugin */
+    char *profiler;                   /* path of a profiler plugin */
     char *ofi_provider;               /* inter-node proxy: libfabric provider ("" = best) */
     int proxy_max_peers;              /* ... peers one process connects to at most */
     int proxy_max_inflight;           /* ... operations posted at once */
     unsigned long proxy_bounce_bytes; /* ... pinned bounce chunk for device memory */
     int fake_nodes;                   /* testing: spread the ranks over this many fake nodes */
-    bool stage_host_buffers; /* testing: stage host buffers as if they were on a device */
-    unsigned long stage_chunk_bytes;        /* staged allreduce: chunk of the pipeline */
+    bool stage_host_buffers;          /* testing: stage host buffers as if they were on a device */
+    unsigned long stage_chunk_bytes;  /* staged allreduce: chunk of the pipeline */
     unsigned long stage_pipeline_min_bytes; /* ... from this many bytes (0 chunk: never) */
     bool stage_allreduce_engine;            /* ... data moved by the engine, host arithmetic */
     bool stage_allreduce_engine_shared;     /* ... also where ranks share a GPU (MPS) */
@@ -208,13 +208,13 @@ void mca_coll_gpu_mirror_pool_drain(void);
  * their buffers were staged by the outer call, and they are not the user's calls.
  */
 extern __thread int mca_coll_gpu_depth;
-#define MCA_COLL_GPU_PREV(call)                                                           \
-    __extension__({                                                                       \
-        int prev_rc_;                                                                     \
-        ++mca_coll_gpu_depth;                                                             \
-        prev_rc_ = (call);                                                                \
-        --mca_coll_gpu_depth;                                                             \
-        prev_rc_;                                                                         \
+#define MCA_COLL_GPU_PREV(call)                                                                    \
+    __extension__({                                                                                \
+        int prev_rc_;                                                                              \
+        ++mca_coll_gpu_depth;                                                                      \
+        prev_rc_ = (call);                                                                         \
+        --mca_coll_gpu_depth;                                                                      \
+        prev_rc_;                                                                                  \
     })
 static inline bool mca_coll_gpu_nested(void)
 {
@@ -224,14 +224,14 @@ static inline bool mca_coll_gpu_nested(void)
 /* A blocking engine call, counted in engine_calls: the module is held across it, so that
  * a communicator another thread frees meanwhile (erroneous, but it must not crash) keeps its
  * module until the call returns. Evaluates to the call's cgpu_status_t. */
-#define MCA_COLL_GPU_ENGINE(m, call)                                                      \
-    __extension__({                                                                       \
-        cgpu_status_t engine_st_;                                                         \
-        OBJ_RETAIN(m);                                                                    \
-        engine_st_ = (call);                                                              \
-        atomic_fetch_add_explicit(&(m)->engine_calls, 1, memory_order_relaxed);           \
-        OBJ_RELEASE(m);                                                                   \
-        engine_st_;                                                                       \
+#define MCA_COLL_GPU_ENGINE(m, call)                                                               \
+    __extension__({                                                                                \
+        cgpu_status_t engine_st_;                                                                  \
+        OBJ_RETAIN(m);                                                                             \
+        engine_st_ = (call);                                                                       \
+        atomic_fetch_add_explicit(&(m)->engine_calls, 1, memory_order_relaxed);                    \
+        OBJ_RELEASE(m);                                                                            \
+        engine_st_;                                                                                \
     })
 
 /* the previous module, with device buffers staged through host memory (decision 1) */
@@ -240,7 +240,8 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
                                     struct ompi_communicator_t *comm);
 int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, int scount,
                                    struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
-                                   struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm);
+                                   struct ompi_datatype_t *rdtype,
+                                   struct ompi_communicator_t *comm);
 
 /* layout helpers (coll_gpu_pack.c) */
 bool mca_coll_gpu_contiguous_run(const void *buf, int count, struct ompi_datatype_t *dtype,
@@ -253,8 +254,7 @@ int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, 
                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
                                   void *rbuf, int rcount, struct ompi_datatype_t *rdt,
-                                  struct ompi_communicator_t *comm,
-                                  mca_coll_base_module_t *module);
+                                  struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
                                    void *rbuf, const int *rcounts, const int *displs,
                                    struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
@@ -276,16 +276,15 @@ int mca_coll_gpu_staged_scatterv(const void *sbuf, const int *scounts, const int
 int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
                                   struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
                                   const int *rdispls, struct ompi_datatype_t *rdt,
-                                  struct ompi_communicator_t *comm,
-                                  mca_coll_base_module_t *module);
+                                  struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
                                   struct ompi_datatype_t *const *sdts, void *rbuf,
                                   const int *rcounts, const int *rdispls,
                                   struct ompi_datatype_t *const *rdts,
                                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count,
-                               struct ompi_datatype_t *dt, struct ompi_op_t *op, int root,
-                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                               struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                               mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                              struct ompi_datatype_t *dt, struct ompi_op_t *op,
                                              struct ompi_communicator_t *comm,
@@ -315,8 +314,8 @@ bool mca_coll_gpu_host_reducible(struct ompi_datatype_t *dtype, struct ompi_op_t
  * the largest block's bytes and all blocks' bytes; false when a count is negative
  * (coll_gpu_pack.c; allgatherv's calls, and the views of the non-blocking v-forms) */
 bool mca_coll_gpu_allgatherv_sizes(bool in_place, int scount, const int *rcounts,
-                                   struct ompi_datatype_t *rdt, int n, size_t *rsize,
-                                   size_t *maxb, size_t *total);
+                                   struct ompi_datatype_t *rdt, int n, size_t *rsize, size_t *maxb,
+                                   size_t *total);
 /* MPI_Allgatherv's blocks: each rank's bytes, and its offset in bytes in one run over the
  * span [lo, hi) of elements (displacements) that the blocks with data cover (0, 0: none)
  * (coll_gpu_pack.c) */

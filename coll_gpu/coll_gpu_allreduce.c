@@ -13,8 +13,8 @@
 
 /* The engine-path decision shared by the blocking and non-blocking calls: a function of
  * arguments MPI requires to match on every rank and of MCA params (decision 2). */
-static bool allreduce_engine_ok(int count, struct ompi_datatype_t *dtype,
-                                      struct ompi_op_t *op, cgpu_dtype_t *dt, cgpu_op_t *eop)
+static bool allreduce_engine_ok(int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                cgpu_dtype_t *dt, cgpu_op_t *eop)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     if (CGPU_ALLREDUCE_FALLBACK == c->allreduce_algorithm || count < 0 ||
@@ -50,8 +50,8 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
     /* held for the call: a communicator freed by another thread meanwhile (erroneous)
      * must not free the module under us; its teardown then waits for this release */
     cgpu_status_t st = MCA_COLL_GPU_ENGINE(
-        m, cgpu_allreduce(m->ecomm, MPI_IN_PLACE == sbuf ? rbuf : sbuf, rbuf, (size_t) count,
-                          dt, eop, (cgpu_allreduce_alg_t) c->allreduce_algorithm));
+        m, cgpu_allreduce(m->ecomm, MPI_IN_PLACE == sbuf ? rbuf : sbuf, rbuf, (size_t) count, dt,
+                          eop, (cgpu_allreduce_alg_t) c->allreduce_algorithm));
     return mca_coll_gpu_engine_rc(st, "MPI_Allreduce", comm);
 
 fallback:
@@ -72,8 +72,7 @@ int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi
      * such a call must not depend on that, so calls of this shape always take the previous
      * module (host buffers: directly; device buffers: staged), and never put an engine
      * communicator (GPU memory, on whatever device is current) behind every parent */
-    const bool cid_shape =
-        count <= 2 && MPI_INT == dtype && (MPI_MAX == op || MPI_MIN == op);
+    const bool cid_shape = count <= 2 && MPI_INT == dtype && (MPI_MAX == op || MPI_MIN == op);
     if (!cid_shape && allreduce_engine_ok(count, dtype, op, &dt, &eop) &&
         mca_coll_gpu_nb_plan_engine(m, &create)) {
         return mca_coll_gpu_nb_post_reduction(m, comm, CGPU_NB_ALLREDUCE, create,
@@ -99,5 +98,5 @@ int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi
 CGPU_PERSIST_INIT(mca_coll_gpu_allreduce_init,
                   (const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
                    struct ompi_op_t *op),
-                  (.kind = CGPU_K_ALLREDUCE, .s = sbuf, .r = rbuf, .rc = count, .rdt = dt,
-                   .op = op, .root = -1))
+                  (.kind = CGPU_K_ALLREDUCE, .s = sbuf, .r = rbuf, .rc = count, .rdt = dt, .op = op,
+                   .root = -1))

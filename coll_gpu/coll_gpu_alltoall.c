@@ -19,7 +19,7 @@
 /* The engine-path decision shared by the blocking and non-blocking calls: a function of
  * arguments MPI requires to match on every rank and of MCA params (decision 2). */
 static bool alltoall_engine_ok(int scount, int rcount, struct ompi_datatype_t *rdtype,
-                                     size_t *bytes)
+                               size_t *bytes)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     if (CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm || rcount < 0 || scount < 0) {
@@ -60,7 +60,8 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
     const char *sstart = NULL, *rstart = NULL;
     const size_t total = (size_t) n * bytes;
     bool r_contig = mca_coll_gpu_contiguous_run(rbuf, rcount, rdtype, &rstart);
-    bool s_contig = in_place ? r_contig : mca_coll_gpu_contiguous_run(sbuf, scount, sdtype, &sstart);
+    bool s_contig =
+        in_place ? r_contig : mca_coll_gpu_contiguous_run(sbuf, scount, sdtype, &sstart);
     /* packing runs on the CPU: a non-contiguous device buffer is mirrored to host first */
     if (!in_place && !s_contig && mca_coll_gpu_on_device(sbuf)) {
         void *h;
@@ -90,9 +91,9 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
         } else {
             if (!s_contig) {
                 spack = malloc(total);
-                rc = NULL == spack
-                         ? MPI_ERR_NO_MEM
-                         : mca_coll_gpu_typed_copy(sbuf, spack, (size_t) scount * (size_t) n, sdtype, true);
+                rc = NULL == spack ? MPI_ERR_NO_MEM
+                                   : mca_coll_gpu_typed_copy(
+                                         sbuf, spack, (size_t) scount * (size_t) n, sdtype, true);
             }
             if (MPI_SUCCESS == rc && !r_contig) {
                 rpack = malloc(total);
@@ -192,8 +193,8 @@ int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t 
                                m->prev.coll_ialltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
                                                       request, m->prev.coll_ialltoall_module))
     void *hs, *hr;
-    int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, in_place ? 0 : (size_t) scount * (size_t) n,
-                                       sdt, false, &hs);
+    int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, in_place ? 0 : (size_t) scount * (size_t) n, sdt,
+                                       false, &hs);
     if (MPI_SUCCESS == rc) {
         rc = mca_coll_gpu_nb_staged_in(r, 1, rbuf, (size_t) rcount * (size_t) n, rdt, true, &hr);
     }
@@ -208,5 +209,5 @@ int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t 
 CGPU_PERSIST_INIT(mca_coll_gpu_alltoall_init,
                   (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                    int rcount, struct ompi_datatype_t *rdt),
-                  (.kind = CGPU_K_ALLTOALL, .s = sbuf, .sc = scount,
-                   .sdt = CGPU_SEND_DT(sbuf, sdt), .r = rbuf, .rc = rcount, .rdt = rdt))
+                  (.kind = CGPU_K_ALLTOALL, .s = sbuf, .sc = scount, .sdt = CGPU_SEND_DT(sbuf, sdt),
+                   .r = rbuf, .rc = rcount, .rdt = rdt))

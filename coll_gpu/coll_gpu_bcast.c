@@ -88,8 +88,8 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
         r->kind = CGPU_NB_BCAST;
         r->bytes = (size_t) count * esize;
         r->root = root;
-        r->rc = mca_coll_gpu_nb_view_open(&r->v[0], buf, count, dtype, r->bytes, is_root,
-                                          !is_root, &r->r);
+        r->rc = mca_coll_gpu_nb_view_open(&r->v[0], buf, count, dtype, r->bytes, is_root, !is_root,
+                                          &r->r);
         if (MPI_SUCCESS != r->rc) {
             if (!mca_coll_gpu_nb_use_scratch(r, r->bytes)) {
                 return mca_coll_gpu_nb_engine_unpost(r, request);
@@ -101,9 +101,9 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
         }
         return mca_coll_gpu_nb_engine_post(r, request);
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, buf, NULL,
-                               m->prev.coll_ibcast(buf, count, dtype, root, comm, request,
-                                                   m->prev.coll_ibcast_module))
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r, buf, NULL,
+        m->prev.coll_ibcast(buf, count, dtype, root, comm, request, m->prev.coll_ibcast_module))
     void *h;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, buf, (size_t) count, dtype,
                                        ompi_comm_rank(comm) != root, &h);

@@ -20,8 +20,9 @@ static cgpu_status_t boot_allgather(void *ctx, const void *sbuf, void *rbuf, siz
     if (bytes > (size_t) INT_MAX) {
         return CGPU_ERR_INVALID_ARG;
     }
-    int rc = MCA_COLL_GPU_PREV(m->prev.coll_allgather(sbuf, (int) bytes, MPI_BYTE, rbuf, (int) bytes, MPI_BYTE, m->comm,
-                               m->prev.coll_allgather_module));
+    int rc =
+        MCA_COLL_GPU_PREV(m->prev.coll_allgather(sbuf, (int) bytes, MPI_BYTE, rbuf, (int) bytes,
+                                                 MPI_BYTE, m->comm, m->prev.coll_allgather_module));
     return OMPI_SUCCESS == rc ? CGPU_OK : CGPU_ERR_BOOTSTRAP;
 }
 
@@ -55,7 +56,8 @@ bool mca_coll_gpu_one_node(struct ompi_communicator_t *comm)
      * cluster (a communicator across nodes never gets a worker set-up, for instance) */
     const bool fake = mca_coll_gpu_component.fake_nodes > 0;
     const long wsize = ompi_comm_size(&ompi_mpi_comm_world.comm);
-    const int mine = fake ? mca_coll_gpu_fake_node(ompi_proc_local()->super.proc_name.vpid, wsize) : 0;
+    const int mine =
+        fake ? mca_coll_gpu_fake_node(ompi_proc_local()->super.proc_name.vpid, wsize) : 0;
     for (int i = 0; i < ompi_comm_size(comm); ++i) {
         const ompi_proc_t *p = ompi_comm_peer_lookup(comm, i);
         if (NULL == p || !OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags)) {

@@ -24,15 +24,15 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
 int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
                             struct ompi_op_t *op, struct ompi_communicator_t *comm,
                             ompi_request_t **request, mca_coll_base_module_t *module);
-int mca_coll_gpu_allreduce_init(const void *sbuf, void *rbuf, int count,
-                                struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                                struct ompi_communicator_t *comm, struct ompi_info_t *info,
-                                ompi_request_t **request, mca_coll_base_module_t *module);
+int mca_coll_gpu_allreduce_init(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                                struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                                struct ompi_info_t *info, ompi_request_t **request,
+                                mca_coll_base_module_t *module);
 
 /* ---- MPI_Alltoall (coll_gpu_alltoall.c) ---- */
 
-int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                          void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
+int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype, void *rbuf,
+                          int rcount, struct ompi_datatype_t *rdtype,
                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                            int rcount, struct ompi_datatype_t *rdt,
@@ -57,8 +57,8 @@ int mca_coll_gpu_bcast_init(void *buf, int count, struct ompi_datatype_t *dt, in
 /* ---- MPI_Allgather(v), MPI_Gather, MPI_Scatter (coll_gpu_gather.c) ---- */
 
 int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                           int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                           mca_coll_base_module_t *module);
+                           int rcount, struct ompi_datatype_t *rdt,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                             const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
                             struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
@@ -97,8 +97,8 @@ int mca_coll_gpu_gather_init(const void *sbuf, int scount, struct ompi_datatype_
                              int rcount, struct ompi_datatype_t *rdt, int root,
                              struct ompi_communicator_t *comm, struct ompi_info_t *info,
                              ompi_request_t **request, mca_coll_base_module_t *module);
-int mca_coll_gpu_scatter_init(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
-                              void *rbuf, int rcount, struct ompi_datatype_t *rdt, int root,
+int mca_coll_gpu_scatter_init(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                              int rcount, struct ompi_datatype_t *rdt, int root,
                               struct ompi_communicator_t *comm, struct ompi_info_t *info,
                               ompi_request_t **request, mca_coll_base_module_t *module);
 /* The engine communicator for a call padded to @p bytes per rank (the same on every rank),
@@ -145,10 +145,9 @@ int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdi
                             const int *rdispls, struct ompi_datatype_t *const *rdts,
                             struct ompi_communicator_t *comm, ompi_request_t **request,
                             mca_coll_base_module_t *module);
-int mca_coll_gpu_gatherv_init(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
-                              void *rbuf, const int *rcounts, const int *displs,
-                              struct ompi_datatype_t *rdt, int root,
-                              struct ompi_communicator_t *comm, struct ompi_info_t *info,
+int mca_coll_gpu_gatherv_init(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                              const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
+                              int root, struct ompi_communicator_t *comm, struct ompi_info_t *info,
                               ompi_request_t **request, mca_coll_base_module_t *module);
 int mca_coll_gpu_scatterv_init(const void *sbuf, const int *scounts, const int *displs,
                                struct ompi_datatype_t *sdt, void *rbuf, int rcount,
@@ -161,9 +160,8 @@ int mca_coll_gpu_alltoallv_init(const void *sbuf, const int *scounts, const int 
                                 struct ompi_communicator_t *comm, struct ompi_info_t *info,
                                 ompi_request_t **request, mca_coll_base_module_t *module);
 int mca_coll_gpu_alltoallw_init(const void *sbuf, const int *scounts, const int *sdispls,
-                                struct ompi_datatype_t *const *sdts, void *rbuf,
-                                const int *rcounts, const int *rdispls,
-                                struct ompi_datatype_t *const *rdts,
+                                struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                                const int *rdispls, struct ompi_datatype_t *const *rdts,
                                 struct ompi_communicator_t *comm, struct ompi_info_t *info,
                                 ompi_request_t **request, mca_coll_base_module_t *module);
 
@@ -230,12 +228,10 @@ int mca_coll_gpu_exscan_init(const void *sbuf, void *rbuf, int count, struct omp
 void mca_coll_gpu_neighbor_install(mca_coll_gpu_module_t *m);
 int mca_coll_gpu_neighbor_allgather_init(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
                                          void *rbuf, int rcount, struct ompi_datatype_t *rdt,
-                                         struct ompi_communicator_t *comm,
-                                         struct ompi_info_t *info, ompi_request_t **request,
-                                         mca_coll_base_module_t *module);
-int mca_coll_gpu_neighbor_allgatherv_init(const void *sbuf, int scount,
-                                          struct ompi_datatype_t *sdt, void *rbuf,
-                                          const int *rcounts, const int *displs,
+                                         struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                                         ompi_request_t **request, mca_coll_base_module_t *module);
+int mca_coll_gpu_neighbor_allgatherv_init(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                          void *rbuf, const int *rcounts, const int *displs,
                                           struct ompi_datatype_t *rdt,
                                           struct ompi_communicator_t *comm,
                                           struct ompi_info_t *info, ompi_request_t **request,
@@ -248,17 +244,15 @@ int mca_coll_gpu_neighbor_alltoallv_init(const void *sbuf, const int *scounts, c
                                          struct ompi_datatype_t *sdt, void *rbuf,
                                          const int *rcounts, const int *rdispls,
                                          struct ompi_datatype_t *rdt,
-                                         struct ompi_communicator_t *comm,
-                                         struct ompi_info_t *info, ompi_request_t **request,
-                                         mca_coll_base_module_t *module);
+                                         struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                                         ompi_request_t **request, mca_coll_base_module_t *module);
 int mca_coll_gpu_neighbor_alltoallw_init(const void *sbuf, const int *scounts,
                                          const MPI_Aint *sdispls,
                                          struct ompi_datatype_t *const *sdts, void *rbuf,
                                          const int *rcounts, const MPI_Aint *rdispls,
                                          struct ompi_datatype_t *const *rdts,
-                                         struct ompi_communicator_t *comm,
-                                         struct ompi_info_t *info, ompi_request_t **request,
-                                         mca_coll_base_module_t *module);
+                                         struct ompi_communicator_t *comm, struct ompi_info_t *info,
+                                         ompi_request_t **request, mca_coll_base_module_t *module);
 
 /* ---- whole communicators of other kinds ---- */
 

@@ -87,13 +87,14 @@ cgpu_comm_t *mca_coll_gpu_padded_engine(mca_coll_gpu_module_t *m, bool off, size
 }
 
 int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                           int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                           mca_coll_base_module_t *module)
+                           int rcount, struct ompi_datatype_t *rdt,
+                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     const bool in_place = MPI_IN_PLACE == sbuf;
-    if (mca_coll_gpu_nested() || CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.allgather_algorithm ||
-        rcount <= 0 || (!in_place && scount < 0)) {
+    if (mca_coll_gpu_nested() ||
+        CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.allgather_algorithm || rcount <= 0 ||
+        (!in_place && scount < 0)) {
         return mca_coll_gpu_staged_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm, module);
     }
     const size_t n = (size_t) ompi_comm_size(comm);
@@ -138,14 +139,14 @@ int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t
     const int n = ompi_comm_size(comm);
     const bool in_place = MPI_IN_PLACE == sbuf;
     size_t rsize, maxb, total;
-    const bool valid = mca_coll_gpu_allgatherv_sizes(in_place, scount, rcounts, rdt, n, &rsize,
-                                                     &maxb, &total);
+    const bool valid =
+        mca_coll_gpu_allgatherv_sizes(in_place, scount, rcounts, rdt, n, &rsize, &maxb, &total);
     const bool off = CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.allgather_algorithm;
-    cgpu_comm_t *ec = valid ? mca_coll_gpu_padded_engine(m, off, maxb, in_place ? rbuf : sbuf, n)
-                            : NULL;
+    cgpu_comm_t *ec =
+        valid ? mca_coll_gpu_padded_engine(m, off, maxb, in_place ? rbuf : sbuf, n) : NULL;
     if (NULL == ec) {
-        return mca_coll_gpu_staged_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
-                                              comm, module);
+        return mca_coll_gpu_staged_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
+                                              module);
     }
     /* every rank's bytes, and where its block lies in one run over the blocks' span of
      * elements: the user's own when they are back to back, else packed on the host (from a
@@ -206,8 +207,8 @@ static int rooted(bool gather, const void *one_buf, int one_count, struct ompi_d
         return OMPI_ERR_NOT_AVAILABLE;
     }
     const size_t bytes = (size_t) count * es;
-    const int algorithm = gather ? mca_coll_gpu_component.gather_algorithm
-                                 : mca_coll_gpu_component.scatter_algorithm;
+    const int algorithm =
+        gather ? mca_coll_gpu_component.gather_algorithm : mca_coll_gpu_component.scatter_algorithm;
     cgpu_comm_t *ec = mca_coll_gpu_padded_engine(m, CGPU_ALLREDUCE_FALLBACK == algorithm, bytes,
                                                  is_root ? all_buf : one_buf, n);
     if (NULL == ec) {
@@ -252,9 +253,10 @@ int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sd
 {
     int rc = rooted(true, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
                     (mca_coll_gpu_module_t *) module);
-    return OMPI_ERR_NOT_AVAILABLE != rc ? rc
-                                        : mca_coll_gpu_staged_gather(sbuf, scount, sdt, rbuf, rcount,
-                                                                     rdt, root, comm, module);
+    return OMPI_ERR_NOT_AVAILABLE != rc
+               ? rc
+               : mca_coll_gpu_staged_gather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
+                                            module);
 }
 
 int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -263,9 +265,10 @@ int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *s
 {
     int rc = rooted(false, rbuf, rcount, rdt, sbuf, scount, sdt, root, comm,
                     (mca_coll_gpu_module_t *) module);
-    return OMPI_ERR_NOT_AVAILABLE != rc ? rc
-                                        : mca_coll_gpu_staged_scatter(sbuf, scount, sdt, rbuf, rcount,
-                                                                      rdt, root, comm, module);
+    return OMPI_ERR_NOT_AVAILABLE != rc
+               ? rc
+               : mca_coll_gpu_staged_scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
+                                             module);
 }
 
 /* ---- non-blocking: the engine when every rank can tell, decided as the blocking calls ---- */
@@ -401,8 +404,8 @@ static bool allgatherv_post(const void *sbuf, int scount, struct ompi_datatype_t
     const int n = ompi_comm_size(comm), me = ompi_comm_rank(comm);
     const bool in_place = MPI_IN_PLACE == sbuf;
     size_t rsize, maxb, total;
-    const bool valid = mca_coll_gpu_allgatherv_sizes(in_place, scount, rcounts, rdt, n, &rsize,
-                                                     &maxb, &total);
+    const bool valid =
+        mca_coll_gpu_allgatherv_sizes(in_place, scount, rcounts, rdt, n, &rsize, &maxb, &total);
     bool create;
     if (!valid || CGPU_ALLREDUCE_FALLBACK == c->allgather_algorithm || 0 == maxb ||
         maxb > mca_coll_gpu_padded_max(n) || !mca_coll_gpu_nb_plan_engine(m, &create)) {
@@ -429,8 +432,8 @@ static bool allgatherv_post(const void *sbuf, int scount, struct ompi_datatype_t
         ompi_datatype_type_size(sdt, &ssize);
         r->rc = (size_t) scount * ssize != r->counts[me]
                     ? MPI_ERR_TRUNCATE
-                    : mca_coll_gpu_nb_view_open(&r->v[0], (void *) sbuf, scount, sdt,
-                                                r->counts[me], true, false, &s);
+                    : mca_coll_gpu_nb_view_open(&r->v[0], (void *) sbuf, scount, sdt, r->counts[me],
+                                                true, false, &s);
     }
     if (MPI_SUCCESS != r->rc) { /* take part on zeroed scratch, blocks back to back */
         if (!mca_coll_gpu_nb_use_scratch(r, total)) {
@@ -471,9 +474,8 @@ int mca_coll_gpu_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_
     void *hs, *hr;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, (size_t) scount, sdt, false, &hs);
     if (MPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_nb_staged_in(r, 1, rbuf,
-                                       mca_coll_gpu_v_span(rcounts, displs, ompi_comm_size(comm)),
-                                       rdt, true, &hr);
+        rc = mca_coll_gpu_nb_staged_in(
+            r, 1, rbuf, mca_coll_gpu_v_span(rcounts, displs, ompi_comm_size(comm)), rdt, true, &hr);
     }
     if (MPI_SUCCESS == rc) {
         mca_coll_gpu_request_retain(r, sdt, rdt, NULL);
@@ -561,9 +563,8 @@ CGPU_PERSIST_INIT(mca_coll_gpu_gather_init,
                   (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                    int rcount, struct ompi_datatype_t *rdt, int root),
                   (.kind = CGPU_K_GATHER, .s = sbuf, .sc = scount,
-                   .sdt = MPI_IN_PLACE != sbuf && CGPU_MEMBER ? sdt : NULL, .r = rbuf,
-                   .rc = rcount, .rdt = MPI_IN_PLACE != rbuf && CGPU_IS_ROOT ? rdt : NULL,
-                   .root = root))
+                   .sdt = MPI_IN_PLACE != sbuf && CGPU_MEMBER ? sdt : NULL, .r = rbuf, .rc = rcount,
+                   .rdt = MPI_IN_PLACE != rbuf && CGPU_IS_ROOT ? rdt : NULL, .root = root))
 CGPU_PERSIST_INIT(mca_coll_gpu_scatter_init,
                   (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                    int rcount, struct ompi_datatype_t *rdt, int root),

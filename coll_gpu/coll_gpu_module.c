@@ -126,9 +126,9 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
  * previous module for host-only calls and the bootstrap). */
 static void gpu_module_keep_served(mca_coll_gpu_module_t *m)
 {
-#define CGPU_KEEP(name)                        \
-    if (NULL == m->prev.coll_##name) {         \
-        m->super.coll_##name = NULL;           \
+#define CGPU_KEEP(name)                                                                            \
+    if (NULL == m->prev.coll_##name) {                                                             \
+        m->super.coll_##name = NULL;                                                               \
     }
     CGPU_OPTIONAL_SLOTS(CGPU_KEEP)
 #undef CGPU_KEEP
@@ -294,8 +294,10 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
         return &m->super;
     }
     if (1 == ompi_comm_size(comm) && c->self_priority < 0) {
-        opal_output_verbose(10, out, "coll/gpu: comm %s: declined (single rank and "
-                            "coll_gpu_self_priority < 0)", comm->c_name);
+        opal_output_verbose(10, out,
+                            "coll/gpu: comm %s: declined (single rank and "
+                            "coll_gpu_self_priority < 0)",
+                            comm->c_name);
         return NULL;
     }
     mca_coll_gpu_module_t *m = OBJ_NEW(mca_coll_gpu_module_t);

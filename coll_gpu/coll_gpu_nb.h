@@ -114,8 +114,8 @@ typedef struct mca_coll_gpu_request_t {
     cgpu_dtype_t dt;
     cgpu_op_t op;
     int root;
-    size_t *counts; /* CGPU_NB_REDUCE_SCATTER: every rank's count (ours, freed with us);
-                       CGPU_NB_ALLGATHERV: every rank's bytes */
+    size_t *counts;  /* CGPU_NB_REDUCE_SCATTER: every rank's count (ours, freed with us);
+                        CGPU_NB_ALLGATHERV: every rank's bytes */
     ptrdiff_t *offs; /* CGPU_NB_ALLGATHERV: block p at r + offs[p] (in counts' allocation) */
     /* the v-forms (CGPU_NB_GATHERV, _SCATTERV, _ALLTOALLV, _ALLTOALLW): vb[1] the root's
      * whole message or the receive layout, vb[0] alltoallv's (alltoallw's) send layout (bytes
@@ -226,9 +226,9 @@ int mca_coll_gpu_nb_post_reduction_counts(mca_coll_gpu_module_t *m,
                                           void *r, size_t count, cgpu_dtype_t dt, cgpu_op_t eop,
                                           int root, size_t *counts, ompi_request_t **request);
 int mca_coll_gpu_nb_post_reduction(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                   mca_coll_gpu_nb_kind_t kind, bool create, const void *s,
-                                   void *r, size_t count, cgpu_dtype_t dt, cgpu_op_t eop,
-                                   int root, ompi_request_t **request);
+                                   mca_coll_gpu_nb_kind_t kind, bool create, const void *s, void *r,
+                                   size_t count, cgpu_dtype_t dt, cgpu_op_t eop, int root,
+                                   ompi_request_t **request);
 
 /* The v-forms' arrays, in the request's counts and offs allocation of 4 x size entries
  * each: side @p i's blocks (@p round 0), and room for one round's of them (1). */
@@ -262,12 +262,12 @@ mca_coll_gpu_request_t *mca_coll_gpu_nb_staged_begin(mca_coll_gpu_module_t *m,
 /* In an entry point with m, comm and request in scope: declares r, the staged request for
  * buffers a and b, or returns: the previous module's post @p prevcall as it is (nested, no
  * device buffer), or MPI_ERR_NO_MEM. */
-#define CGPU_NB_STAGED_NEW_OR_PASS(r, a, b, prevcall)                                         \
-    mca_coll_gpu_request_t *r = mca_coll_gpu_nb_staged_begin(m, comm, (a), (b));              \
-    if (NULL == r) {                                                                          \
-        if (!mca_coll_gpu_nested() && (mca_coll_gpu_on_device(a) || mca_coll_gpu_on_device(b))) \
-            return mca_coll_gpu_nb_post_failed(request, MPI_ERR_NO_MEM);                      \
-        return MCA_COLL_GPU_PREV(prevcall);                                                   \
+#define CGPU_NB_STAGED_NEW_OR_PASS(r, a, b, prevcall)                                              \
+    mca_coll_gpu_request_t *r = mca_coll_gpu_nb_staged_begin(m, comm, (a), (b));                   \
+    if (NULL == r) {                                                                               \
+        if (!mca_coll_gpu_nested() && (mca_coll_gpu_on_device(a) || mca_coll_gpu_on_device(b)))    \
+            return mca_coll_gpu_nb_post_failed(request, MPI_ERR_NO_MEM);                           \
+        return MCA_COLL_GPU_PREV(prevcall);                                                        \
     }
 
 /* A staged non-blocking call: the spans @p spans gives of a's buffers copied to host

@@ -157,14 +157,13 @@ static bool job_step(mca_coll_gpu_nb_boot_t *q)
             j->nreqs += MPI_SUCCESS == j->rc;
             if (MPI_SUCCESS == j->rc) {
                 j->rc = MCA_PML_CALL(isend(j->s, j->bytes, MPI_BYTE, p, CGPU_BOOT_TAG,
-                                           MCA_PML_BASE_SEND_STANDARD, comm,
-                                           &j->reqs[j->nreqs]));
+                                           MCA_PML_BASE_SEND_STANDARD, comm, &j->reqs[j->nreqs]));
                 j->nreqs += MPI_SUCCESS == j->rc;
             }
         }
         if (MPI_SUCCESS != j->rc) {
-            opal_output(0, "coll/gpu: comm %s: posting a set-up message failed (%d)",
-                        comm->c_name, j->rc);
+            opal_output(0, "coll/gpu: comm %s: posting a set-up message failed (%d)", comm->c_name,
+                        j->rc);
             /* what was posted still completes (the peers post theirs too) */
         }
     }

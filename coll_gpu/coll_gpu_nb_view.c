@@ -41,8 +41,7 @@ static int view_copy(mca_coll_gpu_nb_view_t *v, bool pack)
 }
 
 /* The packed bytes of a view whose user layout is on the host (v->host) */
-static int view_pack(mca_coll_gpu_nb_view_t *v, size_t bytes, bool in, bool out,
-                     void **engine_ptr)
+static int view_pack(mca_coll_gpu_nb_view_t *v, size_t bytes, bool in, bool out, void **engine_ptr)
 {
     v->pack = malloc(bytes > 0 ? bytes : 1);
     int rc = NULL == v->pack ? MPI_ERR_NO_MEM : MPI_SUCCESS;

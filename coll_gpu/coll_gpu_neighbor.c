@@ -114,8 +114,8 @@ CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_allgatherv_init,
                    .rdt = rdt))
 CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_alltoallv_init,
                   (const void *sbuf, const int *scounts, const int *sdispls,
-                   struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                   const int *rdispls, struct ompi_datatype_t *rdt),
+                   struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts, const int *rdispls,
+                   struct ompi_datatype_t *rdt),
                   (.kind = CGPU_K_NALLTOALLV, .s = sbuf, .scs = scounts, .sds = sdispls,
                    .sdt = CGPU_SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts, .rds = rdispls,
                    .rdt = rdt))

@@ -49,8 +49,7 @@ int mca_coll_gpu_typed_copy(const char *typed, char *packed_or_typed, size_t cou
                                       MPI_PACKED);
         } else {
             rc = ompi_datatype_sndrcv(typed + done * esize, (int32_t) (k * esize), MPI_PACKED,
-                                      packed_or_typed + done * (size_t) extent, (int32_t) k,
-                                      dtype);
+                                      packed_or_typed + done * (size_t) extent, (int32_t) k, dtype);
         }
         if (OMPI_SUCCESS != rc) {
             return MPI_ERR_TYPE;
@@ -59,10 +58,9 @@ int mca_coll_gpu_typed_copy(const char *typed, char *packed_or_typed, size_t cou
     return MPI_SUCCESS;
 }
 
-
 bool mca_coll_gpu_allgatherv_sizes(bool in_place, int scount, const int *rcounts,
-                                   struct ompi_datatype_t *rdt, int n, size_t *rsize,
-                                   size_t *maxb, size_t *total)
+                                   struct ompi_datatype_t *rdt, int n, size_t *rsize, size_t *maxb,
+                                   size_t *total)
 {
     ompi_datatype_type_size(rdt, rsize);
     bool valid = in_place || scount >= 0;

@@ -20,8 +20,9 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
     cgpu_dtype_t dt;
     cgpu_op_t eop;
-    if (mca_coll_gpu_nested() || CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.reduce_algorithm ||
-        count <= 0 || !mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
+    if (mca_coll_gpu_nested() ||
+        CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.reduce_algorithm || count <= 0 ||
+        !mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
         return mca_coll_gpu_staged_reduce(sbuf, rbuf, count, dtype, op, root, comm, module);
     }
     const bool is_root = ompi_comm_rank(comm) == root;
@@ -29,9 +30,9 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
     if (CGPU_MODULE_READY != m->state) {
         return mca_coll_gpu_staged_reduce(sbuf, rbuf, count, dtype, op, root, comm, module);
     }
-    cgpu_status_t st = MCA_COLL_GPU_ENGINE(
-        m, cgpu_reduce(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf, is_root ? rbuf : NULL,
-                       (size_t) count, dt, eop, root));
+    cgpu_status_t st =
+        MCA_COLL_GPU_ENGINE(m, cgpu_reduce(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                                           is_root ? rbuf : NULL, (size_t) count, dt, eop, root));
     return mca_coll_gpu_engine_rc(st, "MPI_Reduce", comm);
 }
 
@@ -44,8 +45,8 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
     cgpu_dtype_t dt;
     cgpu_op_t eop;
     if (mca_coll_gpu_nested() ||
-        CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.reduce_scatter_algorithm ||
-        rcount <= 0 || !mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
+        CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.reduce_scatter_algorithm || rcount <= 0 ||
+        !mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
         return mca_coll_gpu_staged_reduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm,
                                                         module);
     }
@@ -85,8 +86,8 @@ int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts
     cgpu_dtype_t dt;
     cgpu_op_t eop;
     if (mca_coll_gpu_nested() ||
-        CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.reduce_scatter_algorithm ||
-        0 == total || !mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
+        CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.reduce_scatter_algorithm || 0 == total ||
+        !mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop)) {
         return mca_coll_gpu_staged_reduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, module);
     }
     mca_coll_gpu_lazy_init(m, MPI_IN_PLACE == sbuf ? rbuf : sbuf);
@@ -95,13 +96,13 @@ int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts
     }
     size_t *counts = engine_counts(rcounts, n);
     if (NULL == counts) { /* a local failure before any exchange: peers then time out */
-        opal_output(0, "coll/gpu: MPI_Reduce_scatter on %s: no memory for %d counts",
-                    comm->c_name, n);
+        opal_output(0, "coll/gpu: MPI_Reduce_scatter on %s: no memory for %d counts", comm->c_name,
+                    n);
         return MPI_ERR_NO_MEM;
     }
-    cgpu_status_t st = MCA_COLL_GPU_ENGINE(
-        m, cgpu_reduce_scatter(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf, counts, dt,
-                               eop));
+    cgpu_status_t st =
+        MCA_COLL_GPU_ENGINE(m, cgpu_reduce_scatter(m->ecomm, MPI_IN_PLACE == sbuf ? NULL : sbuf,
+                                                   rbuf, counts, dt, eop));
     free(counts);
     return mca_coll_gpu_engine_rc(st, "MPI_Reduce_scatter", comm);
 }
@@ -170,10 +171,9 @@ int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_da
     if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.reduce_algorithm && count > 0 &&
         mca_coll_gpu_engine_reduction(dtype, op, &dt, &eop) &&
         mca_coll_gpu_nb_plan_engine(m, &create)) {
-        return mca_coll_gpu_nb_post_reduction(m, comm, CGPU_NB_REDUCE, create,
-                                              MPI_IN_PLACE == sbuf ? NULL : sbuf,
-                                              is_root ? rbuf : NULL, (size_t) count, dt, eop,
-                                              root, request);
+        return mca_coll_gpu_nb_post_reduction(
+            m, comm, CGPU_NB_REDUCE, create, MPI_IN_PLACE == sbuf ? NULL : sbuf,
+            is_root ? rbuf : NULL, (size_t) count, dt, eop, root, request);
     }
     CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, is_root ? rbuf : NULL,
                                m->prev.coll_ireduce(sbuf, rbuf, count, dtype, op, root, comm,
@@ -185,8 +185,8 @@ int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_da
     }
     if (MPI_SUCCESS == rc) {
         mca_coll_gpu_request_retain(r, dtype, NULL, op);
-        rc = MCA_COLL_GPU_PREV(m->prev.coll_ireduce(hs, hr, count, dtype, op, root, comm,
-                                                    &r->inner, m->prev.coll_ireduce_module));
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ireduce(hs, hr, count, dtype, op, root, comm, &r->inner,
+                                                    m->prev.coll_ireduce_module));
     }
     return mca_coll_gpu_nb_staged_post(r, rc, request, "MPI_Ireduce");
 }
@@ -216,10 +216,10 @@ int mca_coll_gpu_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                               MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf,
                                               (size_t) rcount, dt, eop, 0, request);
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, rbuf,
-                               m->prev.coll_ireduce_scatter_block(
-                                   sbuf, rbuf, rcount, dtype, op, comm, request,
-                                   m->prev.coll_ireduce_scatter_block_module))
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r, sbuf, rbuf,
+        m->prev.coll_ireduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm, request,
+                                           m->prev.coll_ireduce_scatter_block_module))
     const size_t total = (size_t) rcount * (size_t) ompi_comm_size(comm);
     void *hs = (void *) sbuf, *hr;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, total, dtype, false, &hs);
@@ -249,11 +249,9 @@ int mca_coll_gpu_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcount
     cgpu_dtype_t dt;
     cgpu_op_t eop;
     if (total > 0 && plan_reduce_scatter(m, dtype, op, &dt, &eop, &create)) {
-        return mca_coll_gpu_nb_post_reduction_counts(m, comm, CGPU_NB_REDUCE_SCATTER, create,
-                                                     MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf,
-                                                     total, dt, eop, 0,
-                                                     engine_counts(rcounts, ompi_comm_size(comm)),
-                                                     request);
+        return mca_coll_gpu_nb_post_reduction_counts(
+            m, comm, CGPU_NB_REDUCE_SCATTER, create, MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf,
+            total, dt, eop, 0, engine_counts(rcounts, ompi_comm_size(comm)), request);
     }
     CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, rbuf,
                                m->prev.coll_ireduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm,
@@ -263,14 +261,13 @@ int mca_coll_gpu_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcount
     void *hs, *hr;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, total, dtype, false, &hs);
     if (MPI_SUCCESS == rc) {
-        rc = mca_coll_gpu_nb_staged_in(r, 1, rbuf, MPI_IN_PLACE == sbuf ? total : mine, dtype,
-                                       true, &hr);
+        rc = mca_coll_gpu_nb_staged_in(r, 1, rbuf, MPI_IN_PLACE == sbuf ? total : mine, dtype, true,
+                                       &hr);
     }
     if (MPI_SUCCESS == rc) {
         mca_coll_gpu_request_retain(r, dtype, NULL, op);
-        rc = MCA_COLL_GPU_PREV(m->prev.coll_ireduce_scatter(hs, hr, rcounts, dtype, op, comm,
-                                                            &r->inner,
-                                                            m->prev.coll_ireduce_scatter_module));
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ireduce_scatter(
+            hs, hr, rcounts, dtype, op, comm, &r->inner, m->prev.coll_ireduce_scatter_module));
     }
     return mca_coll_gpu_nb_staged_post(r, rc, request, "MPI_Ireduce_scatter");
 }

@@ -143,8 +143,9 @@ static int request_free(ompi_request_t **req)
     *req = MPI_REQUEST_NULL;
     if (!REQUEST_COMPLETE(&r->super.super)) {
         /* MPI forbids freeing an active collective request; finish it quietly later */
-        opal_output(0, "coll/gpu: a non-blocking collective request on %s was freed before it "
-                       "completed (MPI forbids this); coll/gpu completes it and drops it",
+        opal_output(0,
+                    "coll/gpu: a non-blocking collective request on %s was freed before it "
+                    "completed (MPI forbids this); coll/gpu completes it and drops it",
                     NULL != r->m ? r->m->comm->c_name : "?");
         r->orphan = true;
         return MPI_SUCCESS;

@@ -47,8 +47,8 @@ typedef struct a2a_side {
 /* Its n blocks as the engine takes them: block p is bytes[p] at buf + offs[p]; *largest the
  * largest; *gaps: some block's elements are not back to back (its offs then not a run).
  * MPI_ERR_COUNT: a negative count. */
-static int a2a_blocks(const a2a_side_t *x, int n, size_t *bytes, ptrdiff_t *offs,
-                      size_t *largest, bool *gaps)
+static int a2a_blocks(const a2a_side_t *x, int n, size_t *bytes, ptrdiff_t *offs, size_t *largest,
+                      bool *gaps)
 {
     const char *buf = x->buf;
     ptrdiff_t lb, ext = 0;
@@ -118,8 +118,8 @@ static bool v_wanted(const mca_coll_gpu_module_t *m, bool off)
 
 /* The agreement: the engine communicator and every rank's largest block (*maxb), or NULL
  * (staged, on every rank; *rc then holds an error of the agreement itself, if any). */
-static cgpu_comm_t *v_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                            size_t mine, bool veto, const void *buf, size_t *maxb, int *rc)
+static cgpu_comm_t *v_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm, size_t mine,
+                            bool veto, const void *buf, size_t *maxb, int *rc)
 {
     long long in[2] = {mine > (size_t) LLONG_MAX ? LLONG_MAX : (long long) mine, veto ? 1 : 0};
     long long out[2] = {0, 1};
@@ -136,17 +136,18 @@ static cgpu_comm_t *v_agree(mca_coll_gpu_module_t *m, struct ompi_communicator_t
  * all_buf, block p at displs[p] (significant at the root only), each rank's block one_count
  * x one_dt at one_buf (MPI_IN_PLACE at the root: its block stays in the whole message).
  * OMPI_ERR_NOT_AVAILABLE: the staged path takes the call (the same answer on every rank). */
-static int v_rooted(bool gather, const void *one_buf, int one_count,
-                    struct ompi_datatype_t *one_dt, const void *all_buf, const int *all_counts,
-                    const int *displs, struct ompi_datatype_t *all_dt, int root,
-                    struct ompi_communicator_t *comm, mca_coll_gpu_module_t *m)
+static int v_rooted(bool gather, const void *one_buf, int one_count, struct ompi_datatype_t *one_dt,
+                    const void *all_buf, const int *all_counts, const int *displs,
+                    struct ompi_datatype_t *all_dt, int root, struct ompi_communicator_t *comm,
+                    mca_coll_gpu_module_t *m)
 {
-    const int algorithm = gather ? mca_coll_gpu_component.gather_algorithm
-                                 : mca_coll_gpu_component.scatter_algorithm;
+    const int algorithm =
+        gather ? mca_coll_gpu_component.gather_algorithm : mca_coll_gpu_component.scatter_algorithm;
     if (!v_wanted(m, CGPU_ALLREDUCE_FALLBACK == algorithm)) {
         return OMPI_ERR_NOT_AVAILABLE;
     }
-    const bool is_root = ompi_comm_rank(comm) == root, in_place = is_root && MPI_IN_PLACE == one_buf;
+    const bool is_root = ompi_comm_rank(comm) == root,
+               in_place = is_root && MPI_IN_PLACE == one_buf;
     const char *one_run = NULL;
     size_t one_bytes = 0, maxb = 0;
     bool ok = in_place || one_block(one_buf, one_count, one_dt, &one_run, &one_bytes);
@@ -174,15 +175,14 @@ static int v_rooted(bool gather, const void *one_buf, int one_count,
 
 int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                          const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
-                         int root, struct ompi_communicator_t *comm,
-                         mca_coll_base_module_t *module)
+                         int root, struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     int rc = v_rooted(true, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm,
                       (mca_coll_gpu_module_t *) module);
-    return OMPI_ERR_NOT_AVAILABLE != rc ? rc
-                                        : mca_coll_gpu_staged_gatherv(sbuf, scount, sdt, rbuf,
-                                                                      rcounts, displs, rdt, root,
-                                                                      comm, module);
+    return OMPI_ERR_NOT_AVAILABLE != rc
+               ? rc
+               : mca_coll_gpu_staged_gatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root,
+                                             comm, module);
 }
 
 int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
@@ -192,17 +192,16 @@ int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *displ
 {
     int rc = v_rooted(false, rbuf, rcount, rdt, sbuf, scounts, displs, sdt, root, comm,
                       (mca_coll_gpu_module_t *) module);
-    return OMPI_ERR_NOT_AVAILABLE != rc ? rc
-                                        : mca_coll_gpu_staged_scatterv(sbuf, scounts, displs, sdt,
-                                                                       rbuf, rcount, rdt, root,
-                                                                       comm, module);
+    return OMPI_ERR_NOT_AVAILABLE != rc
+               ? rc
+               : mca_coll_gpu_staged_scatterv(sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root,
+                                              comm, module);
 }
 
 /* An alltoallv or alltoallw: the layouts, the agreement, then the engine's padded alltoall;
  * OMPI_ERR_NOT_AVAILABLE: the staged path takes the call (the same answer on every rank). */
 static int alltoall_any(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                        const a2a_side_t *sx, const a2a_side_t *rx,
-                        const char *name)
+                        const a2a_side_t *sx, const a2a_side_t *rx, const char *name)
 {
     if (!v_wanted(m, CGPU_ALLTOALL_FALLBACK == mca_coll_gpu_component.alltoall_algorithm)) {
         return OMPI_ERR_NOT_AVAILABLE;
@@ -270,10 +269,9 @@ static int nb_v_side(mca_coll_gpu_request_t *r, int i, void *buf, const int *cou
     void *base = NULL;
     r->vb[i] = (cgpu_blocks_t){.bytes = mca_coll_gpu_nb_v_bytes(r, i, 0),
                                .offs = mca_coll_gpu_nb_v_offs(r, i, 0)};
-    int rc = mca_coll_gpu_nb_span_view(&r->v[i], buf, counts, displs, dt,
-                                       ompi_comm_size(r->m->comm), in, out,
-                                       mca_coll_gpu_nb_v_bytes(r, i, 0),
-                                       mca_coll_gpu_nb_v_offs(r, i, 0), &largest, &base);
+    int rc = mca_coll_gpu_nb_span_view(
+        &r->v[i], buf, counts, displs, dt, ompi_comm_size(r->m->comm), in, out,
+        mca_coll_gpu_nb_v_bytes(r, i, 0), mca_coll_gpu_nb_v_offs(r, i, 0), &largest, &base);
     r->vb[i].base = base;
     r->vmax = largest > r->vmax ? largest : r->vmax;
     return rc;
@@ -451,15 +449,14 @@ int mca_coll_gpu_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *
     void *hs, *hr = rbuf;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, (size_t) scount, sdt, false, &hs);
     if (MPI_SUCCESS == rc && is_root) {
-        rc = mca_coll_gpu_nb_staged_in(r, 1, rbuf,
-                                       mca_coll_gpu_v_span(rcounts, displs, ompi_comm_size(comm)),
-                                       rdt, true, &hr);
+        rc = mca_coll_gpu_nb_staged_in(
+            r, 1, rbuf, mca_coll_gpu_v_span(rcounts, displs, ompi_comm_size(comm)), rdt, true, &hr);
     }
     if (MPI_SUCCESS == rc) {
         mca_coll_gpu_request_retain(r, sdt, rdt, NULL);
-        rc = MCA_COLL_GPU_PREV(m->prev.coll_igatherv(hs, scount, sdt, hr, rcounts, displs, rdt,
-                                                     root, comm, &r->inner,
-                                                     m->prev.coll_igatherv_module));
+        rc =
+            MCA_COLL_GPU_PREV(m->prev.coll_igatherv(hs, scount, sdt, hr, rcounts, displs, rdt, root,
+                                                    comm, &r->inner, m->prev.coll_igatherv_module));
     }
     return mca_coll_gpu_nb_staged_post(r, rc, request, "MPI_Igatherv");
 }
@@ -477,8 +474,8 @@ int mca_coll_gpu_iscatterv(const void *sbuf, const int *scounts, const int *disp
         return prc;
     }
     CGPU_NB_STAGED_NEW_OR_PASS(r, is_root ? sbuf : NULL, rbuf,
-                               m->prev.coll_iscatterv(sbuf, scounts, displs, sdt, rbuf, rcount,
-                                                      rdt, root, comm, request,
+                               m->prev.coll_iscatterv(sbuf, scounts, displs, sdt, rbuf, rcount, rdt,
+                                                      root, comm, request,
                                                       m->prev.coll_iscatterv_module))
     void *hs = (void *) sbuf, *hr;
     int rc = MPI_SUCCESS;
@@ -519,8 +516,8 @@ int mca_coll_gpu_ialltoallv(const void *sbuf, const int *scounts, const int *sdi
                                                        m->prev.coll_ialltoallv_module))
     void *hs, *hr;
     int rc = mca_coll_gpu_nb_staged_in(
-        r, 0, sbuf, MPI_IN_PLACE == sbuf ? 0 : mca_coll_gpu_v_span(scounts, sdispls, n), sdt,
-        false, &hs);
+        r, 0, sbuf, MPI_IN_PLACE == sbuf ? 0 : mca_coll_gpu_v_span(scounts, sdispls, n), sdt, false,
+        &hs);
     if (MPI_SUCCESS == rc) {
         rc = mca_coll_gpu_nb_staged_in(r, 1, rbuf, mca_coll_gpu_v_span(rcounts, rdispls, n), rdt,
                                        true, &hr);
@@ -558,9 +555,8 @@ CGPU_PERSIST_INIT(mca_coll_gpu_gatherv_init,
                   (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
                    const int *rcounts, const int *displs, struct ompi_datatype_t *rdt, int root),
                   (.kind = CGPU_K_GATHERV, .s = sbuf, .sc = scount,
-                   .sdt = CGPU_MEMBER ? CGPU_SEND_DT(sbuf, sdt) : NULL, .r = rbuf,
-                   .rcs = rcounts, .rds = displs, .rdt = CGPU_IS_ROOT ? rdt : NULL,
-                   .root = root))
+                   .sdt = CGPU_MEMBER ? CGPU_SEND_DT(sbuf, sdt) : NULL, .r = rbuf, .rcs = rcounts,
+                   .rds = displs, .rdt = CGPU_IS_ROOT ? rdt : NULL, .root = root))
 CGPU_PERSIST_INIT(mca_coll_gpu_scatterv_init,
                   (const void *sbuf, const int *scounts, const int *displs,
                    struct ompi_datatype_t *sdt, void *rbuf, int rcount, struct ompi_datatype_t *rdt,
@@ -570,8 +566,8 @@ CGPU_PERSIST_INIT(mca_coll_gpu_scatterv_init,
                    .rdt = CGPU_MEMBER ? CGPU_SEND_DT(rbuf, rdt) : NULL, .root = root))
 CGPU_PERSIST_INIT(mca_coll_gpu_alltoallv_init,
                   (const void *sbuf, const int *scounts, const int *sdispls,
-                   struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                   const int *rdispls, struct ompi_datatype_t *rdt),
+                   struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts, const int *rdispls,
+                   struct ompi_datatype_t *rdt),
                   (.kind = CGPU_K_ALLTOALLV, .s = sbuf, .scs = scounts, .sds = sdispls,
                    .sdt = CGPU_SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts, .rds = rdispls,
                    .rdt = rdt))

@@ -95,12 +95,10 @@ static cgpu_status_t run_v(mca_coll_gpu_request_t *r)
         const size_t one = r->bytes > off ? r->bytes - off : 0;
         void *one_buf = NULL != r->s && one > 0 ? (char *) r->s + off : (void *) r->s;
         cgpu_blocks_t rounds[2];
-        const cgpu_blocks_t *b0 =
-            v_round(&r->vb[0], n, off, mb, mca_coll_gpu_nb_v_bytes(r, 0, 1),
-                    mca_coll_gpu_nb_v_offs(r, 0, 1), &rounds[0]);
-        const cgpu_blocks_t *b1 =
-            v_round(&r->vb[1], n, off, mb, mca_coll_gpu_nb_v_bytes(r, 1, 1),
-                    mca_coll_gpu_nb_v_offs(r, 1, 1), &rounds[1]);
+        const cgpu_blocks_t *b0 = v_round(&r->vb[0], n, off, mb, mca_coll_gpu_nb_v_bytes(r, 0, 1),
+                                          mca_coll_gpu_nb_v_offs(r, 0, 1), &rounds[0]);
+        const cgpu_blocks_t *b1 = v_round(&r->vb[1], n, off, mb, mca_coll_gpu_nb_v_bytes(r, 1, 1),
+                                          mca_coll_gpu_nb_v_offs(r, 1, 1), &rounds[1]);
         switch (r->kind) {
         case CGPU_NB_GATHERV:
             st = cgpu_gatherv(ec, one_buf, one < mb ? one : mb, b1, mb, r->root);
@@ -136,8 +134,7 @@ static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
     case CGPU_NB_ALLGATHER:
         return cgpu_allgather(ec, r->s, r->r, r->bytes);
     case CGPU_NB_ALLTOALL:
-        return cgpu_alltoall(ec, r->s, r->r, r->bytes,
-                             (cgpu_alltoall_alg_t) c->alltoall_algorithm);
+        return cgpu_alltoall(ec, r->s, r->r, r->bytes, (cgpu_alltoall_alg_t) c->alltoall_algorithm);
     case CGPU_NB_GATHER: /* s: this rank's block (NULL in place), r: the root's whole message */
         return cgpu_gather(ec, r->s, r->r, r->bytes, r->root);
     case CGPU_NB_SCATTER:
@@ -177,8 +174,9 @@ static void run_one(mca_coll_gpu_request_t *r, const cgpu_bootstrap_t *bs)
     } else {
         /* the set-up this call was queued behind failed on some rank (the same on all) */
         r->st = CGPU_ERR_STATE;
-        opal_output(0, "coll/gpu: %s on %s: the engine communicator could not be set up (see "
-                       "coll_gpu_verbose 10); this call fails, later ones take the staged path",
+        opal_output(0,
+                    "coll/gpu: %s on %s: the engine communicator could not be set up (see "
+                    "coll_gpu_verbose 10); this call fails, later ones take the staged path",
                     mca_coll_gpu_nb_name(r->kind), m->comm->c_name);
     }
     /* the communicator's count first: a caller that saw its request complete and then
@@ -335,9 +333,10 @@ int mca_coll_gpu_nb_engine_post(mca_coll_gpu_request_t *r, ompi_request_t **requ
     if (NULL == q) {
         /* past the worker cap: running the call here would block the post, and a blocking
          * post deadlocks ranks that post on two communicators in different orders; fail it */
-        opal_output(0, "coll/gpu: %s on %s: no worker thread for non-blocking collectives "
-                       "(%d running, coll_gpu_nb_max_workers = %d): the call fails; free "
-                       "communicators that posted non-blocking collectives, or raise the cap",
+        opal_output(0,
+                    "coll/gpu: %s on %s: no worker thread for non-blocking collectives "
+                    "(%d running, coll_gpu_nb_max_workers = %d): the call fails; free "
+                    "communicators that posted non-blocking collectives, or raise the cap",
                     mca_coll_gpu_nb_name(r->kind), m->comm->c_name, atomic_load(&nworkers),
                     mca_coll_gpu_component.nb_max_workers);
         if (r->create) { /* nothing was set up: a later call may try again */
@@ -416,10 +415,10 @@ int mca_coll_gpu_nb_post_reduction_counts(mca_coll_gpu_module_t *m,
 }
 
 int mca_coll_gpu_nb_post_reduction(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                   mca_coll_gpu_nb_kind_t kind, bool create, const void *s,
-                                   void *r, size_t count, cgpu_dtype_t dt, cgpu_op_t eop,
-                                   int root, ompi_request_t **request)
+                                   mca_coll_gpu_nb_kind_t kind, bool create, const void *s, void *r,
+                                   size_t count, cgpu_dtype_t dt, cgpu_op_t eop, int root,
+                                   ompi_request_t **request)
 {
-    return mca_coll_gpu_nb_post_reduction_counts(m, comm, kind, create, s, r, count, dt, eop,
-                                                 root, NULL, request);
+    return mca_coll_gpu_nb_post_reduction_counts(m, comm, kind, create, s, r, count, dt, eop, root,
+                                                 NULL, request);
 }
