@@ -1,9 +1,11 @@
 /*
- * coll/gpu: Open MPI glue (component, module, MPI entry points).
+ * coll/gpu: Open MPI glue (component, module, and what the MPI entry points share).
  *
  * Only files in coll_gpu/ (outside engine/) include Open MPI headers. They decide per
  * call whether the engine serves it or the previous coll module does (the fallback),
- * and they translate engine statuses into MPI error classes.
+ * and they translate engine statuses into MPI error classes. The entry points themselves
+ * are declared in coll_gpu_entry.h, the non-blocking machinery in coll_gpu_nb.h; this
+ * header is what both build on.
  */
 #ifndef MCA_COLL_GPU_H
 #define MCA_COLL_GPU_H
@@ -25,7 +27,7 @@ BEGIN_C_DECLS
 typedef struct mca_coll_gpu_component_t {
     mca_coll_base_component_2_0_0_t super;
     int priority;
-    int self_priority; /* communicators of one rank (above coll/self's 75) */
+    int self_priority;  /* communicators of one rank (above coll/self's 75) */
     int nb_max_workers; /* worker threads for non-blocking engine collectives */
     int nb_engine;      /* non-blocking collectives on the engine: -1 auto, 1 on, 0 off */
     int verbose;
@@ -43,8 +45,8 @@ typedef struct mca_coll_gpu_component_t {
     int scatter_algorithm;
     int scan_algorithm;                 /* MPI_Scan and MPI_Exscan, blocking and non-blocking */
     unsigned long gather_scratch_bytes; /* gather/scatter/allgatherv: whole message, at most */
-    unsigned long allreduce_min_bytes; /* below: fallback */
-    unsigned long allreduce_max_bytes; /* above: fallback (0 = no limit) */
+    unsigned long allreduce_min_bytes;  /* below: fallback */
+    unsigned long allreduce_max_bytes;  /* above: fallback (0 = no limit) */
     unsigned long alltoall_min_bytes;
     unsigned long alltoall_max_bytes;
     unsigned long slot_bytes;
@@ -84,14 +86,14 @@ typedef struct mca_coll_gpu_component_t {
     bool cuda_time_sliced;
     int cuda_block_budget;
     int cuda_block_spare;
-    char *profiler; /* path of a profiler plugin */
+    char *profiler;                   /* path of a profiler plugin */
     char *ofi_provider;               /* inter-node proxy: libfabric provider ("" = best) */
     int proxy_max_peers;              /* ... peers one process connects to at most */
     int proxy_max_inflight;           /* ... operations posted at once */
     unsigned long proxy_bounce_bytes; /* ... pinned bounce chunk for device memory */
     int fake_nodes;                   /* testing: spread the ranks over this many fake nodes */
-    bool stage_host_buffers; /* testing: stage host buffers as if they were on a device */
-    unsigned long stage_chunk_bytes;        /* staged allreduce: chunk of the pipeline */
+    bool stage_host_buffers;          /* testing: stage host buffers as if they were on a device */
+    unsigned long stage_chunk_bytes;  /* staged allreduce: chunk of the pipeline */
     unsigned long stage_pipeline_min_bytes; /* ... from this many bytes (0 chunk: never) */
     bool stage_allreduce_engine;            /* ... data moved by the engine, host arithmetic */
     bool stage_allreduce_engine_shared;     /* ... also where ranks share a GPU (MPS) */
@@ -130,7 +132,7 @@ typedef struct mca_coll_gpu_module_t {
     cgpu_module_state_t state;
 
     /* non-blocking engine collectives: run in order by this communicator's worker thread
-     * (coll_gpu_nb.c); a blocking engine call first waits until done == posted */
+     * (coll_gpu_worker.c); a blocking engine call first waits until done == posted */
     struct mca_coll_gpu_nbq *nbq;
     int spans_nodes; /* -1 until the first post asks (mca_coll_gpu_one_node), then 0 or 1 */
     _Atomic unsigned long long nb_posted;
@@ -148,7 +150,8 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority);
 
 /* coll_gpu_fake_nodes' node of world rank @p rank of @p size (tests of the paths across
- * nodes on one machine); the engine's node of this process comes from it too */
+ * nodes on one machine); the engine's node of this process comes from it too
+ * (coll_gpu_bootstrap.c) */
 int mca_coll_gpu_fake_node(long rank, long size);
 /* whether every rank of @p comm is on this node (Open MPI's locality, and the fake nodes':
  * the same answer on every rank; asked once per communicator by the non-blocking path) */
@@ -157,14 +160,24 @@ bool mca_coll_gpu_one_node(struct ompi_communicator_t *comm);
 /* whether @p module (may be NULL) is one of ours, of any communicator size */
 bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module);
 
-/* the engine communicator, created at the first engine-path call (collective) */
+/* the engine communicator, created at the first engine-path call (collective), after the
+ * communicator's queued non-blocking engine collectives are done: a blocking engine call
+ * follows them (coll_gpu_worker.c) */
 int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf);
 /* create the engine communicator through @p bs (collective; on the device of @p buf when
- * that is device memory): state READY or FALLBACK afterwards, the same on every rank */
+ * that is device memory): state READY or FALLBACK afterwards, the same on every rank
+ * (coll_gpu_bootstrap.c) */
 void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs);
 
 /* bootstrap over the previous module (coll_gpu_bootstrap.c) */
 void mca_coll_gpu_bootstrap_setup(mca_coll_gpu_module_t *m);
+
+/* the non-blocking machinery's life (coll_gpu_request.c, coll_gpu_worker.c): the progress
+ * callback, registered at open and unregistered at close; a communicator's worker, stopped
+ * by the module destructor */
+void mca_coll_gpu_nb_open(void);
+void mca_coll_gpu_nb_close(void);
+void mca_coll_gpu_nb_module_fini(mca_coll_gpu_module_t *m);
 
 /* MPI -> engine translation (coll_gpu_types.c) */
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out);
@@ -197,13 +210,13 @@ void mca_coll_gpu_mirror_pool_drain(void);
  * their buffers were staged by the outer call, and they are not the user's calls.
  */
 extern __thread int mca_coll_gpu_depth;
-#define MCA_COLL_GPU_PREV(call)                                                           \
-    __extension__({                                                                       \
-        int prev_rc_;                                                                     \
-        ++mca_coll_gpu_depth;                                                             \
-        prev_rc_ = (call);                                                                \
-        --mca_coll_gpu_depth;                                                             \
-        prev_rc_;                                                                         \
+#define MCA_COLL_GPU_PREV(call)                                                                    \
+    __extension__({                                                                                \
+        int prev_rc_;                                                                              \
+        ++mca_coll_gpu_depth;                                                                      \
+        prev_rc_ = (call);                                                                         \
+        --mca_coll_gpu_depth;                                                                      \
+        prev_rc_;                                                                                  \
     })
 static inline bool mca_coll_gpu_nested(void)
 {
@@ -213,19 +226,15 @@ static inline bool mca_coll_gpu_nested(void)
 /* A blocking engine call, counted in engine_calls: the module is held across it, so that
  * a communicator another thread frees meanwhile (erroneous, but it must not crash) keeps its
  * module until the call returns. Evaluates to the call's cgpu_status_t. */
-#define MCA_COLL_GPU_ENGINE(m, call)                                                      \
-    __extension__({                                                                       \
-        cgpu_status_t engine_st_;                                                         \
-        OBJ_RETAIN(m);                                                                    \
-        engine_st_ = (call);                                                              \
-        atomic_fetch_add_explicit(&(m)->engine_calls, 1, memory_order_relaxed);           \
-        OBJ_RELEASE(m);                                                                   \
-        engine_st_;                                                                       \
+#define MCA_COLL_GPU_ENGINE(m, call)                                                               \
+    __extension__({                                                                                \
+        cgpu_status_t engine_st_;                                                                  \
+        OBJ_RETAIN(m);                                                                             \
+        engine_st_ = (call);                                                                       \
+        atomic_fetch_add_explicit(&(m)->engine_calls, 1, memory_order_relaxed);                    \
+        OBJ_RELEASE(m);                                                                            \
+        engine_st_;                                                                                \
     })
-
-/* every other blocking collective: the previous module on host copies of device
- * buffers (coll_gpu_staged.c) */
-void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m);
 
 /* the previous module, with device buffers staged through host memory (decision 1) */
 int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf,
@@ -233,9 +242,10 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
                                     struct ompi_communicator_t *comm);
 int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, int scount,
                                    struct ompi_datatype_t *sdtype, void *rbuf, int rcount,
-                                   struct ompi_datatype_t *rdtype, struct ompi_communicator_t *comm);
+                                   struct ompi_datatype_t *rdtype,
+                                   struct ompi_communicator_t *comm);
 
-/* datatype layout helpers (coll_gpu_pack.c) */
+/* layout helpers (coll_gpu_pack.c) */
 bool mca_coll_gpu_contiguous_run(const void *buf, int count, struct ompi_datatype_t *dtype,
                                  const char **start);
 int mca_coll_gpu_typed_copy(const char *typed, char *packed_or_typed, size_t count,
@@ -246,8 +256,7 @@ int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, 
                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
                                   void *rbuf, int rcount, struct ompi_datatype_t *rdt,
-                                  struct ompi_communicator_t *comm,
-                                  mca_coll_base_module_t *module);
+                                  struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
                                    void *rbuf, const int *rcounts, const int *displs,
                                    struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
@@ -269,34 +278,15 @@ int mca_coll_gpu_staged_scatterv(const void *sbuf, const int *scounts, const int
 int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
                                   struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
                                   const int *rdispls, struct ompi_datatype_t *rdt,
-                                  struct ompi_communicator_t *comm,
-                                  mca_coll_base_module_t *module);
+                                  struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
                                   struct ompi_datatype_t *const *sdts, void *rbuf,
                                   const int *rcounts, const int *rdispls,
                                   struct ompi_datatype_t *const *rdts,
                                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-/* An alltoallv or alltoallw side as the caller passed it: one type for every block (dt,
- * displacements in elements), or one per block (dts, displacements in bytes). */
-typedef struct mca_coll_gpu_a2a_side_t {
-    const void *buf;
-    const int *counts, *displs;
-    struct ompi_datatype_t *dt;
-    struct ompi_datatype_t *const *dts;
-} mca_coll_gpu_a2a_side_t;
-/* Its n blocks as the engine takes them: block p is bytes[p] at buf + offs[p]; *largest the
- * largest; *gaps: some block's elements are not back to back (its offs then not a run).
- * MPI_ERR_COUNT: a negative count (coll_gpu_vcoll.c). */
-int mca_coll_gpu_a2a_blocks(const mca_coll_gpu_a2a_side_t *x, int n, size_t *bytes, ptrdiff_t *offs,
-                            size_t *largest, bool *gaps);
-/* MPI_Alltoallw on the engine where every block's type is gap-free (coll_gpu_vcoll.c) */
-int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
-                           struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
-                           const int *rdispls, struct ompi_datatype_t *const *rdts,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count,
-                               struct ompi_datatype_t *dt, struct ompi_op_t *op, int root,
-                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
+                               struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                               mca_coll_base_module_t *module);
 int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                              struct ompi_datatype_t *dt, struct ompi_op_t *op,
                                              struct ompi_communicator_t *comm,
@@ -305,35 +295,11 @@ int mca_coll_gpu_staged_reduce_scatter(const void *sbuf, void *rbuf, const int *
                                        struct ompi_datatype_t *dt, struct ompi_op_t *op,
                                        struct ompi_communicator_t *comm,
                                        mca_coll_base_module_t *module);
-int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
-                                struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 /* MPI_Scan (ex false) and MPI_Exscan (ex true) on the previous module, device buffers
  * staged, with the engine's host arithmetic for the pairs it reduces */
 int mca_coll_gpu_staged_scan(bool ex, const void *sbuf, void *rbuf, int count,
                              struct ompi_datatype_t *dt, struct ompi_op_t *op,
                              struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                      struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                      mca_coll_base_module_t *module);
-int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                        struct ompi_op_t *op, struct ompi_communicator_t *comm,
-                        mca_coll_base_module_t *module);
-/* Whether a scan (either form) of count x dtype with op on n ranks runs on the engine, from
- * arguments MPI requires to match and MCA params alone (coll_gpu_scan_algorithm, a round of
- * mca_coll_gpu_padded_max(n) bytes per rank holding one element); sets the engine's (dt, op)
- * (coll_gpu_reduce.c) */
-bool mca_coll_gpu_scan_engine_ok(int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                 int n, cgpu_dtype_t *dt, cgpu_op_t *eop);
-/* rcounts as the engine takes them (malloc'd; NULL without memory) */
-size_t *mca_coll_gpu_engine_counts(const int *rcounts, int n);
-int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                        struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                        mca_coll_base_module_t *module);
-int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
-                                      struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                                      struct ompi_communicator_t *comm,
-                                      mca_coll_base_module_t *module);
 /* the engine reduces (dtype, op) (predefined, defined by MPI; MPI_BYTE bitwise only) */
 bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                    cgpu_dtype_t *dt, cgpu_op_t *eop);
@@ -345,55 +311,24 @@ struct ompi_op_t *mca_coll_gpu_prev_op(struct ompi_datatype_t *dtype, struct omp
 /* the host can reduce (dtype, op) with Open MPI's op: a user function, or Open MPI's own
  * function for a predefined datatype */
 bool mca_coll_gpu_host_reducible(struct ompi_datatype_t *dtype, struct ompi_op_t *op);
-int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
-                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                           int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                           mca_coll_base_module_t *module);
-/* allgatherv, gather and scatter on the engine (coll_gpu_gather.c) */
-int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                            const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
-                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                        int rcount, struct ompi_datatype_t *rdt, int root,
-                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                         int rcount, struct ompi_datatype_t *rdt, int root,
-                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
 /* MPI_Allgatherv's sizes from arguments every rank passes alike: the receive type's size,
  * the largest block's bytes and all blocks' bytes; false when a count is negative
- * (coll_gpu_gather.c, for the blocking and the non-blocking call) */
+ * (coll_gpu_pack.c; allgatherv's calls, and the views of the non-blocking v-forms) */
 bool mca_coll_gpu_allgatherv_sizes(bool in_place, int scount, const int *rcounts,
-                                   struct ompi_datatype_t *rdt, int n, size_t *rsize,
-                                   size_t *maxb, size_t *total);
+                                   struct ompi_datatype_t *rdt, int n, size_t *rsize, size_t *maxb,
+                                   size_t *total);
 /* MPI_Allgatherv's blocks: each rank's bytes, and its offset in bytes in one run over the
  * span [lo, hi) of elements (displacements) that the blocks with data cover (0, 0: none)
- * (coll_gpu_gather.c, for the blocking and the non-blocking call) */
+ * (coll_gpu_pack.c) */
 void mca_coll_gpu_allgatherv_layout(const int *rcounts, const int *displs, int n, size_t rsize,
                                     size_t *bytes, ptrdiff_t *offs, ptrdiff_t *lo, ptrdiff_t *hi);
 /* The largest bytes per rank a padded call (gather(v), scatter(v), allgatherv, alltoallv)
- * keeps memory for on @p n ranks: coll_gpu_gather_scratch_bytes' share (coll_gpu_gather.c) */
-size_t mca_coll_gpu_padded_max(int n);
-/* The engine communicator for a call padded to @p bytes per rank (the same on every rank),
- * or NULL: the staged path then serves the call on every rank (nested calls, @p off (the
- * algorithm "fallback"), 0 bytes, n x bytes above coll_gpu_gather_scratch_bytes, no engine;
- * coll_gpu_gather.c) */
-cgpu_comm_t *mca_coll_gpu_padded_engine(mca_coll_gpu_module_t *m, bool off, size_t bytes,
-                                        const void *buf, int n);
-/* gatherv, scatterv and alltoallv on the engine, once the ranks agree (coll_gpu_vcoll.c) */
-int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                         const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
-                         int root, struct ompi_communicator_t *comm,
-                         mca_coll_base_module_t *module);
-int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *displs,
-                          struct ompi_datatype_t *sdt, void *rbuf, int rcount,
-                          struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
-                          mca_coll_base_module_t *module);
-int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdispls,
-                           struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts,
-                           const int *rdispls, struct ompi_datatype_t *rdt,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+ * keeps memory for on @p n ranks: coll_gpu_gather_scratch_bytes' share */
+static inline size_t mca_coll_gpu_padded_max(int n)
+{
+    return mca_coll_gpu_component.gather_scratch_bytes / (size_t) n;
+}
 
 /* One buffer of a staged call: replaced by a host copy of its span when it lives on a
  * device (coll_gpu_staged.c). stage: the copy in (host = the buffer itself otherwise);
@@ -412,17 +347,10 @@ int mca_coll_gpu_unstage(mca_coll_gpu_staged_buf_t *s, int rc, bool copy_back);
 /* the elements a (counts, displs) layout spans: the furthest displs[i] + counts[i] */
 size_t mca_coll_gpu_v_span(const int *counts, const int *displs, int n);
 
-/* communicators of one rank: local copies (coll_gpu_self.c) */
-void mca_coll_gpu_self_install(mca_coll_gpu_module_t *m);
-/* copy scount x sdt at sbuf into rcount x rdt at rbuf (host or device, any layouts) */
-int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                            int rcount, struct ompi_datatype_t *rdt);
-
-/* neighborhood collectives, staged (coll_gpu_neighbor.c): a topology's in- and out-degree
- * (0 where it has none), and the bytes [lo, hi) relative to the buffer that a side's layout
- * touches: count x dt; blocks counts[p] x dt at displs[p] elements; counts[p] x types[p] at
- * idispls[p] or adispls[p] bytes (an alltoallw's, a neighborhood alltoallw's) */
-void mca_coll_gpu_neighbor_install(mca_coll_gpu_module_t *m);
+/* more layout helpers (coll_gpu_pack.c): a topology's in- and out-degree (0 where it has
+ * none), and the bytes [lo, hi) relative to the buffer that a side's layout touches: count x
+ * dt; blocks counts[p] x dt at displs[p] elements; counts[p] x types[p] at idispls[p] or
+ * adispls[p] bytes (an alltoallw's, a neighborhood alltoallw's) */
 void mca_coll_gpu_degrees(struct ompi_communicator_t *comm, int *in, int *out);
 void mca_coll_gpu_count_span(size_t count, struct ompi_datatype_t *dt, ptrdiff_t *lo,
                              ptrdiff_t *hi);
@@ -500,8 +428,6 @@ mca_coll_gpu_alltoallw_args(const void *sbuf, const int *scounts, const int *sdi
                                  .rdts = rdts};
 }
 
-/* non-blocking collectives (coll_gpu_nb.c) */
-void mca_coll_gpu_nb_install(mca_coll_gpu_module_t *m);
 /* Call @p a on the previous module, blocking or posted (coll_gpu_staged.c); its name for
  * messages; a blocking call staged over the spans @p spans gives (host buffers, or a nested
  * call, straight through, the spans not computed), counted as a fallback call. */
@@ -516,67 +442,14 @@ int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_
 void mca_coll_gpu_alltoallw_spans(const mca_coll_gpu_args_t *a, struct ompi_communicator_t *comm,
                                   mca_coll_gpu_spans_t *sp);
 
-/* A collective's blocking entry point pfx_name and non-blocking one pfx_iname, both staged
- * over the spans spans_fn gives for the call's arguments a: PARAMS is the
- * coll interface's parameter list before the communicator, INIT the designated
- * initializers of a, each in parentheses. */
-#define CGPU_UNPAREN(...) __VA_ARGS__
-#define CGPU_STAGED_ENTRIES(pfx, name, PARAMS, INIT, spans_fn)                                     \
-    static int pfx##_##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                 \
-                            mca_coll_base_module_t *module)                                        \
-    {                                                                                              \
-        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
-        return mca_coll_gpu_staged_call((mca_coll_gpu_module_t *) module, comm, &a, spans_fn);     \
-    }                                                                                              \
-    static int pfx##_i##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                \
-                             ompi_request_t **request, mca_coll_base_module_t *module)             \
-    {                                                                                              \
-        const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
-        return mca_coll_gpu_nb_staged_call((mca_coll_gpu_module_t *) module, comm, &a, spans_fn,   \
-                                           request);                                               \
-    }
-
-/* A staged non-blocking call (coll_gpu_nb.c): the spans @p spans gives of a's buffers
- * copied to host memory, the previous module's post run on the copies, the received span
- * copied back when its request completes; no device buffer (or nested): posted as it is. */
-int mca_coll_gpu_nb_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
-                                const mca_coll_gpu_args_t *a, mca_coll_gpu_spans_fn_t spans,
-                                ompi_request_t **request);
-/* intercommunicators: every collective with a buffer staged (coll_gpu_inter.c) */
-void mca_coll_gpu_inter_install(mca_coll_gpu_module_t *m);
 /* whether this rank is a call's root: MPI_ROOT on an intercommunicator */
 static inline bool mca_coll_gpu_is_root(struct ompi_communicator_t *comm, int root)
 {
     return OMPI_COMM_IS_INTER(comm) ? MPI_ROOT == root : ompi_comm_rank(comm) == root;
 }
-/* the persistent collectives (MPIX_*_init): each MPI_Start posts this module's non-blocking
- * form; installed where that form is (module enable, after the slots are settled) */
-void mca_coll_gpu_persist_install(mca_coll_gpu_module_t *m);
-/* wait until the communicator's queued non-blocking engine collectives are done (a blocking
- * engine call follows them; no-op on the worker itself) */
-void mca_coll_gpu_nb_drain(mca_coll_gpu_module_t *m);
-/* stop the communicator's worker (module destructor) */
-void mca_coll_gpu_nb_module_fini(mca_coll_gpu_module_t *m);
-/* the progress callback: registered at open, unregistered at close */
-void mca_coll_gpu_nb_open(void);
-void mca_coll_gpu_nb_close(void);
-/* the engine-path decisions shared by the blocking and non-blocking entry points: functions
- * of arguments MPI requires to match on every rank and of MCA params (decision 2) */
-bool mca_coll_gpu_allreduce_engine_ok(int count, struct ompi_datatype_t *dtype,
-                                      struct ompi_op_t *op, cgpu_dtype_t *dt, cgpu_op_t *eop);
-bool mca_coll_gpu_alltoall_engine_ok(int scount, int rcount, struct ompi_datatype_t *rdtype,
-                                     size_t *bytes);
 
 /* pvars (coll_gpu_pvars.c) */
 int mca_coll_gpu_pvars_register(void);
-
-/* entry points */
-int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count,
-                           struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdtype,
-                          void *rbuf, int rcount, struct ompi_datatype_t *rdtype,
-                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 
 /* log through opal_output at a coll_gpu_verbose level */
 void mca_coll_gpu_log(int level, const char *msg);

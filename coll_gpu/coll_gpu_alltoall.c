@@ -1,5 +1,5 @@
 /*
- * coll/gpu: MPI_Alltoall entry point.
+ * coll/gpu: MPI_Alltoall, MPI_Ialltoall and MPIX_Alltoall_init entry points.
  *
  * MPI lets each rank describe its blocks with its own datatypes as long as the type
  * signatures match, so a rank-local property such as "my send type is contiguous"
@@ -10,12 +10,16 @@
 #include <stdlib.h>
 
 #include "coll_gpu.h"
+#include "coll_gpu_entry.h"
+#include "coll_gpu_nb.h"
 
 #include "ompi/datatype/ompi_datatype.h"
 #include "opal/util/output.h"
 
-bool mca_coll_gpu_alltoall_engine_ok(int scount, int rcount, struct ompi_datatype_t *rdtype,
-                                     size_t *bytes)
+/* The engine-path decision shared by the blocking and non-blocking calls: a function of
+ * arguments MPI requires to match on every rank and of MCA params (decision 2). */
+static bool alltoall_engine_ok(int scount, int rcount, struct ompi_datatype_t *rdtype,
+                               size_t *bytes)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     if (CGPU_ALLTOALL_FALLBACK == c->alltoall_algorithm || rcount < 0 || scount < 0) {
@@ -45,7 +49,7 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
                                                        comm, m->prev.coll_alltoall_module));
     }
     size_t bytes; /* per peer, equal on every rank */
-    if (!mca_coll_gpu_alltoall_engine_ok(scount, rcount, rdtype, &bytes)) {
+    if (!alltoall_engine_ok(scount, rcount, rdtype, &bytes)) {
         goto fallback;
     }
     mca_coll_gpu_lazy_init(m, in_place ? rbuf : sbuf);
@@ -56,7 +60,8 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
     const char *sstart = NULL, *rstart = NULL;
     const size_t total = (size_t) n * bytes;
     bool r_contig = mca_coll_gpu_contiguous_run(rbuf, rcount, rdtype, &rstart);
-    bool s_contig = in_place ? r_contig : mca_coll_gpu_contiguous_run(sbuf, scount, sdtype, &sstart);
+    bool s_contig =
+        in_place ? r_contig : mca_coll_gpu_contiguous_run(sbuf, scount, sdtype, &sstart);
     /* packing runs on the CPU: a non-contiguous device buffer is mirrored to host first */
     if (!in_place && !s_contig && mca_coll_gpu_on_device(sbuf)) {
         void *h;
@@ -86,9 +91,9 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
         } else {
             if (!s_contig) {
                 spack = malloc(total);
-                rc = NULL == spack
-                         ? MPI_ERR_NO_MEM
-                         : mca_coll_gpu_typed_copy(sbuf, spack, (size_t) scount * (size_t) n, sdtype, true);
+                rc = NULL == spack ? MPI_ERR_NO_MEM
+                                   : mca_coll_gpu_typed_copy(
+                                         sbuf, spack, (size_t) scount * (size_t) n, sdtype, true);
             }
             if (MPI_SUCCESS == rc && !r_contig) {
                 rpack = malloc(total);
@@ -140,3 +145,69 @@ out_agree:
 fallback:
     return mca_coll_gpu_fallback_alltoall(m, sbuf, scount, sdtype, rbuf, rcount, rdtype, comm);
 }
+
+int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                           int rcount, struct ompi_datatype_t *rdt,
+                           struct ompi_communicator_t *comm, ompi_request_t **request,
+                           mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    bool create;
+    const bool in_place = MPI_IN_PLACE == sbuf;
+    const int n = ompi_comm_size(comm);
+    size_t bytes;
+    if (alltoall_engine_ok(in_place ? rcount : scount, rcount, rdt, &bytes) &&
+        mca_coll_gpu_nb_plan_engine(m, &create)) {
+        mca_coll_gpu_request_t *r =
+            mca_coll_gpu_nb_engine_request(m, comm, create, in_place ? rbuf : sbuf);
+        if (NULL == r) {
+            return mca_coll_gpu_nb_post_failed(request, MPI_ERR_NO_MEM);
+        }
+        const size_t total = bytes * (size_t) n;
+        r->kind = CGPU_NB_ALLTOALL;
+        r->bytes = bytes;
+        void *s = NULL;
+        r->rc = mca_coll_gpu_nb_view_open(&r->v[1], rbuf, rcount * n, rdt, total, in_place, true,
+                                          &r->r);
+        if (MPI_SUCCESS == r->rc) {
+            if (in_place) {
+                s = r->r;
+            } else {
+                r->rc = mca_coll_gpu_nb_view_open(&r->v[0], (void *) sbuf, scount * n, sdt, total,
+                                                  true, false, &s);
+            }
+        }
+        r->s = s;
+        if (MPI_SUCCESS != r->rc) {
+            if (!mca_coll_gpu_nb_use_scratch(r, total)) {
+                mca_coll_gpu_nb_view_close(&r->v[0], MPI_ERR_NO_MEM);
+                mca_coll_gpu_nb_view_close(&r->v[1], MPI_ERR_NO_MEM);
+                return mca_coll_gpu_nb_engine_unpost(r, request);
+            }
+            r->s = r->r = r->scratch;
+        }
+        mca_coll_gpu_request_retain(r, in_place ? NULL : sdt, rdt, NULL);
+        return mca_coll_gpu_nb_engine_post(r, request);
+    }
+    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+                               m->prev.coll_ialltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+                                                      request, m->prev.coll_ialltoall_module))
+    void *hs, *hr;
+    int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, in_place ? 0 : (size_t) scount * (size_t) n, sdt,
+                                       false, &hs);
+    if (MPI_SUCCESS == rc) {
+        rc = mca_coll_gpu_nb_staged_in(r, 1, rbuf, (size_t) rcount * (size_t) n, rdt, true, &hr);
+    }
+    if (MPI_SUCCESS == rc) {
+        mca_coll_gpu_request_retain(r, in_place ? NULL : sdt, rdt, NULL);
+        rc = MCA_COLL_GPU_PREV(m->prev.coll_ialltoall(hs, scount, sdt, hr, rcount, rdt, comm,
+                                                      &r->inner, m->prev.coll_ialltoall_module));
+    }
+    return mca_coll_gpu_nb_staged_post(r, rc, request, "MPI_Ialltoall");
+}
+
+CGPU_PERSIST_INIT(mca_coll_gpu_alltoall_init,
+                  (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                   int rcount, struct ompi_datatype_t *rdt),
+                  (.kind = CGPU_K_ALLTOALL, .s = sbuf, .sc = scount, .sdt = CGPU_SEND_DT(sbuf, sdt),
+                   .r = rbuf, .rc = rcount, .rdt = rdt))

@@ -132,8 +132,8 @@ void mca_coll_gpu_mirror_drop(mca_coll_gpu_mirror_t *m)
     }
 }
 
-int mca_coll_gpu_mirror_in(mca_coll_gpu_mirror_t *m, const void *buf, size_t count, struct ompi_datatype_t *dtype,
-                     void **host)
+int mca_coll_gpu_mirror_in(mca_coll_gpu_mirror_t *m, const void *buf, size_t count,
+                           struct ompi_datatype_t *dtype, void **host)
 {
     m->dev = (void *) buf;
     m->span = span_of(count, dtype, &m->first);
@@ -359,8 +359,8 @@ static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbu
             st = cgpu_stager_wait(stg, (int) (j % 3));
             mv_mark(tm, &t0, MV_WAIT);
             if (CGPU_OK == st) {
-                char *res = reduce_blocks(cgpu_stager_slot(stg, (int) (j % 3)), qj, nr, size, op,
-                                          dtype);
+                char *res =
+                    reduce_blocks(cgpu_stager_slot(stg, (int) (j % 3)), qj, nr, size, op, dtype);
                 mv_mark(tm, &t0, MV_REDUCE);
                 st = cgpu_stager_copy(stg, r0 + j * chunk + (size_t) rank * qj * size, res,
                                       qj * size);
@@ -375,7 +375,7 @@ static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbu
             mv_mark(tm, &t0, MV_ALLGATHER);
         }
     }
-    if (rem > 0 && CGPU_OK == est) { /* the last rem elements of every rank, everywhere */
+    if (rem > 0 && CGPU_OK == est) {          /* the last rem elements of every rank, everywhere */
         char *all = cgpu_stager_slot(stg, 0); /* n x rem < n x q elements */
         const size_t off = N - rem;
         st = CGPU_OK == st ? cgpu_stager_finish(stg) : st;
@@ -431,7 +431,8 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
         return pipe_allreduce(m, sbuf, rbuf, count, dtype, op, comm, per);
     }
     if (mca_coll_gpu_nested() || (!mca_coll_gpu_on_device(sbuf) && !mca_coll_gpu_on_device(rbuf))) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev.coll_allreduce_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_allreduce(sbuf, rbuf, count, dtype, op, comm,
+                                                        m->prev.coll_allreduce_module));
     }
     mca_coll_gpu_mirror_t ms = {0}, mr = {0};
     void *hs = (void *) sbuf, *hr = rbuf;
@@ -446,10 +447,13 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
      * protocol: take part anyway on the (possibly unstaged) host copies is impossible,
      * so report and let the error handler decide */
     if (MPI_SUCCESS == rc) {
-        rc = MCA_COLL_GPU_PREV(m->prev.coll_allreduce(hs, hr, count, dtype, op, comm, m->prev.coll_allreduce_module));
+        rc = MCA_COLL_GPU_PREV(
+            m->prev.coll_allreduce(hs, hr, count, dtype, op, comm, m->prev.coll_allreduce_module));
     } else {
-        opal_output(0, "coll/gpu: MPI_Allreduce on %s: cannot stage device buffers to host "
-                       "for the fallback", comm->c_name);
+        opal_output(0,
+                    "coll/gpu: MPI_Allreduce on %s: cannot stage device buffers to host "
+                    "for the fallback",
+                    comm->c_name);
     }
     mca_coll_gpu_mirror_drop(&ms);
     return mca_coll_gpu_mirror_out(&mr, rc);
@@ -463,8 +467,8 @@ int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, i
         atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
     }
     if (mca_coll_gpu_nested() || (!mca_coll_gpu_on_device(sbuf) && !mca_coll_gpu_on_device(rbuf))) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype, comm,
-                                m->prev.coll_alltoall_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype,
+                                                       comm, m->prev.coll_alltoall_module));
     }
     const size_t n = (size_t) ompi_comm_size(comm);
     mca_coll_gpu_mirror_t ms = {0}, mr = {0};
@@ -478,10 +482,12 @@ int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, i
     }
     if (MPI_SUCCESS == rc) {
         rc = MCA_COLL_GPU_PREV(m->prev.coll_alltoall(hs, scount, sdtype, hr, rcount, rdtype, comm,
-                              m->prev.coll_alltoall_module));
+                                                     m->prev.coll_alltoall_module));
     } else {
-        opal_output(0, "coll/gpu: MPI_Alltoall on %s: cannot stage device buffers to host "
-                       "for the fallback", comm->c_name);
+        opal_output(0,
+                    "coll/gpu: MPI_Alltoall on %s: cannot stage device buffers to host "
+                    "for the fallback",
+                    comm->c_name);
     }
     mca_coll_gpu_mirror_drop(&ms);
     return mca_coll_gpu_mirror_out(&mr, rc);

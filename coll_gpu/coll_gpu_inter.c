@@ -9,10 +9,12 @@
  * receives (gather, reduce), the other ranks of its group pass MPI_PROC_NULL and touch no
  * buffer, and the remote group passes the root's rank. Reduce_scatter(_block) take Open
  * MPI's reading of the standard: a rank sends the sum of its own group's counts. The
- * non-blocking forms stage the same spans (coll_gpu_nb.c), and the persistent ones start
- * through them. Barriers have no buffer and stay with the previous module.
+ * non-blocking forms stage the same spans (coll_gpu_nb_staged.c), and the persistent ones
+ * start through them. Barriers have no buffer and stay with the previous module.
  */
 #include "coll_gpu.h"
+#include "coll_gpu_entry.h"
+#include "coll_gpu_nb.h"
 
 #include "opal/util/output.h"
 

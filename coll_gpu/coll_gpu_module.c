@@ -1,5 +1,6 @@
 /*
- * coll/gpu: the per-communicator module: query, enable, disable, destroy, lazy init.
+ * coll/gpu: the per-communicator module: query, enable, disable, destroy, and the function
+ * slots it fills with the entry points of coll_gpu_entry.h.
  *
  * Ownership: the communicator owns the module (Open MPI refcounts it once per function
  * slot it serves; an engine-path call holds one more reference while it runs). The module
@@ -8,8 +9,8 @@
  * Open MPI calls coll_module_disable once per slot: it releases nothing (decision 4).
  */
 #include "coll_gpu.h"
+#include "coll_gpu_entry.h"
 
-#include "ompi/proc/proc.h"
 #include "opal/util/output.h"
 
 #include <stddef.h>
@@ -125,12 +126,44 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
  * previous module for host-only calls and the bootstrap). */
 static void gpu_module_keep_served(mca_coll_gpu_module_t *m)
 {
-#define CGPU_KEEP(name)                        \
-    if (NULL == m->prev.coll_##name) {         \
-        m->super.coll_##name = NULL;           \
+#define CGPU_KEEP(name)                                                                            \
+    if (NULL == m->prev.coll_##name) {                                                             \
+        m->super.coll_##name = NULL;                                                               \
     }
     CGPU_OPTIONAL_SLOTS(CGPU_KEEP)
 #undef CGPU_KEEP
+}
+
+/* The persistent forms (MPIX_*_init), each where this module has the non-blocking form its
+ * MPI_Start posts: installed at enable, after the slots are settled, for every kind of
+ * communicator (the non-blocking forms of intercommunicators and single ranks are theirs). */
+static void gpu_module_persist_install(mca_coll_gpu_module_t *m)
+{
+    mca_coll_base_module_t *s = &m->super;
+#define CGPU_PERSIST(name)                                                                         \
+    s->coll_##name##_init = NULL != s->coll_i##name ? mca_coll_gpu_##name##_init : NULL;
+    CGPU_PERSIST(allgather)
+    CGPU_PERSIST(allgatherv)
+    CGPU_PERSIST(allreduce)
+    CGPU_PERSIST(alltoall)
+    CGPU_PERSIST(alltoallv)
+    CGPU_PERSIST(alltoallw)
+    CGPU_PERSIST(bcast)
+    CGPU_PERSIST(exscan)
+    CGPU_PERSIST(gather)
+    CGPU_PERSIST(gatherv)
+    CGPU_PERSIST(reduce)
+    CGPU_PERSIST(reduce_scatter)
+    CGPU_PERSIST(reduce_scatter_block)
+    CGPU_PERSIST(scan)
+    CGPU_PERSIST(scatter)
+    CGPU_PERSIST(scatterv)
+    CGPU_PERSIST(neighbor_allgather)
+    CGPU_PERSIST(neighbor_allgatherv)
+    CGPU_PERSIST(neighbor_alltoall)
+    CGPU_PERSIST(neighbor_alltoallv)
+    CGPU_PERSIST(neighbor_alltoallw)
+#undef CGPU_PERSIST
 }
 
 static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communicator_t *comm)
@@ -156,7 +189,7 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
     }
     m->prev_saved = true;
     gpu_module_keep_served(m);
-    mca_coll_gpu_persist_install(m);
+    gpu_module_persist_install(m);
     m->comm = comm;
     mca_coll_gpu_bootstrap_setup(m);
     return OMPI_SUCCESS;
@@ -179,6 +212,47 @@ static int gpu_module_disable(mca_coll_base_module_t *module, struct ompi_commun
                     NULL != comm ? comm->c_name : "?");
     }
     return OMPI_SUCCESS;
+}
+
+/* An intracommunicator of two ranks or more: every collective with a buffer, blocking and
+ * non-blocking (each entry point takes the engine or the staged previous module), and the
+ * neighborhood collectives (staged). */
+static void gpu_module_install(mca_coll_gpu_module_t *m)
+{
+    mca_coll_base_module_t *s = &m->super;
+    s->coll_allreduce = mca_coll_gpu_allreduce;
+    s->coll_alltoall = mca_coll_gpu_alltoall;
+    s->coll_bcast = mca_coll_gpu_bcast;
+    s->coll_reduce = mca_coll_gpu_reduce;
+    s->coll_allgather = mca_coll_gpu_allgather;
+    s->coll_allgatherv = mca_coll_gpu_allgatherv;
+    s->coll_gather = mca_coll_gpu_gather;
+    s->coll_gatherv = mca_coll_gpu_gatherv;
+    s->coll_scatter = mca_coll_gpu_scatter;
+    s->coll_scatterv = mca_coll_gpu_scatterv;
+    s->coll_alltoallv = mca_coll_gpu_alltoallv;
+    s->coll_alltoallw = mca_coll_gpu_alltoallw;
+    s->coll_reduce_scatter = mca_coll_gpu_reduce_scatter;
+    s->coll_reduce_scatter_block = mca_coll_gpu_reduce_scatter_block;
+    s->coll_scan = mca_coll_gpu_scan;
+    s->coll_exscan = mca_coll_gpu_exscan;
+    s->coll_iallreduce = mca_coll_gpu_iallreduce;
+    s->coll_ireduce = mca_coll_gpu_ireduce;
+    s->coll_ireduce_scatter_block = mca_coll_gpu_ireduce_scatter_block;
+    s->coll_ibcast = mca_coll_gpu_ibcast;
+    s->coll_iallgather = mca_coll_gpu_iallgather;
+    s->coll_ialltoall = mca_coll_gpu_ialltoall;
+    s->coll_iallgatherv = mca_coll_gpu_iallgatherv;
+    s->coll_igather = mca_coll_gpu_igather;
+    s->coll_igatherv = mca_coll_gpu_igatherv;
+    s->coll_iscatter = mca_coll_gpu_iscatter;
+    s->coll_iscatterv = mca_coll_gpu_iscatterv;
+    s->coll_ialltoallv = mca_coll_gpu_ialltoallv;
+    s->coll_ialltoallw = mca_coll_gpu_ialltoallw;
+    s->coll_ireduce_scatter = mca_coll_gpu_ireduce_scatter;
+    s->coll_iscan = mca_coll_gpu_iscan;
+    s->coll_iexscan = mca_coll_gpu_iexscan;
+    mca_coll_gpu_neighbor_install(m);
 }
 
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority)
@@ -220,8 +294,10 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
         return &m->super;
     }
     if (1 == ompi_comm_size(comm) && c->self_priority < 0) {
-        opal_output_verbose(10, out, "coll/gpu: comm %s: declined (single rank and "
-                            "coll_gpu_self_priority < 0)", comm->c_name);
+        opal_output_verbose(10, out,
+                            "coll/gpu: comm %s: declined (single rank and "
+                            "coll_gpu_self_priority < 0)",
+                            comm->c_name);
         return NULL;
     }
     mca_coll_gpu_module_t *m = OBJ_NEW(mca_coll_gpu_module_t);
@@ -240,11 +316,7 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
                             comm->c_name, c->self_priority);
         return &m->super;
     }
-    m->super.coll_allreduce = mca_coll_gpu_allreduce;
-    m->super.coll_alltoall = mca_coll_gpu_alltoall;
-    mca_coll_gpu_staged_install(m);
-    mca_coll_gpu_nb_install(m);
-    mca_coll_gpu_neighbor_install(m);
+    gpu_module_install(m);
     *priority = c->priority;
     opal_output_verbose(10, out, "coll/gpu: comm %s: serving %d ranks (backend %s, priority %d)",
                         comm->c_name, ompi_comm_size(comm),
@@ -252,77 +324,7 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
     return &m->super;
 }
 
-int mca_coll_gpu_fake_node(long rank, long size)
-{
-    const long nodes = mca_coll_gpu_component.fake_nodes;
-    return size > 0 && rank >= 0 && rank < size ? (int) (rank * nodes / size) : 0;
-}
-
-bool mca_coll_gpu_one_node(struct ompi_communicator_t *comm)
-{
-    /* under coll_gpu_fake_nodes the engine sees several nodes where Open MPI sees one: the
-     * answer must be the engine's, so that a test on one machine takes the paths of a
-     * cluster (a communicator across nodes never gets a worker set-up, for instance) */
-    const bool fake = mca_coll_gpu_component.fake_nodes > 0;
-    const long wsize = ompi_comm_size(&ompi_mpi_comm_world.comm);
-    const int mine = fake ? mca_coll_gpu_fake_node(ompi_proc_local()->super.proc_name.vpid, wsize) : 0;
-    for (int i = 0; i < ompi_comm_size(comm); ++i) {
-        const ompi_proc_t *p = ompi_comm_peer_lookup(comm, i);
-        if (NULL == p || !OPAL_PROC_ON_LOCAL_NODE(p->super.proc_flags)) {
-            return false;
-        }
-        if (fake && mca_coll_gpu_fake_node(p->super.proc_name.vpid, wsize) != mine) {
-            return false;
-        }
-    }
-    return true;
-}
-
 bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module)
 {
     return NULL != module && gpu_module_enable == module->coll_module_enable;
-}
-
-int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
-{
-    /* a blocking engine call runs after the non-blocking ones posted before it */
-    mca_coll_gpu_nb_drain(m);
-    if (CGPU_MODULE_UNINIT == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE)) {
-        mca_coll_gpu_create(m, buf, &m->bootstrap);
-    }
-    return OMPI_SUCCESS;
-}
-
-void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs)
-{
-    /* The engine works on the current device: make it the device of the first buffer
-     * when that is device memory (4 ranks on 2 GPUs each pick theirs), then restore. */
-    int dev = -1, prev = cgpu_engine_current_device();
-    if (CGPU_BUF_HOST == cgpu_buf_kind(buf, &dev) || dev == prev) {
-        dev = -1;
-    } else {
-        (void) cgpu_engine_set_device(dev);
-    }
-    /* Collective: every rank of the communicator is in this same call (the path
-     * decision before it depends only on arguments MPI requires to match). */
-    cgpu_comm_t *ec = NULL;
-    cgpu_status_t st = cgpu_comm_create(bs, &ec);
-    if (dev >= 0 && prev >= 0) {
-        (void) cgpu_engine_set_device(prev);
-    }
-    if (CGPU_OK == st) {
-        cgpu_comm_describe(ec, m->comm->c_name, (uint64_t) m->comm->c_contextid);
-        cgpu_comm_set_bootstrap(ec, &m->bootstrap); /* later rounds: the application's */
-        /* published last: pvar readers on other threads load it atomically */
-        __atomic_store_n(&m->ecomm, ec, __ATOMIC_RELEASE);
-        __atomic_store_n(&m->state, CGPU_MODULE_READY, __ATOMIC_RELEASE);
-        opal_output_verbose(10, mca_coll_gpu_component.output,
-                            "coll/gpu: comm %s: engine communicator ready", m->comm->c_name);
-    } else {
-        __atomic_store_n(&m->state, CGPU_MODULE_FALLBACK, __ATOMIC_RELEASE);
-        opal_output_verbose(10, mca_coll_gpu_component.output,
-                            "coll/gpu: comm %s: engine set-up failed on some rank (%s); every "
-                            "call on it uses the previous coll module",
-                            m->comm->c_name, cgpu_status_string(st));
-    }
 }

@@ -6,76 +6,13 @@
  * host copy of the bytes its layout touches (the received ones copied back), and the
  * previous module runs the call on the copies; host buffers pass straight through. A side's
  * blocks are counted by the communicator's topology: a rank receives a block from each of
- * its in-neighbors and sends one to each of its out-neighbors. The non-blocking and
- * persistent forms (coll_gpu_nb.c) stage through the same spans.
+ * its in-neighbors and sends one to each of its out-neighbors. The non-blocking forms
+ * stage through the same spans (coll_gpu_nb_staged.c), and the persistent ones start
+ * through them.
  */
 #include "coll_gpu.h"
-
-#include "ompi/datatype/ompi_datatype.h"
-#include "ompi/mca/topo/base/base.h"
-#include "opal/util/output.h"
-
-void mca_coll_gpu_degrees(struct ompi_communicator_t *comm, int *in, int *out)
-{
-    *in = *out = 0;
-    if (OMPI_SUCCESS != mca_topo_base_neighbor_count(comm, in, out)) {
-        *in = *out = 0; /* not a topology: the previous module reports it */
-    }
-}
-
-void mca_coll_gpu_count_span(size_t count, struct ompi_datatype_t *dt, ptrdiff_t *lo, ptrdiff_t *hi)
-{
-    ptrdiff_t tlb, text, lb, ext;
-    *lo = *hi = 0;
-    if (0 == count) {
-        return;
-    }
-    ompi_datatype_get_true_extent(dt, &tlb, &text);
-    ompi_datatype_get_extent(dt, &lb, &ext);
-    *lo = tlb;
-    *hi = tlb + (ptrdiff_t) (count - 1) * ext + text;
-}
-
-void mca_coll_gpu_v_bytes(const int *counts, const int *displs, struct ompi_datatype_t *dt, int n,
-                          ptrdiff_t *lo, ptrdiff_t *hi)
-{
-    ptrdiff_t lb, ext;
-    bool any = false;
-    ompi_datatype_get_extent(dt, &lb, &ext);
-    *lo = *hi = 0;
-    for (int p = 0; p < n; ++p) {
-        ptrdiff_t a, b;
-        mca_coll_gpu_count_span(counts[p] > 0 ? (size_t) counts[p] : 0, dt, &a, &b);
-        if (a == b) {
-            continue;
-        }
-        a += (ptrdiff_t) displs[p] * ext;
-        b += (ptrdiff_t) displs[p] * ext;
-        *lo = any && *lo < a ? *lo : a;
-        *hi = any && *hi > b ? *hi : b;
-        any = true;
-    }
-}
-
-void mca_coll_gpu_w_bytes(const int *counts, const int *idispls, const MPI_Aint *adispls,
-                          struct ompi_datatype_t *const *types, int n, ptrdiff_t *lo, ptrdiff_t *hi)
-{
-    bool any = false;
-    *lo = *hi = 0;
-    for (int p = 0; p < n; ++p) {
-        ptrdiff_t a, b;
-        if (counts[p] <= 0) { /* an empty block's type is not looked at */
-            continue;
-        }
-        const ptrdiff_t at = NULL != idispls ? (ptrdiff_t) idispls[p] : (ptrdiff_t) adispls[p];
-        mca_coll_gpu_count_span((size_t) counts[p], types[p], &a, &b);
-        a += at;
-        b += at;
-        *lo = any && *lo < a ? *lo : a;
-        *hi = any && *hi > b ? *hi : b;
-        any = true;
-    }
-}
+#include "coll_gpu_entry.h"
+#include "coll_gpu_nb.h"
 
 /* The spans of neighborhood call @p a for this rank: a block received from each
  * in-neighbor, one sent to each out-neighbor. */
@@ -156,3 +93,35 @@ void mca_coll_gpu_neighbor_install(mca_coll_gpu_module_t *m)
     CGPU_NEIGHBOR(neighbor_alltoallw)
 #undef CGPU_NEIGHBOR
 }
+
+/* ---- persistent ---- */
+
+CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_allgather_init,
+                  (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                   int rcount, struct ompi_datatype_t *rdt),
+                  (.kind = CGPU_K_NALLGATHER, .s = sbuf, .sc = scount,
+                   .sdt = CGPU_SEND_DT(sbuf, sdt), .r = rbuf, .rc = rcount, .rdt = rdt))
+CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_alltoall_init,
+                  (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                   int rcount, struct ompi_datatype_t *rdt),
+                  (.kind = CGPU_K_NALLTOALL, .s = sbuf, .sc = scount,
+                   .sdt = CGPU_SEND_DT(sbuf, sdt), .r = rbuf, .rc = rcount, .rdt = rdt))
+CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_allgatherv_init,
+                  (const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                   const int *rcounts, const int *displs, struct ompi_datatype_t *rdt),
+                  (.kind = CGPU_K_NALLGATHERV, .s = sbuf, .sc = scount,
+                   .sdt = CGPU_SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts, .rds = displs,
+                   .rdt = rdt))
+CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_alltoallv_init,
+                  (const void *sbuf, const int *scounts, const int *sdispls,
+                   struct ompi_datatype_t *sdt, void *rbuf, const int *rcounts, const int *rdispls,
+                   struct ompi_datatype_t *rdt),
+                  (.kind = CGPU_K_NALLTOALLV, .s = sbuf, .scs = scounts, .sds = sdispls,
+                   .sdt = CGPU_SEND_DT(sbuf, sdt), .r = rbuf, .rcs = rcounts, .rds = rdispls,
+                   .rdt = rdt))
+CGPU_PERSIST_INIT(mca_coll_gpu_neighbor_alltoallw_init,
+                  (const void *sbuf, const int *scounts, const MPI_Aint *sdispls,
+                   struct ompi_datatype_t *const *sdts, void *rbuf, const int *rcounts,
+                   const MPI_Aint *rdispls, struct ompi_datatype_t *const *rdts),
+                  (.kind = CGPU_K_NALLTOALLW, .s = sbuf, .scs = scounts, .sad = sdispls,
+                   .sdts = sdts, .r = rbuf, .rcs = rcounts, .rad = rdispls, .rdts = rdts))

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "coll_gpu.h"
+#include "coll_gpu_entry.h"
 
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/request/request.h"
@@ -38,8 +39,8 @@ static bool serve(mca_coll_gpu_module_t *m, const void *a, const void *b)
 }
 
 /* Copy scount x sdt at sbuf into rcount x rdt at rbuf; either may be device memory. */
-int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                            int rcount, struct ompi_datatype_t *rdt)
+static int local_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                      int rcount, struct ompi_datatype_t *rdt)
 {
     size_t ssize, rsize;
     if (scount < 0 || rcount < 0) {
@@ -58,7 +59,7 @@ int mca_coll_gpu_local_copy(const void *sbuf, int scount, struct ompi_datatype_t
     if (mca_coll_gpu_contiguous_run(sbuf, scount, sdt, &sstart) &&
         mca_coll_gpu_contiguous_run(rbuf, rcount, rdt, &rstart)) {
         return CGPU_OK == cgpu_engine_copy((void *) rstart, sstart, sbytes) ? MPI_SUCCESS
-                                                                             : MPI_ERR_BUFFER;
+                                                                            : MPI_ERR_BUFFER;
     }
     /* a derived layout: Open MPI's datatype engine converts on host copies of the spans
      * (the receive span is copied in too, so the bytes of its gaps survive) */
@@ -93,7 +94,7 @@ static int self_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt, 
     if (MPI_IN_PLACE == sbuf || MPI_IN_PLACE == rbuf) {
         return MPI_SUCCESS; /* the data is where it belongs already */
     }
-    return mca_coll_gpu_local_copy(sbuf, scount, sdt, rbuf, rcount, rdt);
+    return local_copy(sbuf, scount, sdt, rbuf, rcount, rdt);
 }
 
 static int self_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
@@ -113,8 +114,8 @@ static int self_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_d
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_allreduce(sbuf, rbuf, count, dt, op, comm,
-                                                        m->prev.coll_allreduce_module));
+        return MCA_COLL_GPU_PREV(
+            m->prev.coll_allreduce(sbuf, rbuf, count, dt, op, comm, m->prev.coll_allreduce_module));
     }
     return self_copy(sbuf, count, dt, rbuf, count, dt);
 }
@@ -125,8 +126,8 @@ static int self_reduce(const void *sbuf, void *rbuf, int count, struct ompi_data
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_reduce(sbuf, rbuf, count, dt, op, root, comm,
-                                                     m->prev.coll_reduce_module));
+        return MCA_COLL_GPU_PREV(
+            m->prev.coll_reduce(sbuf, rbuf, count, dt, op, root, comm, m->prev.coll_reduce_module));
     }
     return self_copy(sbuf, count, dt, rbuf, count, dt);
 }
@@ -181,13 +182,13 @@ static int self_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
 }
 
 static int self_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                          int rcount, struct ompi_datatype_t *rdt,
-                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+                          int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                          mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_allgather(sbuf, scount, sdt, rbuf, rcount, rdt,
-                                                        comm, m->prev.coll_allgather_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+                                                        m->prev.coll_allgather_module));
     }
     return self_copy(sbuf, scount, sdt, rbuf, rcount, rdt);
 }
@@ -234,8 +235,8 @@ static int self_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t 
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs,
-                                                         rdt, comm, m->prev.coll_allgatherv_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_allgatherv(
+            sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, m->prev.coll_allgatherv_module));
     }
     return self_copy(sbuf, scount, sdt, (void *) at(rbuf, displs[0], rdt), rcounts[0], rdt);
 }
@@ -246,8 +247,8 @@ static int self_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *sd
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_gatherv(sbuf, scount, sdt, rbuf, rcounts, displs,
-                                                      rdt, root, comm, m->prev.coll_gatherv_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_gatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
+                                                      root, comm, m->prev.coll_gatherv_module));
     }
     return self_copy(sbuf, scount, sdt, (void *) at(rbuf, displs[0], rdt), rcounts[0], rdt);
 }
@@ -276,15 +277,15 @@ static int self_alltoallv(const void *sbuf, const int *scounts, const int *sdisp
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_alltoallv(sbuf, scounts, sdispls, sdt, rbuf,
-                                                        rcounts, rdispls, rdt, comm,
+        return MCA_COLL_GPU_PREV(m->prev.coll_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts,
+                                                        rdispls, rdt, comm,
                                                         m->prev.coll_alltoallv_module));
     }
     if (MPI_IN_PLACE == sbuf) {
         return MPI_SUCCESS;
     }
-    return self_copy(at(sbuf, sdispls[0], sdt), scounts[0], sdt,
-                     (void *) at(rbuf, rdispls[0], rdt), rcounts[0], rdt);
+    return self_copy(at(sbuf, sdispls[0], sdt), scounts[0], sdt, (void *) at(rbuf, rdispls[0], rdt),
+                     rcounts[0], rdt);
 }
 
 static int self_alltoallw(const void *sbuf, const int *scounts, const int *sdispls,
@@ -294,8 +295,8 @@ static int self_alltoallw(const void *sbuf, const int *scounts, const int *sdisp
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_alltoallw(sbuf, scounts, sdispls, sdts, rbuf,
-                                                        rcounts, rdispls, rdts, comm,
+        return MCA_COLL_GPU_PREV(m->prev.coll_alltoallw(sbuf, scounts, sdispls, sdts, rbuf, rcounts,
+                                                        rdispls, rdts, comm,
                                                         m->prev.coll_alltoallw_module));
     }
     if (MPI_IN_PLACE == sbuf) {
@@ -320,8 +321,8 @@ static int self_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi_
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_iallreduce(sbuf, rbuf, count, dt, op, comm,
-                                                         request, m->prev.coll_iallreduce_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_iallreduce(sbuf, rbuf, count, dt, op, comm, request,
+                                                         m->prev.coll_iallreduce_module));
     }
     return done_now(self_copy(sbuf, count, dt, rbuf, count, dt), request);
 }
@@ -394,8 +395,8 @@ static int self_ibcast(void *buf, int count, struct ompi_datatype_t *dt, int roo
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, buf, NULL)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_ibcast(buf, count, dt, root, comm, request,
-                                                     m->prev.coll_ibcast_module));
+        return MCA_COLL_GPU_PREV(
+            m->prev.coll_ibcast(buf, count, dt, root, comm, request, m->prev.coll_ibcast_module));
     }
     return done_now(MPI_SUCCESS, request);
 }
@@ -407,23 +408,20 @@ static int self_iallgather(const void *sbuf, int scount, struct ompi_datatype_t 
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_iallgather(sbuf, scount, sdt, rbuf, rcount, rdt,
-                                                         comm, request,
-                                                         m->prev.coll_iallgather_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_iallgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+                                                         request, m->prev.coll_iallgather_module));
     }
     return done_now(self_copy(sbuf, scount, sdt, rbuf, rcount, rdt), request);
 }
 
 static int self_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                          int rcount, struct ompi_datatype_t *rdt,
-                          struct ompi_communicator_t *comm, ompi_request_t **request,
-                          mca_coll_base_module_t *module)
+                          int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
+                          ompi_request_t **request, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_ialltoall(sbuf, scount, sdt, rbuf, rcount, rdt,
-                                                        comm, request,
-                                                        m->prev.coll_ialltoall_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_ialltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
+                                                        request, m->prev.coll_ialltoall_module));
     }
     return done_now(self_copy(sbuf, scount, sdt, rbuf, rcount, rdt), request);
 }
@@ -448,8 +446,8 @@ static int self_iscatter(const void *sbuf, int scount, struct ompi_datatype_t *s
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_iscatter(sbuf, scount, sdt, rbuf, rcount, rdt,
-                                                       root, comm, request,
+        return MCA_COLL_GPU_PREV(m->prev.coll_iscatter(sbuf, scount, sdt, rbuf, rcount, rdt, root,
+                                                       comm, request,
                                                        m->prev.coll_iscatter_module));
     }
     return done_now(self_copy(sbuf, scount, sdt, rbuf, rcount, rdt), request);
@@ -462,13 +460,12 @@ static int self_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_t
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_iallgatherv(sbuf, scount, sdt, rbuf, rcounts,
-                                                          displs, rdt, comm, request,
+        return MCA_COLL_GPU_PREV(m->prev.coll_iallgatherv(sbuf, scount, sdt, rbuf, rcounts, displs,
+                                                          rdt, comm, request,
                                                           m->prev.coll_iallgatherv_module));
     }
     return done_now(
-        self_copy(sbuf, scount, sdt, (void *) at(rbuf, displs[0], rdt), rcounts[0], rdt),
-        request);
+        self_copy(sbuf, scount, sdt, (void *) at(rbuf, displs[0], rdt), rcounts[0], rdt), request);
 }
 
 static int self_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
@@ -483,8 +480,7 @@ static int self_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *s
                                                        m->prev.coll_igatherv_module));
     }
     return done_now(
-        self_copy(sbuf, scount, sdt, (void *) at(rbuf, displs[0], rdt), rcounts[0], rdt),
-        request);
+        self_copy(sbuf, scount, sdt, (void *) at(rbuf, displs[0], rdt), rcounts[0], rdt), request);
 }
 
 static int self_iscatterv(const void *sbuf, const int *scounts, const int *displs,
@@ -513,8 +509,8 @@ static int self_ialltoallv(const void *sbuf, const int *scounts, const int *sdis
 {
     mca_coll_gpu_module_t *m = M(module);
     if (!serve(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_ialltoallv(sbuf, scounts, sdispls, sdt, rbuf,
-                                                         rcounts, rdispls, rdt, comm, request,
+        return MCA_COLL_GPU_PREV(m->prev.coll_ialltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts,
+                                                         rdispls, rdt, comm, request,
                                                          m->prev.coll_ialltoallv_module));
     }
     if (MPI_IN_PLACE == sbuf) {

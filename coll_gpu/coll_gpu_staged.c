@@ -1,12 +1,14 @@
 /*
- * coll/gpu: every other blocking collective, made safe for device buffers.
+ * coll/gpu: the staged path of the blocking collectives: the previous module, made safe for
+ * device buffers.
  *
  * Stock Open MPI (built without CUDA) crashes when coll/tuned touches a device pointer.
- * For the collectives the engine does not run yet, coll/gpu takes the slot and hands
- * the call to the previous module, with each device buffer replaced by a host copy of
- * the span its datatype touches (received spans copied back afterwards). Host buffers
- * pass straight through. Each rank stages only its own buffers and every rank calls the
- * previous module, so ranks never disagree on the protocol (decision 2).
+ * Every blocking call the engine does not take (an entry file's fallback, the
+ * intercommunicators' and the neighborhood collectives' every call) goes to the previous
+ * module here, with each device buffer replaced by a host copy of the span its datatype
+ * touches (received spans copied back afterwards). Host buffers pass straight through.
+ * Each rank stages only its own buffers and every rank calls the previous module, so ranks
+ * never disagree on the protocol (decision 2).
  */
 #include <stdlib.h>
 
@@ -14,7 +16,6 @@
 
 #include "ompi/datatype/ompi_datatype.h"
 #include "opal/util/output.h"
-
 
 int mca_coll_gpu_stage(mca_coll_gpu_staged_buf_t *s, const void *buf, size_t count,
                        struct ompi_datatype_t *dtype, void **host)
@@ -82,8 +83,8 @@ static size_t sum_counts(const int *counts, int n)
  * then fail in the previous module's protocol or complete: an MPI error either way). */
 static int staging_failed(struct ompi_communicator_t *comm, const char *what, int rc)
 {
-    opal_output(0, "coll/gpu: %s on %s: cannot stage device buffers through host memory (%d)",
-                what, comm->c_name, rc);
+    opal_output(0, "coll/gpu: %s on %s: cannot stage device buffers through host memory (%d)", what,
+                comm->c_name, rc);
     return rc;
 }
 
@@ -288,11 +289,12 @@ int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_
 }
 
 int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root,
-                     struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+                              struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     if (passthrough(m, buf, NULL)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_bcast(buf, count, dt, root, comm, m->prev.coll_bcast_module));
+        return MCA_COLL_GPU_PREV(
+            m->prev.coll_bcast(buf, count, dt, root, comm, m->prev.coll_bcast_module));
     }
     mca_coll_gpu_staged_buf_t b;
     void *h;
@@ -305,13 +307,14 @@ int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, 
 }
 
 int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
-                      struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
-                      mca_coll_base_module_t *module)
+                               struct ompi_op_t *op, int root, struct ompi_communicator_t *comm,
+                               mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
     if (passthrough(m, sbuf, is_root ? rbuf : NULL)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_reduce(sbuf, rbuf, count, dt, op, root, comm, m->prev.coll_reduce_module));
+        return MCA_COLL_GPU_PREV(
+            m->prev.coll_reduce(sbuf, rbuf, count, dt, op, root, comm, m->prev.coll_reduce_module));
     }
     mca_coll_gpu_staged_buf_t s, r = {.used = false};
     void *hs, *hr = rbuf;
@@ -323,19 +326,20 @@ int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count, struct o
         mca_coll_gpu_unstage(&s, rc, false);
         return staging_failed(comm, "MPI_Reduce", rc);
     }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_reduce(hs, hr, count, dt, op, root, comm, m->prev.coll_reduce_module));
+    rc = MCA_COLL_GPU_PREV(
+        m->prev.coll_reduce(hs, hr, count, dt, op, root, comm, m->prev.coll_reduce_module));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
-int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
-                         int rcount, struct ompi_datatype_t *rdt, struct ompi_communicator_t *comm,
-                         mca_coll_base_module_t *module)
+int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
+                                  void *rbuf, int rcount, struct ompi_datatype_t *rdt,
+                                  struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     if (passthrough(m, sbuf, rbuf)) {
         return MCA_COLL_GPU_PREV(m->prev.coll_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
-                                      m->prev.coll_allgather_module));
+                                                        m->prev.coll_allgather_module));
     }
     const size_t n = (size_t) ompi_comm_size(comm);
     mca_coll_gpu_staged_buf_t s, r;
@@ -350,7 +354,8 @@ int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_data
     if (MPI_SUCCESS != rc) {
         return staging_failed(comm, "MPI_Allgather", rc);
     }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_allgather(hs, scount, sdt, hr, rcount, rdt, comm, m->prev.coll_allgather_module));
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_allgather(hs, scount, sdt, hr, rcount, rdt, comm,
+                                                  m->prev.coll_allgather_module));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
 }
@@ -362,8 +367,8 @@ int mca_coll_gpu_staged_allgatherv(const void *sbuf, int scount, struct ompi_dat
 {
     mca_coll_gpu_module_t *m = M(module);
     if (passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm,
-                                       m->prev.coll_allgatherv_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_allgatherv(
+            sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, m->prev.coll_allgatherv_module));
     }
     const int n = ompi_comm_size(comm);
     mca_coll_gpu_staged_buf_t s, r;
@@ -379,7 +384,7 @@ int mca_coll_gpu_staged_allgatherv(const void *sbuf, int scount, struct ompi_dat
         return staging_failed(comm, "MPI_Allgatherv", rc);
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_allgatherv(hs, scount, sdt, hr, rcounts, displs, rdt, comm,
-                                 m->prev.coll_allgatherv_module));
+                                                   m->prev.coll_allgatherv_module));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
 }
@@ -391,14 +396,15 @@ int mca_coll_gpu_staged_gather(const void *sbuf, int scount, struct ompi_datatyp
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
     if (passthrough(m, sbuf, is_root ? rbuf : NULL)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_gather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
-                                   m->prev.coll_gather_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_gather(sbuf, scount, sdt, rbuf, rcount, rdt, root,
+                                                     comm, m->prev.coll_gather_module));
     }
     mca_coll_gpu_staged_buf_t s, r = {.used = false};
     void *hs, *hr = rbuf;
     int rc = mca_coll_gpu_stage(&s, sbuf, (size_t) scount, sdt, &hs);
     if (MPI_SUCCESS == rc && is_root) {
-        rc = mca_coll_gpu_stage(&r, rbuf, (size_t) rcount * (size_t) ompi_comm_size(comm), rdt, &hr);
+        rc =
+            mca_coll_gpu_stage(&r, rbuf, (size_t) rcount * (size_t) ompi_comm_size(comm), rdt, &hr);
         if (MPI_SUCCESS != rc) {
             mca_coll_gpu_unstage(&s, rc, false);
         }
@@ -406,7 +412,8 @@ int mca_coll_gpu_staged_gather(const void *sbuf, int scount, struct ompi_datatyp
     if (MPI_SUCCESS != rc) {
         return staging_failed(comm, "MPI_Gather", rc);
     }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_gather(hs, scount, sdt, hr, rcount, rdt, root, comm, m->prev.coll_gather_module));
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_gather(hs, scount, sdt, hr, rcount, rdt, root, comm,
+                                               m->prev.coll_gather_module));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
 }
@@ -419,14 +426,15 @@ int mca_coll_gpu_staged_gatherv(const void *sbuf, int scount, struct ompi_dataty
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
     if (passthrough(m, sbuf, is_root ? rbuf : NULL)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_gatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm,
-                                    m->prev.coll_gatherv_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_gatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
+                                                      root, comm, m->prev.coll_gatherv_module));
     }
     mca_coll_gpu_staged_buf_t s, r = {.used = false};
     void *hs, *hr = rbuf;
     int rc = mca_coll_gpu_stage(&s, sbuf, (size_t) scount, sdt, &hs);
     if (MPI_SUCCESS == rc && is_root) {
-        rc = mca_coll_gpu_stage(&r, rbuf, mca_coll_gpu_v_span(rcounts, displs, ompi_comm_size(comm)), rdt, &hr);
+        rc = mca_coll_gpu_stage(
+            &r, rbuf, mca_coll_gpu_v_span(rcounts, displs, ompi_comm_size(comm)), rdt, &hr);
         if (MPI_SUCCESS != rc) {
             mca_coll_gpu_unstage(&s, rc, false);
         }
@@ -434,8 +442,8 @@ int mca_coll_gpu_staged_gatherv(const void *sbuf, int scount, struct ompi_dataty
     if (MPI_SUCCESS != rc) {
         return staging_failed(comm, "MPI_Gatherv", rc);
     }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_gatherv(hs, scount, sdt, hr, rcounts, displs, rdt, root, comm,
-                              m->prev.coll_gatherv_module));
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_gatherv(hs, scount, sdt, hr, rcounts, displs, rdt, root,
+                                                comm, m->prev.coll_gatherv_module));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
 }
@@ -447,14 +455,15 @@ int mca_coll_gpu_staged_scatter(const void *sbuf, int scount, struct ompi_dataty
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
     if (passthrough(m, is_root ? sbuf : NULL, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
-                                    m->prev.coll_scatter_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root,
+                                                      comm, m->prev.coll_scatter_module));
     }
     mca_coll_gpu_staged_buf_t s = {.used = false}, r;
     void *hs = (void *) sbuf, *hr;
     int rc = MPI_SUCCESS;
     if (is_root) {
-        rc = mca_coll_gpu_stage(&s, sbuf, (size_t) scount * (size_t) ompi_comm_size(comm), sdt, &hs);
+        rc =
+            mca_coll_gpu_stage(&s, sbuf, (size_t) scount * (size_t) ompi_comm_size(comm), sdt, &hs);
     }
     if (MPI_SUCCESS == rc) {
         rc = mca_coll_gpu_stage(&r, rbuf, (size_t) rcount, rdt, &hr);
@@ -466,7 +475,7 @@ int mca_coll_gpu_staged_scatter(const void *sbuf, int scount, struct ompi_dataty
         return staging_failed(comm, "MPI_Scatter", rc);
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_scatter(hs, scount, sdt, hr, rcount, rdt, root, comm,
-                              m->prev.coll_scatter_module));
+                                                m->prev.coll_scatter_module));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
 }
@@ -479,14 +488,16 @@ int mca_coll_gpu_staged_scatterv(const void *sbuf, const int *scounts, const int
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
     if (passthrough(m, is_root ? sbuf : NULL, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_scatterv(sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root, comm,
-                                     m->prev.coll_scatterv_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_scatterv(sbuf, scounts, displs, sdt, rbuf, rcount,
+                                                       rdt, root, comm,
+                                                       m->prev.coll_scatterv_module));
     }
     mca_coll_gpu_staged_buf_t s = {.used = false}, r;
     void *hs = (void *) sbuf, *hr;
     int rc = MPI_SUCCESS;
     if (is_root) {
-        rc = mca_coll_gpu_stage(&s, sbuf, mca_coll_gpu_v_span(scounts, displs, ompi_comm_size(comm)), sdt, &hs);
+        rc = mca_coll_gpu_stage(
+            &s, sbuf, mca_coll_gpu_v_span(scounts, displs, ompi_comm_size(comm)), sdt, &hs);
     }
     if (MPI_SUCCESS == rc) {
         rc = mca_coll_gpu_stage(&r, rbuf, (size_t) rcount, rdt, &hr);
@@ -497,8 +508,8 @@ int mca_coll_gpu_staged_scatterv(const void *sbuf, const int *scounts, const int
     if (MPI_SUCCESS != rc) {
         return staging_failed(comm, "MPI_Scatterv", rc);
     }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_scatterv(hs, scounts, displs, sdt, hr, rcount, rdt, root, comm,
-                               m->prev.coll_scatterv_module));
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_scatterv(hs, scounts, displs, sdt, hr, rcount, rdt, root,
+                                                 comm, m->prev.coll_scatterv_module));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
 }
@@ -510,13 +521,15 @@ int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const in
 {
     mca_coll_gpu_module_t *m = M(module);
     if (passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt,
-                                      comm, m->prev.coll_alltoallv_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts,
+                                                        rdispls, rdt, comm,
+                                                        m->prev.coll_alltoallv_module));
     }
     const int n = ompi_comm_size(comm);
     mca_coll_gpu_staged_buf_t s, r;
     void *hs, *hr;
-    int rc = mca_coll_gpu_stage(&s, sbuf, MPI_IN_PLACE == sbuf ? 0 : mca_coll_gpu_v_span(scounts, sdispls, n), sdt, &hs);
+    int rc = mca_coll_gpu_stage(
+        &s, sbuf, MPI_IN_PLACE == sbuf ? 0 : mca_coll_gpu_v_span(scounts, sdispls, n), sdt, &hs);
     if (MPI_SUCCESS == rc) {
         rc = mca_coll_gpu_stage(&r, rbuf, mca_coll_gpu_v_span(rcounts, rdispls, n), rdt, &hr);
         if (MPI_SUCCESS != rc) {
@@ -526,8 +539,8 @@ int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const in
     if (MPI_SUCCESS != rc) {
         return staging_failed(comm, "MPI_Alltoallv", rc);
     }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_alltoallv(hs, scounts, sdispls, sdt, hr, rcounts, rdispls, rdt, comm,
-                                m->prev.coll_alltoallv_module));
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_alltoallv(hs, scounts, sdispls, sdt, hr, rcounts, rdispls,
+                                                  rdt, comm, m->prev.coll_alltoallv_module));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
 }
@@ -562,7 +575,7 @@ int mca_coll_gpu_staged_reduce_scatter(const void *sbuf, void *rbuf, const int *
     mca_coll_gpu_module_t *m = M(module);
     if (passthrough(m, sbuf, rbuf)) {
         return MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter(sbuf, rbuf, rcounts, dt, op, comm,
-                                           m->prev.coll_reduce_scatter_module));
+                                                             m->prev.coll_reduce_scatter_module));
     }
     const size_t total = sum_counts(rcounts, ompi_comm_size(comm));
     const size_t mine = (size_t) rcounts[ompi_comm_rank(comm)];
@@ -579,19 +592,20 @@ int mca_coll_gpu_staged_reduce_scatter(const void *sbuf, void *rbuf, const int *
         return staging_failed(comm, "MPI_Reduce_scatter", rc);
     }
     rc = MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter(hs, hr, rcounts, dt, op, comm,
-                                     m->prev.coll_reduce_scatter_module));
+                                                       m->prev.coll_reduce_scatter_module));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
 }
 
 int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
-                                    struct ompi_datatype_t *dt, struct ompi_op_t *op,
-                                    struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+                                             struct ompi_datatype_t *dt, struct ompi_op_t *op,
+                                             struct ompi_communicator_t *comm,
+                                             mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
     if (passthrough(m, sbuf, rbuf)) {
-        return MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter_block(sbuf, rbuf, rcount, dt, op, comm,
-                                                 m->prev.coll_reduce_scatter_block_module));
+        return MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter_block(
+            sbuf, rbuf, rcount, dt, op, comm, m->prev.coll_reduce_scatter_block_module));
     }
     const size_t total = (size_t) rcount * (size_t) ompi_comm_size(comm);
     mca_coll_gpu_staged_buf_t s, r;
@@ -606,8 +620,8 @@ int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int r
     if (MPI_SUCCESS != rc) {
         return staging_failed(comm, "MPI_Reduce_scatter_block", rc);
     }
-    rc = MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter_block(hs, hr, rcount, dt, op, comm,
-                                           m->prev.coll_reduce_scatter_block_module));
+    rc = MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter_block(
+        hs, hr, rcount, dt, op, comm, m->prev.coll_reduce_scatter_block_module));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
 }
@@ -639,22 +653,4 @@ int mca_coll_gpu_staged_scan(bool ex, const void *sbuf, void *rbuf, int count,
     rc = MCA_COLL_GPU_PREV(fn(hs, hr, count, dt, op, comm, pm));
     mca_coll_gpu_unstage(&s, rc, false);
     return mca_coll_gpu_unstage(&r, rc, true);
-}
-
-void mca_coll_gpu_staged_install(mca_coll_gpu_module_t *m)
-{
-    m->super.coll_bcast = mca_coll_gpu_bcast; /* engine path, staged fallback inside */
-    m->super.coll_reduce = mca_coll_gpu_reduce; /* engine path, staged fallback inside */
-    m->super.coll_allgather = mca_coll_gpu_allgather;
-    m->super.coll_allgatherv = mca_coll_gpu_allgatherv; /* engine path, staged inside */
-    m->super.coll_gather = mca_coll_gpu_gather;         /* engine path, staged inside */
-    m->super.coll_gatherv = mca_coll_gpu_gatherv; /* engine path, staged inside */
-    m->super.coll_scatter = mca_coll_gpu_scatter; /* engine path, staged inside */
-    m->super.coll_scatterv = mca_coll_gpu_scatterv; /* engine path, staged inside */
-    m->super.coll_alltoallv = mca_coll_gpu_alltoallv; /* engine path, staged inside */
-    m->super.coll_alltoallw = mca_coll_gpu_alltoallw; /* engine path, staged inside */
-    m->super.coll_reduce_scatter = mca_coll_gpu_reduce_scatter;
-    m->super.coll_reduce_scatter_block = mca_coll_gpu_reduce_scatter_block;
-    m->super.coll_scan = mca_coll_gpu_scan;     /* engine path, staged fallback inside */
-    m->super.coll_exscan = mca_coll_gpu_exscan; /* engine path, staged fallback inside */
 }

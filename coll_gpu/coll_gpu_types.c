@@ -33,10 +33,18 @@
 static bool int_of(size_t size, bool is_signed, cgpu_dtype_t *out)
 {
     switch (size) {
-    case 1: *out = is_signed ? CGPU_DT_INT8 : CGPU_DT_UINT8; return true;
-    case 2: *out = is_signed ? CGPU_DT_INT16 : CGPU_DT_UINT16; return true;
-    case 4: *out = is_signed ? CGPU_DT_INT32 : CGPU_DT_UINT32; return true;
-    case 8: *out = is_signed ? CGPU_DT_INT64 : CGPU_DT_UINT64; return true;
+    case 1:
+        *out = is_signed ? CGPU_DT_INT8 : CGPU_DT_UINT8;
+        return true;
+    case 2:
+        *out = is_signed ? CGPU_DT_INT16 : CGPU_DT_UINT16;
+        return true;
+    case 4:
+        *out = is_signed ? CGPU_DT_INT32 : CGPU_DT_UINT32;
+        return true;
+    case 8:
+        *out = is_signed ? CGPU_DT_INT64 : CGPU_DT_UINT64;
+        return true;
     }
     return false;
 }
@@ -251,8 +259,7 @@ bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op
  * at first use and kept to the end) that runs cgpu_reduce_host, so its sums wrap as ours do
  * (Open MPI 4.1's op/avx saturates 8- and 16-bit sums, open-mpi/ompi#8045, and its op table
  * orders MPI_UNSIGNED_LONG as signed for MIN and MAX). */
-static void prev_op_apply(cgpu_op_t eop, void *in, void *inout, const int *len,
-                          MPI_Datatype *dtype)
+static void prev_op_apply(cgpu_op_t eop, void *in, void *inout, const int *len, MPI_Datatype *dtype)
 {
     cgpu_dtype_t dt;
     const int base = op_base_of(*dtype);
@@ -264,10 +271,10 @@ static void prev_op_apply(cgpu_op_t eop, void *in, void *inout, const int *len,
     }
 }
 
-#define CGPU_PREV_OP_FN(k)                                                                    \
-    static void prev_op_##k(void *in, void *inout, int *len, MPI_Datatype *dtype)          \
-    {                                                                                      \
-        prev_op_apply(CGPU_OP_##k, in, inout, len, dtype);                                 \
+#define CGPU_PREV_OP_FN(k)                                                                         \
+    static void prev_op_##k(void *in, void *inout, int *len, MPI_Datatype *dtype)                  \
+    {                                                                                              \
+        prev_op_apply(CGPU_OP_##k, in, inout, len, dtype);                                         \
     }
 CGPU_PREV_OP_FN(SUM)
 CGPU_PREV_OP_FN(PROD)
