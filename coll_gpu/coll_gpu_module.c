@@ -10,6 +10,7 @@
  */
 #include "coll_gpu.h"
 #include "coll_gpu_entry.h"
+#include "coll_gpu_params.h"
 
 #include "opal/util/output.h"
 
@@ -236,22 +237,10 @@ static void gpu_module_install(mca_coll_gpu_module_t *m)
     s->coll_reduce_scatter_block = mca_coll_gpu_reduce_scatter_block;
     s->coll_scan = mca_coll_gpu_scan;
     s->coll_exscan = mca_coll_gpu_exscan;
-    s->coll_iallreduce = mca_coll_gpu_iallreduce;
-    s->coll_ireduce = mca_coll_gpu_ireduce;
-    s->coll_ireduce_scatter_block = mca_coll_gpu_ireduce_scatter_block;
-    s->coll_ibcast = mca_coll_gpu_ibcast;
-    s->coll_iallgather = mca_coll_gpu_iallgather;
-    s->coll_ialltoall = mca_coll_gpu_ialltoall;
-    s->coll_iallgatherv = mca_coll_gpu_iallgatherv;
-    s->coll_igather = mca_coll_gpu_igather;
-    s->coll_igatherv = mca_coll_gpu_igatherv;
-    s->coll_iscatter = mca_coll_gpu_iscatter;
-    s->coll_iscatterv = mca_coll_gpu_iscatterv;
-    s->coll_ialltoallv = mca_coll_gpu_ialltoallv;
-    s->coll_ialltoallw = mca_coll_gpu_ialltoallw;
-    s->coll_ireduce_scatter = mca_coll_gpu_ireduce_scatter;
-    s->coll_iscan = mca_coll_gpu_iscan;
-    s->coll_iexscan = mca_coll_gpu_iexscan;
+    /* the non-blocking forms from the list coll_gpu_nb_engine's help is written from */
+#define NB_INSTALL(slot, mpi) s->coll_##slot = mca_coll_gpu_##slot;
+    MCA_COLL_GPU_NB_ENGINE_OPS(NB_INSTALL)
+#undef NB_INSTALL
     mca_coll_gpu_neighbor_install(m);
 }
 

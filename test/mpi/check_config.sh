@@ -176,13 +176,18 @@ else
     echo "ok ompi_info_help_names_values: $nenum enumerated parameters"
 fi
 
-# the entry points mca_coll_gpu_nb_install installs (wherever it lives) against the help
+# the non-blocking entry points the module installs (from MCA_COLL_GPU_NB_ENGINE_OPS, which
+# coll_gpu_module.c expands into slot assignments) against the help
 checks=$((checks + 1))
-slots=$(awk '/^void mca_coll_gpu_nb_install\(/ { on = 1 } on { print } on && /^}/ { on = 0 }' \
-    "$REPO"/coll_gpu/*.c | sed -n 's/.*->coll_\(i[a-z_]*\) *=.*/\1/p' | sort -u)
+slots=""
+if grep -q 'MCA_COLL_GPU_NB_ENGINE_OPS(NB_INSTALL)' "$REPO/coll_gpu/coll_gpu_module.c" &&
+    ! grep -q 's->coll_i[a-z_]* = mca_coll_gpu_' "$REPO/coll_gpu/coll_gpu_module.c"; then
+    slots=$(sed -n '/^#define MCA_COLL_GPU_NB_ENGINE_OPS/,/^\/\//p' "$REPO/coll_gpu/coll_gpu_params.h" |
+        grep -o 'X(i[a-z_]*' | sed 's/X(//' | sort -u)
+fi
 help=$(grep -A1 '"coll_gpu_nb_engine"' "$work/ompi_info.txt" | tail -1)
 if [ -z "$slots" ]; then
-    fail nb_engine_help_lists_every_op "found no mca_coll_gpu_nb_install in coll_gpu/*.c (moved? update this test)"
+    fail nb_engine_help_lists_every_op "coll_gpu_module.c does not install the non-blocking forms from MCA_COLL_GPU_NB_ENGINE_OPS (update this test if they moved)"
 else
     bad=""
     for s in $slots; do
