@@ -117,8 +117,8 @@ out_agree:
         cgpu_status_t st = CGPU_OK;
         if (NULL == src && total > 0) {
             /* Not even scratch memory: every rank will see this call fail or hang; say so. */
-            opal_output(0, "coll/gpu: MPI_Alltoall on %s: out of memory before the exchange",
-                        comm->c_name);
+            cgpu_log(CGPU_LOG_WARN, "MPI_Alltoall on %s: out of memory before the exchange",
+                     comm->c_name);
             free(spack != rpack ? spack : NULL);
             free(rpack);
             mca_coll_gpu_mirror_drop(&ms);

@@ -9,6 +9,7 @@
  * of the non-blocking path both create engine communicators, and neither may depend on the
  * module file that installs them.
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_INIT
 #include "coll_gpu.h"
 
 #include "ompi/proc/proc.h"
@@ -93,13 +94,12 @@ void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_b
         /* published last: pvar readers on other threads load it atomically */
         __atomic_store_n(&m->ecomm, ec, __ATOMIC_RELEASE);
         __atomic_store_n(&m->state, CGPU_MODULE_READY, __ATOMIC_RELEASE);
-        opal_output_verbose(10, mca_coll_gpu_component.output,
-                            "coll/gpu: comm %s: engine communicator ready", m->comm->c_name);
+        cgpu_log(10, "comm %s: engine communicator ready", m->comm->c_name);
     } else {
         __atomic_store_n(&m->state, CGPU_MODULE_FALLBACK, __ATOMIC_RELEASE);
-        opal_output_verbose(10, mca_coll_gpu_component.output,
-                            "coll/gpu: comm %s: engine set-up failed on some rank (%s); every "
-                            "call on it uses the previous coll module",
-                            m->comm->c_name, cgpu_status_string(st));
+        cgpu_log(10,
+                 "comm %s: engine set-up failed on some rank (%s); every "
+                 "call on it uses the previous coll module",
+                 m->comm->c_name, cgpu_status_string(st));
     }
 }

@@ -3,6 +3,7 @@
  * and close. The parameters themselves, their table, help texts and checks, are in
  * coll_gpu_params.c.
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_INIT
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -70,6 +71,9 @@ static int gpu_open(void)
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     c->output = opal_output_open(NULL);
     opal_output_set_verbosity(c->output, c->verbose);
+    /* every part logs through cgpu_log from here on; the subsystem mask is known once the
+     * parameters are checked */
+    cgpu_log_setup(mca_coll_gpu_log, c->verbose, CGPU_SUB_ALL);
 
     if (!mca_coll_gpu_params_check()) {
         c->engine_up = false; /* every communicator declines (comm_query) */

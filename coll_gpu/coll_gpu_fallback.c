@@ -212,8 +212,8 @@ static int pipe_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf
     const size_t nch = ((size_t) count + per - 1) / per, chunk = per * size;
     cgpu_stager_t *stg = NULL;
     if ((sdev || rdev) && CGPU_OK != cgpu_stager_get(chunk, 3, &stg)) {
-        opal_output(0, "coll/gpu: MPI_Allreduce on %s: no pinned staging buffers (%zu bytes)",
-                    comm->c_name, 3 * chunk);
+        cgpu_log(CGPU_LOG_WARN, "MPI_Allreduce on %s: no pinned staging buffers (%zu bytes)",
+                 comm->c_name, 3 * chunk);
         return MPI_ERR_NO_MEM; /* before any chunk: every rank's choice is the same, but
                                 * this rank's peers then wait in the first chunk */
     }
@@ -260,8 +260,8 @@ static int pipe_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf
         cgpu_stager_put(&stg);
     }
     if (CGPU_OK != st) {
-        opal_output(0, "coll/gpu: MPI_Allreduce on %s: staging copies failed: %s", comm->c_name,
-                    cgpu_status_string(st));
+        cgpu_log(CGPU_LOG_WARN, "MPI_Allreduce on %s: staging copies failed: %s", comm->c_name,
+                 cgpu_status_string(st));
         rc = MPI_SUCCESS == rc ? MPI_ERR_BUFFER : rc;
     }
     return rc;
@@ -324,8 +324,8 @@ static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbu
     const size_t chunk = n * q * size;
     cgpu_stager_t *stg = NULL;
     if (CGPU_OK != cgpu_stager_get(chunk, 3, &stg)) {
-        opal_output(0, "coll/gpu: MPI_Allreduce on %s: no pinned staging buffers (%zu bytes)",
-                    comm->c_name, 3 * chunk);
+        cgpu_log(CGPU_LOG_WARN, "MPI_Allreduce on %s: no pinned staging buffers (%zu bytes)",
+                 comm->c_name, 3 * chunk);
         return MPI_ERR_NO_MEM; /* every rank's choice is the same; peers then fail in the
                                 * first engine call (its timeout) */
     }
@@ -400,8 +400,8 @@ static int moved_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbu
         return mca_coll_gpu_engine_rc(est, "MPI_Allreduce (staged)", comm);
     }
     if (CGPU_OK != st) {
-        opal_output(0, "coll/gpu: MPI_Allreduce on %s: staging copies failed: %s", comm->c_name,
-                    cgpu_status_string(st));
+        cgpu_log(CGPU_LOG_WARN, "MPI_Allreduce on %s: staging copies failed: %s", comm->c_name,
+                 cgpu_status_string(st));
         return MPI_ERR_BUFFER;
     }
     return MPI_SUCCESS;
@@ -450,10 +450,10 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
         rc = MCA_COLL_GPU_PREV(
             m->prev.coll_allreduce(hs, hr, count, dtype, op, comm, m->prev.coll_allreduce_module));
     } else {
-        opal_output(0,
-                    "coll/gpu: MPI_Allreduce on %s: cannot stage device buffers to host "
-                    "for the fallback",
-                    comm->c_name);
+        cgpu_log(CGPU_LOG_WARN,
+                 "MPI_Allreduce on %s: cannot stage device buffers to host "
+                 "for the fallback",
+                 comm->c_name);
     }
     mca_coll_gpu_mirror_drop(&ms);
     return mca_coll_gpu_mirror_out(&mr, rc);
@@ -484,10 +484,10 @@ int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, i
         rc = MCA_COLL_GPU_PREV(m->prev.coll_alltoall(hs, scount, sdtype, hr, rcount, rdtype, comm,
                                                      m->prev.coll_alltoall_module));
     } else {
-        opal_output(0,
-                    "coll/gpu: MPI_Alltoall on %s: cannot stage device buffers to host "
-                    "for the fallback",
-                    comm->c_name);
+        cgpu_log(CGPU_LOG_WARN,
+                 "MPI_Alltoall on %s: cannot stage device buffers to host "
+                 "for the fallback",
+                 comm->c_name);
     }
     mca_coll_gpu_mirror_drop(&ms);
     return mca_coll_gpu_mirror_out(&mr, rc);

@@ -8,6 +8,7 @@
  * releases them in its destructor, which runs exactly once, when the last reference goes.
  * Open MPI calls coll_module_disable once per slot: it releases nothing (decision 4).
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_INIT
 #include "coll_gpu.h"
 #include "coll_gpu_entry.h"
 #include "coll_gpu_params.h"
@@ -85,10 +86,10 @@ static void gpu_module_destruct(mca_coll_gpu_module_t *m)
     if (NULL != m->ecomm) {
         cgpu_status_t st = cgpu_comm_release(&m->ecomm);
         if (CGPU_OK != st) {
-            opal_output(0,
-                        "coll/gpu: communicator %s freed while a collective was running on "
-                        "it (%s); its engine resources are left to the engine's finalize",
-                        NULL != m->comm ? m->comm->c_name : "?", cgpu_status_string(st));
+            cgpu_log(CGPU_LOG_WARN,
+                     "communicator %s freed while a collective was running on "
+                     "it (%s); its engine resources are left to the engine's finalize",
+                     NULL != m->comm ? m->comm->c_name : "?", cgpu_status_string(st));
         }
     }
     gpu_module_release_prev(m);
@@ -111,12 +112,11 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
                              * same on every rank of a job that asks for the same one) */
         c->nb_engine = !(enable_mpi_threads && CGPU_BACKEND_HOST != c->backend);
         if (0 == c->nb_engine) {
-            opal_output_verbose(10, c->output,
-                                "coll/gpu: under MPI_THREAD_MULTIPLE non-blocking collectives on "
-                                "the cuda backend are staged through the previous module "
-                                "(coll_gpu_nb_engine auto; on runs them in our kernels where no "
-                                "thread makes a device-wide CUDA call while one is in flight: "
-                                "see README, Limits)");
+            cgpu_log(10, "under MPI_THREAD_MULTIPLE non-blocking collectives on "
+                         "the cuda backend are staged through the previous module "
+                         "(coll_gpu_nb_engine auto; on runs them in our kernels where no "
+                         "thread makes a device-wide CUDA call while one is in flight: "
+                         "see README, Limits)");
         }
     }
     return OMPI_SUCCESS;
@@ -174,11 +174,11 @@ static int gpu_module_enable(mca_coll_base_module_t *module, struct ompi_communi
 
     if (NULL == cc->coll_allreduce || NULL == cc->coll_alltoall || NULL == cc->coll_allgather ||
         NULL == cc->coll_barrier) {
-        opal_output(0,
-                    "coll/gpu: no other coll component provides allreduce/alltoall/allgather/"
-                    "barrier on communicator %s, so there is nothing to fall back on; include "
-                    "more components, e.g. --mca coll gpu,tuned,libnbc,basic,self",
-                    comm->c_name);
+        cgpu_log(CGPU_LOG_WARN,
+                 "no other coll component provides allreduce/alltoall/allgather/"
+                 "barrier on communicator %s, so there is nothing to fall back on; include "
+                 "more components, e.g. --mca coll gpu,tuned,libnbc,basic,self",
+                 comm->c_name);
         return OMPI_ERROR;
     }
     m->prev = *cc;
@@ -206,11 +206,11 @@ static int gpu_module_disable(mca_coll_base_module_t *module, struct ompi_commun
     cgpu_comm_t *ec = __atomic_load_n(&m->ecomm, __ATOMIC_ACQUIRE);
     if (NULL != ec && cgpu_comm_busy(ec) && !m->misuse_reported) {
         m->misuse_reported = true;
-        opal_output(0,
-                    "coll/gpu: communicator %s is being freed while another thread is inside a "
-                    "collective on it (MPI forbids this); its resources are released when that "
-                    "collective ends",
-                    NULL != comm ? comm->c_name : "?");
+        cgpu_log(CGPU_LOG_WARN,
+                 "communicator %s is being freed while another thread is inside a "
+                 "collective on it (MPI forbids this); its resources are released when that "
+                 "collective ends",
+                 NULL != comm ? comm->c_name : "?");
     }
     return OMPI_SUCCESS;
 }
@@ -247,20 +247,19 @@ static void gpu_module_install(mca_coll_gpu_module_t *m)
 mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm, int *priority)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
-    int out = c->output;
 
     if (c->priority < 0 || !c->engine_up) {
-        opal_output_verbose(10, out, "coll/gpu: comm %s: declined (%s)", comm->c_name,
-                            c->priority < 0 ? "coll_gpu_priority < 0" : "engine not started");
+        cgpu_log(10, "comm %s: declined (%s)", comm->c_name,
+                 c->priority < 0 ? "coll_gpu_priority < 0" : "engine not started");
         return NULL;
     }
     if (CGPU_BACKEND_HOST != c->backend && !cgpu_engine_cuda_usable()) {
         /* auto/cuda without a usable GPU here: leave every call to the other components.
          * (GPU presence must be the same on every rank of a job in auto mode.) */
-        opal_output_verbose(10, out,
-                            "coll/gpu: comm %s: declined (backend %s: no usable GPU or CUDA not "
-                            "built; coll_gpu_backend=host serves host buffers)",
-                            comm->c_name, CGPU_BACKEND_CUDA == c->backend ? "cuda" : "auto");
+        cgpu_log(10,
+                 "comm %s: declined (backend %s: no usable GPU or CUDA not "
+                 "built; coll_gpu_backend=host serves host buffers)",
+                 comm->c_name, CGPU_BACKEND_CUDA == c->backend ? "cuda" : "auto");
         return NULL;
     }
 
@@ -275,18 +274,17 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
         m->super.coll_module_disable = gpu_module_disable;
         mca_coll_gpu_inter_install(m);
         *priority = c->priority;
-        opal_output_verbose(10, out,
-                            "coll/gpu: comm %s: intercommunicator (%d and %d ranks): staged "
-                            "through host memory (priority %d)",
-                            comm->c_name, ompi_comm_size(comm), ompi_comm_remote_size(comm),
-                            c->priority);
+        cgpu_log(10,
+                 "comm %s: intercommunicator (%d and %d ranks): staged "
+                 "through host memory (priority %d)",
+                 comm->c_name, ompi_comm_size(comm), ompi_comm_remote_size(comm), c->priority);
         return &m->super;
     }
     if (1 == ompi_comm_size(comm) && c->self_priority < 0) {
-        opal_output_verbose(10, out,
-                            "coll/gpu: comm %s: declined (single rank and "
-                            "coll_gpu_self_priority < 0)",
-                            comm->c_name);
+        cgpu_log(10,
+                 "comm %s: declined (single rank and "
+                 "coll_gpu_self_priority < 0)",
+                 comm->c_name);
         return NULL;
     }
     mca_coll_gpu_module_t *m = OBJ_NEW(mca_coll_gpu_module_t);
@@ -300,16 +298,14 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
         mca_coll_gpu_self_install(m);
         mca_coll_gpu_neighbor_install(m);
         *priority = c->self_priority;
-        opal_output_verbose(10, out,
-                            "coll/gpu: comm %s: serving a single rank (local copies, priority %d)",
-                            comm->c_name, c->self_priority);
+        cgpu_log(10, "comm %s: serving a single rank (local copies, priority %d)", comm->c_name,
+                 c->self_priority);
         return &m->super;
     }
     gpu_module_install(m);
     *priority = c->priority;
-    opal_output_verbose(10, out, "coll/gpu: comm %s: serving %d ranks (backend %s, priority %d)",
-                        comm->c_name, ompi_comm_size(comm),
-                        CGPU_BACKEND_HOST == c->backend ? "host" : "cuda", c->priority);
+    cgpu_log(10, "comm %s: serving %d ranks (backend %s, priority %d)", comm->c_name,
+             ompi_comm_size(comm), CGPU_BACKEND_HOST == c->backend ? "host" : "cuda", c->priority);
     return &m->super;
 }
 

@@ -16,6 +16,7 @@
  * Apart from the worker: this is the one part of the non-blocking machinery that exchanges
  * messages, and it runs on the application's threads, not on the worker.
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_NB
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,8 +163,8 @@ static bool job_step(mca_coll_gpu_nb_boot_t *q)
             }
         }
         if (MPI_SUCCESS != j->rc) {
-            opal_output(0, "coll/gpu: comm %s: posting a set-up message failed (%d)", comm->c_name,
-                        j->rc);
+            cgpu_log(CGPU_LOG_WARN, "comm %s: posting a set-up message failed (%d)", comm->c_name,
+                     j->rc);
             /* what was posted still completes (the peers post theirs too) */
         }
     }

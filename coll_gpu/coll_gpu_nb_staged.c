@@ -12,6 +12,7 @@
  * Apart from coll_gpu_staged.c (the blocking staged calls, which copy back before they
  * return) because here the copies outlive the post, in a request of ours.
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_NB
 #include "coll_gpu_nb.h"
 
 #include "opal/util/output.h"
@@ -27,8 +28,8 @@ int mca_coll_gpu_nb_staged_post(mca_coll_gpu_request_t *r, int rc, ompi_request_
                                 const char *what)
 {
     if (MPI_SUCCESS != rc) {
-        opal_output(0, "coll/gpu: %s on %s: cannot stage device buffers through host memory (%d)",
-                    what, r->m->comm->c_name, rc);
+        cgpu_log(CGPU_LOG_WARN, "%s on %s: cannot stage device buffers through host memory (%d)",
+                 what, r->m->comm->c_name, rc);
         for (int i = 0; i < 2; ++i) {
             (void) mca_coll_gpu_unstage(&r->sb[i], rc, false);
         }

@@ -8,6 +8,7 @@
  * Apart from the request because the posts open views and the completion closes them, and
  * neither needs to know how the other half works.
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_NB
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>

@@ -12,6 +12,7 @@
  * coll list without the components we pass calls to, a priority that loses to them, the cuda
  * backend without a GPU) gets one line too, at open, where every process knows about it.
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_INIT
 #include <ctype.h>
 #include <limits.h>
 #include <math.h>
@@ -991,10 +992,10 @@ static void check_number(size_t i, bool speak)
             restore_default(p, i);
         }
         if (speak) {
-            opal_output(0,
-                        "coll/gpu: coll_gpu_%s = %lu is not a multiple of %lu: coll/gpu uses "
-                        "%.0f; set a multiple of %lu to silence this",
-                        p->name, (unsigned long) v, p->align, stored_number(p), p->align);
+            cgpu_log(CGPU_LOG_WARN,
+                     "coll_gpu_%s = %lu is not a multiple of %lu: coll/gpu uses "
+                     "%.0f; set a multiple of %lu to silence this",
+                     p->name, (unsigned long) v, p->align, stored_number(p), p->align);
         }
     }
 }
@@ -1035,14 +1036,14 @@ static bool check_coll_list(bool speak)
     }
     if (speak) {
         const char *list = coll_list();
-        opal_output(0,
-                    "coll/gpu: the coll list (--mca coll %s) lacks %s%s%s: coll/gpu hands host "
-                    "buffers and the calls it does not run to the components below it, so the "
-                    "list must also include the fallback components: --mca coll "
-                    "gpu,tuned,libnbc,basic,self (or leave coll unset); coll/gpu stays out of "
-                    "this job",
-                    NULL != list ? list : "?", basic ? "" : "basic", basic || libnbc ? "" : " and ",
-                    libnbc ? "" : "libnbc");
+        cgpu_log(CGPU_LOG_WARN,
+                 "the coll list (--mca coll %s) lacks %s%s%s: coll/gpu hands host "
+                 "buffers and the calls it does not run to the components below it, so the "
+                 "list must also include the fallback components: --mca coll "
+                 "gpu,tuned,libnbc,basic,self (or leave coll unset); coll/gpu stays out of "
+                 "this job",
+                 NULL != list ? list : "?", basic ? "" : "basic", basic || libnbc ? "" : " and ",
+                 libnbc ? "" : "libnbc");
     }
     return false;
 }
@@ -1072,11 +1073,11 @@ static void check_priority(int *prio, int dflt, const char *param, const char *c
     }
     const int use = dflt > top ? dflt : top + 1;
     if (speak) {
-        opal_output(0,
-                    "coll/gpu: coll_gpu_%s = %d is not above coll/%s's priority (%d), so %s would "
-                    "serve %s instead of coll/gpu (and take device buffers it cannot use): set it "
-                    "above %d, or to -1 to leave them to the other components; coll/gpu uses %d",
-                    param, *prio, who, top, who, what, top, use);
+        cgpu_log(CGPU_LOG_WARN,
+                 "coll_gpu_%s = %d is not above coll/%s's priority (%d), so %s would "
+                 "serve %s instead of coll/gpu (and take device buffers it cannot use): set it "
+                 "above %d, or to -1 to leave them to the other components; coll/gpu uses %d",
+                 param, *prio, who, top, who, what, top, use);
     }
     *prio = use;
 }
@@ -1099,9 +1100,10 @@ bool mca_coll_gpu_params_check(void)
                    "communicators of one rank", speak);
     if (CGPU_OK != cgpu_log_parse_mask(c->verbose_subsystems, &c->log_subsystems)) {
         if (speak) {
-            opal_output(0, "coll/gpu: coll_gpu_verbose_subsystems = \"%s\" names a part not in %s "
-                           "(or all): coll/gpu uses all",
-                        c->verbose_subsystems, CGPU_SUBSYS_NAMES);
+            cgpu_log(CGPU_LOG_WARN,
+                     "coll_gpu_verbose_subsystems = \"%s\" names a part not in %s "
+                     "(or all): coll/gpu uses all",
+                     c->verbose_subsystems, CGPU_SUBSYS_NAMES);
         }
         c->log_subsystems = CGPU_SUB_ALL;
     }

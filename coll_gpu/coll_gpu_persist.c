@@ -14,6 +14,7 @@
  * Apart from the request object because a persistent request has its own life (inactive,
  * started, completed, started again) and starts its calls through the module's slots.
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_NB
 #include <stdlib.h>
 
 #include "coll_gpu_nb.h"
@@ -85,10 +86,10 @@ static int persist_start(size_t count, ompi_request_t **requests)
     for (size_t i = 0; i < count; ++i) {
         mca_coll_gpu_request_t *r = (mca_coll_gpu_request_t *) requests[i];
         if (OMPI_REQUEST_ACTIVE == r->super.super.req_state) {
-            opal_output(0,
-                        "coll/gpu: MPI_Start on %s: the persistent collective request is "
-                        "still active (MPI forbids this)",
-                        r->m->comm->c_name);
+            cgpu_log(CGPU_LOG_WARN,
+                     "MPI_Start on %s: the persistent collective request is "
+                     "still active (MPI forbids this)",
+                     r->m->comm->c_name);
             return MPI_ERR_REQUEST;
         }
         ompi_request_t *inner = MPI_REQUEST_NULL;
@@ -110,10 +111,10 @@ static int persist_free(ompi_request_t **req)
 {
     mca_coll_gpu_request_t *r = (mca_coll_gpu_request_t *) *req;
     if (!REQUEST_COMPLETE(&r->super.super)) {
-        opal_output(0,
-                    "coll/gpu: MPI_Request_free on %s: the persistent collective request is "
-                    "active (MPI forbids this); complete it first, then free it",
-                    r->m->comm->c_name);
+        cgpu_log(CGPU_LOG_WARN,
+                 "MPI_Request_free on %s: the persistent collective request is "
+                 "active (MPI forbids this); complete it first, then free it",
+                 r->m->comm->c_name);
         return MPI_ERR_REQUEST;
     }
     *req = MPI_REQUEST_NULL;

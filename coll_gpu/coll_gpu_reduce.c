@@ -96,8 +96,8 @@ int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts
     }
     size_t *counts = engine_counts(rcounts, n);
     if (NULL == counts) { /* a local failure before any exchange: peers then time out */
-        opal_output(0, "coll/gpu: MPI_Reduce_scatter on %s: no memory for %d counts", comm->c_name,
-                    n);
+        cgpu_log(CGPU_LOG_WARN, "MPI_Reduce_scatter on %s: no memory for %d counts", comm->c_name,
+                 n);
         return MPI_ERR_NO_MEM;
     }
     cgpu_status_t st =

@@ -13,6 +13,7 @@
  * Apart from the worker and the paths that post requests: this file knows nothing of how a
  * request's call runs, only how it ends.
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_NB
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,10 +144,10 @@ static int request_free(ompi_request_t **req)
     *req = MPI_REQUEST_NULL;
     if (!REQUEST_COMPLETE(&r->super.super)) {
         /* MPI forbids freeing an active collective request; finish it quietly later */
-        opal_output(0,
-                    "coll/gpu: a non-blocking collective request on %s was freed before it "
-                    "completed (MPI forbids this); coll/gpu completes it and drops it",
-                    NULL != r->m ? r->m->comm->c_name : "?");
+        cgpu_log(CGPU_LOG_WARN,
+                 "a non-blocking collective request on %s was freed before it "
+                 "completed (MPI forbids this); coll/gpu completes it and drops it",
+                 NULL != r->m ? r->m->comm->c_name : "?");
         r->orphan = true;
         return MPI_SUCCESS;
     }

@@ -83,8 +83,8 @@ static size_t sum_counts(const int *counts, int n)
  * then fail in the previous module's protocol or complete: an MPI error either way). */
 static int staging_failed(struct ompi_communicator_t *comm, const char *what, int rc)
 {
-    opal_output(0, "coll/gpu: %s on %s: cannot stage device buffers through host memory (%d)", what,
-                comm->c_name, rc);
+    cgpu_log(CGPU_LOG_WARN, "%s on %s: cannot stage device buffers through host memory (%d)", what,
+             comm->c_name, rc);
     return rc;
 }
 

@@ -238,8 +238,8 @@ int mca_coll_gpu_status_to_mpi(cgpu_status_t st)
 int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_communicator_t *comm)
 {
     if (CGPU_OK != st) {
-        opal_output(0, "coll/gpu: %s on %s failed in the engine: %s", what, comm->c_name,
-                    cgpu_status_string(st));
+        cgpu_log(CGPU_LOG_WARN, "%s on %s failed in the engine: %s", what, comm->c_name,
+                 cgpu_status_string(st));
     }
     return mca_coll_gpu_status_to_mpi(st);
 }
@@ -266,8 +266,8 @@ static void prev_op_apply(cgpu_op_t eop, void *in, void *inout, const int *len, 
     if (base < 0 || !map_dtype(*dtype, base, &dt) ||
         0 != cgpu_reduce_host(dt, eop, inout, in, inout, *len > 0 ? (size_t) *len : 0)) {
         /* only ever handed to the previous module with the pairs mapped below */
-        opal_output(0, "coll/gpu: no host arithmetic for %s on %s", cgpu_op_name(eop),
-                    (*dtype)->name);
+        cgpu_log(CGPU_LOG_WARN, "no host arithmetic for %s on %s", cgpu_op_name(eop),
+                 (*dtype)->name);
     }
 }
 

@@ -20,6 +20,7 @@
  * its post would block, and deadlock ranks that post on two communicators in different
  * orders).
  */
+#define CGPU_LOG_SUBSYS CGPU_SUB_NB
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -83,12 +84,11 @@ static cgpu_status_t run_v(mca_coll_gpu_request_t *r)
     const size_t share = mca_coll_gpu_padded_max(n);
     const size_t chunk = share > 0 ? share : 1;
     if (CGPU_OK == st && maxb > chunk) {
-        opal_output_verbose(10, c->output,
-                            "coll/gpu: %s on %s: the largest block (%llu bytes) passes "
-                            "coll_gpu_gather_scratch_bytes / ranks (%zu): %llu rounds",
-                            mca_coll_gpu_nb_name(r->kind), r->m->comm->c_name,
-                            (unsigned long long) maxb, chunk,
-                            (unsigned long long) ((maxb + chunk - 1) / chunk));
+        cgpu_log(10,
+                 "%s on %s: the largest block (%llu bytes) passes "
+                 "coll_gpu_gather_scratch_bytes / ranks (%zu): %llu rounds",
+                 mca_coll_gpu_nb_name(r->kind), r->m->comm->c_name, (unsigned long long) maxb,
+                 chunk, (unsigned long long) ((maxb + chunk - 1) / chunk));
     }
     for (size_t off = 0; CGPU_OK == st && off < maxb; off += chunk) {
         const size_t mb = maxb - off < chunk ? (size_t) maxb - off : chunk;
@@ -174,10 +174,10 @@ static void run_one(mca_coll_gpu_request_t *r, const cgpu_bootstrap_t *bs)
     } else {
         /* the set-up this call was queued behind failed on some rank (the same on all) */
         r->st = CGPU_ERR_STATE;
-        opal_output(0,
-                    "coll/gpu: %s on %s: the engine communicator could not be set up (see "
-                    "coll_gpu_verbose 10); this call fails, later ones take the staged path",
-                    mca_coll_gpu_nb_name(r->kind), m->comm->c_name);
+        cgpu_log(CGPU_LOG_WARN,
+                 "%s on %s: the engine communicator could not be set up (see "
+                 "coll_gpu_verbose 10); this call fails, later ones take the staged path",
+                 mca_coll_gpu_nb_name(r->kind), m->comm->c_name);
     }
     /* the communicator's count first: a caller that saw its request complete and then
      * makes a blocking call on the communicator finds nothing left to wait for */
@@ -333,12 +333,12 @@ int mca_coll_gpu_nb_engine_post(mca_coll_gpu_request_t *r, ompi_request_t **requ
     if (NULL == q) {
         /* past the worker cap: running the call here would block the post, and a blocking
          * post deadlocks ranks that post on two communicators in different orders; fail it */
-        opal_output(0,
-                    "coll/gpu: %s on %s: no worker thread for non-blocking collectives "
-                    "(%d running, coll_gpu_nb_max_workers = %d): the call fails; free "
-                    "communicators that posted non-blocking collectives, or raise the cap",
-                    mca_coll_gpu_nb_name(r->kind), m->comm->c_name, atomic_load(&nworkers),
-                    mca_coll_gpu_component.nb_max_workers);
+        cgpu_log(CGPU_LOG_WARN,
+                 "%s on %s: no worker thread for non-blocking collectives "
+                 "(%d running, coll_gpu_nb_max_workers = %d): the call fails; free "
+                 "communicators that posted non-blocking collectives, or raise the cap",
+                 mca_coll_gpu_nb_name(r->kind), m->comm->c_name, atomic_load(&nworkers),
+                 mca_coll_gpu_component.nb_max_workers);
         if (r->create) { /* nothing was set up: a later call may try again */
             __atomic_store_n(&m->state, CGPU_MODULE_UNINIT, __ATOMIC_RELEASE);
         }

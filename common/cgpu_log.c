@@ -13,7 +13,7 @@ static _Atomic(cgpu_log_fn_t) log_sink;
 static atomic_int log_verbose;
 static atomic_uint log_mask = CGPU_SUB_ALL;
 
-static const char *const subsys_names[] = {"init", "coll", "shm", "cuda",
+static const char *const subsys_names[] = {"init", "coll", "shm",  "cuda",
                                            "net",  "ras",  "prof", "nb"};
 _Static_assert(sizeof(subsys_names) / sizeof(subsys_names[0]) == 8,
                "one name per cgpu_subsys_t bit");
@@ -80,14 +80,14 @@ void cgpu_log_at(unsigned subsys, int level, const char *file, int line, const c
     if (!cgpu_log_enabled(subsys, level)) {
         return;
     }
-    char msg[512];
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     if (level >= CGPU_LOG_DEBUG) {
         /* where a debug line comes from matters more than its length */
-        char where[600];
+        char where[1100];
         const char *base = strrchr(file, '/');
         snprintf(where, sizeof(where), "%s (%s:%d)", msg, NULL != base ? base + 1 : file, line);
         emit(level, where);
