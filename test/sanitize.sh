@@ -28,6 +28,18 @@ engine_srcs=("$repo"/common/*.c "$repo"/kernels/cgpu_reduce_host.c "$repo"/btl_g
 for d in "$repo"/coll_gpu/engine/*/; do
     engine_srcs+=("$d"*.c)
 done
+# the proxy: its libfabric files, or the one file of stubs that stands in without libfabric
+proxy_drop=proxy_stubs.c
+grep -q '^#define CGPU_HAVE_LIBFABRIC' "$build/common/cgpu_config.h" 2>/dev/null || proxy_drop=proxy_
+kept=()
+for f in "${engine_srcs[@]}"; do
+    case "$f" in
+    */proxy/proxy_stubs.c) [ "$proxy_drop" = proxy_stubs.c ] || kept+=("$f") ;;
+    */proxy/*) [ "$proxy_drop" = proxy_ ] || kept+=("$f") ;;
+    *) kept+=("$f") ;;
+    esac
+done
+engine_srcs=("${kept[@]}")
 engine_incs=(-I"$repo/common" -I"$repo/kernels" -I"$repo/btl_glue" -I"$repo/ras" -I"$repo/prof"
              -I"$repo/include" -I"$repo/coll_gpu/engine" -I"$repo")
 export CGPU_PROF_CHECK_PLUGIN=${CGPU_PROF_CHECK_PLUGIN:-$build/test/prof/.libs/libcgpu_prof_check.so}
