@@ -127,7 +127,7 @@ if has test; then
     ran_test() { # name timeout np args...: one PASS/FAIL line, the log in $log/name.log
         local name=$1 t=$2 np=$3 t0=$SECONDS rc=0
         shift 3
-        timeout -k 5 "$t" "${T[@]}" -np "$np" "$@" > "$log/$name.log" 2>&1 || rc=$?
+        timeout -k 5 "$t" "${T[@]}" -np "$np" "$@" < /dev/null > "$log/$name.log" 2>&1 || rc=$?
         if [ "$rc" -eq 0 ]; then
             pass=$((pass + 1))
             echo "PASS $name ($((SECONDS - t0)) s)"
