@@ -1,7 +1,8 @@
 /*
  * coll/gpu kernels: the launcher of the resident oneshot kernel (cgpu_cuda_resident.cuh),
  * whose instances are built in one object per type group (cgpu_cuda_resident_<group>.cu),
- * and whether this device runs it as thread block clusters.
+ * and whether this device runs it as thread block clusters (the device can, and the code it
+ * runs was compiled for it).
  */
 #include "cgpu_cuda_launch.cuh"
 
@@ -20,11 +21,22 @@ int (*const resident_preloads[CGPU_TYPES_COUNT])(void) = {
     cgpu_cuda_resident_types_preload<CGPU_TYPES_FLOAT>,
     cgpu_cuda_resident_types_preload<CGPU_TYPES_PAIR>};
 
+/* Built with the same architecture flags as every kernel, so the device runs the code of
+ * the same architecture for it as for the resident kernel: its PTX version says whether that
+ * code has the cluster path (CGPU_RK_CLUSTER: compiled for 9.0 or later). A build of
+ * compute_80 PTX alone, compiled by the driver for a 9.0 device, has not. */
+__global__ void arch_probe_kernel()
+{
+}
+
 } /* namespace */
 
 int cgpu_cuda_resident_preload(void)
 {
-    return preload_split(resident_preloads);
+    const int rc = preload_split(resident_preloads);
+    load_kernel(arch_probe_kernel);
+    const int rc2 = (int) cudaGetLastError();
+    return 0 != rc ? rc : rc2;
 }
 
 extern "C" int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt,
@@ -44,8 +56,16 @@ extern "C" int cgpu_cuda_resident_launch(const cgpu_cuda_resident_args_t *a, cgp
 extern "C" int cgpu_cuda_resident_cluster(void)
 {
     int dev = 0, major = 0, cluster = 0;
-    return cudaSuccess == cudaGetDevice(&dev) &&
-           cudaSuccess == cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) &&
-           cudaSuccess == cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev) &&
-           major >= 9 && 0 != cluster;
+    cudaFuncAttributes at;
+    if (cudaSuccess != cudaGetDevice(&dev) ||
+        cudaSuccess != cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) ||
+        cudaSuccess != cudaDeviceGetAttribute(&cluster, cudaDevAttrClusterLaunch, dev) ||
+        major < 9 || 0 == cluster) {
+        return 0;
+    }
+    if (cudaSuccess != cudaFuncGetAttributes(&at, arch_probe_kernel)) {
+        (void) cudaGetLastError(); /* not the error of a later launch */
+        return 0;
+    }
+    return at.ptxVersion >= 90;
 }
