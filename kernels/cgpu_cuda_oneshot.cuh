@@ -23,14 +23,22 @@ __device__ __forceinline__ bool oneshot_on(const cgpu_cuda_oneshot_args_t &a)
 }
 
 /* a block's parts in increasing order (CGPU_CUDA_GRID_DOC); the record is read only
- * before a second part, so a launch of a block a part never reads it */
+ * before a second part, so a launch of a block a part never reads it. The call's arguments,
+ * one copy a block in shared memory, as the resident kernel keeps them: the body indexes
+ * inbox[] at run time, which the kernel parameter itself takes through the parameter space
+ * at every use, and which costs ptxas three times as long for sm_80 (minutes per object). */
 template <typename T, int OP> __global__ void oneshot_kernel(const cgpu_cuda_oneshot_args_t a)
 {
-    for (int b = (int) blockIdx.x; b < a.nblocks; b += (int) gridDim.x) {
-        if (b != (int) blockIdx.x && !oneshot_on(a)) {
+    __shared__ cgpu_cuda_oneshot_args_t s_a;
+    if (0 == threadIdx.x) {
+        s_a = a;
+    }
+    __syncthreads();
+    for (int b = (int) blockIdx.x; b < s_a.nblocks; b += (int) gridDim.x) {
+        if (b != (int) blockIdx.x && !oneshot_on(s_a)) {
             return;
         }
-        (void) oneshot_body<T, OP>(a, b); /* no gate: always runs */
+        (void) oneshot_body<T, OP>(s_a, b); /* no gate: always runs */
     }
 }
 
