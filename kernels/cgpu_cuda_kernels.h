@@ -1,5 +1,6 @@
 /*
- * coll/gpu kernels: C interface of the CUDA collective kernels (cgpu_cuda_kernels.cu).
+ * coll/gpu kernels: C interface of the CUDA collective kernels (kernels/cgpu_cuda_*.cu, one
+ * file per kernel family with its launchers).
  *
  * Everything crossing this boundary is plain C: pointers (device or peer-mapped through
  * CUDA IPC), sizes, and a stream passed as void * so that C files need no CUDA header.
@@ -254,7 +255,7 @@ typedef struct cgpu_cuda_oneshot_args {
     char *inbox[CGPU_CUDA_MAX_RANKS]; /* every rank's inbox (own one local) */
 } cgpu_cuda_oneshot_args_t;
 
-/** Resident oneshot kernel (see the .cu). The host writes a descriptor of four 16-byte
+/** Resident oneshot kernel (cgpu_cuda_resident.cu). The host writes a descriptor of four 16-byte
  * parts {tag, field}, fields in, out, count | mode << 40 | blocks << 48 | root << 56 | exit
  * bit, oneshot call number, with tag = number ^ cgpu_cuda_resident_mix(field), field first:
  * a part read half old, half new fails its check (or holds the same field, so is right
@@ -291,7 +292,7 @@ typedef struct cgpu_cuda_resident_args {
     int cluster;           /* launch as thread block clusters (cgpu_cuda_resident_cluster) */
     unsigned long long idle_ns;
     /* NULL, or CGPU_CUDA_RK_TRACE_WORDS words of device memory, zeroed: block 0 adds up
-     * where each call's time goes on the device (globaltimer ns; see the .cu) */
+     * where each call's time goes on the device (globaltimer ns; see cgpu_cuda_resident.cu) */
     unsigned long long *trace;
     cgpu_cuda_oneshot_args_t o; /* the communicator's part (in/out/count/seq/nblocks unset) */
 } cgpu_cuda_resident_args_t;
@@ -317,7 +318,8 @@ int cgpu_cuda_resident_cluster(void);
 /** Whether the device kernels implement (dt, op): cgpu_reduce_supported on cgpu_dtype_on_device types. */
 int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op);
 
-/** Load every kernel now (see the .cu); once per process, before the first launch. */
+/** Load every kernel now (cgpu_cuda_launch.cuh: load_kernel says why); once per process,
+ * before the first launch. */
 int cgpu_cuda_kernels_preload(void);
 
 /** Enqueue a ring-mode launch whose mode reduces (ALLREDUCE, REDUCE_SCATTER, REDUCE). */

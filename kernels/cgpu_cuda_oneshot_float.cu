@@ -1,0 +1,10 @@
+/*
+ * coll/gpu kernels: the launched oneshot kernel's instances for the floating and complex types (one
+ * object a type group: cgpu_cuda_launch.cuh says why).
+ */
+#include "cgpu_cuda_oneshot.cuh"
+
+template int cgpu_cuda_oneshot_types<CGPU_TYPES_FLOAT>(const cgpu_cuda_oneshot_args_t *a,
+                                                       cgpu_dtype_t dt, cgpu_op_t op, int blocks,
+                                                       int threads, cudaStream_t st);
+template int cgpu_cuda_oneshot_types_preload<CGPU_TYPES_FLOAT>(void);
