@@ -198,21 +198,4 @@ static inline cgpu_seg_ctrl_t *cgpu_ctrl(cgpu_comm_t *comm, int rank)
     return (cgpu_seg_ctrl_t *) comm->peer_segs[rank].base;
 }
 
-/* launch geometry: a / b rounded up (b > 0); x rounded up to a multiple of m; v within
- * [1, hi] */
-static inline size_t cgpu_div_up(size_t a, size_t b)
-{
-    return (a + b - 1) / b;
-}
-
-static inline size_t cgpu_round_up(size_t x, size_t m)
-{
-    return cgpu_div_up(x, m) * m;
-}
-
-static inline size_t cgpu_clamp1(size_t v, size_t hi)
-{
-    return v < 1 ? 1 : v > hi ? hi : v;
-}
-
 #endif /* CGPU_COMM_INTERNAL_H */
