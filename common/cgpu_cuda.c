@@ -212,9 +212,15 @@ static void release_now(const rel_t *r)
         (void) cudaSetDevice(r->device);
     }
     switch (r->kind) {
-    case REL_DEVICE: (void) cudaFree(r->ptr); break;
-    case REL_HOST: (void) cudaFreeHost(r->ptr); break;
-    default: (void) cudaIpcCloseMemHandle(r->ptr); break;
+    case REL_DEVICE:
+        (void) cudaFree(r->ptr);
+        break;
+    case REL_HOST:
+        (void) cudaFreeHost(r->ptr);
+        break;
+    default:
+        (void) cudaIpcCloseMemHandle(r->ptr);
+        break;
     }
     (void) cudaGetLastError();
     if (r->device >= 0 && r->device != prev && prev >= 0) {
@@ -389,8 +395,8 @@ cgpu_status_t cgpu_cuda_stream_wait_collective(void *stream)
 cgpu_status_t cgpu_cuda_event_create(void **ev)
 {
     cudaEvent_t e = NULL;
-    cgpu_status_t st = cgpu_cuda_check(
-        (int) cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    cgpu_status_t st = cgpu_cuda_check((int) cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                                       "cudaEventCreate");
     *ev = (void *) e;
     return st;
 }
@@ -552,8 +558,7 @@ static void find_ptr_attr(void)
     }
 }
 
-cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *offset,
-                                         uint64_t *id)
+cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *offset, uint64_t *id)
 {
     pthread_once(&ptr_attr_once, find_ptr_attr);
     unsigned long long base = 0, buf_id = 0;
@@ -815,8 +820,7 @@ cgpu_status_t cgpu_cuda_ipc_open(const void *handle, void **dptr)
     return CGPU_ERR_NOT_SUPPORTED;
 }
 
-cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *offset,
-                                         uint64_t *id)
+cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *offset, uint64_t *id)
 {
     (void) p, (void) handle;
     *offset = 0;

@@ -132,8 +132,7 @@ cgpu_status_t cgpu_cuda_ipc_open(const void *handle, void **dptr);
 /** Export the allocation holding @p p (any pointer into it): its handle, where @p p lies in
  * it, and the allocation's process-wide unique id. CGPU_ERR_NOT_SUPPORTED, silently, for
  * memory without an IPC handle. */
-cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *offset,
-                                         uint64_t *id);
+cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *offset, uint64_t *id);
 /** Close a mapping at once; only while no collective of this process is in flight. */
 void cgpu_cuda_ipc_close_now(void *dptr);
 /** Wait on the host for the work already enqueued on the legacy default stream and every

@@ -7,10 +7,10 @@
 #include "cgpu_dtype.h"
 
 /* the layout of each (value, index) pair, as MPI and the host loops see it */
-#define CGPU_PAIR_LAYOUT(E, N, V, I) \
-    typedef struct {                 \
-        V v;                         \
-        I i;                         \
+#define CGPU_PAIR_LAYOUT(E, N, V, I)                                                               \
+    typedef struct {                                                                               \
+        V v;                                                                                       \
+        I i;                                                                                       \
     } pair_##N##_t;
 CGPU_DTYPE_PAIRS(CGPU_PAIR_LAYOUT)
 #undef CGPU_PAIR_LAYOUT
@@ -131,4 +131,3 @@ const char *cgpu_op_name(cgpu_op_t op)
     }
     return op_names[op];
 }
-

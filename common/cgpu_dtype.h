@@ -39,10 +39,10 @@ typedef enum cgpu_dtype {
     CGPU_DT_2FLOAT,    /* MPI_2REAL of 4-byte REAL: float, float */
     CGPU_DT_2DOUBLE,   /* MPI_2DOUBLE_PRECISION of 8-byte DOUBLE PRECISION: double, double */
     /* the padded pairs: their padding is no part of the datatype (cgpu_dtype_runs) */
-    CGPU_DT_SHORT_INT,       /* MPI_SHORT_INT: short, int (8 bytes, 2 of padding inside) */
-    CGPU_DT_DOUBLE_INT,      /* MPI_DOUBLE_INT: double, int (16 bytes, 4 of padding after) */
-    CGPU_DT_LONG_INT,        /* MPI_LONG_INT: long, int (16 bytes, 4 of padding after) */
-    CGPU_DT_LONG_DOUBLE_INT, /* MPI_LONG_DOUBLE_INT: long double, int; host arithmetic only */
+    CGPU_DT_SHORT_INT,           /* MPI_SHORT_INT: short, int (8 bytes, 2 of padding inside) */
+    CGPU_DT_DOUBLE_INT,          /* MPI_DOUBLE_INT: double, int (16 bytes, 4 of padding after) */
+    CGPU_DT_LONG_INT,            /* MPI_LONG_INT: long, int (16 bytes, 4 of padding after) */
+    CGPU_DT_LONG_DOUBLE_INT,     /* MPI_LONG_DOUBLE_INT: long double, int; host arithmetic only */
     CGPU_DT_COMPLEX_LONG_DOUBLE, /* long double _Complex: SUM and PROD; host arithmetic only */
     CGPU_DT_COUNT
 } cgpu_dtype_t;

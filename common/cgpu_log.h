@@ -28,14 +28,14 @@ enum { CGPU_LOG_WARN = 0, CGPU_LOG_INFO = 10, CGPU_LOG_DEBUG = 50, CGPU_LOG_TRAC
 
 /** Subsystems, one bit each (coll_gpu_verbose_subsystems names them). */
 typedef enum cgpu_subsys {
-    CGPU_SUB_INIT = 1u << 0,  /* component, engine and communicator set-up */
-    CGPU_SUB_COLL = 1u << 1,  /* collectives: path decisions, algorithms, fallback */
-    CGPU_SUB_SHM = 1u << 2,   /* host shared-memory transport */
-    CGPU_SUB_CUDA = 1u << 3,  /* CUDA runtime, IPC, kernels */
-    CGPU_SUB_NET = 1u << 4,   /* inter-node path: proxy and libfabric */
-    CGPU_SUB_RAS = 1u << 5,   /* health state and the watchdog */
-    CGPU_SUB_PROF = 1u << 6,  /* profiler plugins */
-    CGPU_SUB_NB = 1u << 7,    /* non-blocking and persistent collectives, workers */
+    CGPU_SUB_INIT = 1u << 0, /* component, engine and communicator set-up */
+    CGPU_SUB_COLL = 1u << 1, /* collectives: path decisions, algorithms, fallback */
+    CGPU_SUB_SHM = 1u << 2,  /* host shared-memory transport */
+    CGPU_SUB_CUDA = 1u << 3, /* CUDA runtime, IPC, kernels */
+    CGPU_SUB_NET = 1u << 4,  /* inter-node path: proxy and libfabric */
+    CGPU_SUB_RAS = 1u << 5,  /* health state and the watchdog */
+    CGPU_SUB_PROF = 1u << 6, /* profiler plugins */
+    CGPU_SUB_NB = 1u << 7,   /* non-blocking and persistent collectives, workers */
     CGPU_SUB_ALL = 0xffu,
 } cgpu_subsys_t;
 
@@ -85,24 +85,24 @@ void cgpu_log_failure(unsigned subsys, const char *file, int line, const char *e
  * Evaluate @p call (a cgpu_status_t); on an error store it in @p st, log the trail and jump
  * to @p label, the cleanup that undoes what the function holds so far.
  */
-#define CGPU_CHECK_GOTO(call, st, label)                                                   \
-    do {                                                                                   \
-        cgpu_status_t cgpu_check_rc_ = (call);                                             \
-        if (cgpu_check_rc_ < 0) {                                                          \
-            (st) = cgpu_check_rc_;                                                         \
-            cgpu_log_failure(CGPU_LOG_SUBSYS, __FILE__, __LINE__, #call, cgpu_check_rc_); \
-            goto label;                                                                    \
-        }                                                                                  \
+#define CGPU_CHECK_GOTO(call, st, label)                                                           \
+    do {                                                                                           \
+        cgpu_status_t cgpu_check_rc_ = (call);                                                     \
+        if (cgpu_check_rc_ < 0) {                                                                  \
+            (st) = cgpu_check_rc_;                                                                 \
+            cgpu_log_failure(CGPU_LOG_SUBSYS, __FILE__, __LINE__, #call, cgpu_check_rc_);          \
+            goto label;                                                                            \
+        }                                                                                          \
     } while (0)
 
 /** Like CGPU_CHECK_GOTO for a condition: when @p cond is false, @p st = @p err, jump. */
-#define CGPU_REQUIRE_GOTO(cond, err, st, label)                                    \
-    do {                                                                           \
-        if (!(cond)) {                                                             \
-            (st) = (err);                                                          \
-            cgpu_log_failure(CGPU_LOG_SUBSYS, __FILE__, __LINE__, #cond, (err));   \
-            goto label;                                                            \
-        }                                                                          \
+#define CGPU_REQUIRE_GOTO(cond, err, st, label)                                                    \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            (st) = (err);                                                                          \
+            cgpu_log_failure(CGPU_LOG_SUBSYS, __FILE__, __LINE__, #cond, (err));                   \
+            goto label;                                                                            \
+        }                                                                                          \
     } while (0)
 
 /** Evaluate @p call; on an error log the trail. The value is the status (no jump). */

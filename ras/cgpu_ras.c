@@ -23,9 +23,12 @@ static void *wd_arg;
 static atomic_ullong wd_firings;
 
 static const char *const kind_names[CGPU_KINDS] = {
-    [CGPU_KIND_ALLREDUCE] = "allreduce", [CGPU_KIND_ALLTOALL] = "alltoall",
-    [CGPU_KIND_BCAST] = "bcast",         [CGPU_KIND_ALLGATHER] = "allgather",
-    [CGPU_KIND_REDUCE_SCATTER] = "reduce_scatter", [CGPU_KIND_REDUCE] = "reduce",
+    [CGPU_KIND_ALLREDUCE] = "allreduce",
+    [CGPU_KIND_ALLTOALL] = "alltoall",
+    [CGPU_KIND_BCAST] = "bcast",
+    [CGPU_KIND_ALLGATHER] = "allgather",
+    [CGPU_KIND_REDUCE_SCATTER] = "reduce_scatter",
+    [CGPU_KIND_REDUCE] = "reduce",
 };
 
 const char *cgpu_ras_kind_name(int kind)

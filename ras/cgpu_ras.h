@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 typedef enum cgpu_ras_item {
-    CGPU_RAS_STATE = 0,          /* cgpu_ras_state_t */
+    CGPU_RAS_STATE = 0, /* cgpu_ras_state_t */
     CGPU_RAS_ALLREDUCE_STARTED,
     CGPU_RAS_ALLREDUCE_COMPLETED,
     CGPU_RAS_ALLTOALL_STARTED,
@@ -33,9 +33,9 @@ typedef enum cgpu_ras_item {
     CGPU_RAS_ERR_TIMEOUT,
     CGPU_RAS_ERR_DEVICE,
     CGPU_RAS_ERR_OTHER,
-    CGPU_RAS_ALGORITHM,          /* cgpu_ras_alg_t of the running or last collective */
-    CGPU_RAS_TRANSPORT,          /* cgpu_ras_transport_t */
-    CGPU_RAS_BCAST_STARTED,      /* the other kinds, in CGPU_KIND_* order from bcast */
+    CGPU_RAS_ALGORITHM,     /* cgpu_ras_alg_t of the running or last collective */
+    CGPU_RAS_TRANSPORT,     /* cgpu_ras_transport_t */
+    CGPU_RAS_BCAST_STARTED, /* the other kinds, in CGPU_KIND_* order from bcast */
     CGPU_RAS_BCAST_COMPLETED,
     CGPU_RAS_ALLGATHER_STARTED,
     CGPU_RAS_ALLGATHER_COMPLETED,
@@ -49,38 +49,53 @@ typedef enum cgpu_ras_item {
 typedef enum cgpu_ras_state {
     CGPU_RAS_INITIALIZING = 0, /* (glue) no engine communicator yet */
     CGPU_RAS_READY = 1,
-    CGPU_RAS_DEGRADED = 2,     /* (glue) set-up failed: every call uses the fallback */
-    CGPU_RAS_FAILED = 3,       /* a collective failed or was aborted: calls return errors */
+    CGPU_RAS_DEGRADED = 2, /* (glue) set-up failed: every call uses the fallback */
+    CGPU_RAS_FAILED = 3,   /* a collective failed or was aborted: calls return errors */
 } cgpu_ras_state_t;
 
-typedef enum cgpu_ras_alg { CGPU_RAS_ALG_NONE = 0, CGPU_RAS_ALG_RING, CGPU_RAS_ALG_ONESHOT,
-                            CGPU_RAS_ALG_TREE, CGPU_RAS_ALG_DIRECT,
-                            CGPU_RAS_ALG_COPY_ENGINE,
-                            CGPU_RAS_ALG_HIERARCHICAL, /* nodes: local steps + proxy */
-                            CGPU_RAS_ALG_PROXY } cgpu_ras_alg_t; /* nodes: proxy only */
-typedef enum cgpu_ras_transport { CGPU_RAS_TRANSPORT_SHM = 0, CGPU_RAS_TRANSPORT_CUDA_IPC = 1,
-                                   CGPU_RAS_TRANSPORT_PROXY_SHM = 2, /* nodes: proxy + shm */
-                                   CGPU_RAS_TRANSPORT_PROXY_CUDA_IPC = 3, /* proxy + IPC */
-                                   CGPU_RAS_TRANSPORT_PROXY = 4 } /* one rank per node */
-    cgpu_ras_transport_t;
+typedef enum cgpu_ras_alg {
+    CGPU_RAS_ALG_NONE = 0,
+    CGPU_RAS_ALG_RING,
+    CGPU_RAS_ALG_ONESHOT,
+    CGPU_RAS_ALG_TREE,
+    CGPU_RAS_ALG_DIRECT,
+    CGPU_RAS_ALG_COPY_ENGINE,
+    CGPU_RAS_ALG_HIERARCHICAL, /* nodes: local steps + proxy */
+    CGPU_RAS_ALG_PROXY
+} cgpu_ras_alg_t; /* nodes: proxy only */
+typedef enum cgpu_ras_transport {
+    CGPU_RAS_TRANSPORT_SHM = 0,
+    CGPU_RAS_TRANSPORT_CUDA_IPC = 1,
+    CGPU_RAS_TRANSPORT_PROXY_SHM = 2,      /* nodes: proxy + shm */
+    CGPU_RAS_TRANSPORT_PROXY_CUDA_IPC = 3, /* proxy + IPC */
+    CGPU_RAS_TRANSPORT_PROXY = 4
+} /* one rank per node */
+cgpu_ras_transport_t;
 
 /* Health of a communicator: written by the collective's thread (and the watchdog), read by
  * pvars and the watchdog with plain atomic loads (DESIGN decision 5). */
-enum { CGPU_KIND_ALLREDUCE = 0, CGPU_KIND_ALLTOALL = 1, CGPU_KIND_BCAST = 2, CGPU_KIND_ALLGATHER = 3,
-       CGPU_KIND_REDUCE_SCATTER = 4, CGPU_KIND_REDUCE = 5, CGPU_KINDS = 6 };
+enum {
+    CGPU_KIND_ALLREDUCE = 0,
+    CGPU_KIND_ALLTOALL = 1,
+    CGPU_KIND_BCAST = 2,
+    CGPU_KIND_ALLGATHER = 3,
+    CGPU_KIND_REDUCE_SCATTER = 4,
+    CGPU_KIND_REDUCE = 5,
+    CGPU_KINDS = 6
+};
 typedef struct cgpu_ras {
-    atomic_int state;                      /* cgpu_ras_state_t */
+    atomic_int state; /* cgpu_ras_state_t */
     atomic_ullong started[CGPU_KINDS];
     atomic_ullong completed[CGPU_KINDS];
     atomic_ullong bytes;
-    atomic_ullong cur_seq;                 /* collective in progress (0: none) */
+    atomic_ullong cur_seq; /* collective in progress (0: none) */
     atomic_ullong last_progress_ns;
     atomic_ullong err_timeout, err_device, err_other;
-    atomic_int alg;                        /* cgpu_ras_alg_t */
-    atomic_int abort;                      /* set by the watchdog: give up waiting */
-    atomic_ullong reported_seq;            /* the watchdog reported this collective */
-    int kind;                              /* kind of the collective in progress */
-    char name[64];                         /* MPI name, for reports */
+    atomic_int alg;             /* cgpu_ras_alg_t */
+    atomic_int abort;           /* set by the watchdog: give up waiting */
+    atomic_ullong reported_seq; /* the watchdog reported this collective */
+    int kind;                   /* kind of the collective in progress */
+    char name[64];              /* MPI name, for reports */
 } cgpu_ras_t;
 
 /** Names of the collective kinds (CGPU_KIND_*), for reports; "collective" out of range. */

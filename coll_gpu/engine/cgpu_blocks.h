@@ -63,8 +63,7 @@ int cgpu_blocks_spare(int cap, int setting, int comms);
  *  placed within one GPC, which blocks elsewhere can leave too full while the block
  *  budget, counted over the whole device, says there is room (cgpu_cuda_comm.c,
  *  rk_cluster_now). */
-bool cgpu_resident_as_cluster(int setting, bool shared, int launched, int resident_blocks,
-                              int sms);
+bool cgpu_resident_as_cluster(int setting, bool shared, int launched, int resident_blocks, int sms);
 
 /** How many LL size classes (1 KiB << c of data, kernels/cgpu_cuda_kernels.h) a
  *  communicator of @p nranks keeps for @p ll_bytes (coll_gpu_cuda_ll_bytes): those up to

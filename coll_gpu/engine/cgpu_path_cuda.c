@@ -15,9 +15,9 @@ static bool cuda_reduces(const cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op)
     return cgpu_cuda_comm_supports(dt, op);
 }
 
-static cgpu_status_t cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
-                                    size_t count, cgpu_dtype_t dt, cgpu_op_t op,
-                                    cgpu_allreduce_alg_t alg, bool host, const cgpu_pairs_out_t *po)
+static cgpu_status_t cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                                    cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg,
+                                    bool host, const cgpu_pairs_out_t *po)
 {
     if (host || !cgpu_cuda_comm_supports(dt, op)) {
         return CGPU_DECLINED;

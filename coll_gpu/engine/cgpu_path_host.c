@@ -66,8 +66,8 @@ static cgpu_status_t stage_out(void *rbuf, size_t bytes, host_stage_t *hs, cgpu_
 typedef cgpu_status_t (*host_algo_fn)(cgpu_comm_t *comm, const void *in, void *out,
                                       const void *args);
 
-static cgpu_status_t run_host_staged(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
-                                     size_t bytes, host_algo_fn fn, const void *args)
+static cgpu_status_t run_host_staged(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,
+                                     host_algo_fn fn, const void *args)
 {
     host_stage_t hs;
     const void *in;
@@ -91,8 +91,7 @@ typedef struct allreduce_args {
     cgpu_op_t op;
 } allreduce_args_t;
 
-static cgpu_status_t host_allreduce(cgpu_comm_t *comm, const void *in, void *out,
-                                    const void *args)
+static cgpu_status_t host_allreduce(cgpu_comm_t *comm, const void *in, void *out, const void *args)
 {
     const allreduce_args_t *a = args;
     return cgpu_host_ring_allreduce(comm, in, out, a->count, a->dt, a->op);
@@ -149,9 +148,9 @@ static cgpu_status_t host_path_allreduce(cgpu_comm_t *comm, const void *sbuf, vo
     allreduce_args_t a = {.count = count, .dt = dt, .op = op};
     cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
                          count * cgpu_dtype_size(dt), "ring");
-    cgpu_status_t st = host ? cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op)
-                            : run_host_staged(comm, sbuf, rbuf, count * cgpu_dtype_size(dt),
-                                              host_allreduce, &a);
+    cgpu_status_t st =
+        host ? cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op)
+             : run_host_staged(comm, sbuf, rbuf, count * cgpu_dtype_size(dt), host_allreduce, &a);
     cgpu_coll_prof_end(comm);
     return st;
 }
@@ -192,16 +191,14 @@ static cgpu_status_t host_path_allgather(cgpu_comm_t *comm, const void *sbuf, vo
     if (CGPU_OK == st && comm->size > 1) {
         cgpu_coll_prof_begin(comm, "allgather", bytes, "byte", "", bytes * (size_t) comm->size,
                              "ring");
-        st = run_host_staged(comm, rbuf, rbuf, bytes * (size_t) comm->size, host_allgather,
-                             &bytes);
+        st = run_host_staged(comm, rbuf, rbuf, bytes * (size_t) comm->size, host_allgather, &bytes);
         cgpu_coll_prof_end(comm);
     }
     return st;
 }
 
-static cgpu_status_t host_path_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf,
-                                                    void *rbuf, size_t count, cgpu_dtype_t dt,
-                                                    cgpu_op_t op)
+static cgpu_status_t host_path_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                                    size_t count, cgpu_dtype_t dt, cgpu_op_t op)
 {
     const size_t es = cgpu_dtype_size(dt), total = count * es * (size_t) comm->size;
     cgpu_status_t st = CGPU_OK;
@@ -210,7 +207,8 @@ static cgpu_status_t host_path_reduce_scatter_block(cgpu_comm_t *comm, const voi
     void *in_view, *in_own, *out_view, *out_own;
     st = cgpu_host_view(src, total, true, &in_view, &in_own);
     if (CGPU_OK == st) {
-        st = cgpu_host_view(rbuf, NULL != sbuf ? count * es : total, NULL == sbuf, &out_view, &out_own);
+        st = cgpu_host_view(rbuf, NULL != sbuf ? count * es : total, NULL == sbuf, &out_view,
+                            &out_own);
     } else {
         out_own = NULL;
         out_view = rbuf;
@@ -230,9 +228,8 @@ static cgpu_status_t host_path_reduce_scatter_block(cgpu_comm_t *comm, const voi
         cgpu_coll_prof_begin(comm, "reduce_scatter_block", count, cgpu_dtype_name(dt),
                              cgpu_op_name(op), total, "ring");
         cgpu_status_t rs = comm->size > 1
-                               ? cgpu_host_ring_reduce_scatter(comm, in_view,
-                                                               NULL != tmp ? tmp : out_view,
-                                                               count, dt, op)
+                               ? cgpu_host_ring_reduce_scatter(
+                                     comm, in_view, NULL != tmp ? tmp : out_view, count, dt, op)
                                : CGPU_OK;
         if (1 == comm->size) {
             memmove(NULL != tmp ? (void *) tmp : out_view, in_view, count * es);
@@ -255,8 +252,8 @@ static cgpu_status_t host_path_reduce_scatter_block(cgpu_comm_t *comm, const voi
     return st;
 }
 
-static cgpu_status_t host_path_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
-                                      size_t count, cgpu_dtype_t dt, cgpu_op_t op, int root)
+static cgpu_status_t host_path_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
+                                      cgpu_dtype_t dt, cgpu_op_t op, int root)
 {
     const size_t bytes = count * cgpu_dtype_size(dt);
     const bool is_root = comm->rank == root;
