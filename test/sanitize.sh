@@ -53,11 +53,13 @@ asan)
         exit 77
     fi
     out=$(mktemp -d /tmp/cgpu-asan.XXXXXX)
-    # host backend only: the CUDA runtime is not instrumented and not needed here
+    # host backend only: the CUDA runtime is not instrumented and not needed here. The copy
+    # is forced in first with -include: its guard then keeps out common/cgpu_config.h, which
+    # the sources in common/ would find before any -I directory.
     sed '/CGPU_HAVE_CUDA/d' "$build/common/cgpu_config.h" > "$out/cgpu_config.h"
     srcs=("${engine_srcs[@]}")
     flags=(-std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined
-           -fno-sanitize-recover=all -I"$out" "${engine_incs[@]}")
+           -fno-sanitize-recover=all -include "$out/cgpu_config.h" "${engine_incs[@]}")
     rc=0
     for t in "${tests[@]}" "${asan_tests[@]}"; do
         if ! $cc "${flags[@]}" "${srcs[@]}" "$repo/test/unit/$t.c" -lcunit "${eng_libs[@]}" -lpthread -lrt -ldl \
@@ -155,7 +157,7 @@ mpi-asan)
     mkdir -p "$out/plugin"
     # shellcheck disable=SC2046 # Open MPI's include flags, one word each
     if ! $cc -std=gnu11 -g -O1 -fno-omit-frame-pointer -fsanitize=address -fPIC -shared \
-        -I"$out" "${engine_incs[@]}" -I"$repo/coll_gpu" $(mpicc --showme:compile | sed 's/-I/-isystem /g') \
+        -include "$out/cgpu_config.h" "${engine_incs[@]}" -I"$repo/coll_gpu" $(mpicc --showme:compile | sed 's/-I/-isystem /g') \
         -idirafter "$repo/coll_gpu/compat" \
         "$repo"/coll_gpu/*.c "${engine_srcs[@]}" \
         -o "$out/plugin/mca_coll_gpu.so" $(mpicc --showme:link) "${eng_libs[@]}" -lrt -lpthread -ldl \
