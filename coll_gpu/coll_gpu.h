@@ -30,6 +30,7 @@ typedef struct mca_coll_gpu_component_t {
     int self_priority;  /* communicators of one rank (above coll/self's 75) */
     int nb_max_workers; /* worker threads for non-blocking engine collectives */
     int nb_engine;      /* non-blocking collectives on the engine: -1 auto, 1 on, 0 off */
+    int host_rule;      /* mca_coll_gpu_host_rule_t */
     int verbose;
     char *verbose_subsystems; /* coll_gpu_verbose_subsystems */
     unsigned log_subsystems;  /* the bits it names (cgpu_subsys_t) */
@@ -156,6 +157,24 @@ int mca_coll_gpu_fake_node(long rank, long size);
 /* whether every rank of @p comm is on this node (Open MPI's locality, and the fake nodes':
  * the same answer on every rank; asked once per communicator by the non-blocking path) */
 bool mca_coll_gpu_one_node(struct ompi_communicator_t *comm);
+
+/* coll_gpu_host_rule.c: the host backend's calls the previous module serves better */
+typedef enum mca_coll_gpu_host_rule {
+    MCA_COLL_GPU_HOST_RULE_MEASURED = 0, /* the windows measured faster go to it */
+    MCA_COLL_GPU_HOST_RULE_ENGINE = 1,   /* every call the engine takes (tests) */
+} mca_coll_gpu_host_rule_t;
+typedef enum mca_coll_gpu_host_coll {
+    MCA_COLL_GPU_HOST_ALLREDUCE,
+    MCA_COLL_GPU_HOST_ALLTOALL,
+    MCA_COLL_GPU_HOST_BCAST,
+    MCA_COLL_GPU_HOST_ALLGATHER,
+} mca_coll_gpu_host_coll_t;
+/* whether a blocking call of @p coll moving @p bytes (the allreduce's and bcast's buffer, one
+ * block of the alltoall and allgather) goes to the previous module; equal on every rank */
+bool mca_coll_gpu_host_leaves(mca_coll_gpu_module_t *m, mca_coll_gpu_host_coll_t coll,
+                              size_t bytes);
+/* whether @p m's communicator spans nodes (mca_coll_gpu_one_node, asked once) */
+bool mca_coll_gpu_spans_nodes(mca_coll_gpu_module_t *m);
 
 /* whether @p module (may be NULL) is one of ours, of any communicator size */
 bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module);

@@ -39,7 +39,9 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
         return MCA_COLL_GPU_PREV(m->prev.coll_allreduce(sbuf, rbuf, count, dtype, op, comm,
                                                         m->prev.coll_allreduce_module));
     }
-    if (!allreduce_engine_ok(count, dtype, op, &dt, &eop)) {
+    if (!allreduce_engine_ok(count, dtype, op, &dt, &eop) ||
+        mca_coll_gpu_host_leaves(m, MCA_COLL_GPU_HOST_ALLREDUCE,
+                                 (size_t) count * cgpu_dtype_size(dt))) {
         goto fallback;
     }
     mca_coll_gpu_lazy_init(m, MPI_IN_PLACE == sbuf ? rbuf : sbuf);

@@ -49,7 +49,8 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
                                                        comm, m->prev.coll_alltoall_module));
     }
     size_t bytes; /* per peer, equal on every rank */
-    if (!alltoall_engine_ok(scount, rcount, rdtype, &bytes)) {
+    if (!alltoall_engine_ok(scount, rcount, rdtype, &bytes) ||
+        mca_coll_gpu_host_leaves(m, MCA_COLL_GPU_HOST_ALLTOALL, bytes)) {
         goto fallback;
     }
     mca_coll_gpu_lazy_init(m, in_place ? rbuf : sbuf);

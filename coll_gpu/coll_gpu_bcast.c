@@ -26,6 +26,9 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int roo
     size_t esize;
     ompi_datatype_type_size(dt, &esize);
     const size_t bytes = (size_t) count * esize; /* equal on every rank */
+    if (mca_coll_gpu_host_leaves(m, MCA_COLL_GPU_HOST_BCAST, bytes)) {
+        return mca_coll_gpu_staged_bcast(buf, count, dt, root, comm, module);
+    }
     mca_coll_gpu_lazy_init(m, buf);
     if (CGPU_MODULE_READY != m->state) {
         return mca_coll_gpu_staged_bcast(buf, count, dt, root, comm, module);

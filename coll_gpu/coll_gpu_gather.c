@@ -101,6 +101,9 @@ int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t 
     size_t rsize;
     ompi_datatype_type_size(rdt, &rsize);
     const size_t bytes = (size_t) rcount * rsize; /* per rank, equal everywhere */
+    if (mca_coll_gpu_host_leaves(m, MCA_COLL_GPU_HOST_ALLGATHER, bytes)) {
+        return mca_coll_gpu_staged_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm, module);
+    }
     mca_coll_gpu_lazy_init(m, in_place ? rbuf : sbuf);
     if (CGPU_MODULE_READY != m->state) {
         return mca_coll_gpu_staged_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm, module);

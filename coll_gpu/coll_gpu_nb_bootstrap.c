@@ -64,12 +64,7 @@ bool mca_coll_gpu_nb_plan_engine(mca_coll_gpu_module_t *m, bool *create)
     case CGPU_MODULE_UNINIT:
         break;
     }
-    int spans = __atomic_load_n(&m->spans_nodes, __ATOMIC_RELAXED);
-    if (spans < 0) { /* a function of the communicator alone: any thread may fill it in */
-        spans = !mca_coll_gpu_one_node(m->comm);
-        __atomic_store_n(&m->spans_nodes, spans, __ATOMIC_RELAXED);
-    }
-    if (spans) {
+    if (mca_coll_gpu_spans_nodes(m)) {
         /* a set-up across nodes needs collectives of the previous module, which a post may
          * not wait for: the staged path until a blocking call sets the communicator up (the
          * state stays UNINIT, so that call still does) */

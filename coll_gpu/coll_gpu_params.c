@@ -169,6 +169,14 @@ static const mca_coll_gpu_value_t resident_values[] = {
     {0, "off", "a kernel launched per call"},
 };
 
+static const mca_coll_gpu_value_t host_rule_values[] = {
+    {MCA_COLL_GPU_HOST_RULE_MEASURED, "measured",
+     "MPI_Allreduce, MPI_Alltoall, MPI_Bcast and MPI_Allgather (blocking) go to the previous "
+     "module wherever it measured faster (docs/performance.md): on one node, every size at "
+     "every number of ranks"},
+    {MCA_COLL_GPU_HOST_RULE_ENGINE, "engine", "the engine takes them all (the test suite)"},
+};
+
 /* ---- the table of every parameter ---- */
 
 typedef struct param {
@@ -239,6 +247,9 @@ static const param_t params[] = {
              "line and all"},
     {P_ENUM("backend", backend, backend_values),
      .help = "Engine backend.", .outro = "Must be the same on every rank"},
+    {P_ENUM("host_rule", host_rule, host_rule_values),
+     .help = "Host backend: which calls the previous coll module takes because it is faster.",
+     .outro = "Must be the same on every rank"},
     {P_ENUM("allreduce_algorithm", allreduce_algorithm, allreduce_values),
      .help = "MPI_Allreduce algorithm.",
      .outro = "The host backend runs ring for every choice but fallback"},
@@ -579,6 +590,7 @@ static void set_defaults(mca_coll_gpu_component_t *c)
     c->ras_abort_on_timeout = d.ras_abort_on_timeout;
     c->stage_allreduce_engine_shared = false;
     c->stage_host_buffers = false;
+    c->host_rule = MCA_COLL_GPU_HOST_RULE_MEASURED;
     c->profiler = NULL;
     c->verbose_subsystems = NULL; /* all */
     c->ofi_provider = NULL;

@@ -197,6 +197,10 @@ else
     fi
     # shellcheck disable=SC2206 # word splitting of the user's extra arguments is wanted
     [ -n "${CGPU_MPIRUN_EXTRA:-}" ] && MPIRUN+=(${CGPU_MPIRUN_EXTRA})
+    # the tests exercise the engine at every size; the default rule (the previous module where
+    # it measured faster, coll_gpu_host_rule.c) has its own rows, with MPIRUN_RULE
+    MPIRUN_RULE=("${MPIRUN[@]}")
+    MPIRUN+=(--mca coll_gpu_host_rule engine)
     # the GPU tests run the default backend (auto: cuda where a GPU is usable)
     MPIRUN_GPU=()
     skip_next=0
@@ -353,6 +357,10 @@ else
             --mca coll_gpu_stage_host_buffers 1 -np 3 "$BIN/mpi/test_forced_fallback"
         run_test "test_forced_fallback.pipelined_host.np2" "${MPIRUN[@]}" "${PIPE[@]}" \
             -np 2 "$BIN/mpi/test_forced_fallback"
+        # the host backend's default rule: at 3 ranks every allreduce and alltoall goes to
+        # the previous module (docs/performance.md), results checked as in the forced case
+        run_test "test_forced_fallback.host_rule.np3" "${MPIRUN_RULE[@]}" -np 3 \
+            "$BIN/mpi/test_forced_fallback"
         # the same through the previous module's allreduce on each chunk
         run_test "test_forced_fallback.pipelined_previous.np3" "${MPIRUN[@]}" "${PIPE[@]}" \
             --mca coll_gpu_stage_allreduce_engine 0 --mca coll_gpu_stage_host_buffers 1 -np 3 \

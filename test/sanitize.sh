@@ -118,7 +118,7 @@ mpi-valgrind)
     pkglibdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | cut -d: -f3)
     out=$(mktemp -d /tmp/cgpu-vgmpi.XXXXXX)
     run=(mpirun --oversubscribe --bind-to none --mca btl self,vader,tcp
-         --mca coll gpu,tuned,libnbc,basic,self --mca coll_gpu_backend host
+         --mca coll gpu,tuned,libnbc,basic,self --mca coll_gpu_backend host --mca coll_gpu_host_rule engine
          --mca mca_base_component_path "${CGPU_PLUGIN_DIR:-$build/.libs}:$pkglibdir")
     [ "$(id -u)" -eq 0 ] && run+=(--allow-run-as-root)
     vg=(valgrind --keep-debuginfo=yes --leak-check=full --show-leak-kinds=definite
@@ -167,7 +167,7 @@ mpi-asan)
     fi
     pkglibdir=$(ompi_info --path pkglibdir --parsable 2>/dev/null | cut -d: -f3)
     run=(mpirun --oversubscribe --bind-to none --mca btl self,vader,tcp
-         --mca coll gpu,tuned,libnbc,basic,self --mca coll_gpu_backend host
+         --mca coll gpu,tuned,libnbc,basic,self --mca coll_gpu_backend host --mca coll_gpu_host_rule engine
          --mca mca_base_component_path "$out/plugin:$pkglibdir"
          -x LD_PRELOAD="$asanlib:$out/plugin/mca_coll_gpu.so" -x ASAN_OPTIONS)
     [ "$(id -u)" -eq 0 ] && run+=(--allow-run-as-root)

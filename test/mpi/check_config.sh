@@ -96,7 +96,7 @@ expect() {
     echo "ok $name${line:+: $line}" | sed 's/\[[^]]*\] //'
 }
 
-HOST=(--mca coll "$FULL" --mca coll_gpu_backend host)
+HOST=(--mca coll "$FULL" --mca coll_gpu_backend host --mca coll_gpu_host_rule engine)
 
 # ---- 1. one line per mistake, on rank 0 ----
 expect correct 0 yes "" -- "${HOST[@]}"

@@ -1,6 +1,8 @@
 /*
  * test_forced_fallback.c - run with
  *     --mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback
+ * or on the host backend at 3 or more ranks with its default coll_gpu_host_rule (measured),
+ * which leaves every allreduce and alltoall there to the previous module.
  * Calls that the engine would normally serve must then all go to the previous coll module:
  * results correct, engine_calls unchanged, fallback_calls grown by the number of calls
  * (2+ ranks). Runs on MPI_COMM_WORLD, a duplicate and the two halves of a parity split.
@@ -361,8 +363,9 @@ int main(int argc, char **argv)
     mt_init(&argc, &argv, "test_forced_fallback");
     rank = mt_world_rank();
     if (0 == rank) {
-        printf("test_forced_fallback: expects --mca coll_gpu_allreduce_algorithm fallback "
-               "--mca coll_gpu_alltoall_algorithm fallback\n");
+        printf("test_forced_fallback: expects every allreduce and alltoall on the previous "
+               "module (coll_gpu_{allreduce,alltoall}_algorithm fallback, or the host backend's "
+               "coll_gpu_host_rule at 3+ ranks)\n");
     }
 
     mt_run_world_dup_split(run_suite, 30);
