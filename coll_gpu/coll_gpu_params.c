@@ -29,33 +29,32 @@
 /* ---- the values of the enumerated parameters (their help lists them from here) ---- */
 
 static const mca_coll_gpu_value_t backend_values[] = {
-    [CGPU_BACKEND_AUTO] = {CGPU_BACKEND_AUTO, "auto",
-                           "the cuda backend where this process sees a usable GPU, otherwise "
-                           "the component declines"},
-    [CGPU_BACKEND_CUDA] = {CGPU_BACKEND_CUDA, "cuda",
-                           "require a GPU on every rank; where a node has none, one line says "
-                           "so and its communicators use the other coll components"},
-    [CGPU_BACKEND_HOST] = {CGPU_BACKEND_HOST, "host",
-                           "host memory, POSIX shared memory and C loops; device buffers are "
-                           "staged through host memory; how the test suite exercises every "
-                           "path without a GPU"},
+    MCA_COLL_GPU_VALUE(CGPU_BACKEND_AUTO, "auto",
+                       "the cuda backend where this process sees a usable GPU, otherwise "
+                       "the component declines"),
+    MCA_COLL_GPU_VALUE(CGPU_BACKEND_CUDA, "cuda",
+                       "require a GPU on every rank; where a node has none, one line says "
+                       "so and its communicators use the other coll components"),
+    MCA_COLL_GPU_VALUE(CGPU_BACKEND_HOST, "host",
+                       "host memory, POSIX shared memory and C loops; device buffers are "
+                       "staged through host memory; how the test suite exercises every "
+                       "path without a GPU"),
 };
 _Static_assert(MCA_COLL_GPU_NVALUES(backend_values) == CGPU_BACKEND_HOST + 1,
                "a cgpu_backend_t value without a row in backend_values");
 
 static const mca_coll_gpu_value_t allreduce_values[] = {
-    [CGPU_ALLREDUCE_AUTO] = {CGPU_ALLREDUCE_AUTO, "auto",
-                             "cuda: oneshot up to coll_gpu_cuda_oneshot_bytes x 2 / ranks, then "
-                             "tree up to coll_gpu_cuda_tree_max_bytes with 3+ ranks, ring above; "
-                             "host: ring"},
-    [CGPU_ALLREDUCE_RING] = {CGPU_ALLREDUCE_RING, "ring", "reduce-scatter + allgather, pipelined"},
-    [CGPU_ALLREDUCE_FALLBACK] = {CGPU_ALLREDUCE_FALLBACK, "fallback",
-                                 "always the previous coll module"},
-    [CGPU_ALLREDUCE_ONESHOT] = {CGPU_ALLREDUCE_ONESHOT, "oneshot",
-                                "cuda: every rank reads every contribution; ring above "
-                                "coll_gpu_cuda_oneshot_bytes"},
-    [CGPU_ALLREDUCE_TREE] = {CGPU_ALLREDUCE_TREE, "tree",
-                             "cuda: reduce up and broadcast down a binary tree, pipelined"},
+    MCA_COLL_GPU_VALUE(CGPU_ALLREDUCE_AUTO, "auto",
+                       "cuda: oneshot up to coll_gpu_cuda_oneshot_bytes x 2 / ranks, then "
+                       "tree up to coll_gpu_cuda_tree_max_bytes with 3+ ranks, ring above; "
+                       "host: ring"),
+    MCA_COLL_GPU_VALUE(CGPU_ALLREDUCE_RING, "ring", "reduce-scatter + allgather, pipelined"),
+    MCA_COLL_GPU_VALUE(CGPU_ALLREDUCE_FALLBACK, "fallback", "always the previous coll module"),
+    MCA_COLL_GPU_VALUE(CGPU_ALLREDUCE_ONESHOT, "oneshot",
+                       "cuda: every rank reads every contribution; ring above "
+                       "coll_gpu_cuda_oneshot_bytes"),
+    MCA_COLL_GPU_VALUE(CGPU_ALLREDUCE_TREE, "tree",
+                       "cuda: reduce up and broadcast down a binary tree, pipelined"),
 };
 _Static_assert(MCA_COLL_GPU_NVALUES(allreduce_values) == CGPU_ALLREDUCE_TREE + 1,
                "a cgpu_allreduce_alg_t value without a row in allreduce_values");
@@ -91,47 +90,46 @@ static const mca_coll_gpu_value_t reduce_scatter_values[] =
 _Static_assert(((size_t) 4 << 20) == CGPU_SCATTER_RS_AUTO_MAX,
                "the help of coll_gpu_scatter_algorithm's auto says 4 MiB");
 static const mca_coll_gpu_value_t scatter_values[] = {
-    [CGPU_SCATTER_AUTO] = {CGPU_SCATTER_AUTO, "auto",
-                           "reduce_scatter for blocks up to 4 MiB, ring above"},
-    [CGPU_SCATTER_BCAST] = {CGPU_SCATTER_BCAST, "ring",
-                            "a broadcast of the root's whole message on the engine, into memory "
-                            "their communicator keeps on the other ranks, of which each keeps "
-                            "its block"},
-    [CGPU_SCATTER_FALLBACK] = {CGPU_SCATTER_FALLBACK, "fallback",
-                               "always the previous coll module, device buffers staged"},
-    [CGPU_SCATTER_RS] = {CGPU_SCATTER_RS, "reduce_scatter",
-                         "the engine's reduce-scatter of the root's message summed, as bytes, "
-                         "with zeros the other ranks keep, as large as the whole message: each "
-                         "block lands straight in its rank's buffer"},
+    MCA_COLL_GPU_VALUE(CGPU_SCATTER_AUTO, "auto",
+                       "reduce_scatter for blocks up to 4 MiB, ring above"),
+    MCA_COLL_GPU_VALUE(CGPU_SCATTER_BCAST, "ring",
+                       "a broadcast of the root's whole message on the engine, into memory "
+                       "their communicator keeps on the other ranks, of which each keeps "
+                       "its block"),
+    MCA_COLL_GPU_VALUE(CGPU_SCATTER_FALLBACK, "fallback",
+                       "always the previous coll module, device buffers staged"),
+    MCA_COLL_GPU_VALUE(CGPU_SCATTER_RS, "reduce_scatter",
+                       "the engine's reduce-scatter of the root's message summed, as bytes, "
+                       "with zeros the other ranks keep, as large as the whole message: each "
+                       "block lands straight in its rank's buffer"),
 };
 _Static_assert(MCA_COLL_GPU_NVALUES(scatter_values) == CGPU_SCATTER_RS + 1,
                "a cgpu_scatter_alg_t value without a row in scatter_values");
 
 static const mca_coll_gpu_value_t scan_values[] = {
-    [CGPU_SCAN_AUTO] = {CGPU_SCAN_AUTO, "auto",
-                        "cuda backend inside a node: one oneshot call of our kernels up to "
-                        "coll_gpu_cuda_small_bytes of input, in which each rank sends its input "
-                        "to the ranks after it, larger a chain from rank 0 to the last rank; "
-                        "else allgather"},
-    [CGPU_SCAN_ALLGATHER] = {CGPU_SCAN_ALLGATHER, "allgather",
-                             "the engine: every rank's input allgathered, in rounds of "
-                             "coll_gpu_gather_scratch_bytes' share per rank, into host memory the "
-                             "communicator keeps, then each rank reduces the inputs of the ranks "
-                             "up to it in rank order, on the host"},
-    [CGPU_SCAN_FALLBACK] = {CGPU_SCAN_FALLBACK, "fallback",
-                            "the previous coll module, device buffers staged"},
+    MCA_COLL_GPU_VALUE(CGPU_SCAN_AUTO, "auto",
+                       "cuda backend inside a node: one oneshot call of our kernels up to "
+                       "coll_gpu_cuda_small_bytes of input, in which each rank sends its input "
+                       "to the ranks after it, larger a chain from rank 0 to the last rank; "
+                       "else allgather"),
+    MCA_COLL_GPU_VALUE(CGPU_SCAN_ALLGATHER, "allgather",
+                       "the engine: every rank's input allgathered, in rounds of "
+                       "coll_gpu_gather_scratch_bytes' share per rank, into host memory the "
+                       "communicator keeps, then each rank reduces the inputs of the ranks "
+                       "up to it in rank order, on the host"),
+    MCA_COLL_GPU_VALUE(CGPU_SCAN_FALLBACK, "fallback",
+                       "the previous coll module, device buffers staged"),
 };
 _Static_assert(MCA_COLL_GPU_NVALUES(scan_values) == CGPU_SCAN_FALLBACK + 1,
                "a cgpu_scan_alg_t value without a row in scan_values");
 
 static const mca_coll_gpu_value_t alltoall_values[] = {
-    [CGPU_ALLTOALL_AUTO] = {CGPU_ALLTOALL_AUTO, "auto", "as direct"},
-    [CGPU_ALLTOALL_DIRECT] = {CGPU_ALLTOALL_DIRECT, "direct",
-                              "every peer at once through each rank's staging area; alltoallv "
-                              "pads every block to the largest count, which the ranks first "
-                              "agree on"},
-    [CGPU_ALLTOALL_FALLBACK] = {CGPU_ALLTOALL_FALLBACK, "fallback",
-                                "always the previous coll module"},
+    MCA_COLL_GPU_VALUE(CGPU_ALLTOALL_AUTO, "auto", "as direct"),
+    MCA_COLL_GPU_VALUE(CGPU_ALLTOALL_DIRECT, "direct",
+                       "every peer at once through each rank's staging area; alltoallv "
+                       "pads every block to the largest count, which the ranks first "
+                       "agree on"),
+    MCA_COLL_GPU_VALUE(CGPU_ALLTOALL_FALLBACK, "fallback", "always the previous coll module"),
 };
 _Static_assert(MCA_COLL_GPU_NVALUES(alltoall_values) == CGPU_ALLTOALL_FALLBACK + 1,
                "a cgpu_alltoall_alg_t value without a row in alltoall_values");

@@ -25,15 +25,17 @@ typedef struct mca_coll_gpu_value {
 } mca_coll_gpu_value_t;
 
 #define MCA_COLL_GPU_NVALUES(table) (sizeof(table) / sizeof((table)[0]))
+/* a row of a table indexed by its enum: the value is its own index */
+#define MCA_COLL_GPU_VALUE(e, name, help) [e] = {(e), (name), (help)}
 
 /* ---- pvar coll_gpu_state: cgpu_ras_state_t ---- */
 static const mca_coll_gpu_value_t mca_coll_gpu_state_values[] = {
-    [CGPU_RAS_INITIALIZING] = {CGPU_RAS_INITIALIZING, "initializing", "not used yet"},
-    [CGPU_RAS_READY] = {CGPU_RAS_READY, "ready", NULL},
-    [CGPU_RAS_DEGRADED] = {CGPU_RAS_DEGRADED, "degraded",
-                           "set-up failed on some rank: every call uses the previous coll module"},
-    [CGPU_RAS_FAILED] = {CGPU_RAS_FAILED, "failed",
-                         "a collective timed out or hit a device error: calls return errors"},
+    MCA_COLL_GPU_VALUE(CGPU_RAS_INITIALIZING, "initializing", "not used yet"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_READY, "ready", NULL),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_DEGRADED, "degraded",
+                       "set-up failed on some rank: every call uses the previous coll module"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_FAILED, "failed",
+                       "a collective timed out or hit a device error: calls return errors"),
 };
 _Static_assert(MCA_COLL_GPU_NVALUES(mca_coll_gpu_state_values) == CGPU_RAS_FAILED + 1,
                "a cgpu_ras_state_t value without a row in mca_coll_gpu_state_values");
@@ -52,16 +54,15 @@ static inline const mca_coll_gpu_value_t *mca_coll_gpu_state_value(cgpu_ras_stat
 
 /* ---- pvar coll_gpu_algorithm: cgpu_ras_alg_t ---- */
 static const mca_coll_gpu_value_t mca_coll_gpu_alg_values[] = {
-    [CGPU_RAS_ALG_NONE] = {CGPU_RAS_ALG_NONE, "none", "no engine collective yet"},
-    [CGPU_RAS_ALG_RING] = {CGPU_RAS_ALG_RING, "ring", "and the chains along it"},
-    [CGPU_RAS_ALG_ONESHOT] = {CGPU_RAS_ALG_ONESHOT, "oneshot", "launched or resident"},
-    [CGPU_RAS_ALG_TREE] = {CGPU_RAS_ALG_TREE, "tree", NULL},
-    [CGPU_RAS_ALG_DIRECT] = {CGPU_RAS_ALG_DIRECT, "direct", "the alltoall's"},
-    [CGPU_RAS_ALG_COPY_ENGINE] = {CGPU_RAS_ALG_COPY_ENGINE, "copy_engine",
-                                  "the GPUs' copy engines"},
-    [CGPU_RAS_ALG_HIERARCHICAL] = {CGPU_RAS_ALG_HIERARCHICAL, "hierarchical",
-                                   "across nodes: steps inside each node, the proxy between them"},
-    [CGPU_RAS_ALG_PROXY] = {CGPU_RAS_ALG_PROXY, "proxy", "across nodes: the proxy only"},
+    MCA_COLL_GPU_VALUE(CGPU_RAS_ALG_NONE, "none", "no engine collective yet"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_ALG_RING, "ring", "and the chains along it"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_ALG_ONESHOT, "oneshot", "launched or resident"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_ALG_TREE, "tree", NULL),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_ALG_DIRECT, "direct", "the alltoall's"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_ALG_COPY_ENGINE, "copy_engine", "the GPUs' copy engines"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_ALG_HIERARCHICAL, "hierarchical",
+                       "across nodes: steps inside each node, the proxy between them"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_ALG_PROXY, "proxy", "across nodes: the proxy only"),
 };
 _Static_assert(MCA_COLL_GPU_NVALUES(mca_coll_gpu_alg_values) == CGPU_RAS_ALG_PROXY + 1,
                "a cgpu_ras_alg_t value without a row in mca_coll_gpu_alg_values");
@@ -84,16 +85,15 @@ static inline const mca_coll_gpu_value_t *mca_coll_gpu_alg_value(cgpu_ras_alg_t 
 
 /* ---- pvar coll_gpu_transport: cgpu_ras_transport_t ---- */
 static const mca_coll_gpu_value_t mca_coll_gpu_transport_values[] = {
-    [CGPU_RAS_TRANSPORT_SHM] = {CGPU_RAS_TRANSPORT_SHM, "shm", "one node, host shared memory"},
-    [CGPU_RAS_TRANSPORT_CUDA_IPC] = {CGPU_RAS_TRANSPORT_CUDA_IPC, "cuda_ipc",
-                                     "one node, CUDA IPC between the GPUs"},
-    [CGPU_RAS_TRANSPORT_PROXY_SHM] = {CGPU_RAS_TRANSPORT_PROXY_SHM, "proxy+shm",
-                                      "several nodes and ranks on this one: shm inside it"},
-    [CGPU_RAS_TRANSPORT_PROXY_CUDA_IPC] = {CGPU_RAS_TRANSPORT_PROXY_CUDA_IPC, "proxy+cuda_ipc",
-                                           "several nodes and ranks on this one: CUDA IPC "
-                                           "inside it"},
-    [CGPU_RAS_TRANSPORT_PROXY] = {CGPU_RAS_TRANSPORT_PROXY, "proxy",
-                                  "several nodes, one rank on this one"},
+    MCA_COLL_GPU_VALUE(CGPU_RAS_TRANSPORT_SHM, "shm", "one node, host shared memory"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_TRANSPORT_CUDA_IPC, "cuda_ipc",
+                       "one node, CUDA IPC between the GPUs"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_TRANSPORT_PROXY_SHM, "proxy+shm",
+                       "several nodes and ranks on this one: shm inside it"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_TRANSPORT_PROXY_CUDA_IPC, "proxy+cuda_ipc",
+                       "several nodes and ranks on this one: CUDA IPC "
+                       "inside it"),
+    MCA_COLL_GPU_VALUE(CGPU_RAS_TRANSPORT_PROXY, "proxy", "several nodes, one rank on this one"),
 };
 _Static_assert(MCA_COLL_GPU_NVALUES(mca_coll_gpu_transport_values) == CGPU_RAS_TRANSPORT_PROXY + 1,
                "a cgpu_ras_transport_t value without a row in mca_coll_gpu_transport_values");
