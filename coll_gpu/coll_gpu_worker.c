@@ -333,12 +333,13 @@ int mca_coll_gpu_nb_engine_post(mca_coll_gpu_request_t *r, ompi_request_t **requ
     if (NULL == q) {
         /* past the worker cap: running the call here would block the post, and a blocking
          * post deadlocks ranks that post on two communicators in different orders; fail it */
-        cgpu_log(CGPU_LOG_WARN,
-                 "%s on %s: no worker thread for non-blocking collectives "
-                 "(%d running, coll_gpu_nb_max_workers = %d): the call fails; free "
-                 "communicators that posted non-blocking collectives, or raise the cap",
-                 mca_coll_gpu_nb_name(r->kind), m->comm->c_name, atomic_load(&nworkers),
-                 mca_coll_gpu_component.nb_max_workers);
+        cgpu_log_once(CGPU_LOG_WARN,
+                      "%s on %s: no worker thread for non-blocking collectives "
+                      "(%d running, coll_gpu_nb_max_workers = %d): the call fails, as will "
+                      "further ones past the cap (shown once per process); free "
+                      "communicators that posted non-blocking collectives, or raise the cap",
+                      mca_coll_gpu_nb_name(r->kind), m->comm->c_name, atomic_load(&nworkers),
+                      mca_coll_gpu_component.nb_max_workers);
         if (r->create) { /* nothing was set up: a later call may try again */
             __atomic_store_n(&m->state, CGPU_MODULE_UNINIT, __ATOMIC_RELEASE);
         }

@@ -15,6 +15,7 @@
 #ifndef CGPU_LOG_H
 #define CGPU_LOG_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "cgpu_status.h"
@@ -76,6 +77,17 @@ void cgpu_log_at(unsigned subsys, int level, const char *file, int line, const c
 
 /** Log a message of @p level for this file's subsystem (printf format). */
 #define cgpu_log(level, ...) cgpu_log_at(CGPU_LOG_SUBSYS, (level), __FILE__, __LINE__, __VA_ARGS__)
+
+/** Log a message whose cause may recur (a cap reached, a resource refused) the first time
+ * this call site runs in the process only: a cap hit by every new communicator must not
+ * print a line each. The text should say that further cases are not reported. */
+#define cgpu_log_once(level, ...)                                                                  \
+    do {                                                                                           \
+        static atomic_flag cgpu_log_once_ = ATOMIC_FLAG_INIT;                                      \
+        if (!atomic_flag_test_and_set_explicit(&cgpu_log_once_, memory_order_relaxed)) {           \
+            cgpu_log(level, __VA_ARGS__);                                                          \
+        }                                                                                          \
+    } while (0)
 
 /** Log the failure of @p expr (a cgpu_status_t) at file:line, for the trail. */
 void cgpu_log_failure(unsigned subsys, const char *file, int line, const char *expr,

@@ -142,6 +142,23 @@ run_test_hang_once() {
     record "$1" "$rc" "$log"
 }
 
+# run_test, and then the warning matching PATTERN must have printed at least once and at
+# most MAX times (a cause that recurs, a cap every new communicator hits, is reported once
+# per process: at most one line a rank)
+run_test_warn_once() {
+    local name=$1 pattern=$2 max=$3 log rc n
+    shift 3
+    run_logged "$name" "$@"
+    if [ "$rc" -eq 0 ]; then
+        n=$(grep -v '^+ ' "$log" | grep -c -- "$pattern") # not the logged command line
+        if [ "$n" -lt 1 ] || [ "$n" -gt "$max" ]; then
+            echo "FAILED: the warning '$pattern' printed $n times, expected 1 to $max" >> "$log"
+            rc=1
+        fi
+    fi
+    record "$name" "$rc" "$log"
+}
+
 cgpu_shm_entries() {
     find /dev/shm -maxdepth 1 -name 'cgpu*' -printf '%f\n' 2>/dev/null | sort
 }
@@ -319,13 +336,19 @@ else
     # past it fails on every rank, nothing hangs) ----
     if [ -x "$BIN/mpi/test_nb" ]; then
         run_test_hang_once "test_nb.threads.np3" "${MPIRUN[@]}" -np 3 "$BIN/mpi/test_nb" threads
-        run_test "test_nb.cap.np3" "${MPIRUN[@]}" --mca coll_gpu_nb_max_workers 1 -np 3 \
-            "$BIN/mpi/test_nb" cap
+        run_test_warn_once "test_nb.cap.np3" "coll_gpu_nb_max_workers = " 3 \
+            "${MPIRUN[@]}" --mca coll_gpu_nb_max_workers 1 -np 3 "$BIN/mpi/test_nb" cap
         # the v-forms' large blocks in rounds of the scratch cap's share
         run_test "test_nb.capped.np3" "${MPIRUN[@]}" --mca coll_gpu_gather_scratch_bytes 40000 -np 3 \
             "$BIN/mpi/test_nb"
         run_test "test_nb.nb_engine_off.np3" "${MPIRUN[@]}" --mca coll_gpu_nb_engine off -np 3 \
             "$BIN/mpi/test_nb"
+    fi
+    # the communicator cap: 30 splits past a cap of 2, results checked, one warning a rank
+    if [ -x "$BIN/mpi/test_comms" ]; then
+        run_test_warn_once "test_comms.max_comms.np2" "coll_gpu_max_comms;" 2 \
+            env CGPU_TEST_SPLITS=30 "${MPIRUN[@]}" -x CGPU_TEST_SPLITS --mca coll_gpu_max_comms 2 \
+            -np 2 "$BIN/mpi/test_comms"
     fi
     # persistent collectives: each start staged (the engine off), and with host buffers
     # handled as device ones

@@ -224,11 +224,12 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         local = cgpu_engine_register_comm(comm);
         comm->registered = (CGPU_OK == local);
         if (CGPU_ERR_NO_RESOURCE == local) {
-            cgpu_log(CGPU_LOG_WARN,
-                     "engine: %d internal communicators are alive, the cap set by "
-                     "coll_gpu_max_comms; this communicator uses the fallback (raise "
-                     "coll_gpu_max_comms or free communicators)",
-                     cfg->max_comms);
+            cgpu_log_once(CGPU_LOG_WARN,
+                          "engine: %d internal communicators are alive, the cap set by "
+                          "coll_gpu_max_comms; this communicator and further ones past the cap "
+                          "use the fallback (raise coll_gpu_max_comms or free communicators; "
+                          "shown once per process)",
+                          cfg->max_comms);
             free(comm);
             comm = NULL;
         }
