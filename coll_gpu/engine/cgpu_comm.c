@@ -466,8 +466,8 @@ cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind)
     const int dead = cgpu_comm_dead_peer(comm, NULL);
     if (dead >= 0) {
         /* found by an earlier wait (logged there): the process never takes part again */
-        cgpu_log(CGPU_LOG_INFO, "engine: %s on communicator %s refused: its rank %d died",
-                 what, comm->ras.name, dead);
+        cgpu_log(CGPU_LOG_INFO, "engine: %s on communicator %s refused: its rank %d died", what,
+                 comm->ras.name, dead);
         return CGPU_ERR_PEER_DEAD;
     }
     if (CGPU_RAS_FAILED == atomic_load(&comm->ras.state)) {

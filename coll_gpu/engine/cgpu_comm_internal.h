@@ -50,7 +50,6 @@ typedef struct cgpu_peer_proc {
     bool watched;        /* this process sees that same process under that id */
 } cgpu_peer_proc_t;
 
-
 /* the largest round of input a padded pair reduction copies at once (cgpu_coll.c): the pair
  * copies a communicator keeps are at most twice that */
 #define CGPU_PAIRS_ROUND_BYTES ((size_t) 16 << 20)

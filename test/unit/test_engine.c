@@ -2290,8 +2290,8 @@ static void scenario_dead_peer_fails_every_survivor(test_rank_t *t)
     for (int i = 0; i < TEST_DEATH_COUNT; ++i) {
         buf[i] = t->rank + i;
     }
-    cgpu_status_t st = cgpu_allreduce(comm, buf, buf, TEST_DEATH_COUNT, CGPU_DT_INT32,
-                                      CGPU_OP_SUM, CGPU_ALLREDUCE_AUTO);
+    cgpu_status_t st = cgpu_allreduce(comm, buf, buf, TEST_DEATH_COUNT, CGPU_DT_INT32, CGPU_OP_SUM,
+                                      CGPU_ALLREDUCE_AUTO);
     CHILD_CHECKF(CGPU_OK == st, "the first allreduce returned %s", cgpu_status_string(st));
     CHILD_CHECK(-1 == cgpu_comm_dead_peer(comm, NULL));
     CHILD_CHECK(CGPU_OK == t->bs.barrier(t->bs.ctx));
@@ -2299,8 +2299,8 @@ static void scenario_dead_peer_fails_every_survivor(test_rank_t *t)
         pthread_t th;
         if (CHILD_CHECK(0 == pthread_create(&th, NULL, leave_soon, d))) {
             for (;;) { /* until the other thread ends the process */
-                (void) cgpu_allreduce(comm, buf, buf, TEST_DEATH_COUNT, CGPU_DT_INT32,
-                                      CGPU_OP_SUM, CGPU_ALLREDUCE_AUTO);
+                (void) cgpu_allreduce(comm, buf, buf, TEST_DEATH_COUNT, CGPU_DT_INT32, CGPU_OP_SUM,
+                                      CGPU_ALLREDUCE_AUTO);
             }
         }
         free(buf);
@@ -2318,7 +2318,8 @@ static void scenario_dead_peer_fails_every_survivor(test_rank_t *t)
                  "the death was found %.3f s after it (bound %d ms)",
                  (double) (found_ns - died_ns) / 1e9, TEST_DEATH_BOUND_MS);
     long pid = 0;
-    CHILD_CHECKF(TEST_VICTIM == cgpu_comm_dead_peer(comm, &pid) && pid == (long) t->pids[TEST_VICTIM],
+    CHILD_CHECKF(TEST_VICTIM == cgpu_comm_dead_peer(comm, &pid) &&
+                     pid == (long) t->pids[TEST_VICTIM],
                  "the dead peer is rank %d, process %ld (expected rank %d, process %ld)",
                  cgpu_comm_dead_peer(comm, NULL), pid, TEST_VICTIM, (long) t->pids[TEST_VICTIM]);
     CHILD_CHECK(CGPU_RAS_FAILED == cgpu_comm_ras(comm, CGPU_RAS_STATE));
@@ -2340,8 +2341,8 @@ static void test_dead_peer_fails_every_survivor(void)
 {
     const int sizes[] = {2, 4};
     for (size_t k = 0; k < TEST_ARRAY_LEN(sizes); ++k) {
-        death_area_t *d = mmap(NULL, sizeof(*d), PROT_READ | PROT_WRITE,
-                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        death_area_t *d =
+            mmap(NULL, sizeof(*d), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         CU_ASSERT_FATAL(MAP_FAILED != d);
         atomic_store(&d->died_ns, 0);
         CU_ASSERT(run_ranks("dead peer", sizes[k], scenario_dead_peer_fails_every_survivor, d));
@@ -2417,7 +2418,7 @@ static void test_process_liveness_check(void)
     const uint64_t start = cgpu_proc_start_time(me);
     CU_ASSERT(0 != start);
     CU_ASSERT_EQUAL(CGPU_PROC_ALIVE, cgpu_proc_check(me, start, true));
-    CU_ASSERT_EQUAL(CGPU_PROC_GONE, cgpu_proc_check(me, start + 1, true)); /* another start */
+    CU_ASSERT_EQUAL(CGPU_PROC_GONE, cgpu_proc_check(me, start + 1, true));   /* another start */
     CU_ASSERT_EQUAL(CGPU_PROC_ALIVE, cgpu_proc_check(me, start + 1, false)); /* kill() only */
     fflush(stdout);
     fflush(stderr);
