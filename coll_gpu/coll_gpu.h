@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 
 #include "mpi.h"
+#include "mpi-ext.h" /* MPIX_ERR_PROC_FAILED where Open MPI has ULFM */
 #include "ompi/communicator/communicator.h"
 #include "ompi/mca/coll/coll.h"
 #include "opal/mca/base/mca_base_var.h"
@@ -139,6 +140,10 @@ typedef struct mca_coll_gpu_module_t {
     _Atomic unsigned long long nb_posted;
     _Atomic unsigned long long nb_done;
 
+    /* the MPI error code made for the peer that died (coll_gpu_error.c): 0 none yet,
+     * -1 being made, else the code every later failed call returns */
+    _Atomic int dead_code;
+
     /* read by pvars from any thread: atomics only (DESIGN decision 5) */
     _Atomic unsigned long long engine_calls;
     _Atomic unsigned long long fallback_calls;
@@ -178,6 +183,8 @@ bool mca_coll_gpu_spans_nodes(mca_coll_gpu_module_t *m);
 
 /* whether @p module (may be NULL) is one of ours, of any communicator size */
 bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module);
+/* our module on @p comm, found through the slots we serve; NULL when we serve none */
+mca_coll_gpu_module_t *mca_coll_gpu_module_of(struct ompi_communicator_t *comm);
 
 /* the engine communicator, created at the first engine-path call (collective), after the
  * communicator's queued non-blocking engine collectives are done: a blocking engine call
@@ -202,8 +209,15 @@ void mca_coll_gpu_nb_module_fini(mca_coll_gpu_module_t *m);
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out);
 int mca_coll_gpu_status_to_mpi(cgpu_status_t st);
 /* the MPI code for an engine call's status; a failure is reported with the operation
- * (@p what) and the communicator's name */
+ * (@p what) and the communicator's name, and a dead peer gets a code of its own whose
+ * string names it (coll_gpu_error.c) */
 int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_communicator_t *comm);
+/* the error class of a dead peer: ULFM's where Open MPI has it, else MPI_ERR_OTHER */
+#if defined(MPIX_ERR_PROC_FAILED)
+#define MCA_COLL_GPU_ERR_PEER_DEAD_CLASS MPIX_ERR_PROC_FAILED
+#else
+#define MCA_COLL_GPU_ERR_PEER_DEAD_CLASS MPI_ERR_OTHER
+#endif
 
 /* host mirrors of device buffers (coll_gpu_fallback.c): the span count elements of
  * dtype touch, copied in (receive spans too, so gaps keep their bytes) and back out */

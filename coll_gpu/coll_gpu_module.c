@@ -313,3 +313,20 @@ bool mca_coll_gpu_is_ours(const mca_coll_base_module_t *module)
 {
     return NULL != module && gpu_module_enable == module->coll_module_enable;
 }
+
+/* Our module on this communicator, found through the slots we serve (a pointer compare
+ * on the enable function identifies our modules). NULL when we do not serve it. */
+mca_coll_gpu_module_t *mca_coll_gpu_module_of(struct ompi_communicator_t *comm)
+{
+    if (NULL == comm || NULL == comm->c_coll) {
+        return NULL;
+    }
+    mca_coll_base_module_t *cand[2] = {comm->c_coll->coll_allreduce_module,
+                                       comm->c_coll->coll_alltoall_module};
+    for (int i = 0; i < 2; ++i) {
+        if (mca_coll_gpu_is_ours(cand[i])) {
+            return (mca_coll_gpu_module_t *) cand[i];
+        }
+    }
+    return NULL;
+}

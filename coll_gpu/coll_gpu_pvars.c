@@ -16,27 +16,10 @@
 
 #include "opal/mca/base/mca_base_pvar.h"
 
-/* Our module on this communicator, found through the slots we serve (a pointer compare
- * on the enable function identifies our modules). NULL when we do not serve it. */
-static mca_coll_gpu_module_t *module_of(struct ompi_communicator_t *comm)
-{
-    if (NULL == comm || NULL == comm->c_coll) {
-        return NULL;
-    }
-    mca_coll_base_module_t *cand[2] = {comm->c_coll->coll_allreduce_module,
-                                       comm->c_coll->coll_alltoall_module};
-    for (int i = 0; i < 2; ++i) {
-        if (mca_coll_gpu_is_ours(cand[i])) {
-            return (mca_coll_gpu_module_t *) cand[i];
-        }
-    }
-    return NULL;
-}
-
 static int read_engine_calls(const struct mca_base_pvar_t *pvar, void *value, void *obj)
 {
     (void) pvar;
-    mca_coll_gpu_module_t *m = module_of((struct ompi_communicator_t *) obj);
+    mca_coll_gpu_module_t *m = mca_coll_gpu_module_of((struct ompi_communicator_t *) obj);
     *(unsigned long long *) value =
         NULL == m ? 0 : atomic_load_explicit(&m->engine_calls, memory_order_relaxed);
     return OPAL_SUCCESS;
@@ -45,7 +28,7 @@ static int read_engine_calls(const struct mca_base_pvar_t *pvar, void *value, vo
 static int read_fallback_calls(const struct mca_base_pvar_t *pvar, void *value, void *obj)
 {
     (void) pvar;
-    mca_coll_gpu_module_t *m = module_of((struct ompi_communicator_t *) obj);
+    mca_coll_gpu_module_t *m = mca_coll_gpu_module_of((struct ompi_communicator_t *) obj);
     *(unsigned long long *) value =
         NULL == m ? 0 : atomic_load_explicit(&m->fallback_calls, memory_order_relaxed);
     return OPAL_SUCCESS;
@@ -76,7 +59,7 @@ static int notify_comm(struct mca_base_pvar_t *pvar, mca_base_pvar_event_t event
 static int read_ras(const struct mca_base_pvar_t *pvar, void *value, void *obj)
 {
     const cgpu_ras_item_t item = (cgpu_ras_item_t) (intptr_t) pvar->ctx;
-    mca_coll_gpu_module_t *m = module_of((struct ompi_communicator_t *) obj);
+    mca_coll_gpu_module_t *m = mca_coll_gpu_module_of((struct ompi_communicator_t *) obj);
     cgpu_comm_t *ec = NULL == m ? NULL : __atomic_load_n(&m->ecomm, __ATOMIC_ACQUIRE);
     uint64_t v = 0;
     if (NULL != ec) {

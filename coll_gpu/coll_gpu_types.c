@@ -226,6 +226,8 @@ int mca_coll_gpu_status_to_mpi(cgpu_status_t st)
     case CGPU_ERR_TIMEOUT:
     case CGPU_ERR_PEER:
         return MPI_ERR_OTHER;
+    case CGPU_ERR_PEER_DEAD:
+        return MCA_COLL_GPU_ERR_PEER_DEAD_CLASS; /* the code naming the peer: coll_gpu_error.c */
     case CGPU_ERR_SYSTEM:
     case CGPU_ERR_BOOTSTRAP:
     case CGPU_ERR_DEVICE:
@@ -233,15 +235,6 @@ int mca_coll_gpu_status_to_mpi(cgpu_status_t st)
         return MPI_ERR_INTERN;
     }
     return MPI_ERR_UNKNOWN;
-}
-
-int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_communicator_t *comm)
-{
-    if (CGPU_OK != st) {
-        cgpu_log(CGPU_LOG_WARN, "%s on %s failed in the engine: %s", what, comm->c_name,
-                 cgpu_status_string(st));
-    }
-    return mca_coll_gpu_status_to_mpi(st);
 }
 
 bool mca_coll_gpu_engine_reduction(struct ompi_datatype_t *dtype, struct ompi_op_t *op,

@@ -32,6 +32,8 @@ const char *cgpu_status_string(cgpu_status_t st)
         return "a peer rank failed";
     case CGPU_ERR_DEVICE:
         return "device (CUDA) error";
+    case CGPU_ERR_PEER_DEAD:
+        return "a peer process died";
     }
     return "unknown status";
 }

@@ -22,6 +22,7 @@ typedef enum cgpu_status {
     CGPU_ERR_TIMEOUT = -8,       /* a peer made no progress within the timeout */
     CGPU_ERR_PEER = -9,          /* another rank reported a failure in a collective step */
     CGPU_ERR_DEVICE = -10,       /* CUDA driver/runtime error */
+    CGPU_ERR_PEER_DEAD = -11,    /* a peer process of the communicator died */
 } cgpu_status_t;
 
 /**

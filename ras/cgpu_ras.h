@@ -94,6 +94,8 @@ typedef struct cgpu_ras {
     atomic_int alg;             /* cgpu_ras_alg_t */
     atomic_int abort;           /* set by the watchdog: give up waiting */
     atomic_ullong reported_seq; /* the watchdog reported this collective */
+    atomic_int waiting_on;      /* the peer a wait past its spins waits for (-1: none, or
+                                 * any of several) */
     int kind;                   /* kind of the collective in progress */
     char name[64];              /* MPI name, for reports */
 } cgpu_ras_t;

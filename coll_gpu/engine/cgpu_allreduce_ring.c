@@ -149,7 +149,7 @@ cgpu_status_t cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void
             per_chunk = slot_elems;
         }
         if (!ring_loop(comm, &a, off, per_chunk)) {
-            return CGPU_ERR_TIMEOUT;
+            return cgpu_comm_wait_failed(comm);
         }
     }
     return CGPU_OK;

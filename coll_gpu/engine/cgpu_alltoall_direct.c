@@ -41,8 +41,8 @@ cgpu_status_t cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
         size_t len = bytes - off < piece ? bytes - off : piece;
         uint64_t round = ++comm->a2a_round;
         /* our stage is free once every peer has read round - 1 */
-        if (!cgpu_wait_ge(comm, &mine->a2a_readers.v, (round - 1) * (uint64_t) (n - 1))) {
-            return CGPU_ERR_TIMEOUT;
+        if (!cgpu_wait_ge(comm, &mine->a2a_readers.v, (round - 1) * (uint64_t) (n - 1), -1)) {
+            return cgpu_comm_wait_failed(comm);
         }
         for (int p = 0; p < n; ++p) {
             if (p != me) {
@@ -55,9 +55,9 @@ cgpu_status_t cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
             cgpu_seg_ctrl_t *pc = cgpu_ctrl(comm, p);
             cgpu_prof_ev_t ev;
             cgpu_step_prof_begin(comm, &ev, "recv", p, 0, len);
-            if (!cgpu_wait_ge(comm, &pc->a2a_posted.v, round)) {
+            if (!cgpu_wait_ge(comm, &pc->a2a_posted.v, round, p)) {
                 cgpu_prof_stop(&ev);
-                return CGPU_ERR_TIMEOUT;
+                return cgpu_comm_wait_failed(comm);
             }
             cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
             const char *pstage =

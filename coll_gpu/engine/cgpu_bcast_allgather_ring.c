@@ -26,7 +26,7 @@ cgpu_status_t cgpu_host_ring_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, i
             void *dst = cgpu_ring_send_slot(comm);
             if (NULL == dst) {
                 cgpu_prof_stop(&ev);
-                return CGPU_ERR_TIMEOUT;
+                return cgpu_comm_wait_failed(comm);
             }
             cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
             memcpy(dst, b + off, len);
@@ -41,7 +41,7 @@ cgpu_status_t cgpu_host_ring_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, i
         void *dst = (NULL == src || last) ? NULL : cgpu_ring_send_slot(comm);
         if (NULL == src || (!last && NULL == dst)) {
             cgpu_prof_stop(&ev);
-            return CGPU_ERR_TIMEOUT;
+            return cgpu_comm_wait_failed(comm);
         }
         cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
         memcpy(b + off, src, len);
@@ -67,7 +67,7 @@ cgpu_status_t cgpu_host_ring_allgather(cgpu_comm_t *comm, void *rbuf, size_t byt
         void *dst = cgpu_ring_send_slot(comm);
         if (NULL == dst) {
             cgpu_prof_stop(&ev);
-            return CGPU_ERR_TIMEOUT;
+            return cgpu_comm_wait_failed(comm);
         }
         cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
         memcpy(dst, out + (size_t) r * bytes + off, len);
@@ -82,7 +82,7 @@ cgpu_status_t cgpu_host_ring_allgather(cgpu_comm_t *comm, void *rbuf, size_t byt
             dst = (NULL == src || !fwd) ? NULL : cgpu_ring_send_slot(comm);
             if (NULL == src || (fwd && NULL == dst)) {
                 cgpu_prof_stop(&ev);
-                return CGPU_ERR_TIMEOUT;
+                return cgpu_comm_wait_failed(comm);
             }
             cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
             memcpy(out + (size_t) blk * bytes + off, src, len);

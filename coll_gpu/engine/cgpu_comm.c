@@ -12,6 +12,7 @@
 
 #include "cgpu_comm_internal.h"
 #include "cgpu_path.h"
+#include "cgpu_proc.h"
 #include "cgpu_cuda_comm.h"
 
 #define CGPU_HOST_MAX 64
@@ -30,6 +31,7 @@ typedef struct cgpu_peer_info {
     uint64_t slot_bytes;
     uint64_t nslots;
     uint64_t stage_bytes;
+    uint64_t start_time; /* of this process, as /proc says (liveness; 0: unknown) */
 } cgpu_peer_info_t;
 
 static void read_node_identity(cgpu_peer_info_t *me, int rank)
@@ -133,6 +135,23 @@ static cgpu_status_t agree_on_backend(const cgpu_peer_info_t *all, int size, cgp
     return CGPU_OK;
 }
 
+/* The liveness looks of this communicator's waits (cgpu_liveness.c): every peer's process
+ * as the table names it. Without memory for the two arrays the waits only time out. */
+static void set_up_liveness(cgpu_comm_t *comm, const cgpu_peer_info_t *all)
+{
+    int32_t *pids = calloc((size_t) comm->size, sizeof(*pids));
+    uint64_t *starts = calloc((size_t) comm->size, sizeof(*starts));
+    if (NULL != pids && NULL != starts) {
+        for (int i = 0; i < comm->size; ++i) {
+            pids[i] = all[i].pid;
+            starts[i] = all[i].start_time;
+        }
+        cgpu_liveness_setup(comm, pids, starts);
+    }
+    free(pids);
+    free(starts);
+}
+
 /* Allgather one status per rank; every rank returns the first failure, or OK. */
 static cgpu_status_t agree_status(const cgpu_bootstrap_t *bs, cgpu_status_t mine, int32_t *tmp)
 {
@@ -210,6 +229,9 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         local = CGPU_ERR_STATE;
     }
 
+    if (NULL != comm) {
+        atomic_store(&comm->dead_rank, -1);
+    }
     if (CGPU_OK == local) {
         comm->magic = CGPU_COMM_DEAD; /* alive only once everything below worked */
         comm->rank = bs->rank;
@@ -246,6 +268,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     /* Step 1: everyone learns everyone's node, layout, segment and status. */
     read_node_identity(&me, bs->rank);
     me.pid = (int32_t) getpid();
+    me.start_time = cgpu_proc_start_time(getpid());
     me.status = (int32_t) local;
     me.slot_bytes = cfg->slot_bytes; /* as the engine rounded them */
     me.nslots = (uint64_t) cfg->nslots;
@@ -318,6 +341,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
 
     /* Step 2: map every peer's segment, then agree again that all mappings worked. */
     if (bs->size > 1) {
+        set_up_liveness(comm, all);
         local = CGPU_OK;
         comm->peer_segs = calloc((size_t) bs->size, sizeof(*comm->peer_segs));
         if (NULL == comm->peer_segs) {
@@ -366,6 +390,7 @@ out_ready:
     comm->magic = CGPU_COMM_ALIVE;
     atomic_store(&comm->busy, 0);
     atomic_store(&comm->ras.state, CGPU_RAS_READY);
+    atomic_store(&comm->ras.waiting_on, -1);
     snprintf(comm->ras.name, sizeof(comm->ras.name), "(rank %d of %d)", comm->rank, comm->size);
     cgpu_ras_watchdog_start(cgpu_engine_config()->ras_timeout_s, cgpu_health_scan, NULL);
     cgpu_log(CGPU_LOG_DEBUG,
@@ -389,6 +414,7 @@ out_release:
         if (comm->registered) {
             cgpu_engine_unregister_comm(comm);
         }
+        cgpu_liveness_fini(comm);
     }
     free(comm);
     free(all);
@@ -425,6 +451,7 @@ cgpu_status_t cgpu_comm_release(cgpu_comm_t **commp)
     cgpu_engine_unregister_comm(comm);
     cgpu_comm_free_resources(comm);
     cgpu_cuda_comm_destroy(comm); /* single-rank communicators have no shm resources */
+    cgpu_liveness_fini(comm);
     free(comm);
     *commp = NULL;
     return CGPU_OK;
@@ -436,6 +463,13 @@ cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind)
         (comm->size > 1 && comm->resources_freed)) {
         cgpu_log(CGPU_LOG_WARN, "engine: %s on a released internal communicator", what);
         return CGPU_ERR_STATE;
+    }
+    const int dead = cgpu_comm_dead_peer(comm, NULL);
+    if (dead >= 0) {
+        /* found by an earlier wait (logged there): the process never takes part again */
+        cgpu_log(CGPU_LOG_INFO, "engine: %s on communicator %s refused: its rank %d died", what,
+                 comm->ras.name, dead);
+        return CGPU_ERR_PEER_DEAD;
     }
     if (CGPU_RAS_FAILED == atomic_load(&comm->ras.state)) {
         cgpu_log(CGPU_LOG_WARN,
@@ -481,7 +515,7 @@ void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes)
                              : CGPU_ERR_DEVICE == st ? &r->err_device
                                                      : &r->err_other;
         atomic_fetch_add_explicit(cls, 1, memory_order_relaxed);
-        if (CGPU_ERR_TIMEOUT == st || CGPU_ERR_DEVICE == st) {
+        if (CGPU_ERR_TIMEOUT == st || CGPU_ERR_DEVICE == st || CGPU_ERR_PEER_DEAD == st) {
             /* its pipelines stopped midway: this communicator cannot line up again */
             atomic_store(&r->state, CGPU_RAS_FAILED);
         }

@@ -43,6 +43,12 @@ enum { CGPU_COMM_ALIVE = 0x414c4956, CGPU_COMM_DEAD = 0x44454144 };
 struct cgpu_cuda_comm;
 typedef struct cgpu_net cgpu_net_t;
 
+/* A peer's process, for the liveness looks of long waits (cgpu_liveness.c). */
+typedef struct cgpu_peer_proc {
+    int32_t pid;
+    uint64_t start_time; /* as the peer read it for itself (/proc); 0: unknown */
+    bool watched;        /* this process sees that same process under that id */
+} cgpu_peer_proc_t;
 
 /* the largest round of input a padded pair reduction copies at once (cgpu_coll.c): the pair
  * copies a communicator keeps are at most twice that */
@@ -105,6 +111,12 @@ struct cgpu_comm {
      * largest such call, freed with the communicator's resources */
     void *zeros;
     size_t zeros_bytes;
+
+    /* liveness (cgpu_liveness.c): the peers' processes ([size], NULL: not looked at), the
+     * looks so far, and the first peer found dead (-1: none; set once, read by any thread) */
+    cgpu_peer_proc_t *procs;
+    unsigned live_looks;
+    atomic_int dead_rank;
 
     cgpu_prof_comm_t prof; /* profiler context of this communicator (by value) */
     cgpu_ras_t ras;        /* health, for pvars and the watchdog */
@@ -189,6 +201,22 @@ void cgpu_ras_progress(cgpu_comm_t *comm);
 /* Call fn on every live internal communicator, under the engine's list lock (not a data
  * path lock: only create, release and the watchdog take it). */
 void cgpu_engine_for_each_comm(void (*fn)(cgpu_comm_t *comm, void *arg), void *arg);
+
+/* Liveness of the peers' processes (cgpu_liveness.c). Setup: every rank's pid and start
+ * time, from the creation's table; fini frees what setup kept. */
+void cgpu_liveness_setup(cgpu_comm_t *comm, const int32_t *pids, const uint64_t *starts);
+void cgpu_liveness_fini(cgpu_comm_t *comm);
+/* A wait's clock of looks (*next_ns 0 at the wait's start): true once every few ms of
+ * waiting, from the second call on; one clock read per call. */
+bool cgpu_liveness_due(uint64_t *next_ns);
+/* Look at every watched peer now: false when one is gone (the communicator is then failed,
+ * the peer named in the log and by cgpu_comm_dead_peer) or was found gone before. */
+bool cgpu_liveness_look(cgpu_comm_t *comm);
+/* What a wait that gave up returns: CGPU_ERR_PEER_DEAD when a peer was found dead, else
+ * CGPU_ERR_TIMEOUT (the watchdog aborted it). */
+cgpu_status_t cgpu_comm_wait_failed(const cgpu_comm_t *comm);
+/* Across nodes: the dead peer the node-local communicator found, as a rank of @p comm. */
+int cgpu_net_dead_peer(const cgpu_comm_t *comm, long *pid);
 
 /* The watchdog's scan (cgpu_health.c): report every communicator stalled past the timeout. */
 void cgpu_health_scan(uint64_t now_ns, void *arg);

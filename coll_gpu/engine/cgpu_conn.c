@@ -7,17 +7,31 @@
 
 #include "cgpu_conn.h"
 
-bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value)
+bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value, int peer)
 {
     unsigned spins = 0;
+    uint64_t look_ns = 0; /* the clock of this wait's liveness looks (cgpu_liveness.c) */
+    bool ok = true;
     while (atomic_load_explicit(ctr, memory_order_acquire) < value) {
         if (0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed)) {
-            return false;
+            ok = false;
+            break;
         }
         cgpu_progress_poll(++spins, 256); /* the peer may wait in MPI for us */
         if (spins < 256) {
             cgpu_cpu_relax();
-        } else if (spins < 20000) {
+            continue; /* the fast path: no clock, no system call */
+        }
+        if (256 == spins) { /* what the watchdog reports, should this wait last */
+            atomic_store_explicit(&comm->ras.waiting_on, peer, memory_order_relaxed);
+        }
+        /* a peer that died never bumps the counter: past the spins, every 16th poll reads
+         * the clock, and every few ms of waiting the peers' processes are looked at */
+        if (0 == (spins & 15) && cgpu_liveness_due(&look_ns) && !cgpu_liveness_look(comm)) {
+            ok = false;
+            break;
+        }
+        if (spins < 20000) {
             /* Oversubscribed runs (more ranks than cores) need the peer to get the CPU. */
             sched_yield();
         } else {
@@ -25,7 +39,10 @@ bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value)
             nanosleep(&ts, NULL);
         }
     }
-    return true;
+    if (spins >= 256) {
+        atomic_store_explicit(&comm->ras.waiting_on, -1, memory_order_relaxed);
+    }
+    return ok;
 }
 
 static inline int ring_right(const cgpu_comm_t *comm)
@@ -47,7 +64,8 @@ void *cgpu_ring_send_slot(cgpu_comm_t *comm)
     cgpu_seg_ctrl_t *rc = cgpu_ctrl(comm, ring_right(comm));
     uint64_t n = comm->ring_sent;
     if (n >= (uint64_t) comm->nslots &&
-        !cgpu_wait_ge(comm, &rc->ring_consumed.v, n + 1 - (uint64_t) comm->nslots)) {
+        !cgpu_wait_ge(comm, &rc->ring_consumed.v, n + 1 - (uint64_t) comm->nslots,
+                      ring_right(comm))) {
         return NULL;
     }
     if (comm->xfer_started > comm->xfer_stopped) {
@@ -72,8 +90,8 @@ void cgpu_ring_send_post(cgpu_comm_t *comm, size_t bytes)
         }
         if (NULL != comm->xfer && comm->xfer_started == comm->ring_sent - 1) {
             cgpu_prof_event_v1_t ev = {.type = CGPU_PROF_EVENT_PROXY_V1, .parent = comm->prof.coll};
-            ev.u.proxy = (cgpu_prof_proxy_v1_t){.what = "shm_queue", .peer = ring_right(comm),
-                                                .bytes = bytes};
+            ev.u.proxy = (cgpu_prof_proxy_v1_t){
+                .what = "shm_queue", .peer = ring_right(comm), .bytes = bytes};
             cgpu_prof_start(&comm->prof, &ev,
                             &comm->xfer[comm->xfer_started % (uint64_t) comm->nslots]);
             comm->xfer_started++;
@@ -89,7 +107,7 @@ void cgpu_ring_prof_drain(cgpu_comm_t *comm)
     cgpu_seg_ctrl_t *rc = cgpu_ctrl(comm, ring_right(comm));
     /* the neighbour consumes them within this same collective; an aborted one stops
      * waiting at once, and the events end anyway */
-    (void) cgpu_wait_ge(comm, &rc->ring_consumed.v, comm->xfer_started);
+    (void) cgpu_wait_ge(comm, &rc->ring_consumed.v, comm->xfer_started, ring_right(comm));
     xfer_stop_upto(comm, comm->xfer_started);
 }
 
@@ -97,7 +115,8 @@ const void *cgpu_ring_recv_slot(cgpu_comm_t *comm)
 {
     cgpu_seg_ctrl_t *mc = cgpu_ctrl(comm, comm->rank);
     uint64_t n = comm->ring_recvd;
-    if (!cgpu_wait_ge(comm, &mc->ring_posted.v, n + 1)) {
+    if (!cgpu_wait_ge(comm, &mc->ring_posted.v, n + 1,
+                      (comm->rank + comm->size - 1) % comm->size)) {
         return NULL;
     }
     const char *base = (const char *) mc + CGPU_SEG_CTRL_BYTES;

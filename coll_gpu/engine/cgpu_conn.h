@@ -16,10 +16,13 @@
 
 /**
  * Wait (spin, then yield, then sleep) until *ctr >= value; past the spins it runs the MPI
- * library's progress now and then (cgpu_progress). Returns false, at once, if the
- * watchdog aborted the communicator's collective (coll_gpu_ras_abort_on_timeout).
+ * library's progress now and then (cgpu_progress), and every few ms looks whether the peers'
+ * processes still exist (cgpu_liveness.c). Returns false, at once, if the watchdog aborted
+ * the communicator's collective (coll_gpu_ras_abort_on_timeout), or once a peer is found
+ * dead; cgpu_comm_wait_failed(comm) then says which of the two. @p peer: the rank whose
+ * write the wait needs (-1: any of several), for the watchdog's report.
  */
-bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value);
+bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value, int peer);
 
 /** Next free slot in the right neighbour's queue (waits for room); NULL if aborted. */
 void *cgpu_ring_send_slot(cgpu_comm_t *comm);

@@ -149,6 +149,18 @@ uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item);
 uint64_t cgpu_engine_watchdog_firings(void);
 int cgpu_engine_shm_segments(void);
 
+/**
+ * The peer whose process died while this rank waited on it in a collective of @p comm, or
+ * -1 while none did. Once a peer is found dead the communicator fails for good: every later
+ * collective returns CGPU_ERR_PEER_DEAD at once (a dead process never takes part again), and
+ * this answer stays. An atomic load: any thread may ask.
+ *
+ * @param comm  the internal communicator (NULL: -1)
+ * @param pid   if not NULL, set to the dead process's id (0 when unknown) when one died
+ * @return      its rank in @p comm, or -1
+ */
+int cgpu_comm_dead_peer(const cgpu_comm_t *comm, long *pid);
+
 /** Rank and size of an internal communicator. */
 int cgpu_comm_rank(const cgpu_comm_t *comm);
 int cgpu_comm_size(const cgpu_comm_t *comm);

@@ -42,12 +42,20 @@ static void check_comm(cgpu_comm_t *c, void *arg)
             }
         }
     }
+    /* the peer this rank's wait needs: one that entered and stalls inside the call (a
+     * stopped or starved process) is "arrived", so the count alone would blame nobody */
+    char waiting[48] = "";
+    const int w = atomic_load_explicit(&r->waiting_on, memory_order_relaxed);
+    if (w >= 0 && w < c->size) {
+        snprintf(waiting, sizeof(waiting), "; waiting on rank %d",
+                 NULL != c->report_ranks ? c->report_ranks[w] : w);
+    }
     const bool abort_it = cfg->ras_abort_on_timeout || c->abort_on_timeout;
     cgpu_log(CGPU_LOG_WARN,
              "RAS: %s #%llu on communicator %s (rank %d of %d) has made no progress for %.1f s; "
-             "%d rank(s) not arrived%s%s%s",
+             "%d rank(s) not arrived%s%s%s%s",
              cgpu_ras_kind_name(r->kind), (unsigned long long) cur, r->name, c->rank, c->size,
-             (double) (now - last) / 1e9, nmiss, nmiss > 0 ? ": " : "", missing,
+             (double) (now - last) / 1e9, nmiss, nmiss > 0 ? ": " : "", missing, waiting,
              abort_it ? (cfg->ras_abort_on_timeout ? "; failing it (coll_gpu_ras_abort_on_timeout)"
                                                    : "; failing it (it spans nodes)")
                       : "; still waiting (set coll_gpu_ras_abort_on_timeout=1 to fail instead)");

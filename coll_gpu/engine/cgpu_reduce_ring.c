@@ -32,7 +32,7 @@ cgpu_status_t cgpu_host_ring_reduce_scatter(cgpu_comm_t *comm, const void *sbuf,
         void *dst = cgpu_ring_send_slot(comm);
         if (NULL == dst) {
             cgpu_prof_stop(&ev);
-            return CGPU_ERR_TIMEOUT;
+            return cgpu_comm_wait_failed(comm);
         }
         memcpy(dst, in + ((size_t) mod(r - 1, n) * count + off) * es, len * es);
         cgpu_ring_send_post(comm, len * es);
@@ -46,7 +46,7 @@ cgpu_status_t cgpu_host_ring_reduce_scatter(cgpu_comm_t *comm, const void *sbuf,
             dst = (NULL == src || last) ? NULL : cgpu_ring_send_slot(comm);
             if (NULL == src || (!last && NULL == dst)) {
                 cgpu_prof_stop(&ev);
-                return CGPU_ERR_TIMEOUT;
+                return cgpu_comm_wait_failed(comm);
             }
             cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
             const char *mine = in + ((size_t) blk * count + off) * es;
@@ -77,7 +77,7 @@ cgpu_status_t cgpu_host_ring_reduce(cgpu_comm_t *comm, const void *sbuf, void *r
             void *dst = cgpu_ring_send_slot(comm);
             if (NULL == dst) {
                 cgpu_prof_stop(&ev);
-                return CGPU_ERR_TIMEOUT;
+                return cgpu_comm_wait_failed(comm);
             }
             memcpy(dst, in + off * es, len * es);
             cgpu_ring_send_post(comm, len * es);
@@ -91,7 +91,7 @@ cgpu_status_t cgpu_host_ring_reduce(cgpu_comm_t *comm, const void *sbuf, void *r
         void *dst = (NULL == src || is_root) ? NULL : cgpu_ring_send_slot(comm);
         if (NULL == src || (!is_root && NULL == dst)) {
             cgpu_prof_stop(&ev);
-            return CGPU_ERR_TIMEOUT;
+            return cgpu_comm_wait_failed(comm);
         }
         cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
         cgpu_reduce_host(dt, op, is_root ? (char *) rbuf + off * es : dst, src, in + off * es, len);

@@ -1,16 +1,24 @@
 /*
- * A peer dies in the middle of collectives across nodes: every survivor must get an MPI
- * error back (no hang) within coll_gpu_ras_timeout, and the failed communicator must keep
- * refusing calls with an error.
+ * Faults of one peer process, and what every other rank must see.
  *
- * Run under mpirun --enable-recovery (so the launcher does not kill the survivors first)
- * with --mca coll_gpu_fake_nodes N and --mca coll_gpu_ras_timeout T, as
- *   test_fault <victim rank> <result dir>
- * The victim starts a thread that kills the process with SIGKILL 300 ms after the loop of
- * large allreduces started, so it dies inside one of them. Each survivor writes
- * <result dir>/survivor.<rank> with the failing call's duration and error string, then
- * leaves with _exit (MPI_Finalize would wait for the dead process). The driver checks the
- * files (test/run_all.sh): one per survivor, each duration under T plus a margin.
+ *   test_fault kill <victim rank> <result dir>
+ * A peer dies in the middle of a loop of large allreduces (a thread of the victim kills its
+ * process with SIGKILL 300 ms after the loop started): every survivor must get an MPI error
+ * back (no hang) in bounded time, and the failed communicator must keep refusing calls with
+ * an error of the same class. Each survivor writes <result dir>/survivor.<rank>:
+ *   rank R calls C failed F took T again_failed A again_took T2 same_class S error <string>
+ * (the failing call's duration, the next call's, and MPI_Error_string of the first error),
+ * then leaves with _exit (MPI_Finalize would wait for the dead process). The driver
+ * (test/run_all.sh) bounds T and checks that the string names the dead rank. Run under
+ * mpirun --enable-recovery, so that the launcher does not kill the survivors first.
+ *
+ *   test_fault stall <victim rank> <result dir>
+ * A peer stops (SIGSTOP) just before a large MPI_Bcast (root 0; the victim must not be 0)
+ * and is let go on (SIGCONT, from a thread of rank 0) 2.5 s later: with coll_gpu_ras_timeout
+ * 1 the watchdog of every other rank must report that bcast, by its number on the
+ * communicator, with the victim as the one rank not arrived; the call must then complete
+ * with the root's data. Each rank captures its own stderr (the watchdog's lines) meanwhile
+ * and writes <result dir>/stall.<rank>: "rank R ok O" and the reason when not ok.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -37,25 +45,8 @@ static void *killer(void *arg)
     return NULL;
 }
 
-int main(int argc, char **argv)
+static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir)
 {
-    MPI_Init(&argc, &argv);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (argc < 3) {
-        if (0 == rank) {
-            fprintf(stderr, "usage: test_fault <victim rank> <result dir>\n");
-        }
-        MPI_Finalize();
-        return 2;
-    }
-    const int victim = atoi(argv[1]);
-    const char *dir = argv[2];
-    MPI_Comm comm;
-    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-
     enum { N = 1 << 20 }; /* 4 MiB of ints per call */
     int *a = malloc(sizeof(int) * N);
     for (int i = 0; i < N; ++i) {
@@ -86,19 +77,194 @@ int main(int argc, char **argv)
             break;
         }
     }
-    /* the failed communicator keeps refusing, at once */
+    /* the failed communicator keeps refusing, at once, with an error of the same class */
     const double c1 = now();
     int rc2 = MPI_Allreduce(MPI_IN_PLACE, a, 16, MPI_INT, MPI_SUM, comm);
     const double again = now() - c1;
+    int cls = -1, cls2 = -2;
+    if (MPI_SUCCESS != rc && MPI_SUCCESS != rc2) {
+        MPI_Error_class(rc, &cls);
+        MPI_Error_class(rc2, &cls2);
+    }
     char path[4096];
     snprintf(path, sizeof(path), "%s/survivor.%d", dir, rank);
     FILE *f = fopen(path, "w");
     if (NULL != f) {
-        fprintf(f, "rank %d calls %ld failed %d took %.3f again_failed %d again_took %.3f error %s\n",
-                rank, calls, MPI_SUCCESS != rc, took, MPI_SUCCESS != rc2, again, err);
+        fprintf(f,
+                "rank %d calls %ld failed %d took %.3f again_failed %d again_took %.3f "
+                "same_class %d error %s\n",
+                rank, calls, MPI_SUCCESS != rc, took, MPI_SUCCESS != rc2, again, cls == cls2, err);
         fclose(f);
     }
     fflush(stdout);
     fflush(stderr);
     _exit(0);
+}
+
+/* ---- stall ---- */
+
+/* The state letter of process @p pid (0 when unreadable). */
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+    FILE *f = fopen(path, "r");
+    size_t n = NULL != f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (NULL != f) {
+        fclose(f);
+    }
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return NULL != p && ' ' == p[1] ? p[2] : 0;
+}
+
+static void *resumer(void *arg)
+{
+    const pid_t pid = *(const pid_t *) arg;
+    for (int i = 0; i < 10000 && 'T' != proc_state(pid); ++i) {
+        usleep(1000);
+    }
+    usleep(2500 * 1000); /* past coll_gpu_ras_timeout (1 s) and a watchdog period */
+    kill(pid, SIGCONT);
+    return NULL;
+}
+
+enum { STALL_WARMUP = 3, STALL_BYTES = 8 << 20 };
+
+static unsigned char pattern(size_t i, int call)
+{
+    return (unsigned char) (i * 131u + (unsigned) call * 7u + 1u);
+}
+
+static int run_stall(MPI_Comm comm, int rank, int size, int victim, const char *dir)
+{
+    unsigned char *buf = malloc(STALL_BYTES);
+    char path[4096], why[512] = "";
+    int ok = 1;
+    /* the pids, so that rank 0 can let the victim go on */
+    int *pids = malloc(sizeof(int) * (size_t) size);
+    int mine = (int) getpid();
+    MPI_Allgather(&mine, 1, MPI_INT, pids, 1, MPI_INT, MPI_COMM_WORLD);
+    for (int call = 1; call <= STALL_WARMUP; ++call) {
+        for (size_t i = 0; i < STALL_BYTES; ++i) {
+            buf[i] = 0 == rank ? pattern(i, call) : 0;
+        }
+        if (MPI_SUCCESS != MPI_Bcast(buf, STALL_BYTES, MPI_BYTE, 0, comm)) {
+            fprintf(stderr, "test_fault: rank %d: warm-up bcast %d failed\n", rank, call);
+            _exit(3);
+        }
+    }
+    /* this rank's stderr (the watchdog's lines) into a file for the stalled call */
+    snprintf(path, sizeof(path), "%s/stderr.%d", dir, rank);
+    fflush(stderr);
+    const int saved = dup(2);
+    FILE *cap = fopen(path, "w+");
+    if (NULL == cap || saved < 0 || dup2(fileno(cap), 2) < 0) {
+        fprintf(stderr, "test_fault: rank %d: cannot capture stderr\n", rank);
+        _exit(3);
+    }
+    const int call = STALL_WARMUP + 1; /* the stalled bcast's number on the communicator */
+    for (size_t i = 0; i < STALL_BYTES; ++i) {
+        buf[i] = 0 == rank ? pattern(i, call) : 0;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    pthread_t t;
+    if (0 == rank) {
+        pthread_create(&t, NULL, resumer, &pids[victim]);
+    }
+    if (rank == victim) {
+        raise(SIGSTOP);
+    }
+    const double c0 = now();
+    const int rc = MPI_Bcast(buf, STALL_BYTES, MPI_BYTE, 0, comm);
+    const double took = now() - c0;
+    if (0 == rank) {
+        pthread_join(t, NULL);
+    }
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (MPI_SUCCESS != rc) {
+        ok = 0;
+        snprintf(why, sizeof(why), "the stalled bcast failed (a stopped peer is no error)");
+    }
+    for (size_t i = 0; ok && i < STALL_BYTES; ++i) {
+        if (buf[i] != pattern(i, call)) {
+            ok = 0;
+            snprintf(why, sizeof(why), "byte %zu is %u, the root sent %u", i, buf[i],
+                     pattern(i, call));
+        }
+    }
+    /* the watchdog's line: this collective, by its number, and exactly the victim missing */
+    char want_kind[64], want_missing[64], line[1024], found[1024] = "";
+    snprintf(want_kind, sizeof(want_kind), "RAS: bcast #%d ", call);
+    snprintf(want_missing, sizeof(want_missing), " 1 rank(s) not arrived: %d;", victim);
+    rewind(cap);
+    int lines = 0;
+    while (NULL != fgets(line, sizeof(line), cap)) {
+        if (NULL != strstr(line, "RAS: ") && NULL != strstr(line, "no progress")) {
+            ++lines;
+            if (NULL != strstr(line, want_kind) && NULL != strstr(line, want_missing)) {
+                snprintf(found, sizeof(found), "%s", line);
+            }
+        }
+    }
+    fclose(cap);
+    if (ok && rank != victim && '\0' == found[0]) {
+        ok = 0;
+        snprintf(why, sizeof(why),
+                 "no watchdog line with \"%s\" and \"%s\" (%d watchdog line(s); see %.200s)",
+                 want_kind, want_missing, lines, path);
+    }
+    if (ok && rank == victim && lines > 0) {
+        ok = 0; /* it was stopped, not waiting: it has nothing to report */
+        snprintf(why, sizeof(why), "the stopped rank reported %d stall(s) (see %.200s)", lines,
+                 path);
+    }
+    snprintf(path, sizeof(path), "%s/stall.%d", dir, rank);
+    FILE *f = fopen(path, "w");
+    if (NULL != f) {
+        fprintf(f, "rank %d ok %d took %.3f %s%s", rank, ok, took, why,
+                '\0' != found[0] ? "\n  " : "\n");
+        fputs(found, f);
+        fclose(f);
+    }
+    free(pids);
+    free(buf);
+    return ok ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const int stall = argc >= 4 && 0 == strcmp(argv[1], "stall");
+    if (argc < 4 || (!stall && 0 != strcmp(argv[1], "kill"))) {
+        if (0 == rank) {
+            fprintf(stderr, "usage: test_fault kill|stall <victim rank> <result dir>\n");
+        }
+        MPI_Finalize();
+        return 2;
+    }
+    const int victim = atoi(argv[2]);
+    const char *dir = argv[3];
+    if (victim < 0 || victim >= size || (stall && 0 == victim)) {
+        if (0 == rank) {
+            fprintf(stderr, "test_fault: victim %d out of range (stall: not the root 0)\n", victim);
+        }
+        MPI_Finalize();
+        return 2;
+    }
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (!stall) {
+        return run_kill(comm, rank, victim, dir);
+    }
+    const int bad = run_stall(comm, rank, size, victim, dir);
+    MPI_Comm_free(&comm);
+    MPI_Finalize();
+    return bad;
 }

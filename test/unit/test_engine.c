@@ -56,6 +56,8 @@
 #include <unistd.h>
 
 #include "cgpu_cuda.h"
+#include "cgpu_clock.h"
+#include "cgpu_proc.h"
 #include "cgpu_shm.h"
 #include "cgpu_engine.h"
 
@@ -2251,6 +2253,194 @@ static void test_stager_pool_reuses_the_size_in_use(void)
 }
 
 /* ------------------------------------------------------------------------------------- */
+/* A peer process that dies, a peer process that stops                                   */
+/* ------------------------------------------------------------------------------------- */
+
+/* Shared by one group (mapped before the fork): when the victim left, CLOCK_MONOTONIC. */
+typedef struct death_area {
+    _Atomic int64_t died_ns;
+} death_area_t;
+
+enum { TEST_VICTIM = 1, TEST_DEATH_BOUND_MS = 2000, TEST_DEATH_COUNT = 1 << 16 };
+
+/* The victim's second thread: the process leaves while its main thread is inside a
+ * collective, as a killed rank does (exit status 0, so the harness counts no failure). */
+static void *leave_soon(void *arg)
+{
+    death_area_t *d = arg;
+    sleep_ms(50);
+    atomic_store(&d->died_ns, (int64_t) cgpu_now_ns());
+    _exit(EXIT_SUCCESS);
+    return NULL;
+}
+
+static void scenario_dead_peer_fails_every_survivor(test_rank_t *t)
+{
+    death_area_t *d = (death_area_t *) t->arg;
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+    int32_t *buf = malloc(sizeof(int32_t) * TEST_DEATH_COUNT);
+
+    child_config(&cfg);
+    child_warnings_expected = true; /* every survivor warns about the dead peer */
+    if (!CHILD_CHECK(NULL != buf) || !child_start(t, &cfg, &comm)) {
+        free(buf);
+        return;
+    }
+    for (int i = 0; i < TEST_DEATH_COUNT; ++i) {
+        buf[i] = t->rank + i;
+    }
+    cgpu_status_t st = cgpu_allreduce(comm, buf, buf, TEST_DEATH_COUNT, CGPU_DT_INT32, CGPU_OP_SUM,
+                                      CGPU_ALLREDUCE_AUTO);
+    CHILD_CHECKF(CGPU_OK == st, "the first allreduce returned %s", cgpu_status_string(st));
+    CHILD_CHECK(-1 == cgpu_comm_dead_peer(comm, NULL));
+    CHILD_CHECK(CGPU_OK == t->bs.barrier(t->bs.ctx));
+    if (TEST_VICTIM == t->rank) {
+        pthread_t th;
+        if (CHILD_CHECK(0 == pthread_create(&th, NULL, leave_soon, d))) {
+            for (;;) { /* until the other thread ends the process */
+                (void) cgpu_allreduce(comm, buf, buf, TEST_DEATH_COUNT, CGPU_DT_INT32, CGPU_OP_SUM,
+                                      CGPU_ALLREDUCE_AUTO);
+            }
+        }
+        free(buf);
+        return;
+    }
+    const int64_t t0 = now_ms();
+    do {
+        st = cgpu_allreduce(comm, buf, buf, TEST_DEATH_COUNT, CGPU_DT_INT32, CGPU_OP_SUM,
+                            CGPU_ALLREDUCE_AUTO);
+    } while (CGPU_OK == st && now_ms() - t0 < 10000);
+    const int64_t found_ns = (int64_t) cgpu_now_ns(), died_ns = atomic_load(&d->died_ns);
+    CHILD_CHECKF(CGPU_ERR_PEER_DEAD == st, "the loop ended with %s, not \"%s\"",
+                 cgpu_status_string(st), cgpu_status_string(CGPU_ERR_PEER_DEAD));
+    CHILD_CHECKF(died_ns > 0 && found_ns - died_ns < (int64_t) TEST_DEATH_BOUND_MS * 1000000,
+                 "the death was found %.3f s after it (bound %d ms)",
+                 (double) (found_ns - died_ns) / 1e9, TEST_DEATH_BOUND_MS);
+    long pid = 0;
+    CHILD_CHECKF(TEST_VICTIM == cgpu_comm_dead_peer(comm, &pid) &&
+                     pid == (long) t->pids[TEST_VICTIM],
+                 "the dead peer is rank %d, process %ld (expected rank %d, process %ld)",
+                 cgpu_comm_dead_peer(comm, NULL), pid, TEST_VICTIM, (long) t->pids[TEST_VICTIM]);
+    CHILD_CHECK(CGPU_RAS_FAILED == cgpu_comm_ras(comm, CGPU_RAS_STATE));
+    /* sticky: every later collective is refused with the same status, at once */
+    const int64_t t1 = now_ms();
+    st = cgpu_allreduce(comm, buf, buf, 16, CGPU_DT_INT32, CGPU_OP_SUM, CGPU_ALLREDUCE_AUTO);
+    CHILD_CHECKF(CGPU_ERR_PEER_DEAD == st, "the next allreduce returned %s",
+                 cgpu_status_string(st));
+    st = cgpu_bcast(comm, buf, 64, 0);
+    CHILD_CHECKF(CGPU_ERR_PEER_DEAD == st, "the next bcast returned %s", cgpu_status_string(st));
+    CHILD_CHECKF(now_ms() - t1 < 500, "the refused calls took %lld ms",
+                 (long long) (now_ms() - t1));
+    /* and the teardown neither hangs nor fails */
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+    free(buf);
+}
+
+static void test_dead_peer_fails_every_survivor(void)
+{
+    const int sizes[] = {2, 4};
+    for (size_t k = 0; k < TEST_ARRAY_LEN(sizes); ++k) {
+        death_area_t *d =
+            mmap(NULL, sizeof(*d), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        CU_ASSERT_FATAL(MAP_FAILED != d);
+        atomic_store(&d->died_ns, 0);
+        CU_ASSERT(run_ranks("dead peer", sizes[k], scenario_dead_peer_fails_every_survivor, d));
+        munmap(d, sizeof(*d));
+    }
+}
+
+/* The state letter of process @p pid in /proc (0 when unreadable). */
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+    FILE *f = fopen(path, "r");
+    size_t n = NULL != f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (NULL != f) {
+        fclose(f);
+    }
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return NULL != p && ' ' == p[1] ? p[2] : 0;
+}
+
+/* Rank 0's second thread: once the victim has stopped itself, hold it 400 ms (80 liveness
+ * periods, 4 of them full looks at /proc), then let it go on. */
+static void *resume_later(void *arg)
+{
+    const pid_t pid = *(const pid_t *) arg;
+    for (int i = 0; i < 5000 && 'T' != proc_state(pid); ++i) {
+        sleep_ms(1);
+    }
+    sleep_ms(400);
+    kill(pid, SIGCONT);
+    return NULL;
+}
+
+static void scenario_stopped_peer_is_waited_for(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+    pthread_t th;
+    bool resumer = false;
+
+    child_config(&cfg);
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    CHILD_CHECK(CGPU_OK == t->bs.barrier(t->bs.ctx));
+    if (0 == t->rank) {
+        resumer = CHILD_CHECK(0 == pthread_create(&th, NULL, resume_later, &t->pids[TEST_VICTIM]));
+    }
+    if (TEST_VICTIM == t->rank) {
+        raise(SIGSTOP); /* slow, not dead: the others must wait and then succeed */
+    }
+    /* a stopped peer is slow, never dead: the call succeeds with the right sums */
+    CHILD_CHECK(check_allreduce(comm, CGPU_DT_INT32, CGPU_OP_SUM, 20000, false, 7));
+    CHILD_CHECK(-1 == cgpu_comm_dead_peer(comm, NULL));
+    if (resumer) {
+        pthread_join(th, NULL);
+    }
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+}
+
+static void test_stopped_peer_is_waited_for(void)
+{
+    CU_ASSERT(run_ranks("stopped peer", 4, scenario_stopped_peer_is_waited_for, NULL));
+}
+
+/* The base check itself: a zombie (exited, not reaped) and a reused id count as gone; a
+ * running process, and one this process cannot look at, as alive. */
+static void test_process_liveness_check(void)
+{
+    const pid_t me = getpid();
+    const uint64_t start = cgpu_proc_start_time(me);
+    CU_ASSERT(0 != start);
+    CU_ASSERT_EQUAL(CGPU_PROC_ALIVE, cgpu_proc_check(me, start, true));
+    CU_ASSERT_EQUAL(CGPU_PROC_GONE, cgpu_proc_check(me, start + 1, true));   /* another start */
+    CU_ASSERT_EQUAL(CGPU_PROC_ALIVE, cgpu_proc_check(me, start + 1, false)); /* kill() only */
+    fflush(stdout);
+    fflush(stderr);
+    pid_t child = fork();
+    if (0 == child) {
+        _exit(0);
+    }
+    CU_ASSERT_FATAL(child > 0);
+    const uint64_t cstart = cgpu_proc_start_time(child); /* read before it may have exited */
+    for (int i = 0; i < 5000 && 'Z' != proc_state(child); ++i) {
+        sleep_ms(1);
+    }
+    CU_ASSERT_EQUAL('Z', proc_state(child));
+    CU_ASSERT_EQUAL(CGPU_PROC_ALIVE, cgpu_proc_check(child, cstart, false)); /* kill() finds it */
+    CU_ASSERT_EQUAL(CGPU_PROC_GONE, cgpu_proc_check(child, cstart, true));
+    int status;
+    CU_ASSERT_EQUAL(child, waitpid(child, &status, 0));
+    CU_ASSERT_EQUAL(CGPU_PROC_GONE, cgpu_proc_check(child, cstart, false));
+    CU_ASSERT_EQUAL(CGPU_PROC_ALIVE, cgpu_proc_check(0, 0, true)); /* not a process: no verdict */
+}
+
+/* ------------------------------------------------------------------------------------- */
 /* Registration                                                                           */
 /* ------------------------------------------------------------------------------------- */
 
@@ -2300,6 +2490,12 @@ static const cgpu_unit_case_t test_cases[] = {
      test_oneshot_blocks_rule},
     {"resident blocks: one cluster up to 8, else whole clusters of 8 (at most 2); 32 without",
      test_resident_blocks_rule},
+    {"a process that is gone, a zombie or a reused id counts as gone; a live one as alive",
+     test_process_liveness_check},
+    {"a peer that dies inside a collective fails it on every survivor within 2 s, naming it, "
+     "and every later call",
+     test_dead_peer_fails_every_survivor},
+    {"a stopped peer is waited for, never taken for dead", test_stopped_peer_is_waited_for},
 };
 
 int main(void)

@@ -433,6 +433,7 @@ static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
     /* a non-blocking collective's worker bound to the caller's one CPU gives it the core
      * between polls (a poll reads one mapped line): the caller computes meanwhile */
     const bool share = cgpu_thread_worker_shares_cpu();
+    uint64_t look_ns = 0; /* the clock of the liveness looks (cgpu_liveness.c) */
     for (unsigned long it = 1; CGPU_OK == st; ++it) {
         const uint64_t ended = rk_load(cc, RK_EXITED); /* read first: the blocks publish
                                                           * completions before they end */
@@ -455,12 +456,24 @@ static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
          * completion is a fault */
         if (0 == (it & 0xfff) && CGPU_IN_PROGRESS != cgpu_cuda_event_query(cc->rk_ev) &&
             !rk_done(cc, k, (int) nblocks) && k != rk_load(cc, RK_EXITED)) {
-            /* a device error (reported by the query, or here) */
+            /* a device error (reported by the query, or here), or the kernel's own timeout
+             * on a peer whose process died, which names it */
             cc->rk_running = false;
+            if (!cgpu_liveness_look(comm)) {
+                return CGPU_ERR_PEER_DEAD;
+            }
             cgpu_log(CGPU_LOG_WARN, "cuda: rank %d: the resident kernel ended at descriptor "
                      "%llu without completing %llu", comm->rank,
                      (unsigned long long) rk_load(cc, RK_EXITED), (unsigned long long) k);
             return CGPU_ERR_DEVICE;
+        }
+        /* a peer whose process died never completes its part: every few ms of waiting the
+         * peers' processes are looked at, as the host backend's waits do. The call fails at
+         * once; the kernel gives up on the peer after coll_gpu_cuda_timeout and ends, which
+         * the communicator's teardown (rk_stop) waits for, and the communicator refuses
+         * every later call (cgpu_comm_enter), so nothing is written to it meanwhile */
+        if (0 == (it & 0xff) && cgpu_liveness_due(&look_ns) && !cgpu_liveness_look(comm)) {
+            return CGPU_ERR_PEER_DEAD;
         }
         /* a wait past 50 us (a call takes 5-10): a peer may wait in MPI for a message of ours */
         if (0 == (it & 0xff) && cgpu_now_ns() - t1 > 50000) {

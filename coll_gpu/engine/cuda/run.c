@@ -106,7 +106,8 @@ cgpu_status_t cgpu_cuda_run(cgpu_comm_t *comm, const cgpu_cuda_call_t *k)
                  "non-blocking post and its wait, or on another thread; README, Limits)",
                  k->kind, comm->rank, w < 9 ? what[w] : "?", cc->err_host[1], cc->err_host[2],
                  cc->err_host[3]);
-        st = CGPU_ERR_TIMEOUT;
+        /* the peer may be gone rather than slow: then the error names it (cgpu_liveness.c) */
+        st = cgpu_liveness_look(comm) ? CGPU_ERR_TIMEOUT : CGPU_ERR_PEER_DEAD;
     }
 out_restore:
     if (prev >= 0 && prev != cc->device) {

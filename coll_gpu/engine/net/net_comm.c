@@ -257,3 +257,11 @@ int cgpu_net_transport(const cgpu_comm_t *comm)
     return CGPU_BACKEND_CUDA == net->local->backend ? CGPU_RAS_TRANSPORT_PROXY_CUDA_IPC
                                                     : CGPU_RAS_TRANSPORT_PROXY_SHM;
 }
+
+int cgpu_net_dead_peer(const cgpu_comm_t *comm, long *pid)
+{
+    /* the node-local communicator names its peers by their ranks here (report_ranks) */
+    return NULL != comm->net && NULL != comm->net->local
+               ? cgpu_comm_dead_peer(comm->net->local, pid)
+               : -1;
+}

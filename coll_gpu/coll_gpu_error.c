@@ -1,0 +1,93 @@
+/*
+ * coll/gpu: engine failures as MPI error codes a program can read.
+ *
+ * Most failures map onto a predefined class (mca_coll_gpu_status_to_mpi) with the details
+ * in the log. A peer process that died is different: the program's error handler is what
+ * a user sees, and "MPI_ERR_OTHER: known error not in list" says nothing. So the first
+ * call that finds the death makes an error code of its own for that communicator, whose
+ * MPI_Error_string names the dead rank (in the communicator and in MPI_COMM_WORLD) and the
+ * call; every later call on the communicator returns the same code (the engine refuses
+ * them all, cgpu_comm_dead_peer).
+ *
+ * Why MPI_Add_error_code/MPI_Add_error_string, at first failure, on the calling thread:
+ * - the class: MPI_ERR_PROC_FAILED exists only in Open MPI builds with ULFM (MPIX_, in
+ *   mpi-ext.h; Debian's 4.1 has none), and a class made with MPI_Add_error_class would be
+ *   one no program can name; so ULFM's where it exists, else MPI_ERR_OTHER, which every
+ *   program can test with MPI_Error_class and which the standard allows a code to refine;
+ * - when: a code per death, made when it happens, costs nothing in jobs where nobody dies
+ *   (codes made at set-up could not name the rank anyway);
+ * - where: these are MPI calls. Open MPI 4.1's MPI_Add_error_code takes no lock a
+ *   collective holds (it appends to the code table and sets MPI_LASTUSEDCODE on
+ *   MPI_COMM_WORLD), so it is safe inside a collective on an application thread. Our
+ *   workers never call MPI (a worker's failure reaches the program through the request's
+ *   completion, which runs on an application thread); a call from anywhere else gets the
+ *   bare class, with the message in the log. The table itself has no lock in 4.1: a
+ *   program adding codes on another thread at the same instant would race with us as it
+ *   would with itself (its own adds need serialising under MPI_THREAD_MULTIPLE anyway).
+ * - bounded: one code per failed communicator, and at most CGPU_ERR_CODES_MAX in all.
+ */
+#include <stdio.h>
+
+#include "coll_gpu.h"
+
+#include "ompi/proc/proc.h"
+
+#define CGPU_ERR_CODES_MAX 256
+
+static atomic_int codes_made;
+
+/* The world rank of @p rank of @p comm, or -1. */
+static long world_rank_of(struct ompi_communicator_t *comm, int rank)
+{
+    if (rank < 0 || rank >= ompi_comm_size(comm)) {
+        return -1;
+    }
+    const ompi_proc_t *p = ompi_comm_peer_lookup(comm, rank);
+    return NULL != p ? (long) p->super.proc_name.vpid : -1;
+}
+
+static int peer_dead_code(const char *what, struct ompi_communicator_t *comm)
+{
+    mca_coll_gpu_module_t *m = mca_coll_gpu_module_of(comm);
+    const int cls = MCA_COLL_GPU_ERR_PEER_DEAD_CLASS;
+    if (NULL == m) {
+        return cls;
+    }
+    int code = atomic_load(&m->dead_code);
+    if (code > 0) {
+        return code;
+    }
+    long pid = 0;
+    const int dead = cgpu_comm_dead_peer(m->ecomm, &pid);
+    char msg[MPI_MAX_ERROR_STRING];
+    snprintf(msg, sizeof(msg),
+             "coll/gpu: rank %d (MPI_COMM_WORLD rank %ld, process %ld) of communicator %s died; "
+             "%s and every later collective on it fail",
+             dead, world_rank_of(comm, dead), pid, comm->c_name, what);
+    cgpu_log(CGPU_LOG_INFO, "%s", msg); /* the engine warned already, without world ranks */
+    int expected = 0;
+    if (dead < 0 || !cgpu_thread_may_call_mpi() ||
+        !atomic_compare_exchange_strong(&m->dead_code, &expected, -1)) {
+        return cls; /* no MPI from here, or another thread is making the code */
+    }
+    if (atomic_fetch_add(&codes_made, 1) >= CGPU_ERR_CODES_MAX ||
+        MPI_SUCCESS != MPI_Add_error_code(cls, &code) ||
+        MPI_SUCCESS != MPI_Add_error_string(code, msg)) {
+        atomic_store(&m->dead_code, 0);
+        return cls;
+    }
+    atomic_store(&m->dead_code, code);
+    return code;
+}
+
+int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_communicator_t *comm)
+{
+    if (CGPU_ERR_PEER_DEAD == st) {
+        return peer_dead_code(what, comm);
+    }
+    if (CGPU_OK != st) {
+        cgpu_log(CGPU_LOG_WARN, "%s on %s failed in the engine: %s", what, comm->c_name,
+                 cgpu_status_string(st));
+    }
+    return mca_coll_gpu_status_to_mpi(st);
+}
