@@ -427,6 +427,37 @@ else
         ' _ "$BIN/mpi/test_fault" "${MPIRUN[@]}"
     fi
 
+    # ---- a rank killed while the others wait in their first collective on a communicator
+    # (inside the engine's set-up): the launcher kills the job, and no process of it leaves a
+    # segment name in /dev/shm ----
+    if [ -x "$BIN/mpi/test_fault" ]; then
+        run_test "test_fault.killed_before_setup.np3" bash -c '
+            exe=$1; shift
+            dir=$(mktemp -d)
+            "$@" -np 3 "$exe" 1 "$dir" setup > "$dir/mpirun.log" 2>&1
+            echo "mpirun exit status $? (the killed rank makes it non-zero)"
+            bad=0
+            for r in 0 2; do
+                [ -f "$dir/entered.$r" ] || { echo "rank $r did not reach its first collective"; bad=1; }
+            done
+            grep -q "rank 1 .*signal 9\|signal 9.*rank 1\|rank 1 with PID .* exited on signal 9" "$dir/mpirun.log" ||
+                echo "(mpirun did not report rank 1 killed by signal 9; its log follows)"
+            for r in 0 1 2; do
+                [ -s "$dir/pid.$r" ] || { echo "rank $r wrote no pid"; bad=1; continue; }
+                pid=$(cat "$dir/pid.$r")
+                left=$(find /dev/shm -maxdepth 1 -name "cgpu-*" -name "*-$pid-*" -printf "%f\n" 2>/dev/null)
+                if [ -n "$left" ]; then
+                    echo "rank $r (pid $pid) left in /dev/shm:" $left
+                    bad=1
+                    for f in $left; do rm -f "/dev/shm/$f"; done
+                fi
+            done
+            [ "$bad" -eq 0 ] && echo "no process of the job left a segment name" || cat "$dir/mpirun.log"
+            rm -rf "$dir"
+            exit $bad
+        ' _ "$BIN/mpi/test_fault" "${MPIRUN[@]}"
+    fi
+
     # ---- RAS watchdog: a rank enters 2.5-3 s late with a 1 s timeout ----
     if [ -x "$BIN/mpi/test_ras" ]; then
         run_test "test_ras.watchdog.np3" "${MPIRUN[@]}" --mca coll_gpu_ras_timeout 1 -np 3 \

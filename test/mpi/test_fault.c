@@ -11,6 +11,14 @@
  * <result dir>/survivor.<rank> with the failing call's duration and error string, then
  * leaves with _exit (MPI_Finalize would wait for the dead process). The driver checks the
  * files (test/run_all.sh): one per survivor, each duration under T plus a margin.
+ *
+ *   test_fault <victim rank> <result dir> setup
+ * The victim is killed (SIGKILL) while every other rank waits inside its first collective on
+ * a new communicator, in the engine's set-up. Run without --enable-recovery: the launcher then
+ * kills the survivors where they wait, as it does to a real job. Every rank writes its pid
+ * to <result dir>/pid.<rank> first, and each survivor <result dir>/entered.<rank> just
+ * before the collective; the victim dies once all have entered and a moment has passed. The
+ * driver checks that no process of the job left a segment name in /dev/shm.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -27,6 +35,37 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+static void write_file(const char *dir, const char *what, int rank, long value)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s.%d", dir, what, rank);
+    FILE *f = fopen(path, "w");
+    if (NULL != f) {
+        fprintf(f, "%ld\n", value);
+        fclose(f);
+    }
+}
+
+/* The victim of the set-up case: dies once every survivor has written entered.<rank>
+ * (at most 30 s) and 500 ms more have passed, so that each survivor is inside the set-up. */
+static void die_when_all_entered(const char *dir, int rank, int size)
+{
+    for (int waited = 0; waited < 3000; ++waited) {
+        int entered = 0;
+        for (int r = 0; r < size; ++r) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/entered.%d", dir, r);
+            entered += (r != rank && 0 == access(path, F_OK));
+        }
+        if (entered == size - 1) {
+            break;
+        }
+        usleep(10 * 1000);
+    }
+    usleep(500 * 1000);
+    raise(SIGKILL);
 }
 
 static void *killer(void *arg)
@@ -52,9 +91,23 @@ int main(int argc, char **argv)
     }
     const int victim = atoi(argv[1]);
     const char *dir = argv[2];
+    const int setup_case = argc > 3 && 0 == strcmp(argv[3], "setup");
+    write_file(dir, "pid", rank, (long) getpid());
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (setup_case) {
+        int v = rank;
+        if (rank == victim) {
+            die_when_all_entered(dir, rank, size);
+        }
+        write_file(dir, "entered", rank, 1);
+        MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_SUM, comm);
+        /* not reached while the victim is dead: the launcher ends the job */
+        fprintf(stderr, "test_fault: rank %d: the collective returned without rank %d\n", rank,
+                victim);
+        _exit(4);
+    }
 
     enum { N = 1 << 20 }; /* 4 MiB of ints per call */
     int *a = malloc(sizeof(int) * N);
@@ -94,7 +147,8 @@ int main(int argc, char **argv)
     snprintf(path, sizeof(path), "%s/survivor.%d", dir, rank);
     FILE *f = fopen(path, "w");
     if (NULL != f) {
-        fprintf(f, "rank %d calls %ld failed %d took %.3f again_failed %d again_took %.3f error %s\n",
+        fprintf(f,
+                "rank %d calls %ld failed %d took %.3f again_failed %d again_took %.3f error %s\n",
                 rank, calls, MPI_SUCCESS != rc, took, MPI_SUCCESS != rc2, again, err);
         fclose(f);
     }
