@@ -484,6 +484,25 @@ else
         [ "$bad" -eq 0 ] && echo "every rank wrote health lines" >"$log"
         record "monitor.health_lines" "$bad" "$log"
         rm -rf "$mdir"
+        # a link planted where rank 0 writes: not followed (its target unchanged), a message
+        # names the path, rank 0's lines go to stderr; rank 1 writes its own new file
+        mdir=$(mktemp -d /tmp/cgpu-monitor.XXXXXX)
+        echo precious >"$mdir/target"
+        ln -s "$mdir/target" "$mdir/health.0"
+        CGPU_MONITOR_OUT="$mdir/health.%r" CGPU_MONITOR_HZ=50 run_logged "monitor.planted_link.np2" \
+            "${MPIRUN[@]}" -x LD_PRELOAD="$MONITOR" -x CGPU_MONITOR_OUT -x CGPU_MONITOR_HZ -np 2 "$DEMO"
+        bad=$rc
+        {
+            [ "$(cat "$mdir/target")" = precious ] || { echo "the link's target was written"; bad=1; }
+            [ -L "$mdir/health.0" ] || { echo "the planted link is gone"; bad=1; }
+            grep -q "cannot create $mdir/health.0: File exists" "$log" ||
+                { echo "no message naming $mdir/health.0"; bad=1; }
+            grep -q "cgpu-health .*rank=0" "$log" || { echo "rank 0's lines are not on stderr"; bad=1; }
+            grep -q "cgpu-health .*rank=1" "$mdir/health.1" 2>/dev/null ||
+                { echo "rank 1 wrote no health lines to $mdir/health.1"; bad=1; }
+        } >>"$log"
+        record "monitor.planted_link.np2" "$bad" "$log"
+        rm -rf "$mdir"
     fi
 
     # ---- profiler: the trace plugin's output parses and nests (demo job, 4 ranks) ----
