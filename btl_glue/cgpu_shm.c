@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@ static void fd_close(int fd)
     atomic_fetch_sub(&shm_fds, 1);
 }
 static atomic_uint shm_counter;
+static _Atomic(cgpu_shm_token_fn_t) shm_token_fn;
 
 /* Retry a transient failure (EAGAIN/EINTR/EMFILE from a busy system) a few times with
  * growing sleeps before giving up: set-up storms at scale hit these. */
@@ -38,27 +40,89 @@ static bool shm_should_retry(int err, int attempt)
     return true;
 }
 
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* 64 random bits for a name. The kernel's pool first; where it cannot answer at once (early
+ * boot, a seccomp filter), the clock, the pid and a counter mixed: less unguessable, but a
+ * guessed name still only costs a retry, never our data (O_EXCL). */
+static uint64_t shm_token(void)
+{
+    const cgpu_shm_token_fn_t fn = atomic_load(&shm_token_fn);
+    uint64_t t;
+
+    if (NULL != fn) {
+        return fn();
+    }
+    if ((ssize_t) sizeof(t) == getrandom(&t, sizeof(t), GRND_NONBLOCK)) {
+        return t;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return mix64((uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec) ^
+           mix64(((uint64_t) getpid() << 32) | atomic_fetch_add(&shm_counter, 1));
+}
+
+void cgpu_shm_set_token_source(cgpu_shm_token_fn_t fn)
+{
+    atomic_store(&shm_token_fn, fn);
+}
+
+/*
+ * Open a new segment name with O_EXCL, mode 0600. The name is
+ * "/cgpu-<uid>-<pid>-<64 random bits in hex>": the uid and pid say whose it is (an
+ * administrator can tell a left-over from a live job's), the random part makes it
+ * unguessable, so no other user can claim our names in advance. A name someone else holds
+ * is never unlinked (it is not ours, whatever it is called): another name is drawn, a few
+ * times, then the caller is told. Peers learn the name through the set-up exchange, so it
+ * need not be derivable from anything they know. Returns the descriptor, or -1 with errno.
+ */
+static int shm_open_new_name(cgpu_shm_seg_t *seg)
+{
+    int fd = -1, err = 0;
+
+    for (int tries = 0; tries < CGPU_SHM_NAME_TRIES; ++tries) {
+        int attempt = 0;
+        snprintf(seg->name, sizeof(seg->name), "/cgpu-%u-%d-%016llx", (unsigned) geteuid(),
+                 (int) getpid(), (unsigned long long) shm_token());
+        do {
+            fd = shm_open(seg->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+            err = errno;
+        } while (fd < 0 && shm_should_retry(err, attempt++));
+        if (fd >= 0 || EEXIST != err) {
+            break;
+        }
+        cgpu_log(CGPU_LOG_INFO,
+                 "shm: %s exists already (not ours: left untouched); drawing "
+                 "another name",
+                 seg->name);
+    }
+    if (fd < 0 && EEXIST == err) {
+        cgpu_log(CGPU_LOG_WARN,
+                 "shm: %d random segment names in a row were taken in /dev/shm (the last %s); "
+                 "something creates names like ours. This communicator uses the fallback; "
+                 "look for cgpu-* entries in /dev/shm that no job of yours made",
+                 CGPU_SHM_NAME_TRIES, seg->name);
+    } else if (fd < 0) {
+        cgpu_log(CGPU_LOG_WARN, "shm: cannot create %s: %s", seg->name, strerror(err));
+    }
+    errno = err;
+    return fd;
+}
+
 cgpu_status_t cgpu_shm_create(cgpu_shm_seg_t *seg, size_t size)
 {
-    int fd = -1, rc, attempt = 0;
+    int fd, rc;
     memset(seg, 0, sizeof(*seg));
-    snprintf(seg->name, sizeof(seg->name), "/cgpu-%d-%u", (int) getpid(),
-             atomic_fetch_add(&shm_counter, 1));
-    bool stale_removed = false;
-    do {
-        fd = shm_open(seg->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-        if (fd < 0 && EEXIST == errno && !stale_removed) {
-            /* the name carries our pid, so no live process made it: a process that had
-             * our pid before died before unlinking it. Remove it and try again, once. */
-            cgpu_log(CGPU_LOG_INFO, "shm: removing stale %s left by a dead process",
-                     seg->name);
-            stale_removed = true;
-            (void) shm_unlink(seg->name);
-            fd = shm_open(seg->name, O_RDWR | O_CREAT | O_EXCL, 0600);
-        }
-    } while (fd < 0 && shm_should_retry(errno, attempt++));
+    fd = shm_open_new_name(seg);
     if (fd < 0) {
-        cgpu_log(CGPU_LOG_WARN, "shm: cannot create %s: %s", seg->name, strerror(errno));
+        seg->name[0] = '\0';
         return CGPU_ERR_SYSTEM;
     }
     atomic_fetch_add(&shm_fds, 1);
@@ -118,6 +182,16 @@ cgpu_status_t cgpu_shm_attach(cgpu_shm_seg_t *seg, const char *name, size_t size
         fd_close(fd);
         return CGPU_ERR_SYSTEM;
     }
+    /* Our peers run as our user and create with O_EXCL, so an object of another owner under
+     * the name is not theirs: never map it. */
+    if (sb.st_uid != geteuid()) {
+        cgpu_log(CGPU_LOG_WARN,
+                 "shm: peer segment %s belongs to uid %u, not to this job's uid %u; "
+                 "refused",
+                 name, (unsigned) sb.st_uid, (unsigned) geteuid());
+        fd_close(fd);
+        return CGPU_ERR_SYSTEM;
+    }
     seg->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     fd_close(fd);
     if (MAP_FAILED == seg->base) {
@@ -135,6 +209,13 @@ void cgpu_shm_unlink(cgpu_shm_seg_t *seg)
     if (seg->owner && seg->linked) {
         shm_unlink(seg->name);
         seg->linked = false;
+    }
+}
+
+void cgpu_shm_unlink_name(const char *name)
+{
+    if (NULL != name && '/' == name[0] && 0 != shm_unlink(name) && ENOENT != errno) {
+        cgpu_log(CGPU_LOG_INFO, "shm: cannot remove %s: %s", name, strerror(errno));
     }
 }
 

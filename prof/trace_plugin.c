@@ -4,14 +4,20 @@
  *   mpirun ... --mca coll_gpu_profiler $PREFIX/lib/coll-gpu/libcgpu_prof_trace.so ./app
  *
  * One file per process, $CGPU_TRACE_DIR/cgpu-trace-<pid>.json (default directory: the
- * current one), one track per communicator for its collectives and one per communicator
- * and channel for its steps, kernels and lifecycle events; transport operations, which
- * overlap one another (several items in flight in a queue), as async events ("b"/"e",
- * category "transport") on the communicator's track. Open the files in
+ * current one; created new, never overwritten: where that name exists, a file of an earlier
+ * process with the same pid or anything else, the next free cgpu-trace-<pid>-<k>.json, k up to
+ * 99, is written instead and a message names both), one track per communicator for its collectives
+ * and one per communicator and channel for its steps, kernels and lifecycle events; transport
+ * operations, which overlap one another (several items in flight in a queue), as async events
+ * ("b"/"e", category "transport") on the communicator's track. Open the files in
  * https://ui.perfetto.dev or chrome://tracing. Events are written when they end, so memory
  * stays bounded whatever the run length.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +27,7 @@
 #include "coll_gpu_profiler_v1.h"
 
 #define TRACE_MAX_TRACKS 4096
+#define TRACE_NAME_TRIES 100 /* cgpu-trace-<pid>.json, then -1 .. -99 */
 
 typedef struct trace_ctx {
     uint64_t comm_id;
@@ -43,6 +50,7 @@ static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *trace_out;
 static int trace_contexts;
 static int trace_first_event = 1;
+static int trace_open_tried; /* once per process: a failure is said once, not per communicator */
 static int trace_rank = -1;
 static unsigned long long trace_async_id;
 static uint64_t trace_tracks[TRACE_MAX_TRACKS];
@@ -83,14 +91,13 @@ static void name_track(uint64_t tid, const trace_ctx_t *c, int channel)
         snprintf(buf, sizeof(buf),
                  "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%llu,"
                  "\"args\":{\"name\":\"%s (id %llu) collectives\"}}",
-                 trace_rank, (unsigned long long) tid, c->name,
-                 (unsigned long long) c->comm_id);
+                 trace_rank, (unsigned long long) tid, c->name, (unsigned long long) c->comm_id);
     } else {
         snprintf(buf, sizeof(buf),
                  "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%llu,"
                  "\"args\":{\"name\":\"%s (id %llu) channel %d\"}}",
-                 trace_rank, (unsigned long long) tid, c->name,
-                 (unsigned long long) c->comm_id, channel);
+                 trace_rank, (unsigned long long) tid, c->name, (unsigned long long) c->comm_id,
+                 channel);
     }
     emit(buf);
 }
@@ -104,6 +111,76 @@ static void close_trace(void)
         trace_out = NULL;
     }
     pthread_mutex_unlock(&trace_lock);
+}
+
+/* A message through coll/gpu's log (stderr without one): what went wrong with the file. */
+static void say(cgpu_prof_log_v1_t log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(cgpu_prof_log_v1_t log, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (NULL != log) {
+        log(0, msg);
+    } else {
+        fprintf(stderr, "coll/gpu profiler plugin: %s\n", msg);
+    }
+}
+
+/*
+ * Create this process's trace file in @p dir. The file is always a new one (O_EXCL): a link
+ * planted under the name is not followed and nothing that exists is overwritten; the next
+ * suffixed name is tried instead. A path that does not fit is refused rather than cut, as a
+ * cut path would send every rank to one name. NULL (after saying why) when no file is made.
+ */
+static FILE *open_trace_file(const char *dir, long long pid, cgpu_prof_log_v1_t log)
+{
+    char path[PATH_MAX], first[PATH_MAX];
+    for (int k = 0; k < TRACE_NAME_TRIES; ++k) {
+        const int n = 0 == k
+                          ? snprintf(path, sizeof(path), "%s/cgpu-trace-%lld.json", dir, pid)
+                          : snprintf(path, sizeof(path), "%s/cgpu-trace-%lld-%d.json", dir, pid, k);
+        if (n < 0 || (size_t) n >= sizeof(path)) {
+            say(log,
+                "trace: the trace directory (CGPU_TRACE_DIR, %zu bytes) is too long: the trace "
+                "file's path would not fit in %zu bytes; no trace is written. Directory: "
+                "\"%.512s%s\"",
+                strlen(dir), sizeof(path) - 1, dir, strlen(dir) > 512 ? "..." : "");
+            return NULL;
+        }
+        if (0 == k) {
+            memcpy(first, path, (size_t) n + 1);
+        }
+        const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && EEXIST == errno) {
+            continue;
+        }
+        if (fd < 0) {
+            say(log, "trace: cannot create %s: %s; no trace is written", path, strerror(errno));
+            return NULL;
+        }
+        FILE *f = fdopen(fd, "w");
+        if (NULL == f) {
+            say(log, "trace: cannot write %s: %s; no trace is written", path, strerror(errno));
+            close(fd);
+            unlink(path);
+            return NULL;
+        }
+        if (k > 0) {
+            say(log,
+                "trace: %s exists already (left as it is: not overwritten, not followed); "
+                "this process's trace goes to %s",
+                first, path);
+        }
+        return f;
+    }
+    say(log,
+        "trace: %s and the %d names after it exist already (left as they are); no trace is "
+        "written. Remove old traces or set CGPU_TRACE_DIR to another directory",
+        first, TRACE_NAME_TRIES - 1);
+    return NULL;
 }
 
 static void json_safe(char *dst, size_t n, const char *src)
@@ -128,17 +205,12 @@ static int trace_init(void **context, const cgpu_prof_comm_info_v1_t *info, cgpu
     json_safe(c->name, sizeof(c->name), info->name);
     pthread_mutex_lock(&trace_lock);
     trace_log = log;
-    if (NULL == trace_out && trace_first_event) {
+    if (!trace_open_tried) {
+        trace_open_tried = 1;
         const char *dir = getenv("CGPU_TRACE_DIR");
-        char path[512];
-        snprintf(path, sizeof(path), "%s/cgpu-trace-%lld.json", NULL != dir ? dir : ".",
-                 (long long) info->pid);
-        trace_out = fopen(path, "w");
-        if (NULL == trace_out) {
-            if (NULL != log) {
-                log(0, "trace: cannot open the trace file; no trace is written");
-            }
-        } else {
+        trace_out =
+            open_trace_file(NULL != dir && '\0' != dir[0] ? dir : ".", (long long) info->pid, log);
+        if (NULL != trace_out) {
             trace_rank = info->rank; /* the first communicator's rank labels the process */
             fprintf(trace_out, "{\"traceEvents\":[");
             char buf[160];

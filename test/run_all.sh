@@ -490,6 +490,37 @@ else
         ' _ "$BIN/mpi/test_fault" "${MPIRUN[@]}"
     fi
 
+    # ---- a rank killed while the others wait in their first collective on a communicator
+    # (inside the engine's set-up): the launcher kills the job, and no process of it leaves a
+    # segment name in /dev/shm ----
+    if [ -x "$BIN/mpi/test_fault" ]; then
+        run_test "test_fault.killed_before_setup.np3" bash -c '
+            exe=$1; shift
+            dir=$(mktemp -d)
+            "$@" -np 3 "$exe" setup 1 "$dir" > "$dir/mpirun.log" 2>&1
+            echo "mpirun exit status $? (the killed rank makes it non-zero)"
+            bad=0
+            for r in 0 2; do
+                [ -f "$dir/entered.$r" ] || { echo "rank $r did not reach its first collective"; bad=1; }
+            done
+            grep -q "rank 1 .*signal 9\|signal 9.*rank 1\|rank 1 with PID .* exited on signal 9" "$dir/mpirun.log" ||
+                echo "(mpirun did not report rank 1 killed by signal 9; its log follows)"
+            for r in 0 1 2; do
+                [ -s "$dir/pid.$r" ] || { echo "rank $r wrote no pid"; bad=1; continue; }
+                pid=$(cat "$dir/pid.$r")
+                left=$(find /dev/shm -maxdepth 1 -name "cgpu-*" -name "*-$pid-*" -printf "%f\n" 2>/dev/null)
+                if [ -n "$left" ]; then
+                    echo "rank $r (pid $pid) left in /dev/shm:" $left
+                    bad=1
+                    for f in $left; do rm -f "/dev/shm/$f"; done
+                fi
+            done
+            [ "$bad" -eq 0 ] && echo "no process of the job left a segment name" || cat "$dir/mpirun.log"
+            rm -rf "$dir"
+            exit $bad
+        ' _ "$BIN/mpi/test_fault" "${MPIRUN[@]}"
+    fi
+
     # ---- RAS watchdog: a rank enters 2.5-3 s late with a 1 s timeout ----
     if [ -x "$BIN/mpi/test_ras" ]; then
         run_test "test_ras.watchdog.np3" "${MPIRUN[@]}" --mca coll_gpu_ras_timeout 1 -np 3 \
@@ -515,6 +546,25 @@ else
         done
         [ "$bad" -eq 0 ] && echo "every rank wrote health lines" >"$log"
         record "monitor.health_lines" "$bad" "$log"
+        rm -rf "$mdir"
+        # a link planted where rank 0 writes: not followed (its target unchanged), a message
+        # names the path, rank 0's lines go to stderr; rank 1 writes its own new file
+        mdir=$(mktemp -d /tmp/cgpu-monitor.XXXXXX)
+        echo precious >"$mdir/target"
+        ln -s "$mdir/target" "$mdir/health.0"
+        CGPU_MONITOR_OUT="$mdir/health.%r" CGPU_MONITOR_HZ=50 run_logged "monitor.planted_link.np2" \
+            "${MPIRUN[@]}" -x LD_PRELOAD="$MONITOR" -x CGPU_MONITOR_OUT -x CGPU_MONITOR_HZ -np 2 "$DEMO"
+        bad=$rc
+        {
+            [ "$(cat "$mdir/target")" = precious ] || { echo "the link's target was written"; bad=1; }
+            [ -L "$mdir/health.0" ] || { echo "the planted link is gone"; bad=1; }
+            grep -q "cannot create $mdir/health.0: File exists" "$log" ||
+                { echo "no message naming $mdir/health.0"; bad=1; }
+            grep -q "cgpu-health .*rank=0" "$log" || { echo "rank 0's lines are not on stderr"; bad=1; }
+            grep -q "cgpu-health .*rank=1" "$mdir/health.1" 2>/dev/null ||
+                { echo "rank 1 wrote no health lines to $mdir/health.1"; bad=1; }
+        } >>"$log"
+        record "monitor.planted_link.np2" "$bad" "$log"
         rm -rf "$mdir"
     fi
 

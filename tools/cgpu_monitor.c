@@ -9,15 +9,21 @@
  * performance variable of every communicator the application made (and of
  * MPI_COMM_WORLD) CGPU_MONITOR_HZ times a second (default 1) and writes one health line
  * per communicator to CGPU_MONITOR_OUT ("-" or unset: stderr; "%r" in the name becomes
- * the rank). Reads are MPI_T calls only, which coll/gpu serves with atomic loads, so the
- * monitor cannot disturb the collectives it watches.
+ * the rank). The file is created new: where the name exists (a file of an earlier run, a
+ * link) it is left alone, a message names it and the lines go to stderr. Reads are MPI_T calls
+ * only, which coll/gpu serves with atomic loads, so the monitor cannot disturb the collectives it
+ * watches.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MON_MAX_COMMS 256
 #define MON_MAX_PVARS 32
@@ -75,8 +81,8 @@ static void watch(MPI_Comm comm)
         PMPI_Comm_get_name(comm, c->name, &len);
         for (int i = 0; i < mon_npvars; ++i) {
             int count = 0;
-            if (MPI_SUCCESS == MPI_T_pvar_handle_alloc(mon_session, mon_bound[i], &comm,
-                                                       &c->h[c->n], &count)) {
+            if (MPI_SUCCESS ==
+                MPI_T_pvar_handle_alloc(mon_session, mon_bound[i], &comm, &c->h[c->n], &count)) {
                 c->pvar[c->n++] = i;
             }
         }
@@ -132,6 +138,51 @@ static void *mon_main(void *arg)
     return NULL;
 }
 
+/*
+ * The health lines' stream for CGPU_MONITOR_OUT=@p spec: a new file (O_EXCL, so nothing that
+ * exists is overwritten and no link planted under the name is followed), or stderr after a
+ * message naming the path and the reason. A name too long is refused, not cut: a cut name
+ * would lose the rank and send every rank to one file.
+ */
+static FILE *open_out(const char *spec, int rank)
+{
+    char path[PATH_MAX];
+    const char *r = strstr(spec, "%r");
+    const int n =
+        NULL != r ? snprintf(path, sizeof(path), "%.*s%d%s", (int) (r - spec), spec, rank, r + 2)
+                  : snprintf(path, sizeof(path), "%s", spec);
+    if (n < 0 || (size_t) n >= sizeof(path)) {
+        fprintf(stderr,
+                "coll/gpu monitor: rank %d: CGPU_MONITOR_OUT (%zu bytes) is too long for a path "
+                "(at most %zu bytes); health lines go to stderr. It begins \"%.256s\"\n",
+                rank, strlen(spec), sizeof(path) - 1, spec);
+        return stderr;
+    }
+    const int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        const int err = errno;
+        fprintf(stderr,
+                "coll/gpu monitor: rank %d: cannot create %s: %s%s; health lines go to "
+                "stderr\n",
+                rank, path, strerror(err),
+                EEXIST == err ? " (left as it is: not overwritten, not followed; remove it or "
+                                "name another file)"
+                              : "");
+        return stderr;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (NULL == f) {
+        fprintf(stderr,
+                "coll/gpu monitor: rank %d: cannot write %s: %s; health lines go to "
+                "stderr\n",
+                rank, path, strerror(errno));
+        close(fd);
+        unlink(path);
+        return stderr;
+    }
+    return f;
+}
+
 static void mon_start(void)
 {
     int provided;
@@ -140,20 +191,10 @@ static void mon_start(void)
         return;
     }
     PMPI_Comm_rank(MPI_COMM_WORLD, &mon_rank);
-    const char *path = getenv("CGPU_MONITOR_OUT");
+    const char *spec = getenv("CGPU_MONITOR_OUT");
     mon_out = stderr;
-    if (NULL != path && 0 != strcmp(path, "-")) {
-        char buf[512];
-        const char *r = strstr(path, "%r");
-        if (NULL != r) {
-            snprintf(buf, sizeof(buf), "%.*s%d%s", (int) (r - path), path, mon_rank, r + 2);
-        } else {
-            snprintf(buf, sizeof(buf), "%s", path);
-        }
-        FILE *f = fopen(buf, "w");
-        if (NULL != f) {
-            mon_out = f;
-        }
+    if (NULL != spec && '\0' != spec[0] && 0 != strcmp(spec, "-")) {
+        mon_out = open_out(spec, mon_rank);
     }
     find_pvars();
     mon_on = 1;

@@ -22,9 +22,8 @@
 typedef struct cgpu_peer_info {
     char host[CGPU_HOST_MAX];
     char boot_id[CGPU_BOOT_ID_MAX];
-    char seg_name[CGPU_SHM_NAME_MAX];
     int32_t pid;
-    int32_t status; /* this rank's local result so far */
+    int32_t status;  /* this rank's local result so far */
     int32_t cuda_ok; /* this process can run the cuda backend */
     int32_t device;
     cgpu_cuda_dev_rec_t dev; /* its device's bus id and MPS answer (ranks sharing a GPU) */
@@ -33,6 +32,12 @@ typedef struct cgpu_peer_info {
     uint64_t stage_bytes;
     uint64_t start_time; /* of this process, as /proc says (liveness; 0: unknown) */
 } cgpu_peer_info_t;
+
+/* What each rank tells the others once it has tried to create its segment. */
+typedef struct cgpu_seg_msg {
+    int32_t status;
+    char name[CGPU_SHM_NAME_MAX]; /* empty unless status is OK */
+} cgpu_seg_msg_t;
 
 static void read_node_identity(cgpu_peer_info_t *me, int rank)
 {
@@ -178,6 +183,92 @@ cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine)
     return st;
 }
 
+/*
+ * Remove the names of every peer's segment, for a set-up that failed after the names were
+ * exchanged: a peer killed inside the set-up cannot remove its own, and every name in the
+ * table was created by a peer of this set-up (a rank publishes only a name it created).
+ */
+static void unlink_peer_names(cgpu_seg_msg_t *segs, int size, int rank)
+{
+    for (int i = 0; NULL != segs && i < size; ++i) {
+        if (i != rank && CGPU_OK == segs[i].status) {
+            cgpu_shm_unlink_name(segs[i].name);
+        }
+        segs[i].name[0] = '\0';
+    }
+}
+
+/*
+ * Step 2 of the creation on one node: every rank creates its segment, the names are
+ * exchanged, every rank maps every peer's, and all agree that every mapping worked; then
+ * each rank removes its name.
+ *
+ * The segment is created only here, after the first exchange showed every rank inside the
+ * set-up: a name exists in /dev/shm only while every rank is a few steps from mapping it,
+ * never while a rank waits for a peer that may never come (killed before its first
+ * collective, or stuck in other work), where a kill of the waiting job would leave it. A
+ * rank killed inside these steps can still leave its name; the names carry the uid and pid
+ * to tell such a left-over apart (docs/troubleshooting.md). A rank whose step fails or whose
+ * bootstrap reports an error removes every name it learned, since the rank that made one
+ * may be gone. No deadline removes a name while the bootstrap is blocked: the bootstrap is
+ * the previous module's collective, which gives no control back until it completes.
+ */
+static cgpu_status_t map_node_segments(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs,
+                                       cgpu_seg_msg_t *segs, int32_t *verdicts)
+{
+    cgpu_seg_msg_t mine;
+    cgpu_status_t local, st;
+
+    memset(&mine, 0, sizeof(mine));
+    local = cgpu_shm_create(&comm->self_seg, comm->seg_bytes);
+    if (CGPU_OK == local) {
+        ((cgpu_seg_ctrl_t *) comm->self_seg.base)->magic = CGPU_SEG_MAGIC;
+        snprintf(mine.name, sizeof(mine.name), "%s", comm->self_seg.name);
+    }
+    mine.status = (int32_t) local;
+    if (CGPU_OK != bs->allgather(bs->ctx, &mine, segs, sizeof(mine))) {
+        return CGPU_ERR_BOOTSTRAP; /* the table may be partial: only our own name is known */
+    }
+    for (int i = 0; i < bs->size; ++i) {
+        segs[i].name[CGPU_SHM_NAME_MAX - 1] = '\0';
+        if (CGPU_OK != segs[i].status) {
+            cgpu_log(CGPU_LOG_INFO, "engine: rank %d could not create its segment (%s)", i,
+                     cgpu_status_string((cgpu_status_t) segs[i].status));
+            unlink_peer_names(segs, bs->size, bs->rank);
+            return (cgpu_status_t) segs[i].status;
+        }
+    }
+
+    local = CGPU_OK;
+    comm->peer_segs = calloc((size_t) bs->size, sizeof(*comm->peer_segs));
+    if (NULL == comm->peer_segs) {
+        local = CGPU_ERR_NO_MEMORY;
+    }
+    for (int i = 0; CGPU_OK == local && i < bs->size; ++i) {
+        if (i == bs->rank) {
+            comm->peer_segs[i] = comm->self_seg;
+            comm->peer_segs[i].owner = false; /* alias: self_seg does the cleanup */
+            continue;
+        }
+        local = cgpu_shm_attach(&comm->peer_segs[i], segs[i].name, comm->seg_bytes);
+        if (CGPU_OK == local &&
+            CGPU_SEG_MAGIC != ((cgpu_seg_ctrl_t *) comm->peer_segs[i].base)->magic) {
+            local = CGPU_ERR_SYSTEM;
+        }
+    }
+    st = agree_status(bs, local, verdicts);
+    if (CGPU_OK != st) {
+        unlink_peer_names(segs, bs->size, bs->rank);
+        return st;
+    }
+    /* Every peer has mapped our segment: the name is no longer needed. */
+    cgpu_shm_unlink(&comm->self_seg);
+    for (int i = 0; i < bs->size; ++i) {
+        segs[i].name[0] = '\0'; /* each owner removed its own */
+    }
+    return CGPU_OK;
+}
+
 void cgpu_comm_free_resources(cgpu_comm_t *comm)
 {
     if (comm->resources_freed) {
@@ -208,6 +299,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
 {
     cgpu_status_t st = CGPU_OK, local;
     cgpu_peer_info_t me, *all = NULL;
+    cgpu_seg_msg_t *segs = NULL;
     int32_t *verdicts = NULL;
 
     if (NULL == out) {
@@ -223,8 +315,10 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     cgpu_comm_t *comm = calloc(1, sizeof(*comm));
     all = calloc((size_t) bs->size, sizeof(*all));
     verdicts = calloc((size_t) bs->size, sizeof(*verdicts));
+    segs = calloc((size_t) bs->size, sizeof(*segs));
     memset(&me, 0, sizeof(me));
-    local = (NULL == comm || NULL == all || NULL == verdicts) ? CGPU_ERR_NO_MEMORY : CGPU_OK;
+    local = (NULL == comm || NULL == all || NULL == verdicts || NULL == segs) ? CGPU_ERR_NO_MEMORY
+                                                                              : CGPU_OK;
     if (CGPU_OK == local && !cgpu_engine_is_up()) {
         local = CGPU_ERR_STATE;
     }
@@ -240,8 +334,8 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         comm->slot_bytes = cfg->slot_bytes;
         comm->nslots = cfg->nslots;
         comm->stage_bytes = cfg->stage_bytes;
-        comm->seg_bytes = CGPU_SEG_CTRL_BYTES + (size_t) cfg->nslots * cfg->slot_bytes +
-                          cfg->stage_bytes;
+        comm->seg_bytes =
+            CGPU_SEG_CTRL_BYTES + (size_t) cfg->nslots * cfg->slot_bytes + cfg->stage_bytes;
         comm->resources_freed = true; /* nothing to free yet */
         local = cgpu_engine_register_comm(comm);
         comm->registered = (CGPU_OK == local);
@@ -256,16 +350,8 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
             comm = NULL;
         }
     }
-    if (CGPU_OK == local && bs->size > 1) {
-        local = cgpu_shm_create(&comm->self_seg, comm->seg_bytes);
-        if (CGPU_OK == local) {
-            comm->resources_freed = false;
-            cgpu_seg_ctrl_t *ctrl = (cgpu_seg_ctrl_t *) comm->self_seg.base;
-            ctrl->magic = CGPU_SEG_MAGIC;
-        }
-    }
 
-    /* Step 1: everyone learns everyone's node, layout, segment and status. */
+    /* Step 1: everyone learns everyone's node, layout and status. */
     read_node_identity(&me, bs->rank);
     me.pid = (int32_t) getpid();
     me.start_time = cgpu_proc_start_time(getpid());
@@ -276,9 +362,6 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     me.cuda_ok = (CGPU_BACKEND_HOST != cfg->backend && cgpu_cuda_available()) ? 1 : 0;
     me.device = cgpu_cuda_current_device();
     cgpu_cuda_dev_rec(&me.dev, me.cuda_ok ? me.device : -1, bs->rank);
-    if (NULL != comm && NULL != comm->self_seg.base) {
-        snprintf(me.seg_name, sizeof(me.seg_name), "%s", comm->self_seg.name);
-    }
     if (NULL == all) {
         /* A few hundred bytes per rank could not be had: the process is about to die
          * anyway, and without the table it cannot take part in the exchange. */
@@ -293,12 +376,12 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     CGPU_CHECK_GOTO(agree_on_table(all, bs->size), st, out_release);
     CGPU_CHECK_GOTO(agree_on_backend(all, bs->size, &comm->backend), st, out_release);
     if (bs->size > 1) {
+        comm->resources_freed = false; /* from here on, whatever is made is freed with them */
         int *node_of = malloc(sizeof(int) * (size_t) bs->size);
         const int nnodes = NULL == node_of ? -1 : number_nodes(all, bs->size, node_of);
         if (nnodes > 1) {
-            /* Several nodes: no segment of this communicator is shared; the node-local
+            /* Several nodes: this communicator has no segment; the node-local
              * communicator and the proxy carry everything (cgpu_net.c). */
-            cgpu_shm_detach(&comm->self_seg);
             st = cgpu_net_create(comm, node_of, nnodes);
             free(node_of);
             if (CGPU_OK != st) {
@@ -339,32 +422,10 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         }
     }
 
-    /* Step 2: map every peer's segment, then agree again that all mappings worked. */
+    /* Step 2: every rank's segment, made, exchanged and mapped by every peer. */
     if (bs->size > 1) {
         set_up_liveness(comm, all);
-        local = CGPU_OK;
-        comm->peer_segs = calloc((size_t) bs->size, sizeof(*comm->peer_segs));
-        if (NULL == comm->peer_segs) {
-            local = CGPU_ERR_NO_MEMORY;
-        }
-        for (int i = 0; CGPU_OK == local && i < bs->size; ++i) {
-            if (i == bs->rank) {
-                comm->peer_segs[i] = comm->self_seg;
-                comm->peer_segs[i].owner = false; /* alias: self_seg does the cleanup */
-                continue;
-            }
-            local = cgpu_shm_attach(&comm->peer_segs[i], all[i].seg_name, comm->seg_bytes);
-            if (CGPU_OK == local &&
-                CGPU_SEG_MAGIC != ((cgpu_seg_ctrl_t *) comm->peer_segs[i].base)->magic) {
-                local = CGPU_ERR_SYSTEM;
-            }
-        }
-        st = agree_status(bs, local, verdicts);
-        if (CGPU_OK != st) {
-            goto out_release;
-        }
-        /* Every peer has mapped our segment: the name is no longer needed. */
-        cgpu_shm_unlink(&comm->self_seg);
+        CGPU_CHECK_GOTO(map_node_segments(comm, bs, segs, verdicts), st, out_release);
     }
 
     /* Step 3 (cuda): every rank's inbox, exported and mapped by every peer. */
@@ -394,11 +455,11 @@ out_ready:
     snprintf(comm->ras.name, sizeof(comm->ras.name), "(rank %d of %d)", comm->rank, comm->size);
     cgpu_ras_watchdog_start(cgpu_engine_config()->ras_timeout_s, cgpu_health_scan, NULL);
     cgpu_log(CGPU_LOG_DEBUG,
-             "engine: communicator ready (rank %d of %d, backend %s, %zu-byte segment)",
-             comm->rank, comm->size, CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host",
-             comm->seg_bytes);
+             "engine: communicator ready (rank %d of %d, backend %s, %zu-byte segment)", comm->rank,
+             comm->size, CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host", comm->seg_bytes);
     *out = comm;
     free(all);
+    free(segs);
     free(verdicts);
     return CGPU_OK;
 
@@ -418,6 +479,7 @@ out_release:
     }
     free(comm);
     free(all);
+    free(segs);
     free(verdicts);
     return st;
 }
@@ -504,8 +566,7 @@ void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes)
     cgpu_ras_t *r = &comm->ras;
     comm->seq++;
     if (comm->size > 1 && NULL != comm->peer_segs) {
-        atomic_store_explicit(&cgpu_ctrl(comm, comm->rank)->seq.v, comm->seq,
-                              memory_order_release);
+        atomic_store_explicit(&cgpu_ctrl(comm, comm->rank)->seq.v, comm->seq, memory_order_release);
     }
     if (CGPU_OK == st) {
         atomic_fetch_add_explicit(&r->bytes, bytes, memory_order_relaxed);
@@ -643,9 +704,14 @@ void cgpu_coll_prof_begin(cgpu_comm_t *comm, const char *kind, size_t count, con
         return;
     }
     cgpu_prof_event_v1_t ev = {.type = CGPU_PROF_EVENT_COLL_V1, .parent = NULL};
-    ev.u.coll = (cgpu_prof_coll_v1_t){.kind = kind, .count = count, .datatype = dtype,
-                                      .op = op, .root = -1, .bytes = bytes,
-                                      .algorithm = algorithm, .seq = comm->seq + 1};
+    ev.u.coll = (cgpu_prof_coll_v1_t){.kind = kind,
+                                      .count = count,
+                                      .datatype = dtype,
+                                      .op = op,
+                                      .root = -1,
+                                      .bytes = bytes,
+                                      .algorithm = algorithm,
+                                      .seq = comm->seq + 1};
     cgpu_prof_ev_t e;
     cgpu_prof_start(&comm->prof, &ev, &e);
     comm->prof.coll = e.handle;
@@ -671,8 +737,8 @@ void cgpu_step_prof_begin(cgpu_comm_t *comm, cgpu_prof_ev_t *e, const char *what
     }
     cgpu_prof_event_v1_t ev = {.type = CGPU_PROF_EVENT_STEP_V1,
                                .parent = comm->prof.coll_on ? comm->prof.coll : NULL};
-    ev.u.step = (cgpu_prof_step_v1_t){.what = what, .peer = peer, .channel = channel,
-                                      .bytes = bytes, .step = comm->prof_step++};
+    ev.u.step = (cgpu_prof_step_v1_t){
+        .what = what, .peer = peer, .channel = channel, .bytes = bytes, .step = comm->prof_step++};
     cgpu_prof_start(&comm->prof, &ev, e);
     cgpu_prof_state(e, CGPU_PROF_STATE_WAIT_PEER_V1);
 }

@@ -19,6 +19,14 @@
  * communicator, with the victim as the one rank not arrived; the call must then complete
  * with the root's data. Each rank captures its own stderr (the watchdog's lines) meanwhile
  * and writes <result dir>/stall.<rank>: "rank R ok O" and the reason when not ok.
+ *
+ *   test_fault setup <victim rank> <result dir>
+ * The victim is killed (SIGKILL) while every other rank waits inside its first collective on
+ * a new communicator, in the engine's set-up. Run without --enable-recovery: the launcher then
+ * kills the survivors where they wait, as it does to a real job. Every rank writes its pid
+ * to <result dir>/pid.<rank> first, and each survivor <result dir>/entered.<rank> just
+ * before the collective; the victim dies once all have entered and a moment has passed. The
+ * driver checks that no process of the job left a segment name in /dev/shm.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -35,6 +43,51 @@ static double now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
+}
+
+static void write_file(const char *dir, const char *what, int rank, long value)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s.%d", dir, what, rank);
+    FILE *f = fopen(path, "w");
+    if (NULL != f) {
+        fprintf(f, "%ld\n", value);
+        fclose(f);
+    }
+}
+
+/* The victim of the set-up case: dies once every survivor has written entered.<rank>
+ * (at most 30 s) and 500 ms more have passed, so that each survivor is inside the set-up. */
+static void die_when_all_entered(const char *dir, int rank, int size)
+{
+    for (int waited = 0; waited < 3000; ++waited) {
+        int entered = 0;
+        for (int r = 0; r < size; ++r) {
+            char path[4096];
+            snprintf(path, sizeof(path), "%s/entered.%d", dir, r);
+            entered += (r != rank && 0 == access(path, F_OK));
+        }
+        if (entered == size - 1) {
+            break;
+        }
+        usleep(10 * 1000);
+    }
+    usleep(500 * 1000);
+    raise(SIGKILL);
+}
+
+/* The set-up case: see the top of this file. */
+static int run_setup(MPI_Comm comm, int rank, int size, int victim, const char *dir)
+{
+    int v = rank;
+    if (rank == victim) {
+        die_when_all_entered(dir, rank, size);
+    }
+    write_file(dir, "entered", rank, 1);
+    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_SUM, comm);
+    /* not reached while the victim is dead: the launcher ends the job */
+    fprintf(stderr, "test_fault: rank %d: the collective returned without rank %d\n", rank, victim);
+    _exit(4);
 }
 
 static void *killer(void *arg)
@@ -241,9 +294,10 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const int stall = argc >= 4 && 0 == strcmp(argv[1], "stall");
-    if (argc < 4 || (!stall && 0 != strcmp(argv[1], "kill"))) {
+    const int setup = argc >= 4 && 0 == strcmp(argv[1], "setup");
+    if (argc < 4 || (!stall && !setup && 0 != strcmp(argv[1], "kill"))) {
         if (0 == rank) {
-            fprintf(stderr, "usage: test_fault kill|stall <victim rank> <result dir>\n");
+            fprintf(stderr, "usage: test_fault kill|stall|setup <victim rank> <result dir>\n");
         }
         MPI_Finalize();
         return 2;
@@ -260,6 +314,10 @@ int main(int argc, char **argv)
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (setup) {
+        write_file(dir, "pid", rank, (long) getpid());
+        return run_setup(comm, rank, size, victim, dir);
+    }
     if (!stall) {
         return run_kill(comm, rank, victim, dir);
     }

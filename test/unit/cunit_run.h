@@ -7,6 +7,7 @@
 #include <CUnit/Basic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct cgpu_unit_case {
     const char *name;
@@ -15,7 +16,8 @@ typedef struct cgpu_unit_case {
 
 /* Runs @cases as one suite named @prog, verbosely; prints "<prog>: N asserts run, M failed"
  * and returns the process exit status: success only when no assert and no test failed and
- * CUnit itself worked. */
+ * CUnit itself worked. CGPU_UNIT_ONLY=<text> runs only the cases whose name contains it (by
+ * hand, while working on one case; the driver runs them all). */
 static inline int cgpu_unit_run(const char *prog, const cgpu_unit_case_t *cases, size_t n)
 {
     if (CUE_SUCCESS != CU_initialize_registry()) {
@@ -23,7 +25,11 @@ static inline int cgpu_unit_run(const char *prog, const cgpu_unit_case_t *cases,
         return EXIT_FAILURE;
     }
     CU_pSuite suite = CU_add_suite(prog, NULL, NULL);
+    const char *only = getenv("CGPU_UNIT_ONLY");
     for (size_t k = 0; NULL != suite && k < n; ++k) {
+        if (NULL != only && NULL == strstr(cases[k].name, only)) {
+            continue;
+        }
         if (NULL == CU_add_test(suite, cases[k].name, cases[k].fn)) {
             suite = NULL;
         }

@@ -39,6 +39,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -49,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <pthread.h>
@@ -176,7 +178,6 @@ static int child_warnings;
 static bool child_warnings_expected; /* the scenario provokes engine warnings on purpose */
 static char child_last_warning[512];
 
-
 /* The engine's log sink in children: warnings are counted, everything printed on demand. */
 static void test_log(int level, const char *msg)
 {
@@ -217,10 +218,11 @@ static bool child_start(test_rank_t *t, const cgpu_config_t *cfg, cgpu_comm_t **
            CHILD_CHECK(t->size == cgpu_comm_size(*comm));
 }
 
-/* Number of names /dev/shm holds for segments of process @p pid; removes them if asked. */
+/* Number of names /dev/shm holds for segments of process @p pid (named
+ * "cgpu-<uid>-<pid>-<random part>", docs/troubleshooting.md); removes them if asked. */
 static int shm_names_of(pid_t pid, bool remove)
 {
-    char prefix[32];
+    char prefix[48];
     size_t len;
     struct dirent *e;
     int n = 0;
@@ -229,7 +231,7 @@ static int shm_names_of(pid_t pid, bool remove)
     if (NULL == dir) {
         return 0;
     }
-    snprintf(prefix, sizeof(prefix), "cgpu-%d-", (int) pid);
+    snprintf(prefix, sizeof(prefix), "cgpu-%u-%d-", (unsigned) geteuid(), (int) pid);
     len = strlen(prefix);
     while (NULL != (e = readdir(dir))) {
         if (0 == strncmp(e->d_name, prefix, len)) {
@@ -365,10 +367,14 @@ static void kill_remaining(const pid_t *pids, bool *done, int *status, bool *kil
     }
 }
 
+/* The rank whose death by SIGKILL is the point of the next run_ranks (-1: none). */
+static int run_victim = -1;
+
 /*
  * Run @p fn in @p size forked ranks. Returns true when every rank exited with status 0
- * within TEST_RUN_TIMEOUT_S and no rank left a segment name in /dev/shm; otherwise says
- * on stderr which rank did what, and removes whatever the ranks left in /dev/shm.
+ * within TEST_RUN_TIMEOUT_S (the rank run_victim: died of SIGKILL) and no rank left a
+ * segment name in /dev/shm; otherwise says on stderr which rank did what, and removes
+ * whatever the ranks left in /dev/shm.
  */
 static bool run_ranks(const char *what, int size, test_scenario_fn_t fn, const void *arg)
 {
@@ -420,9 +426,13 @@ static bool run_ranks(const char *what, int size, test_scenario_fn_t fn, const v
             done[r] = true;
             --remaining;
             if ((!WIFEXITED(status[r]) || 0 != WEXITSTATUS(status[r])) && give_up_at < 0) {
-                /* Its peers may now wait forever on it: give them a moment, then stop. */
+                /* Its peers may now wait forever on it: give them a moment, then stop (a
+                 * death that is the scenario's point: the whole deadline, as the peers
+                 * still run their checks, slowly under valgrind). */
                 atomic_store(&area->aborted, 1);
-                give_up_at = now_ms() + TEST_FAIL_GRACE_MS;
+                if (r != run_victim) {
+                    give_up_at = now_ms() + TEST_FAIL_GRACE_MS;
+                }
             }
         }
         if (0 == remaining) {
@@ -447,6 +457,12 @@ static bool run_ranks(const char *what, int size, test_scenario_fn_t fn, const v
             fprintf(stderr, "\n    %s, %d ranks: rank %d killed %s\n", what, size, r,
                     timed_out ? "after the deadline (hang?)" : "after another rank failed");
             ok = false;
+        } else if (r == run_victim) {
+            if (!WIFSIGNALED(status[r]) || SIGKILL != WTERMSIG(status[r])) {
+                fprintf(stderr, "\n    %s, %d ranks: rank %d was to die of SIGKILL, it did not\n",
+                        what, size, r);
+                ok = false;
+            }
         } else if (WIFSIGNALED(status[r])) {
             fprintf(stderr, "\n    %s, %d ranks: rank %d died of signal %d\n", what, size, r,
                     WTERMSIG(status[r]));
@@ -1112,6 +1128,185 @@ static void scenario_create_agrees_on_failure(test_rank_t *t)
         check_alltoall(comm, 5000, false, 7);
         CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
     }
+}
+
+/* ---- segment names: taken names, set-ups that fail or lose a rank ---- */
+
+enum { SQUAT_BYTES = 16 };
+static const char squat_data[SQUAT_BYTES] = "not coll/gpu's";
+
+/* Tokens handed out in a row from TEST_TOKEN_BASE, or always the same one. */
+#define TEST_TOKEN_BASE 0x5ca77e4ed0000001ull
+static uint64_t next_token = TEST_TOKEN_BASE;
+static bool token_repeats;
+static uint64_t test_token(void)
+{
+    return token_repeats ? TEST_TOKEN_BASE : next_token++;
+}
+
+/* The name this process gives a segment with random part @p token, as the docs describe it
+ * (written out here, not asked from the code under test). */
+static void expected_name(char *buf, size_t n, uint64_t token)
+{
+    snprintf(buf, n, "/cgpu-%u-%d-%016llx", (unsigned) geteuid(), (int) getpid(),
+             (unsigned long long) token);
+}
+
+/* Another user's object under @p name: some bytes, mode 0644. */
+static bool squat(const char *name)
+{
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0644);
+    bool ok = fd >= 0 && SQUAT_BYTES == write(fd, squat_data, SQUAT_BYTES);
+    if (fd >= 0) {
+        close(fd);
+    }
+    return CHILD_CHECKF(ok, "cannot occupy %s: %s", name, strerror(errno));
+}
+
+/* The object under @p name is still the squatter's, whole; removes it. */
+static void check_squat_untouched(const char *name)
+{
+    char back[SQUAT_BYTES + 8] = {0};
+    struct stat sb;
+    int fd = shm_open(name, O_RDONLY, 0);
+    if (!CHILD_CHECKF(fd >= 0, "the squatter's %s is gone: %s", name, strerror(errno))) {
+        return;
+    }
+    CHILD_CHECK(0 == fstat(fd, &sb) && SQUAT_BYTES == sb.st_size && 0644 == (sb.st_mode & 0777));
+    CHILD_CHECK(SQUAT_BYTES == read(fd, back, sizeof(back)) &&
+                0 == memcmp(back, squat_data, SQUAT_BYTES));
+    close(fd);
+    shm_unlink(name);
+}
+
+/*
+ * cgpu_shm_create on its own: the name carries the uid, the pid and the random part, the
+ * object is 0600; a name that exists is left alone and the next one drawn; when every name
+ * drawn exists, the error names the last one and nothing of the squatter's changed.
+ */
+static void scenario_segment_names(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_shm_seg_t seg;
+    char taken[64], want[64];
+    struct stat sb;
+    (void) t;
+
+    child_warnings_expected = true; /* all names taken is a warning */
+    child_config(&cfg);
+    CHILD_CHECK(CGPU_OK == cgpu_engine_init(&cfg));
+    cgpu_shm_set_token_source(test_token);
+
+    expected_name(taken, sizeof(taken), TEST_TOKEN_BASE);
+    expected_name(want, sizeof(want), TEST_TOKEN_BASE + 1);
+    if (squat(taken)) {
+        CHILD_CHECK(CGPU_OK == cgpu_shm_create(&seg, 8192));
+        CHILD_CHECKF(0 == strcmp(seg.name, want), "segment named %s, expected %s", seg.name, want);
+        int fd = shm_open(seg.name, O_RDONLY, 0);
+        CHILD_CHECKF(fd >= 0 && 0 == fstat(fd, &sb) && 0600 == (sb.st_mode & 0777) &&
+                         geteuid() == sb.st_uid,
+                     "%s: not a 0600 object of this user", seg.name);
+        if (fd >= 0) {
+            close(fd);
+        }
+        cgpu_shm_detach(&seg);
+        CHILD_CHECK(shm_open(want, O_RDONLY, 0) < 0 && ENOENT == errno);
+        check_squat_untouched(taken);
+    }
+
+    token_repeats = true; /* every name drawn is the squatted one */
+    if (squat(taken)) {
+        child_warnings = 0;
+        CHILD_CHECK(CGPU_ERR_SYSTEM == cgpu_shm_create(&seg, 8192));
+        CHILD_CHECK(NULL == seg.base && 0 == cgpu_shm_mapped_count());
+        CHILD_CHECKF(1 == child_warnings && NULL != strstr(child_last_warning, taken) &&
+                         NULL != strstr(child_last_warning, "taken"),
+                     "warning \"%s\" does not say that %s was taken", child_last_warning, taken);
+        cgpu_shm_detach(&seg); /* a failed create holds nothing: detach is a no-op */
+        check_squat_untouched(taken);
+    }
+    token_repeats = false;
+    cgpu_shm_set_token_source(NULL);
+}
+
+/* Every rank's first name is squatted: the communicator is built on the next names and
+ * runs the engine's collectives correctly; the squatters' objects are untouched. */
+static void scenario_squatted_name_is_skipped(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+    char taken[64];
+
+    expected_name(taken, sizeof(taken), TEST_TOKEN_BASE);
+    cgpu_shm_set_token_source(test_token);
+    if (squat(taken)) {
+        child_config(&cfg);
+        if (child_start(t, &cfg, &comm)) {
+            check_allreduce(comm, CGPU_DT_INT32, CGPU_OP_SUM, 3001, false, 5);
+            check_alltoall(comm, 5000, false, 5);
+            CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+        }
+        check_squat_untouched(taken);
+    }
+    cgpu_shm_set_token_source(NULL);
+}
+
+/* How the last rank leaves a set-up: its bootstrap fails, or the process is killed, on
+ * entering the set-up's allgather number at. */
+typedef struct lost_rank_arg {
+    int at;    /* 1: the table, 2: the segment names, 3: the agreement on the mappings */
+    bool kill; /* SIGKILL (the driver expects it), else an error from the bootstrap */
+} lost_rank_arg_t;
+
+typedef struct lost_boot {
+    test_rank_t *t;
+    const lost_rank_arg_t *arg;
+    int calls;
+} lost_boot_t;
+
+static cgpu_status_t lost_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
+{
+    lost_boot_t *lb = ctx;
+    if (lb->t->rank == lb->t->size - 1 && ++lb->calls == lb->arg->at) {
+        if (lb->arg->kill) {
+            raise(SIGKILL);
+        }
+        /* what a bootstrap that saw a peer die would do: fail, and make the others fail */
+        atomic_store(&lb->t->boot.area->aborted, 1);
+        return CGPU_ERR_BOOTSTRAP;
+    }
+    return boot_allgather(&lb->t->boot, sbuf, rbuf, bytes);
+}
+
+static cgpu_status_t lost_barrier(void *ctx)
+{
+    return boot_barrier(&((lost_boot_t *) ctx)->t->boot);
+}
+
+/*
+ * The last rank is lost inside cgpu_comm_create: every other rank returns an error, holds
+ * no mapping and leaves no name, and neither does the lost rank (the driver counts every
+ * rank's names after all exited, a killed one's included).
+ */
+static void scenario_rank_lost_in_setup(test_rank_t *t)
+{
+    lost_boot_t lb = {.t = t, .arg = t->arg};
+    cgpu_bootstrap_t bs = t->bs;
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+
+    child_warnings_expected = true;
+    bs.ctx = &lb;
+    bs.allgather = lost_allgather;
+    bs.barrier = lost_barrier;
+    child_config(&cfg);
+    CHILD_CHECK(CGPU_OK == cgpu_engine_init(&cfg));
+    const cgpu_status_t st = cgpu_comm_create(&bs, &comm);
+    CHILD_CHECKF(CGPU_OK != st && NULL == comm, "create returned %s with a rank lost",
+                 cgpu_status_string(st));
+    CHILD_CHECK(0 == cgpu_engine_live_comms());
+    CHILD_CHECKF(0 == cgpu_shm_mapped_count(), "%d segments mapped", cgpu_shm_mapped_count());
+    CHILD_CHECKF(0 == shm_names_of(getpid(), false), "own segment name left in /dev/shm");
 }
 
 /* Every rank pretends to be on its own node, and the inter-node proxy cannot start (a
@@ -1903,6 +2098,33 @@ static void test_no_segment_name_is_left_after_create(void)
     run_for_each_size("no segment name", scenario_no_segment_name_left, NULL);
 }
 
+static void test_segment_names(void)
+{
+    CU_ASSERT_TRUE(run_ranks("segment names", 1, scenario_segment_names, NULL));
+}
+
+static void test_squatted_name_is_skipped(void)
+{
+    run_for_each_size("squatted name", scenario_squatted_name_is_skipped, NULL);
+}
+
+static void test_rank_lost_in_setup_leaves_no_name(void)
+{
+    static const lost_rank_arg_t cases[] = {
+        {1, false}, {2, false}, {3, false}, {1, true}, {3, true},
+    };
+    for (size_t k = 0; k < TEST_ARRAY_LEN(cases); ++k) {
+        for (int size = 2; size <= 3; ++size) {
+            char what[64];
+            snprintf(what, sizeof(what), "rank %s at set-up exchange %d",
+                     cases[k].kill ? "killed" : "failing", cases[k].at);
+            run_victim = cases[k].kill ? size - 1 : -1;
+            CU_ASSERT_TRUE(run_ranks(what, size, scenario_rank_lost_in_setup, &cases[k]));
+            run_victim = -1;
+        }
+    }
+}
+
 static void test_mapped_segment_count_returns_to_zero(void)
 {
     CU_ASSERT_TRUE(run_ranks("mapped count", 1, scenario_mapped_count_returns_to_zero, NULL));
@@ -1943,8 +2165,8 @@ static void test_setup_wait_is_bounded(void)
 
 static void test_thread_level_resolves_auto_settings(void)
 {
-    CU_ASSERT_TRUE(run_ranks("thread level", 1, scenario_thread_level_resolves_auto_settings,
-                             NULL));
+    CU_ASSERT_TRUE(
+        run_ranks("thread level", 1, scenario_thread_level_resolves_auto_settings, NULL));
 }
 
 /* The block budget (cgpu_blocks_take): a launch gets what it wants while the budget
@@ -2048,7 +2270,7 @@ static void test_block_spare(void)
     int used = 0;
     /* 6 of the 7 regular blocks, the regular blocks' last, then the 3 spare ones */
     takes_get(&used, 10, 3, 1, (const int[]){6, 6, 6, 6, 6}, (const int[]){6, 1, 1, 1, 1}, 5);
-    CU_ASSERT_EQUAL(used, 10); /* every call so far under the cap */
+    CU_ASSERT_EQUAL(used, 10);                                /* every call so far under the cap */
     CU_ASSERT_EQUAL(cgpu_blocks_take(&used, 10, 3, 6, 1), 1); /* past the spare: over it */
     CU_ASSERT_EQUAL(used, 11);
     cgpu_blocks_give(&used, 11);
@@ -2082,8 +2304,8 @@ static void test_block_spare(void)
  * default only with no launched kernel of the process in flight on the device, no other
  * rank on it, and the other resident kernels on at most a quarter of its multiprocessors
  * (a cluster always can wait for room in one GPC behind rings that wait for their peers,
- * which hung test_cuda_nb's crossed calls on 2x H200); 0 never, 2 always. An H200: 132 multiprocessors; the default 4
- * resident kernels of 8 blocks leave 24 to the others. */
+ * which hung test_cuda_nb's crossed calls on 2x H200); 0 never, 2 always. An H200: 132
+ * multiprocessors; the default 4 resident kernels of 8 blocks leave 24 to the others. */
 static void test_resident_cluster_rule(void)
 {
     static const struct {
@@ -2092,10 +2314,10 @@ static void test_resident_cluster_rule(void)
         int launched, resident_blocks;
         bool cluster;
     } rows[] = {
-        {1, false, 0, 0, true},   {1, false, 0, 24, true},  {1, false, 0, 33, true},
-        {1, false, 0, 34, false}, {1, false, 0, 120, false}, {1, false, 1, 0, false},
-        {1, false, 12, 0, false}, {1, true, 0, 0, false},   {1, true, 3, 24, false},
-        {0, false, 0, 0, false},  {0, true, 1, 0, false},   {2, false, 0, 0, true},
+        {1, false, 0, 0, true},    {1, false, 0, 24, true},   {1, false, 0, 33, true},
+        {1, false, 0, 34, false},  {1, false, 0, 120, false}, {1, false, 1, 0, false},
+        {1, false, 12, 0, false},  {1, true, 0, 0, false},    {1, true, 3, 24, false},
+        {0, false, 0, 0, false},   {0, true, 1, 0, false},    {2, false, 0, 0, true},
         {2, false, 12, 120, true}, {2, true, 3, 0, true},
     };
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); ++i) {
@@ -2116,7 +2338,7 @@ static void test_ll_classes_rule(void)
         size_t ll_bytes;
         int nranks, classes;
     } kept[] = {
-        {32768, 2, 6}, /* the default: 1-32 KiB */
+        {32768, 2, 6},                                                /* the default: 1-32 KiB */
         {8192, 2, 4},    {65536, 2, 7}, {65536, 8, 7}, {65536, 9, 6}, /* 512 KiB / 9 < 64 KiB */
         {32768, 64, 4},                                               /* 8 KiB a rank */
         {32768, 600, 1}, {1000, 2, 1},  {2048, 2, 2},  {2047, 2, 1},  {0, 2, 0},
@@ -2190,9 +2412,9 @@ static void test_resident_blocks_rule(void)
         bool cluster;
         int kernel, clusters;
     } rows[] = {
-        {0, true, 1, 1},    {1, true, 1, 1},    {5, true, 5, 1},     {8, true, 8, 1},
-        {9, true, 16, 2},   {16, true, 16, 2},  {17, true, 16, 2},   {32, true, 16, 2},
-        {0, false, 1, 1},   {1, false, 1, 1},   {16, false, 16, 2},  {32, false, 32, 4},
+        {0, true, 1, 1},    {1, true, 1, 1},    {5, true, 5, 1},    {8, true, 8, 1},
+        {9, true, 16, 2},   {16, true, 16, 2},  {17, true, 16, 2},  {32, true, 16, 2},
+        {0, false, 1, 1},   {1, false, 1, 1},   {16, false, 16, 2}, {32, false, 32, 4},
         {33, false, 32, 4}, {12, false, 12, 1},
     };
     for (size_t i = 0; i < TEST_ARRAY_LEN(rows); ++i) {
@@ -2458,6 +2680,12 @@ static const cgpu_unit_case_t test_cases[] = {
     {"different nodes work over the proxy", test_different_nodes_over_proxy},
     {"release is idempotent and fini releases what was forgotten", test_release_is_idempotent},
     {"no segment name is left in /dev/shm after create", test_no_segment_name_is_left_after_create},
+    {"segment names carry uid, pid and a random part, 0600; a taken name is left alone",
+     test_segment_names},
+    {"a squatted segment name is skipped and the communicator still works",
+     test_squatted_name_is_skipped},
+    {"a rank failing or killed inside the set-up leaves no segment name of any rank",
+     test_rank_lost_in_setup_leaves_no_name},
     {"mapped segment count returns to zero after release",
      test_mapped_segment_count_returns_to_zero},
     {"max_comms caps live communicators", test_max_comms_caps_live_communicators},
