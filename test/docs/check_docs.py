@@ -31,7 +31,7 @@ build tree (the repository root). HOME is a new temporary directory into which t
 tree is installed first as quickstart.sh installs it (prefix $HOME/.local, the plugin in
 $HOME/.openmpi/components, where Open MPI looks by default), so the pages' commands find the
 plugin and the libraries where they say, and nothing of the user's own HOME is read or
-written. What a machine needs for mpirun to run the commands as written comes from the
+written; TMPDIR is a directory of it too. What a machine needs for mpirun to run the commands as written comes from the
 environment, never from editing the commands: OMPI_MCA_rmaps_base_oversubscribe=1 (more
 ranks than cores on a small machine) and, as root, OMPI_ALLOW_RUN_AS_ROOT=1 and
 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1. OMPI_MCA_* variables of the caller are removed.
@@ -126,10 +126,11 @@ def parse(path, page):
     return blocks, problems
 
 
-def clean_env(home):
+def clean_env(home, tmpdir):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("OMPI_MCA_") and k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
     env["HOME"] = home
+    env["TMPDIR"] = tmpdir  # what the blocks make with mktemp goes when the check ends
     env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
     if os.geteuid() == 0:
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
@@ -200,7 +201,8 @@ class Checker:
         self.work = os.path.join(self.tmp, "work")  # where the python blocks run
         os.makedirs(self.home)
         os.makedirs(self.work)
-        self.env = clean_env(self.home)
+        os.makedirs(os.path.join(self.tmp, "tmp"))
+        self.env = clean_env(self.home, os.path.join(self.tmp, "tmp"))
         self.copy = None  # (directory, env) of the in-copy blocks
         self.copy_failed = False
         self.python = find_python()
@@ -245,7 +247,7 @@ class Checker:
         home = os.path.join(self.tmp, "copy-home")
         os.makedirs(d)
         os.makedirs(home)
-        env = clean_env(home)
+        env = clean_env(home, os.path.join(self.tmp, "tmp"))
         # the build tree's files with their times (so make sees what is up to date), not .git
         tar = "tar -C {src} --exclude=./.git -cf - . | tar -C {dst} -xpf -".format(
             src=shlex_quote(self.repo), dst=shlex_quote(d))
