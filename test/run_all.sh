@@ -6,6 +6,8 @@
 #   - every MPI test program in test/mpi/ under mpirun, once per np in the np list,
 #     with coll/gpu selected (host backend) from the plugin directory,
 #   - examples/demo at np 4, when it has been built,
+#   - the commands of README.md and docs/*.md (test/docs/check_docs.py), one test per block,
+#     and `make install` / `make uninstall` into a DESTDIR (test/install/check_uninstall.sh),
 #   - a check that the MPI runs left nothing named cgpu* in /dev/shm.
 # Prints "PASS <name>" / "FAIL <name>" per test (and the log of each failed test), then
 # exactly one line "N passed, M failed". Exit status 0 only when M == 0 and N > 0.
@@ -22,6 +24,8 @@
 #   CGPU_TEST_LOGDIR    where each test's output is kept (default: a new /tmp/cgpu-test-logs.*)
 #   CGPU_MPIRUN_EXTRA   extra mpirun arguments (word-split), e.g. "--mca coll_gpu_verbose 10"
 #   CGPU_DEMO_BIN       the demo program (default: <repo>/examples/demo)
+#   CGPU_DOCS_CHECK_TIMEOUT  seconds for the whole docs check (default 1800; each block has
+#                       its own limit inside it, CGPU_DOCS_TIMEOUT)
 
 set -u
 
@@ -276,6 +280,31 @@ else
     # each misconfiguration explained by exactly one line, and help texts listing every value
     run_test "config.every_mistake_once" env CGPU_PLUGIN_DIR="$PLUGIN_DIR" \
         bash "$REPO/test/mpi/check_config.sh"
+    # make install puts every file where docs/building.md says, make uninstall removes them
+    run_test "install.make_uninstall_removes_all" bash "$REPO/test/install/check_uninstall.sh"
+    # the pages' commands, run as written (one test per block; a block that cannot run here is
+    # marked in the page and reported as skipped, with its reason)
+    if command -v python3 >/dev/null 2>&1; then
+        docs_logs="$LOGDIR/docs"
+        TIMEOUT=${CGPU_DOCS_CHECK_TIMEOUT:-1800} run_logged "docs.check" python3 \
+            "$REPO/test/docs/check_docs.py" --repo "$REPO" --logdir "$docs_logs"
+        docs_rc=$rc docs_log=$log docs_failed=0
+        while read -r st name; do
+            name=${name%%:[^0-9]*} # "docs.PAGE:LINE: why" -> "docs.PAGE:LINE"
+            name=${name%% *}
+            blog="$docs_logs/${name//[^A-Za-z0-9_.=-]/_}.log"
+            case "$st" in
+            PASS) record "$name" 0 "$blog" ;;
+            SKIP) record "$name" 77 "$blog" ;;
+            *) record "$name" 1 "$blog"; docs_failed=1 ;;
+            esac
+        done < <(grep -E '^(PASS|FAIL|SKIP) docs\.' "$docs_log")
+        # the check itself failed (timed out, crashed) without naming a block
+        [ "$docs_rc" -ne 0 ] && [ "$docs_failed" -eq 0 ] && record "docs.check" 1 "$docs_log"
+    else
+        echo "FAIL docs.check (python3 not found)"
+        failed=$((failed + 1))
+    fi
     # the plugin inside Open MPI under valgrind (2 ranks, host backend): no report in our code
     TIMEOUT=$SANITIZE_TIMEOUT run_test "sanitize.valgrind_mpi_tests" env CGPU_PLUGIN_DIR="$PLUGIN_DIR" \
         bash "$REPO/test/sanitize.sh" mpi-valgrind

@@ -11,6 +11,10 @@
 #    variable the component registers (as MPI_T lists them), that each description of an
 #    enumerated variable names every value of its enumerator (config_probe texts), and that
 #    coll_gpu_nb_engine's help names every non-blocking entry point the module installs.
+# 3. Checks the reference pages against the same lists (test/docs/check_tables.py):
+#    docs/mca-parameters.md lists every parameter `ompi_info --parsable` reports and no other,
+#    with its default and the values of its enumerator; docs/pvars.md every pvar MPI_T lists
+#    and no other, under its binding, with its class and the values of its enumerator.
 #
 # Prints "ok <case>" / "FAIL <case>: why" (with the run's output) per case, then
 # "N checks, M failed"; exit status 0 only when nothing failed.
@@ -139,7 +143,7 @@ if ! OMPI_MCA_mca_base_component_path="$PLUGIN_DIR:$pkglibdir" ompi_info --param
 else
     missing=""
     nvars=0
-    while read -r _ v; do
+    while read -r _ v _; do
         nvars=$((nvars + 1))
         grep -q "\"$v\"" "$work/ompi_info.txt" || missing="$missing $v"
     done < <(grep -E '^(cvar|pvar) ' "$work/texts.log" |
@@ -202,6 +206,28 @@ else
     else
         echo "ok nb_engine_help_lists_every_op: $(wc -w <<<"$slots") operations"
     fi
+fi
+
+# ---- 3. the reference pages against what the component registers ----
+checks=$((checks + 1))
+# the defaults as registered: no setting of the caller's environment or HOME's mca-params.conf
+mine=$(env | sed -n 's/^\(OMPI_MCA_coll_gpu_[A-Za-z0-9_]*\)=.*/-u \1/p')
+# shellcheck disable=SC2086 # one "-u NAME" pair per variable
+if ! env $mine OMPI_MCA_mca_base_component_path="$PLUGIN_DIR:$pkglibdir" HOME="$work" \
+    ompi_info --param coll gpu --level 9 --parsable >"$work/ompi_info.parsable" 2>&1; then
+    fail docs_mca_parameters "ompi_info --parsable failed" "$work/ompi_info.parsable"
+elif python3 "$REPO/test/docs/check_tables.py" params "$work/ompi_info.parsable" \
+    "$REPO/docs/mca-parameters.md" >"$work/params.diff" 2>&1; then
+    echo "ok docs_mca_parameters: $(tail -n 1 "$work/params.diff")"
+else
+    fail docs_mca_parameters "docs/mca-parameters.md and ompi_info differ" "$work/params.diff"
+fi
+checks=$((checks + 1))
+if python3 "$REPO/test/docs/check_tables.py" pvars "$work/texts.log" "$REPO/docs/pvars.md" \
+    >"$work/pvars.diff" 2>&1; then
+    echo "ok docs_pvars: $(tail -n 1 "$work/pvars.diff")"
+else
+    fail docs_pvars "docs/pvars.md and the pvars MPI_T lists differ" "$work/pvars.diff"
 fi
 
 echo "$checks checks, $failed failed"

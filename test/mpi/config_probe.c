@@ -6,7 +6,9 @@
  *                       "probe: engine_calls N", N being what coll_gpu_engine_calls counted on
  *                       MPI_COMM_WORLD (whether coll/gpu served the job), -1 without that pvar
  *   config_probe texts  every coll_gpu_* control and performance variable, one line each
- *                       ("cvar NAME", "pvar NAME"), and a "BAD ..." line for each value of an
+ *                       ("cvar NAME", "pvar NAME CLASS BIND": CLASS as docs/pvars.md names
+ *                       it, BIND "comm" or "none"), a line "pvar-enum NAME VALUE ITEM" for each
+ *                       value of a pvar's enumerator, and a "BAD ..." line for each value of an
  *                       enumerator of ours that the variable's description does not name,
  *                       then "enumerators checked: N"; exit status 1 after a BAD line
  *
@@ -113,6 +115,50 @@ static int check_enum(const char *kind, const char *name, MPI_T_enum en, const c
     return bad;
 }
 
+/* the class as docs/pvars.md names it */
+static const char *class_name(int cls)
+{
+    switch (cls) {
+    case MPI_T_PVAR_CLASS_STATE:
+        return "state";
+    case MPI_T_PVAR_CLASS_LEVEL:
+        return "level";
+    case MPI_T_PVAR_CLASS_COUNTER:
+        return "counter";
+    case MPI_T_PVAR_CLASS_SIZE:
+        return "size";
+    case MPI_T_PVAR_CLASS_PERCENTAGE:
+        return "percentage";
+    case MPI_T_PVAR_CLASS_HIGHWATERMARK:
+        return "highwatermark";
+    case MPI_T_PVAR_CLASS_LOWWATERMARK:
+        return "lowwatermark";
+    case MPI_T_PVAR_CLASS_AGGREGATE:
+        return "aggregate";
+    case MPI_T_PVAR_CLASS_TIMER:
+        return "timer";
+    default:
+        return "generic";
+    }
+}
+
+/* "pvar-enum NAME VALUE ITEM" for each value of @p en */
+static void print_enum_items(const char *name, MPI_T_enum en)
+{
+    char ename[256];
+    int num = 0, elen = sizeof(ename);
+    if (MPI_T_ENUM_NULL == en || MPI_SUCCESS != MPI_T_enum_get_info(en, &num, ename, &elen)) {
+        return;
+    }
+    for (int k = 0; k < num; ++k) {
+        char item[256];
+        int value, ilen = sizeof(item);
+        if (MPI_SUCCESS == MPI_T_enum_get_item(en, k, &value, item, &ilen)) {
+            printf("pvar-enum %s %d %s\n", name, value, item);
+        }
+    }
+}
+
 static int texts(void)
 {
     int n = 0, bad = 0;
@@ -141,7 +187,11 @@ static int texts(void)
             0 != strncmp(name, "coll_gpu_", 9)) {
             continue;
         }
-        printf("pvar %s\n", name);
+        printf("pvar %s %s %s\n", name, class_name(cls),
+               MPI_T_BIND_MPI_COMM == bind    ? "comm"
+               : MPI_T_BIND_NO_OBJECT == bind ? "none"
+                                              : "other");
+        print_enum_items(name, en);
         bad += check_enum("pvar", name, en, desc);
     }
     printf("enumerators checked: %d\n", enums_checked);
