@@ -92,7 +92,8 @@ valgrind)
     for t in "${tests[@]}"; do
         log=$(mktemp /tmp/cgpu-vg.XXXXXX)
         # x87 long double arithmetic is emulated in 64 bits by valgrind: skip that type
-        if CGPU_TEST_NO_LONG_DOUBLE=1 valgrind -q --error-exitcode=99 --leak-check=full \
+        # a scenario's deadline 10x the native one: valgrind's slowdown on spinning ranks
+        if CGPU_TEST_NO_LONG_DOUBLE=1 CGPU_TEST_RUN_TIMEOUT_S=${CGPU_TEST_RUN_TIMEOUT_S:-300} valgrind -q --error-exitcode=99 --leak-check=full \
             --errors-for-leak-kinds=definite,indirect \
             --suppressions="$repo/test/valgrind/hwloc.supp" "$build/test/unit/$t" > "$log" 2>&1; then
             echo "valgrind: $t clean ($(tail -n 1 "$log"))"

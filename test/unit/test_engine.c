@@ -70,7 +70,7 @@ enum {
     TEST_NSLOTS = 2,             /* engine ring queue depth */
     TEST_STAGE_BYTES = 8192,     /* engine alltoall stage */
     TEST_GUARD_BYTES = 64,       /* bytes after every receive buffer that must stay intact */
-    TEST_RUN_TIMEOUT_S = 30,     /* one group of ranks, one scenario */
+    TEST_RUN_TIMEOUT_S = 30,     /* one group of ranks, one scenario (see run_timeout_s) */
     TEST_FAIL_GRACE_MS = 1000,   /* after a rank failed, how long the others get to finish */
     TEST_DTYPE_COUNT = 1201,     /* elements per dtype x op allreduce (a prime) */
     TEST_LOCKSTEP_OPS = 2000,
@@ -330,6 +330,15 @@ static void child_main(boot_area_t *area, int rank, int size, test_scenario_fn_t
     exit(0 == child_failures ? EXIT_SUCCESS : EXIT_FAILURE);
 }
 
+/* The deadline of one scenario: TEST_RUN_TIMEOUT_S, or CGPU_TEST_RUN_TIMEOUT_S seconds where
+ * the environment sets it (under valgrind 7 spinning ranks on 2 cores run ~50x slower). */
+static int run_timeout_s(void)
+{
+    const char *e = getenv("CGPU_TEST_RUN_TIMEOUT_S");
+    const int v = NULL != e ? atoi(e) : 0;
+    return v > 0 ? v : TEST_RUN_TIMEOUT_S;
+}
+
 /* ------------------------------------------------------------------------------------- */
 /* In the parent: fork a group, wait with a deadline, judge the exit statuses             */
 /* ------------------------------------------------------------------------------------- */
@@ -416,7 +425,7 @@ static bool run_ranks(const char *what, int size, test_scenario_fn_t fn, const v
         pids[started] = pid;
     }
 
-    deadline = now_ms() + (int64_t) TEST_RUN_TIMEOUT_S * 1000;
+    deadline = now_ms() + (int64_t) run_timeout_s() * 1000;
     remaining = size;
     while (remaining > 0) {
         for (int r = 0; r < size; ++r) {
