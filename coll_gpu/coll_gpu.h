@@ -102,6 +102,7 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long stage_pinned_bytes;       /* host mirrors: pinned memory kept, at most */
     double ras_timeout;
     bool ras_abort_on_timeout;
+    bool check_calls; /* the ranks' calls compared before data moves (cgpu_call.c) */
     bool engine_up; /* cgpu_engine_init succeeded */
 } mca_coll_gpu_component_t;
 
@@ -143,6 +144,10 @@ typedef struct mca_coll_gpu_module_t {
     /* the MPI error code made for the peer that died (coll_gpu_error.c): 0 none yet,
      * -1 being made, else the code every later failed call returns */
     _Atomic int dead_code;
+    /* the last MPI error code made for a mismatched call, and its text (a repeat reuses it) */
+    int mismatch_code;
+    char mismatch_msg[MPI_MAX_ERROR_STRING];
+    bool mismatch_told; /* rank 0 warned about one */
 
     /* read by pvars from any thread: atomics only (DESIGN decision 5) */
     _Atomic unsigned long long engine_calls;

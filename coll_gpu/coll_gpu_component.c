@@ -134,6 +134,7 @@ static int gpu_open(void)
     }
     cfg.ras_timeout_s = c->ras_timeout;
     cfg.ras_abort_on_timeout = c->ras_abort_on_timeout;
+    cfg.check_calls = c->check_calls;
     cfg.verbose = c->verbose;
     cfg.log_subsystems = c->log_subsystems;
     cfg.log = mca_coll_gpu_log;

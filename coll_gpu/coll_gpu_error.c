@@ -7,7 +7,9 @@
  * call that finds the death makes an error code of its own for that communicator, whose
  * MPI_Error_string names the dead rank (in the communicator and in MPI_COMM_WORLD) and the
  * call; every later call on the communicator returns the same code (the engine refuses
- * them all, cgpu_comm_dead_peer).
+ * them all, cgpu_comm_dead_peer). A call whose ranks disagree (cgpu_call.c: sizes, roots,
+ * ops) likewise gets a code of the class of what differs, whose string names both ranks'
+ * values: the class alone cannot say which ranks passed what.
  *
  * Why MPI_Add_error_code/MPI_Add_error_string, at first failure, on the calling thread:
  * - the class: MPI_ERR_PROC_FAILED exists only in Open MPI builds with ULFM (MPIX_, in
@@ -27,6 +29,7 @@
  * - bounded: one code per failed communicator, and at most CGPU_ERR_CODES_MAX in all.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "coll_gpu.h"
 
@@ -80,10 +83,74 @@ static int peer_dead_code(const char *what, struct ompi_communicator_t *comm)
     return code;
 }
 
+/* The class of what two ranks' calls differ in. */
+static int mismatch_class(cgpu_mismatch_field_t f)
+{
+    switch (f) {
+    case CGPU_MISMATCH_SIZE:
+        return MPI_ERR_TRUNCATE; /* as the point-to-point based modules answer it */
+    case CGPU_MISMATCH_ROOT:
+        return MPI_ERR_ROOT;
+    case CGPU_MISMATCH_OP:
+        return MPI_ERR_OP;
+    case CGPU_MISMATCH_DTYPE:
+        return MPI_ERR_TYPE;
+    case CGPU_MISMATCH_CALL:
+    case CGPU_MISMATCH_NONE:
+        break;
+    }
+    return MPI_ERR_ARG;
+}
+
+/* A call whose ranks disagreed: the class of what differs, refined by a code whose string
+ * names both ranks' values (the same text as the last one reuses that one's code, so a
+ * program that repeats its mistake in a loop does not use up the codes). */
+static int mismatch_code(const char *what, struct ompi_communicator_t *comm)
+{
+    mca_coll_gpu_module_t *m = mca_coll_gpu_module_of(comm);
+    cgpu_mismatch_t mm;
+    if (NULL == m || !cgpu_comm_mismatch(m->ecomm, &mm)) {
+        /* a non-blocking call's details were overwritten by a later call of its worker */
+        cgpu_log(CGPU_LOG_WARN,
+                 "%s on %s: the ranks' calls do not match (details: see the "
+                 "log with coll_gpu_verbose 10)",
+                 what, comm->c_name);
+        return MPI_ERR_ARG;
+    }
+    const int cls = mismatch_class(mm.field);
+    char msg[512];
+    snprintf(msg, sizeof(msg),
+             "coll/gpu: %s on %s: the ranks' calls differ: %s; nothing was exchanged, the call "
+             "fails on every rank",
+             what, comm->c_name, mm.text);
+    msg[MPI_MAX_ERROR_STRING - 1] = '\0'; /* what an error string holds (a long name cuts it) */
+    if (!m->mismatch_told && 0 == ompi_comm_rank(comm)) {
+        m->mismatch_told = true; /* the code's string carries it on every rank */
+        cgpu_log(CGPU_LOG_WARN, "%s (shown once per communicator)", msg + strlen("coll/gpu: "));
+    } else {
+        cgpu_log(CGPU_LOG_INFO, "%s", msg + strlen("coll/gpu: "));
+    }
+    if (m->mismatch_code > 0 && 0 == strcmp(msg, m->mismatch_msg)) {
+        return m->mismatch_code;
+    }
+    int code;
+    if (!cgpu_thread_may_call_mpi() || atomic_fetch_add(&codes_made, 1) >= CGPU_ERR_CODES_MAX ||
+        MPI_SUCCESS != MPI_Add_error_code(cls, &code) ||
+        MPI_SUCCESS != MPI_Add_error_string(code, msg)) {
+        return cls;
+    }
+    m->mismatch_code = code;
+    memcpy(m->mismatch_msg, msg, strlen(msg) + 1);
+    return code;
+}
+
 int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_communicator_t *comm)
 {
     if (CGPU_ERR_PEER_DEAD == st) {
         return peer_dead_code(what, comm);
+    }
+    if (CGPU_ERR_MISMATCH == st) {
+        return mismatch_code(what, comm);
     }
     if (CGPU_OK != st) {
         cgpu_log(CGPU_LOG_WARN, "%s on %s failed in the engine: %s", what, comm->c_name,

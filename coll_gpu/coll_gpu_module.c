@@ -32,6 +32,10 @@ static void gpu_module_construct(mca_coll_gpu_module_t *m)
     atomic_init(&m->nb_done, 0);
     atomic_init(&m->engine_calls, 0);
     atomic_init(&m->fallback_calls, 0);
+    atomic_init(&m->dead_code, 0);
+    m->mismatch_code = 0;
+    m->mismatch_msg[0] = '\0';
+    m->mismatch_told = false;
 }
 
 /* The slots we may serve besides allreduce, alltoall and allgather (which enable requires

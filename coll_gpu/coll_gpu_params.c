@@ -473,6 +473,15 @@ static const param_t params[] = {
      .help = "RAS watchdog: also fail the stuck collective (host backend) with an MPI error "
              "instead of waiting forever; the communicator is then failed (free it and make a "
              "new one)"},
+    {P_BOOL("check_calls", check_calls, 5),
+     .help = "Before a collective on the engine path moves any data, every rank compares what "
+             "it calls (the collective, its byte count, the element type and op of a "
+             "reduction, the root) with what every other rank calls; where two differ, the "
+             "call fails on every rank (MPI_ERR_TRUNCATE for sizes, MPI_ERR_ROOT, MPI_ERR_OP, "
+             "MPI_ERR_TYPE, else MPI_ERR_ARG), naming both ranks' values, and nothing is "
+             "exchanged. false: no comparison (no rank then starts a call before all entered "
+             "it); a mismatched call then returns wrong data or hangs. Where ranks differ, "
+             "the communicator runs without it"},
     {P_ULONG("stage_chunk_bytes", stage_chunk_bytes),
      .help = "Staged allreduce (datatypes, ops or sizes the engine does not serve, on device "
              "buffers): chunk size of the pipeline that copies chunk i+1 to pinned host "
@@ -586,6 +595,7 @@ static void set_defaults(mca_coll_gpu_component_t *c)
     c->cuda_block_spare = d.cuda_block_spare;
     c->cuda_stream_order = d.cuda_stream_order;
     c->ras_abort_on_timeout = d.ras_abort_on_timeout;
+    c->check_calls = d.check_calls;
     c->stage_allreduce_engine_shared = false;
     c->stage_host_buffers = false;
     c->host_rule = MCA_COLL_GPU_HOST_RULE_MEASURED;

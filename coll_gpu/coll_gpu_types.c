@@ -216,6 +216,8 @@ int mca_coll_gpu_status_to_mpi(cgpu_status_t st)
         return MPI_SUCCESS;
     case CGPU_ERR_NO_MEMORY:
         return MPI_ERR_NO_MEM;
+    case CGPU_ERR_MISMATCH: /* the class of what differed: coll_gpu_error.c */
+        return MPI_ERR_ARG;
     case CGPU_ERR_INVALID_ARG:
         return MPI_ERR_ARG;
     case CGPU_ERR_NOT_SUPPORTED:

@@ -34,6 +34,8 @@ const char *cgpu_status_string(cgpu_status_t st)
         return "device (CUDA) error";
     case CGPU_ERR_PEER_DEAD:
         return "a peer process died";
+    case CGPU_ERR_MISMATCH:
+        return "the ranks' calls do not match";
     }
     return "unknown status";
 }

@@ -23,6 +23,7 @@ typedef enum cgpu_status {
     CGPU_ERR_PEER = -9,          /* another rank reported a failure in a collective step */
     CGPU_ERR_DEVICE = -10,       /* CUDA driver/runtime error */
     CGPU_ERR_PEER_DEAD = -11,    /* a peer process of the communicator died */
+    CGPU_ERR_MISMATCH = -12,     /* the ranks called a collective with arguments that differ */
 } cgpu_status_t;
 
 /**

@@ -234,7 +234,7 @@ else
     programs=("${MPI_TESTS[@]}")
     for t in "$BIN"/mpi/test_*; do
         p=$(basename "$t")
-        case "$p" in *.* | test_fault) continue ;; esac # test_fault: its own run below
+        case "$p" in *.* | test_fault | test_mismatch) continue ;; esac # their own runs below
         if [ ! -f "$t" ] || [ ! -x "$t" ]; then
             continue
         fi
@@ -548,6 +548,18 @@ else
             rm -rf "$dir"
             exit $bad
         ' _ "$BIN/mpi/test_fault" "${MPIRUN[@]}"
+    fi
+
+    # ---- mismatched calls (sizes, roots, ops, types, kinds): every rank gets the error of
+    # what differs, naming both values, and no hang (the run's timeout). Across fake nodes the
+    # differences every node sees; coll_gpu_ras_timeout bounds a wait that would hang ----
+    if [ -x "$BIN/mpi/test_mismatch" ]; then
+        for np in 2 4; do
+            run_test "test_mismatch.np$np" "${MPIRUN[@]}" -np "$np" "$BIN/mpi/test_mismatch"
+        done
+        run_test "test_mismatch.nodes2x2.np4" "${MPIRUN[@]}" --mca coll_gpu_ofi_provider tcp \
+            --mca coll_gpu_fake_nodes 2 --mca coll_gpu_ras_timeout 20 -np 4 \
+            "$BIN/mpi/test_mismatch" nodes
     fi
 
     # ---- RAS watchdog: a rank enters 2.5-3 s late with a 1 s timeout ----

@@ -7,6 +7,19 @@
 
 #include "cgpu_path.h"
 
+/* The signatures the entry points publish (cgpu_call.c): what MPI requires to match. */
+static cgpu_sig_t reduction_sig(cgpu_call_kind_t kind, size_t bytes, cgpu_dtype_t dt, cgpu_op_t op,
+                                int root)
+{
+    return (cgpu_sig_t){.kind = kind, .dt = (int) dt, .op = (int) op, .root = root, .bytes = bytes};
+}
+
+static cgpu_sig_t bytes_sig(cgpu_call_kind_t kind, size_t bytes, int root)
+{
+    return (cgpu_sig_t){
+        .kind = kind, .dt = CGPU_SIG_NONE, .op = CGPU_SIG_NONE, .root = root, .bytes = bytes};
+}
+
 /* whether a reduction (allreduce_run, reduce_run, scan_run, the reduce-scatter) may go to
  * the communicator's own kernels: a path that has them, a (dt, op) they do, and not @p host */
 static bool kernels_take(const cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, bool host)
@@ -27,7 +40,8 @@ static cgpu_status_t allreduce_run(cgpu_comm_t *comm, const void *sbuf, void *rb
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t bytes = count * cgpu_dtype_size(dt);
-    cgpu_status_t st = cgpu_comm_enter(comm, "allreduce", CGPU_KIND_ALLREDUCE);
+    const cgpu_sig_t sig = reduction_sig(CGPU_CALL_ALLREDUCE, bytes, dt, op, -1);
+    cgpu_status_t st = cgpu_comm_enter(comm, "allreduce", CGPU_KIND_ALLREDUCE, &sig);
     if (CGPU_OK != st) {
         return st;
     }
@@ -253,7 +267,8 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
         CGPU_ALLTOALL_FALLBACK == alg) {
         return CGPU_ERR_INVALID_ARG;
     }
-    cgpu_status_t st = cgpu_comm_enter(comm, "alltoall", CGPU_KIND_ALLTOALL);
+    const cgpu_sig_t sig = bytes_sig(CGPU_CALL_ALLTOALL, bytes, -1);
+    cgpu_status_t st = cgpu_comm_enter(comm, "alltoall", CGPU_KIND_ALLTOALL, &sig);
     if (CGPU_OK != st) {
         return st;
     }
@@ -277,7 +292,8 @@ static cgpu_status_t bcast_keeping(cgpu_comm_t *comm, void *buf, size_t bytes, i
         (NULL != part && part_off + part_bytes > bytes)) {
         return CGPU_ERR_INVALID_ARG;
     }
-    cgpu_status_t st = cgpu_comm_enter(comm, "bcast", CGPU_KIND_BCAST);
+    const cgpu_sig_t sig = bytes_sig(CGPU_CALL_BCAST, bytes, root);
+    cgpu_status_t st = cgpu_comm_enter(comm, "bcast", CGPU_KIND_BCAST, &sig);
     if (CGPU_OK != st) {
         return st;
     }
@@ -312,7 +328,8 @@ cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
     if (NULL == comm || (bytes > 0 && NULL == rbuf)) {
         return CGPU_ERR_INVALID_ARG;
     }
-    cgpu_status_t st = cgpu_comm_enter(comm, "allgather", CGPU_KIND_ALLGATHER);
+    const cgpu_sig_t sig = bytes_sig(CGPU_CALL_ALLGATHER, bytes, -1);
+    cgpu_status_t st = cgpu_comm_enter(comm, "allgather", CGPU_KIND_ALLGATHER, &sig);
     if (CGPU_OK != st) {
         return st;
     }
@@ -340,7 +357,9 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t es = cgpu_dtype_size(dt), total = count * es * (size_t) comm->size;
-    cgpu_status_t st = cgpu_comm_enter(comm, "reduce_scatter_block", CGPU_KIND_REDUCE_SCATTER);
+    const cgpu_sig_t sig = reduction_sig(CGPU_CALL_REDUCE_SCATTER, count * es, dt, op, -1);
+    cgpu_status_t st =
+        cgpu_comm_enter(comm, "reduce_scatter_block", CGPU_KIND_REDUCE_SCATTER, &sig);
     if (CGPU_OK != st || 0 == count) {
         if (CGPU_OK == st) {
             cgpu_comm_leave(comm, st, 0);
@@ -725,8 +744,10 @@ static cgpu_status_t scan_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
     const int n = comm->size, k = exclusive ? comm->rank : comm->rank + 1;
     if (CGPU_SCAN_AUTO == alg && n > 1 && kernels_take(comm, dt, op, false)) {
         /* our kernels, oneshot or the chain; health counted as an allreduce's */
+        const cgpu_sig_t sig =
+            reduction_sig(exclusive ? CGPU_CALL_EXSCAN : CGPU_CALL_SCAN, count * es, dt, op, -1);
         cgpu_status_t st =
-            cgpu_comm_enter(comm, exclusive ? "exscan" : "scan", CGPU_KIND_ALLREDUCE);
+            cgpu_comm_enter(comm, exclusive ? "exscan" : "scan", CGPU_KIND_ALLREDUCE, &sig);
         if (CGPU_OK == st) {
             st = cgpu_path_of(comm)->scan(comm, sbuf, rbuf, count, dt, op, exclusive);
             cgpu_comm_leave(comm, st, count * es);
@@ -762,7 +783,8 @@ static cgpu_status_t reduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t bytes = count * cgpu_dtype_size(dt);
-    cgpu_status_t st = cgpu_comm_enter(comm, "reduce", CGPU_KIND_REDUCE);
+    const cgpu_sig_t sig = reduction_sig(CGPU_CALL_REDUCE, bytes, dt, op, root);
+    cgpu_status_t st = cgpu_comm_enter(comm, "reduce", CGPU_KIND_REDUCE, &sig);
     if (CGPU_OK != st || 0 == count) {
         if (CGPU_OK == st) {
             cgpu_comm_leave(comm, st, 0);

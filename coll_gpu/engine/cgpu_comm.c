@@ -31,6 +31,8 @@ typedef struct cgpu_peer_info {
     uint64_t nslots;
     uint64_t stage_bytes;
     uint64_t start_time; /* of this process, as /proc says (liveness; 0: unknown) */
+    int32_t check_calls; /* coll_gpu_check_calls on this rank */
+    int32_t pad;
 } cgpu_peer_info_t;
 
 /* What each rank tells the others once it has tried to create its segment. */
@@ -138,6 +140,22 @@ static cgpu_status_t agree_on_backend(const cgpu_peer_info_t *all, int size, cgp
         *out = CGPU_BACKEND_HOST;
     }
     return CGPU_OK;
+}
+
+/* The call check (cgpu_call.c) runs where every rank has it on: a rank that checks waits for
+ * every peer's record, which a rank without it never writes. */
+static bool agree_on_check(const cgpu_peer_info_t *all, int size, int rank)
+{
+    int on = 0;
+    for (int i = 0; i < size; ++i) {
+        on += 0 != all[i].check_calls;
+    }
+    if (on > 0 && on < size && 0 == rank) {
+        cgpu_log(CGPU_LOG_WARN,
+                 "engine: coll_gpu_check_calls is off on some ranks of a communicator and on on "
+                 "others; the ranks' calls are not compared on it (set it the same everywhere)");
+    }
+    return on == size;
 }
 
 /* The liveness looks of this communicator's waits (cgpu_liveness.c): every peer's process
@@ -359,6 +377,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     me.slot_bytes = cfg->slot_bytes; /* as the engine rounded them */
     me.nslots = (uint64_t) cfg->nslots;
     me.stage_bytes = cfg->stage_bytes;
+    me.check_calls = cfg->check_calls ? 1 : 0;
     me.cuda_ok = (CGPU_BACKEND_HOST != cfg->backend && cgpu_cuda_available()) ? 1 : 0;
     me.device = cgpu_cuda_current_device();
     cgpu_cuda_dev_rec(&me.dev, me.cuda_ok ? me.device : -1, bs->rank);
@@ -421,6 +440,8 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
             comm->backend = CGPU_BACKEND_HOST;
         }
     }
+
+    comm->check_calls = agree_on_check(all, bs->size, bs->rank);
 
     /* Step 2: every rank's segment, made, exchanged and mapped by every peer. */
     if (bs->size > 1) {
@@ -519,7 +540,7 @@ cgpu_status_t cgpu_comm_release(cgpu_comm_t **commp)
     return CGPU_OK;
 }
 
-cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind)
+cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, const cgpu_sig_t *sig)
 {
     if (NULL == comm || CGPU_COMM_ALIVE != comm->magic ||
         (comm->size > 1 && comm->resources_freed)) {
@@ -535,8 +556,9 @@ cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind)
     }
     if (CGPU_RAS_FAILED == atomic_load(&comm->ras.state)) {
         cgpu_log(CGPU_LOG_WARN,
-                 "engine: %s on communicator %s, which failed earlier (a collective timed out "
-                 "or hit a device error); free it and create a new one",
+                 "engine: %s on communicator %s, which failed earlier (a collective timed out, "
+                 "hit a device error or, across nodes, did not match); free it and create a "
+                 "new one",
                  what, comm->ras.name);
         return CGPU_ERR_PEER;
     }
@@ -553,12 +575,31 @@ cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind)
     atomic_store_explicit(&r->last_progress_ns, cgpu_now_ns(), memory_order_relaxed);
     atomic_fetch_add_explicit(&r->started[kind], 1, memory_order_relaxed);
     atomic_store_explicit(&r->cur_seq, comm->seq + 1, memory_order_release);
-    if (comm->size > 1 && NULL != comm->peer_segs) {
-        /* peers (and their watchdogs) see which collective this rank has reached */
-        atomic_store_explicit(&cgpu_ctrl(comm, comm->rank)->entered.v, comm->seq + 1,
-                              memory_order_release);
+    comm->mismatch.field = CGPU_MISMATCH_NONE;
+    if (NULL != comm->net) {
+        /* the node-local steps of this call compare this call's signature, not theirs */
+        cgpu_net_call_sig(comm, sig);
     }
-    return CGPU_OK;
+    if (comm->size < 2 || NULL == comm->peer_segs) {
+        return CGPU_OK;
+    }
+    if (NULL != comm->outer_sig) {
+        sig = comm->outer_sig;
+    }
+    if (!comm->check_calls || NULL == sig) {
+        /* peers (and their watchdogs) see which collective this rank has reached */
+        atomic_store_explicit(&cgpu_ctrl(comm, comm->rank)->call.entered, comm->seq + 1,
+                              memory_order_release);
+        return CGPU_OK;
+    }
+    /* every rank checks every call or none (agreed at create): a rank that skipped the check
+     * here would leave its peers waiting for its record */
+    cgpu_call_publish(comm, comm->seq + 1, sig);
+    const cgpu_status_t st = cgpu_call_check(comm, comm->seq + 1);
+    if (CGPU_OK != st) {
+        cgpu_comm_leave(comm, st, 0); /* the same call fails on every rank: seq stays in step */
+    }
+    return st;
 }
 
 void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes)
@@ -580,6 +621,9 @@ void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes)
             /* its pipelines stopped midway: this communicator cannot line up again */
             atomic_store(&r->state, CGPU_RAS_FAILED);
         }
+    }
+    if (NULL != comm->net) {
+        cgpu_net_call_sig(comm, NULL);
     }
     atomic_store_explicit(&r->cur_seq, 0, memory_order_release);
     atomic_store(&comm->busy, 0);
@@ -639,7 +683,7 @@ uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item)
         }
         for (int p = 0; p < c->size; ++p) {
             if (p == c->rank ||
-                atomic_load_explicit(&cgpu_ctrl(c, p)->entered.v, memory_order_acquire) >= cur) {
+                atomic_load_explicit(&cgpu_ctrl(c, p)->call.entered, memory_order_acquire) >= cur) {
                 continue;
             }
             if (CGPU_RAS_PEERS_MISSING == item) {

@@ -25,6 +25,49 @@ typedef struct cgpu_counter {
     char pad[CGPU_CACHELINE - sizeof(uint64_t)];
 } cgpu_counter_t;
 
+/* The calls (cgpu_call.c): what a rank says it is calling, compared with every peer's before
+ * any data moves. Kinds of call, names in cgpu_call.c. */
+typedef enum cgpu_call_kind {
+    CGPU_CALL_ALLREDUCE = 1,
+    CGPU_CALL_ALLTOALL,
+    CGPU_CALL_BCAST,
+    CGPU_CALL_ALLGATHER,
+    CGPU_CALL_REDUCE_SCATTER, /* block: bytes per rank */
+    CGPU_CALL_REDUCE,
+    CGPU_CALL_SCAN,
+    CGPU_CALL_EXSCAN,
+    CGPU_CALL_KINDS
+} cgpu_call_kind_t;
+
+#define CGPU_SIG_NONE 0xff /* dt or op of a call that moves bytes only (no type, no op) */
+
+/* A call's signature: the arguments MPI requires to match on every rank. Data-moving calls
+ * compare bytes (MPI lets ranks use different datatypes of one type signature), reductions
+ * the element type and the op too; root -1 where there is none. */
+typedef struct cgpu_sig {
+    int kind; /* cgpu_call_kind_t */
+    int dt;   /* cgpu_dtype_t, or CGPU_SIG_NONE */
+    int op;   /* cgpu_op_t, or CGPU_SIG_NONE */
+    int root;
+    uint64_t bytes; /* allreduce, bcast, reduce, scans: the buffer; alltoall, allgather: one
+                     * block; reduce_scatter: one rank's block */
+} cgpu_sig_t;
+
+/* The line where a rank says which collective it has entered (writer: owner). Two records,
+ * by the call's parity: a rank writes the record of call s+2 only after every peer entered
+ * s+1 (cgpu_call_check waits for that before it returns), i.e. after every peer has read
+ * the record of call s, so a record is never overwritten while a peer reads it. */
+typedef struct cgpu_call_line {
+    _Atomic uint64_t entered; /* last collective it entered (RAS, the call check) */
+    struct {
+        uint64_t seq;  /* the call this record describes */
+        uint64_t w[2]; /* its signature, packed (cgpu_call.c) */
+    } rec[2];
+    char pad[CGPU_CACHELINE - 7 * sizeof(uint64_t)];
+} cgpu_call_line_t;
+
+_Static_assert(sizeof(cgpu_call_line_t) == CGPU_CACHELINE, "call line is one cache line");
+
 /* Control block at the start of every rank's segment. */
 typedef struct cgpu_seg_ctrl {
     cgpu_counter_t ring_posted;   /* writer: left neighbour; items put in my ring queue */
@@ -32,7 +75,7 @@ typedef struct cgpu_seg_ctrl {
     cgpu_counter_t a2a_posted;    /* writer: owner; alltoall rounds staged in my segment */
     cgpu_counter_t a2a_readers;   /* writers: all peers (fetch_add); reads of my stage */
     cgpu_counter_t seq;           /* writer: owner; last completed collective */
-    cgpu_counter_t entered;       /* writer: owner; last collective it entered (RAS) */
+    cgpu_call_line_t call;        /* writer: owner; the collective it entered, and its record */
     uint32_t magic;
 } cgpu_seg_ctrl_t;
 
@@ -91,6 +134,14 @@ struct cgpu_comm {
     uint64_t seq;
 
     atomic_int busy; /* 1 while a collective runs on it */
+    /* the call check (cgpu_call.c): whether every rank publishes its calls' signatures and
+     * checks its peers' (coll_gpu_check_calls on every rank, agreed at create); the last call
+     * that failed it; on a node-local communicator, the signature of the call across nodes
+     * whose steps it runs (they publish it instead of their own, so that the user's calls
+     * are compared), NULL when none */
+    bool check_calls;
+    cgpu_mismatch_t mismatch;
+    const cgpu_sig_t *outer_sig;
     const int *report_ranks; /* node-local communicator: its ranks in the one across nodes
                               * (what RAS reports name); NULL: its own ranks */
     bool abort_on_timeout; /* the watchdog fails a stuck collective even without
@@ -191,8 +242,11 @@ cgpu_status_t cgpu_host_ring_reduce(cgpu_comm_t *comm, const void *sbuf, void *r
                                     cgpu_dtype_t dt, cgpu_op_t op, int root);
 
 /* Enter/leave a collective: detects a released or failed communicator and concurrent
- * use; keeps the health counters (kind: CGPU_KIND_*; leave: bytes this rank contributed). */
-cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind);
+ * use; keeps the health counters (kind: CGPU_KIND_*; leave: bytes this rank contributed).
+ * With @p sig (NULL: none) and the call check on, enter publishes the call's signature and
+ * compares it with every peer's before the call moves any data: a mismatch leaves the
+ * communicator again and returns CGPU_ERR_MISMATCH on every rank, as does a peer's. */
+cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, const cgpu_sig_t *sig);
 void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes);
 
 /* Note progress (a step completed) for the watchdog. */
@@ -217,6 +271,18 @@ bool cgpu_liveness_look(cgpu_comm_t *comm);
 cgpu_status_t cgpu_comm_wait_failed(const cgpu_comm_t *comm);
 /* Across nodes: the dead peer the node-local communicator found, as a rank of @p comm. */
 int cgpu_net_dead_peer(const cgpu_comm_t *comm, long *pid);
+/* Across nodes: this node's communicator (NULL: this rank is alone on its node). */
+const cgpu_comm_t *cgpu_net_local(const cgpu_comm_t *comm);
+/* Across nodes: the signature the node-local steps of the call now entered publish (NULL at
+ * leave); it lives on the entry point's stack for the call. */
+void cgpu_net_call_sig(cgpu_comm_t *comm, const cgpu_sig_t *sig);
+
+/* The call check (cgpu_call.c): this rank's record of call @p s, then its entry (entered);
+ * and, once every peer has entered @p s, the comparison of every rank's record, the same
+ * verdict on every rank: OK, CGPU_ERR_MISMATCH (comm->mismatch says which ranks differ in
+ * what), or what a wait that gave up returns. */
+void cgpu_call_publish(cgpu_comm_t *comm, uint64_t s, const cgpu_sig_t *sig);
+cgpu_status_t cgpu_call_check(cgpu_comm_t *comm, uint64_t s);
 
 /* The watchdog's scan (cgpu_health.c): report every communicator stalled past the timeout. */
 void cgpu_health_scan(uint64_t now_ns, void *arg);

@@ -88,6 +88,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_block_spare = -1;
     cfg->ras_timeout_s = 300.0;
     cfg->ras_abort_on_timeout = false;
+    cfg->check_calls = true;
     cfg->ofi_provider = NULL;
     cfg->proxy_max_peers = 1024;
     cfg->proxy_max_inflight = 64;

@@ -161,6 +161,38 @@ int cgpu_engine_shm_segments(void);
  */
 int cgpu_comm_dead_peer(const cgpu_comm_t *comm, long *pid);
 
+/** What two ranks' calls differ in (the first that differs, in this order). */
+typedef enum cgpu_mismatch_field {
+    CGPU_MISMATCH_NONE = 0,
+    CGPU_MISMATCH_CALL,  /* different collectives */
+    CGPU_MISMATCH_ROOT,  /* different roots */
+    CGPU_MISMATCH_OP,    /* different reduction ops */
+    CGPU_MISMATCH_DTYPE, /* different element types of a reduction */
+    CGPU_MISMATCH_SIZE,  /* different byte counts */
+} cgpu_mismatch_field_t;
+
+/** A call whose ranks disagreed (every rank finds the same one). */
+typedef struct cgpu_mismatch {
+    cgpu_mismatch_field_t field;
+    int rank_a, rank_b; /* rank 0 (as the communicator's reports name it), and the first that
+                         * differs from it */
+    uint64_t a, b;      /* their values of the field (bytes, root, cgpu_op_t, ...) */
+    char text[192];     /* both sides in words: "rank 0 passes 8388608 bytes (1048576 x
+                         * float64), rank 1 passes 4194304 bytes (524288 x float64)" */
+} cgpu_mismatch_t;
+
+/**
+ * Why the last collective of @p comm that returned CGPU_ERR_MISMATCH failed: before any data
+ * moved, every rank compared its call's signature (kind, bytes, element type and op of
+ * reductions, root) with every peer's, and found the same difference. The communicator stays
+ * usable: nothing was exchanged, so a later call that matches runs as usual. Across nodes,
+ * the node-local communicators compare their ranks' calls (what crosses nodes is checked by
+ * the proxy's message sizes). Ask on the thread that made the call, right after it.
+ *
+ * @return false when no call failed so (@p out untouched)
+ */
+bool cgpu_comm_mismatch(const cgpu_comm_t *comm, cgpu_mismatch_t *out);
+
 /** Rank and size of an internal communicator. */
 int cgpu_comm_rank(const cgpu_comm_t *comm);
 int cgpu_comm_size(const cgpu_comm_t *comm);

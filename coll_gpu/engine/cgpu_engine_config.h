@@ -101,6 +101,7 @@ typedef struct cgpu_config {
     const char *profiler;      /* path of a profiler plugin (NULL/"" = none) */
     double ras_timeout_s;      /* watchdog: report a collective stuck this long (0: off) */
     bool ras_abort_on_timeout; /* ... and fail it (and the communicator) instead of waiting */
+    bool check_calls;          /* compare every call's signature with the peers' first */
     size_t cuda_tree_max_bytes;    /* auto: tree for 3+ ranks from the oneshot limit up to this */
     size_t cuda_channel_min_bytes; /* ring/chain: a channel more only while each piece has this */
     int cuda_stream_order;         /* device-buffer calls start after the default stream's work:

@@ -33,7 +33,7 @@ static void check_comm(cgpu_comm_t *c, void *arg)
     int nmiss = 0;
     for (int p = 0; p < c->size && NULL != c->peer_segs && !c->resources_freed; ++p) {
         if (p != c->rank &&
-            atomic_load_explicit(&cgpu_ctrl(c, p)->entered.v, memory_order_acquire) < cur) {
+            atomic_load_explicit(&cgpu_ctrl(c, p)->call.entered, memory_order_acquire) < cur) {
             ++nmiss;
             if (len + 16 < sizeof(missing)) {
                 len += (size_t) snprintf(missing + len, sizeof(missing) - len, "%s%d",

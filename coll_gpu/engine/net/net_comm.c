@@ -265,3 +265,15 @@ int cgpu_net_dead_peer(const cgpu_comm_t *comm, long *pid)
                ? cgpu_comm_dead_peer(comm->net->local, pid)
                : -1;
 }
+
+const cgpu_comm_t *cgpu_net_local(const cgpu_comm_t *comm)
+{
+    return NULL != comm->net ? comm->net->local : NULL;
+}
+
+void cgpu_net_call_sig(cgpu_comm_t *comm, const cgpu_sig_t *sig)
+{
+    if (NULL != comm->net && NULL != comm->net->local) {
+        comm->net->local->outer_sig = sig;
+    }
+}

@@ -85,7 +85,9 @@ static cgpu_status_t ring_allreduce_host(cgpu_comm_t *comm, const int *members, 
  * since their peers fail the same way. Other failures (no memory) still take part. */
 bool cgpu_net_fatal(const cgpu_comm_t *comm, cgpu_status_t st)
 {
+    /* a mismatch: the ranks' plans of the later phases may differ as their arguments do */
     return CGPU_ERR_TIMEOUT == st || CGPU_ERR_PEER == st || CGPU_ERR_STATE == st ||
+           CGPU_ERR_MISMATCH == st ||
            0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed);
 }
 
@@ -135,7 +137,7 @@ cgpu_status_t cgpu_net_ring_allreduce_any(cgpu_comm_t *comm, const int *members,
         cgpu_stager_put(&sg);
         return CGPU_ERR_NO_MEMORY;
     }
-#define PIECE_N(i) ((i) + 1 < npieces ? pe : count - (i) * pe)
+#define PIECE_N(i) ((i) + 1 < npieces ? pe : count - (i) *pe)
     if (NULL != sg) {
         st = cgpu_stager_copy(sg, cgpu_stager_slot(sg, 0), b, PIECE_N(0) * es);
         st = CGPU_OK == st ? cgpu_stager_mark(sg, 0) : st;

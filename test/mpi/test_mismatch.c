@@ -1,0 +1,224 @@
+/*
+ * Mismatched collective calls: every rank must get an error back (no hang, no success with
+ * wrong data), of the class of what differs, with a string that names both sides' values.
+ *
+ *   test_mismatch        one node: allreduce counts bigger and smaller on rank 0, 64 against
+ *                        32 elements on the last rank, bcast roots, allreduce ops and element
+ *                        types, an allreduce against a bcast; after each, a call that matches
+ *                        must give the right result on the same communicator (the check
+ *                        exchanges nothing, so the communicator stays usable). And a bcast
+ *                        whose ranks describe the same bytes with different datatypes (legal)
+ *                        must succeed.
+ *   test_mismatch nodes  across nodes (coll_gpu_fake_nodes 2): the differences every node
+ *                        sees (even and odd ranks differ), allreduce counts and ops; the
+ *                        communicator is failed afterwards (its phases may be out of step), so
+ *                        the next call must fail on every rank too.
+ *
+ * Each case runs on a fresh dup of MPI_COMM_WORLD with MPI_ERRORS_RETURN; the expected
+ * results are computed on the host from the inputs.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mpitest.h"
+
+static int rank, size;
+static int nodes_mode;
+
+/* every rank: rc failed, with class @p cls, and its string holds @p a and @p b */
+static void expect_error(int rc, int cls, const char *what, const char *a, const char *b)
+{
+    char s[MPI_MAX_ERROR_STRING] = "";
+    int len = 0, got = MPI_SUCCESS;
+    if (MPI_SUCCESS != rc) {
+        MPI_Error_class(rc, &got);
+        MPI_Error_string(rc, s, &len);
+    }
+    MT_CHECK(MPI_SUCCESS != rc, "%s: returned MPI_SUCCESS on rank %d", what, rank);
+    MT_CHECK(got == cls, "%s: error class %d, expected %d (%s)", what, got, cls, s);
+    MT_CHECK(NULL != strstr(s, a) && NULL != strstr(s, b),
+             "%s: the error string does not name both sides (\"%s\" and \"%s\"): %s", what, a, b,
+             s);
+    if (0 == rank) {
+        mt_note("%s: %s", what, s);
+    }
+}
+
+/* a matching allreduce on @p comm: right values (one node), or an error (across nodes: the
+ * communicator failed with the mismatch) */
+static void expect_usable(MPI_Comm comm, const char *what)
+{
+    enum { N = 4099 };
+    double *v = malloc(sizeof(double) * N);
+    for (int i = 0; i < N; ++i) {
+        v[i] = (double) (rank + 1) * (double) (i % 7 + 1);
+    }
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_DOUBLE, MPI_SUM, comm);
+    if (nodes_mode) {
+        MT_CHECK(MPI_SUCCESS != rc, "%s: the next call on the failed communicator succeeded", what);
+    } else {
+        MT_CHECK(MPI_SUCCESS == rc, "%s: the next, matching call failed (%s)", what,
+                 mt_mpi_errstr(rc));
+        const double ranks = (double) size * (double) (size + 1) / 2.0;
+        int bad = 0;
+        for (int i = 0; i < N && MPI_SUCCESS == rc; ++i) {
+            bad += v[i] != ranks * (double) (i % 7 + 1);
+        }
+        MT_CHECK(0 == bad, "%s: the next call gave %d wrong elements of %d", what, bad, N);
+    }
+    free(v);
+}
+
+static MPI_Comm fresh(void)
+{
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
+    /* one matching call first: the engine's communicator is set up on every rank */
+    int x = 1;
+    MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_SUM, c));
+    return c;
+}
+
+/* the rank whose call the others are compared with: rank 0, or across nodes the first rank
+ * of this rank's node (each node's communicator compares its own ranks; fake node of world
+ * rank r: r * 2 / size) */
+static int first_rank(void)
+{
+    return nodes_mode ? rank * 2 / size * (size / 2) : 0;
+}
+
+/* allreduce of @p mine doubles, whose first rank that differs from first_rank() (which has
+ * @p r0) is first_rank() + @p other with @p theirs */
+static void case_counts(const char *what, int mine, int r0, int other, int theirs)
+{
+    MPI_Comm c = fresh();
+    double *v = calloc((size_t) mine, sizeof(double));
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, v, mine, MPI_DOUBLE, MPI_SUM, c);
+    char a[64], b[64];
+    other += first_rank();
+    snprintf(a, sizeof(a), "rank %d passes %zu bytes", first_rank(), (size_t) r0 * sizeof(double));
+    snprintf(b, sizeof(b), "rank %d passes %zu bytes", other, (size_t) theirs * sizeof(double));
+    expect_error(rc, MPI_ERR_TRUNCATE, what, a, b);
+    free(v);
+    expect_usable(c, what);
+    MPI_Comm_free(&c);
+}
+
+static void case_root(void)
+{
+    enum { N = 1000 };
+    MPI_Comm c = fresh();
+    int *v = calloc(N, sizeof(int));
+    const int root = 0 == rank ? 0 : 1; /* at 2 ranks: both think they are the root */
+    const int rc = MPI_Bcast(v, N, MPI_INT, root, c);
+    expect_error(rc, MPI_ERR_ROOT, "bcast roots 0 and 1", "rank 0 names root 0",
+                 "rank 1 names root 1");
+    free(v);
+    expect_usable(c, "bcast roots 0 and 1");
+    MPI_Comm_free(&c);
+}
+
+static void case_op(int other)
+{
+    enum { N = 4096 };
+    MPI_Comm c = fresh();
+    int *v = calloc(N, sizeof(int));
+    const int differs = nodes_mode ? 1 == rank % 2 : 0 != rank;
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_INT, differs ? MPI_MAX : MPI_SUM, c);
+    char a[64], b[64];
+    snprintf(a, sizeof(a), "rank %d reduces with sum", first_rank());
+    snprintf(b, sizeof(b), "rank %d with max", first_rank() + other);
+    expect_error(rc, MPI_ERR_OP, "allreduce ops sum and max", a, b);
+    free(v);
+    expect_usable(c, "allreduce ops sum and max");
+    MPI_Comm_free(&c);
+}
+
+static void case_type(void)
+{
+    enum { N = 4096 };
+    MPI_Comm c = fresh();
+    float *v = calloc(N, sizeof(float)); /* as many bytes as N ints */
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, v, N, 0 == rank ? MPI_INT : MPI_FLOAT, MPI_SUM, c);
+    expect_error(rc, MPI_ERR_TYPE, "allreduce of int and float", "rank 0 reduces int32",
+                 "rank 1 float32");
+    free(v);
+    expect_usable(c, "allreduce of int and float");
+    MPI_Comm_free(&c);
+}
+
+static void case_kind(void)
+{
+    enum { N = 512 };
+    MPI_Comm c = fresh();
+    double *v = calloc(N, sizeof(double));
+    const int rc = 0 == rank ? MPI_Bcast(v, N, MPI_DOUBLE, 0, c)
+                             : MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_DOUBLE, MPI_SUM, c);
+    expect_error(rc, MPI_ERR_ARG, "bcast against allreduce", "rank 0 calls bcast",
+                 "rank 1 calls allreduce");
+    free(v);
+    expect_usable(c, "bcast against allreduce");
+    MPI_Comm_free(&c);
+}
+
+/* the same bytes, described as 2N ints at the root and N pairs of ints elsewhere: legal */
+static void case_same_signature(void)
+{
+    enum { N = 3000 };
+    MPI_Comm c = fresh();
+    MPI_Datatype pair;
+    MPI_Type_contiguous(2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    int *v = malloc(sizeof(int) * 2 * N);
+    for (int i = 0; i < 2 * N; ++i) {
+        v[i] = 0 == rank ? 3 * i + 1 : -1;
+    }
+    const int rc = 0 == rank ? MPI_Bcast(v, 2 * N, MPI_INT, 0, c) : MPI_Bcast(v, N, pair, 0, c);
+    MT_CHECK(MPI_SUCCESS == rc, "bcast of one signature in two datatypes failed: %s",
+             mt_mpi_errstr(rc));
+    int bad = 0;
+    for (int i = 0; i < 2 * N; ++i) {
+        bad += v[i] != 3 * i + 1;
+    }
+    MT_CHECK(0 == bad, "bcast of one signature in two datatypes: %d wrong elements", bad);
+    free(v);
+    MPI_Type_free(&pair);
+    MPI_Comm_free(&c);
+}
+
+int main(int argc, char **argv)
+{
+    mt_init(&argc, &argv, "test_mismatch");
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    nodes_mode = argc > 1 && 0 == strcmp(argv[1], "nodes");
+    if (size < 2 || (nodes_mode && (size < 4 || 0 != size % 2))) {
+        if (0 == rank) {
+            printf("skipped: needs 2 ranks (nodes: an even number, 4 or more)\n");
+        }
+        (void) mt_finalize();
+        return 77;
+    }
+    enum { BIG = 1 << 20, SMALL = 1 << 19 };
+    if (nodes_mode) {
+        /* even ranks against odd ones: both ranks of every fake node differ */
+        case_counts("allreduce counts 1M on even ranks, 512K on odd", 0 == rank % 2 ? BIG : SMALL,
+                    BIG, 1, SMALL);
+        case_op(1);
+    } else {
+        case_counts("allreduce counts 1M on rank 0, 512K elsewhere", 0 == rank ? BIG : SMALL, BIG,
+                    1, SMALL);
+        case_counts("allreduce counts 512K on rank 0, 1M elsewhere", 0 == rank ? SMALL : BIG, SMALL,
+                    1, BIG);
+        case_counts("allreduce counts 64, 32 on the last rank", size - 1 == rank ? 32 : 64, 64,
+                    size - 1, 32);
+        case_root();
+        case_op(1);
+        case_type();
+        case_kind();
+        case_same_signature();
+    }
+    return mt_finalize();
+}
