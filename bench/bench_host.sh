@@ -14,6 +14,10 @@
 #              BENCH_HOST_BIN   the program (default: ./bench/bench_host; make bench/bench_host)
 #              BENCH_HOST_ARGS  its arguments (default: all 4194304)
 #              MPIRUN_ARGS      more arguments for mpirun (e.g. --bind-to core)
+#              BENCH_HOST_PREFIX  a command mpirun runs under, e.g. "chrt -f 10": real-time
+#                               priority (root or CAP_SYS_NICE), so that other load on a shared
+#                               machine does not preempt the ranks; only with a core a rank
+#                               (a FIFO rank that spins never lets another onto its core)
 # Run from the build directory, on an otherwise idle machine with a core a rank: spinning
 # ranks that share cores measure the scheduler, not the collectives.
 set -uo pipefail
@@ -34,12 +38,13 @@ declare -A args
 args[stock]="--mca coll tuned,libnbc,basic,self"
 args[gpu]="--mca coll gpu,tuned,libnbc,basic,self --mca coll_gpu_backend host"
 args[engine]="${args[gpu]} --mca coll_gpu_host_rule engine"
-run=(mpirun --oversubscribe --mca btl self,vader,tcp --mca mca_base_component_path "$plugdir:$ompidir")
+# shellcheck disable=SC2206 # one word per argument
+run=(${BENCH_HOST_PREFIX:-} mpirun --oversubscribe --mca btl self,vader,tcp --mca mca_base_component_path "$plugdir:$ompidir")
 [ "$(id -u)" -eq 0 ] && run+=(--allow-run-as-root)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo "# bench_host: $rounds rounds, plugin $plugdir/mca_coll_gpu.so, $(nproc) cores"
+echo "# bench_host: $rounds rounds, plugin $plugdir/mca_coll_gpu.so, $(nproc) cores${BENCH_HOST_PREFIX:+, under $BENCH_HOST_PREFIX}"
 echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for np in "${nps[@]}"; do
     for ((i = 0; i < rounds; ++i)); do
