@@ -171,7 +171,8 @@ static const mca_coll_gpu_value_t host_rule_values[] = {
     {MCA_COLL_GPU_HOST_RULE_MEASURED, "measured",
      "MPI_Allreduce, MPI_Alltoall, MPI_Bcast and MPI_Allgather (blocking) go to the previous "
      "module wherever it measured faster (docs/performance.md): on one node, at 2 ranks below "
-     "512 bytes (and alltoall and allgather blocks from 1 MiB), at more ranks every size"},
+     "512 bytes (the allreduce below 2 KiB; alltoall and allgather blocks from 1 MiB too), at more "
+     "ranks every size"},
     {MCA_COLL_GPU_HOST_RULE_ENGINE, "engine", "the engine takes them all (the test suite)"},
 };
 
