@@ -38,6 +38,8 @@
 
 #include <mpi.h>
 
+#include "../proc_state.h"
+
 static double now(void)
 {
     struct timespec ts;
@@ -156,25 +158,10 @@ static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir)
 
 /* ---- stall ---- */
 
-/* The state letter of process @p pid (0 when unreadable). */
-static char proc_state(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
-    FILE *f = fopen(path, "r");
-    size_t n = NULL != f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-    if (NULL != f) {
-        fclose(f);
-    }
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    return NULL != p && ' ' == p[1] ? p[2] : 0;
-}
-
 static void *resumer(void *arg)
 {
     const pid_t pid = *(const pid_t *) arg;
-    for (int i = 0; i < 10000 && 'T' != proc_state(pid); ++i) {
+    for (int i = 0; i < 10000 && 'T' != test_proc_state(pid); ++i) {
         usleep(1000);
     }
     usleep(2500 * 1000); /* past coll_gpu_ras_timeout (1 s) and a watchdog period */

@@ -33,6 +33,7 @@
 
 #include <CUnit/Basic.h>
 
+#include "../proc_state.h"
 #include "child_check.h"
 #include "cunit_run.h"
 #include "cgpu_proxy.h"
@@ -2581,27 +2582,12 @@ static void test_dead_peer_fails_every_survivor(void)
     }
 }
 
-/* The state letter of process @p pid in /proc (0 when unreadable). */
-static char proc_state(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
-    FILE *f = fopen(path, "r");
-    size_t n = NULL != f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-    if (NULL != f) {
-        fclose(f);
-    }
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')');
-    return NULL != p && ' ' == p[1] ? p[2] : 0;
-}
-
 /* Rank 0's second thread: once the victim has stopped itself, hold it 400 ms (80 liveness
  * periods, 4 of them full looks at /proc), then let it go on. */
 static void *resume_later(void *arg)
 {
     const pid_t pid = *(const pid_t *) arg;
-    for (int i = 0; i < 5000 && 'T' != proc_state(pid); ++i) {
+    for (int i = 0; i < 5000 && 'T' != test_proc_state(pid); ++i) {
         sleep_ms(1);
     }
     sleep_ms(400);
@@ -2659,10 +2645,10 @@ static void test_process_liveness_check(void)
     }
     CU_ASSERT_FATAL(child > 0);
     const uint64_t cstart = cgpu_proc_start_time(child); /* read before it may have exited */
-    for (int i = 0; i < 5000 && 'Z' != proc_state(child); ++i) {
+    for (int i = 0; i < 5000 && 'Z' != test_proc_state(child); ++i) {
         sleep_ms(1);
     }
-    CU_ASSERT_EQUAL('Z', proc_state(child));
+    CU_ASSERT_EQUAL('Z', test_proc_state(child));
     CU_ASSERT_EQUAL(CGPU_PROC_ALIVE, cgpu_proc_check(child, cstart, false)); /* kill() finds it */
     CU_ASSERT_EQUAL(CGPU_PROC_GONE, cgpu_proc_check(child, cstart, true));
     int status;
