@@ -140,6 +140,8 @@ typedef struct mca_coll_gpu_module_t {
     int spans_nodes; /* -1 until the first post asks (mca_coll_gpu_one_node), then 0 or 1 */
     _Atomic unsigned long long nb_posted;
     _Atomic unsigned long long nb_done;
+    _Atomic unsigned long long nb_released; /* posted engine requests destroyed: freed by the
+                                             * application after they completed */
 
     /* the MPI error code made for the peer that died (coll_gpu_error.c): 0 none yet,
      * -1 being made, else the code every later failed call returns */
@@ -209,6 +211,8 @@ void mca_coll_gpu_bootstrap_setup(mca_coll_gpu_module_t *m);
 void mca_coll_gpu_nb_open(void);
 void mca_coll_gpu_nb_close(void);
 void mca_coll_gpu_nb_module_fini(mca_coll_gpu_module_t *m);
+/* frees the worker queues kept for reuse (component close, every communicator freed) */
+void mca_coll_gpu_nb_workers_close(void);
 
 /* MPI -> engine translation (coll_gpu_types.c) */
 bool mca_coll_gpu_map_op(struct ompi_op_t *op, cgpu_op_t *out);

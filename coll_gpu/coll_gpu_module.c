@@ -30,6 +30,7 @@ static void gpu_module_construct(mca_coll_gpu_module_t *m)
     atomic_init(&m->nb_posted, 0);
     m->spans_nodes = -1;
     atomic_init(&m->nb_done, 0);
+    atomic_init(&m->nb_released, 0);
     atomic_init(&m->engine_calls, 0);
     atomic_init(&m->fallback_calls, 0);
     atomic_init(&m->dead_code, 0);

@@ -105,6 +105,7 @@ typedef struct mca_coll_gpu_request_t {
     mca_coll_gpu_module_t *m; /* retained while the request lives */
     bool engine;              /* engine call (worker) or staged (inner request) */
     bool orphan;              /* freed by the application before completion (erroneous) */
+    bool queued;              /* an engine call handed to a worker (counted in nb_posted) */
     int rc;                   /* local error found at the post, reported at completion */
     /* engine call */
     mca_coll_gpu_nb_kind_t kind;

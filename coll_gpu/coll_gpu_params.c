@@ -234,9 +234,11 @@ static const param_t params[] = {
              "on communicators of two or more ranks, each run by a worker thread of its "
              "communicator."},
     {P_INT("nb_max_workers", nb_max_workers, 5), AT_LEAST(0),
-     .help = "Most worker threads per process for non-blocking collectives on the engine path "
-             "(one per communicator that has posted one, ended when the communicator is freed); "
-             "past the cap such a call fails with MPI_ERR_OTHER and a message"},
+     .help = "Most worker threads per process for non-blocking collectives on the engine path, "
+             "lent to the communicators that post them (one whose every call was completed "
+             "and freed gives its thread back when another needs one); a post while every "
+             "thread is held by a communicator with calls outstanding fails with MPI_ERR_OTHER "
+             "and a message"},
     {P_INT("verbose", verbose, 9),
      .help = "Verbosity of coll/gpu messages (0: warnings only, 10: decisions and set-up, "
              "50: per-communicator details, 100: per-call trace)"},

@@ -130,6 +130,9 @@ void mca_coll_gpu_request_destroy(mca_coll_gpu_request_t *r)
         OBJ_RELEASE(r->uop);
     }
     if (NULL != r->m) {
+        if (r->queued) { /* its communicator's worker may now be lent to another one */
+            atomic_fetch_add_explicit(&r->m->nb_released, 1, memory_order_release);
+        }
         OBJ_RELEASE(r->m);
     }
     free(r->counts);
@@ -324,4 +327,5 @@ void mca_coll_gpu_nb_close(void)
         progress_registered = false;
     }
     mca_coll_gpu_request_reap();
+    mca_coll_gpu_nb_workers_close();
 }

@@ -15,10 +15,18 @@
  * Why a thread per communicator: MPI lets ranks post non-blocking collectives of different
  * communicators in different orders; one queue per process could then wait on a peer that
  * waits on us. The worker never calls MPI (no bootstrap round, no previous module, no
- * Open MPI object reference counts), so it is safe at every thread level. Workers are
- * capped (coll_gpu_nb_max_workers): past the cap a post fails with a message (running it at
- * its post would block, and deadlock ranks that post on two communicators in different
- * orders).
+ * Open MPI object reference counts), so it is safe at every thread level.
+ *
+ * Threads are a pool of at most coll_gpu_nb_max_workers, lent to communicators: one whose
+ * every posted call the application has completed and freed is idle, and its thread may be
+ * taken back for another communicator (its own next post then borrows one again). So any
+ * number of communicators can post, as long as no more than the cap have calls outstanding
+ * at once; past that a post fails with a message (running it at its post would block, and
+ * deadlock ranks that post on two communicators in different orders). "Outstanding" follows
+ * the application's own order of posts and waits, the same on every rank of a correct
+ * program, so every rank decides alike. A queue taken back is kept for reuse, never freed
+ * before the component closes: a poster that read it just before still finds a valid lock,
+ * and under it sees that the queue is no longer its communicator's.
  */
 #define CGPU_LOG_SUBSYS CGPU_SUB_NB
 #include <pthread.h>
@@ -39,7 +47,10 @@ typedef struct mca_coll_gpu_nbq {
     mca_coll_gpu_request_t *head, *tail;
     bool stop;
     bool sleeping;
-    mca_coll_gpu_module_t *m; /* not retained: the module owns us and joins us first */
+    /* not retained: the module owns its queue while lent and joins it first; read under
+     * lock by posters, which retry when it is no longer theirs */
+    mca_coll_gpu_module_t *m;
+    struct mca_coll_gpu_nbq *next; /* in the lent list, or the spare list (create_lock) */
     /* the engine communicator's set-up on this worker: its bootstrap rounds are handed to
      * the application's threads */
     mca_coll_gpu_nb_boot_t boot;
@@ -47,6 +58,8 @@ typedef struct mca_coll_gpu_nbq {
 
 static atomic_int nworkers;
 static pthread_mutex_t create_lock = PTHREAD_MUTEX_INITIALIZER;
+/* queues with a running thread, and queues kept for reuse (create_lock) */
+static mca_coll_gpu_nbq_t *lent, *spare;
 static __thread bool on_worker;
 
 /* ---- running a call, on the worker ---- */
@@ -235,8 +248,52 @@ static void *worker_main(void *arg)
     }
 }
 
-/* The communicator's worker, started at its first non-blocking engine call; NULL past
- * the cap or when a thread cannot be made (the post then fails). */
+/* Stops @p q's thread and keeps the queue for reuse; @p q is off the lent list already.
+ * Called with create_lock held: the join is short (the thread sleeps with nothing queued,
+ * or finishes what is queued first when its communicator is freed). */
+static void stop_worker_locked(mca_coll_gpu_nbq_t *q)
+{
+    pthread_mutex_lock(&q->lock);
+    q->stop = true;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->lock);
+    pthread_join(q->thread, NULL);
+    q->next = spare;
+    spare = q;
+    atomic_fetch_sub(&nworkers, 1);
+}
+
+/* Takes back the thread of one idle communicator (every call it posted completed and freed
+ * by the application, nothing queued); false when every lent thread is busy. */
+static bool reclaim_idle_locked(void)
+{
+    for (mca_coll_gpu_nbq_t **pp = &lent; NULL != *pp; pp = &(*pp)->next) {
+        mca_coll_gpu_nbq_t *q = *pp;
+        mca_coll_gpu_module_t *owner = q->m;
+        pthread_mutex_lock(&q->lock);
+        /* posts count themselves in nb_posted under this lock, so none slips in between;
+         * whether the thread sleeps yet is not asked: that is timing, not the program's
+         * order, and every rank must decide alike */
+        const bool idle =
+            NULL == q->head && atomic_load_explicit(&owner->nb_released, memory_order_acquire) ==
+                                   atomic_load_explicit(&owner->nb_posted, memory_order_relaxed);
+        if (idle) {
+            __atomic_store_n(&owner->nbq, NULL, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&q->lock);
+        if (idle) {
+            *pp = q->next;
+            stop_worker_locked(q);
+            cgpu_log(50, "worker of %s lent to another communicator", owner->comm->c_name);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The communicator's worker, lent at its first non-blocking engine call (after an idle
+ * one's is taken back where the pool is full); NULL when every thread of the pool is busy
+ * or a thread cannot be made (the post then fails). */
 static mca_coll_gpu_nbq_t *worker_of(mca_coll_gpu_module_t *m)
 {
     mca_coll_gpu_nbq_t *q = __atomic_load_n(&m->nbq, __ATOMIC_ACQUIRE);
@@ -245,20 +302,37 @@ static mca_coll_gpu_nbq_t *worker_of(mca_coll_gpu_module_t *m)
     }
     pthread_mutex_lock(&create_lock);
     q = m->nbq;
+    if (NULL == q && atomic_load(&nworkers) >= mca_coll_gpu_component.nb_max_workers) {
+        (void) reclaim_idle_locked();
+    }
     if (NULL == q && atomic_load(&nworkers) < mca_coll_gpu_component.nb_max_workers) {
-        q = calloc(1, sizeof(*q));
+        bool fresh = NULL == spare;
+        if (fresh) {
+            q = calloc(1, sizeof(*q));
+            if (NULL != q) {
+                pthread_mutex_init(&q->lock, NULL);
+                pthread_cond_init(&q->cv, NULL);
+            }
+        } else {
+            q = spare;
+            spare = q->next;
+        }
         if (NULL != q) {
-            pthread_mutex_init(&q->lock, NULL);
-            pthread_cond_init(&q->cv, NULL);
+            pthread_mutex_lock(&q->lock); /* a stale poster may be reading q->m */
+            q->head = q->tail = NULL;
+            q->stop = q->sleeping = false;
             q->m = m;
             mca_coll_gpu_nb_boot_init(&q->boot, m);
+            pthread_mutex_unlock(&q->lock);
             if (0 != pthread_create(&q->thread, NULL, worker_main, q)) {
-                pthread_mutex_destroy(&q->lock);
-                pthread_cond_destroy(&q->cv);
-                free(q);
+                q->m = NULL;
+                q->next = spare; /* kept: a stale poster may hold it */
+                spare = q;
                 q = NULL;
             } else {
                 atomic_fetch_add(&nworkers, 1);
+                q->next = lent;
+                lent = q;
                 __atomic_store_n(&m->nbq, q, __ATOMIC_RELEASE);
             }
         }
@@ -269,20 +343,33 @@ static mca_coll_gpu_nbq_t *worker_of(mca_coll_gpu_module_t *m)
 
 void mca_coll_gpu_nb_module_fini(mca_coll_gpu_module_t *m)
 {
+    pthread_mutex_lock(&create_lock);
     mca_coll_gpu_nbq_t *q = m->nbq;
-    if (NULL == q) {
-        return;
+    if (NULL != q) {
+        m->nbq = NULL;
+        for (mca_coll_gpu_nbq_t **pp = &lent; NULL != *pp; pp = &(*pp)->next) {
+            if (*pp == q) {
+                *pp = q->next;
+                break;
+            }
+        }
+        stop_worker_locked(q); /* runs what is queued first: nothing posted is dropped */
+        q->m = NULL;
     }
-    m->nbq = NULL;
-    pthread_mutex_lock(&q->lock);
-    q->stop = true;
-    pthread_cond_signal(&q->cv);
-    pthread_mutex_unlock(&q->lock);
-    pthread_join(q->thread, NULL);
-    pthread_mutex_destroy(&q->lock);
-    pthread_cond_destroy(&q->cv);
-    free(q);
-    atomic_fetch_sub(&nworkers, 1);
+    pthread_mutex_unlock(&create_lock);
+}
+
+void mca_coll_gpu_nb_workers_close(void)
+{
+    pthread_mutex_lock(&create_lock);
+    while (NULL != spare) { /* every communicator is freed by now: nobody reads these */
+        mca_coll_gpu_nbq_t *q = spare;
+        spare = q->next;
+        pthread_mutex_destroy(&q->lock);
+        pthread_cond_destroy(&q->cv);
+        free(q);
+    }
+    pthread_mutex_unlock(&create_lock);
 }
 
 /* Waits until the communicator's queued non-blocking engine collectives are done (no-op on
@@ -329,15 +416,23 @@ mca_coll_gpu_request_t *mca_coll_gpu_nb_engine_request(mca_coll_gpu_module_t *m,
 int mca_coll_gpu_nb_engine_post(mca_coll_gpu_request_t *r, ompi_request_t **request)
 {
     mca_coll_gpu_module_t *m = r->m;
-    mca_coll_gpu_nbq_t *q = worker_of(m);
+    mca_coll_gpu_nbq_t *q;
+    while (NULL != (q = worker_of(m))) {
+        pthread_mutex_lock(&q->lock);
+        if (q->m == m && !q->stop) {
+            break; /* holding its lock: the queue stays ours until the call is in it */
+        }
+        pthread_mutex_unlock(&q->lock); /* taken back meanwhile: borrow again */
+    }
     if (NULL == q) {
         /* past the worker cap: running the call here would block the post, and a blocking
          * post deadlocks ranks that post on two communicators in different orders; fail it */
         cgpu_log_once(CGPU_LOG_WARN,
                       "%s on %s: no worker thread for non-blocking collectives "
-                      "(%d running, coll_gpu_nb_max_workers = %d): the call fails, as will "
-                      "further ones past the cap (shown once per process); free "
-                      "communicators that posted non-blocking collectives, or raise the cap",
+                      "(%d running, coll_gpu_nb_max_workers = %d, each held by a communicator "
+                      "with calls outstanding): the call fails, as will further ones past the "
+                      "cap (shown once per process); wait for calls before posting on more "
+                      "communicators, or raise the cap",
                       mca_coll_gpu_nb_name(r->kind), m->comm->c_name, atomic_load(&nworkers),
                       mca_coll_gpu_component.nb_max_workers);
         if (r->create) { /* nothing was set up: a later call may try again */
@@ -351,9 +446,9 @@ int mca_coll_gpu_nb_engine_post(mca_coll_gpu_request_t *r, ompi_request_t **requ
         mca_coll_gpu_request_destroy(r);
         return mca_coll_gpu_nb_post_failed(request, MPI_ERR_OTHER);
     } else {
-        atomic_fetch_add_explicit(&m->nb_posted, 1, memory_order_relaxed);
         r->qnext = NULL;
-        pthread_mutex_lock(&q->lock);
+        r->queued = true;
+        atomic_fetch_add_explicit(&m->nb_posted, 1, memory_order_relaxed);
         if (NULL == q->tail) {
             q->head = q->tail = r;
         } else {

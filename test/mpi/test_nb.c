@@ -29,7 +29,8 @@
  * Every result is checked against values computed here. pvars: each call counts on the path
  * said above on 2+ ranks; on one rank every call is counted once.
  * Argument "staged": the run where host buffers are staged as device ones would be.
- * Argument "cap" (with --mca coll_gpu_nb_max_workers 1): past the cap a post fails cleanly.
+ * Argument "cap" (with --mca coll_gpu_nb_max_workers 1): the one worker lent to communicators in
+ * turn; a post while every worker is busy fails cleanly.
  * Argument "freerule": a cudaFree between posts and their waits (README's rule; see freerule).
  * Argument "threads": 4 threads under MPI_THREAD_MULTIPLE, each on its own communicator
  * and splits of it (non-blocking calls as the first calls on fresh communicators).
@@ -1215,43 +1216,83 @@ static void freerule(void)
     MT_CHECK(0 == bad, "freerule: %ld wrong elements", bad);
 }
 
-/* Run with --mca coll_gpu_nb_max_workers 1: world's first non-blocking engine call takes
- * the one worker; a call on a dup then fails with an MPI error on every rank (each has
- * exactly world's worker) and hands back MPI_REQUEST_NULL (a wait on it returns at once),
- * nothing hangs, and world keeps working. */
+/* Run with --mca coll_gpu_nb_max_workers 1: one worker thread, lent to the communicators in
+ * turn. Posts on 20 communicators, each waited before the next, all succeed with correct
+ * results (the thread of an idle communicator is taken back); a post on a second
+ * communicator while world's call is still outstanding (posted, not yet waited) fails with an
+ * MPI error on every rank and hands back MPI_REQUEST_NULL (a wait on it returns at once),
+ * nothing hangs, and both communicators keep working. */
 static void cap(void)
 {
     const int size = mt_world_size(), rank = mt_world_rank();
-    enum { CN = 100 };
+    enum { CN = 100, DUPS = 20 };
     int *x = mt_twin_alloc(sizeof(int) * CN);
-    MPI_Request req;
-    for (int round = 0; round < 2; ++round) {
+    int *y = mt_twin_alloc(sizeof(int) * CN);
+    MPI_Request req, req2;
+    for (int round = 0; round < DUPS + 1; ++round) {
+        MPI_Comm d = MPI_COMM_WORLD;
+        if (round < DUPS) {
+            MPI_Comm_dup(MPI_COMM_WORLD, &d);
+        }
         for (int i = 0; i < CN; ++i) {
             x[i] = val(9000 + (uint64_t) round, rank, i);
         }
         mt_push(x);
-        MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), CN, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
-                                    &req));
+        MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), CN, MPI_INT, MPI_SUM, d, &req));
         MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
         mt_pull(x);
         long bad = 0;
         for (int i = 0; i < CN; ++i) {
             bad += x[i] != sum_of(9000 + (uint64_t) round, size, i);
         }
-        MT_CHECK(0 == bad, "cap: world round %d: %ld wrong", round, bad);
+        MT_CHECK(0 == bad, "cap: communicator %d of %d, one at a time: %ld wrong", round, DUPS,
+                 bad);
+        if (MPI_COMM_WORLD != d) {
+            MPI_Comm_free(&d);
+        }
+    }
+    for (int round = 0; round < 2; ++round) {
+        for (int i = 0; i < CN; ++i) {
+            x[i] = val(9100 + (uint64_t) round, rank, i);
+        }
+        mt_push(x);
+        MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), CN, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
+                                    &req));
         MPI_Comm d;
         MPI_Comm_dup(MPI_COMM_WORLD, &d);
         MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
-        memset(&req, 0xa5, sizeof(req)); /* what an uninitialized handle may hold */
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), CN, MPI_INT, MPI_SUM, d, &req);
-        MT_CHECK(MPI_SUCCESS != rc, "cap: a second communicator got a worker past the cap");
+        memset(&req2, 0xa5, sizeof(req2)); /* what an uninitialized handle may hold */
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, MT_D(y), CN, MPI_INT, MPI_SUM, d, &req2);
+        MT_CHECK(MPI_SUCCESS != rc, "cap: a second communicator got a worker while world's "
+                                    "call was outstanding");
         if (MPI_SUCCESS != rc) { /* the failed post handed back MPI_REQUEST_NULL */
-            MT_CHECK(MPI_REQUEST_NULL == req, "cap: a failed post left its request unset");
+            MT_CHECK(MPI_REQUEST_NULL == req2, "cap: a failed post left its request unset");
         }
-        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE)); /* a no-op on MPI_REQUEST_NULL */
+        MT_CHECK_MPI(MPI_Wait(&req2, MPI_STATUS_IGNORE)); /* a no-op on MPI_REQUEST_NULL */
+        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        mt_pull(x);
+        long bad = 0;
+        for (int i = 0; i < CN; ++i) {
+            bad += x[i] != sum_of(9100 + (uint64_t) round, size, i);
+        }
+        MT_CHECK(0 == bad, "cap: world round %d beside the failed post: %ld wrong", round, bad);
+        /* and the dup works once world is idle */
+        for (int i = 0; i < CN; ++i) {
+            y[i] = val(9200 + (uint64_t) round, rank, i);
+        }
+        mt_push(y);
+        MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(y), CN, MPI_INT, MPI_SUM, d, &req2));
+        MT_CHECK_MPI(MPI_Wait(&req2, MPI_STATUS_IGNORE));
+        mt_pull(y);
+        bad = 0;
+        for (int i = 0; i < CN; ++i) {
+            bad += y[i] != sum_of(9200 + (uint64_t) round, size, i);
+        }
+        MT_CHECK(0 == bad, "cap: the dup after world went idle, round %d: %ld wrong", round, bad);
         MPI_Comm_free(&d);
     }
     mt_twin_free(x);
+    mt_twin_free(y);
 }
 
 int main(int argc, char **argv)
