@@ -409,9 +409,10 @@ else
             --mca coll_gpu_stage_host_buffers 1 -np 3 "$BIN/mpi/test_forced_fallback"
         run_test "test_forced_fallback.pipelined_host.np2" "${MPIRUN[@]}" "${PIPE[@]}" \
             -np 2 "$BIN/mpi/test_forced_fallback"
-        # the host backend's default rule: at 3 ranks every allreduce and alltoall goes to
-        # the previous module (docs/performance.md), results checked as in the forced case
-        run_test "test_forced_fallback.host_rule.np3" "${MPIRUN_RULE[@]}" -np 3 \
+        # the host backend's default rule: from 3 ranks every allreduce and alltoall goes to
+        # the previous module (docs/performance.md), results checked as in the forced case;
+        # 6 ranks, so that the test's parity split has 3 a half too
+        run_test "test_forced_fallback.host_rule.np6" "${MPIRUN_RULE[@]}" -np 6 \
             "$BIN/mpi/test_forced_fallback"
         # the same through the previous module's allreduce on each chunk
         run_test "test_forced_fallback.pipelined_previous.np3" "${MPIRUN[@]}" "${PIPE[@]}" \

@@ -1,8 +1,9 @@
 /*
  * test_forced_fallback.c - run with
  *     --mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback
- * or on the host backend at 3 or more ranks with its default coll_gpu_host_rule (measured),
- * which leaves every allreduce and alltoall there to the previous module.
+ * or on the host backend at 6 ranks (every communicator here, the halves of the split too, of
+ * 3 ranks or more) with its default coll_gpu_host_rule (measured), which leaves every
+ * allreduce and alltoall there to the previous module.
  * Calls that the engine would normally serve must then all go to the previous coll module:
  * results correct, engine_calls unchanged, fallback_calls grown by the number of calls
  * (2+ ranks). Runs on MPI_COMM_WORLD, a duplicate and the two halves of a parity split.
