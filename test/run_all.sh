@@ -6,6 +6,9 @@
 #   - every MPI test program in test/mpi/ under mpirun, once per np in the np list,
 #     with coll/gpu selected (host backend) from the plugin directory,
 #   - examples/demo at np 4, when it has been built,
+#   - every collective x type x op x in place through mpi4py on numpy arrays
+#     (test/python/test_mpi4py.py) at np 2 and 3, MPI_THREAD_MULTIPLE and SINGLE, and the
+#     same on CuPy, Numba and PyTorch device arrays (skipped where no GPU or no package),
 #   - the commands of README.md and docs/*.md (test/docs/check_docs.py), one test per block,
 #     and `make install` / `make uninstall` into a DESTDIR (test/install/check_uninstall.sh),
 #   - a check that the MPI runs left nothing named cgpu* in /dev/shm.
@@ -624,6 +627,52 @@ else
         rm -rf "$tdir"
     fi
 
+    # ---- Python: every collective x type x op x in place through mpi4py on numpy arrays, the
+    # engine forced, at two thread levels (mpi4py's default MULTIPLE, and SINGLE: a level is
+    # process-wide, so a run each). The interpreter is the first python3 that imports mpi4py
+    # and numpy (PATH's may be pyenv's, which has neither; Debian's /usr/bin/python3 has both).
+    PY=$(bash "$REPO/test/find_python.sh")
+    PYSUITE=$REPO/test/python/test_mpi4py.py
+    NOPY="skipped: no python3 with mpi4py and numpy (neither python3 in PATH nor"
+    NOPY+=" /usr/bin/python3; quickstart.sh installs python3-mpi4py python3-numpy)"
+    for np in 2 3; do
+        for level in multiple single; do
+            name="python.host_suite.np$np.$level"
+            if [ -z "$PY" ]; then
+                log="$LOGDIR/$name.log"
+                echo "$NOPY" >"$log"
+                record "$name" 77 "$log"
+                continue
+            fi
+            if [ "$level" = single ] || [ ! -f "$MONITOR" ]; then
+                run_logged "$name" "${MPIRUN[@]}" -np "$np" "$PY" "$PYSUITE" --thread "$level"
+            else
+                # the health monitor proves coll/gpu's engine served the calls (it starts MPI_T
+                # at MULTIPLE, which Open MPI 4.1 then reports as the process's level: not on
+                # the SINGLE run)
+                hdir=$(mktemp -d /tmp/cgpu-pyhealth.XXXXXX)
+                run_logged "$name" "${MPIRUN[@]}" -x LD_PRELOAD="$MONITOR" \
+                    -x CGPU_MONITOR_OUT="$hdir/health.%r" -np "$np" "$PY" "$PYSUITE" --thread "$level"
+                if [ "$rc" -eq 0 ]; then
+                    h=$(tail -n 1 "$hdir/health.0" 2>/dev/null)
+                    echo "+ rank 0's last health line: $h" >>"$log"
+                    n=$(sed -n 's/.* engine_calls=\([0-9]*\) .*/\1/p' <<<"$h")
+                    if [ -z "$n" ] || [ "$n" -lt 1000 ]; then
+                        echo "FAILED: coll/gpu's engine served ${n:-no} calls (at least 1000 expected)" >>"$log"
+                        rc=1
+                    fi
+                fi
+                rm -rf "$hdir"
+            fi
+            # the summary names the rank count and level run: not singletons of another MPI
+            if [ "$rc" -eq 0 ] && ! grep -q "^test_mpi4py: numpy np=$np thread=$level: .* 0 failures: PASSED$" "$log"; then
+                echo "FAILED: no summary line for np=$np thread=$level" >>"$log"
+                rc=1
+            fi
+            record "$name" "$rc" "$log"
+        done
+    done
+
     # ---- GPU tests (cuda backend, coll_gpu_backend=auto): skipped where no GPU ----
     for t in "$BIN"/gpu/test_*; do
         case "$t" in *.c | *.o | *"*"*) continue ;; esac
@@ -631,9 +680,22 @@ else
         run_test "gpu.$(basename "$t").np2" "${MPIRUN_GPU[@]}" -np 2 "$t"
         run_test "gpu.$(basename "$t").np4" "${MPIRUN_GPU[@]}" -np 4 "$t" quick
     done
-    if command -v python3 >/dev/null 2>&1 && [ -f "$REPO/test/gpu/test_torch_cupy.py" ]; then
-        run_test "gpu.test_torch_cupy.np2" "${MPIRUN_GPU[@]}" -np 2 python3 "$REPO/test/gpu/test_torch_cupy.py"
-    fi
+    # mpi4py on device arrays, the interpreter chosen as above
+    for t in "gpu.test_torch_cupy.np2:$REPO/test/gpu/test_torch_cupy.py" \
+        "python.gpu_suite.cupy.np2:$PYSUITE --arrays cupy" \
+        "python.gpu_suite.cupy.np2.single:$PYSUITE --arrays cupy --thread single" \
+        "python.gpu_suite.numba.np2:$PYSUITE --arrays numba" \
+        "python.gpu_suite.torch.np2:$PYSUITE --arrays torch"; do
+        name=${t%%:*}
+        if [ -z "$PY" ]; then
+            log="$LOGDIR/$name.log"
+            echo "$NOPY" >"$log"
+            record "$name" 77 "$log"
+            continue
+        fi
+        # shellcheck disable=SC2086 # the script and its arguments
+        run_test "$name" "${MPIRUN_GPU[@]}" -np 2 "$PY" ${t#*:}
+    done
     if [ -x "$REPO/examples/demo_gpu" ] || [ -x "$BIN/../examples/demo_gpu" ]; then
         gdemo="$BIN/../examples/demo_gpu"
         [ -x "$gdemo" ] || gdemo="$REPO/examples/demo_gpu"

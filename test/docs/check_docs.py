@@ -353,13 +353,13 @@ class Checker:
 
 
 def find_python():
-    """The python3 that imports mpi4py and numpy: the one in PATH, else the system's, which
-    Debian's python3-mpi4py serves (a PATH may start with pyenv's or a virtualenv's)."""
-    for py in (shutil.which("python3"), "/usr/bin/python3"):
-        if py and subprocess.call([py, "-c", "import mpi4py, numpy"], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL) == 0:
-            return py
-    return None
+    """The python3 that imports mpi4py and numpy, as test/find_python.sh chooses it (the one
+    in PATH, else the system's, which Debian's python3-mpi4py serves: a PATH may start with
+    pyenv's or a virtualenv's)."""
+    helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "find_python.sh")
+    r = subprocess.run(["bash", helper], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       universal_newlines=True)
+    return r.stdout.strip() if 0 == r.returncode and r.stdout.strip() else None
 
 
 def shlex_quote(s):

@@ -1,0 +1,130 @@
+"""MPI_Allreduce (float32, sum) from Python: the latency a mpi4py user sees, 8 B to 64 KiB.
+
+Columns: numpy arrays through mpi4py (host memory: whatever coll module the run selected);
+where CuPy and a GPU are present, CuPy arrays through mpi4py (device memory: coll/gpu's
+kernels) and the same arrays through CuPy's own NCCL binding (cupy.cuda.nccl.NcclCommunicator
+.allReduce, then the stream synchronized), in the same processes. Each figure is the mean
+of `iters` calls back to back after a warm-up, the slowest rank's; every size's result is
+checked (exit status 1 on a wrong one).
+
+Run under mpirun (see bench/README.md): once with coll/gpu in the coll list and once with
+the stock list gives ours against stock on host arrays.
+
+Usage: bench_python.py [--iters N] [--max-bytes B] [--thread multiple|single|funneled]
+"""
+import argparse
+import os
+import sys
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--iters", type=int, default=1000)
+ap.add_argument("--max-bytes", type=int, default=65536)
+ap.add_argument("--thread", default="multiple", choices=("multiple", "single", "funneled"))
+args = ap.parse_args()
+
+import numpy as np  # noqa: E402
+import mpi4py  # noqa: E402
+
+mpi4py.rc.thread_level = args.thread
+from mpi4py import MPI  # noqa: E402 (after the thread level is set)
+
+comm = MPI.COMM_WORLD
+rank, nranks = comm.Get_rank(), comm.Get_size()
+expected = nranks * (nranks + 1) / 2  # each rank contributes rank + 1
+
+
+def timed(step, sync, iters):
+    """The slowest rank's mean latency of step(), in microseconds."""
+    for _ in range(max(10, iters // 10)):
+        step()
+    sync()
+    comm.Barrier()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        step()
+    sync()
+    us = (time.perf_counter() - t0) / iters * 1e6
+    return comm.allreduce(us, op=MPI.MAX)
+
+
+def gpu_setup():
+    """(cupy, NCCL communicator or None, why not) where CuPy and a GPU are usable."""
+    try:
+        import cupy
+    except ImportError:
+        return None, None, "skipped: no cupy"
+    try:
+        ndev = cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        ndev = 0
+    if 0 == ndev:
+        return None, None, "skipped: no GPU"
+    cupy.cuda.Device(rank % ndev).use()
+    try:
+        from cupy.cuda import nccl
+        if not getattr(nccl, "available", True):
+            raise ImportError("built without NCCL")
+    except ImportError as e:
+        return cupy, None, f"NCCL column skipped: cupy.cuda.nccl not usable ({e})"
+    uid = comm.bcast(nccl.get_unique_id() if 0 == rank else None, root=0)
+    return cupy, nccl.NcclCommunicator(nranks, uid, rank), ""
+
+
+def main():
+    cupy, nc, why = gpu_setup()
+    level = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
+             MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
+    if 0 == rank:
+        # mpirun hands its --mca arguments to the processes as OMPI_MCA_* variables
+        coll = os.environ.get("OMPI_MCA_coll", "(default)")
+        backend = os.environ.get("OMPI_MCA_coll_gpu_backend", "(default)")
+        print(f"# bench_python: np={nranks} thread={level[MPI.Query_thread()]} coll={coll}"
+              f"{f' backend={backend}' if 'gpu' in coll else ''} "
+              f"mpi4py {mpi4py.__version__} numpy {np.__version__}")
+        print("# MPI_Allreduce float32 sum, us a call (mean, slowest rank)")
+        if why:
+            print(f"# cupy: {why}")
+        cols = ["bytes", "numpy_us"]
+        if cupy is not None:
+            cols += ["cupy_us"] + (["nccl_us", "cupy/nccl"] if nc is not None else [])
+        print(" ".join(f"{c:>10}" for c in cols), flush=True)
+    bad = 0
+    nbytes = 8
+    while nbytes <= args.max_bytes:
+        n = nbytes // 4
+        x = np.full(n, rank + 1, np.float32)
+        y = np.empty_like(x)
+        row = [timed(lambda: comm.Allreduce([x, MPI.FLOAT], [y, MPI.FLOAT], op=MPI.SUM),
+                     lambda: None, args.iters)]
+        bad += int(not np.all(y == expected))
+        if cupy is not None:
+            dx = cupy.full(n, rank + 1, cupy.float32)
+            dy = cupy.empty_like(dx)
+            null = cupy.cuda.Stream.null
+            null.synchronize()
+            row.append(timed(lambda: comm.Allreduce([dx, MPI.FLOAT], [dy, MPI.FLOAT], op=MPI.SUM),
+                             null.synchronize, args.iters))
+            bad += int(not bool(cupy.all(dy == expected)))
+            if nc is not None:
+                from cupy.cuda import nccl
+
+                def nccl_step():
+                    nc.allReduce(dx.data.ptr, dy.data.ptr, n, nccl.NCCL_FLOAT32, nccl.NCCL_SUM,
+                                 null.ptr)
+                    null.synchronize()  # as MPI returns with the result in place
+                dy.fill(0)
+                row.append(timed(nccl_step, null.synchronize, args.iters))
+                bad += int(not bool(cupy.all(dy == expected)))
+                row.append(row[1] / row[2])
+        if 0 == rank:
+            print(f"{nbytes:>10} " + " ".join(f"{v:>10.2f}" for v in row), flush=True)
+        nbytes *= 2
+    bad = comm.allreduce(bad, op=MPI.SUM)
+    if 0 == rank and bad:
+        print(f"# {bad} wrong results", flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
