@@ -21,6 +21,8 @@
 # Run from the build directory, on an otherwise idle machine with a core a rank: spinning
 # ranks that share cores measure the scheduler, not the collectives.
 set -uo pipefail
+# shellcheck source=bench/stats.sh
+. "$(dirname "$0")/stats.sh"
 rounds=${1:-5}
 shift || true
 nps=("$@")
@@ -63,7 +65,6 @@ for np in "${nps[@]}"; do
     done
 done
 echo "# load average after:  $(cut -d' ' -f1-3 /proc/loadavg)"
-median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 printf "%-3s %-10s %9s %9s %9s %9s %9s %10s\n" np coll bytes stock gpu engine gpu/stk eng/stk
 for np in "${nps[@]}"; do
     for f in "$tmp/$np.stock."*; do

@@ -21,6 +21,8 @@
 # machine a difference below the noise of the runs is not a finding (the CPU time column,
 # the most CPU time a rank had used when MPI_Init returned, wanders least with the load).
 set -uo pipefail
+# shellcheck source=bench/stats.sh
+. "$(dirname "$0")/stats.sh"
 n=${1:-11}
 shift || true
 nps=("$@")
@@ -48,8 +50,6 @@ if [ -n "$basedir" ]; then
     dirs[base-auto]=$basedir dirs[base-host]=$basedir
 fi
 
-median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
-least() { sort -g | head -n 1; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
