@@ -16,15 +16,13 @@
  * nodes keep the engine: their proxy path was not measured against tuned over the network.
  * coll_gpu_host_rule=engine turns the rule off (the test suite runs the engine that way).
  */
-#include <limits.h>
-
 #include "coll_gpu.h"
 
-/* The previous module serves [min_bytes, max_bytes) of a collective at nranks in
- * [min_ranks, max_ranks]; max_bytes 0: no upper end. */
+/* The previous module serves [min_bytes, max_bytes) of a collective at nranks ranks;
+ * max_bytes 0: no upper end. */
 typedef struct host_window {
     mca_coll_gpu_host_coll_t coll;
-    int min_ranks, max_ranks;
+    int nranks;
     size_t min_bytes, max_bytes;
 } host_window_t;
 
@@ -33,18 +31,16 @@ static const host_window_t windows[] = {
      * whole call below 512 B; the large alltoall and allgather, where tuned copies once
      * (single-copy transfers) and the engine twice, measured slower in one of three runs; the
      * allreduce up to 2 KiB, slower in one of three too */
-    {MCA_COLL_GPU_HOST_ALLREDUCE, 2, 2, 0, 2048},
-    {MCA_COLL_GPU_HOST_ALLTOALL, 2, 2, 0, 512},
-    {MCA_COLL_GPU_HOST_ALLTOALL, 2, 2, (size_t) 1 << 20, 0},
-    {MCA_COLL_GPU_HOST_BCAST, 2, 2, 0, 512},
-    {MCA_COLL_GPU_HOST_ALLGATHER, 2, 2, 0, 512},
-    {MCA_COLL_GPU_HOST_ALLGATHER, 2, 2, (size_t) 1 << 20, 0},
-    /* more ranks: not measured on a machine with a core a rank */
-    {MCA_COLL_GPU_HOST_ALLREDUCE, 3, INT_MAX, 0, 0},
-    {MCA_COLL_GPU_HOST_ALLTOALL, 3, INT_MAX, 0, 0},
-    {MCA_COLL_GPU_HOST_BCAST, 3, INT_MAX, 0, 0},
-    {MCA_COLL_GPU_HOST_ALLGATHER, 3, INT_MAX, 0, 0},
+    {MCA_COLL_GPU_HOST_ALLREDUCE, 2, 0, 2048},
+    {MCA_COLL_GPU_HOST_ALLTOALL, 2, 0, 512},
+    {MCA_COLL_GPU_HOST_ALLTOALL, 2, (size_t) 1 << 20, 0},
+    {MCA_COLL_GPU_HOST_BCAST, 2, 0, 512},
+    {MCA_COLL_GPU_HOST_ALLGATHER, 2, 0, 512},
+    {MCA_COLL_GPU_HOST_ALLGATHER, 2, (size_t) 1 << 20, 0},
 };
+/* More ranks than this were not measured (no machine with a core a rank): every size of
+ * the four collectives goes to the previous module there. */
+#define MEASURED_MAX_RANKS 2
 
 bool mca_coll_gpu_spans_nodes(mca_coll_gpu_module_t *m)
 {
@@ -56,19 +52,22 @@ bool mca_coll_gpu_spans_nodes(mca_coll_gpu_module_t *m)
     return 0 != spans;
 }
 
-bool mca_coll_gpu_host_leaves(mca_coll_gpu_module_t *m, mca_coll_gpu_host_coll_t coll,
-                              size_t bytes)
+bool mca_coll_gpu_host_leaves(mca_coll_gpu_module_t *m, mca_coll_gpu_host_coll_t coll, size_t bytes)
 {
     const mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     if (CGPU_BACKEND_HOST != c->backend || MCA_COLL_GPU_HOST_RULE_ENGINE == c->host_rule) {
         return false;
     }
     const int n = ompi_comm_size(m->comm);
+    if (n > MEASURED_MAX_RANKS) {
+        return !mca_coll_gpu_spans_nodes(m);
+    }
     for (size_t i = 0; i < sizeof(windows) / sizeof(windows[0]); ++i) {
         const host_window_t *w = &windows[i];
-        if (w->coll == coll && n >= w->min_ranks && n <= w->max_ranks &&
-            bytes >= w->min_bytes && (0 == w->max_bytes || bytes < w->max_bytes)) {
-            return !mca_coll_gpu_spans_nodes(m); /* asked last: the first call of a communicator pays it */
+        if (w->coll == coll && n == w->nranks && bytes >= w->min_bytes &&
+            (0 == w->max_bytes || bytes < w->max_bytes)) {
+            return !mca_coll_gpu_spans_nodes(
+                m); /* asked last: the first call of a communicator pays it */
         }
     }
     return false;
