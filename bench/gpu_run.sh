@@ -181,8 +181,8 @@ inter_np2               120 2 test/gpu/test_cuda_inter
 inter_np5               180 5 test/gpu/test_cuda_inter
 torch_cupy_np1          120 1 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
 torch_cupy_np2          120 2 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
-host_allreduce_np4      100 4 --mca coll_gpu_backend host test/mpi/test_allreduce
-host_alltoall_np4       60  4 --mca coll_gpu_backend host test/mpi/test_alltoall
+host_allreduce_np4      100 4 --mca coll_gpu_backend host --mca coll_gpu_host_rule engine test/mpi/test_allreduce
+host_alltoall_np4       60  4 --mca coll_gpu_backend host --mca coll_gpu_host_rule engine test/mpi/test_alltoall
 EOF
     # the verbose runs' trace: our kernels served the calls (a skipped Python test says why)
     for f in "$log"/colls_np2*.log; do

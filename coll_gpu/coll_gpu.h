@@ -71,6 +71,7 @@ typedef struct mca_coll_gpu_component_t {
     int cuda_ipc_cache_size;
     unsigned long cuda_tree_max_bytes;
     unsigned long cuda_channel_min_bytes;
+    unsigned long cuda_chain_chunk_bytes;
     int cuda_stream_order;
     int cuda_wait_polls;
     unsigned long cuda_ce_alltoall_min_bytes;

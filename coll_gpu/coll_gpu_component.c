@@ -103,6 +103,7 @@ static int gpu_open(void)
     cfg.cuda_ipc_cache_size = c->cuda_ipc_cache_size;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
     cfg.cuda_channel_min_bytes = c->cuda_channel_min_bytes;
+    cfg.cuda_chain_chunk_bytes = c->cuda_chain_chunk_bytes;
     cfg.cuda_stream_order = c->cuda_stream_order; /* the autos: resolved in init_query */
     cfg.cuda_wait_polls = c->cuda_wait_polls;
     cfg.cuda_ce_alltoall_min_bytes = c->cuda_ce_alltoall_min_bytes;

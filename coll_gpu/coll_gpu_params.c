@@ -46,8 +46,8 @@ _Static_assert(MCA_COLL_GPU_NVALUES(backend_values) == CGPU_BACKEND_HOST + 1,
 static const mca_coll_gpu_value_t allreduce_values[] = {
     MCA_COLL_GPU_VALUE(CGPU_ALLREDUCE_AUTO, "auto",
                        "cuda: oneshot up to coll_gpu_cuda_oneshot_bytes x 2 / ranks, then "
-                       "tree up to coll_gpu_cuda_tree_max_bytes with 3+ ranks, ring above; "
-                       "host: ring"),
+                       "tree up to coll_gpu_cuda_tree_max_bytes (default 0: none) with 3+ "
+                       "ranks, ring above; host: ring"),
     MCA_COLL_GPU_VALUE(CGPU_ALLREDUCE_RING, "ring", "reduce-scatter + allgather, pipelined"),
     MCA_COLL_GPU_VALUE(CGPU_ALLREDUCE_FALLBACK, "fallback", "always the previous coll module"),
     MCA_COLL_GPU_VALUE(CGPU_ALLREDUCE_ONESHOT, "oneshot",
@@ -365,9 +365,15 @@ static const param_t params[] = {
      .help = "cuda backend: ring and chain collectives use one more channel (thread block "
              "pair) only while each channel's piece of the buffer (of each rank's block) "
              "keeps at least this many bytes, up to coll_gpu_cuda_channels"},
+    {P_ULONG("cuda_chain_chunk_bytes", cuda_chain_chunk_bytes),
+     .help = "cuda backend: the chains of 3 or more ranks (MPI_Bcast, MPI_Reduce, and the scans "
+             "past the oneshot sizes) move each channel's piece in steps of at most this many "
+             "bytes, so that the hops along the chain overlap; 0: steps of a whole ring slot "
+             "(coll_gpu_cuda_slot_bytes)"},
     {P_ULONG("cuda_tree_max_bytes", cuda_tree_max_bytes),
      .help = "cuda backend, auto algorithm: largest allreduce (bytes) given to the tree with 3 "
-             "or more ranks (not tuned: no machine with more than 2 GPUs was available)"},
+             "or more ranks; 0: auto never takes the tree (on 4 GPUs on one NVSwitch the ring "
+             "was faster at every size)"},
     {P_DOUBLE("ras_timeout", ras_timeout, 4), AT_LEAST(0),
      .help = "RAS watchdog: seconds without progress after which a running collective is "
              "reported (once, with the communicator, operation, sequence number and the ranks "
@@ -578,6 +584,7 @@ static void set_defaults(mca_coll_gpu_component_t *c)
     c->cuda_inbox_pool = d.cuda_inbox_pool;
     c->cuda_ipc_cache_size = d.cuda_ipc_cache_size;
     c->cuda_channel_min_bytes = (unsigned long) d.cuda_channel_min_bytes;
+    c->cuda_chain_chunk_bytes = (unsigned long) d.cuda_chain_chunk_bytes;
     c->cuda_tree_max_bytes = (unsigned long) d.cuda_tree_max_bytes;
     c->ras_timeout = d.ras_timeout_s;
     c->cuda_ce_alltoall_min_bytes = (unsigned long) d.cuda_ce_alltoall_min_bytes;

@@ -59,8 +59,11 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_a2a_channels = 32;
     cfg->cuda_inbox_pool = 4;
     cfg->cuda_ipc_cache_size = 64;
-    cfg->cuda_tree_max_bytes = 8 * 1024 * 1024;
+    /* on 4 H200s on one NVSwitch the ring beat the tree at every size (bench/results/
+     * 2026-11-28_4xH200.md): auto takes the tree only where a machine shows it winning */
+    cfg->cuda_tree_max_bytes = 0;
     cfg->cuda_channel_min_bytes = 8 << 10;
+    cfg->cuda_chain_chunk_bytes = 64u << 10;
     cfg->cuda_stream_order = CGPU_ORDER_AUTO;
     cfg->cuda_wait_polls = -2; /* auto */
     cfg->cuda_ce_alltoall_min_bytes = 0;

@@ -104,6 +104,7 @@ typedef struct cgpu_config {
     bool check_calls;          /* compare every call's signature with the peers' first */
     size_t cuda_tree_max_bytes;    /* auto: tree for 3+ ranks from the oneshot limit up to this */
     size_t cuda_channel_min_bytes; /* ring/chain: a channel more only while each piece has this */
+    size_t cuda_chain_chunk_bytes; /* chains of 3+ ranks: steps at most this big (0: a slot) */
     int cuda_stream_order;         /* device-buffer calls start after the default stream's work:
                                     * CGPU_ORDER_* (auto resolved by cgpu_engine_set_threads) */
     int cuda_wait_polls;           /* completion polls before yielding (-1: never yields;

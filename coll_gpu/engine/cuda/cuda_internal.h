@@ -26,6 +26,7 @@
 typedef struct cgpu_cuda_comm {
     int device;
     size_t ch_min; /* coll_gpu_cuda_channel_min_bytes */
+    size_t chain_chunk; /* coll_gpu_cuda_chain_chunk_bytes */
     void *stream;
     void *stream2;  /* copy-engine reduce/allreduce (2 ranks, enabled): the copies, ahead
                      * of stream */

@@ -30,15 +30,23 @@ cgpu_status_t cgpu_cuda_launch_ring(cgpu_comm_t *comm, const void *in, void *out
     const size_t nch =
         cgpu_clamp1(cgpu_div_up(count * esize, pieces * cc->ch_min), (size_t) cc->nch_max);
     const size_t per = cgpu_round_up(cgpu_div_up(count, nch * pieces), align);
-    const size_t chunk = per < slot_elems ? per : slot_elems;
+    const bool chain = CGPU_CUDA_RING_BCAST == rc->mode || CGPU_CUDA_RING_REDUCE == rc->mode ||
+                       CGPU_CUDA_ONESHOT_SCAN == rc->mode || CGPU_CUDA_ONESHOT_EXSCAN == rc->mode;
+    size_t step_elems = slot_elems;
+    if (chain && n > 2 && cc->chain_chunk > 0) {
+        /* a chain step waits for the one before it on the left: a piece moved in one step
+         * crosses the n-1 hops one after another, in smaller steps the hops overlap */
+        const size_t cap = cgpu_round_up(cgpu_clamp1(cc->chain_chunk / esize, slot_elems), align);
+        step_elems = cap < slot_elems ? cap : slot_elems;
+    }
+    const size_t chunk = per < step_elems ? per : step_elems;
     const size_t nloops = cgpu_div_up(count, nch * pieces * chunk);
 
     /* items each channel sends right and receives from the left, per loop */
     size_t nsend = n - 1, nrecv = n - 1;
     if (CGPU_CUDA_RING_ALLREDUCE == rc->mode) {
         nsend = nrecv = 2 * (n - 1);
-    } else if (CGPU_CUDA_RING_BCAST == rc->mode || CGPU_CUDA_RING_REDUCE == rc->mode ||
-               CGPU_CUDA_ONESHOT_SCAN == rc->mode || CGPU_CUDA_ONESHOT_EXSCAN == rc->mode) {
+    } else if (chain) {
         /* chain position: 0 starts it, n-1 ends it (the scans: the reduce's chain to root
          * n-1, from rank 0) */
         const int shift = CGPU_CUDA_RING_BCAST == rc->mode ? 0 : 1;

@@ -64,6 +64,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->device = cgpu_cuda_current_device();
     channel_caps(cc, comm->size, 1);
     cc->ch_min = cfg->cuda_channel_min_bytes;
+    cc->chain_chunk = cfg->cuda_chain_chunk_bytes;
     cc->threads = cfg->cuda_threads;
     cc->nslots = cfg->cuda_slots;
     cc->slot_bytes = (cfg->cuda_slot_bytes + 255) & ~(size_t) 255;
