@@ -11,6 +11,10 @@ Run under mpirun (see bench/README.md): once with coll/gpu in the coll list and 
 the stock list gives ours against stock on host arrays.
 
 Usage: bench_python.py [--iters N] [--max-bytes B] [--thread multiple|single|funneled]
+                       [--host-only]
+
+--host-only: the numpy column alone (a run without coll/gpu, whose collectives must never
+see a device pointer, or one that must not touch the GPU).
 """
 import argparse
 import os
@@ -21,6 +25,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--iters", type=int, default=1000)
 ap.add_argument("--max-bytes", type=int, default=65536)
 ap.add_argument("--thread", default="multiple", choices=("multiple", "single", "funneled"))
+ap.add_argument("--host-only", action="store_true")
 args = ap.parse_args()
 
 import numpy as np  # noqa: E402
@@ -50,6 +55,8 @@ def timed(step, sync, iters):
 
 def gpu_setup():
     """(cupy, NCCL communicator or None, why not) where CuPy and a GPU are usable."""
+    if args.host_only:
+        return None, None, "skipped: --host-only"
     try:
         import cupy
     except ImportError:

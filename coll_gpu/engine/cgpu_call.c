@@ -35,12 +35,13 @@ static const char *call_name(uint64_t k)
     return k > 0 && k < CGPU_CALL_KINDS ? call_names[k] : "(unknown call)";
 }
 
-/* w[1]: kind in bits 0-7, op in 8-15, dt in 16-23, root + 1 in 32-63 */
+/* w[1]: kind in bits 0-7, op in 8-15, dt in 16-23, host in 24, root + 1 in 32-63 */
 static void pack(const cgpu_sig_t *sig, uint64_t w[2])
 {
     w[0] = sig->bytes;
     w[1] = (uint64_t) (sig->kind & 0xff) | (uint64_t) (sig->op & 0xff) << 8 |
-           (uint64_t) (sig->dt & 0xff) << 16 | (uint64_t) (uint32_t) (sig->root + 1) << 32;
+           (uint64_t) (sig->dt & 0xff) << 16 | (uint64_t) (sig->host ? 1 : 0) << 24 |
+           (uint64_t) (uint32_t) (sig->root + 1) << 32;
 }
 
 static cgpu_sig_t unpack(const uint64_t w[2])
@@ -49,6 +50,7 @@ static cgpu_sig_t unpack(const uint64_t w[2])
                         .kind = (int) (w[1] & 0xff),
                         .op = (int) ((w[1] >> 8) & 0xff),
                         .dt = (int) ((w[1] >> 16) & 0xff),
+                        .host = 0 != ((w[1] >> 24) & 1),
                         .root = (int) (uint32_t) (w[1] >> 32) - 1};
 }
 
@@ -138,6 +140,7 @@ cgpu_status_t cgpu_call_check(cgpu_comm_t *comm, uint64_t s)
     const cgpu_call_line_t *l0 = &cgpu_ctrl(comm, 0)->call;
     const cgpu_sig_t ref = unpack(l0->rec[s & 1].w);
     bool stale = l0->rec[s & 1].seq != s;
+    bool all_host = ref.host;
     for (int p = 1; p < n && !stale; ++p) {
         const cgpu_call_line_t *lp = &cgpu_ctrl(comm, p)->call;
         if (lp->rec[s & 1].seq != s) {
@@ -145,6 +148,7 @@ cgpu_status_t cgpu_call_check(cgpu_comm_t *comm, uint64_t s)
             break;
         }
         const cgpu_sig_t g = unpack(lp->rec[s & 1].w);
+        all_host = all_host && g.host;
         cgpu_mismatch_t m;
         if (CGPU_MISMATCH_NONE !=
             compare(&ref, &g, report_rank(comm, 0), report_rank(comm, p), &m)) {
@@ -154,6 +158,7 @@ cgpu_status_t cgpu_call_check(cgpu_comm_t *comm, uint64_t s)
             return CGPU_ERR_MISMATCH;
         }
     }
+    comm->call_all_host = all_host && !stale;
     if (stale) {
         /* cannot happen while every rank checks (see cgpu_call_line_t); were it to, the call
          * runs unchecked rather than failing ranks that may well agree */

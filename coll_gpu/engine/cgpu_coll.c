@@ -20,6 +20,20 @@ static cgpu_sig_t bytes_sig(cgpu_call_kind_t kind, size_t bytes, int root)
         .kind = kind, .dt = CGPU_SIG_NONE, .op = CGPU_SIG_NONE, .root = root, .bytes = bytes};
 }
 
+/* Whether this rank's buffers of a call (NULL: none) are all host memory, where that can
+ * change the call's path: on a cuda communicator whose ranks check their calls (the check
+ * tells every rank whether all of them pass host memory; cgpu_call_path). Elsewhere false,
+ * without asking the driver. */
+static bool host_bufs(const cgpu_comm_t *comm, const void *a, const void *b)
+{
+    if (&cgpu_path_cuda != cgpu_path_of(comm) || !comm->check_calls) {
+        return false;
+    }
+    int dev;
+    return (NULL == a || CGPU_BUF_HOST == cgpu_buf_kind(a, &dev)) &&
+           (NULL == b || CGPU_BUF_HOST == cgpu_buf_kind(b, &dev));
+}
+
 /* whether a reduction (allreduce_run, reduce_run, scan_run, the reduce-scatter) may go to
  * the communicator's own kernels: a path that has them, a (dt, op) they do, and not @p host */
 static bool kernels_take(const cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op, bool host)
@@ -40,13 +54,14 @@ static cgpu_status_t allreduce_run(cgpu_comm_t *comm, const void *sbuf, void *rb
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t bytes = count * cgpu_dtype_size(dt);
-    const cgpu_sig_t sig = reduction_sig(CGPU_CALL_ALLREDUCE, bytes, dt, op, -1);
+    cgpu_sig_t sig = reduction_sig(CGPU_CALL_ALLREDUCE, bytes, dt, op, -1);
+    sig.host = NULL == po && host_bufs(comm, sbuf, rbuf);
     cgpu_status_t st = cgpu_comm_enter(comm, "allreduce", CGPU_KIND_ALLREDUCE, &sig);
     if (CGPU_OK != st) {
         return st;
     }
     if (count > 0) {
-        st = cgpu_path_of(comm)->allreduce(comm, sbuf, rbuf, count, dt, op, alg, host, po);
+        st = cgpu_call_path(comm)->allreduce(comm, sbuf, rbuf, count, dt, op, alg, host, po);
         if (CGPU_DECLINED == st) {
             st = cgpu_path_host.allreduce(comm, sbuf, rbuf, count, dt, op, alg, host, NULL);
         }
@@ -267,13 +282,14 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
         CGPU_ALLTOALL_FALLBACK == alg) {
         return CGPU_ERR_INVALID_ARG;
     }
-    const cgpu_sig_t sig = bytes_sig(CGPU_CALL_ALLTOALL, bytes, -1);
+    cgpu_sig_t sig = bytes_sig(CGPU_CALL_ALLTOALL, bytes, -1);
+    sig.host = host_bufs(comm, sbuf, rbuf);
     cgpu_status_t st = cgpu_comm_enter(comm, "alltoall", CGPU_KIND_ALLTOALL, &sig);
     if (CGPU_OK != st) {
         return st;
     }
     if (bytes > 0) {
-        st = cgpu_path_of(comm)->alltoall(comm, sbuf, rbuf, bytes);
+        st = cgpu_call_path(comm)->alltoall(comm, sbuf, rbuf, bytes);
         if (CGPU_DECLINED == st) {
             st = cgpu_path_host.alltoall(comm, sbuf, rbuf, bytes);
         }
@@ -292,7 +308,8 @@ static cgpu_status_t bcast_keeping(cgpu_comm_t *comm, void *buf, size_t bytes, i
         (NULL != part && part_off + part_bytes > bytes)) {
         return CGPU_ERR_INVALID_ARG;
     }
-    const cgpu_sig_t sig = bytes_sig(CGPU_CALL_BCAST, bytes, root);
+    cgpu_sig_t sig = bytes_sig(CGPU_CALL_BCAST, bytes, root);
+    sig.host = host_bufs(comm, buf, 0 != part_bytes ? part : NULL);
     cgpu_status_t st = cgpu_comm_enter(comm, "bcast", CGPU_KIND_BCAST, &sig);
     if (CGPU_OK != st) {
         return st;
@@ -303,8 +320,8 @@ static cgpu_status_t bcast_keeping(cgpu_comm_t *comm, void *buf, size_t bytes, i
     bool kept = NULL == part;
     if (bytes > 0 && comm->size > 1) {
         bool path_kept = false;
-        st = cgpu_path_of(comm)->bcast(comm, buf, bytes, root, part, part_off, part_bytes,
-                                       &path_kept);
+        st = cgpu_call_path(comm)->bcast(comm, buf, bytes, root, part, part_off, part_bytes,
+                                         &path_kept);
         if (CGPU_DECLINED == st) {
             st = cgpu_path_host.bcast(comm, buf, bytes, root, part, part_off, part_bytes,
                                       &path_kept);
@@ -328,13 +345,14 @@ cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
     if (NULL == comm || (bytes > 0 && NULL == rbuf)) {
         return CGPU_ERR_INVALID_ARG;
     }
-    const cgpu_sig_t sig = bytes_sig(CGPU_CALL_ALLGATHER, bytes, -1);
+    cgpu_sig_t sig = bytes_sig(CGPU_CALL_ALLGATHER, bytes, -1);
+    sig.host = host_bufs(comm, sbuf, rbuf);
     cgpu_status_t st = cgpu_comm_enter(comm, "allgather", CGPU_KIND_ALLGATHER, &sig);
     if (CGPU_OK != st) {
         return st;
     }
     if (bytes > 0) {
-        st = cgpu_path_of(comm)->allgather(comm, sbuf, rbuf, bytes);
+        st = cgpu_call_path(comm)->allgather(comm, sbuf, rbuf, bytes);
         if (CGPU_DECLINED == st) {
             st = cgpu_path_host.allgather(comm, sbuf, rbuf, bytes);
         }
@@ -357,7 +375,8 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t es = cgpu_dtype_size(dt), total = count * es * (size_t) comm->size;
-    const cgpu_sig_t sig = reduction_sig(CGPU_CALL_REDUCE_SCATTER, count * es, dt, op, -1);
+    cgpu_sig_t sig = reduction_sig(CGPU_CALL_REDUCE_SCATTER, count * es, dt, op, -1);
+    sig.host = host_bufs(comm, sbuf, rbuf);
     cgpu_status_t st =
         cgpu_comm_enter(comm, "reduce_scatter_block", CGPU_KIND_REDUCE_SCATTER, &sig);
     if (CGPU_OK != st || 0 == count) {
@@ -366,7 +385,7 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
         }
         return st;
     }
-    st = cgpu_path_of(comm)->reduce_scatter_block(comm, sbuf, rbuf, count, dt, op);
+    st = cgpu_call_path(comm)->reduce_scatter_block(comm, sbuf, rbuf, count, dt, op);
     if (CGPU_DECLINED == st) {
         st = cgpu_path_host.reduce_scatter_block(comm, sbuf, rbuf, count, dt, op);
     }
@@ -783,7 +802,9 @@ static cgpu_status_t reduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t bytes = count * cgpu_dtype_size(dt);
-    const cgpu_sig_t sig = reduction_sig(CGPU_CALL_REDUCE, bytes, dt, op, root);
+    cgpu_sig_t sig = reduction_sig(CGPU_CALL_REDUCE, bytes, dt, op, root);
+    sig.host = host_bufs(comm, comm->rank == root && NULL == sbuf ? rbuf : sbuf,
+                         comm->rank == root ? rbuf : NULL);
     cgpu_status_t st = cgpu_comm_enter(comm, "reduce", CGPU_KIND_REDUCE, &sig);
     if (CGPU_OK != st || 0 == count) {
         if (CGPU_OK == st) {
@@ -791,7 +812,7 @@ static cgpu_status_t reduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
         }
         return st;
     }
-    st = cgpu_path_of(comm)->reduce(comm, sbuf, rbuf, count, dt, op, root);
+    st = cgpu_call_path(comm)->reduce(comm, sbuf, rbuf, count, dt, op, root);
     if (CGPU_DECLINED == st) {
         st = cgpu_path_host.reduce(comm, sbuf, rbuf, count, dt, op, root);
     }

@@ -576,6 +576,7 @@ cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, con
     atomic_fetch_add_explicit(&r->started[kind], 1, memory_order_relaxed);
     atomic_store_explicit(&r->cur_seq, comm->seq + 1, memory_order_release);
     comm->mismatch.field = CGPU_MISMATCH_NONE;
+    comm->call_all_host = false; /* until this call's check finds otherwise */
     if (NULL != comm->net) {
         /* the node-local steps of this call compare this call's signature, not theirs */
         cgpu_net_call_sig(comm, sig);
@@ -625,6 +626,7 @@ void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes)
     if (NULL != comm->net) {
         cgpu_net_call_sig(comm, NULL);
     }
+    comm->call_all_host = false;
     atomic_store_explicit(&r->cur_seq, 0, memory_order_release);
     atomic_store(&comm->busy, 0);
 }

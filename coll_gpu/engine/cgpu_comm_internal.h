@@ -51,6 +51,7 @@ typedef struct cgpu_sig {
     int root;
     uint64_t bytes; /* allreduce, bcast, reduce, scans: the buffer; alltoall, allgather: one
                      * block; reduce_scatter: one rank's block */
+    bool host;      /* this rank's buffers are host memory (not compared: MPI lets ranks mix) */
 } cgpu_sig_t;
 
 /* The line where a rank says which collective it has entered (writer: owner). Two records,
@@ -140,6 +141,7 @@ struct cgpu_comm {
      * whose steps it runs (they publish it instead of their own, so that the user's calls
      * are compared), NULL when none */
     bool check_calls;
+    bool call_all_host; /* the call checked last: every rank's buffers in host memory */
     cgpu_mismatch_t mismatch;
     const cgpu_sig_t *outer_sig;
     const int *report_ranks; /* node-local communicator: its ranks in the one across nodes

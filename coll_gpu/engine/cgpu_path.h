@@ -60,6 +60,14 @@ static inline const cgpu_path_ops_t *cgpu_path_of(const cgpu_comm_t *comm)
     return CGPU_BACKEND_CUDA == comm->backend ? &cgpu_path_cuda : &cgpu_path_host;
 }
 
+/** The path of the call @p comm runs now: the host path where the call check found host
+ * buffers on every rank (on a cuda communicator they would be staged through the device),
+ * else the communicator's. The same on every rank: all read the same records. */
+static inline const cgpu_path_ops_t *cgpu_call_path(const cgpu_comm_t *comm)
+{
+    return comm->call_all_host ? &cgpu_path_host : cgpu_path_of(comm);
+}
+
 /* The declining stubs, for the entries a path has no algorithm for. */
 bool cgpu_path_no_reduce(const cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op);
 cgpu_status_t cgpu_path_no_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,

@@ -454,7 +454,8 @@ int main(int argc, char **argv)
         MT_EXPECT_PATH(&pv, rounds, MT_PATH_ENGINE, "small managed calls");
     }
 
-    /* pinned host memory (cudaMallocHost) is host memory: staged into device scratch */
+    /* pinned host memory (cudaMallocHost) is host memory: on every rank, so the host
+     * algorithms take the call */
     {
         const size_t n = 150001;
         double *p = NULL;

@@ -8,7 +8,8 @@
  * at the quick sizes, without the inbox-cycle check of the cuda backend.
  *
  * Covers every root, MPI_IN_PLACE where MPI allows it, count 0, odd sizes and
- * offsets, host buffers on the cuda backend (staged through device scratch), a type
+ * offsets, host buffers on the cuda backend (on every rank: the host algorithms; on some
+ * ranks only: staged through device scratch), a type
  * the kernels lack (long double: the host algorithm, on every rank alike), and a long
  * random mix of all of them with allreduce, so one collective's traffic on the shared
  * links is never mistaken for another's.
@@ -161,10 +162,18 @@ static unsigned char pattern(int r, size_t i)
     return (unsigned char) (mt_hash((uint64_t) r, i, 7, 11) & 0xff);
 }
 
-/* ---- one checked call of each collective; host == true uses malloc'ed buffers ---- */
-
-static void check_bcast(size_t bytes, int root, bool host)
+/* ---- one checked call of each collective; host: 0 device buffers, 1 malloc'ed buffers, 2
+ * malloc'ed on odd ranks and device on even ones (a communicator may mix them in one call) */
+#define HOST_MIXED 2
+static bool mine_host(int host)
 {
+    return HOST_MIXED == host ? 1 == (rank & 1) : 0 != host;
+}
+
+
+static void check_bcast(size_t bytes, int root, int mode)
+{
+    const bool host = mine_host(mode);
     unsigned char *h = mt_xmalloc(bytes + 1), *want = mt_xmalloc(bytes + 1);
     for (size_t i = 0; i < bytes; ++i) {
         want[i] = pattern(root, i);
@@ -186,8 +195,9 @@ static void check_bcast(size_t bytes, int root, bool host)
     free(want);
 }
 
-static void check_allgather(size_t per, bool in_place, bool host)
+static void check_allgather(size_t per, bool in_place, int mode)
 {
+    const bool host = mine_host(mode);
     const size_t total = per * (size_t) nranks;
     int *h = mt_xmalloc(total * sizeof(int) + 4), *want = mt_xmalloc(total * sizeof(int) + 4);
     for (int r = 0; r < nranks; ++r) {
@@ -371,8 +381,9 @@ static void check_reduce(const rcase_t *c, size_t count, int root, bool in_place
     free(want);
 }
 
-static void check_alltoall(size_t per, bool in_place, bool host)
+static void check_alltoall(size_t per, bool in_place, int mode)
 {
+    const bool host = mine_host(mode);
     const size_t total = per * (size_t) nranks;
     int *h = mt_xmalloc(total * sizeof(int) + 4), *want = mt_xmalloc(total * sizeof(int) + 4);
     int *o = mt_xmalloc(total * sizeof(int) + 4);
@@ -806,7 +817,9 @@ int main(int argc, char **argv)
         }
     }
     check_bcast(100003, nranks - 1, true);
-    calls++;
+    check_bcast(100003, 0, HOST_MIXED);
+    check_bcast(77, nranks - 1, HOST_MIXED);
+    calls += 3;
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "bcast");
 
     /* allgather */
@@ -820,7 +833,9 @@ int main(int argc, char **argv)
     }
     check_allgather(12345, false, true);
     check_allgather(12345, true, true);
-    calls += 2;
+    check_allgather(12345, false, HOST_MIXED);
+    check_allgather(3, true, HOST_MIXED);
+    calls += 4;
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "allgather");
 
     /* allgatherv, gather, scatter */
@@ -875,7 +890,9 @@ int main(int argc, char **argv)
     }
     check_alltoall(40000, false, true);
     check_alltoall(40000, true, true);
-    calls += 2;
+    check_alltoall(40000, false, HOST_MIXED);
+    check_alltoall(5, true, HOST_MIXED);
+    calls += 4;
     MT_EXPECT_PATH(&pv, calls, MT_PATH_ENGINE, "alltoall");
     check_carved(1);
     check_carved(70001);
