@@ -367,9 +367,9 @@ static const param_t params[] = {
              "keeps at least this many bytes, up to coll_gpu_cuda_channels"},
     {P_ULONG("cuda_chain_chunk_bytes", cuda_chain_chunk_bytes),
      .help = "cuda backend: the chains of 3 or more ranks (MPI_Bcast, MPI_Reduce, and the scans "
-             "past the oneshot sizes) move each channel's piece in steps of at most this many "
-             "bytes, so that the hops along the chain overlap; 0: steps of a whole ring slot "
-             "(coll_gpu_cuda_slot_bytes)"},
+             "past the oneshot sizes) move each channel's piece in up to 16 steps, so that the "
+             "hops along the chain overlap, each step at least this many bytes and at most a "
+             "ring slot (coll_gpu_cuda_slot_bytes); 0: steps of a whole slot"},
     {P_ULONG("cuda_tree_max_bytes", cuda_tree_max_bytes),
      .help = "cuda backend, auto algorithm: largest allreduce (bytes) given to the tree with 3 "
              "or more ranks; 0: auto never takes the tree (on 4 GPUs on one NVSwitch the ring "

@@ -262,8 +262,14 @@ cgpu_status_t cgpu_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
                              cgpu_dtype_t dt, cgpu_op_t op, cgpu_allreduce_alg_t alg)
 {
     if (pairs_take(comm, count, dt, op)) {
-        const pairs_call_t c = {.kind = PAIRS_ALLREDUCE, .in = sbuf, .total = count,
-                                .out = rbuf, .n = count, .dt = dt, .op = op, .alg = alg};
+        const pairs_call_t c = {.kind = PAIRS_ALLREDUCE,
+                                .in = sbuf,
+                                .total = count,
+                                .out = rbuf,
+                                .n = count,
+                                .dt = dt,
+                                .op = op,
+                                .alg = alg};
         return pairs_run(comm, &c);
     }
     return allreduce_run(comm, sbuf, rbuf, count, dt, op, alg, false, NULL);
@@ -301,8 +307,8 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
 /* A broadcast of which this rank also keeps part_bytes from part_off in @p part (a scatter's
  * own block; NULL: none). On the cuda backend a device part is copied on the kernel's stream,
  * with no wait of its own. */
-static cgpu_status_t bcast_keeping(cgpu_comm_t *comm, void *buf, size_t bytes, int root,
-                                   void *part, size_t part_off, size_t part_bytes)
+static cgpu_status_t bcast_keeping(cgpu_comm_t *comm, void *buf, size_t bytes, int root, void *part,
+                                   size_t part_off, size_t part_bytes)
 {
     if (NULL == comm || (bytes > 0 && NULL == buf) || root < 0 || root >= comm->size ||
         (NULL != part && part_off + part_bytes > bytes)) {
@@ -365,10 +371,15 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
                                         size_t count, cgpu_dtype_t dt, cgpu_op_t op)
 {
     if (pairs_take(comm, count, dt, op)) {
-        const pairs_call_t c = {.kind = PAIRS_ALLREDUCE, .in = NULL != sbuf ? sbuf : rbuf,
-                                .total = count * (size_t) comm->size, .out = rbuf,
-                                .first = count * (size_t) comm->rank, .n = count, .dt = dt,
-                                .op = op, .alg = CGPU_ALLREDUCE_AUTO};
+        const pairs_call_t c = {.kind = PAIRS_ALLREDUCE,
+                                .in = NULL != sbuf ? sbuf : rbuf,
+                                .total = count * (size_t) comm->size,
+                                .out = rbuf,
+                                .first = count * (size_t) comm->rank,
+                                .n = count,
+                                .dt = dt,
+                                .op = op,
+                                .alg = CGPU_ALLREDUCE_AUTO};
         return pairs_run(comm, &c);
     }
     if (NULL == comm || (count > 0 && NULL == rbuf) || !cgpu_reduce_supported(dt, op)) {
@@ -458,9 +469,15 @@ cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbu
     }
     const size_t mine = counts[comm->rank], es = cgpu_dtype_size(dt);
     if (pairs_take(comm, total, dt, op)) {
-        const pairs_call_t c = {.kind = PAIRS_ALLREDUCE, .in = NULL != sbuf ? sbuf : rbuf,
-                                .total = total, .out = rbuf, .first = before, .n = mine,
-                                .dt = dt, .op = op, .alg = CGPU_ALLREDUCE_AUTO};
+        const pairs_call_t c = {.kind = PAIRS_ALLREDUCE,
+                                .in = NULL != sbuf ? sbuf : rbuf,
+                                .total = total,
+                                .out = rbuf,
+                                .first = before,
+                                .n = mine,
+                                .dt = dt,
+                                .op = op,
+                                .alg = CGPU_ALLREDUCE_AUTO};
         return pairs_run(comm, &c);
     }
     if (equal) {
@@ -474,15 +491,18 @@ cgpu_status_t cgpu_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbu
      * (its block starts the vector, so in place the result lands where MPI wants it),
      * instead of an allreduce into our memory and a copy. Every rank sees the counts. */
     if (1 == owners) {
-        return cgpu_reduce(comm, comm->rank == owner ? sbuf : NULL != sbuf ? sbuf : rbuf,
+        return cgpu_reduce(comm,
+                           comm->rank == owner ? sbuf
+                           : NULL != sbuf      ? sbuf
+                                               : rbuf,
                            comm->rank == owner ? rbuf : NULL, total, dt, op, owner);
     }
     /* the result where this rank's block goes: device memory for a device rbuf (or, with
      * mine == 0, a device input) on the cuda backend */
     const void *in = NULL != sbuf ? sbuf : rbuf;
     void *res = NULL;
-    cgpu_status_t st = comm_scratch(comm, scratch_on_device(comm, mine > 0 ? rbuf : in),
-                                    total * es, "reduce_scatter", &res);
+    cgpu_status_t st = comm_scratch(comm, scratch_on_device(comm, mine > 0 ? rbuf : in), total * es,
+                                    "reduce_scatter", &res);
     if (CGPU_OK != st) {
         return st;
     }
@@ -571,9 +591,9 @@ cgpu_status_t cgpu_allgatherv(cgpu_comm_t *comm, const void *sbuf, void *rbuf, c
     cgpu_status_t st = comm_scratch(comm, scratch_on_device(comm, rbuf), maxb * (size_t) n,
                                     "allgatherv", (void **) &pad);
     const void *own = NULL != sbuf ? sbuf : (const char *) rbuf + offs[me];
-    return CGPU_OK != st ? st
-                         : padded_allgather(comm, own, bytes[me], pad, maxb, &r,
-                                            NULL != sbuf ? -1 : me);
+    return CGPU_OK != st
+               ? st
+               : padded_allgather(comm, own, bytes[me], pad, maxb, &r, NULL != sbuf ? -1 : me);
 }
 
 cgpu_status_t cgpu_gatherv(cgpu_comm_t *comm, const void *sbuf, size_t sbytes,
@@ -584,8 +604,8 @@ cgpu_status_t cgpu_gatherv(cgpu_comm_t *comm, const void *sbuf, size_t sbytes,
     }
     const int n = comm->size, me = comm->rank;
     const bool is_root = me == root;
-    if (is_root && (NULL == r || NULL == r->bytes || NULL == r->offs ||
-                    (maxb > 0 && NULL == r->base))) {
+    if (is_root &&
+        (NULL == r || NULL == r->bytes || NULL == r->offs || (maxb > 0 && NULL == r->base))) {
         return CGPU_ERR_INVALID_ARG;
     }
     const void *own = NULL != sbuf || !is_root ? sbuf : r->base + r->offs[me];
@@ -602,8 +622,8 @@ cgpu_status_t cgpu_gatherv(cgpu_comm_t *comm, const void *sbuf, size_t sbytes,
     if (direct) {
         pad = r->base;
     } else {
-        st = comm_scratch(comm, scratch_on_device(comm, is_root ? r->base : own),
-                          maxb * (size_t) n, "gatherv", (void **) &pad);
+        st = comm_scratch(comm, scratch_on_device(comm, is_root ? r->base : own), maxb * (size_t) n,
+                          "gatherv", (void **) &pad);
     }
     if (CGPU_OK != st) {
         return st;
@@ -620,8 +640,8 @@ cgpu_status_t cgpu_scatterv(cgpu_comm_t *comm, const cgpu_blocks_t *s, void *rbu
     }
     const int n = comm->size, me = comm->rank;
     const bool is_root = me == root;
-    if ((is_root && (NULL == s || NULL == s->bytes || NULL == s->offs ||
-                     (maxb > 0 && NULL == s->base))) ||
+    if ((is_root &&
+         (NULL == s || NULL == s->bytes || NULL == s->offs || (maxb > 0 && NULL == s->base))) ||
         rbytes > maxb || (rbytes > 0 && NULL == rbuf && !is_root)) {
         return CGPU_ERR_INVALID_ARG;
     }
@@ -679,13 +699,15 @@ cgpu_status_t cgpu_alltoallv(cgpu_comm_t *comm, const cgpu_blocks_t *s, const cg
         return cgpu_alltoall(comm, NULL, NULL, 0, alg);
     }
     /* in place: the blocks leave from the receive layout, so they are always copied out */
-    const bool s_direct = NULL != s && blocks_padded(s, n, maxb), r_direct = blocks_padded(r, n, maxb);
+    const bool s_direct = NULL != s && blocks_padded(s, n, maxb),
+               r_direct = blocks_padded(r, n, maxb);
     const cgpu_blocks_t *from = NULL != s ? s : r;
     char *scratch = NULL;
     cgpu_status_t st = CGPU_OK;
     if (!s_direct || !r_direct) {
-        st = comm_scratch(comm, scratch_on_device(comm, r->base),
-                          whole * (size_t) (!s_direct + !r_direct), "alltoallv", (void **) &scratch);
+        st =
+            comm_scratch(comm, scratch_on_device(comm, r->base),
+                         whole * (size_t) (!s_direct + !r_direct), "alltoallv", (void **) &scratch);
     }
     char *spad = s_direct ? s->base : scratch;
     char *rpad = r_direct ? r->base : scratch + (s_direct ? 0 : whole);
@@ -798,7 +820,8 @@ static cgpu_status_t reduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                 cgpu_dtype_t dt, cgpu_op_t op, int root)
 {
     if (NULL == comm || root < 0 || root >= comm->size || !cgpu_reduce_supported(dt, op) ||
-        (count > 0 && ((comm->rank == root && NULL == rbuf) || (NULL == sbuf && comm->rank != root)))) {
+        (count > 0 &&
+         ((comm->rank == root && NULL == rbuf) || (NULL == sbuf && comm->rank != root)))) {
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t bytes = count * cgpu_dtype_size(dt);
@@ -828,8 +851,13 @@ cgpu_status_t cgpu_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t 
         /* exscan: rank 0 receives nothing */
         const bool none = exclusive && 0 == comm->rank;
         const pairs_call_t c = {.kind = exclusive ? PAIRS_EXSCAN : PAIRS_SCAN,
-                                .in = NULL != sbuf ? sbuf : rbuf, .total = count, .out = rbuf,
-                                .n = none ? 0 : count, .dt = dt, .op = op, .scan_alg = alg,
+                                .in = NULL != sbuf ? sbuf : rbuf,
+                                .total = count,
+                                .out = rbuf,
+                                .n = none ? 0 : count,
+                                .dt = dt,
+                                .op = op,
+                                .scan_alg = alg,
                                 .scan_round_bytes = round_bytes};
         return pairs_run(comm, &c);
     }
@@ -841,9 +869,14 @@ cgpu_status_t cgpu_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_
 {
     if (pairs_take(comm, count, dt, op)) {
         const bool is_root = comm->rank == root;
-        const pairs_call_t c = {.kind = PAIRS_REDUCE, .in = NULL != sbuf ? sbuf : rbuf,
-                                .total = count, .out = is_root ? rbuf : NULL,
-                                .n = is_root ? count : 0, .dt = dt, .op = op, .root = root};
+        const pairs_call_t c = {.kind = PAIRS_REDUCE,
+                                .in = NULL != sbuf ? sbuf : rbuf,
+                                .total = count,
+                                .out = is_root ? rbuf : NULL,
+                                .n = is_root ? count : 0,
+                                .dt = dt,
+                                .op = op,
+                                .root = root};
         return pairs_run(comm, &c);
     }
     return reduce_run(comm, sbuf, rbuf, count, dt, op, root);

@@ -68,6 +68,44 @@ static inline int cgpu_cuda_share_plan(const cgpu_cuda_dev_rec_t *first, size_t 
     return share;
 }
 
+/** How a ring or chain call of @p count elements of @p esize bytes is cut: into @p pieces a
+ * channel (the allreduce: one per rank; the others: 1) over nch channels, each piece moved
+ * in steps of chunk elements, nloops rounds. */
+typedef struct cgpu_cuda_ring_plan {
+    size_t nch, chunk, nloops;
+} cgpu_cuda_ring_plan_t;
+
+/** The plan, the same on every rank (count and the settings are): a channel more only while
+ * each keeps @p ch_min bytes a piece (up to @p nch_max); steps of at most a slot, on the
+ * 16-byte grid. A chain of 3 or more ranks (@p chain, @p nranks) moves its piece in up to
+ * 16 steps of at least @p chain_chunk bytes (0: whole slots): a chain step waits for the one
+ * before it on the left, so a piece moved in one step crosses the hops one after another,
+ * while in smaller steps they overlap; each step costs a flag round trip, hence the floor
+ * (on 4 H200s: 64 KiB steps from 8 to 64 MiB, whole slots from 256 MiB,
+ * bench/results/2026-11-28_4xH200.md). */
+static inline cgpu_cuda_ring_plan_t cgpu_cuda_ring_plan(size_t count, size_t esize, size_t pieces,
+                                                        size_t ch_min, size_t nch_max,
+                                                        size_t slot_bytes, bool chain,
+                                                        size_t nranks, size_t chain_chunk)
+{
+    enum { CHAIN_STEPS = 16 };
+    const size_t align = 16 / esize > 0 ? 16 / esize : 1;
+    const size_t slot_elems = (slot_bytes / esize) / align * align;
+    size_t nch = (count * esize + pieces * ch_min - 1) / (pieces * ch_min);
+    nch = nch < 1 ? 1 : nch > nch_max ? nch_max : nch;
+    const size_t per = ((count + nch * pieces - 1) / (nch * pieces) + align - 1) / align * align;
+    size_t step = slot_elems;
+    if (chain && nranks > 2 && chain_chunk > 0) {
+        const size_t least = chain_chunk / esize;
+        size_t want = per / CHAIN_STEPS > least ? per / CHAIN_STEPS : least;
+        want = (want + align - 1) / align * align;
+        step = want > 0 && want < slot_elems ? want : slot_elems;
+    }
+    cgpu_cuda_ring_plan_t p = {.nch = nch, .chunk = per < step ? per : step};
+    p.nloops = 0 == p.chunk ? 0 : (count + nch * pieces * p.chunk - 1) / (nch * pieces * p.chunk);
+    return p;
+}
+
 /** Device memory on the communicator's device, at least @p bytes, that stays zero (the
  * input of the ranks other than the root to a scatter run as a reduce-scatter): kept and
  * grown to the largest call, freed with the communicator. */

@@ -1,7 +1,7 @@
 /*
  * GPU integration test: MPI_Bcast, MPI_Reduce, MPI_Allgather(v), MPI_Gather, MPI_Scatter,
- * MPI_Reduce_scatter_block and MPI_Alltoall on CUDA device buffers through coll/gpu's cuda backend, each result
- * checked against a reference every rank computes on the host from the same
+ * MPI_Reduce_scatter_block and MPI_Alltoall on CUDA device buffers through coll/gpu's cuda backend,
+ * each result checked against a reference every rank computes on the host from the same
  * deterministic inputs, and the pvars proving the engine served every call. With the
  * argument "shared" (ranks sharing a GPU without MPS, coll_gpu_cuda_time_sliced off: the
  * engine runs its host backend, device buffers staged through host copies) the same checks
@@ -27,10 +27,10 @@
 
 #include "mpitest.h"
 
-#define CUDA_OK(call)                                                                     \
-    do {                                                                                  \
-        cudaError_t e_ = (call);                                                          \
-        MT_CHECK(cudaSuccess == e_, "%s: %s", #call, cudaGetErrorString(e_));             \
+#define CUDA_OK(call)                                                                              \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        MT_CHECK(cudaSuccess == e_, "%s: %s", #call, cudaGetErrorString(e_));                      \
     } while (0)
 
 enum { O_SUM, O_PROD, O_MAX, O_MIN, O_BXOR };
@@ -102,11 +102,21 @@ static long long reference(size_t blk, size_t i, int opk)
     for (int r = 1; r < nranks; ++r) {
         long long v = value(r, blk, i, opk);
         switch (opk) {
-        case O_SUM: acc += v; break;
-        case O_PROD: acc *= v; break;
-        case O_MAX: acc = v > acc ? v : acc; break;
-        case O_MIN: acc = v < acc ? v : acc; break;
-        default: acc ^= v; break;
+        case O_SUM:
+            acc += v;
+            break;
+        case O_PROD:
+            acc *= v;
+            break;
+        case O_MAX:
+            acc = v > acc ? v : acc;
+            break;
+        case O_MIN:
+            acc = v < acc ? v : acc;
+            break;
+        default:
+            acc ^= v;
+            break;
         }
     }
     return acc;
@@ -169,7 +179,6 @@ static bool mine_host(int host)
 {
     return HOST_MIXED == host ? 1 == (rank & 1) : 0 != host;
 }
-
 
 static void check_bcast(size_t bytes, int root, int mode)
 {
@@ -238,7 +247,8 @@ static void check_allgather(size_t per, bool in_place, int mode)
 static void check_vgathers(size_t per, int root, int mode)
 {
     const int n = nranks;
-    int *counts = mt_xmalloc(sizeof(int) * (size_t) n), *displs = mt_xmalloc(sizeof(int) * (size_t) n);
+    int *counts = mt_xmalloc(sizeof(int) * (size_t) n),
+        *displs = mt_xmalloc(sizeof(int) * (size_t) n);
     size_t at = 0;
     for (int q = 0; q < n; ++q) {
         const int p = 0 == mode ? q : n - 1 - q;
@@ -250,7 +260,8 @@ static void check_vgathers(size_t per, int root, int mode)
     const size_t cap = (span > whole ? span : whole) + 1;
     int *h = mt_xmalloc(cap * sizeof(int)), *want = mt_xmalloc(cap * sizeof(int));
     int *mine = mt_xmalloc(((size_t) counts[rank] + per + 1) * sizeof(int));
-    void *r = dev_alloc(cap * sizeof(int)), *sd = dev_alloc(((size_t) counts[rank] + per + 1) * sizeof(int));
+    void *r = dev_alloc(cap * sizeof(int)),
+         *sd = dev_alloc(((size_t) counts[rank] + per + 1) * sizeof(int));
     /* allgatherv */
     for (size_t i = 0; i < span; ++i) {
         want[i] = h[i] = -7;
@@ -287,8 +298,8 @@ static void check_vgathers(size_t per, int root, int mode)
     }
     to_dev(r, h, (whole + 1) * sizeof(int));
     to_dev(sd, mine, per * sizeof(int));
-    MT_CHECK_MPI(MPI_Gather(in_place ? MPI_IN_PLACE : sd, (int) per, MPI_INT, r, (int) per,
-                            MPI_INT, root, MPI_COMM_WORLD));
+    MT_CHECK_MPI(MPI_Gather(in_place ? MPI_IN_PLACE : sd, (int) per, MPI_INT, r, (int) per, MPI_INT,
+                            root, MPI_COMM_WORLD));
     if (rank == root) {
         from_dev(h, r, (whole + 1) * sizeof(int));
         bad = diff(h, want, whole + 1, sizeof(int));
@@ -362,8 +373,8 @@ static void check_reduce(const rcase_t *c, size_t count, int root, bool in_place
     char *s0 = dev_alloc(count * es + skew), *r0 = dev_alloc(count * es + skew);
     char *s = s0 + skew, *r = r0 + skew;
     to_dev(ip ? r : s, in, count * es);
-    MT_CHECK_MPI(MPI_Reduce(ip ? MPI_IN_PLACE : s, r, (int) count, c->dt, c->op, root,
-                            MPI_COMM_WORLD));
+    MT_CHECK_MPI(
+        MPI_Reduce(ip ? MPI_IN_PLACE : s, r, (int) count, c->dt, c->op, root, MPI_COMM_WORLD));
     if (rank == root) {
         from_dev(out, r, count * es);
         long bad = diff_typed(out, want, count, c);
@@ -372,8 +383,8 @@ static void check_reduce(const rcase_t *c, size_t count, int root, bool in_place
     }
     /* a non-root's input is left alone */
     from_dev(out, ip ? r : s, count * es);
-    MT_CHECK(0 == diff_typed(out, in, count, c) || ip, "reduce %s: input of rank %d modified", c->name,
-             rank);
+    MT_CHECK(0 == diff_typed(out, in, count, c) || ip, "reduce %s: input of rank %d modified",
+             c->name, rank);
     cudaFree(s0);
     cudaFree(r0);
     free(in);
@@ -435,7 +446,8 @@ static void check_carved(size_t per)
         for (int p = 0; p < nranks; ++p) {
             for (size_t i = 0; i < per; ++i) {
                 h[(size_t) p * per + i] = (int) mt_hash((uint64_t) rank, (uint64_t) p, i, 5 + rep);
-                want[(size_t) p * per + i] = (int) mt_hash((uint64_t) p, (uint64_t) rank, i, 5 + rep);
+                want[(size_t) p * per + i] =
+                    (int) mt_hash((uint64_t) p, (uint64_t) rank, i, 5 + rep);
             }
         }
         to_dev(s, h, tb);
@@ -448,9 +460,10 @@ static void check_carved(size_t per)
             CUDA_OK(cudaDeviceSynchronize());
             from_dev(&later, r, sizeof(int));
         }
-        MT_CHECK(0 == bad, "alltoall %zu ints per peer in a carved buffer (use %d): %ld wrong "
-                 "(first element 0x%08x, want 0x%08x; after a device synchronize 0x%08x)", per,
-                 rep + 1, bad, (unsigned) h[0], (unsigned) want[0], (unsigned) later);
+        MT_CHECK(0 == bad,
+                 "alltoall %zu ints per peer in a carved buffer (use %d): %ld wrong "
+                 "(first element 0x%08x, want 0x%08x; after a device synchronize 0x%08x)",
+                 per, rep + 1, bad, (unsigned) h[0], (unsigned) want[0], (unsigned) later);
         const int root = rep % nranks;
         for (size_t i = 0; i < 3 * per; ++i) {
             wb[i] = pattern(root + 10 * rep, i);
@@ -526,11 +539,21 @@ static long check_default_stream_order(int rounds)
         CUDA_OK(cudaMemsetAsync(big, fill_byte(rank, it), fill, on));
         int rc = MPI_SUCCESS;
         switch (kind) {
-        case 0: rc = MPI_Allreduce(src, out, (int) per, MPI_UNSIGNED_CHAR, MPI_BXOR, MPI_COMM_WORLD); break;
-        case 1: rc = MPI_Alltoall(src, (int) per, MPI_BYTE, out, (int) per, MPI_BYTE, MPI_COMM_WORLD); break;
-        case 2: rc = MPI_Reduce(src, out, (int) per, MPI_UNSIGNED_CHAR, MPI_MAX, root, MPI_COMM_WORLD); break;
-        case 3: rc = MPI_Bcast(src, (int) per, MPI_BYTE, root, MPI_COMM_WORLD); break;
-        default: rc = MPI_Allgather(src, (int) per, MPI_BYTE, out, (int) per, MPI_BYTE, MPI_COMM_WORLD); break;
+        case 0:
+            rc = MPI_Allreduce(src, out, (int) per, MPI_UNSIGNED_CHAR, MPI_BXOR, MPI_COMM_WORLD);
+            break;
+        case 1:
+            rc = MPI_Alltoall(src, (int) per, MPI_BYTE, out, (int) per, MPI_BYTE, MPI_COMM_WORLD);
+            break;
+        case 2:
+            rc = MPI_Reduce(src, out, (int) per, MPI_UNSIGNED_CHAR, MPI_MAX, root, MPI_COMM_WORLD);
+            break;
+        case 3:
+            rc = MPI_Bcast(src, (int) per, MPI_BYTE, root, MPI_COMM_WORLD);
+            break;
+        default:
+            rc = MPI_Allgather(src, (int) per, MPI_BYTE, out, (int) per, MPI_BYTE, MPI_COMM_WORLD);
+            break;
         }
         MT_CHECK(MPI_SUCCESS == rc, "default-stream order: %s returned %d", names[kind], rc);
         const bool whole = 1 == kind || 4 == kind; /* the output has a block per rank */
@@ -548,9 +571,10 @@ static long check_default_stream_order(int rounds)
             bad += h[i] != want;
         }
         failed += 0 != bad;
-        MT_CHECK(0 == bad, "default-stream order, round %d: %s of %zu bytes a rank (fill on "
-                 "the %s stream) read or left %ld bytes the fill had not written yet", it,
-                 names[kind], per, on ? "blocking" : "default", bad);
+        MT_CHECK(0 == bad,
+                 "default-stream order, round %d: %s of %zu bytes a rank (fill on "
+                 "the %s stream) read or left %ld bytes the fill had not written yet",
+                 it, names[kind], per, on ? "blocking" : "default", bad);
     }
     CUDA_OK(cudaStreamDestroy(blocking));
     free(h);
@@ -624,11 +648,11 @@ static const char hog_ptx[] =
 /* Rounds of: a small allreduce (so our resident kernel runs), the whole-device kernel on
  * the legacy default stream writing the next allreduce's input, and at once that allreduce
  * (ints, SUM; 1 KiB: a resident call of one block; 64 KiB in every other round: several
- * blocks, whose block 0 alone polls the gate; both gated where the gate is on). Each result is the sum of what the kernels
- * wrote (computed here), and no block of the kernel may be late: a block waiting past
- * `timeout_ms` for the others means a multiprocessor was held while the host waited for it
- * (with coll_gpu_cuda_resident_idle_us far above the timeout: the negative control).
- * Returns the failed rounds. */
+ * blocks, whose block 0 alone polls the gate; both gated where the gate is on). Each result is the
+ * sum of what the kernels wrote (computed here), and no block of the kernel may be late: a block
+ * waiting past `timeout_ms` for the others means a multiprocessor was held while the host waited
+ * for it (with coll_gpu_cuda_resident_idle_us far above the timeout: the negative control). Returns
+ * the failed rounds. */
 static long check_whole_device_kernel(int rounds, double timeout_ms)
 {
     cudaLibrary_t lib;
@@ -656,7 +680,8 @@ static long check_whole_device_kernel(int rounds, double timeout_ms)
         unsigned long long p_timeout = (unsigned long long) (timeout_ms * 1e6);
         void *params[] = {&p_count, &p_late, &p_buf, &p_n, &p_val, &p_timeout};
         const double t0 = MPI_Wtime();
-        CUDA_OK(cudaLaunchKernel((const void *) hog, (dim3){(unsigned) sms, 1, 1}, (dim3){32, 1, 1}, params, (size_t) smem, 0));
+        CUDA_OK(cudaLaunchKernel((const void *) hog, (dim3){(unsigned) sms, 1, 1}, (dim3){32, 1, 1},
+                                 params, (size_t) smem, 0));
         MT_CHECK_MPI(MPI_Allreduce(in, out, (int) n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
         const double t = MPI_Wtime() - t0;
         slowest = t > slowest ? t : slowest;
@@ -672,15 +697,20 @@ static long check_whole_device_kernel(int rounds, double timeout_ms)
             bad += h[i] != (int) want;
         }
         failed += 0 != bad || 0 != late[1];
-        MT_CHECK(0 == late[1], "whole-device kernel, round %d (%zu ints): %u of %d blocks "
+        MT_CHECK(0 == late[1],
+                 "whole-device kernel, round %d (%zu ints): %u of %d blocks "
                  "waited past %.0f ms for a multiprocessor (one was held while the host "
-                 "waited)", it, n, late[1], sms, timeout_ms);
-        MT_CHECK(0 == bad, "whole-device kernel, round %d: allreduce of %zu ints after it: "
-                 "%ld wrong", it, n, bad);
+                 "waited)",
+                 it, n, late[1], sms, timeout_ms);
+        MT_CHECK(0 == bad,
+                 "whole-device kernel, round %d: allreduce of %zu ints after it: "
+                 "%ld wrong",
+                 it, n, bad);
     }
     if (0 == rank) {
         printf("test_cuda_colls: whole-device kernel then allreduce: %d rounds, %d blocks, "
-               "slowest %.1f us, %ld failed\n", rounds, sms, slowest * 1e6, failed);
+               "slowest %.1f us, %ld failed\n",
+               rounds, sms, slowest * 1e6, failed);
     }
     free(h);
     cudaFree(ctl);
@@ -743,13 +773,16 @@ static void check_comm_cycles(int cycles)
     mt_proc_pvar_close(&reuse);
     const int measured = cycles - window;
     /* device memory: no growth beyond 64 MiB of noise (one inbox is larger than that) */
-    MT_CHECK(free1 + (64u << 20) >= free0, "device memory fell from %zu to %zu free over %d "
-             "communicator cycles", free0, free1, measured);
+    MT_CHECK(free1 + (64u << 20) >= free0,
+             "device memory fell from %zu to %zu free over %d "
+             "communicator cycles",
+             free0, free1, measured);
     if (readable) {
-        MT_CHECK(0 == dmiss, "%lld new peer mappings over %d cycles after warm-up (the IPC "
-                 "cache should have served them)", dmiss, measured);
-        MT_CHECK(dreuse == measured, "%lld pooled inboxes reused over %d cycles", dreuse,
-                 measured);
+        MT_CHECK(0 == dmiss,
+                 "%lld new peer mappings over %d cycles after warm-up (the IPC "
+                 "cache should have served them)",
+                 dmiss, measured);
+        MT_CHECK(dreuse == measured, "%lld pooled inboxes reused over %d cycles", dreuse, measured);
     } else {
         MT_CHECK(0, "cannot read the coll_gpu_ipc_cache_misses / coll_gpu_inbox_reuses pvars");
     }
@@ -908,16 +941,24 @@ int main(int argc, char **argv)
         const size_t sz = 1 + (size_t) ((seed >> 17) % 300000);
         const int root = (int) ((seed >> 40) % (uint64_t) nranks);
         switch (which) {
-        case 0: check_bcast(sz, root, false); break;
-        case 1: check_allgather(sz / 4 + 1, 0 == (it & 1), false); break;
+        case 0:
+            check_bcast(sz, root, false);
+            break;
+        case 1:
+            check_allgather(sz / 4 + 1, 0 == (it & 1), false);
+            break;
         case 2:
             check_reduce_scatter(&rcases[it % 3], sz / 8 + 1, 0 == (it & 2), 0);
             break;
         case 3:
             check_reduce(&rcases[it % 3], sz / 4 + 1, root, 0 == (it & 4), 0);
             break;
-        case 4: check_alltoall(sz / 16 + 1, 0 == (it & 8), false); break;
-        default: check_allreduce(sz / 4 + 1); break;
+        case 4:
+            check_alltoall(sz / 16 + 1, 0 == (it & 8), false);
+            break;
+        default:
+            check_allreduce(sz / 4 + 1);
+            break;
         }
     }
     MT_EXPECT_PATH(&pv, nmix, MT_PATH_ENGINE, "random mix");

@@ -6,7 +6,8 @@
  *     exactly one piece, boundaries on the 16-element grid, the last piece the small one;
  *   - the resident kernel's descriptor tags (cgpu_cuda_resident_mix): a part read whole
  *     checks, a part read half old and half new fails its check unless it holds the same
- *     field, and the packed count/blocks/exit word round-trips.
+ *     field, and the packed count/blocks/exit word round-trips;
+ *   - the ring and chain plans (cgpu_cuda_ring_plan): coverage, the grid, the chain's steps.
  */
 #include <CUnit/Basic.h>
 #include <stdbool.h>
@@ -26,10 +27,10 @@ static void check_pieces(size_t count, size_t lo, size_t hi, int n)
     for (int p = 0; p < n; ++p) {
         const size_t a = cgpu_cuda_ce_start(count, lo, hi, n, p);
         const size_t b = cgpu_cuda_ce_start(count, lo, hi, n, p + 1);
-        CU_ASSERT_EQUAL(a, prev);  /* contiguous, in order */
+        CU_ASSERT_EQUAL(a, prev); /* contiguous, in order */
         CU_ASSERT(b >= a);
-        CU_ASSERT(0 == a % 16);    /* whole vectors from the start */
-        if (b - a > hi + 16) {     /* no piece beyond the largest size (but for the grid) */
+        CU_ASSERT(0 == a % 16); /* whole vectors from the start */
+        if (b - a > hi + 16) {  /* no piece beyond the largest size (but for the grid) */
             CU_FAIL("a piece larger than hi");
         }
         prev = b;
@@ -44,7 +45,15 @@ static void check_pieces(size_t count, size_t lo, size_t hi, int n)
 static void test_ce_pieces(void)
 {
     const size_t es[] = {1, 2, 4, 8, 16};
-    const size_t counts[] = {1, 15, 16, 17, 1000, 65536, 1000003, (size_t) 3 << 20, (size_t) 1 << 27,
+    const size_t counts[] = {1,
+                             15,
+                             16,
+                             17,
+                             1000,
+                             65536,
+                             1000003,
+                             (size_t) 3 << 20,
+                             (size_t) 1 << 27,
                              ((size_t) 1 << 28) + 7};
     for (size_t e = 0; e < sizeof(es) / sizeof(es[0]); ++e) {
         const size_t lo = ((size_t) 2 << 20) / es[e], hi = ((size_t) 64 << 20) / es[e];
@@ -59,7 +68,8 @@ static void test_ce_pieces(void)
  * them alike); the halves meet at a vector boundary and cover the buffer */
 static void test_ce_allreduce_halves(void)
 {
-    const size_t counts[] = {32, 33, 47, 48, 100, 4097, 1000003, (size_t) 16 << 20, ((size_t) 1 << 27) + 5};
+    const size_t counts[] = {
+        32, 33, 47, 48, 100, 4097, 1000003, (size_t) 16 << 20, ((size_t) 1 << 27) + 5};
     for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
         const size_t count = counts[c], es = 4;
         const size_t lo = ((size_t) 2 << 20) / es, hi = ((size_t) 64 << 20) / es;
@@ -96,8 +106,10 @@ static void test_resident_tags(void)
             f_new = 0x7f0000000000ull + (rnd(&s) & 0xffffff) * 256;
             break;
         case 1:
-            f_old = (rnd(&s) % 65536) | (uint64_t) (1 + rnd(&s) % 8) << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT;
-            f_new = (rnd(&s) % 65536) | (uint64_t) (1 + rnd(&s) % 8) << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT;
+            f_old = (rnd(&s) % 65536) | (uint64_t) (1 + rnd(&s) % 8)
+                                            << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT;
+            f_new = (rnd(&s) % 65536) | (uint64_t) (1 + rnd(&s) % 8)
+                                            << CGPU_CUDA_RESIDENT_BLOCKS_SHIFT;
             break;
         case 2:
             f_old = k + 1000;
@@ -111,11 +123,11 @@ static void test_resident_tags(void)
         }
         const uint64_t tag_old = (k - 1) ^ cgpu_cuda_resident_mix(f_old);
         const uint64_t tag_new = k ^ cgpu_cuda_resident_mix(f_new);
-        CU_ASSERT_EQUAL(tag_new ^ cgpu_cuda_resident_mix(f_new), k);          /* whole, new */
-        CU_ASSERT_NOT_EQUAL(tag_old ^ cgpu_cuda_resident_mix(f_old), k);      /* whole, old */
+        CU_ASSERT_EQUAL(tag_new ^ cgpu_cuda_resident_mix(f_new), k);     /* whole, new */
+        CU_ASSERT_NOT_EQUAL(tag_old ^ cgpu_cuda_resident_mix(f_old), k); /* whole, old */
         if (f_old != f_new) {
-            torn_passed += (tag_new ^ cgpu_cuda_resident_mix(f_old)) == k;    /* new tag, old field */
-            torn_passed += (tag_old ^ cgpu_cuda_resident_mix(f_new)) == k;    /* old tag, new field */
+            torn_passed += (tag_new ^ cgpu_cuda_resident_mix(f_old)) == k; /* new tag, old field */
+            torn_passed += (tag_old ^ cgpu_cuda_resident_mix(f_new)) == k; /* old tag, new field */
         }
     }
     CU_ASSERT_EQUAL(torn_passed, 0);
@@ -129,8 +141,8 @@ static void test_resident_packing(void)
     const int roots[] = {0, 1, 17, CGPU_CUDA_MAX_RANKS - 1};
     for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); ++c) {
         for (int m = 0; m <= 2 * CGPU_CUDA_ONESHOT_ALLTOALL + 1; ++m) { /* with and without LL */
-            const int mode = m / 2 | (m & 1 ? CGPU_CUDA_ONESHOT_LL |
-                                                  (m / 2 % CGPU_CUDA_LL_CLASSES) << CGPU_CUDA_LL_CLASS_SHIFT
+            const int mode = m / 2 | (m & 1 ? CGPU_CUDA_ONESHOT_LL | (m / 2 % CGPU_CUDA_LL_CLASSES)
+                                                                         << CGPU_CUDA_LL_CLASS_SHIFT
                                             : 0);
             for (int b = 1; b <= CGPU_CUDA_MAX_ONESHOT_BLOCKS; ++b) {
                 for (size_t r = 0; r < sizeof(roots) / sizeof(roots[0]); ++r) {
@@ -154,7 +166,8 @@ static void test_resident_packing(void)
             }
         }
     }
-    CU_ASSERT_NOT_EQUAL(CGPU_CUDA_RESIDENT_EXIT & CGPU_CUDA_RESIDENT_COUNT_MASK, CGPU_CUDA_RESIDENT_EXIT);
+    CU_ASSERT_NOT_EQUAL(CGPU_CUDA_RESIDENT_EXIT & CGPU_CUDA_RESIDENT_COUNT_MASK,
+                        CGPU_CUDA_RESIDENT_EXIT);
 }
 
 /* n ranks: rank i on device dev[i] (a bus id per device), MPS client or not per mps[i] */
@@ -250,6 +263,73 @@ static void test_share_plan(void)
     }
 }
 
+/* The ring/chain plan (cgpu_cuda_ring_plan): every element in some step of some round and
+ * no round empty; steps on the 16-byte grid, never over a slot; the ring's and the 2-rank
+ * chain's plans those of whole-slot steps (reference: the plain arithmetic below); a chain of
+ * 3+ ranks in at most 16 steps a piece where the floor and the slot allow, none under the
+ * floor unless the piece is smaller. */
+static void test_ring_plan(void)
+{
+    const size_t ch_min = 8192, nch_max = 64, slot = 262144, chain_chunk = 65536;
+    const size_t counts[] = {1,      3,        13,       1000,      4097,      65537,
+                             131072, 1u << 20, 5u << 20, 16u << 20, 64u << 20, 1u << 30};
+    const size_t esizes[] = {1, 2, 4, 8, 16};
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ++ci) {
+        for (size_t ei = 0; ei < sizeof(esizes) / sizeof(esizes[0]); ++ei) {
+            for (size_t n = 2; n <= 8; ++n) {
+                for (int mode = 0; mode < 3; ++mode) { /* 0 allreduce, 1 other ring, 2 chain */
+                    const size_t count = counts[ci] / esizes[ei] > 0 ? counts[ci] / esizes[ei] : 1;
+                    const size_t es = esizes[ei], pieces = 0 == mode ? n : 1;
+                    const bool chain = 2 == mode;
+                    const cgpu_cuda_ring_plan_t p = cgpu_cuda_ring_plan(
+                        count, es, pieces, ch_min, nch_max, slot, chain, n, chain_chunk);
+                    const size_t align = 16 / es > 0 ? 16 / es : 1;
+                    const size_t slot_elems = slot / es / align * align;
+                    /* the reference: channels while each keeps ch_min a piece, whole slots */
+                    size_t nch = (count * es + pieces * ch_min - 1) / (pieces * ch_min);
+                    nch = nch < 1 ? 1 : nch > nch_max ? nch_max : nch;
+                    size_t per = (count + nch * pieces - 1) / (nch * pieces);
+                    per = (per + align - 1) / align * align;
+                    CU_ASSERT_EQUAL(p.nch, nch);
+                    CU_ASSERT(p.chunk >= 1 && p.chunk <= per && p.chunk <= slot_elems);
+                    CU_ASSERT_EQUAL(p.chunk % align, 0);
+                    const size_t round = p.nch * pieces * p.chunk;
+                    CU_ASSERT(p.nloops * round >= count);
+                    CU_ASSERT((p.nloops - 1) * round < count);
+                    if (!chain || n < 3) {
+                        CU_ASSERT_EQUAL(p.chunk, per < slot_elems ? per : slot_elems);
+                        continue;
+                    }
+                    const size_t least = chain_chunk / es;
+                    if (per > least && least <= slot_elems) {
+                        CU_ASSERT(p.chunk >= least); /* never under the floor */
+                    }
+                    if (per / 16 >= least && per / 16 < slot_elems) {
+                        CU_ASSERT((per + p.chunk - 1) / p.chunk <= 16); /* the steps a piece */
+                    }
+                }
+            }
+        }
+    }
+    /* the measured points (bytes of a bcast, 4 ranks): 16 MiB in 64 KiB steps, 4 a channel;
+     * 1 GiB in whole slots; 1 MiB in one step a channel; no floor: whole slots */
+    cgpu_cuda_ring_plan_t p =
+        cgpu_cuda_ring_plan(16u << 20, 1, 1, ch_min, nch_max, slot, true, 4, chain_chunk);
+    CU_ASSERT_EQUAL(p.nch, 64);
+    CU_ASSERT_EQUAL(p.chunk, 65536);
+    CU_ASSERT_EQUAL(p.nloops, 4);
+    p = cgpu_cuda_ring_plan(1u << 30, 1, 1, ch_min, nch_max, slot, true, 4, chain_chunk);
+    CU_ASSERT_EQUAL(p.chunk, slot);
+    p = cgpu_cuda_ring_plan(1u << 20, 1, 1, ch_min, nch_max, slot, true, 4, chain_chunk);
+    CU_ASSERT_EQUAL(p.chunk, 16384);
+    CU_ASSERT_EQUAL(p.nloops, 1);
+    p = cgpu_cuda_ring_plan(16u << 20, 1, 1, ch_min, nch_max, slot, true, 4, 0);
+    CU_ASSERT_EQUAL(p.chunk, slot);
+    CU_ASSERT_EQUAL(p.nloops, 1);
+    p = cgpu_cuda_ring_plan(16u << 20, 1, 1, ch_min, nch_max, slot, true, 2, chain_chunk);
+    CU_ASSERT_EQUAL(p.chunk, slot); /* one hop: nothing to overlap */
+}
+
 int main(void)
 {
     static const cgpu_unit_case_t cases[] = {
@@ -258,6 +338,7 @@ int main(void)
         {"resident descriptor tags reject torn parts", test_resident_tags},
         {"resident descriptor word packing", test_resident_packing},
         {"ranks sharing a device, and time slices without MPS", test_share_plan},
+        {"ring and chain plans: coverage, grid, slots, chain steps", test_ring_plan},
     };
     return cgpu_unit_run("test_cuda_plan", cases, sizeof(cases) / sizeof(cases[0]));
 }

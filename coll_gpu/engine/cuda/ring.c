@@ -21,26 +21,15 @@ cgpu_status_t cgpu_cuda_launch_ring(cgpu_comm_t *comm, const void *in, void *out
     cgpu_cuda_comm_t *cc = comm->cuda;
     const size_t esize = rc->copy ? 1 : cgpu_dtype_size(rc->dt), n = (size_t) comm->size;
     const size_t count = rc->count;
-    const size_t align = 16 / esize > 0 ? 16 / esize : 1;
-    const size_t slot_elems = (cc->slot_bytes / esize) / align * align;
     /* the allreduce cuts its buffer into one piece per rank per channel; the others cut
      * each block (or the buffer) into one piece per channel */
     const size_t pieces = CGPU_CUDA_RING_ALLREDUCE == rc->mode ? n : 1;
-    /* add channels only while each still carries coll_gpu_cuda_channel_min_bytes a piece */
-    const size_t nch =
-        cgpu_clamp1(cgpu_div_up(count * esize, pieces * cc->ch_min), (size_t) cc->nch_max);
-    const size_t per = cgpu_round_up(cgpu_div_up(count, nch * pieces), align);
     const bool chain = CGPU_CUDA_RING_BCAST == rc->mode || CGPU_CUDA_RING_REDUCE == rc->mode ||
                        CGPU_CUDA_ONESHOT_SCAN == rc->mode || CGPU_CUDA_ONESHOT_EXSCAN == rc->mode;
-    size_t step_elems = slot_elems;
-    if (chain && n > 2 && cc->chain_chunk > 0) {
-        /* a chain step waits for the one before it on the left: a piece moved in one step
-         * crosses the n-1 hops one after another, in smaller steps the hops overlap */
-        const size_t cap = cgpu_round_up(cgpu_clamp1(cc->chain_chunk / esize, slot_elems), align);
-        step_elems = cap < slot_elems ? cap : slot_elems;
-    }
-    const size_t chunk = per < step_elems ? per : step_elems;
-    const size_t nloops = cgpu_div_up(count, nch * pieces * chunk);
+    const cgpu_cuda_ring_plan_t plan =
+        cgpu_cuda_ring_plan(count, esize, pieces, cc->ch_min, (size_t) cc->nch_max, cc->slot_bytes,
+                            chain, n, cc->chain_chunk);
+    const size_t nch = plan.nch, chunk = plan.chunk, nloops = plan.nloops;
 
     /* items each channel sends right and receives from the left, per loop */
     size_t nsend = n - 1, nrecv = n - 1;
@@ -78,8 +67,10 @@ cgpu_status_t cgpu_cuda_launch_ring(cgpu_comm_t *comm, const void *in, void *out
     memcpy(a.sbase, cc->ring_sbase, sizeof(a.sbase));
     memcpy(a.rbase, cc->ring_rbase, sizeof(a.rbase));
     a.grid = cgpu_cuda_blocks_take(cc, (int) nch, 1);
-    cgpu_log(CGPU_LOG_TRACE, "cuda: ring mode %d rank %d count %zu nch %zu chunk %zu loops %zu "
-             "base %llu/%llu", rc->mode, comm->rank, count, nch, chunk, nloops,
+    cgpu_log(CGPU_LOG_TRACE,
+             "cuda: ring mode %d rank %d count %zu nch %zu chunk %zu loops %zu "
+             "base %llu/%llu",
+             rc->mode, comm->rank, count, nch, chunk, nloops,
              (unsigned long long) cc->ring_sbase[0], (unsigned long long) cc->ring_rbase[0]);
     int err = rc->copy ? cgpu_cuda_ring_copy_launch(&a, cc->threads, cc->stream)
                        : cgpu_cuda_ring_reduce_launch(&a, rc->dt, rc->op, cc->threads, cc->stream);
