@@ -185,8 +185,13 @@ static FILE *open_out(const char *spec, int rank)
 
 static void mon_start(void)
 {
-    int provided;
-    if (MPI_SUCCESS != MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided) ||
+    /* MPI_T at the application's own level: Open MPI 4.1 takes MPI_T_init_thread's level for
+     * the whole process (MPI_Query_thread then reports it), and a MULTIPLE here would turn on
+     * its locking and MPI_THREAD_MULTIPLE paths for a SINGLE program. The monitor needs no
+     * more than that: every MPI_T call it makes, from either thread, holds mon_lock. */
+    int level = MPI_THREAD_SINGLE, provided;
+    PMPI_Query_thread(&level);
+    if (MPI_SUCCESS != MPI_T_init_thread(level, &provided) ||
         MPI_SUCCESS != MPI_T_pvar_session_create(&mon_session)) {
         return;
     }
