@@ -35,7 +35,7 @@ typedef struct mca_coll_gpu_component_t {
     int verbose;
     char *verbose_subsystems; /* coll_gpu_verbose_subsystems */
     unsigned log_subsystems;  /* the bits it names (cgpu_subsys_t) */
-    int output; /* opal_output stream, verbosity = verbose */
+    int output;               /* opal_output stream, verbosity = verbose */
     int backend;
     int allreduce_algorithm;
     int alltoall_algorithm;
@@ -104,7 +104,7 @@ typedef struct mca_coll_gpu_component_t {
     double ras_timeout;
     bool ras_abort_on_timeout;
     bool check_calls; /* the ranks' calls compared before data moves (cgpu_call.c) */
-    bool engine_up; /* cgpu_engine_init succeeded */
+    bool engine_up;   /* cgpu_engine_init succeeded */
 } mca_coll_gpu_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_gpu_component_t mca_coll_gpu_component;
@@ -238,6 +238,13 @@ typedef struct mca_coll_gpu_mirror_t {
     size_t span;
 } mca_coll_gpu_mirror_t;
 bool mca_coll_gpu_on_device(const void *p);
+/* The first byte that count elements of dtype at buf address (buf + the layout's true lower
+ * bound), buf itself where nothing is addressed (MPI_IN_PLACE, count 0, a type of no bytes);
+ * and whether that byte is device memory. A call's memory kind is read there, never from the
+ * buffer argument alone: with MPI_BOTTOM (NULL) as the buffer, the data lives at the absolute
+ * addresses its displacements or its datatype hold. */
+const void *mca_coll_gpu_first_byte(const void *buf, size_t count, struct ompi_datatype_t *dtype);
+bool mca_coll_gpu_on_device_at(const void *buf, size_t count, struct ompi_datatype_t *dtype);
 int mca_coll_gpu_mirror_in(mca_coll_gpu_mirror_t *m, const void *buf, size_t count,
                            struct ompi_datatype_t *dtype, void **host);
 int mca_coll_gpu_mirror_out(mca_coll_gpu_mirror_t *m, int rc);
@@ -386,6 +393,15 @@ int mca_coll_gpu_stage(mca_coll_gpu_staged_buf_t *s, const void *buf, size_t cou
 int mca_coll_gpu_stage_bytes(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrdiff_t lo,
                              ptrdiff_t hi, void **host);
 int mca_coll_gpu_unstage(mca_coll_gpu_staged_buf_t *s, int rc, bool copy_back);
+
+/* whether the bytes [lo, hi) of buf (a staged call's span) hold device memory, read at both
+ * ends (buf itself when the span is empty: a device pointer is still not passed on) */
+bool mca_coll_gpu_span_on_device(const void *buf, ptrdiff_t lo, ptrdiff_t hi);
+
+/* whether the first byte a (counts, displs) layout of dt at buf addresses, counted from
+ * element 0 as its staging copies it, is device memory (MPI_IN_PLACE: no) */
+bool mca_coll_gpu_v_on_device(const void *buf, const int *counts, const int *displs, int n,
+                              struct ompi_datatype_t *dt);
 
 /* the elements a (counts, displs) layout spans: the furthest displs[i] + counts[i] */
 size_t mca_coll_gpu_v_span(const int *counts, const int *displs, int n);

@@ -81,7 +81,9 @@ int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi
                                               MPI_IN_PLACE == sbuf ? rbuf : sbuf, rbuf,
                                               (size_t) count, dt, eop, 0, request);
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, rbuf,
+    CGPU_NB_STAGED_NEW_OR_PASS(r,
+                               mca_coll_gpu_on_device_at(sbuf, (size_t) count, dtype) ||
+                                   mca_coll_gpu_on_device_at(rbuf, (size_t) count, dtype),
                                m->prev.coll_iallreduce(sbuf, rbuf, count, dtype, op, comm, request,
                                                        m->prev.coll_iallreduce_module))
     void *hs = (void *) sbuf, *hr;

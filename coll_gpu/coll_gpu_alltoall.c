@@ -64,12 +64,14 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
     bool s_contig =
         in_place ? r_contig : mca_coll_gpu_contiguous_run(sbuf, scount, sdtype, &sstart);
     /* packing runs on the CPU: a non-contiguous device buffer is mirrored to host first */
-    if (!in_place && !s_contig && mca_coll_gpu_on_device(sbuf)) {
+    if (!in_place && !s_contig &&
+        mca_coll_gpu_on_device_at(sbuf, (size_t) scount * (size_t) n, sdtype)) {
         void *h;
         rc = mca_coll_gpu_mirror_in(&ms, sbuf, (size_t) scount * (size_t) n, sdtype, &h);
         sbuf = h;
     }
-    if (MPI_SUCCESS == rc && !r_contig && mca_coll_gpu_on_device(rbuf)) {
+    if (MPI_SUCCESS == rc && !r_contig &&
+        mca_coll_gpu_on_device_at(rbuf, (size_t) rcount * (size_t) n, rdtype)) {
         void *h;
         rc = mca_coll_gpu_mirror_in(&mr, rbuf, (size_t) rcount * (size_t) n, rdtype, &h);
         rbuf = h;
@@ -190,9 +192,12 @@ int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t 
         mca_coll_gpu_request_retain(r, in_place ? NULL : sdt, rdt, NULL);
         return mca_coll_gpu_nb_engine_post(r, request);
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, rbuf,
-                               m->prev.coll_ialltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
-                                                      request, m->prev.coll_ialltoall_module))
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r,
+        mca_coll_gpu_on_device_at(sbuf, (size_t) scount * (size_t) n, sdt) ||
+            mca_coll_gpu_on_device_at(rbuf, (size_t) rcount * (size_t) n, rdt),
+        m->prev.coll_ialltoall(sbuf, scount, sdt, rbuf, rcount, rdt, comm, request,
+                               m->prev.coll_ialltoall_module))
     void *hs, *hr;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, in_place ? 0 : (size_t) scount * (size_t) n, sdt,
                                        false, &hs);

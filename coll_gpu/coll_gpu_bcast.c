@@ -40,7 +40,7 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int roo
     mca_coll_gpu_mirror_t mb = {0};
     int rc = MPI_SUCCESS;
     if (!mca_coll_gpu_contiguous_run(buf, count, dt, &start)) {
-        if (mca_coll_gpu_on_device(buf)) { /* packing runs on the CPU */
+        if (mca_coll_gpu_on_device_at(buf, (size_t) count, dt)) { /* packing runs on the CPU */
             rc = mca_coll_gpu_mirror_in(&mb, buf, (size_t) count, dt, &work);
         }
         pack = malloc(bytes);
@@ -105,7 +105,7 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
         return mca_coll_gpu_nb_engine_post(r, request);
     }
     CGPU_NB_STAGED_NEW_OR_PASS(
-        r, buf, NULL,
+        r, mca_coll_gpu_on_device_at(buf, (size_t) count, dtype),
         m->prev.coll_ibcast(buf, count, dtype, root, comm, request, m->prev.coll_ibcast_module))
     void *h;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, buf, (size_t) count, dtype,

@@ -39,6 +39,26 @@ bool mca_coll_gpu_on_device(const void *p)
     return mca_coll_gpu_component.stage_host_buffers || CGPU_BUF_HOST != cgpu_buf_kind(p, &dev);
 }
 
+const void *mca_coll_gpu_first_byte(const void *buf, size_t count, struct ompi_datatype_t *dtype)
+{
+    ptrdiff_t lo, hi;
+    size_t size = 0;
+    if (MPI_IN_PLACE == buf || 0 == count || NULL == dtype) {
+        return buf;
+    }
+    ompi_datatype_type_size(dtype, &size);
+    if (0 == size) { /* no byte addressed: its lower bound means nothing */
+        return buf;
+    }
+    mca_coll_gpu_count_span(count, dtype, &lo, &hi);
+    return (const char *) buf + lo;
+}
+
+bool mca_coll_gpu_on_device_at(const void *buf, size_t count, struct ompi_datatype_t *dtype)
+{
+    return mca_coll_gpu_on_device(mca_coll_gpu_first_byte(buf, count, dtype));
+}
+
 /*
  * The mirrors' host memory: pinned blocks kept between calls (cudaHostAlloc costs
  * milliseconds, and the GPU copies from pageable memory at a fraction of the link's speed),
@@ -207,8 +227,8 @@ static int pipe_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, void *rbuf
     const bool in_place = MPI_IN_PLACE == sbuf;
     char *r0 = (char *) rbuf + tlb;
     const char *s0 = in_place ? r0 : (const char *) sbuf + tlb;
-    const bool rdev = mca_coll_gpu_on_device(rbuf);
-    const bool sdev = in_place ? rdev : mca_coll_gpu_on_device(sbuf);
+    const bool rdev = mca_coll_gpu_on_device(r0);
+    const bool sdev = in_place ? rdev : mca_coll_gpu_on_device(s0);
     const size_t nch = ((size_t) count + per - 1) / per, chunk = per * size;
     cgpu_stager_t *stg = NULL;
     if ((sdev || rdev) && CGPU_OK != cgpu_stager_get(chunk, 3, &stg)) {
@@ -430,17 +450,19 @@ int mca_coll_gpu_fallback_allreduce(mca_coll_gpu_module_t *m, const void *sbuf, 
         }
         return pipe_allreduce(m, sbuf, rbuf, count, dtype, op, comm, per);
     }
-    if (mca_coll_gpu_nested() || (!mca_coll_gpu_on_device(sbuf) && !mca_coll_gpu_on_device(rbuf))) {
+    const bool sdev = mca_coll_gpu_on_device_at(sbuf, (size_t) count, dtype);
+    const bool rdev = mca_coll_gpu_on_device_at(rbuf, (size_t) count, dtype);
+    if (mca_coll_gpu_nested() || (!sdev && !rdev)) {
         return MCA_COLL_GPU_PREV(m->prev.coll_allreduce(sbuf, rbuf, count, dtype, op, comm,
                                                         m->prev.coll_allreduce_module));
     }
     mca_coll_gpu_mirror_t ms = {0}, mr = {0};
     void *hs = (void *) sbuf, *hr = rbuf;
     int rc = MPI_SUCCESS;
-    if (mca_coll_gpu_on_device(sbuf)) {
+    if (sdev) {
         rc = mca_coll_gpu_mirror_in(&ms, sbuf, (size_t) count, dtype, &hs);
     }
-    if (MPI_SUCCESS == rc && mca_coll_gpu_on_device(rbuf)) {
+    if (MPI_SUCCESS == rc && rdev) {
         rc = mca_coll_gpu_mirror_in(&mr, rbuf, (size_t) count, dtype, &hr);
     }
     /* a local staging failure must not strand the peers inside the previous module's
@@ -466,18 +488,20 @@ int mca_coll_gpu_fallback_alltoall(mca_coll_gpu_module_t *m, const void *sbuf, i
     if (!mca_coll_gpu_nested()) {
         atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
     }
-    if (mca_coll_gpu_nested() || (!mca_coll_gpu_on_device(sbuf) && !mca_coll_gpu_on_device(rbuf))) {
+    const size_t n = (size_t) ompi_comm_size(comm);
+    const bool sdev = mca_coll_gpu_on_device_at(sbuf, (size_t) scount * n, sdtype);
+    const bool rdev = mca_coll_gpu_on_device_at(rbuf, (size_t) rcount * n, rdtype);
+    if (mca_coll_gpu_nested() || (!sdev && !rdev)) {
         return MCA_COLL_GPU_PREV(m->prev.coll_alltoall(sbuf, scount, sdtype, rbuf, rcount, rdtype,
                                                        comm, m->prev.coll_alltoall_module));
     }
-    const size_t n = (size_t) ompi_comm_size(comm);
     mca_coll_gpu_mirror_t ms = {0}, mr = {0};
     void *hs = (void *) sbuf, *hr = rbuf;
     int rc = MPI_SUCCESS;
-    if (mca_coll_gpu_on_device(sbuf)) {
+    if (sdev) {
         rc = mca_coll_gpu_mirror_in(&ms, sbuf, (size_t) scount * n, sdtype, &hs);
     }
-    if (MPI_SUCCESS == rc && mca_coll_gpu_on_device(rbuf)) {
+    if (MPI_SUCCESS == rc && rdev) {
         rc = mca_coll_gpu_mirror_in(&mr, rbuf, (size_t) rcount * n, rdtype, &hr);
     }
     if (MPI_SUCCESS == rc) {

@@ -47,7 +47,7 @@ static int side_open(gather_side_t *sd, const void *buf, size_t count, struct om
     size_t es;
     ompi_datatype_type_size(dt, &es);
     int rc = MPI_SUCCESS;
-    if (mca_coll_gpu_on_device(buf)) { /* the whole span: gaps keep their bytes */
+    if (mca_coll_gpu_on_device_at(buf, count, dt)) { /* the whole span: gaps keep their bytes */
         rc = mca_coll_gpu_mirror_in(&sd->mirror, buf, count, dt, &sd->host);
     }
     if (MPI_SUCCESS == rc) {
@@ -316,9 +316,12 @@ int mca_coll_gpu_iallgather(const void *sbuf, int scount, struct ompi_datatype_t
         mca_coll_gpu_request_retain(r, sdt, rdt, NULL);
         return mca_coll_gpu_nb_engine_post(r, request);
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, rbuf,
-                               m->prev.coll_iallgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
-                                                       request, m->prev.coll_iallgather_module))
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r,
+        mca_coll_gpu_on_device_at(sbuf, (size_t) scount, sdt) ||
+            mca_coll_gpu_on_device_at(rbuf, (size_t) rcount * (size_t) ompi_comm_size(comm), rdt),
+        m->prev.coll_iallgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm, request,
+                                m->prev.coll_iallgather_module))
     void *hs, *hr;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, (size_t) scount, sdt, false, &hs);
     if (MPI_SUCCESS == rc) {
@@ -470,10 +473,12 @@ int mca_coll_gpu_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_
     if (allgatherv_post(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, m, request, &prc)) {
         return prc;
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, rbuf,
-                               m->prev.coll_iallgatherv(sbuf, scount, sdt, rbuf, rcounts, displs,
-                                                        rdt, comm, request,
-                                                        m->prev.coll_iallgatherv_module))
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r,
+        mca_coll_gpu_on_device_at(sbuf, (size_t) scount, sdt) ||
+            mca_coll_gpu_v_on_device(rbuf, rcounts, displs, ompi_comm_size(comm), rdt),
+        m->prev.coll_iallgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, request,
+                                 m->prev.coll_iallgatherv_module))
     void *hs, *hr;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, (size_t) scount, sdt, false, &hs);
     if (MPI_SUCCESS == rc) {
@@ -500,9 +505,13 @@ int mca_coll_gpu_igather(const void *sbuf, int scount, struct ompi_datatype_t *s
     if (rooted_post(true, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, m, request, &prc)) {
         return prc;
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, is_root ? rbuf : NULL,
-                               m->prev.coll_igather(sbuf, scount, sdt, rbuf, rcount, rdt, root,
-                                                    comm, request, m->prev.coll_igather_module))
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r,
+        mca_coll_gpu_on_device_at(sbuf, (size_t) scount, sdt) ||
+            (is_root &&
+             mca_coll_gpu_on_device_at(rbuf, (size_t) rcount * (size_t) ompi_comm_size(comm), rdt)),
+        m->prev.coll_igather(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request,
+                             m->prev.coll_igather_module))
     void *hs, *hr = rbuf;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, (size_t) scount, sdt, false, &hs);
     if (MPI_SUCCESS == rc && is_root) {
@@ -528,9 +537,13 @@ int mca_coll_gpu_iscatter(const void *sbuf, int scount, struct ompi_datatype_t *
     if (rooted_post(false, rbuf, rcount, rdt, sbuf, scount, sdt, root, comm, m, request, &prc)) {
         return prc;
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, is_root ? sbuf : NULL, rbuf,
-                               m->prev.coll_iscatter(sbuf, scount, sdt, rbuf, rcount, rdt, root,
-                                                     comm, request, m->prev.coll_iscatter_module))
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r,
+        (is_root &&
+         mca_coll_gpu_on_device_at(sbuf, (size_t) scount * (size_t) ompi_comm_size(comm), sdt)) ||
+            mca_coll_gpu_on_device_at(rbuf, (size_t) rcount, rdt),
+        m->prev.coll_iscatter(sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, request,
+                              m->prev.coll_iscatter_module))
     void *hs = (void *) sbuf, *hr;
     int rc = MPI_SUCCESS;
     if (is_root) {

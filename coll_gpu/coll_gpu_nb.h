@@ -255,18 +255,20 @@ int mca_coll_gpu_nb_staged_in(mca_coll_gpu_request_t *r, int i, const void *buf,
 int mca_coll_gpu_nb_staged_post(mca_coll_gpu_request_t *r, int rc, ompi_request_t **request,
                                 const char *what);
 /* The staged call's start: counted, and NULL when it goes to the previous module as it is
- * (nested, or no device buffer among @p a and @p b), or when no request can be had. */
+ * (nested, or @p dev false: no device memory among the bytes the call addresses), or when no
+ * request can be had. */
 mca_coll_gpu_request_t *mca_coll_gpu_nb_staged_begin(mca_coll_gpu_module_t *m,
-                                                     struct ompi_communicator_t *comm,
-                                                     const void *a, const void *b);
+                                                     struct ompi_communicator_t *comm, bool dev);
 
-/* In an entry point with m, comm and request in scope: declares r, the staged request for
- * buffers a and b, or returns: the previous module's post @p prevcall as it is (nested, no
- * device buffer), or MPI_ERR_NO_MEM. */
-#define CGPU_NB_STAGED_NEW_OR_PASS(r, a, b, prevcall)                                              \
-    mca_coll_gpu_request_t *r = mca_coll_gpu_nb_staged_begin(m, comm, (a), (b));                   \
+/* In an entry point with m, comm and request in scope: declares r, the staged request of a
+ * call whose addressed bytes hold device memory where @p dev (mca_coll_gpu_on_device_at of
+ * each buffer the rank uses, not the buffer arguments: MPI_BOTTOM), or returns: the previous
+ * module's post @p prevcall as it is (nested, no device memory), or MPI_ERR_NO_MEM. */
+#define CGPU_NB_STAGED_NEW_OR_PASS(r, dev, prevcall)                                               \
+    const bool r##_dev = (dev);                                                                    \
+    mca_coll_gpu_request_t *r = mca_coll_gpu_nb_staged_begin(m, comm, r##_dev);                    \
     if (NULL == r) {                                                                               \
-        if (!mca_coll_gpu_nested() && (mca_coll_gpu_on_device(a) || mca_coll_gpu_on_device(b)))    \
+        if (!mca_coll_gpu_nested() && r##_dev)                                                     \
             return mca_coll_gpu_nb_post_failed(request, MPI_ERR_NO_MEM);                           \
         return MCA_COLL_GPU_PREV(prevcall);                                                        \
     }

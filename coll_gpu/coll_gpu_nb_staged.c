@@ -42,14 +42,13 @@ int mca_coll_gpu_nb_staged_post(mca_coll_gpu_request_t *r, int rc, ompi_request_
 }
 
 mca_coll_gpu_request_t *mca_coll_gpu_nb_staged_begin(mca_coll_gpu_module_t *m,
-                                                     struct ompi_communicator_t *comm,
-                                                     const void *a, const void *b)
+                                                     struct ompi_communicator_t *comm, bool dev)
 {
     if (mca_coll_gpu_nested()) {
         return NULL;
     }
     atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
-    if (!mca_coll_gpu_on_device(a) && !mca_coll_gpu_on_device(b)) {
+    if (!dev) {
         return NULL;
     }
     return mca_coll_gpu_request_new(m, comm, false);
@@ -62,11 +61,14 @@ int mca_coll_gpu_nb_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicat
                                 const mca_coll_gpu_args_t *a, mca_coll_gpu_spans_fn_t spans,
                                 ompi_request_t **request)
 {
-    CGPU_NB_STAGED_NEW_OR_PASS(r, a->s, a->r, mca_coll_gpu_prev_post(m, a, comm, request))
     mca_coll_gpu_spans_t sp;
+    spans(a, comm, &sp);
+    /* the kind of the bytes addressed: with MPI_BOTTOM the buffer arguments tell nothing */
+    const bool dev = mca_coll_gpu_span_on_device(a->s, sp.slo, sp.shi) ||
+                     mca_coll_gpu_span_on_device(a->r, sp.rlo, sp.rhi);
+    CGPU_NB_STAGED_NEW_OR_PASS(r, dev, mca_coll_gpu_prev_post(m, a, comm, request))
     mca_coll_gpu_args_t h = *a;
     void *hs, *hr;
-    spans(a, comm, &sp);
     r->back[1] = sp.rback;
     int rc = mca_coll_gpu_stage_bytes(&r->sb[0], a->s, sp.slo, sp.shi, &hs);
     if (MPI_SUCCESS == rc) {

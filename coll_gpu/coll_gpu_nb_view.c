@@ -68,7 +68,7 @@ int mca_coll_gpu_nb_view_open(mca_coll_gpu_nb_view_t *v, void *buf, int count,
     v->host = buf;
     v->count = count;
     v->dt = dt;
-    if (mca_coll_gpu_on_device(buf)) { /* packing runs on the CPU */
+    if (mca_coll_gpu_on_device_at(buf, (size_t) count, dt)) { /* packing runs on the CPU */
         rc = mca_coll_gpu_mirror_in(&v->mir, buf, (size_t) count, dt, &v->host);
     }
     return MPI_SUCCESS == rc ? view_pack(v, bytes, in, out, engine_ptr) : rc;
@@ -85,10 +85,10 @@ int mca_coll_gpu_nb_view_open_w(mca_coll_gpu_nb_view_t *v, void *buf, const int 
     v->wdts = types;
     v->wn = n;
     int rc = MPI_SUCCESS;
-    if (mca_coll_gpu_on_device(buf)) {
-        ptrdiff_t lo, hi;
+    ptrdiff_t lo, hi;
+    mca_coll_gpu_w_bytes(counts, displs, NULL, types, n, &lo, &hi);
+    if (mca_coll_gpu_span_on_device(buf, lo, hi)) {
         void *h = NULL;
-        mca_coll_gpu_w_bytes(counts, displs, NULL, types, n, &lo, &hi);
         rc = mca_coll_gpu_mirror_in(&v->mir, (char *) buf + lo, (size_t) (hi - lo), MPI_BYTE, &h);
         v->host = (char *) h - lo;
     }

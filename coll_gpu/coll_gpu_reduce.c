@@ -175,9 +175,12 @@ int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_da
             m, comm, CGPU_NB_REDUCE, create, MPI_IN_PLACE == sbuf ? NULL : sbuf,
             is_root ? rbuf : NULL, (size_t) count, dt, eop, root, request);
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, is_root ? rbuf : NULL,
-                               m->prev.coll_ireduce(sbuf, rbuf, count, dtype, op, root, comm,
-                                                    request, m->prev.coll_ireduce_module))
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r,
+        mca_coll_gpu_on_device_at(sbuf, (size_t) count, dtype) ||
+            (is_root && mca_coll_gpu_on_device_at(rbuf, (size_t) count, dtype)),
+        m->prev.coll_ireduce(sbuf, rbuf, count, dtype, op, root, comm, request,
+                             m->prev.coll_ireduce_module))
     void *hs = (void *) sbuf, *hr = rbuf;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, (size_t) count, dtype, false, &hs);
     if (MPI_SUCCESS == rc && is_root) {
@@ -216,11 +219,13 @@ int mca_coll_gpu_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                               MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf,
                                               (size_t) rcount, dt, eop, 0, request);
     }
+    const size_t total = (size_t) rcount * (size_t) ompi_comm_size(comm);
     CGPU_NB_STAGED_NEW_OR_PASS(
-        r, sbuf, rbuf,
+        r,
+        mca_coll_gpu_on_device_at(sbuf, total, dtype) ||
+            mca_coll_gpu_on_device_at(rbuf, MPI_IN_PLACE == sbuf ? total : (size_t) rcount, dtype),
         m->prev.coll_ireduce_scatter_block(sbuf, rbuf, rcount, dtype, op, comm, request,
                                            m->prev.coll_ireduce_scatter_block_module))
-    const size_t total = (size_t) rcount * (size_t) ompi_comm_size(comm);
     void *hs = (void *) sbuf, *hr;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, total, dtype, false, &hs);
     if (MPI_SUCCESS == rc) {
@@ -253,11 +258,13 @@ int mca_coll_gpu_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcount
             m, comm, CGPU_NB_REDUCE_SCATTER, create, MPI_IN_PLACE == sbuf ? NULL : sbuf, rbuf,
             total, dt, eop, 0, engine_counts(rcounts, ompi_comm_size(comm)), request);
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, rbuf,
-                               m->prev.coll_ireduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm,
-                                                            request,
-                                                            m->prev.coll_ireduce_scatter_module))
     const size_t mine = (size_t) rcounts[ompi_comm_rank(comm)];
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r,
+        mca_coll_gpu_on_device_at(sbuf, total, dtype) ||
+            mca_coll_gpu_on_device_at(rbuf, MPI_IN_PLACE == sbuf ? total : mine, dtype),
+        m->prev.coll_ireduce_scatter(sbuf, rbuf, rcounts, dtype, op, comm, request,
+                                     m->prev.coll_ireduce_scatter_module))
     void *hs, *hr;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, total, dtype, false, &hs);
     if (MPI_SUCCESS == rc) {
@@ -290,7 +297,10 @@ static int iscan_like(bool ex, const void *sbuf, void *rbuf, int count,
     mca_coll_base_module_iscan_fn_t fn = ex ? m->prev.coll_iexscan : m->prev.coll_iscan;
     mca_coll_base_module_t *pm = ex ? m->prev.coll_iexscan_module : m->prev.coll_iscan_module;
     op = mca_coll_gpu_prev_op(dtype, op); /* on every rank alike, host buffers too */
-    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, rbuf, fn(sbuf, rbuf, count, dtype, op, comm, request, pm))
+    CGPU_NB_STAGED_NEW_OR_PASS(r,
+                               mca_coll_gpu_on_device_at(sbuf, (size_t) count, dtype) ||
+                                   mca_coll_gpu_on_device_at(rbuf, (size_t) count, dtype),
+                               fn(sbuf, rbuf, count, dtype, op, comm, request, pm))
     void *hs, *hr;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, (size_t) count, dtype, false, &hs);
     if (MPI_SUCCESS == rc) {

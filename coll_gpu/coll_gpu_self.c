@@ -26,11 +26,14 @@
 
 #define M(module) ((mca_coll_gpu_module_t *) (module))
 
-/* Decides who serves the call and counts it: true when coll/gpu copies (a device buffer). */
+/* Decides who serves the call and counts it: true when coll/gpu copies (a device buffer, or
+ * MPI_BOTTOM: its data sits at the absolute addresses of its displacements or datatypes, of a
+ * kind the pointer does not tell, and the local copy below reads each side where it lies). */
 static bool serve(mca_coll_gpu_module_t *m, const void *a, const void *b)
 {
     const bool ours =
-        !mca_coll_gpu_nested() && (mca_coll_gpu_on_device(a) || mca_coll_gpu_on_device(b));
+        !mca_coll_gpu_nested() && (MPI_BOTTOM == a || MPI_BOTTOM == b ||
+                                   mca_coll_gpu_on_device(a) || mca_coll_gpu_on_device(b));
     if (!mca_coll_gpu_nested()) {
         atomic_fetch_add_explicit(ours ? &m->engine_calls : &m->fallback_calls, 1,
                                   memory_order_relaxed);
@@ -66,10 +69,10 @@ static int local_copy(const void *sbuf, int scount, struct ompi_datatype_t *sdt,
     mca_coll_gpu_mirror_t ms = {0}, mr = {0};
     void *hs = (void *) sbuf, *hr = rbuf;
     int rc = MPI_SUCCESS;
-    if (mca_coll_gpu_on_device(sbuf)) {
+    if (mca_coll_gpu_on_device_at(sbuf, (size_t) scount, sdt)) {
         rc = mca_coll_gpu_mirror_in(&ms, sbuf, (size_t) scount, sdt, &hs);
     }
-    if (MPI_SUCCESS == rc && mca_coll_gpu_on_device(rbuf)) {
+    if (MPI_SUCCESS == rc && mca_coll_gpu_on_device_at(rbuf, (size_t) rcount, rdt)) {
         rc = mca_coll_gpu_mirror_in(&mr, rbuf, (size_t) rcount, rdt, &hr);
     }
     if (MPI_SUCCESS == rc) {
@@ -101,7 +104,7 @@ static int self_bcast(void *buf, int count, struct ompi_datatype_t *dt, int root
                       struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
-    if (!serve(m, buf, NULL)) {
+    if (!serve(m, buf, buf)) {
         return MCA_COLL_GPU_PREV(
             m->prev.coll_bcast(buf, count, dt, root, comm, m->prev.coll_bcast_module));
     }
@@ -394,7 +397,7 @@ static int self_ibcast(void *buf, int count, struct ompi_datatype_t *dt, int roo
                        mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
-    if (!serve(m, buf, NULL)) {
+    if (!serve(m, buf, buf)) {
         return MCA_COLL_GPU_PREV(
             m->prev.coll_ibcast(buf, count, dt, root, comm, request, m->prev.coll_ibcast_module));
     }

@@ -22,7 +22,7 @@ int mca_coll_gpu_stage(mca_coll_gpu_staged_buf_t *s, const void *buf, size_t cou
 {
     s->used = false;
     *host = (void *) buf;
-    if (!mca_coll_gpu_on_device(buf)) {
+    if (!mca_coll_gpu_on_device_at(buf, count, dtype)) {
         return MPI_SUCCESS;
     }
     int rc = mca_coll_gpu_mirror_in(&s->mirror, buf, count, dtype, host);
@@ -41,6 +41,15 @@ int mca_coll_gpu_unstage(mca_coll_gpu_staged_buf_t *s, int rc, bool copy_back)
     }
     mca_coll_gpu_mirror_drop(&s->mirror);
     return rc;
+}
+
+bool mca_coll_gpu_span_on_device(const void *buf, ptrdiff_t lo, ptrdiff_t hi)
+{
+    if (hi <= lo) {
+        return mca_coll_gpu_on_device(buf);
+    }
+    return mca_coll_gpu_on_device((const char *) buf + lo) ||
+           mca_coll_gpu_on_device((const char *) buf + hi - 1);
 }
 
 size_t mca_coll_gpu_v_span(const int *counts, const int *displs, int n)
@@ -63,9 +72,37 @@ int mca_coll_gpu_stage_bytes(mca_coll_gpu_staged_buf_t *s, const void *buf, ptrd
         *host = mca_coll_gpu_on_device(buf) ? NULL : (void *) buf;
         return MPI_SUCCESS;
     }
+    /* one copy of the whole span: its two ends must be memory of one kind (MPI_BOTTOM
+     * layouts may address several allocations) */
+    if (mca_coll_gpu_on_device((const char *) buf + lo) !=
+        mca_coll_gpu_on_device((const char *) buf + hi - 1)) {
+        s->used = false;
+        *host = NULL;
+        cgpu_log(CGPU_LOG_WARN,
+                 "a buffer layout addresses both host and device memory; coll/gpu stages one "
+                 "kind per buffer: describe the host and the device data in separate calls");
+        return MPI_ERR_BUFFER;
+    }
     int rc = mca_coll_gpu_stage(s, (const char *) buf + lo, (size_t) (hi - lo), MPI_BYTE, host);
     *host = (char *) *host - lo;
     return rc;
+}
+
+/* the first byte a (counts, displs) layout of dt at buf addresses, counted from element 0
+ * as its staging copies it; MPI_IN_PLACE as it is (its counts are not looked at) */
+static const void *v_first(const void *buf, const int *counts, const int *displs, int n,
+                           struct ompi_datatype_t *dt)
+{
+    if (MPI_IN_PLACE == buf) {
+        return buf;
+    }
+    return mca_coll_gpu_first_byte(buf, mca_coll_gpu_v_span(counts, displs, n), dt);
+}
+
+bool mca_coll_gpu_v_on_device(const void *buf, const int *counts, const int *displs, int n,
+                              struct ompi_datatype_t *dt)
+{
+    return mca_coll_gpu_on_device(v_first(buf, counts, displs, n, dt));
 }
 
 static size_t sum_counts(const int *counts, int n)
@@ -88,14 +125,21 @@ static int staging_failed(struct ompi_communicator_t *comm, const char *what, in
     return rc;
 }
 
-/* Straight to the previous module: a nested call, or no buffer on a device. */
-static bool passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b)
+/* Straight to the previous module: a nested call, or no buffer on a device. @p a and @p b
+ * are the first bytes the call addresses (mca_coll_gpu_first_byte), not the buffer
+ * arguments: an MPI_BOTTOM call's data is elsewhere. */
+static bool passthrough_dev(mca_coll_gpu_module_t *m, bool dev)
 {
     if (mca_coll_gpu_nested()) {
         return true;
     }
     atomic_fetch_add_explicit(&m->fallback_calls, 1, memory_order_relaxed);
-    return !mca_coll_gpu_on_device(a) && !mca_coll_gpu_on_device(b);
+    return !dev;
+}
+
+static bool passthrough(mca_coll_gpu_module_t *m, const void *a, const void *b)
+{
+    return passthrough_dev(m, mca_coll_gpu_on_device(a) || mca_coll_gpu_on_device(b));
 }
 
 /* ---- a call described by its arguments (mca_coll_gpu_args_t): the intercommunicators' and
@@ -265,14 +309,15 @@ const char *mca_coll_gpu_kind_name(mca_coll_gpu_kind_t k)
 int mca_coll_gpu_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicator_t *comm,
                              const mca_coll_gpu_args_t *a, mca_coll_gpu_spans_fn_t spans)
 {
-    if (passthrough(m, a->s, a->r)) {
+    mca_coll_gpu_spans_t sp;
+    spans(a, comm, &sp);
+    if (passthrough_dev(m, mca_coll_gpu_span_on_device(a->s, sp.slo, sp.shi) ||
+                               mca_coll_gpu_span_on_device(a->r, sp.rlo, sp.rhi))) {
         return MCA_COLL_GPU_PREV(mca_coll_gpu_prev_call(m, a, comm));
     }
-    mca_coll_gpu_spans_t sp;
     mca_coll_gpu_staged_buf_t s = {.used = false}, r = {.used = false};
     mca_coll_gpu_args_t h = *a;
     void *hs, *hr;
-    spans(a, comm, &sp);
     int rc = mca_coll_gpu_stage_bytes(&s, a->s, sp.slo, sp.shi, &hs);
     if (MPI_SUCCESS == rc) {
         rc = mca_coll_gpu_stage_bytes(&r, a->r, sp.rlo, sp.rhi, &hr);
@@ -292,7 +337,7 @@ int mca_coll_gpu_staged_bcast(void *buf, int count, struct ompi_datatype_t *dt, 
                               struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
-    if (passthrough(m, buf, NULL)) {
+    if (passthrough(m, mca_coll_gpu_first_byte(buf, (size_t) count, dt), NULL)) {
         return MCA_COLL_GPU_PREV(
             m->prev.coll_bcast(buf, count, dt, root, comm, m->prev.coll_bcast_module));
     }
@@ -312,7 +357,8 @@ int mca_coll_gpu_staged_reduce(const void *sbuf, void *rbuf, int count, struct o
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
-    if (passthrough(m, sbuf, is_root ? rbuf : NULL)) {
+    if (passthrough(m, mca_coll_gpu_first_byte(sbuf, (size_t) count, dt),
+                    is_root ? mca_coll_gpu_first_byte(rbuf, (size_t) count, dt) : NULL)) {
         return MCA_COLL_GPU_PREV(
             m->prev.coll_reduce(sbuf, rbuf, count, dt, op, root, comm, m->prev.coll_reduce_module));
     }
@@ -337,7 +383,9 @@ int mca_coll_gpu_staged_allgather(const void *sbuf, int scount, struct ompi_data
                                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
-    if (passthrough(m, sbuf, rbuf)) {
+    if (passthrough(
+            m, mca_coll_gpu_first_byte(sbuf, (size_t) scount, sdt),
+            mca_coll_gpu_first_byte(rbuf, (size_t) rcount * (size_t) ompi_comm_size(comm), rdt))) {
         return MCA_COLL_GPU_PREV(m->prev.coll_allgather(sbuf, scount, sdt, rbuf, rcount, rdt, comm,
                                                         m->prev.coll_allgather_module));
     }
@@ -366,7 +414,8 @@ int mca_coll_gpu_staged_allgatherv(const void *sbuf, int scount, struct ompi_dat
                                    mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
-    if (passthrough(m, sbuf, rbuf)) {
+    if (passthrough(m, mca_coll_gpu_first_byte(sbuf, (size_t) scount, sdt),
+                    v_first(rbuf, rcounts, displs, ompi_comm_size(comm), rdt))) {
         return MCA_COLL_GPU_PREV(m->prev.coll_allgatherv(
             sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, m->prev.coll_allgatherv_module));
     }
@@ -395,7 +444,10 @@ int mca_coll_gpu_staged_gather(const void *sbuf, int scount, struct ompi_datatyp
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
-    if (passthrough(m, sbuf, is_root ? rbuf : NULL)) {
+    if (passthrough(m, mca_coll_gpu_first_byte(sbuf, (size_t) scount, sdt),
+                    is_root ? mca_coll_gpu_first_byte(
+                                  rbuf, (size_t) rcount * (size_t) ompi_comm_size(comm), rdt)
+                            : NULL)) {
         return MCA_COLL_GPU_PREV(m->prev.coll_gather(sbuf, scount, sdt, rbuf, rcount, rdt, root,
                                                      comm, m->prev.coll_gather_module));
     }
@@ -425,7 +477,8 @@ int mca_coll_gpu_staged_gatherv(const void *sbuf, int scount, struct ompi_dataty
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
-    if (passthrough(m, sbuf, is_root ? rbuf : NULL)) {
+    if (passthrough(m, mca_coll_gpu_first_byte(sbuf, (size_t) scount, sdt),
+                    is_root ? v_first(rbuf, rcounts, displs, ompi_comm_size(comm), rdt) : NULL)) {
         return MCA_COLL_GPU_PREV(m->prev.coll_gatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
                                                       root, comm, m->prev.coll_gatherv_module));
     }
@@ -454,7 +507,11 @@ int mca_coll_gpu_staged_scatter(const void *sbuf, int scount, struct ompi_dataty
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
-    if (passthrough(m, is_root ? sbuf : NULL, rbuf)) {
+    if (passthrough(m,
+                    is_root ? mca_coll_gpu_first_byte(
+                                  sbuf, (size_t) scount * (size_t) ompi_comm_size(comm), sdt)
+                            : NULL,
+                    mca_coll_gpu_first_byte(rbuf, (size_t) rcount, rdt))) {
         return MCA_COLL_GPU_PREV(m->prev.coll_scatter(sbuf, scount, sdt, rbuf, rcount, rdt, root,
                                                       comm, m->prev.coll_scatter_module));
     }
@@ -487,7 +544,8 @@ int mca_coll_gpu_staged_scatterv(const void *sbuf, const int *scounts, const int
 {
     mca_coll_gpu_module_t *m = M(module);
     const bool is_root = ompi_comm_rank(comm) == root;
-    if (passthrough(m, is_root ? sbuf : NULL, rbuf)) {
+    if (passthrough(m, is_root ? v_first(sbuf, scounts, displs, ompi_comm_size(comm), sdt) : NULL,
+                    mca_coll_gpu_first_byte(rbuf, (size_t) rcount, rdt))) {
         return MCA_COLL_GPU_PREV(m->prev.coll_scatterv(sbuf, scounts, displs, sdt, rbuf, rcount,
                                                        rdt, root, comm,
                                                        m->prev.coll_scatterv_module));
@@ -520,7 +578,8 @@ int mca_coll_gpu_staged_alltoallv(const void *sbuf, const int *scounts, const in
                                   struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
-    if (passthrough(m, sbuf, rbuf)) {
+    if (passthrough(m, v_first(sbuf, scounts, sdispls, ompi_comm_size(comm), sdt),
+                    v_first(rbuf, rcounts, rdispls, ompi_comm_size(comm), rdt))) {
         return MCA_COLL_GPU_PREV(m->prev.coll_alltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts,
                                                         rdispls, rdt, comm,
                                                         m->prev.coll_alltoallv_module));
@@ -573,7 +632,11 @@ int mca_coll_gpu_staged_reduce_scatter(const void *sbuf, void *rbuf, const int *
                                        mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
-    if (passthrough(m, sbuf, rbuf)) {
+    const size_t all = sum_counts(rcounts, ompi_comm_size(comm));
+    if (passthrough(
+            m, mca_coll_gpu_first_byte(sbuf, all, dt),
+            mca_coll_gpu_first_byte(
+                rbuf, MPI_IN_PLACE == sbuf ? all : (size_t) rcounts[ompi_comm_rank(comm)], dt))) {
         return MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter(sbuf, rbuf, rcounts, dt, op, comm,
                                                              m->prev.coll_reduce_scatter_module));
     }
@@ -603,7 +666,10 @@ int mca_coll_gpu_staged_reduce_scatter_block(const void *sbuf, void *rbuf, int r
                                              mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = M(module);
-    if (passthrough(m, sbuf, rbuf)) {
+    const size_t all = (size_t) rcount * (size_t) ompi_comm_size(comm);
+    if (passthrough(
+            m, mca_coll_gpu_first_byte(sbuf, all, dt),
+            mca_coll_gpu_first_byte(rbuf, MPI_IN_PLACE == sbuf ? all : (size_t) rcount, dt))) {
         return MCA_COLL_GPU_PREV(m->prev.coll_reduce_scatter_block(
             sbuf, rbuf, rcount, dt, op, comm, m->prev.coll_reduce_scatter_block_module));
     }
@@ -635,7 +701,8 @@ int mca_coll_gpu_staged_scan(bool ex, const void *sbuf, void *rbuf, int count,
     mca_coll_base_module_scan_fn_t fn = ex ? m->prev.coll_exscan : m->prev.coll_scan;
     mca_coll_base_module_t *pm = ex ? m->prev.coll_exscan_module : m->prev.coll_scan_module;
     op = mca_coll_gpu_prev_op(dt, op); /* on every rank alike, host buffers too */
-    if (passthrough(m, sbuf, rbuf)) {
+    if (passthrough(m, mca_coll_gpu_first_byte(sbuf, (size_t) count, dt),
+                    mca_coll_gpu_first_byte(rbuf, (size_t) count, dt))) {
         return MCA_COLL_GPU_PREV(fn(sbuf, rbuf, count, dt, op, comm, pm));
     }
     mca_coll_gpu_staged_buf_t s, r;

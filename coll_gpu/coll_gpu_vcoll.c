@@ -88,7 +88,20 @@ static bool side_layout(v_side_t *v, const a2a_side_t *x, int n)
     ptrdiff_t *offs = (ptrdiff_t *) (bytes + n);
     bool gaps;
     const int rc = a2a_blocks(x, n, bytes, offs, &v->largest, &gaps);
-    v->b = (cgpu_blocks_t){.base = (char *) x->buf, .bytes = bytes, .offs = offs};
+    /* the base is the first byte a block addresses, so that the engine reads the memory's
+     * kind there: an MPI_BOTTOM buffer's blocks sit at absolute displacements */
+    ptrdiff_t first = 0;
+    bool any = false;
+    for (int p = 0; MPI_SUCCESS == rc && p < n; ++p) {
+        if (bytes[p] > 0) {
+            first = any && first < offs[p] ? first : offs[p];
+            any = true;
+        }
+    }
+    for (int p = 0; MPI_SUCCESS == rc && p < n; ++p) {
+        offs[p] = bytes[p] > 0 ? offs[p] - first : 0;
+    }
+    v->b = (cgpu_blocks_t){.base = (char *) x->buf + first, .bytes = bytes, .offs = offs};
     return MPI_SUCCESS == rc && !gaps;
 }
 
@@ -158,7 +171,7 @@ static int v_rooted(bool gather, const void *one_buf, int one_count, struct ompi
     }
     int rc;
     cgpu_comm_t *ec = v_agree(m, comm, one_bytes > all.largest ? one_bytes : all.largest, !ok,
-                              is_root ? all_buf : one_buf, &maxb, &rc);
+                              is_root ? (const void *) all.b.base : one_buf, &maxb, &rc);
     if (NULL == ec) {
         side_free(&all);
         return MPI_SUCCESS != rc ? rc : OMPI_ERR_NOT_AVAILABLE;
@@ -216,7 +229,7 @@ static int alltoall_any(mca_coll_gpu_module_t *m, struct ompi_communicator_t *co
     size_t maxb = 0;
     int rc;
     cgpu_comm_t *ec = v_agree(m, comm, s.largest > r.largest ? s.largest : r.largest, !ok,
-                              in_place ? rx->buf : sx->buf, &maxb, &rc);
+                              in_place ? r.b.base : s.b.base, &maxb, &rc);
     if (NULL != ec) {
         cgpu_status_t st = MCA_COLL_GPU_ENGINE(
             m, cgpu_alltoallv(ec, in_place ? NULL : &s.b, &r.b, maxb,
@@ -442,10 +455,12 @@ int mca_coll_gpu_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *
                       &prc)) {
         return prc;
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, is_root ? rbuf : NULL,
-                               m->prev.coll_igatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt,
-                                                     root, comm, request,
-                                                     m->prev.coll_igatherv_module))
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r,
+        mca_coll_gpu_on_device_at(sbuf, (size_t) scount, sdt) ||
+            (is_root && mca_coll_gpu_v_on_device(rbuf, rcounts, displs, ompi_comm_size(comm), rdt)),
+        m->prev.coll_igatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm, request,
+                              m->prev.coll_igatherv_module))
     void *hs, *hr = rbuf;
     int rc = mca_coll_gpu_nb_staged_in(r, 0, sbuf, (size_t) scount, sdt, false, &hs);
     if (MPI_SUCCESS == rc && is_root) {
@@ -473,10 +488,12 @@ int mca_coll_gpu_iscatterv(const void *sbuf, const int *scounts, const int *disp
                       &prc)) {
         return prc;
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, is_root ? sbuf : NULL, rbuf,
-                               m->prev.coll_iscatterv(sbuf, scounts, displs, sdt, rbuf, rcount, rdt,
-                                                      root, comm, request,
-                                                      m->prev.coll_iscatterv_module))
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r,
+        (is_root && mca_coll_gpu_v_on_device(sbuf, scounts, displs, ompi_comm_size(comm), sdt)) ||
+            mca_coll_gpu_on_device_at(rbuf, (size_t) rcount, rdt),
+        m->prev.coll_iscatterv(sbuf, scounts, displs, sdt, rbuf, rcount, rdt, root, comm, request,
+                               m->prev.coll_iscatterv_module))
     void *hs = (void *) sbuf, *hr;
     int rc = MPI_SUCCESS;
     if (is_root) {
@@ -510,10 +527,12 @@ int mca_coll_gpu_ialltoallv(const void *sbuf, const int *scounts, const int *sdi
     if (alltoall_post(CGPU_NB_ALLTOALLV, &sv, &rv, comm, m, request, &prc)) {
         return prc;
     }
-    CGPU_NB_STAGED_NEW_OR_PASS(r, sbuf, rbuf,
-                               m->prev.coll_ialltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts,
-                                                       rdispls, rdt, comm, request,
-                                                       m->prev.coll_ialltoallv_module))
+    CGPU_NB_STAGED_NEW_OR_PASS(
+        r,
+        mca_coll_gpu_v_on_device(sbuf, scounts, sdispls, ompi_comm_size(comm), sdt) ||
+            mca_coll_gpu_v_on_device(rbuf, rcounts, rdispls, ompi_comm_size(comm), rdt),
+        m->prev.coll_ialltoallv(sbuf, scounts, sdispls, sdt, rbuf, rcounts, rdispls, rdt, comm,
+                                request, m->prev.coll_ialltoallv_module))
     void *hs, *hr;
     int rc = mca_coll_gpu_nb_staged_in(
         r, 0, sbuf, MPI_IN_PLACE == sbuf ? 0 : mca_coll_gpu_v_span(scounts, sdispls, n), sdt, false,

@@ -57,6 +57,7 @@ export CGPU_PROF_TRACE_PLUGIN=${CGPU_PROF_TRACE_PLUGIN:-$PLUGIN_DIR/libcgpu_prof
 declare -A MPI_TEST_ARGS=(
     [test_forced_fallback]="--mca coll_gpu_allreduce_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback"
     [test_staged]="--mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_bcast_algorithm fallback --mca coll_gpu_allgather_algorithm fallback --mca coll_gpu_gather_algorithm fallback --mca coll_gpu_scatter_algorithm fallback --mca coll_gpu_alltoall_algorithm fallback --mca coll_gpu_reduce_algorithm fallback --mca coll_gpu_reduce_scatter_algorithm fallback --mca coll_gpu_scan_algorithm fallback"
+    [test_bottom]="--mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_alltoall_algorithm fallback"
     [test_staged_allreduce]="--mca coll_gpu_stage_chunk_bytes 65536 --mca coll_gpu_stage_pipeline_min_bytes 131072 --mca coll_gpu_allreduce_algorithm fallback"
     [test_profiler]="--mca coll_gpu_profiler $CGPU_PROF_CHECK_PLUGIN -x CGPU_PROF_CHECK_PLUGIN"
 )
