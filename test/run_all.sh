@@ -402,6 +402,17 @@ else
                 -np "$np" "$BIN/mpi/test_inter"
         done
     fi
+    # the rooted ones with mpi4py's arguments, each first on its communicator, groups of
+    # unequal size both ways round (np:size of group 0), host buffers as they are and staged
+    if [ -x "$BIN/mpi/test_inter_args" ]; then
+        for v in 3:1 3:2 5:2; do
+            IFS=: read -r np g0 <<<"$v"
+            for st in 0 1; do
+                run_test "test_inter_args.stage$st.g$g0.np$np" "${MPIRUN[@]}" \
+                    --mca coll_gpu_stage_host_buffers "$st" -np "$np" "$BIN/mpi/test_inter_args" "$g0"
+            done
+        done
+    fi
 
     # ---- the staged allreduce's pipeline: 1000-byte chunks (odd element counts per chunk),
     # host buffers staged as device ones through the stager, then reduced chunk by chunk ----
