@@ -16,6 +16,9 @@
 #include "coll_gpu_entry.h"
 #include "coll_gpu_nb.h"
 
+#include <stdlib.h>
+
+#include "ompi/datatype/ompi_datatype.h"
 #include "opal/util/output.h"
 
 /* The spans of call @p a on intercommunicator @p comm, for this rank. */
@@ -135,7 +138,7 @@ static void inter_spans(const mca_coll_gpu_args_t *a, struct ompi_communicator_t
 CGPU_INTER_ENTRIES(allgather, P_BLOCKS, A_BLOCKS(CGPU_K_ALLGATHER))
 CGPU_INTER_ENTRIES(alltoall, P_BLOCKS, A_BLOCKS(CGPU_K_ALLTOALL))
 CGPU_INTER_ENTRIES(gather, P_ROOTED, A_ROOTED(CGPU_K_GATHER))
-CGPU_INTER_ENTRIES(scatter, P_ROOTED, A_ROOTED(CGPU_K_SCATTER))
+CGPU_STAGED_NB_ENTRY(inter, scatter, P_ROOTED, A_ROOTED(CGPU_K_SCATTER), inter_spans)
 CGPU_INTER_ENTRIES(allreduce, P_REDUCE, A_REDUCE(CGPU_K_ALLREDUCE))
 CGPU_INTER_ENTRIES(reduce_scatter_block, P_REDUCE, A_REDUCE(CGPU_K_REDUCE_SCATTER_BLOCK))
 CGPU_INTER_ENTRIES(reduce,
@@ -178,6 +181,66 @@ CGPU_INTER_ENTRIES(alltoallw,
                     const int *rdispls, struct ompi_datatype_t *const *rdts),
                    (.kind = CGPU_K_ALLTOALLW, .s = sbuf, .scs = scounts, .sds = sdispls,
                     .sdts = sdts, .r = rbuf, .rcs = rcounts, .rds = rdispls, .rdts = rdts))
+
+/*
+ * MPI_Scatter runs as the previous module's MPI_Scatterv, on every rank of the call. Open
+ * MPI 4.1's coll/basic (the previous module wherever coll/inter is not selected, as with
+ * --mca coll gpu,tuned,libnbc,basic,self) posts the root's sends into its request array and
+ * then waits on the entries after them: at the first scatter on a communicator the root
+ * reads a request past the array's end and crashes in ompi_request_default_wait_all (fault
+ * address 0x60), later ones return before their sends are complete, while this module frees
+ * the staged copy they send from. Its scatterv waits on the requests it posted. Both ends
+ * must take the same call (the two use different tags), so the choice depends on nothing
+ * but the call being on an intercommunicator. The root's block i is one element of a
+ * contiguous type of scount elements at displacement i: no displacement overflows an int
+ * however large the message, and the bytes sent are the same.
+ */
+static int inter_scatter(const void *sbuf, int scount, struct ompi_datatype_t *sdt, void *rbuf,
+                         int rcount, struct ompi_datatype_t *rdt, int root,
+                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    mca_coll_gpu_args_t a = {.kind = CGPU_K_SCATTERV,
+                             .s = sbuf,
+                             .sdt = sdt,
+                             .r = rbuf,
+                             .rc = rcount,
+                             .rdt = rdt,
+                             .root = root};
+    if (MPI_ROOT != root) { /* the counts, displacements and send type are the root's alone */
+        return mca_coll_gpu_staged_call(m, comm, &a, inter_spans);
+    }
+    const int rsize = ompi_comm_remote_size(comm);
+    struct ompi_datatype_t *block = NULL;
+    int *cd = malloc(2 * (size_t) rsize * sizeof(int));
+    int rc = NULL == cd ? OMPI_ERR_OUT_OF_RESOURCE : OMPI_SUCCESS;
+    if (OMPI_SUCCESS == rc && scount > 0) {
+        rc = ompi_datatype_create_contiguous(scount, sdt, &block);
+        if (OMPI_SUCCESS == rc) {
+            rc = ompi_datatype_commit(&block);
+        }
+    }
+    if (OMPI_SUCCESS != rc) { /* the remote group then waits in its receives: an MPI error */
+        cgpu_log(CGPU_LOG_WARN, "MPI_Scatter on %s: no memory for the root's block layout (%d)",
+                 comm->c_name, rc);
+        rc = MPI_ERR_NO_MEM;
+        goto out_free_layout;
+    }
+    for (int i = 0; i < rsize; ++i) {
+        cd[i] = scount > 0 ? 1 : 0;
+        cd[rsize + i] = scount > 0 ? i : 0;
+    }
+    a.sdt = NULL != block ? block : sdt;
+    a.scs = cd;
+    a.sds = cd + rsize;
+    rc = mca_coll_gpu_staged_call(m, comm, &a, inter_spans);
+out_free_layout:
+    if (NULL != block) {
+        ompi_datatype_destroy(&block);
+    }
+    free(cd);
+    return rc;
+}
 
 void mca_coll_gpu_inter_install(mca_coll_gpu_module_t *m)
 {

@@ -283,15 +283,20 @@ int mca_coll_gpu_nb_staged_call(mca_coll_gpu_module_t *m, struct ompi_communicat
 /* A collective's blocking entry point pfx_name and non-blocking one pfx_iname, both staged
  * over the spans spans_fn gives for the call's arguments a: PARAMS is the
  * coll interface's parameter list before the communicator, INIT the designated
- * initializers of a, each in parentheses. */
+ * initializers of a, each in parentheses. The two halves apart serve an entry file that
+ * writes one of the forms itself. */
 #define CGPU_UNPAREN(...) __VA_ARGS__
 #define CGPU_STAGED_ENTRIES(pfx, name, PARAMS, INIT, spans_fn)                                     \
+    CGPU_STAGED_BLOCKING_ENTRY(pfx, name, PARAMS, INIT, spans_fn)                                  \
+    CGPU_STAGED_NB_ENTRY(pfx, name, PARAMS, INIT, spans_fn)
+#define CGPU_STAGED_BLOCKING_ENTRY(pfx, name, PARAMS, INIT, spans_fn)                              \
     static int pfx##_##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                 \
                             mca_coll_base_module_t *module)                                        \
     {                                                                                              \
         const mca_coll_gpu_args_t a = {CGPU_UNPAREN INIT};                                         \
         return mca_coll_gpu_staged_call((mca_coll_gpu_module_t *) module, comm, &a, spans_fn);     \
-    }                                                                                              \
+    }
+#define CGPU_STAGED_NB_ENTRY(pfx, name, PARAMS, INIT, spans_fn)                                    \
     static int pfx##_i##name(CGPU_UNPAREN PARAMS, struct ompi_communicator_t *comm,                \
                              ompi_request_t **request, mca_coll_base_module_t *module)             \
     {                                                                                              \

@@ -403,6 +403,17 @@ else
                 -np "$np" "$BIN/mpi/test_inter"
         done
     fi
+    # the rooted ones with mpi4py's arguments, each first on its communicator, groups of
+    # unequal size both ways round (np:size of group 0), host buffers as they are and staged
+    if [ -x "$BIN/mpi/test_inter_args" ]; then
+        for v in 3:1 3:2 5:2; do
+            IFS=: read -r np g0 <<<"$v"
+            for st in 0 1; do
+                run_test "test_inter_args.stage$st.g$g0.np$np" "${MPIRUN[@]}" \
+                    --mca coll_gpu_stage_host_buffers "$st" -np "$np" "$BIN/mpi/test_inter_args" "$g0"
+            done
+        done
+    fi
 
     # ---- the staged allreduce's pipeline: 1000-byte chunks (odd element counts per chunk),
     # host buffers staged as device ones through the stager, then reduced chunk by chunk ----
@@ -672,6 +683,25 @@ else
             fi
             record "$name" "$rc" "$log"
         done
+    done
+
+    # the intercommunicator section alone with host buffers staged as device ones would be
+    # (the host suite above runs it unstaged)
+    for np in 2 3; do
+        name="python.inter_staged.np$np"
+        if [ -z "$PY" ]; then
+            log="$LOGDIR/$name.log"
+            echo "$NOPY" >"$log"
+            record "$name" 77 "$log"
+            continue
+        fi
+        run_logged "$name" "${MPIRUN[@]}" --mca coll_gpu_stage_host_buffers 1 -np "$np" "$PY" \
+            "$PYSUITE" --only inter
+        if [ "$rc" -eq 0 ] && ! grep -q "^test_mpi4py: numpy np=$np thread=multiple: .* 0 failures: PASSED$" "$log"; then
+            echo "FAILED: no summary line for np=$np" >>"$log"
+            rc=1
+        fi
+        record "$name" "$rc" "$log"
     done
 
     # ---- GPU tests (cuda backend, coll_gpu_backend=auto): skipped where no GPU ----

@@ -12,14 +12,18 @@ Reduce_scatter(_block), Scan, Exscan and their non-blocking forms; int8..int64, 
 float32/64, complex64/128 and bool (MPI_C_BOOL); SUM, PROD, MIN, MAX, BAND, BOR, BXOR on
 integers, SUM, PROD, MIN, MAX on floats, SUM and PROD on complex, LAND, LOR, LXOR on bool;
 MPI_IN_PLACE wherever MPI defines it; counts 0, 1, a small prime and one above the engine's
-131072-byte slot; roots that move from call to call.
+131072-byte slot; roots that move from call to call. On intercommunicators (from 2 ranks):
+Scatter(v), Gather(v), Bcast, Reduce and their non-blocking forms with root=MPI.ROOT,
+MPI.PROC_NULL and the root's rank, None for each unused buffer, groups of unequal size both
+ways round, each call the first on a fresh intercommunicator.
 
 Usage (under mpirun): test_mpi4py.py [--arrays numpy|cupy|numba|torch]
     [--thread multiple|single] [--sizes 0,1,13,large] [--quick] [--only NAME,...]
 --thread is mpi4py.rc.thread_level, set before MPI is imported (process-wide, hence a run a
 level). --quick: the largest size only with SUM (and LXOR on bool) and without the
 non-blocking forms, for a fast look; --only: these collectives only (comma-separated names:
-allreduce, iscatterv...).
+allreduce, iscatterv...; inter_scatter, inter_ibcast..., or inter for all of the
+intercommunicator section).
 
 Prints one summary line (rank 0) and the failing cases (collective, dtype, op, count,
 in place, rank, what differed), exit status 1 on any failure. Device arrays where there is no
@@ -631,6 +635,141 @@ def cases(sizes, skipped_types):
                             yield name, fn, reduces, nb, dt, opn, n, inplace
 
 
+# ---- intercommunicators: the rooted collectives as mpi4py users write them ----
+# A fresh intercommunicator per call (Split, then Create_intercomm), so that each call is
+# the first on its communicator. The root's group passes root=MPI.ROOT on its root and
+# MPI.PROC_NULL elsewhere, with None for each buffer it does not use; the remote group
+# passes the root's rank in the root's group and None for the side it does not use.
+
+INTER = ("scatter", "scatterv", "gather", "gatherv", "bcast", "reduce")
+
+
+def inter_data(grp, r, seed, n):
+    """Rank r of group grp's int32 input (small enough that sums stay exact)."""
+    return ((np.arange(n, dtype=np.int64) * 7 + r * 131 + grp * 1009 + seed) % 20011 - 10005
+            ).astype(np.int32)
+
+
+def inter_call(nb, ic, fn, *a, **kw):
+    if nb:
+        getattr(ic, "I" + fn[0].lower() + fn[1:])(*a, **kw).Wait()
+    else:
+        getattr(ic, fn)(*a, **kw)
+
+
+def inter_case(coll, nb, n, n0, rg, seed):
+    """collective coll from group rg (its last rank the root) on an intercommunicator of
+    groups of n0 and nranks - n0 ranks; returns (got, want) or None where this rank keeps
+    nothing to check."""
+    grp = 0 if rank < n0 else 1
+    local = comm.Split(grp, rank)
+    ic = local.Create_intercomm(0, comm, n0 if 0 == grp else 0, tag=91)
+    try:
+        lr, lsize, rsize = ic.Get_rank(), ic.Get_size(), ic.Get_remote_size()
+        rroot = (n0 if 0 == rg else nranks - n0) - 1  # the root's rank in its group
+        in_rg, is_root = grp == rg, grp == rg and lr == rroot
+        root = (MPI.ROOT if is_root else MPI.PROC_NULL) if in_rg else rroot
+        t = MPI.INT32_T
+        counts = [n - j % 3 for j in range(rsize if in_rg else lsize)]
+        displs = [sum(counts[:j]) + j for j in range(len(counts))]  # a gap after each block
+        span = (displs[-1] + counts[-1]) if counts else 0
+        if "scatter" == coll or "scatterv" == coll:
+            v = "scatterv" == coll
+            if is_root:
+                full = inter_data(grp, lr, seed, n * rsize)
+                src = np.full(span, -1, np.int32) if v else full
+                if v:
+                    for j in range(rsize):
+                        src[displs[j]:displs[j] + counts[j]] = full[j * n:j * n + counts[j]]
+                d = arrays.put(src)
+                arrays.sync()
+                spec = [d, counts, displs, t] if v else [d, t]
+                inter_call(nb, ic, "Scatterv" if v else "Scatter", spec, None, root=root)
+                return d, src  # the root's message stays as it was
+            if in_rg:
+                inter_call(nb, ic, "Scatterv" if v else "Scatter", None, None, root=root)
+                return None
+            m = counts[lr] if v else n
+            full = inter_data(rg, rroot, seed, n * lsize)
+            buf = arrays.put(np.full(m, -1, np.int32))
+            arrays.sync()
+            inter_call(nb, ic, "Scatterv" if v else "Scatter", None, [buf, t], root=root)
+            return buf, full[lr * n:lr * n + m]
+        if "gather" == coll or "gatherv" == coll:
+            v = "gatherv" == coll
+            if is_root:
+                want = np.full(span if v else n * rsize, -1, np.int32)
+                for j in range(rsize):
+                    blk = inter_data(1 - grp, j, seed, n)
+                    if v:
+                        want[displs[j]:displs[j] + counts[j]] = blk[:counts[j]]
+                    else:
+                        want[j * n:(j + 1) * n] = blk
+                buf = arrays.put(np.full(want.size, -1, np.int32))
+                arrays.sync()
+                spec = [buf, counts, displs, t] if v else [buf, t]
+                inter_call(nb, ic, "Gatherv" if v else "Gather", None, spec, root=root)
+                return buf, want
+            if in_rg:
+                inter_call(nb, ic, "Gatherv" if v else "Gather", None, None, root=root)
+                return None
+            mine = inter_data(grp, lr, seed, n)[:counts[lr] if v else n]
+            src = arrays.put(mine)
+            arrays.sync()
+            inter_call(nb, ic, "Gatherv" if v else "Gather", [src, t], None, root=root)
+            return src, mine  # what a rank sends stays as it was
+        if "bcast" == coll:
+            msg = inter_data(rg, rroot, seed, n)
+            if in_rg and not is_root:
+                inter_call(nb, ic, "Bcast", None, root=root)
+                return None
+            buf = arrays.put(msg if is_root else np.full(n, -1, np.int32))
+            arrays.sync()
+            inter_call(nb, ic, "Bcast", [buf, t], root=root)
+            return buf, msg
+        # reduce: the root gets the sum over the remote group
+        if is_root:
+            want = np.zeros(n, np.int64)
+            for j in range(rsize):
+                want += inter_data(1 - grp, j, seed, n)
+            buf = arrays.put(np.full(n, -1, np.int32))
+            arrays.sync()
+            inter_call(nb, ic, "Reduce", None, [buf, t], op=MPI.SUM, root=root)
+            return buf, want.astype(np.int32)
+        if in_rg:
+            inter_call(nb, ic, "Reduce", None, None, op=MPI.SUM, root=root)
+            return None
+        mine = inter_data(grp, lr, seed, n)
+        src = arrays.put(mine)
+        arrays.sync()
+        inter_call(nb, ic, "Reduce", [src, t], None, op=MPI.SUM, root=root)
+        return src, mine
+    finally:
+        ic.Free()
+        local.Free()
+
+
+def inter_cases(sizes):
+    """(name, collective, non-blocking, count, size of group 0, root's group) of every
+    intercommunicator call: both ways round where the groups' sizes differ."""
+    if nranks < 2:
+        return
+    only = args.only.split(",") if args.only else None
+    splits = sorted({(nranks + 2) // 3, nranks - (nranks + 2) // 3})
+    for coll in INTER:
+        for nb in (False, True):
+            name = "inter_" + ("i" if nb else "") + coll
+            if (nb and args.quick) or (only and name not in only and "inter" not in only):
+                continue
+            for s in sizes:
+                n = 70001 if "large" == s else s
+                if 0 == n:  # a count of 0 has no block to tell the ranks apart
+                    continue
+                for n0 in splits:
+                    for rg in (0, 1):
+                        yield name, coll, nb, n, n0, rg
+
+
 def main():
     sizes = [s if "large" == s else int(s) for s in args.sizes.split(",")]
     skipped_types = [dt for dt in DTYPES if not arrays.supports(dt)]
@@ -651,6 +790,19 @@ def main():
         ncases += 1
         if got is not None:
             check(name, dt, got[0], got[1])
+    for seed, (name, coll, nb, n, n0, rg) in enumerate(inter_cases(sizes), 1):
+        case = f"{name} int32 n={n} groups {n0}+{nranks - n0} root in group {rg}"
+        try:
+            got = inter_case(coll, nb, n, n0, rg, seed)
+        except MPI.Exception as e:
+            failures.append((case, rank, f"MPI error: {e.Get_error_string()}"))
+            continue
+        except Exception as e:  # a wrong buffer spec is a failure too
+            failures.append((case, rank, f"{type(e).__name__}: {e}"))
+            continue
+        ncases += 1
+        if got is not None:
+            check(case, "int32", got[0], got[1])
     level = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
              MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
     provided = level[MPI.Query_thread()]
