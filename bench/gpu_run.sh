@@ -179,6 +179,8 @@ self_np2                60  2 test/gpu/test_cuda_self
 self_np4                90  4 test/gpu/test_cuda_self
 inter_np2               120 2 test/gpu/test_cuda_inter
 inter_np5               180 5 test/gpu/test_cuda_inter
+inter_args_np3          120 3 test/gpu/test_cuda_inter_args 1
+inter_args_np5          150 5 test/gpu/test_cuda_inter_args 2
 torch_cupy_np1          120 1 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
 torch_cupy_np2          120 2 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
 host_allreduce_np4      100 4 --mca coll_gpu_backend host --mca coll_gpu_host_rule engine test/mpi/test_allreduce
