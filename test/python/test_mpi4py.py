@@ -770,6 +770,22 @@ def inter_cases(sizes):
                         yield name, coll, nb, n, n0, rg
 
 
+def run_case(name, dt, call):
+    """One case: call() gives (got, want) or None; an exception is a failure of the case.
+    Whether the call returned (and so counts as made)."""
+    try:
+        got = call()
+    except MPI.Exception as e:
+        failures.append((name, rank, f"MPI error: {e.Get_error_string()}"))
+        return False
+    except Exception as e:  # a wrong buffer spec is a failure too
+        failures.append((name, rank, f"{type(e).__name__}: {e}"))
+        return False
+    if got is not None:
+        check(name, dt, got[0], got[1])
+    return True
+
+
 def main():
     sizes = [s if "large" == s else int(s) for s in args.sizes.split(",")]
     skipped_types = [dt for dt in DTYPES if not arrays.supports(dt)]
@@ -779,30 +795,10 @@ def main():
         root = seed % nranks
         name = (f"{coll} {dt} {opn if reduces else '-'} n={n} "
                 f"{'in-place' if inplace else 'out-of-place'} root={root}")
-        try:
-            got = fn(dt, opn, n, inplace, nb, seed, root)
-        except MPI.Exception as e:
-            failures.append((name, rank, f"MPI error: {e.Get_error_string()}"))
-            continue
-        except Exception as e:  # a wrong buffer spec is a failure too
-            failures.append((name, rank, f"{type(e).__name__}: {e}"))
-            continue
-        ncases += 1
-        if got is not None:
-            check(name, dt, got[0], got[1])
+        ncases += run_case(name, dt, lambda: fn(dt, opn, n, inplace, nb, seed, root))
     for seed, (name, coll, nb, n, n0, rg) in enumerate(inter_cases(sizes), 1):
         case = f"{name} int32 n={n} groups {n0}+{nranks - n0} root in group {rg}"
-        try:
-            got = inter_case(coll, nb, n, n0, rg, seed)
-        except MPI.Exception as e:
-            failures.append((case, rank, f"MPI error: {e.Get_error_string()}"))
-            continue
-        except Exception as e:  # a wrong buffer spec is a failure too
-            failures.append((case, rank, f"{type(e).__name__}: {e}"))
-            continue
-        ncases += 1
-        if got is not None:
-            check(case, "int32", got[0], got[1])
+        ncases += run_case(case, "int32", lambda: inter_case(coll, nb, n, n0, rg, seed))
     level = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
              MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
     provided = level[MPI.Query_thread()]
