@@ -14,6 +14,10 @@
 #          backend; one PASS/FAIL line a test, the count at the end, exit status 1 on a failure
 #   bench  bench/bench_colls: our collectives and NCCL's side by side in one job (and the
 #          other benchmarks named in BENCH_PROGS)
+#   python mpi4py: test/python/test_mpi4py.py on CuPy, Numba and PyTorch device arrays (np 2,
+#          MULTIPLE and SINGLE; a missing package skips with its reason), then
+#          bench/bench_python.py at both levels and, without coll/gpu, --host-only (stock's
+#          figure for the numpy column)
 #   osu    OSU micro-benchmarks 7.4, -d cuda with their own defaults, with coll/gpu and
 #          without it (Open MPI's own collectives, no NCCL anywhere); built on first use from
 #          the OSU source tree carried in OSU_DIR (the GPU machine has no network)
@@ -74,7 +78,7 @@ fail=0
 
 has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 for s in $steps; do
-    case $s in build | test | bench | osu) ;; *) echo "gpu_run.sh: unknown step '$s' (build test bench osu)"; exit 2 ;; esac
+    case $s in build | test | bench | python | osu) ;; *) echo "gpu_run.sh: unknown step '$s' (build test bench python osu)"; exit 2 ;; esac
 done
 
 # what ran, where: the header every result file quotes
@@ -230,6 +234,24 @@ if has bench; then
             done
         done
     done
+fi
+
+if has python; then
+    for a in "cupy multiple" "cupy single" "numba multiple" "torch multiple"; do
+        set -- $a
+        echo "## test_mpi4py --arrays $1 --thread $2"
+        timeout -k 5 300 "${MPIRUN[@]}" -np 2 python3 test/python/test_mpi4py.py --arrays "$1" \
+            --thread "$2" < /dev/null 2>&1 | grep -E "^(test_mpi4py|FAIL|skipped)" | tail -20
+    done 2>&1 | tee "$log/python_suite.txt"
+    grep -q "^FAIL\|FAILED" "$log/python_suite.txt" && fail=$((fail + 1))
+    for th in single multiple; do
+        echo "## bench_python --thread $th"
+        timeout -k 5 120 "${MPIRUN[@]}" -np 2 python3 bench/bench_python.py --thread $th < /dev/null
+    done 2>&1 | tee "$log/bench_python.txt"
+    echo "## bench_python, stock coll list, --host-only" | tee -a "$log/bench_python.txt"
+    timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe --mca coll tuned,libnbc,basic,self \
+        "${extra[@]}" -np 2 python3 bench/bench_python.py --host-only < /dev/null 2>&1 |
+        tee -a "$log/bench_python.txt"
 fi
 
 osu_build() { # OSU's collective programs, from the tree carried in OSU_DIR
