@@ -2,7 +2,10 @@
 
 Columns: numpy arrays through mpi4py (host memory: whatever coll module the run selected);
 where CuPy and a GPU are present, CuPy arrays through mpi4py (device memory: coll/gpu's
-kernels) and the same arrays through CuPy's own NCCL binding (cupy.cuda.nccl.NcclCommunicator
+kernels), the same device memory handed to mpi4py as buffers made once from its addresses
+(`ptr_us`: the call without CuPy's __cuda_array_interface__ export, so cupy_us - ptr_us is
+the export's share), the export alone (`cai_us`: reading the attribute of both arrays), and
+the same arrays through CuPy's own NCCL binding (cupy.cuda.nccl.NcclCommunicator
 .allReduce, then the stream synchronized), in the same processes. Each figure is the mean
 of `iters` calls back to back after a warm-up, the slowest rank's; every size's result is
 checked (exit status 1 on a wrong one).
@@ -94,7 +97,7 @@ def main():
             print(f"# cupy: {why}")
         cols = ["bytes", "numpy_us"]
         if cupy is not None:
-            cols += ["cupy_us"] + (["nccl_us", "cupy/nccl"] if nc is not None else [])
+            cols += ["cupy_us", "ptr_us", "cai_us"] + (["nccl_us", "cupy/nccl"] if nc is not None else [])
         print(" ".join(f"{c:>10}" for c in cols), flush=True)
     bad = 0
     nbytes = 8
@@ -113,6 +116,16 @@ def main():
             row.append(timed(lambda: comm.Allreduce([dx, MPI.FLOAT], [dy, MPI.FLOAT], op=MPI.SUM),
                              null.synchronize, args.iters))
             bad += int(not bool(cupy.all(dy == expected)))
+            mem = getattr(MPI, "buffer", None) or MPI.memory  # mpi4py 4 and 3
+            bx = mem.fromaddress(dx.data.ptr, nbytes)
+            by = mem.fromaddress(dy.data.ptr, nbytes)
+            dy.fill(0)
+            null.synchronize()
+            row.append(timed(lambda: comm.Allreduce([bx, MPI.FLOAT], [by, MPI.FLOAT], op=MPI.SUM),
+                             null.synchronize, args.iters))
+            bad += int(not bool(cupy.all(dy == expected)))
+            row.append(timed(lambda: (dx.__cuda_array_interface__, dy.__cuda_array_interface__),
+                             lambda: None, args.iters))
             if nc is not None:
                 from cupy.cuda import nccl
 
@@ -123,7 +136,7 @@ def main():
                 dy.fill(0)
                 row.append(timed(nccl_step, null.synchronize, args.iters))
                 bad += int(not bool(cupy.all(dy == expected)))
-                row.append(row[1] / row[2])
+                row.append(row[1] / row[4])
         if 0 == rank:
             print(f"{nbytes:>10} " + " ".join(f"{v:>10.2f}" for v in row), flush=True)
         nbytes *= 2
