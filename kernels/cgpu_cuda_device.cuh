@@ -370,6 +370,59 @@ __device__ __forceinline__ uint4 combine(const uint4 &x, const uint4 &y)
     return r.u;
 }
 
+/* A copy of nw words of type W (8, 4 or 2 bytes) from src to each given dst, the whole
+ * block cooperating, UNROLL words in flight per thread: the path of copies whose pointers
+ * share no 16-byte alignment (an alltoall or allgather block of 3 ranks' uneven share lands
+ * at an offset that is a multiple of the element only), which element by element would move
+ * one byte per thread and instruction. */
+template <typename W>
+__device__ void copy_words(W *d0, W *d1, W *d2, const W *src, size_t nw)
+{
+    constexpr int UNROLL = 8;
+    const size_t tid = threadIdx.x, nth = blockDim.x, step = nth * UNROLL;
+    size_t i = tid;
+    for (; i + (UNROLL - 1) * nth < nw; i += step) {
+        W a[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            a[u] = __ldcg(src + i + u * nth);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            if (nullptr != d0) {
+                d0[i + u * nth] = a[u];
+            }
+            if (nullptr != d1) {
+                d1[i + u * nth] = a[u];
+            }
+            if (nullptr != d2) {
+                d2[i + u * nth] = a[u];
+            }
+        }
+    }
+    for (; i < nw; i += nth) {
+        const W a = __ldcg(src + i);
+        if (nullptr != d0) {
+            d0[i] = a;
+        }
+        if (nullptr != d1) {
+            d1[i] = a;
+        }
+        if (nullptr != d2) {
+            d2[i] = a;
+        }
+    }
+}
+
+/* the elements of n of type T that a copy moved as W words (the rest: the caller's tail) */
+template <typename T, typename W>
+__device__ __forceinline__ size_t copy_as(T *dst0, T *dst1, T *dst2, const T *src, size_t n)
+{
+    const size_t nw = n * sizeof(T) / sizeof(W);
+    copy_words<W>((W *) dst0, (W *) dst1, (W *) dst2, (const W *) src, nw);
+    return nw * sizeof(W) / sizeof(T);
+}
+
 /*
  * The one data primitive: r = src0 op src1 (or whichever of them is given), written to
  * dst0 and/or dst1. src0 is a slot filled by a peer (read through L2 only). n elements,
@@ -437,6 +490,16 @@ __device__ void reduce_copy(T *dst0, T *dst1, const T *src0, const T *src1, size
             }
         }
         done = nv * V;
+    } else if ((nullptr == src0) != (nullptr == src1)) {
+        /* a copy: in the widest word every pointer allows, where wider than an element */
+        const T *src = nullptr != src0 ? src0 : src1;
+        if (0 == (mis & 7) && sizeof(T) < 8) {
+            done = copy_as<T, unsigned long long>(dst0, dst1, dst2, src, n);
+        } else if (0 == (mis & 3) && sizeof(T) < 4) {
+            done = copy_as<T, unsigned int>(dst0, dst1, dst2, src, n);
+        } else if (0 == (mis & 1) && sizeof(T) < 2) {
+            done = copy_as<T, unsigned short>(dst0, dst1, dst2, src, n);
+        }
     }
     for (size_t i = done + tid; i < n; i += nth) {
         T a = nullptr != src0 ? ldcg(src0 + i) : T{};
