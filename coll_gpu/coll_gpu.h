@@ -60,7 +60,7 @@ typedef struct mca_coll_gpu_component_t {
     unsigned long cuda_slot_bytes;
     int cuda_slots;
     unsigned long cuda_oneshot_bytes;
-    unsigned long cuda_small_bytes;
+    int cuda_small_bytes; /* -1: the table of cgpu_cuda_small_limit */
     unsigned long cuda_oneshot_block_bytes;
     unsigned long cuda_oneshot_small_block_bytes;
     unsigned long cuda_ll_bytes;

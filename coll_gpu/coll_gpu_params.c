@@ -319,14 +319,17 @@ static const param_t params[] = {
     {P_ULONG("cuda_oneshot_bytes", cuda_oneshot_bytes),
      .help = "cuda backend: largest allreduce (bytes) the oneshot algorithm takes; also its "
              "buffer per peer (two of them per peer and rank)"},
-    {P_ULONG("cuda_small_bytes", cuda_small_bytes),
+    {P_INT("cuda_small_bytes", cuda_small_bytes, 6), AT_LEAST(-1),
      .help = "cuda backend: MPI_Bcast, MPI_Reduce (the buffer), MPI_Allgather, MPI_Alltoall and "
              "MPI_Reduce_scatter_block (a rank's block), and MPI_Scan and MPI_Exscan (the "
              "input), up to this many bytes go oneshot: each rank writes straight into its "
              "peers' inboxes and every rank builds its result after one exchange of flags "
              "(resident, like the small allreduce, up to coll_gpu_cuda_resident_max_bytes); at "
              "most coll_gpu_cuda_oneshot_bytes x 2 / ranks; 0: never (the chains, the ring and "
-             "the alltoall kernel)"},
+             "the alltoall kernel); -1: by collective and ranks as measured on 2-4 H200s "
+             "(2 ranks: 64 KiB each; 3: bcast and reduce 1 MiB, a rank's block of allgather and "
+             "reduce_scatter_block 256 KiB, an alltoall block 1 MiB; 4 and more: 512 KiB, "
+             "256 KiB and 64 KiB; scans 64 KiB)"},
     {P_ULONG("cuda_oneshot_block_bytes", cuda_oneshot_block_bytes), AT_LEAST(1024),
      .help = "cuda backend: a oneshot call (launched or resident) runs one thread block per "
              "this many bytes of its message (a rank's block for the block-wise collectives), "
@@ -574,7 +577,7 @@ static void set_defaults(mca_coll_gpu_component_t *c)
     c->cuda_slot_bytes = (unsigned long) d.cuda_slot_bytes;
     c->cuda_slots = d.cuda_slots;
     c->cuda_oneshot_bytes = (unsigned long) d.cuda_oneshot_bytes;
-    c->cuda_small_bytes = (unsigned long) d.cuda_small_bytes;
+    c->cuda_small_bytes = (int) d.cuda_small_bytes;
     c->cuda_oneshot_block_bytes = (unsigned long) d.cuda_oneshot_block_bytes;
     c->cuda_oneshot_small_block_bytes = (unsigned long) d.cuda_oneshot_small_block_bytes;
     c->cuda_ll_bytes = (unsigned long) d.cuda_ll_bytes;

@@ -191,7 +191,8 @@ static bool pairs_small(cgpu_comm_t *comm, const pairs_call_t *c)
     const bool scan = PAIRS_SCAN == c->kind || PAIRS_EXSCAN == c->kind;
     return comm->size > 1 && kernels_take(comm, c->dt, c->op, false) &&
            (!scan || CGPU_SCAN_AUTO == c->scan_alg) &&
-           cgpu_cuda_small_in_place(comm, c->in, c->n > 0 ? c->out : NULL,
+           cgpu_cuda_small_in_place(comm, scan ? CGPU_CUDA_SMALL_SCAN : CGPU_CUDA_SMALL_CHAIN,
+                                    c->in, c->n > 0 ? c->out : NULL,
                                     c->total * cgpu_dtype_size(c->dt), c->dt);
 }
 

@@ -75,6 +75,46 @@ typedef struct cgpu_cuda_ring_plan {
     size_t nch, chunk, nloops;
 } cgpu_cuda_ring_plan_t;
 
+/** What the oneshot limit of a collective other than the allreduce counts: the whole
+ * buffer of a chain collective (bcast, reduce) or of a scan, one rank's block of a ring
+ * collective (allgather, reduce_scatter_block), one peer's block of an alltoall. */
+typedef enum {
+    CGPU_CUDA_SMALL_CHAIN,
+    CGPU_CUDA_SMALL_SCAN,
+    CGPU_CUDA_SMALL_BLOCK,
+    CGPU_CUDA_SMALL_PEER
+} cgpu_cuda_small_kind_t;
+
+/** The largest unit (bytes) of a @p kind call at @p nranks that goes oneshot: @p setting
+ * (coll_gpu_cuda_small_bytes) where it is 0 or more, else the measured table, the same on
+ * every rank. With more ranks a chain has more hops and the ring more steps, each a flag
+ * round trip, so the oneshot (one exchange whatever the ranks) wins up to larger sizes; on
+ * 3 and 4 H200s (bench/results/2026-11-28_4xH200.md, each collective swept over the limit):
+ * bcast and reduce to 512 KiB at 4 ranks (1 MiB at 3), a rank's block of allgather and
+ * reduce_scatter_block to 256 KiB, the alltoall's peer block no further than at 2 ranks at
+ * 4 (its kernel matches the oneshot there) but to 1 MiB at 3. Scans were not measured: the
+ * 2-rank limit. */
+static inline size_t cgpu_cuda_small_limit(cgpu_cuda_small_kind_t kind, int nranks, long setting)
+{
+    enum { KIB = 1024 };
+    if (setting >= 0) {
+        return (size_t) setting;
+    }
+    if (nranks <= 2 || CGPU_CUDA_SMALL_SCAN == kind) {
+        return 64 * KIB;
+    }
+    switch (kind) {
+    case CGPU_CUDA_SMALL_CHAIN:
+        return 3 == nranks ? 1024 * KIB : 512 * KIB;
+    case CGPU_CUDA_SMALL_BLOCK:
+        return 256 * KIB;
+    case CGPU_CUDA_SMALL_PEER:
+        return 3 == nranks ? 1024 * KIB : 64 * KIB;
+    default:
+        return 64 * KIB;
+    }
+}
+
 /** The plan, the same on every rank (count and the settings are): a channel more only while
  * each keeps @p ch_min bytes a piece (up to @p nch_max); steps of at most a slot, on the
  * 16-byte grid. A chain of 3 or more ranks (@p chain, @p nranks) moves its piece in up to
@@ -158,7 +198,7 @@ bool cgpu_cuda_comm_shares_device(const cgpu_comm_t *comm);
 cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
 
 /** Scan or exscan on the kernels (the caller has entered the communicator; sbuf NULL: in
- * place): up to coll_gpu_cuda_small_bytes one oneshot call (launched or resident) in which
+ * place): up to cgpu_cuda_small_limit one oneshot call (launched or resident) in which
  * every rank sends its input to the ranks after it and each reduces ranks 0..itself
  * (exclusive: 0..itself - 1) in rank order; larger, the reduce's chain from rank 0 to rank
  * n-1, each rank keeping its prefix (exclusive: the prefix it received). */
@@ -169,8 +209,8 @@ cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
  * every rank) on @p sbuf and @p rbuf as they are (NULL: none; this rank's memory of its
  * device, aligned for the type: this rank's answer alone). A padded pair's call may then run
  * on the caller's buffers: the oneshot's result stores leave the pairs' gaps alone. */
-bool cgpu_cuda_small_in_place(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t bytes,
-                              cgpu_dtype_t dt);
+bool cgpu_cuda_small_in_place(cgpu_comm_t *comm, cgpu_cuda_small_kind_t kind, const void *sbuf,
+                              const void *rbuf, size_t bytes, cgpu_dtype_t dt);
 
 /** Whether the device kernels do (dt, op). */
 bool cgpu_cuda_comm_supports(cgpu_dtype_t dt, cgpu_op_t op);

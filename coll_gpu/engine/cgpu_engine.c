@@ -45,7 +45,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_slot_bytes = 256 * 1024;
     cfg->cuda_slots = 4;
     cfg->cuda_oneshot_bytes = 1024 * 1024;
-    cfg->cuda_small_bytes = 64u << 10;
+    cfg->cuda_small_bytes = -1; /* the measured table (cgpu_cuda_small_limit) */
     /* 4 KiB: a 64 KiB call takes 16 blocks, one LL line a thread (below) */
     cfg->cuda_oneshot_block_bytes = 4u << 10;
     cfg->cuda_oneshot_small_block_bytes = 4u << 10;

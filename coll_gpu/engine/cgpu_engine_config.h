@@ -91,8 +91,9 @@ typedef struct cgpu_config {
     size_t cuda_oneshot_small_block_bytes; /* ... or per this many, while that is at most 8
                                             * blocks (0: never) */
     size_t cuda_ll_bytes;      /* oneshot calls up to this many bytes a block: LL lines (0: none) */
-    size_t cuda_small_bytes;   /* bcast/reduce/allgather/alltoall/reduce_scatter_block blocks
-                                * up to this go oneshot (0: never) */
+    long cuda_small_bytes;     /* bcast/reduce/allgather/alltoall/reduce_scatter_block blocks
+                                * up to this go oneshot (0: never; -1: cgpu_cuda_small_limit's
+                                * table) */
     double cuda_timeout_s;     /* a kernel waiting longer on a peer fails the call (0: never) */
     int cuda_tree_channels;    /* tree channels (two blocks each); 0 disables the tree */
     int cuda_a2a_channels;     /* alltoall channels shared by the peers; 0: host-staged alltoall */

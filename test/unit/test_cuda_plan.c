@@ -7,7 +7,8 @@
  *   - the resident kernel's descriptor tags (cgpu_cuda_resident_mix): a part read whole
  *     checks, a part read half old and half new fails its check unless it holds the same
  *     field, and the packed count/blocks/exit word round-trips;
- *   - the ring and chain plans (cgpu_cuda_ring_plan): coverage, the grid, the chain's steps.
+ *   - the ring and chain plans (cgpu_cuda_ring_plan): coverage, the grid, the chain's steps;
+ *   - the oneshot limits of the other collectives (cgpu_cuda_small_limit).
  */
 #include <CUnit/Basic.h>
 #include <stdbool.h>
@@ -330,6 +331,33 @@ static void test_ring_plan(void)
     CU_ASSERT_EQUAL(p.chunk, slot); /* one hop: nothing to overlap */
 }
 
+/* The oneshot limit of the other collectives (cgpu_cuda_small_limit): a setting of 0 or more
+ * is taken as it is; the table never sends fewer sizes oneshot with more ranks than with 2
+ * (more hops and steps for the chain and ring, one exchange for the oneshot); the measured
+ * points of bench/results/2026-11-28_4xH200.md. */
+static void test_small_limit(void)
+{
+    const cgpu_cuda_small_kind_t kinds[] = {CGPU_CUDA_SMALL_CHAIN, CGPU_CUDA_SMALL_SCAN,
+                                            CGPU_CUDA_SMALL_BLOCK, CGPU_CUDA_SMALL_PEER};
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); ++k) {
+        const size_t two = cgpu_cuda_small_limit(kinds[k], 2, -1);
+        CU_ASSERT(two > 0);
+        for (int n = 1; n <= 72; ++n) {
+            CU_ASSERT_EQUAL(cgpu_cuda_small_limit(kinds[k], n, 0), 0);
+            CU_ASSERT_EQUAL(cgpu_cuda_small_limit(kinds[k], n, 12345), 12345);
+            CU_ASSERT(cgpu_cuda_small_limit(kinds[k], n, -1) >= (n >= 2 ? two : 0));
+        }
+    }
+    /* 4 ranks: a bcast of 512 KiB oneshot, of 1 MiB on the chain; an allgather of 1 MiB
+     * (256 KiB blocks) oneshot; an alltoall of 512 KiB (128 KiB blocks) on its kernel. 3
+     * ranks: an alltoall of 2 MiB (699,050 B blocks) oneshot. */
+    CU_ASSERT(cgpu_cuda_small_limit(CGPU_CUDA_SMALL_CHAIN, 4, -1) >= (512u << 10));
+    CU_ASSERT(cgpu_cuda_small_limit(CGPU_CUDA_SMALL_CHAIN, 4, -1) < (1u << 20));
+    CU_ASSERT(cgpu_cuda_small_limit(CGPU_CUDA_SMALL_BLOCK, 4, -1) >= (256u << 10));
+    CU_ASSERT(cgpu_cuda_small_limit(CGPU_CUDA_SMALL_PEER, 4, -1) < (128u << 10));
+    CU_ASSERT(cgpu_cuda_small_limit(CGPU_CUDA_SMALL_PEER, 3, -1) >= 699050);
+}
+
 int main(void)
 {
     static const cgpu_unit_case_t cases[] = {
@@ -339,6 +367,7 @@ int main(void)
         {"resident descriptor word packing", test_resident_packing},
         {"ranks sharing a device, and time slices without MPS", test_share_plan},
         {"ring and chain plans: coverage, grid, slots, chain steps", test_ring_plan},
+        {"oneshot limits by collective and ranks", test_small_limit},
     };
     return cgpu_unit_run("test_cuda_plan", cases, sizeof(cases) / sizeof(cases[0]));
 }

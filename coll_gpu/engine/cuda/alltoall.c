@@ -86,7 +86,7 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
                           .fn = launch_a2a,
                           .args = &bytes};
     cgpu_cuda_ring_call_t rc = {.mode = CGPU_CUDA_ONESHOT_ALLTOALL, .count = bytes, .copy = true};
-    if (cgpu_cuda_small_call(comm, bytes)) {
+    if (cgpu_cuda_small_call(comm, CGPU_CUDA_SMALL_PEER, bytes)) {
         return cgpu_cuda_run_small(comm, &k, &rc);
     }
     const size_t ce_min = cgpu_engine_config()->cuda_ce_alltoall_min_bytes;

@@ -25,7 +25,7 @@
 
 typedef struct cgpu_cuda_comm {
     int device;
-    size_t ch_min; /* coll_gpu_cuda_channel_min_bytes */
+    size_t ch_min;      /* coll_gpu_cuda_channel_min_bytes */
     size_t chain_chunk; /* coll_gpu_cuda_chain_chunk_bytes */
     void *stream;
     void *stream2;  /* copy-engine reduce/allreduce (2 ranks, enabled): the copies, ahead
@@ -37,7 +37,7 @@ typedef struct cgpu_cuda_comm {
     void *order_ev; /* recorded on the legacy default stream (NULL: no ordering) */
     bool blocking;  /* stream is a blocking one: ordered after the default stream already */
     size_t inbox_bytes;
-    char **peer_inbox; /* [size]; own entry is inbox */
+    char **peer_inbox;    /* [size]; own entry is inbox */
     size_t *peer_release; /* [size]: offset of each peer's release word in its inbox */
     cgpu_inbox_t ib;      /* this rank's inbox, from the pool */
     size_t ring_off;
@@ -51,11 +51,11 @@ typedef struct cgpu_cuda_comm {
     uint64_t tree_base[CGPU_CUDA_MAX_CHANNELS];
     int nch_max;
     int threads;
-    int block_cap;   /* coll_gpu_cuda_block_budget for this communicator's device (0: none) */
-    int sms;         /* the device's multiprocessors (0: unknown), asked once at connect */
+    int block_cap;        /* coll_gpu_cuda_block_budget for this communicator's device (0: none) */
+    int sms;              /* the device's multiprocessors (0: unknown), asked once at connect */
     bool block_counted;   /* counted in its device's budget's comms (connect to destroy) */
     bool block_over_said; /* a launch past the cap was reported (once a communicator) */
-    int blocks_held; /* blocks the call in progress took (given back when it ends) */
+    int blocks_held;      /* blocks the call in progress took (given back when it ends) */
     int nslots;
     size_t slot_bytes;
     uint64_t ring_sbase[CGPU_CUDA_MAX_CHANNELS]; /* items sent right per channel */
@@ -66,13 +66,13 @@ typedef struct cgpu_cuda_comm {
     int a2a_cpd_max; /* alltoall channels per peer distance (0: no device alltoall) */
     uint64_t a2a_base[CGPU_CUDA_MAX_CHANNELS];
     uint64_t ce_seq; /* copy-engine calls so far (same on every rank) */
-    void *scratch; /* staging for buffers the kernels cannot use in place */
+    void *scratch;   /* staging for buffers the kernels cannot use in place */
     size_t scratch_bytes;
     void *zeros; /* cgpu_cuda_comm_zeros */
     size_t zeros_bytes;
-    char *pinned;  /* host buffers pass through here, so no copy of ours is pageable */
+    char *pinned; /* host buffers pass through here, so no copy of ours is pageable */
     size_t pinned_bytes;
-    bool shared_device; /* two ranks of the communicator run on one device */
+    bool shared_device;                    /* two ranks of the communicator run on one device */
     volatile unsigned long long *err_host; /* kernels' error record, host view */
     unsigned long long *err_dev;           /* the same, device view */
     unsigned long long timeout_ns;
@@ -107,8 +107,8 @@ typedef struct cgpu_cuda_comm {
  * shared by the process's threads, and past the budget runs its parts on fewer blocks
  * (cgpu_cuda_kernels.h, CGPU_CUDA_GRID_DOC): each rank's own choice. */
 typedef struct {
-    int used;  /* blocks taken and not given back (cgpu_blocks_take) */
-    int comms; /* this process's connected communicators on the device */
+    int used;     /* blocks taken and not given back (cgpu_blocks_take) */
+    int comms;    /* this process's connected communicators on the device */
     int launched; /* its calls with launched kernels in flight there (rk_cluster_now) */
     int placing;  /* resident clusters launched and not yet seen running (rk_claim) */
     int held;     /* calls that waited for one (reported at verbose 10) */
@@ -202,7 +202,7 @@ cgpu_status_t cgpu_cuda_run(cgpu_comm_t *comm, const cgpu_cuda_call_t *k);
 
 /* A call of the ring, tree, oneshot and resident kernels. */
 typedef struct cgpu_cuda_ring_call {
-    int mode;     /* CGPU_CUDA_RING_* */
+    int mode; /* CGPU_CUDA_RING_* */
     int root;
     size_t count; /* elements (per block where the mode has blocks); bytes when copying */
     cgpu_dtype_t dt;
@@ -233,7 +233,7 @@ uint64_t cgpu_cuda_oneshot_number(cgpu_cuda_comm_t *cc, const cgpu_cuda_ring_cal
 size_t cgpu_cuda_oneshot_blocks(size_t unit);
 /** Whether a call of another collective than the allreduce, @p unit bytes a block, goes
  * oneshot (the same answer on every rank). */
-bool cgpu_cuda_small_call(const cgpu_comm_t *comm, size_t unit);
+bool cgpu_cuda_small_call(const cgpu_comm_t *comm, cgpu_cuda_small_kind_t kind, size_t unit);
 /** Runs @p k as a oneshot call of @p rc, resident where this rank may. */
 cgpu_status_t cgpu_cuda_run_small(cgpu_comm_t *comm, cgpu_cuda_call_t *k,
                                   cgpu_cuda_ring_call_t *rc);

@@ -47,8 +47,8 @@ cgpu_status_t cgpu_cuda_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbu
     size_t oneshot_max = CGPU_ALLREDUCE_ONESHOT == alg
                              ? cc->oneshot_slice
                              : cc->oneshot_slice * 2 / (size_t) comm->size;
-    bool oneshot = (CGPU_ALLREDUCE_ONESHOT == alg || CGPU_ALLREDUCE_AUTO == alg) &&
-                   bytes <= oneshot_max;
+    bool oneshot =
+        (CGPU_ALLREDUCE_ONESHOT == alg || CGPU_ALLREDUCE_AUTO == alg) && bytes <= oneshot_max;
     /* tree: forced, or auto for 3+ ranks between the oneshot limit and tree_max_bytes
      * (fewer steps than the ring's 2(n-1) where latency still matters) */
     bool tree = !oneshot && cc->tree_nch > 0 &&
@@ -138,8 +138,9 @@ cgpu_status_t cgpu_cuda_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
     k.in_bytes = bytes;
     k.rbuf = out ? rbuf : NULL;
     k.out_bytes = out ? bytes : 0;
-    return cgpu_cuda_small_call(comm, bytes) ? cgpu_cuda_run_small(comm, &k, &rc)
-                                             : cgpu_cuda_run(comm, &k);
+    return cgpu_cuda_small_call(comm, CGPU_CUDA_SMALL_SCAN, bytes)
+               ? cgpu_cuda_run_small(comm, &k, &rc)
+               : cgpu_cuda_run(comm, &k);
 }
 
 cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
@@ -153,8 +154,9 @@ cgpu_status_t cgpu_cuda_reduce_scatter(cgpu_comm_t *comm, const void *sbuf, void
     k.in_bytes = total;
     k.rbuf = rbuf;
     k.out_bytes = NULL != sbuf ? bytes : total;
-    return cgpu_cuda_small_call(comm, bytes) ? cgpu_cuda_run_small(comm, &k, &rc)
-                                             : cgpu_cuda_run(comm, &k);
+    return cgpu_cuda_small_call(comm, CGPU_CUDA_SMALL_BLOCK, bytes)
+               ? cgpu_cuda_run_small(comm, &k, &rc)
+               : cgpu_cuda_run(comm, &k);
 }
 
 cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
@@ -169,7 +171,7 @@ cgpu_status_t cgpu_cuda_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, 
     k.in_bytes = bytes;
     k.rbuf = is_root ? rbuf : NULL;
     k.out_bytes = is_root ? bytes : 0;
-    if (cgpu_cuda_small_call(comm, bytes)) {
+    if (cgpu_cuda_small_call(comm, CGPU_CUDA_SMALL_CHAIN, bytes)) {
         return cgpu_cuda_run_small(comm, &k, &rc);
     }
     const size_t ce_min = cgpu_engine_config()->cuda_ce_reduce_min_bytes;
@@ -205,7 +207,7 @@ cgpu_status_t cgpu_cuda_bcast(cgpu_comm_t *comm, void *buf, size_t bytes, int ro
                           .tail = part,
                           .tail_off = part_off,
                           .tail_bytes = NULL != part ? part_bytes : 0};
-    if (cgpu_cuda_small_call(comm, bytes)) {
+    if (cgpu_cuda_small_call(comm, CGPU_CUDA_SMALL_CHAIN, bytes)) {
         return cgpu_cuda_run_small(comm, &k, &rc);
     }
     const size_t ce_min = cgpu_engine_config()->cuda_ce_bcast_min_bytes;
@@ -237,8 +239,9 @@ cgpu_status_t cgpu_cuda_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbu
                           .out_bytes = total,
                           .fn = cgpu_cuda_launch_ring,
                           .args = &rc};
-    return cgpu_cuda_small_call(comm, bytes) ? cgpu_cuda_run_small(comm, &k, &rc)
-                                             : cgpu_cuda_run(comm, &k);
+    return cgpu_cuda_small_call(comm, CGPU_CUDA_SMALL_BLOCK, bytes)
+               ? cgpu_cuda_run_small(comm, &k, &rc)
+               : cgpu_cuda_run(comm, &k);
 }
 
 #endif /* CGPU_HAVE_CUDA */

@@ -96,12 +96,15 @@ cgpu_status_t cgpu_cuda_launch_oneshot(cgpu_comm_t *comm, const void *in, void *
     return 0 != err ? cgpu_cuda_check(err, "oneshot launch") : CGPU_OK;
 }
 
-/* Whether a call of another collective than the allreduce, `unit` bytes a block, goes
- * oneshot: up to coll_gpu_cuda_small_bytes, within an inbox slice, and shrinking as ranks
- * are added like the allreduce's (the same answer on every rank: sizes and settings are) */
-bool cgpu_cuda_small_call(const cgpu_comm_t *comm, size_t unit)
+/* Whether a call of another collective than the allreduce, `unit` bytes as @p kind counts
+ * them, goes oneshot: up to cgpu_cuda_small_limit, within an inbox slice, and shrinking as
+ * ranks are added like the allreduce's (the same answer on every rank: sizes and settings
+ * are) */
+bool cgpu_cuda_small_call(const cgpu_comm_t *comm, cgpu_cuda_small_kind_t kind, size_t unit)
 {
-    return unit > 0 && unit <= cgpu_engine_config()->cuda_small_bytes &&
+    return unit > 0 &&
+           unit <=
+               cgpu_cuda_small_limit(kind, comm->size, cgpu_engine_config()->cuda_small_bytes) &&
            unit <= comm->cuda->oneshot_slice * 2 / (size_t) comm->size;
 }
 
@@ -117,12 +120,12 @@ cgpu_status_t cgpu_cuda_run_small(cgpu_comm_t *comm, cgpu_cuda_call_t *k, cgpu_c
     return cgpu_cuda_run(comm, k);
 }
 
-bool cgpu_cuda_small_in_place(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t bytes,
-                              cgpu_dtype_t dt)
+bool cgpu_cuda_small_in_place(cgpu_comm_t *comm, cgpu_cuda_small_kind_t kind, const void *sbuf,
+                              const void *rbuf, size_t bytes, cgpu_dtype_t dt)
 {
     cgpu_cuda_comm_t *cc = comm->cuda;
     const size_t align = cgpu_cuda_dtype_align(dt);
-    return NULL != cc && cgpu_cuda_small_call(comm, bytes) &&
+    return NULL != cc && cgpu_cuda_small_call(comm, kind, bytes) &&
            (NULL == sbuf || cgpu_cuda_buf_kind(cc, sbuf, align).in_place) &&
            (NULL == rbuf || cgpu_cuda_buf_kind(cc, rbuf, align).in_place);
 }

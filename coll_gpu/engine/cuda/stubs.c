@@ -101,10 +101,10 @@ cgpu_status_t cgpu_cuda_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
     return CGPU_ERR_NOT_SUPPORTED;
 }
 
-bool cgpu_cuda_small_in_place(cgpu_comm_t *comm, const void *sbuf, const void *rbuf, size_t bytes,
-                              cgpu_dtype_t dt)
+bool cgpu_cuda_small_in_place(cgpu_comm_t *comm, cgpu_cuda_small_kind_t kind, const void *sbuf,
+                              const void *rbuf, size_t bytes, cgpu_dtype_t dt)
 {
-    (void) comm, (void) sbuf, (void) rbuf, (void) bytes, (void) dt;
+    (void) comm, (void) kind, (void) sbuf, (void) rbuf, (void) bytes, (void) dt;
     return false;
 }
 
@@ -130,8 +130,8 @@ void cgpu_inbox_put(cgpu_inbox_t *ib)
     (void) ib;
 }
 
-cgpu_status_t cgpu_inbox_signal_release(char *const *peer_inbox, const size_t *release_off,
-                                        int n, void *stream)
+cgpu_status_t cgpu_inbox_signal_release(char *const *peer_inbox, const size_t *release_off, int n,
+                                        void *stream)
 {
     (void) peer_inbox, (void) release_off, (void) n, (void) stream;
     return CGPU_ERR_NOT_SUPPORTED;
