@@ -81,6 +81,7 @@ typedef struct mca_coll_gpu_component_t {
     int cuda_resident;
     unsigned long cuda_resident_max_bytes;
     double cuda_resident_idle_us;
+    double cuda_resident_life_us;
     int cuda_resident_max_kernels;
     int cuda_resident_cluster;
     bool cuda_resident_gate;

@@ -113,6 +113,7 @@ static int gpu_open(void)
     cfg.cuda_resident = c->cuda_resident;
     cfg.cuda_resident_max_bytes = c->cuda_resident_max_bytes;
     cfg.cuda_resident_idle_us = c->cuda_resident_idle_us;
+    cfg.cuda_resident_life_us = c->cuda_resident_life_us;
     cfg.cuda_resident_max_kernels = c->cuda_resident_max_kernels;
     cfg.cuda_resident_cluster = c->cuda_resident_cluster;
     cfg.cuda_resident_gate = c->cuda_resident_gate;

@@ -113,16 +113,8 @@ int mca_coll_gpu_init_query(bool enable_progress_threads, bool enable_mpi_thread
         cgpu_engine_set_threads(enable_mpi_threads);
     }
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
-    if (c->nb_engine < 0) { /* auto: see the parameter's help (the thread level is the
-                             * same on every rank of a job that asks for the same one) */
-        c->nb_engine = !(enable_mpi_threads && CGPU_BACKEND_HOST != c->backend);
-        if (0 == c->nb_engine) {
-            cgpu_log(10, "under MPI_THREAD_MULTIPLE non-blocking collectives on "
-                         "the cuda backend are staged through the previous module "
-                         "(coll_gpu_nb_engine auto; on runs them in our kernels where no "
-                         "thread makes a device-wide CUDA call while one is in flight: "
-                         "see README, Limits)");
-        }
+    if (c->nb_engine < 0) { /* auto: on at every thread level (the parameter's help) */
+        c->nb_engine = 1;
     }
     return OMPI_SUCCESS;
 }

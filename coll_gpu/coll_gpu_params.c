@@ -153,16 +153,16 @@ _Static_assert(MCA_COLL_GPU_NVALUES(stream_order_values) ==
 #define NB_OP_NAME(slot, mpi) mpi ", "
 static const mca_coll_gpu_value_t nb_engine_values[] = {
     {-1, "auto",
-     "on, except on the cuda backend under MPI_THREAD_MULTIPLE, where a device-wide CUDA call on "
-     "any thread (cudaFree, cudaDeviceSynchronize) between a post and its wait would wait for our "
-     "kernel, which waits for peers whose launches their own such calls may hold (see README, "
-     "Limits)"},
+     "on, at every thread level (as with NCCL, no thread may make a device-wide CUDA call, "
+     "cudaFree or cudaDeviceSynchronize, between a post on device buffers and its wait: it "
+     "would wait for our kernel, which waits for peers whose launches their own such calls may "
+     "hold; see README, Limits)"},
     {1, "on", "always"},
     {0, "off", "staged through the previous module's non-blocking collectives on host copies"},
 };
 
 static const mca_coll_gpu_value_t resident_values[] = {
-    {-1, "auto", "on, except under MPI_THREAD_MULTIPLE"},
+    {-1, "auto", "on"},
     {1, "on", NULL},
     {0, "off", "a kernel launched per call"},
 };
@@ -421,6 +421,12 @@ static const param_t params[] = {
     {P_DOUBLE("cuda_resident_idle_us", cuda_resident_idle_us, 6), AT_LEAST(0),
      .help = "cuda backend: a resident kernel ends after this many microseconds without a call "
              "(the next call launches it again)"},
+    {P_DOUBLE("cuda_resident_life_us", cuda_resident_life_us, 6), AT_LEAST(0),
+     .help = "cuda backend: a resident kernel that has run this many microseconds is ended "
+             "before the next call, which launches it again (one launch per this long), so "
+             "another thread's cudaDeviceSynchronize or cudaFree waits at most about this long "
+             "while calls follow each other closer than coll_gpu_cuda_resident_idle_us; 0: no "
+             "bound"},
     {P_INT("cuda_resident_max_kernels", cuda_resident_max_kernels, 6), AT_LEAST(0),
      .help = "cuda backend: most resident kernels (communicators) per process at once; past it "
              "a communicator launches a kernel per call"},
@@ -598,6 +604,7 @@ static void set_defaults(mca_coll_gpu_component_t *c)
     c->cuda_resident = d.cuda_resident;
     c->cuda_resident_max_bytes = (unsigned long) d.cuda_resident_max_bytes;
     c->cuda_resident_idle_us = d.cuda_resident_idle_us;
+    c->cuda_resident_life_us = d.cuda_resident_life_us;
     c->cuda_resident_max_kernels = d.cuda_resident_max_kernels;
     c->cuda_resident_cluster = d.cuda_resident_cluster;
     c->cuda_resident_gate = d.cuda_resident_gate;

@@ -70,9 +70,10 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_ce_bcast_min_bytes = 32u << 20;
     cfg->cuda_ce_reduce_min_bytes = 128u << 20;
     cfg->cuda_ce_allreduce_min_bytes = 64u << 20;
-    cfg->cuda_resident = -1; /* auto: on, except under MPI_THREAD_MULTIPLE */
+    cfg->cuda_resident = -1; /* auto: on (the same at every thread level) */
     cfg->cuda_resident_max_bytes = 64u << 10;
     cfg->cuda_resident_idle_us = 50.0;
+    cfg->cuda_resident_life_us = 1000.0;
     cfg->cuda_resident_max_kernels = 4;
     /* 1: clusters where the device has room (cgpu_resident_as_cluster): calls of up to 8
      * blocks are handed on in block 0's cluster (0.3-0.65 us faster at 16-32 KiB than the
@@ -117,7 +118,8 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_channel_min_bytes < 1 || cfg->cuda_stream_order < CGPU_ORDER_AUTO ||
         cfg->cuda_stream_order > CGPU_ORDER_BLOCKING_STREAM || cfg->proxy_max_peers < 0 ||
         cfg->proxy_max_inflight < 1 || cfg->proxy_bounce_bytes < 4096 ||
-        !(cfg->cuda_resident_idle_us >= 0) || cfg->cuda_resident_max_kernels < 0 ||
+        !(cfg->cuda_resident_idle_us >= 0) || !(cfg->cuda_resident_life_us >= 0) ||
+        cfg->cuda_resident_max_kernels < 0 ||
         cfg->cuda_resident_cluster < 0 || cfg->cuda_resident_cluster > 2 ||
         cfg->cuda_oneshot_block_bytes < 1024 ||
         (0 != cfg->cuda_oneshot_small_block_bytes && cfg->cuda_oneshot_small_block_bytes < 1024) ||
@@ -183,8 +185,8 @@ void cgpu_engine_set_threads(bool multiple)
         engine_cfg.cuda_stream_order = CGPU_ORDER_EVENT;
     }
     if (engine_cfg.cuda_resident < 0) { /* another thread's device-wide synchronize (a
-                                         * cudaFree) would wait while ours keep it busy */
-        engine_cfg.cuda_resident = multiple ? 0 : 1;
+                                         * cudaFree) waits at most cuda_resident_life_us */
+        engine_cfg.cuda_resident = 1;
     }
 }
 

@@ -118,6 +118,8 @@ typedef struct cgpu_config {
                                          * (resolved by cgpu_engine_set_threads) */
     size_t cuda_resident_max_bytes;     /* allreduces up to this size take them */
     double cuda_resident_idle_us;       /* a resident kernel ends after this long without work */
+    double cuda_resident_life_us;       /* ... and is ended between calls once it has run this
+                                         * long (0: never) */
     int cuda_resident_max_kernels;      /* at most this many per process at once */
     int cuda_resident_cluster;          /* one thread block cluster where the device has them: 0
                                          * never, 1 when no other kernel of the process can be on the

@@ -91,6 +91,7 @@ typedef struct cgpu_cuda_comm {
     bool rk_cluster;      /* the kernel may be one thread block cluster (rk_cluster_now) */
     bool rk_placing;      /* this communicator holds a count of budget placing (rk_claim) */
     uint64_t rk_claim_ns; /* ... since then */
+    uint64_t rk_launch_ns; /* the running kernel's launch (coll_gpu_cuda_resident_life_us) */
     struct cgpu_cuda_comm *rk_next;
     uint64_t rk_calls, rk_launches, rk_cluster_launches, rk_wait_ns; /* reported at destroy */
 } cgpu_cuda_comm_t;

@@ -352,6 +352,7 @@ static cgpu_status_t rk_launch(cgpu_comm_t *comm, cgpu_dtype_t dt, cgpu_op_t op,
     }
     /* running from here on, whatever follows fails (it owns descriptor `start`) */
     cc->rk_running = true;
+    cc->rk_launch_ns = cgpu_now_ns();
     cc->rk_launches++;
     cc->rk_cluster_launches += cluster ? 1 : 0;
     cc->rk_dt = dt;
@@ -400,7 +401,13 @@ static cgpu_status_t resident_call(cgpu_comm_t *comm, const void *in, void *out,
     /* a copying call runs on whichever reduction's kernel there is (or was) */
     const cgpu_dtype_t dt = rc->copy ? cc->rk_dt : rc->dt;
     const cgpu_op_t op = rc->copy ? cc->rk_op : rc->op;
-    if (cc->rk_running && (dt != cc->rk_dt || op != cc->rk_op)) {
+    /* another reduction's kernel, or one past its lifetime: a device-wide synchronize on
+     * another thread waits for the kernel to end, which calls closer than the idle time
+     * would otherwise put off for as long as they come */
+    const double life_us = cgpu_engine_config()->cuda_resident_life_us;
+    if (cc->rk_running &&
+        (dt != cc->rk_dt || op != cc->rk_op ||
+         (life_us > 0 && (double) (cgpu_now_ns() - cc->rk_launch_ns) > life_us * 1e3))) {
         rk_stop(cc);
     }
     if (cc->rk_running && 0 != rk_load(cc, RK_EXITED)) {
