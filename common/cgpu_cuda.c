@@ -84,6 +84,7 @@ void cgpu_cuda_setup_end(bool held)
 
 #ifdef CGPU_HAVE_CUDA
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <stdint.h>
@@ -468,21 +469,10 @@ cgpu_status_t cgpu_cuda_copy_rows_async(const cgpu_copy_t *c, void *stream)
  * the old bytes (seen on one H200 shared by the ranks: blocks of an allgather across fake
  * nodes wrong). So one event recorded behind the last copy is waited for; it waits for
  * nothing the copies themselves did not wait for. */
-cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n)
+static cudaError_t legacy_wait(cudaError_t e)
 {
     static __thread cudaEvent_t ev;
     static __thread int ev_dev = -1;
-    cudaError_t e = cudaSuccess;
-    int queued = 0;
-    for (int i = 0; i < n && cudaSuccess == e; ++i) {
-        if (c[i].bytes > 0) {
-            e = copy_rows(&c[i], cudaStreamLegacy);
-            ++queued;
-        }
-    }
-    if (0 == queued) {
-        return CGPU_OK;
-    }
     int dev = -1;
     if (cudaSuccess == e) {
         e = cudaGetDevice(&dev);
@@ -501,7 +491,88 @@ cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n)
     if (cudaSuccess == e) {
         e = cudaEventSynchronize(ev);
     }
-    return cgpu_cuda_check((int) e, "cudaMemcpy");
+    return e;
+}
+
+cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n)
+{
+    cudaError_t e = cudaSuccess;
+    int queued = 0;
+    for (int i = 0; i < n && cudaSuccess == e; ++i) {
+        if (c[i].bytes > 0) {
+            e = copy_rows(&c[i], cudaStreamLegacy);
+            ++queued;
+        }
+    }
+    if (0 == queued) {
+        return CGPU_OK;
+    }
+    return cgpu_cuda_check((int) legacy_wait(e), "cudaMemcpy");
+}
+
+static atomic_bool time_sliced;
+
+void cgpu_cuda_set_time_sliced(void)
+{
+    atomic_store_explicit(&time_sliced, true, memory_order_relaxed);
+}
+
+bool cgpu_cuda_time_sliced(void)
+{
+    return atomic_load_explicit(&time_sliced, memory_order_relaxed);
+}
+
+/* cuStreamBatchMemOp from the libcuda the runtime has loaded (the _v2 entry point of CUDA
+ * 11.7 and later drivers, which the header's name maps to) */
+typedef CUresult (*batch_mem_op_fn)(CUstream, unsigned int, CUstreamBatchMemOpParams *,
+                                    unsigned int);
+static batch_mem_op_fn batch_mem_op;
+static pthread_once_t batch_mem_op_once = PTHREAD_ONCE_INIT;
+
+static void find_batch_mem_op(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (NULL != lib) {
+        batch_mem_op = (batch_mem_op_fn) dlsym(lib, "cuStreamBatchMemOp_v2");
+    }
+}
+
+cgpu_status_t cgpu_cuda_write_small(void *dst, const void *src, size_t bytes)
+{
+    const uintptr_t d = (uintptr_t) dst;
+    const size_t w = 0 == ((d | bytes) & 7) ? 8 : 4;
+    if (0 == bytes || bytes > CGPU_CUDA_WRITE_SMALL_MAX || 0 != ((d | bytes) & 3)) {
+        return CGPU_ERR_NOT_SUPPORTED;
+    }
+    pthread_once(&batch_mem_op_once, find_batch_mem_op);
+    if (NULL == batch_mem_op) {
+        return CGPU_ERR_NOT_SUPPORTED;
+    }
+    /* one batch: at most 256 words of 4 bytes (the driver refused 256 operations in one
+     * batch on an H200 and took 64; 128 of 8 bytes is the common case) */
+    enum { MAX_OPS = CGPU_CUDA_WRITE_SMALL_MAX / 4 };
+    CUstreamBatchMemOpParams ops[MAX_OPS];
+    const unsigned n = (unsigned) (bytes / w);
+    for (unsigned i = 0; i < n; ++i) {
+        memset(&ops[i], 0, sizeof(ops[i]));
+        ops[i].writeValue.address = (CUdeviceptr) (d + (uintptr_t) i * w);
+        if (8 == w) {
+            ops[i].operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
+            memcpy(&ops[i].writeValue.value64, (const char *) src + (size_t) i * w, 8);
+        } else {
+            ops[i].operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+            memcpy(&ops[i].writeValue.value, (const char *) src + (size_t) i * w, 4);
+        }
+    }
+    /* batches of at most 128: the count the driver is known to take */
+    cudaError_t e = cudaSuccess;
+    for (unsigned first = 0; first < n && cudaSuccess == e; first += 128) {
+        const unsigned k = n - first < 128 ? n - first : 128;
+        if (CUDA_SUCCESS != batch_mem_op(CU_STREAM_LEGACY, k, ops + first, 0)) {
+            e = cudaErrorUnknown;
+        }
+    }
+    return cgpu_cuda_check((int) legacy_wait(e), "cuStreamBatchMemOp");
 }
 
 cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
@@ -792,6 +863,21 @@ cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
 cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n)
 {
     (void) c, (void) n;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+void cgpu_cuda_set_time_sliced(void)
+{
+}
+
+bool cgpu_cuda_time_sliced(void)
+{
+    return false;
+}
+
+cgpu_status_t cgpu_cuda_write_small(void *dst, const void *src, size_t bytes)
+{
+    (void) dst, (void) src, (void) bytes;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

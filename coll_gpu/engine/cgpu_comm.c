@@ -425,6 +425,9 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         bool sliced;
         const int share = cgpu_cuda_share_plan(&all[0].dev, sizeof(all[0]), bs->size, &sliced);
         comm->dev_share = share;
+        if (sliced) {
+            cgpu_cuda_set_time_sliced();
+        }
         if (sliced && CGPU_BACKEND_AUTO == cfg->backend && !cfg->cuda_time_sliced) {
             static atomic_bool told;
             if (0 == bs->rank) {

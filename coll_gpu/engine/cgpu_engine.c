@@ -119,9 +119,8 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_stream_order > CGPU_ORDER_BLOCKING_STREAM || cfg->proxy_max_peers < 0 ||
         cfg->proxy_max_inflight < 1 || cfg->proxy_bounce_bytes < 4096 ||
         !(cfg->cuda_resident_idle_us >= 0) || !(cfg->cuda_resident_life_us >= 0) ||
-        cfg->cuda_resident_max_kernels < 0 ||
-        cfg->cuda_resident_cluster < 0 || cfg->cuda_resident_cluster > 2 ||
-        cfg->cuda_oneshot_block_bytes < 1024 ||
+        cfg->cuda_resident_max_kernels < 0 || cfg->cuda_resident_cluster < 0 ||
+        cfg->cuda_resident_cluster > 2 || cfg->cuda_oneshot_block_bytes < 1024 ||
         (0 != cfg->cuda_oneshot_small_block_bytes && cfg->cuda_oneshot_small_block_bytes < 1024) ||
         cfg->cuda_ll_bytes > CGPU_CUDA_LL_BYTES_MAX || cfg->cuda_setup_wait_ms < -1 ||
         cfg->cuda_block_budget < -1 || cfg->cuda_block_spare < -1) {
@@ -272,8 +271,16 @@ cgpu_status_t cgpu_engine_copy_many(const cgpu_copy_t *c, int n)
     while (i < n && 0 == c[i].bytes) {
         ++i;
     }
-    if (i < n && (CGPU_BUF_HOST != cgpu_buf_kind(c[i].dst, &d) ||
-                  CGPU_BUF_HOST != cgpu_buf_kind(c[i].src, &d))) {
+    const cgpu_buf_kind_t dst = i < n ? cgpu_buf_kind(c[i].dst, &d) : CGPU_BUF_HOST;
+    const bool src_host = i >= n || CGPU_BUF_HOST == cgpu_buf_kind(c[i].src, &d);
+    if (CGPU_BUF_HOST != dst || !src_host) {
+        /* on a GPU time-sliced with another process, a small host-to-device copy waits for
+         * a time slice; written as stream memory operations it does not */
+        if (CGPU_BUF_DEVICE == dst && src_host && i == n - 1 && c[i].rows <= 1 &&
+            cgpu_cuda_time_sliced() &&
+            CGPU_OK == cgpu_cuda_write_small(c[i].dst, c[i].src, c[i].bytes)) {
+            return CGPU_OK;
+        }
         return cgpu_cuda_copy_many(c, n);
     }
     for (int k = i; k < n; ++k) {

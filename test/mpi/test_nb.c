@@ -1130,10 +1130,9 @@ static void threaded(void)
         snprintf(label, sizeof(label), "thread %d's dup", t);
         mt_pvars_open(&x[t].pv, x[t].comm, label);
     }
-    /* Which path the posts must take: the engine, unless coll_gpu_nb_engine is off, or auto
-     * on the cuda backend, which stages them under MPI_THREAD_MULTIPLE (see README) */
-    const bool on_cuda = MT_ON_DEVICE && !mt_mca_is("backend", "host");
-    const bool staged = mt_mca_is("nb_engine", "off") || (!mt_mca_is("nb_engine", "on") && on_cuda);
+    /* Which path the posts must take: the engine at every thread level, unless
+     * coll_gpu_nb_engine is off */
+    const bool staged = mt_mca_is("nb_engine", "off");
     for (int t = 0; t < NTHREADS; ++t) {
         pthread_create(&th[t], NULL, thread_main, &x[t]);
     }
