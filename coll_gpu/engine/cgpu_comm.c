@@ -294,6 +294,10 @@ void cgpu_comm_free_resources(cgpu_comm_t *comm)
     }
     comm->resources_freed = true;
     cgpu_comm_scratch_release(comm);
+    if (NULL != comm->stage_pinned) {
+        cgpu_cuda_host_free(comm->stage_pinned);
+        comm->stage_pinned = NULL;
+    }
     free(comm->zeros);
     comm->zeros = NULL;
     comm->zeros_bytes = 0;

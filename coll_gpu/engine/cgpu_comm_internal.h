@@ -98,6 +98,9 @@ typedef struct cgpu_peer_proc {
  * copies a communicator keeps are at most twice that */
 #define CGPU_PAIRS_ROUND_BYTES ((size_t) 16 << 20)
 
+/* bytes a half of cgpu_comm_t's stage_pinned */
+#define CGPU_STAGE_PINNED_BYTES ((size_t) 64 << 10)
+
 /* memory a communicator keeps for the collectives built on others: one call's at a time, grown
  * to the largest call, on the device (device) or the host */
 typedef struct cgpu_scratch {
@@ -107,12 +110,12 @@ typedef struct cgpu_scratch {
 } cgpu_scratch_t;
 
 struct cgpu_comm {
-    int magic; /* CGPU_COMM_ALIVE while usable */
-    cgpu_backend_t backend;       /* HOST or CUDA, agreed at create */
-    int dev_share;                /* most ranks on one device (cuda, one node), from the
-                                   * first exchange: the same on every rank */
-    struct cgpu_cuda_comm *cuda;  /* cuda backend state (NULL for HOST) */
-    cgpu_net_t *net;              /* ranks on several nodes (cgpu_net.c); else NULL */
+    int magic;                   /* CGPU_COMM_ALIVE while usable */
+    cgpu_backend_t backend;      /* HOST or CUDA, agreed at create */
+    int dev_share;               /* most ranks on one device (cuda, one node), from the
+                                  * first exchange: the same on every rank */
+    struct cgpu_cuda_comm *cuda; /* cuda backend state (NULL for HOST) */
+    cgpu_net_t *net;             /* ranks on several nodes (cgpu_net.c); else NULL */
     int rank;
     int size;
     cgpu_bootstrap_t bs;
@@ -146,9 +149,9 @@ struct cgpu_comm {
     const cgpu_sig_t *outer_sig;
     const int *report_ranks; /* node-local communicator: its ranks in the one across nodes
                               * (what RAS reports name); NULL: its own ranks */
-    bool abort_on_timeout; /* the watchdog fails a stuck collective even without
-                            * coll_gpu_ras_abort_on_timeout (communicators across nodes and
-                            * their node-local ones: a dead peer must not hang the others) */
+    bool abort_on_timeout;   /* the watchdog fails a stuck collective even without
+                              * coll_gpu_ras_abort_on_timeout (communicators across nodes and
+                              * their node-local ones: a dead peer must not hang the others) */
 
     /* scratch of the collectives built on others (cgpu_reduce_scatter's allreduce result,
      * the padded blocks of cgpu_allgatherv, cgpu_gather's and cgpu_scatter's whole message
@@ -159,6 +162,12 @@ struct cgpu_comm {
     /* the copies through which the padded pairs reduce (their input and result, by rounds
      * of at most CGPU_PAIRS_ROUND_BYTES each), the same way */
     cgpu_scratch_t pairs;
+    /* pinned host memory through which the host path stages device buffers of up to
+     * CGPU_STAGE_PINNED_BYTES on a time-sliced GPU (an input half and an output half; a
+     * host-to-device copy from pinned memory of more than a few KiB takes the copy engine,
+     * from pageable memory only past 64 KiB: cgpu_cuda_set_time_sliced), made at the first
+     * such call, freed with the communicator's resources */
+    void *stage_pinned;
     /* host memory that stays zero: the input of the ranks other than the root to a scatter
      * run as a reduce-scatter (the cuda backend keeps its own on the device), grown to the
      * largest such call, freed with the communicator's resources */

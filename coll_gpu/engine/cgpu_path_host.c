@@ -11,14 +11,25 @@
 
 #include "cgpu_path.h"
 
-/* Host copies of buffers that live on a device, for the host algorithms. */
+/* Host copies of buffers that live on a device, for the host algorithms: malloc'd, or the
+ * communicator's pinned halves (pinned set) for a small call on a time-sliced GPU, where a
+ * host-to-device copy from pageable memory waits for a time slice up to 64 KiB. */
 typedef struct host_stage {
     void *in_copy;
     void *out_copy;
+    bool pinned;
 } host_stage_t;
 
-static cgpu_status_t stage_in(const void *sbuf, void *rbuf, size_t bytes, host_stage_t *hs,
-                              const void **in, void **out)
+static void *stage_buf(cgpu_comm_t *comm, host_stage_t *hs, size_t bytes, int half)
+{
+    if (hs->pinned) {
+        return (char *) comm->stage_pinned + (size_t) half * CGPU_STAGE_PINNED_BYTES;
+    }
+    return malloc(bytes);
+}
+
+static cgpu_status_t stage_in(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,
+                              host_stage_t *hs, const void **in, void **out)
 {
     int dev;
     const bool in_place = (sbuf == rbuf);
@@ -27,8 +38,14 @@ static cgpu_status_t stage_in(const void *sbuf, void *rbuf, size_t bytes, host_s
     memset(hs, 0, sizeof(*hs));
     *in = sbuf;
     *out = rbuf;
+    if ((s_dev || r_dev) && bytes <= CGPU_STAGE_PINNED_BYTES && cgpu_cuda_time_sliced()) {
+        void *dptr;
+        hs->pinned = NULL != comm->stage_pinned ||
+                     CGPU_OK == cgpu_cuda_host_alloc_mapped(&comm->stage_pinned, &dptr,
+                                                            2 * CGPU_STAGE_PINNED_BYTES);
+    }
     if (s_dev) {
-        hs->in_copy = malloc(bytes);
+        hs->in_copy = stage_buf(comm, hs, bytes, 0);
         if (NULL == hs->in_copy) {
             return CGPU_ERR_NO_MEMORY;
         }
@@ -39,7 +56,7 @@ static cgpu_status_t stage_in(const void *sbuf, void *rbuf, size_t bytes, host_s
         *in = hs->in_copy;
     }
     if (r_dev) {
-        hs->out_copy = in_place ? hs->in_copy : malloc(bytes);
+        hs->out_copy = in_place ? hs->in_copy : stage_buf(comm, hs, bytes, 1);
         if (NULL == hs->out_copy) {
             return CGPU_ERR_NO_MEMORY;
         }
@@ -53,10 +70,12 @@ static cgpu_status_t stage_out(void *rbuf, size_t bytes, host_stage_t *hs, cgpu_
     if (CGPU_OK == st && NULL != hs->out_copy) {
         st = cgpu_engine_copy(rbuf, hs->out_copy, bytes);
     }
-    if (hs->out_copy != hs->in_copy) {
-        free(hs->out_copy);
+    if (!hs->pinned) {
+        if (hs->out_copy != hs->in_copy) {
+            free(hs->out_copy);
+        }
+        free(hs->in_copy);
     }
-    free(hs->in_copy);
     return st;
 }
 
@@ -72,7 +91,7 @@ static cgpu_status_t run_host_staged(cgpu_comm_t *comm, const void *sbuf, void *
     host_stage_t hs;
     const void *in;
     void *out;
-    cgpu_status_t st = stage_in(sbuf, rbuf, bytes, &hs, &in, &out);
+    cgpu_status_t st = stage_in(comm, sbuf, rbuf, bytes, &hs, &in, &out);
     if (CGPU_OK == st) {
         st = fn(comm, in, out, args);
     } else {
