@@ -15,15 +15,19 @@
  * links is never mistaken for another's.
  *
  * Prints "skipped: no GPU" and exits 77 where no device is usable. Each rank uses
- * device (rank % device count). argv[1] = "quick" leaves out the largest sizes; "order" and
- * "hog [ms]" run one check alone (their negative controls).
+ * device (rank % device count). argv[1] = "quick" leaves out the largest sizes; "order",
+ * "hog [ms]" and "sync [s]" run one check alone (their negative controls). The check of a
+ * device-wide synchronize on another thread during back-to-back small calls runs first.
  */
 #include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mpitest.h"
 
@@ -797,6 +801,74 @@ static void check_comm_cycles(int cycles)
     cudaFree(d);
 }
 
+/* The device-wide synchronize of another thread (no MPI there) while this one makes small
+ * allreduces back to back, closer than the resident kernel's idle time: it must return while
+ * the calls go on (the resident kernel is ended and launched again after
+ * coll_gpu_cuda_resident_life_us), not only once they stop. Each round: a device allreduce
+ * in place (ints, MAX: a resident call), then a host allreduce of two flags (SUM): how many
+ * ranks' synchronizes have returned, how many ranks are past `deadline_s`. The rounds end when
+ * every rank's has returned, or at the deadline: then a failure (with
+ * coll_gpu_cuda_resident_life_us 0, the negative control, where the calls keep the kernel up).
+ * Returns 1 on a failure. */
+static atomic_int sync_done;
+static double sync_us;
+
+static void *device_sync_thread(void *arg)
+{
+    (void) arg;
+    struct timespec ts = {0, 20 * 1000 * 1000}; /* the calls are under way by then */
+    nanosleep(&ts, NULL);
+    const double t0 = MPI_Wtime(); /* thread-safe in Open MPI: a clock read */
+    cudaError_t e = cudaDeviceSynchronize();
+    sync_us = (MPI_Wtime() - t0) * 1e6;
+    atomic_store(&sync_done, cudaSuccess == e ? 1 : -1);
+    return NULL;
+}
+
+static long check_sync_during_calls(double deadline_s)
+{
+    enum { N = 64 };
+    int *d = dev_alloc(N * sizeof(int)), h[N];
+    for (int i = 0; i < N; ++i) {
+        h[i] = rank * 1000 + i;
+    }
+    CUDA_OK(cudaMemcpy(d, h, sizeof(h), cudaMemcpyHostToDevice));
+    MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, d, N, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    atomic_store(&sync_done, 0);
+    pthread_t th;
+    pthread_create(&th, NULL, device_sync_thread, NULL);
+    const double t0 = MPI_Wtime();
+    long rounds = 0;
+    int flags[2], sum[2] = {0, 0};
+    do {
+        MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, d, N, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+        flags[0] = 0 != atomic_load(&sync_done);
+        flags[1] = MPI_Wtime() - t0 > deadline_s;
+        MT_CHECK_MPI(MPI_Allreduce(flags, sum, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+        ++rounds;
+    } while (sum[0] < nranks && 0 == sum[1]);
+    const double loop_s = MPI_Wtime() - t0;
+    pthread_join(th, NULL);
+    from_dev(h, d, sizeof(h));
+    long bad = 0;
+    for (int i = 0; i < N; ++i) {
+        bad += h[i] != (nranks - 1) * 1000 + i;
+    }
+    MT_CHECK(atomic_load(&sync_done) > 0, "cudaDeviceSynchronize on the other thread failed");
+    MT_CHECK(0 == bad, "allreduce MAX in place during the synchronize: %ld wrong", bad);
+    MT_CHECK(sum[0] == nranks,
+             "a device-wide synchronize on another thread waited for back-to-back small calls "
+             "to stop: %d of %d ranks' returned within %.1f s (%ld rounds)",
+             sum[0], nranks, deadline_s, rounds);
+    if (0 == rank) {
+        printf("test_cuda_colls: device-wide synchronize during back-to-back small calls: "
+               "returned after %.0f us, %ld rounds in %.3f s\n",
+               sync_us, rounds, loop_s);
+    }
+    cudaFree(d);
+    return sum[0] == nranks && 0 == bad ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     mt_init(&argc, &argv, "test_cuda_colls");
@@ -827,8 +899,15 @@ int main(int argc, char **argv)
         printf("test_cuda_colls hog: rank %d: %ld of 20 rounds failed\n", rank, f);
         return mt_finalize();
     }
+    if (argc > 1 && 0 == strcmp(argv[1], "sync")) { /* this check alone (negative control) */
+        const double s = argc > 2 ? atof(argv[2]) : 3;
+        long f = check_sync_during_calls(s);
+        printf("test_cuda_colls sync: rank %d: %ld failed\n", rank, f);
+        return mt_finalize();
+    }
     mt_pvars_t pv;
     mt_pvars_open(&pv, MPI_COMM_WORLD, "world");
+    check_sync_during_calls(3);
 
     /* count 0: every collective returns at once and writes nothing (which path serves
      * it is not the point here) */
