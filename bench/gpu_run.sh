@@ -187,6 +187,8 @@ inter_args_np3          120 3 test/gpu/test_cuda_inter_args 1
 inter_args_np5          150 5 test/gpu/test_cuda_inter_args 2
 torch_cupy_np1          120 1 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
 torch_cupy_np2          120 2 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
+colls_shared_np2        150 2 -x CUDA_VISIBLE_DEVICES=0 test/gpu/test_cuda_colls shared
+colls_shared_np4        200 4 -x CUDA_VISIBLE_DEVICES=0,1 test/gpu/test_cuda_colls shared
 host_allreduce_np4      100 4 --mca coll_gpu_backend host --mca coll_gpu_host_rule engine test/mpi/test_allreduce
 host_alltoall_np4       60  4 --mca coll_gpu_backend host --mca coll_gpu_host_rule engine test/mpi/test_alltoall
 EOF
