@@ -36,8 +36,9 @@
         }                                                                                          \
     } while (0)
 
-/* The word k of GPU g's source. Odd multipliers: two GPUs' patterns differ at every word (for
- * fewer than 2^31 GPUs), so a copy from the wrong source, or shifted, is caught anywhere. */
+/* The word k of GPU g's source. An odd multiplier of g: two GPUs' patterns, and a pattern and its
+ * poison (+1), differ at every word, so a copy from the wrong source, or shifted, is caught
+ * anywhere. */
 __host__ __device__ static inline uint32_t pattern(int g, size_t k)
 {
     return (uint32_t) k * 2654435761u + (uint32_t) (k >> 32) * 40503u + (uint32_t) g * 0x9E3779B9u;
