@@ -44,7 +44,8 @@
 #                       ranks, as OSU times it; 0: back to back, the slowest rank (default 0)
 #           BENCH_PROGS colls, and any of scan (bench_scan, ours and then
 #                       coll_gpu_scan_algorithm=fallback), ras_poll (bench_ras_poll on device
-#                       buffers), proxy (bench_proxy over tcp and shm) (default colls)
+#                       buffers), proxy (bench_proxy over tcp and shm), ceiling (bench_ceiling:
+#                       the node's copy ceilings, one process on every GPU) (default colls)
 #   osu:    OSU_PROGS   programs (default: osu_allreduce osu_reduce osu_bcast osu_allgather
 #                       osu_alltoall osu_reduce_scatter_block osu_iallreduce osu_ialltoall)
 #           OSU_NP      ranks (default 2)
@@ -231,7 +232,11 @@ if has bench; then
                         timeout -k 5 120 bench/bench_proxy $prov
                     done 2>&1 | tee "$log/bench_proxy_$sfx.txt"
                     ;;
-                *) echo "bench: unknown program '$p' (colls scan ras_poll proxy)" ;;
+                ceiling)
+                    # no MPI: one process drives every GPU, so VARIANTS do not apply
+                    timeout -k 5 300 bench/bench_ceiling 2>&1 | tee "$log/bench_ceiling_$sfx.txt"
+                    ;;
+                *) echo "bench: unknown program '$p' (colls scan ras_poll proxy ceiling)" ;;
                 esac
             done
         done
