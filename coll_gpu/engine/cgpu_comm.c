@@ -633,7 +633,6 @@ void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes)
     if (NULL != comm->net) {
         cgpu_net_call_sig(comm, NULL);
     }
-    comm->call_all_host = false;
     atomic_store_explicit(&r->cur_seq, 0, memory_order_release);
     atomic_store(&comm->busy, 0);
 }
