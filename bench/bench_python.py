@@ -14,7 +14,12 @@ Run under mpirun (see bench/README.md): once with coll/gpu in the coll list and 
 the stock list gives ours against stock on host arrays.
 
 Usage: bench_python.py [--iters N] [--max-bytes B] [--thread multiple|single|funneled]
-                       [--host-only]
+                       [--host-only] [--cycles N]
+
+--cycles N: instead, N cycles of a new communicator (MPI_Comm_split into pairs of ranks, then
+MPI_Comm_dup of the world), its first MPI_Allreduce of 8 bytes (a CuPy array where CuPy and
+a GPU are present, else numpy) and MPI_Comm_free: the mean milliseconds a cycle, the
+slowest rank's.
 
 --host-only: the numpy column alone (a run without coll/gpu, whose collectives must never
 see a device pointer, or one that must not touch the GPU).
@@ -29,6 +34,7 @@ ap.add_argument("--iters", type=int, default=1000)
 ap.add_argument("--max-bytes", type=int, default=65536)
 ap.add_argument("--thread", default="multiple", choices=("multiple", "single", "funneled"))
 ap.add_argument("--host-only", action="store_true")
+ap.add_argument("--cycles", type=int, default=0)
 args = ap.parse_args()
 
 import numpy as np  # noqa: E402
@@ -146,5 +152,41 @@ def main():
     return 1 if bad else 0
 
 
+def cycles():
+    """Communicator cycles: create (split or dup), first allreduce, free."""
+    cupy, _, why = gpu_setup()
+    xp = cupy if cupy is not None else np
+    bad = 0
+    for name, make in (("split", lambda: comm.Split(rank // 2, rank)),
+                       ("dup", lambda: comm.Dup())):
+        x = xp.full(2, rank + 1, xp.float32)
+        y = xp.empty_like(x)
+
+        def cycle():
+            c = make()
+            c.Allreduce([x, MPI.FLOAT], [y, MPI.FLOAT], op=MPI.SUM)
+            c.Free()
+        cycle()  # the first one sets up what every later one reuses
+        comm.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(args.cycles):
+            cycle()
+        ms = comm.allreduce((time.perf_counter() - t0) / args.cycles * 1e3, op=MPI.MAX)
+        if "split" == name:
+            peers = [r for r in range(nranks) if r // 2 == rank // 2]
+            want = sum(r + 1 for r in peers)
+        else:
+            want = expected
+        bad += int(not bool((y == want).all()))
+        if 0 == rank:
+            print(f"# {name} + first allreduce ({'cupy' if cupy is not None else 'numpy'}, "
+                  f"8 B) + free: {ms:.3f} ms a cycle, {args.cycles} cycles, np={nranks}"
+                  f"{' (' + why + ')' if why and cupy is None else ''}", flush=True)
+    bad = comm.allreduce(bad, op=MPI.SUM)
+    if 0 == rank and bad:
+        print(f"# {bad} wrong results", flush=True)
+    return 1 if bad else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cycles() if args.cycles > 0 else main())
