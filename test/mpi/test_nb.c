@@ -33,7 +33,8 @@
  * turn; a post while every worker is busy fails cleanly.
  * Argument "freerule": a cudaFree between posts and their waits (README's rule; see freerule).
  * Argument "threads": 4 threads under MPI_THREAD_MULTIPLE, each on its own communicator
- * and splits of it (non-blocking calls as the first calls on fresh communicators).
+ * and splits of it (non-blocking calls as the first calls on fresh communicators); then 4
+ * threads taking turns to post on one communicator, each waiting for its own requests.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -144,7 +145,8 @@ static void expect(mt_pvars_t *pv, long nb_engine, long blocking_engine, long fa
         /* one rank: every call counted once, on the engine counter when coll/gpu copied it
          * itself (device buffers, or host ones staged as such), else on the fallback one */
         const int copied = staged_run || MT_ON_DEVICE;
-        MT_CHECK(e + f == (unsigned long long) (engine + fallback - bcasts) && (copied ? 0 == f : 0 == e),
+        MT_CHECK(e + f == (unsigned long long) (engine + fallback - bcasts) &&
+                     (copied ? 0 == f : 0 == e),
                  "comm %s (one rank): %s: engine_calls +%llu, fallback_calls +%llu, expected "
                  "%ld calls in all%s",
                  pv->label, what, e, f, engine + fallback - bcasts,
@@ -160,7 +162,8 @@ static void six_at_once(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt, long n)
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     const int root = (int) (salt % (uint64_t) size);
-    int *ar_s = mt_twin_alloc(sizeof(int) * (size_t) n), *ar_r = mt_twin_alloc(sizeof(int) * (size_t) n);
+    int *ar_s = mt_twin_alloc(sizeof(int) * (size_t) n),
+        *ar_r = mt_twin_alloc(sizeof(int) * (size_t) n);
     double *rd_s = mt_twin_alloc(sizeof(double) * (size_t) n);
     double *rd_r = mt_twin_alloc(sizeof(double) * (size_t) n);
     int *rs_s = mt_twin_alloc(sizeof(int) * (size_t) n * (size_t) size);
@@ -187,13 +190,17 @@ static void six_at_once(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt, long n)
     }
     MPI_Request req[8];
     MT_CHECK_MPI(MPI_Iallreduce(MT_D(ar_s), MT_D(ar_r), (int) n, MPI_INT, MPI_SUM, comm, &req[0]));
-    MT_CHECK_MPI(MPI_Ireduce(MT_D(rd_s), MT_D(rd_r), (int) n, MPI_DOUBLE, MPI_MAX, root, comm, &req[1]));
+    MT_CHECK_MPI(
+        MPI_Ireduce(MT_D(rd_s), MT_D(rd_r), (int) n, MPI_DOUBLE, MPI_MAX, root, comm, &req[1]));
     MT_CHECK_MPI(MPI_Irecv(&p2p_r, 1, MPI_INT, (rank + size - 1) % size, 7, comm, &req[2]));
-    MT_CHECK_MPI(MPI_Ireduce_scatter_block(MT_D(rs_s), MT_D(rs_r), (int) n, MPI_INT, MPI_SUM, comm, &req[3]));
+    MT_CHECK_MPI(MPI_Ireduce_scatter_block(MT_D(rs_s), MT_D(rs_r), (int) n, MPI_INT, MPI_SUM, comm,
+                                           &req[3]));
     MT_CHECK_MPI(MPI_Ibcast(MT_D(bc), (int) n, MPI_INT, root, comm, &req[4]));
     MT_CHECK_MPI(MPI_Isend(&p2p_s, 1, MPI_INT, (rank + 1) % size, 7, comm, &req[5]));
-    MT_CHECK_MPI(MPI_Iallgather(MT_D(ag_s), (int) n, MPI_INT, MT_D(ag_r), (int) n, MPI_INT, comm, &req[6]));
-    MT_CHECK_MPI(MPI_Ialltoall(MT_D(aa_s), (int) n, MPI_INT, MT_D(aa_r), (int) n, MPI_INT, comm, &req[7]));
+    MT_CHECK_MPI(
+        MPI_Iallgather(MT_D(ag_s), (int) n, MPI_INT, MT_D(ag_r), (int) n, MPI_INT, comm, &req[6]));
+    MT_CHECK_MPI(
+        MPI_Ialltoall(MT_D(aa_s), (int) n, MPI_INT, MT_D(aa_r), (int) n, MPI_INT, comm, &req[7]));
     busy(200000);
     MPI_Status st[8];
     MT_CHECK_MPI(MPI_Waitall(8, req, st));
@@ -244,10 +251,10 @@ static void in_place_and_strided(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
     }
     mt_push(a), mt_push(b), mt_push(c);
     MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(a), (int) n, MPI_INT, MPI_BXOR, comm, &req[0]));
-    MT_CHECK_MPI(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, MT_D(b), (int) n, MPI_INT,
-                                comm, &req[1]));
-    MT_CHECK_MPI(MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, MT_D(c), (int) n, MPI_INT,
-                               comm, &req[2]));
+    MT_CHECK_MPI(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, MT_D(b), (int) n, MPI_INT, comm,
+                                &req[1]));
+    MT_CHECK_MPI(MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, MT_D(c), (int) n, MPI_INT, comm,
+                               &req[2]));
     MT_CHECK_MPI(MPI_Waitall(3, req, MPI_STATUSES_IGNORE));
     mt_pull(a), mt_pull(b), mt_pull(c);
     long bad = 0;
@@ -313,7 +320,8 @@ static void many_in_flight(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
     MPI_Comm_size(comm, &size);
     enum { K = 24 };
     const long n = 257;
-    int *s = mt_twin_alloc(sizeof(int) * (size_t) n * K), *r = mt_twin_alloc(sizeof(int) * (size_t) n * K);
+    int *s = mt_twin_alloc(sizeof(int) * (size_t) n * K),
+        *r = mt_twin_alloc(sizeof(int) * (size_t) n * K);
     MPI_Request req[K];
     for (int k = 0; k < K; ++k) {
         for (long i = 0; i < n; ++i) {
@@ -538,7 +546,8 @@ static void the_others(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
         mine[p] = counts[rank];
     }
     /* alltoallw: the alltoallv layout in bytes, one type per peer */
-    int *wsd = mt_xmalloc(sizeof(int) * (size_t) size), *wrd = mt_xmalloc(sizeof(int) * (size_t) size);
+    int *wsd = mt_xmalloc(sizeof(int) * (size_t) size),
+        *wrd = mt_xmalloc(sizeof(int) * (size_t) size);
     MPI_Datatype *wt = mt_xmalloc(sizeof(MPI_Datatype) * (size_t) size);
     for (int p = 0; p < size; ++p) {
         wsd[p] = displs[p] * (int) sizeof(int);
@@ -553,16 +562,16 @@ static void the_others(MPI_Comm comm, mt_pvars_t *pv, uint64_t salt)
         d[k] = MT_D(r[k]);
     }
     int *ds = MT_D(s);
-    MT_CHECK_MPI(MPI_Iallgatherv(ds, counts[rank], MPI_INT, d[0], counts, displs, MPI_INT, comm,
-                                 &req[0]));
+    MT_CHECK_MPI(
+        MPI_Iallgatherv(ds, counts[rank], MPI_INT, d[0], counts, displs, MPI_INT, comm, &req[0]));
     MT_CHECK_MPI(MPI_Igather(ds, n, MPI_INT, d[1], n, MPI_INT, root, comm, &req[1]));
-    MT_CHECK_MPI(MPI_Igatherv(ds, counts[rank], MPI_INT, d[2], counts, displs, MPI_INT, root,
-                              comm, &req[2]));
+    MT_CHECK_MPI(MPI_Igatherv(ds, counts[rank], MPI_INT, d[2], counts, displs, MPI_INT, root, comm,
+                              &req[2]));
     MT_CHECK_MPI(MPI_Iscatter(ds, n, MPI_INT, d[3], n, MPI_INT, root, comm, &req[3]));
-    MT_CHECK_MPI(MPI_Iscatterv(ds, counts, displs, MPI_INT, d[4], counts[rank], MPI_INT, root,
-                               comm, &req[4]));
-    MT_CHECK_MPI(MPI_Ialltoallv(ds, counts, displs, MPI_INT, d[5], mine, displs, MPI_INT, comm,
-                                &req[5]));
+    MT_CHECK_MPI(MPI_Iscatterv(ds, counts, displs, MPI_INT, d[4], counts[rank], MPI_INT, root, comm,
+                               &req[4]));
+    MT_CHECK_MPI(
+        MPI_Ialltoallv(ds, counts, displs, MPI_INT, d[5], mine, displs, MPI_INT, comm, &req[5]));
     MT_CHECK_MPI(MPI_Ireduce_scatter(ds, d[6], counts, MPI_INT, MPI_SUM, comm, &req[6]));
     MT_CHECK_MPI(MPI_Iscan(ds, d[7], n, MPI_INT, MPI_SUM, comm, &req[7]));
     MT_CHECK_MPI(MPI_Iexscan(ds, d[8], n, MPI_INT, MPI_SUM, comm, &req[8]));
@@ -1055,9 +1064,9 @@ typedef struct {
     int t;
     int *a, *b, *c; /* TN, TN, TN x size */
     long bad;
-    mt_pvars_t pv;                 /* on comm, opened and closed by the main thread */
-    unsigned long long eng, fb;    /* the pvars' growth over this thread's posts on comm */
-    int unread;                    /* rounds whose pvars could not be read */
+    mt_pvars_t pv;              /* on comm, opened and closed by the main thread */
+    unsigned long long eng, fb; /* the pvars' growth over this thread's posts on comm */
+    int unread;                 /* rounds whose pvars could not be read */
 } tctx_t;
 
 static void *thread_main(void *arg)
@@ -1084,7 +1093,8 @@ static void *thread_main(void *arg)
         mt_push(x->a), mt_push(x->b), mt_push(x->c);
         MPI_Request req[3];
         mt_pvars_mark(&x->pv); /* only this thread calls on comm: the two posts below */
-        MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x->a), TN, MPI_INT, MPI_SUM, x->comm, &req[0]));
+        MT_CHECK_MPI(
+            MPI_Iallreduce(MPI_IN_PLACE, MT_D(x->a), TN, MPI_INT, MPI_SUM, x->comm, &req[0]));
         MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x->b), TN, MPI_INT, MPI_MAX, sub, &req[1]));
         MT_CHECK_MPI(MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, MT_D(x->c), TN, MPI_INT,
                                    x->comm, &req[2]));
@@ -1156,6 +1166,80 @@ static void threaded(void)
         MPI_Comm_free(&x[t].comm);
         mt_twin_free(x[t].a), mt_twin_free(x[t].b), mt_twin_free(x[t].c);
     }
+}
+
+/* Threads sharing one communicator: MPI orders the collectives of a communicator by their
+ * posts, so the threads take turns to post (the same order on every rank: thread 0's first
+ * call, thread 1's first, ..., thread 0's second), and each waits for its own request while
+ * the others post and wait theirs. */
+typedef struct {
+    MPI_Comm comm;
+    int t;
+    int *a; /* TN */
+    long bad;
+} sctx_t;
+
+static pthread_mutex_t turn_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t turn_cv = PTHREAD_COND_INITIALIZER;
+static int turn; /* posts made on the shared communicator so far */
+
+static void *shared_thread(void *arg)
+{
+    sctx_t *x = arg;
+    mt_twin_thread_init();
+    int rank, size;
+    MPI_Comm_rank(x->comm, &rank);
+    MPI_Comm_size(x->comm, &size);
+    for (int round = 0; round < TROUNDS; ++round) {
+        const uint64_t salt = 9000 + (uint64_t) x->t * 100 + (uint64_t) round;
+        for (long i = 0; i < TN; ++i) {
+            x->a[i] = val(salt, rank, i);
+        }
+        mt_push(x->a);
+        MPI_Request req;
+        pthread_mutex_lock(&turn_lock);
+        while (turn != round * NTHREADS + x->t) {
+            pthread_cond_wait(&turn_cv, &turn_lock);
+        }
+        /* a post hands the call to the engine's worker and returns: no wait under the lock */
+        MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x->a), TN, MPI_INT, MPI_SUM, x->comm, &req));
+        turn++;
+        pthread_cond_broadcast(&turn_cv);
+        pthread_mutex_unlock(&turn_lock);
+        MT_CHECK_MPI(MPI_Wait(&req, MPI_STATUS_IGNORE));
+        mt_pull(x->a);
+        for (long i = 0; i < TN; ++i) {
+            x->bad += x->a[i] != sum_of(salt, size, i);
+        }
+    }
+    return NULL;
+}
+
+static void threads_one_comm(void)
+{
+    sctx_t x[NTHREADS];
+    pthread_t th[NTHREADS];
+    MPI_Comm shared;
+    MPI_Comm_dup(MPI_COMM_WORLD, &shared);
+    turn = 0;
+    for (int t = 0; t < NTHREADS; ++t) {
+        x[t].comm = shared;
+        x[t].t = t;
+        x[t].a = mt_twin_alloc(sizeof(int) * TN);
+        x[t].bad = 0;
+    }
+    for (int t = 0; t < NTHREADS; ++t) {
+        pthread_create(&th[t], NULL, shared_thread, &x[t]);
+    }
+    for (int t = 0; t < NTHREADS; ++t) {
+        pthread_join(th[t], NULL);
+    }
+    for (int t = 0; t < NTHREADS; ++t) {
+        MT_CHECK(0 == x[t].bad, "thread %d on the shared communicator: %ld wrong elements", t,
+                 x[t].bad);
+        mt_twin_free(x[t].a);
+    }
+    MPI_Comm_free(&shared);
 }
 
 /* README's rule (Limits, threads and device-wide CUDA calls): a device-wide synchronizing
@@ -1255,8 +1339,8 @@ static void cap(void)
             x[i] = val(9100 + (uint64_t) round, rank, i);
         }
         mt_push(x);
-        MT_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), CN, MPI_INT, MPI_SUM, MPI_COMM_WORLD,
-                                    &req));
+        MT_CHECK_MPI(
+            MPI_Iallreduce(MPI_IN_PLACE, MT_D(x), CN, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &req));
         MPI_Comm d;
         MPI_Comm_dup(MPI_COMM_WORLD, &d);
         MPI_Comm_set_errhandler(d, MPI_ERRORS_RETURN);
@@ -1320,6 +1404,7 @@ int main(int argc, char **argv)
                        MPI_THREAD_MULTIPLE);
         mt_twin_init();
         threaded();
+        threads_one_comm();
         return mt_finalize();
     }
     mt_init(&argc, &argv, MT_ON_DEVICE ? "test_cuda_nb" : "test_nb");
