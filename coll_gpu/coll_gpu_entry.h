@@ -177,6 +177,7 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
 int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
                                 struct ompi_datatype_t *dt, struct ompi_op_t *op,
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_barrier(struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
                       mca_coll_base_module_t *module);

@@ -213,12 +213,14 @@ static int gpu_module_disable(mca_coll_base_module_t *module, struct ompi_commun
 }
 
 /* An intracommunicator of two ranks or more: every collective with a buffer, blocking and
- * non-blocking (each entry point takes the engine or the staged previous module), and the
- * neighborhood collectives (staged). */
+ * non-blocking (each entry point takes the engine or the staged previous module), the
+ * neighborhood collectives (staged), and the barrier (the previous module's, unless a peer
+ * died). */
 static void gpu_module_install(mca_coll_gpu_module_t *m)
 {
     mca_coll_base_module_t *s = &m->super;
     s->coll_allreduce = mca_coll_gpu_allreduce;
+    s->coll_barrier = mca_coll_gpu_barrier;
     s->coll_alltoall = mca_coll_gpu_alltoall;
     s->coll_bcast = mca_coll_gpu_bcast;
     s->coll_reduce = mca_coll_gpu_reduce;

@@ -495,9 +495,9 @@ else
                     if [ ! -s "$f" ]; then echo "rank $r wrote no result"; bad=1; continue; fi
                     cat "$f"
                     # fields: rank R calls C failed F took T again_failed A again_took T2
-                    # same_class S error ...
-                    awk -v b="$bound" "{ exit !(\$6 == 1 && \$8 < b && \$10 == 1 && \$14 == 1) }" "$f" ||
-                        { echo "rank $r: no error, or later than $bound s, or the failed communicator took a call or changed the class"; bad=1; }
+                    # same_class S barrier_same_class B barrier_took T3 error ...
+                    awk -v b="$bound" "{ exit !(\$6 == 1 && \$8 < b && \$10 == 1 && \$14 == 1 && \$16 == 1 && \$18 < b) }" "$f" ||
+                        { echo "rank $r: no error, or later than $bound s, or the failed communicator took a call or a barrier, or changed the class"; bad=1; }
                     if [ "$names" = 1 ] && ! grep -q "error coll/gpu: rank 1 (MPI_COMM_WORLD rank 1," "$f"; then
                         echo "rank $r: the error string does not name rank 1"; bad=1
                     fi

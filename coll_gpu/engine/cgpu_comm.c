@@ -547,6 +547,18 @@ cgpu_status_t cgpu_comm_release(cgpu_comm_t **commp)
     return CGPU_OK;
 }
 
+cgpu_status_t cgpu_comm_refusal(const cgpu_comm_t *comm)
+{
+    if (NULL == comm) {
+        return CGPU_OK;
+    }
+    if (cgpu_comm_dead_peer(comm, NULL) >= 0) {
+        return CGPU_ERR_PEER_DEAD;
+    }
+    return CGPU_RAS_FAILED == atomic_load(&((cgpu_comm_t *) comm)->ras.state) ? CGPU_ERR_PEER
+                                                                              : CGPU_OK;
+}
+
 cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, const cgpu_sig_t *sig)
 {
     if (NULL == comm || CGPU_COMM_ALIVE != comm->magic ||

@@ -161,6 +161,11 @@ int cgpu_engine_shm_segments(void);
  */
 int cgpu_comm_dead_peer(const cgpu_comm_t *comm, long *pid);
 
+/** What a communicator that failed answers every later call with, at once: CGPU_ERR_PEER_DEAD
+ * once a peer died, CGPU_ERR_PEER once a collective timed out, hit a device error or, across
+ * nodes, did not match; CGPU_OK while it is usable (or NULL). Atomics only. */
+cgpu_status_t cgpu_comm_refusal(const cgpu_comm_t *comm);
+
 /** What two ranks' calls differ in (the first that differs, in this order). */
 typedef enum cgpu_mismatch_field {
     CGPU_MISMATCH_NONE = 0,

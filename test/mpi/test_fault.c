@@ -4,10 +4,13 @@
  *   test_fault kill <victim rank> <result dir>
  * A peer dies in the middle of a loop of large allreduces (a thread of the victim kills its
  * process with SIGKILL 300 ms after the loop started): every survivor must get an MPI error
- * back (no hang) in bounded time, and the failed communicator must keep refusing calls with
- * an error of the same class. Each survivor writes <result dir>/survivor.<rank>:
- *   rank R calls C failed F took T again_failed A again_took T2 same_class S error <string>
- * (the failing call's duration, the next call's, and MPI_Error_string of the first error),
+ * back (no hang) in bounded time, and the failed communicator must keep refusing calls,
+ * its barrier too, with an error of the same class. Each survivor writes
+ * <result dir>/survivor.<rank>:
+ *   rank R calls C failed F took T again_failed A again_took T2 same_class S
+ *   barrier_same_class B barrier_took T3 error <string>
+ * (the failing call's duration, the next call's, the barrier's, and MPI_Error_string of the
+ * first error),
  * then leaves with _exit (MPI_Finalize would wait for the dead process). The driver
  * (test/run_all.sh) bounds T and checks that the string names the dead rank. Run under
  * mpirun --enable-recovery, so that the launcher does not kill the survivors first.
@@ -136,10 +139,18 @@ static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir)
     const double c1 = now();
     int rc2 = MPI_Allreduce(MPI_IN_PLACE, a, 16, MPI_INT, MPI_SUM, comm);
     const double again = now() - c1;
-    int cls = -1, cls2 = -2;
+    /* and so does its barrier, which moves no data (the previous module's would wait for
+     * the dead process for ever) */
+    const double c2 = now();
+    int rc3 = MPI_Barrier(comm);
+    const double barrier_took = now() - c2;
+    int cls = -1, cls2 = -2, cls3 = -3;
     if (MPI_SUCCESS != rc && MPI_SUCCESS != rc2) {
         MPI_Error_class(rc, &cls);
         MPI_Error_class(rc2, &cls2);
+    }
+    if (MPI_SUCCESS != rc3) {
+        MPI_Error_class(rc3, &cls3);
     }
     char path[4096];
     snprintf(path, sizeof(path), "%s/survivor.%d", dir, rank);
@@ -147,8 +158,9 @@ static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir)
     if (NULL != f) {
         fprintf(f,
                 "rank %d calls %ld failed %d took %.3f again_failed %d again_took %.3f "
-                "same_class %d error %s\n",
-                rank, calls, MPI_SUCCESS != rc, took, MPI_SUCCESS != rc2, again, cls == cls2, err);
+                "same_class %d barrier_same_class %d barrier_took %.3f error %s\n",
+                rank, calls, MPI_SUCCESS != rc, took, MPI_SUCCESS != rc2, again, cls == cls2,
+                cls == cls3, barrier_took, err);
         fclose(f);
     }
     fflush(stdout);
