@@ -62,7 +62,7 @@ def timed(step, sync, iters):
     return comm.allreduce(us, op=MPI.MAX)
 
 
-def gpu_setup():
+def gpu_setup(want_nccl=True):
     """(cupy, NCCL communicator or None, why not) where CuPy and a GPU are usable."""
     if args.host_only:
         return None, None, "skipped: --host-only"
@@ -77,6 +77,8 @@ def gpu_setup():
     if 0 == ndev:
         return None, None, "skipped: no GPU"
     cupy.cuda.Device(rank % ndev).use()
+    if not want_nccl:  # (NCCL takes one rank per GPU)
+        return cupy, None, ""
     try:
         from cupy.cuda import nccl
         if not getattr(nccl, "available", True):
@@ -154,7 +156,7 @@ def main():
 
 def cycles():
     """Communicator cycles: create (split or dup), first allreduce, free."""
-    cupy, _, why = gpu_setup()
+    cupy, _, why = gpu_setup(want_nccl=False)
     xp = cupy if cupy is not None else np
     bad = 0
     for name, make in (("split", lambda: comm.Split(rank // 2, rank)),

@@ -20,6 +20,16 @@ typedef struct host_stage {
     bool pinned;
 } host_stage_t;
 
+/* whether a call of @p bytes stages through the communicator's pinned halves (made here) */
+static bool stage_pinned(cgpu_comm_t *comm, size_t bytes)
+{
+    void *dptr;
+    return bytes <= CGPU_STAGE_PINNED_BYTES && cgpu_cuda_time_sliced() &&
+           (NULL != comm->stage_pinned ||
+            CGPU_OK == cgpu_cuda_host_alloc_mapped(&comm->stage_pinned, &dptr,
+                                                   2 * CGPU_STAGE_PINNED_BYTES));
+}
+
 static void *stage_buf(cgpu_comm_t *comm, host_stage_t *hs, size_t bytes, int half)
 {
     if (hs->pinned) {
@@ -38,12 +48,7 @@ static cgpu_status_t stage_in(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
     memset(hs, 0, sizeof(*hs));
     *in = sbuf;
     *out = rbuf;
-    if ((s_dev || r_dev) && bytes <= CGPU_STAGE_PINNED_BYTES && cgpu_cuda_time_sliced()) {
-        void *dptr;
-        hs->pinned = NULL != comm->stage_pinned ||
-                     CGPU_OK == cgpu_cuda_host_alloc_mapped(&comm->stage_pinned, &dptr,
-                                                            2 * CGPU_STAGE_PINNED_BYTES);
-    }
+    hs->pinned = (s_dev || r_dev) && stage_pinned(comm, bytes);
     if (s_dev) {
         hs->in_copy = stage_buf(comm, hs, bytes, 0);
         if (NULL == hs->in_copy) {
@@ -133,12 +138,6 @@ static cgpu_status_t host_bcast(cgpu_comm_t *comm, const void *in, void *out, co
     return cgpu_host_ring_bcast(comm, out, a->bytes, a->root);
 }
 
-static cgpu_status_t host_allgather(cgpu_comm_t *comm, const void *in, void *out, const void *args)
-{
-    (void) in;
-    return cgpu_host_ring_allgather(comm, out, *(const size_t *) args);
-}
-
 cgpu_status_t cgpu_host_view(const void *p, size_t bytes, bool copy_in, void **view, void **own)
 {
     int dev;
@@ -199,21 +198,47 @@ static cgpu_status_t host_path_bcast(cgpu_comm_t *comm, void *buf, size_t bytes,
     return st;
 }
 
+/* The ring gathers into rbuf, or into a host copy of it where it is device memory: this
+ * rank's block is copied there from sbuf (or from its place in rbuf), and the whole result
+ * back once. No device-to-device copy of the block into rbuf first: on a GPU time-sliced
+ * with another process that waits for a time slice. */
 static cgpu_status_t host_path_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                          size_t bytes)
 {
-    cgpu_status_t st = CGPU_OK;
+    const size_t total = bytes * (size_t) comm->size;
     char *mine = (char *) rbuf + (size_t) comm->rank * bytes;
-    if (NULL != sbuf && sbuf != mine) {
-        st = cgpu_engine_copy(mine, sbuf, bytes); /* own block into place, any memory */
+    const void *src = NULL != sbuf ? sbuf : mine;
+    if (1 == comm->size) {
+        return src != mine ? cgpu_engine_copy(mine, src, bytes) : CGPU_OK;
     }
-    if (CGPU_OK == st && comm->size > 1) {
-        cgpu_coll_prof_begin(comm, "allgather", bytes, "byte", "", bytes * (size_t) comm->size,
-                             "ring");
-        st = run_host_staged(comm, rbuf, rbuf, bytes * (size_t) comm->size, host_allgather, &bytes);
-        cgpu_coll_prof_end(comm);
+    int dev;
+    host_stage_t hs;
+    memset(&hs, 0, sizeof(hs));
+    char *out = rbuf;
+    cgpu_status_t st = CGPU_OK;
+    if (CGPU_BUF_HOST != cgpu_buf_kind(rbuf, &dev)) {
+        hs.pinned = stage_pinned(comm, total);
+        hs.out_copy = stage_buf(comm, &hs, total, 1);
+        out = hs.out_copy;
+        st = NULL == out ? CGPU_ERR_NO_MEMORY : CGPU_OK;
     }
-    return st;
+    char *own = NULL != out ? out + (size_t) comm->rank * bytes : NULL;
+    if (CGPU_OK == st && src != own) {
+        st = cgpu_engine_copy(own, src, bytes);
+    }
+    cgpu_coll_prof_begin(comm, "allgather", bytes, "byte", "", total, "ring");
+    if (CGPU_OK == st) {
+        st = cgpu_host_ring_allgather(comm, out, bytes);
+    } else {
+        /* staging failed here: take part on zeroed scratch, so no peer waits */
+        void *tmp = calloc(1, total);
+        if (NULL != tmp) {
+            (void) cgpu_host_ring_allgather(comm, tmp, bytes);
+            free(tmp);
+        }
+    }
+    cgpu_coll_prof_end(comm);
+    return stage_out(rbuf, total, &hs, st);
 }
 
 static cgpu_status_t host_path_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
