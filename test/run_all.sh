@@ -186,6 +186,21 @@ for t in "$BIN"/unit/test_*; do
     if [ ! -f "$t" ] || [ ! -x "$t" ]; then
         continue
     fi
+    if [ "$(basename "$t")" = test_proxy ]; then
+        # once more only where the first run's one failure is the shm provider's killed-peer
+        # case hanging past the case's deadline (about 1 run in 10 on a loaded 2-core
+        # machine: the survivor's wait inside libfabric's shm provider does not return; an
+        # open fault of the proxy, issue 55). The first log is kept beside the second.
+        run_logged "unit.test_proxy" "$t"
+        if [ "$rc" -ne 0 ] && grep -q "killed peer over shm: deadline passed" "$log" &&
+            [ "$(grep -c "CU_ASSERT" "$log")" -eq 1 ]; then
+            mv "$log" "$log.first"
+            echo "  (unit.test_proxy: the shm killed-peer case hung; once more, log $log.first)"
+            run_logged "unit.test_proxy" "$t"
+        fi
+        record "unit.test_proxy" "$rc" "$log"
+        continue
+    fi
     run_test "unit.$(basename "$t")" "$t"
 done
 
