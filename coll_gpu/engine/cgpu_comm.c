@@ -566,14 +566,14 @@ cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, con
         cgpu_log(CGPU_LOG_WARN, "engine: %s on a released internal communicator", what);
         return CGPU_ERR_STATE;
     }
-    const int dead = cgpu_comm_dead_peer(comm, NULL);
-    if (dead >= 0) {
+    const cgpu_status_t refused = cgpu_comm_refusal(comm);
+    if (CGPU_ERR_PEER_DEAD == refused) {
         /* found by an earlier wait (logged there): the process never takes part again */
         cgpu_log(CGPU_LOG_INFO, "engine: %s on communicator %s refused: its rank %d died", what,
-                 comm->ras.name, dead);
+                 comm->ras.name, cgpu_comm_dead_peer(comm, NULL));
         return CGPU_ERR_PEER_DEAD;
     }
-    if (CGPU_RAS_FAILED == atomic_load(&comm->ras.state)) {
+    if (CGPU_OK != refused) {
         cgpu_log(CGPU_LOG_WARN,
                  "engine: %s on communicator %s, which failed earlier (a collective timed out, "
                  "hit a device error or, across nodes, did not match); free it and create a "
