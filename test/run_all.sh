@@ -567,8 +567,10 @@ else
     fi
 
     # ---- mismatched calls (sizes, roots, ops, types, kinds): every rank gets the error of
-    # what differs, naming both values, and no hang (the run's timeout). Across fake nodes the
-    # differences every node sees; coll_gpu_ras_timeout bounds a wait that would hang ----
+    # what differs, naming both values, no hang (the run's timeout), and the next matching call
+    # on the communicator gives the host-computed result. Across fake nodes: differences every
+    # node sees, and differences between nodes whose ranks agree (2 x 2, and 2 + 2 + 1 with the
+    # lone rank's node differing); coll_gpu_ras_timeout bounds a wait that would hang ----
     if [ -x "$BIN/mpi/test_mismatch" ]; then
         for np in 2 4; do
             run_test "test_mismatch.np$np" "${MPIRUN[@]}" -np "$np" "$BIN/mpi/test_mismatch"
@@ -576,6 +578,12 @@ else
         run_test "test_mismatch.nodes2x2.np4" "${MPIRUN[@]}" --mca coll_gpu_ofi_provider tcp \
             --mca coll_gpu_fake_nodes 2 --mca coll_gpu_ras_timeout 20 -np 4 \
             "$BIN/mpi/test_mismatch" nodes
+        run_test "test_mismatch.xnodes2x2.np4" "${MPIRUN[@]}" --mca coll_gpu_ofi_provider tcp \
+            --mca coll_gpu_fake_nodes 2 --mca coll_gpu_ras_timeout 20 -np 4 \
+            "$BIN/mpi/test_mismatch" xnodes 2
+        run_test "test_mismatch.xnodes2+2+1.np5" "${MPIRUN[@]}" --mca coll_gpu_ofi_provider tcp \
+            --mca coll_gpu_fake_nodes 3 --mca coll_gpu_ras_timeout 20 -np 5 \
+            "$BIN/mpi/test_mismatch" xnodes 3
     fi
 
     # ---- RAS watchdog: a rank enters 2.5-3 s late with a 1 s timeout ----
