@@ -16,6 +16,12 @@
 
 BEGIN_C_DECLS
 
+/* ---- MPI_Barrier, MPI_Ibarrier (coll_gpu_barrier.c) ---- */
+
+int mca_coll_gpu_barrier(struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_ibarrier(struct ompi_communicator_t *comm, ompi_request_t **request,
+                          mca_coll_base_module_t *module);
+
 /* ---- MPI_Allreduce (coll_gpu_allreduce.c) ---- */
 
 int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,

@@ -474,20 +474,25 @@ else
             "${NODES[@]}" --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/test_nb" threads
     fi
     # ---- a rank killed mid-allreduce: every survivor returns an error within a bound, the
-    # failed communicator refuses the next call with the same class, nothing left in /dev/shm.
+    # failed communicator refuses the next call with the same class, and so does MPI_Barrier
+    # on it (which coll/gpu leaves to the previous module, whose barrier would wait for the
+    # dead rank for ever), nothing left in /dev/shm. On one node the barrier on
+    # MPI_COMM_WORLD and on a dup made before the death fail too, naming the dead rank.
     # Across fake nodes (the proxy path) the bound is coll_gpu_ras_timeout (3 s) plus a quarter
     # of it (the watchdog's period, the proxy's cancel grace) plus scheduling slack: 5 s. On one
     # node (the shm path) every wait looks at its peers' processes every 5 ms: 2 s, plus 1 s
     # of slack on a loaded box, and the error string names the dead rank ----
     if [ -x "$BIN/mpi/test_fault" ]; then
-        # fault_kill NAME BOUND_S NAMES_RANK MPIRUN_ARGS... : runs test_fault kill 1 at np 4
+        # fault_kill NAME BOUND_S NAMES_RANK BARRIERS MPIRUN_ARGS... : runs test_fault kill 1
+        # at np 4; BARRIERS: comm (the failed communicator's) or world (and MPI_COMM_WORLD's
+        # and a dup's, whose strings must name rank 1)
         fault_kill() {
-            local name=$1 bound=$2 names=$3
-            shift 3
+            local name=$1 bound=$2 names=$3 barriers=$4
+            shift 4
             run_test "$name" bash -c '
-                exe=$1 bound=$2 names=$3; shift 3
+                exe=$1 bound=$2 names=$3 barriers=$4; shift 4
                 dir=$(mktemp -d)
-                "$@" --enable-recovery -np 4 "$exe" kill 1 "$dir" > "$dir/mpirun.log" 2>&1
+                "$@" --enable-recovery -np 4 "$exe" kill 1 "$dir" "$barriers" > "$dir/mpirun.log" 2>&1
                 echo "mpirun exit status $? (the killed rank makes it non-zero)"
                 bad=0
                 for r in 0 2 3; do
@@ -495,9 +500,18 @@ else
                     if [ ! -s "$f" ]; then echo "rank $r wrote no result"; bad=1; continue; fi
                     cat "$f"
                     # fields: rank R calls C failed F took T again_failed A again_took T2
-                    # same_class S error ...
+                    # same_class S, then per barrier: barrier_<comm> failed took same_class
+                    # names, then error ...
                     awk -v b="$bound" "{ exit !(\$6 == 1 && \$8 < b && \$10 == 1 && \$14 == 1) }" "$f" ||
                         { echo "rank $r: no error, or later than $bound s, or the failed communicator took a call or changed the class"; bad=1; }
+                    for c in comm $([ "$barriers" = world ] && echo world dup); do
+                        # the dup and MPI_COMM_WORLD name the rank wherever it is known
+                        need=$([ "$c" = comm ] && echo "$names" || echo 1)
+                        awk -v b="$bound" -v c="barrier_$c" -v need="$need" "{
+                            for (i = 1; i <= NF; ++i) if (\$i == c) exit !(\$(i+1) == 1 && \$(i+2) < b && \$(i+3) == 1 && (need == 0 || \$(i+4) == 1));
+                            exit 1 }" "$f" ||
+                            { echo "rank $r: MPI_Barrier on $c: no error, or later than $bound s, or another class, or its string does not name rank 1"; bad=1; }
+                    done
                     if [ "$names" = 1 ] && ! grep -q "error coll/gpu: rank 1 (MPI_COMM_WORLD rank 1," "$f"; then
                         echo "rank $r: the error string does not name rank 1"; bad=1
                     fi
@@ -509,11 +523,11 @@ else
                     { echo "no message names rank 1"; bad=1; }
                 rm -rf "$dir"
                 exit $bad
-            ' _ "$BIN/mpi/test_fault" "$bound" "$names" "$@"
+            ' _ "$BIN/mpi/test_fault" "$bound" "$names" "$barriers" "$@"
         }
-        fault_kill "test_fault.kill_rank1.np4" 5 0 "${MPIRUN[@]}" --mca coll_gpu_ofi_provider tcp \
+        fault_kill "test_fault.kill_rank1.np4" 5 0 comm "${MPIRUN[@]}" --mca coll_gpu_ofi_provider tcp \
             --mca coll_gpu_fake_nodes 2 --mca coll_gpu_ras_timeout 3
-        fault_kill "test_fault.kill_rank1.shm.np4" 3 1 "${MPIRUN[@]}"
+        fault_kill "test_fault.kill_rank1.shm.np4" 3 1 world "${MPIRUN[@]}"
         # ---- a rank stopped (SIGSTOP) before a bcast for 2.5 s: every other rank's watchdog
         # names that bcast by its number and the stopped rank as the one not arrived; the
         # call then completes with the root's data (test_fault.c checks, per rank) ----
