@@ -35,6 +35,11 @@
  * to <result dir>/pid.<rank> first, and each survivor <result dir>/entered.<rank> just
  * before the collective; the victim dies once all have entered and a moment has passed. The
  * driver checks that no process of the job left a segment name in /dev/shm.
+ *
+ * Built with -DCGPU_TEST_CUDA (test/gpu/test_cuda_fault), the kill and stall cases' buffers
+ * are device memory (mt_twin.h: filled and checked on the host, device twins handed to MPI);
+ * without a GPU it prints "skipped: no GPU" and exits 77. The set-up case's one int stays
+ * on the host: what it tests happens before any buffer is read.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -48,6 +53,7 @@
 #include <mpi.h>
 
 #include "../proc_state.h"
+#include "mt_twin.h"
 
 static double now(void)
 {
@@ -155,12 +161,13 @@ static void barrier_after(MPI_Comm c, const char *name, int cls0, int victim, ch
 static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir, bool world)
 {
     enum { N = 1 << 20 }; /* 4 MiB of ints per call */
-    int *a = malloc(sizeof(int) * N);
+    int *a = mt_twin_alloc(sizeof(int) * N);
     for (int i = 0; i < N; ++i) {
         a[i] = rank + i;
     }
+    mt_push(a);
     /* one good call first: the communicator is set up on every rank */
-    int rc = MPI_Allreduce(MPI_IN_PLACE, a, N, MPI_INT, MPI_SUM, comm);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, MT_D(a), N, MPI_INT, MPI_SUM, comm);
     if (MPI_SUCCESS != rc) {
         fprintf(stderr, "test_fault: rank %d: the first allreduce failed\n", rank);
         _exit(3);
@@ -182,7 +189,7 @@ static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir, bool w
     char err[MPI_MAX_ERROR_STRING] = "";
     while (now() - t0 < 120) {
         const double c0 = now();
-        rc = MPI_Allreduce(MPI_IN_PLACE, a, N, MPI_INT, MPI_SUM, comm);
+        rc = MPI_Allreduce(MPI_IN_PLACE, MT_D(a), N, MPI_INT, MPI_SUM, comm);
         took = now() - c0;
         ++calls;
         if (MPI_SUCCESS != rc) {
@@ -193,7 +200,7 @@ static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir, bool w
     }
     /* the failed communicator keeps refusing, at once, with an error of the same class */
     const double c1 = now();
-    int rc2 = MPI_Allreduce(MPI_IN_PLACE, a, 16, MPI_INT, MPI_SUM, comm);
+    int rc2 = MPI_Allreduce(MPI_IN_PLACE, MT_D(a), 16, MPI_INT, MPI_SUM, comm);
     const double again = now() - c1;
     int cls = -1, cls2 = -2;
     if (MPI_SUCCESS != rc && MPI_SUCCESS != rc2) {
@@ -249,7 +256,7 @@ static unsigned char pattern(size_t i, int call)
 
 static int run_stall(MPI_Comm comm, int rank, int size, int victim, const char *dir)
 {
-    unsigned char *buf = malloc(STALL_BYTES);
+    unsigned char *buf = mt_twin_alloc(STALL_BYTES);
     char path[4096], why[512] = "";
     int ok = 1;
     /* the pids, so that rank 0 can let the victim go on */
@@ -260,7 +267,8 @@ static int run_stall(MPI_Comm comm, int rank, int size, int victim, const char *
         for (size_t i = 0; i < STALL_BYTES; ++i) {
             buf[i] = 0 == rank ? pattern(i, call) : 0;
         }
-        if (MPI_SUCCESS != MPI_Bcast(buf, STALL_BYTES, MPI_BYTE, 0, comm)) {
+        mt_push(buf);
+        if (MPI_SUCCESS != MPI_Bcast(MT_D(buf), STALL_BYTES, MPI_BYTE, 0, comm)) {
             fprintf(stderr, "test_fault: rank %d: warm-up bcast %d failed\n", rank, call);
             _exit(3);
         }
@@ -278,6 +286,7 @@ static int run_stall(MPI_Comm comm, int rank, int size, int victim, const char *
     for (size_t i = 0; i < STALL_BYTES; ++i) {
         buf[i] = 0 == rank ? pattern(i, call) : 0;
     }
+    mt_push(buf);
     MPI_Barrier(MPI_COMM_WORLD);
     pthread_t t;
     if (0 == rank) {
@@ -287,8 +296,9 @@ static int run_stall(MPI_Comm comm, int rank, int size, int victim, const char *
         raise(SIGSTOP);
     }
     const double c0 = now();
-    const int rc = MPI_Bcast(buf, STALL_BYTES, MPI_BYTE, 0, comm);
+    const int rc = MPI_Bcast(MT_D(buf), STALL_BYTES, MPI_BYTE, 0, comm);
     const double took = now() - c0;
+    mt_pull(buf);
     if (0 == rank) {
         pthread_join(t, NULL);
     }
@@ -341,7 +351,7 @@ static int run_stall(MPI_Comm comm, int rank, int size, int victim, const char *
         fclose(f);
     }
     free(pids);
-    free(buf);
+    mt_twin_free(buf);
     return ok ? 0 : 1;
 }
 
@@ -351,6 +361,7 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mt_twin_init(); /* the device build: this rank's GPU, or "skipped: no GPU" and exit 77 */
     const int stall = argc >= 4 && 0 == strcmp(argv[1], "stall");
     const int setup = argc >= 4 && 0 == strcmp(argv[1], "setup");
     const bool world = argc >= 5 && 0 == strcmp(argv[4], "world");

@@ -20,13 +20,20 @@
  * result on the same communicator: no rank consumed a later call's data.
  *
  * Each case runs on a fresh dup of MPI_COMM_WORLD with MPI_ERRORS_RETURN; the expected
- * results are computed on the host from the inputs.
+ * results are computed on the host from the inputs. "quick" (the driver's argument at 4
+ * ranks) runs the one-node cases.
+ *
+ * Built with -DCGPU_TEST_CUDA (test/gpu/test_cuda_mismatch), every buffer handed to MPI is
+ * device memory (mt_twin.h: filled and checked on the host); without a GPU it prints
+ * "skipped: no GPU" and exits 77.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mpitest.h"
+#include "mt_twin.h"
 
 static int rank, size;
 static int nodes_mode;
@@ -55,11 +62,13 @@ static void expect_error(int rc, int cls, const char *what, const char *a, const
 static void expect_usable(MPI_Comm comm, const char *what)
 {
     enum { N = 4099 };
-    double *v = malloc(sizeof(double) * N);
+    double *v = mt_twin_alloc(sizeof(double) * N);
     for (int i = 0; i < N; ++i) {
         v[i] = (double) (rank + 1) * (double) (i % 7 + 1);
     }
-    const int rc = MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_DOUBLE, MPI_SUM, comm);
+    mt_push(v);
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, MT_D(v), N, MPI_DOUBLE, MPI_SUM, comm);
+    mt_pull(v);
     MT_CHECK(MPI_SUCCESS == rc, "%s: the next, matching call failed (%s)", what, mt_mpi_errstr(rc));
     const double ranks = (double) size * (double) (size + 1) / 2.0;
     int bad = 0;
@@ -67,7 +76,7 @@ static void expect_usable(MPI_Comm comm, const char *what)
         bad += v[i] != ranks * (double) (i % 7 + 1);
     }
     MT_CHECK(0 == bad, "%s: the next call gave %d wrong elements of %d", what, bad, N);
-    free(v);
+    mt_twin_free(v);
 }
 
 static MPI_Comm fresh(void)
@@ -76,8 +85,11 @@ static MPI_Comm fresh(void)
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
     MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN);
     /* one matching call first: the engine's communicator is set up on every rank */
-    int x = 1;
-    MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT, MPI_SUM, c));
+    int *x = mt_twin_alloc(sizeof(int));
+    *x = 1;
+    mt_push(x);
+    MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, MT_D(x), 1, MPI_INT, MPI_SUM, c));
+    mt_twin_free(x);
     return c;
 }
 
@@ -87,13 +99,13 @@ static MPI_Comm fresh(void)
 static void case_counts(const char *what, int mine, int r0, int other, int theirs)
 {
     MPI_Comm c = fresh();
-    double *v = calloc((size_t) mine, sizeof(double));
-    const int rc = MPI_Allreduce(MPI_IN_PLACE, v, mine, MPI_DOUBLE, MPI_SUM, c);
+    double *v = mt_twin_alloc((size_t) mine * sizeof(double));
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, MT_D(v), mine, MPI_DOUBLE, MPI_SUM, c);
     char a[64], b[64];
     snprintf(a, sizeof(a), "rank 0 passes %zu bytes", (size_t) r0 * sizeof(double));
     snprintf(b, sizeof(b), "rank %d passes %zu bytes", other, (size_t) theirs * sizeof(double));
     expect_error(rc, MPI_ERR_TRUNCATE, what, a, b);
-    free(v);
+    mt_twin_free(v);
     expect_usable(c, what);
     MPI_Comm_free(&c);
 }
@@ -102,12 +114,12 @@ static void case_root(void)
 {
     enum { N = 1000 };
     MPI_Comm c = fresh();
-    int *v = calloc(N, sizeof(int));
+    int *v = mt_twin_alloc(N * sizeof(int));
     const int root = 0 == rank ? 0 : 1; /* at 2 ranks: both think they are the root */
-    const int rc = MPI_Bcast(v, N, MPI_INT, root, c);
+    const int rc = MPI_Bcast(MT_D(v), N, MPI_INT, root, c);
     expect_error(rc, MPI_ERR_ROOT, "bcast roots 0 and 1", "rank 0 names root 0",
                  "rank 1 names root 1");
-    free(v);
+    mt_twin_free(v);
     expect_usable(c, "bcast roots 0 and 1");
     MPI_Comm_free(&c);
 }
@@ -116,13 +128,13 @@ static void case_op(int other)
 {
     enum { N = 4096 };
     MPI_Comm c = fresh();
-    int *v = calloc(N, sizeof(int));
+    int *v = mt_twin_alloc(N * sizeof(int));
     const int differs = nodes_mode ? 1 == rank % 2 : 0 != rank;
-    const int rc = MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_INT, differs ? MPI_MAX : MPI_SUM, c);
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, MT_D(v), N, MPI_INT, differs ? MPI_MAX : MPI_SUM, c);
     char b[64];
     snprintf(b, sizeof(b), "rank %d with max", other);
     expect_error(rc, MPI_ERR_OP, "allreduce ops sum and max", "rank 0 reduces with sum", b);
-    free(v);
+    mt_twin_free(v);
     expect_usable(c, "allreduce ops sum and max");
     MPI_Comm_free(&c);
 }
@@ -131,11 +143,12 @@ static void case_type(void)
 {
     enum { N = 4096 };
     MPI_Comm c = fresh();
-    float *v = calloc(N, sizeof(float)); /* as many bytes as N ints */
-    const int rc = MPI_Allreduce(MPI_IN_PLACE, v, N, 0 == rank ? MPI_INT : MPI_FLOAT, MPI_SUM, c);
+    float *v = mt_twin_alloc(N * sizeof(float)); /* as many bytes as N ints */
+    const int rc =
+        MPI_Allreduce(MPI_IN_PLACE, MT_D(v), N, 0 == rank ? MPI_INT : MPI_FLOAT, MPI_SUM, c);
     expect_error(rc, MPI_ERR_TYPE, "allreduce of int and float", "rank 0 reduces int32",
                  "rank 1 float32");
-    free(v);
+    mt_twin_free(v);
     expect_usable(c, "allreduce of int and float");
     MPI_Comm_free(&c);
 }
@@ -144,12 +157,12 @@ static void case_kind(void)
 {
     enum { N = 512 };
     MPI_Comm c = fresh();
-    double *v = calloc(N, sizeof(double));
-    const int rc = 0 == rank ? MPI_Bcast(v, N, MPI_DOUBLE, 0, c)
-                             : MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_DOUBLE, MPI_SUM, c);
+    double *v = mt_twin_alloc(N * sizeof(double));
+    const int rc = 0 == rank ? MPI_Bcast(MT_D(v), N, MPI_DOUBLE, 0, c)
+                             : MPI_Allreduce(MPI_IN_PLACE, MT_D(v), N, MPI_DOUBLE, MPI_SUM, c);
     expect_error(rc, MPI_ERR_ARG, "bcast against allreduce", "rank 0 calls bcast",
                  "rank 1 calls allreduce");
-    free(v);
+    mt_twin_free(v);
     expect_usable(c, "bcast against allreduce");
     MPI_Comm_free(&c);
 }
@@ -162,11 +175,14 @@ static void case_same_signature(void)
     MPI_Datatype pair;
     MPI_Type_contiguous(2, MPI_INT, &pair);
     MPI_Type_commit(&pair);
-    int *v = malloc(sizeof(int) * 2 * N);
+    int *v = mt_twin_alloc(sizeof(int) * 2 * N);
     for (int i = 0; i < 2 * N; ++i) {
         v[i] = 0 == rank ? 3 * i + 1 : -1;
     }
-    const int rc = 0 == rank ? MPI_Bcast(v, 2 * N, MPI_INT, 0, c) : MPI_Bcast(v, N, pair, 0, c);
+    mt_push(v);
+    const int rc =
+        0 == rank ? MPI_Bcast(MT_D(v), 2 * N, MPI_INT, 0, c) : MPI_Bcast(MT_D(v), N, pair, 0, c);
+    mt_pull(v);
     MT_CHECK(MPI_SUCCESS == rc, "bcast of one signature in two datatypes failed: %s",
              mt_mpi_errstr(rc));
     int bad = 0;
@@ -174,7 +190,7 @@ static void case_same_signature(void)
         bad += v[i] != 3 * i + 1;
     }
     MT_CHECK(0 == bad, "bcast of one signature in two datatypes: %d wrong elements", bad);
-    free(v);
+    mt_twin_free(v);
     MPI_Type_free(&pair);
     MPI_Comm_free(&c);
 }
@@ -197,14 +213,14 @@ static void xcase_counts(const char *what, int others, int last)
 {
     MPI_Comm c = fresh();
     const int mine = on_last_node() ? last : others;
-    double *v = calloc((size_t) mine, sizeof(double));
-    const int rc = MPI_Allreduce(MPI_IN_PLACE, v, mine, MPI_DOUBLE, MPI_SUM, c);
+    double *v = mt_twin_alloc((size_t) mine * sizeof(double));
+    const int rc = MPI_Allreduce(MPI_IN_PLACE, MT_D(v), mine, MPI_DOUBLE, MPI_SUM, c);
     char a[64], b[64];
     snprintf(a, sizeof(a), "rank 0 passes %zu bytes", (size_t) others * sizeof(double));
     snprintf(b, sizeof(b), "rank %d passes %zu bytes", node_first(xnodes - 1),
              (size_t) last * sizeof(double));
     expect_error(rc, MPI_ERR_TRUNCATE, what, a, b);
-    free(v);
+    mt_twin_free(v);
     expect_usable(c, what);
     MPI_Comm_free(&c);
 }
@@ -213,14 +229,14 @@ static void xcase_root(void)
 {
     enum { N = 100000 };
     MPI_Comm c = fresh();
-    int *v = calloc(N, sizeof(int));
+    int *v = mt_twin_alloc(N * sizeof(int));
     const int lr = node_first(xnodes - 1), root = on_last_node() ? lr : 0;
-    const int rc = MPI_Bcast(v, N, MPI_INT, root, c);
+    const int rc = MPI_Bcast(MT_D(v), N, MPI_INT, root, c);
     char b[64];
     snprintf(b, sizeof(b), "rank %d names root %d", lr, lr);
     expect_error(rc, MPI_ERR_ROOT, "bcast roots 0 and the last node's first", "rank 0 names root 0",
                  b);
-    free(v);
+    mt_twin_free(v);
     expect_usable(c, "bcast roots 0 and the last node's first");
     MPI_Comm_free(&c);
 }
@@ -229,13 +245,13 @@ static void xcase_op(void)
 {
     enum { N = 4096 };
     MPI_Comm c = fresh();
-    int *v = calloc(N, sizeof(int));
+    int *v = mt_twin_alloc(N * sizeof(int));
     const int rc =
-        MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_INT, on_last_node() ? MPI_MAX : MPI_SUM, c);
+        MPI_Allreduce(MPI_IN_PLACE, MT_D(v), N, MPI_INT, on_last_node() ? MPI_MAX : MPI_SUM, c);
     char b[64];
     snprintf(b, sizeof(b), "rank %d with max", node_first(xnodes - 1));
     expect_error(rc, MPI_ERR_OP, "allreduce ops sum and max", "rank 0 reduces with sum", b);
-    free(v);
+    mt_twin_free(v);
     expect_usable(c, "allreduce ops sum and max");
     MPI_Comm_free(&c);
 }
@@ -244,13 +260,13 @@ static void xcase_kind(void)
 {
     enum { N = 512 };
     MPI_Comm c = fresh();
-    double *v = calloc(N, sizeof(double));
-    const int rc = on_last_node() ? MPI_Allreduce(MPI_IN_PLACE, v, N, MPI_DOUBLE, MPI_SUM, c)
-                                  : MPI_Bcast(v, N, MPI_DOUBLE, 0, c);
+    double *v = mt_twin_alloc(N * sizeof(double));
+    const int rc = on_last_node() ? MPI_Allreduce(MPI_IN_PLACE, MT_D(v), N, MPI_DOUBLE, MPI_SUM, c)
+                                  : MPI_Bcast(MT_D(v), N, MPI_DOUBLE, 0, c);
     char b[64];
     snprintf(b, sizeof(b), "rank %d calls allreduce", node_first(xnodes - 1));
     expect_error(rc, MPI_ERR_ARG, "bcast against allreduce", "rank 0 calls bcast", b);
-    free(v);
+    mt_twin_free(v);
     expect_usable(c, "bcast against allreduce");
     MPI_Comm_free(&c);
 }
@@ -260,11 +276,13 @@ int main(int argc, char **argv)
     mt_init(&argc, &argv, "test_mismatch");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mt_twin_init(); /* the device build: this rank's GPU, or "skipped: no GPU" and exit 77 */
     nodes_mode = argc > 1 && 0 == strcmp(argv[1], "nodes");
     xnodes = argc > 2 && 0 == strcmp(argv[1], "xnodes") ? atoi(argv[2]) : 0;
-    if (argc > 1 && !nodes_mode && (xnodes < 2 || xnodes > size)) {
+    const bool quick = argc > 1 && 0 == strcmp(argv[1], "quick");
+    if (argc > 1 && !nodes_mode && !quick && (xnodes < 2 || xnodes > size)) {
         if (0 == rank) {
-            fprintf(stderr, "usage: test_mismatch [nodes | xnodes K], 2 <= K <= ranks\n");
+            fprintf(stderr, "usage: test_mismatch [quick | nodes | xnodes K], 2 <= K <= ranks\n");
         }
         (void) mt_finalize();
         return 2;
