@@ -11,7 +11,8 @@
 #          make: the plugin, every test program, the benchmarks
 #   test   the GPU test suite: the two demos, test/gpu/test_cuda_* at 1 to 5 ranks (3 and 4
 #          ranks share 2 GPUs), torch/CuPy through mpi4py, the host collectives on the cuda
-#          backend; one PASS/FAIL line a test, the count at the end, exit status 1 on a failure
+#          backend, mismatched calls and a rank killed mid-allreduce on device buffers; one
+#          PASS/FAIL line a test, the count at the end, exit status 1 on a failure
 #   bench  bench/bench_colls: our collectives and NCCL's side by side in one job (and the
 #          other benchmarks named in BENCH_PROGS)
 #   python mpi4py: test/python/test_mpi4py.py on CuPy, Numba and PyTorch device arrays (np 2,
@@ -129,10 +130,10 @@ if has test; then
     # ranks sharing a GPU without MPS take no engine by default (coll_gpu_cuda_time_sliced):
     # the suite runs our kernels there anyway
     T=("${MPIRUN[@]}" --mca coll_gpu_cuda_time_sliced 1)
-    ran_test() { # name timeout np args...: one PASS/FAIL line, the log in $log/name.log
-        local name=$1 t=$2 np=$3 t0=$SECONDS rc=0
-        shift 3
-        timeout -k 5 "$t" "${T[@]}" -np "$np" "$@" < /dev/null > "$log/$name.log" 2>&1 || rc=$?
+    ran_cmd() { # name timeout command...: one PASS/FAIL line, the log in $log/name.log
+        local name=$1 t=$2 t0=$SECONDS rc=0
+        shift 2
+        timeout -k 5 "$t" "$@" < /dev/null > "$log/$name.log" 2>&1 || rc=$?
         if [ "$rc" -eq 0 ]; then
             pass=$((pass + 1))
             echo "PASS $name ($((SECONDS - t0)) s)"
@@ -141,6 +142,11 @@ if has test; then
             echo "FAIL $name rc=$rc ($((SECONDS - t0)) s)"
             tail -25 "$log/$name.log"
         fi
+    }
+    ran_test() { # name timeout np args...: mpirun at np ranks
+        local name=$1 t=$2 np=$3
+        shift 3
+        ran_cmd "$name" "$t" "${T[@]}" -np "$np" "$@"
     }
     # name                timeout ranks  mpirun arguments and program
     while read -r name t np args; do
@@ -192,7 +198,21 @@ colls_shared_np2        150 2 -x CUDA_VISIBLE_DEVICES=0 test/gpu/test_cuda_colls
 colls_shared_np4        200 4 -x CUDA_VISIBLE_DEVICES=0,1 test/gpu/test_cuda_colls shared
 host_allreduce_np4      100 4 --mca coll_gpu_backend host --mca coll_gpu_host_rule engine test/mpi/test_allreduce
 host_alltoall_np4       60  4 --mca coll_gpu_backend host --mca coll_gpu_host_rule engine test/mpi/test_alltoall
+mismatch_np2            120 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_mismatch
+mismatch_np4            180 4 --mca coll_gpu_cuda_timeout 20 test/gpu/test_cuda_mismatch
 EOF
+    # a rank killed mid-allreduce on device buffers, 4 ranks (test/run_all.sh runs the host
+    # version, test_fault.kill_rank1.shm.np4, the same way): test/mpi/fault_kill.sh checks that
+    # every survivor's allreduce fails within 6 s (a kernel waiting for the dead rank ends at
+    # coll_gpu_cuda_timeout, 3 s here, then the error names it), that the failed communicator
+    # refuses the next call with the same class, and MPI_Barrier on it, on MPI_COMM_WORLD and
+    # on a dup, each naming rank 1
+    for r in $(seq "${REPEAT:-1}"); do
+        [[ -z "${TEST_ONLY:-}" || fault_kill_np4 =~ ${TEST_ONLY:-} ]] || continue
+        ran_cmd "fault_kill_np4$([ "${REPEAT:-1}" -gt 1 ] && echo "_r$r")" 120 \
+            bash test/mpi/fault_kill.sh test/gpu/test_cuda_fault 6 1 world "${T[@]}" \
+            --mca coll_gpu_cuda_timeout 3
+    done
     # the verbose runs' trace: our kernels served the calls (a skipped Python test says why)
     for f in "$log"/colls_np2*.log; do
         [ -f "$f" ] && echo "$(basename "$f" .log): kernel launches: ring-mode" \

@@ -148,6 +148,8 @@ typedef struct mca_coll_gpu_module_t {
     /* the MPI error code made for the peer that died (coll_gpu_error.c): 0 none yet,
      * -1 being made, else the code every later failed call returns */
     _Atomic int dead_code;
+    /* mca_coll_gpu_dead_gen when this communicator was last found to have lost no process */
+    _Atomic unsigned dead_gen_seen;
     /* the last MPI error code made for a mismatched call, and its text (a repeat reuses it) */
     int mismatch_code;
     char mismatch_msg[MPI_MAX_ERROR_STRING];
@@ -272,6 +274,28 @@ extern __thread int mca_coll_gpu_depth;
 static inline bool mca_coll_gpu_nested(void)
 {
     return mca_coll_gpu_depth > 0;
+}
+
+/* Whether a call on @p m's communicator is refused because the communicator lost a
+ * process (found by its engine communicator, or by any other communicator of this process)
+ * or failed: MPI_SUCCESS (go on), else the error code to return at once, whose string names
+ * the dead rank where it is known. Every entry point asks first, so that no path (the engine
+ * or the previous module, whose barrier would wait for the dead process for ever) waits on
+ * a process known dead (a previous module's building block, nested in a call that was
+ * asked, is not asked again). One atomic load until a death or a failure is known in the process
+ * (coll_gpu_error.c). */
+extern _Atomic unsigned mca_coll_gpu_dead_gen;
+int mca_coll_gpu_refused_look(mca_coll_gpu_module_t *m, const char *what,
+                              struct ompi_communicator_t *comm);
+static inline int mca_coll_gpu_refused(mca_coll_gpu_module_t *m, const char *what,
+                                       struct ompi_communicator_t *comm)
+{
+    if (mca_coll_gpu_nested() ||
+        atomic_load_explicit(&mca_coll_gpu_dead_gen, memory_order_acquire) ==
+            atomic_load_explicit(&m->dead_gen_seen, memory_order_relaxed)) {
+        return MPI_SUCCESS;
+    }
+    return mca_coll_gpu_refused_look(m, what, comm);
 }
 
 /* A blocking engine call, counted in engine_calls: the module is held across it, so that

@@ -31,6 +31,10 @@ int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_
                            mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Allreduce", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     cgpu_dtype_t dt;
     cgpu_op_t eop;
@@ -65,6 +69,10 @@ int mca_coll_gpu_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi
                             ompi_request_t **request, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Iallreduce", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     bool create;
     cgpu_dtype_t dt;
     cgpu_op_t eop;

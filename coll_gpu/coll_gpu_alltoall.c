@@ -37,6 +37,10 @@ int mca_coll_gpu_alltoall(const void *sbuf, int scount, struct ompi_datatype_t *
                           struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Alltoall", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     const bool in_place = (MPI_IN_PLACE == sbuf);
     const int n = ompi_comm_size(comm);
@@ -155,6 +159,10 @@ int mca_coll_gpu_ialltoall(const void *sbuf, int scount, struct ompi_datatype_t 
                            mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Ialltoall", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     bool create;
     const bool in_place = MPI_IN_PLACE == sbuf;
     const int n = ompi_comm_size(comm);

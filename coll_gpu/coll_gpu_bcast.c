@@ -18,6 +18,10 @@ int mca_coll_gpu_bcast(void *buf, int count, struct ompi_datatype_t *dt, int roo
                        struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Bcast", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     if (mca_coll_gpu_nested() || CGPU_ALLREDUCE_FALLBACK == c->bcast_algorithm || count <= 0) {
         /* nested, forced, or nothing to move: the staged previous module (it counts) */
@@ -78,6 +82,10 @@ int mca_coll_gpu_ibcast(void *buf, int count, struct ompi_datatype_t *dtype, int
                         mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Ibcast", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     bool create;
     if (CGPU_ALLREDUCE_FALLBACK != mca_coll_gpu_component.bcast_algorithm && count > 0 &&
         mca_coll_gpu_nb_plan_engine(m, &create)) {

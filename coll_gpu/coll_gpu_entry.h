@@ -16,6 +16,12 @@
 
 BEGIN_C_DECLS
 
+/* ---- MPI_Barrier, MPI_Ibarrier (coll_gpu_barrier.c) ---- */
+
+int mca_coll_gpu_barrier(struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
+int mca_coll_gpu_ibarrier(struct ompi_communicator_t *comm, ompi_request_t **request,
+                          mca_coll_base_module_t *module);
+
 /* ---- MPI_Allreduce (coll_gpu_allreduce.c) ---- */
 
 int mca_coll_gpu_allreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
@@ -177,7 +183,6 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
 int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts,
                                 struct ompi_datatype_t *dt, struct ompi_op_t *op,
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
-int mca_coll_gpu_barrier(struct ompi_communicator_t *comm, mca_coll_base_module_t *module);
 int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dt,
                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
                       mca_coll_base_module_t *module);

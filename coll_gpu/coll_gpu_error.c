@@ -27,7 +27,16 @@
  *   program adding codes on another thread at the same instant would race with us as it
  *   would with itself (its own adds need serialising under MPI_THREAD_MULTIPLE anyway).
  * - bounded: one code per failed communicator, and at most CGPU_ERR_CODES_MAX in all.
+ *
+ * The refusal (mca_coll_gpu_refused): a process that died never takes part again, and
+ * without ULFM nothing below us says so: the previous module's barrier, or any call the
+ * engine leaves to it, would wait for it for ever. So every entry point of ours first asks
+ * whether its communicator is known to have lost a process (its engine communicator found
+ * one, or failed; or the process died in another communicator of this process: the dead
+ * processes are kept by name, process-wide) and then returns the error at once, naming the
+ * rank where it can. The question costs one atomic load until a death is known anywhere.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,6 +48,46 @@
 
 static atomic_int codes_made;
 
+/* The processes found dead, by name (the first CGPU_DEAD_MAX: a job that loses more has
+ * failed many times over; its communicators' own engines still find theirs). Entries below
+ * dead_count are written once, before the count that publishes them. */
+#define CGPU_DEAD_MAX 64
+static struct {
+    opal_process_name_t name;
+    long pid;
+} dead_procs[CGPU_DEAD_MAX];
+static atomic_int dead_count;
+static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* bumped whenever a death is noted or a communicator fails: entry points look again */
+_Atomic unsigned mca_coll_gpu_dead_gen;
+
+/* Rank @p rank of @p comm (process @p pid) died. */
+static void note_dead(struct ompi_communicator_t *comm, int rank, long pid)
+{
+    if (rank < 0 || rank >= ompi_comm_size(comm)) {
+        return;
+    }
+    const ompi_proc_t *p = ompi_comm_peer_lookup(comm, rank);
+    if (NULL == p) {
+        return;
+    }
+    pthread_mutex_lock(&dead_lock);
+    const int n = atomic_load(&dead_count);
+    bool known = false;
+    for (int i = 0; i < n && !known; ++i) {
+        known = dead_procs[i].name.jobid == p->super.proc_name.jobid &&
+                dead_procs[i].name.vpid == p->super.proc_name.vpid;
+    }
+    if (!known && n < CGPU_DEAD_MAX) {
+        dead_procs[n].name = p->super.proc_name;
+        dead_procs[n].pid = pid;
+        atomic_store(&dead_count, n + 1);
+    }
+    pthread_mutex_unlock(&dead_lock);
+    atomic_fetch_add(&mca_coll_gpu_dead_gen, 1);
+}
+
 /* The world rank of @p rank of @p comm, or -1. */
 static long world_rank_of(struct ompi_communicator_t *comm, int rank)
 {
@@ -49,19 +98,15 @@ static long world_rank_of(struct ompi_communicator_t *comm, int rank)
     return NULL != p ? (long) p->super.proc_name.vpid : -1;
 }
 
-static int peer_dead_code(const char *what, struct ompi_communicator_t *comm)
+/* The code of @p m's communicator, whose rank @p dead (process @p pid) died. */
+static int dead_code_of(mca_coll_gpu_module_t *m, const char *what,
+                        struct ompi_communicator_t *comm, int dead, long pid)
 {
-    mca_coll_gpu_module_t *m = mca_coll_gpu_module_of(comm);
     const int cls = MCA_COLL_GPU_ERR_PEER_DEAD_CLASS;
-    if (NULL == m) {
-        return cls;
-    }
     int code = atomic_load(&m->dead_code);
     if (code > 0) {
         return code;
     }
-    long pid = 0;
-    const int dead = cgpu_comm_dead_peer(m->ecomm, &pid);
     char msg[MPI_MAX_ERROR_STRING];
     snprintf(msg, sizeof(msg),
              "coll/gpu: rank %d (MPI_COMM_WORLD rank %ld, process %ld) of communicator %s died; "
@@ -81,6 +126,58 @@ static int peer_dead_code(const char *what, struct ompi_communicator_t *comm)
     }
     atomic_store(&m->dead_code, code);
     return code;
+}
+
+static int peer_dead_code(const char *what, struct ompi_communicator_t *comm)
+{
+    mca_coll_gpu_module_t *m = mca_coll_gpu_module_of(comm);
+    if (NULL == m) {
+        return MCA_COLL_GPU_ERR_PEER_DEAD_CLASS;
+    }
+    const int code = atomic_load(&m->dead_code);
+    if (code > 0) {
+        return code;
+    }
+    long pid = 0;
+    cgpu_comm_t *ec = __atomic_load_n(&m->ecomm, __ATOMIC_ACQUIRE);
+    const int dead = cgpu_comm_dead_peer(ec, &pid);
+    note_dead(comm, dead, pid); /* the process's other communicators refuse too */
+    return dead_code_of(m, what, comm, dead, pid);
+}
+
+int mca_coll_gpu_refused_look(mca_coll_gpu_module_t *m, const char *what,
+                              struct ompi_communicator_t *comm)
+{
+    const int code = atomic_load(&m->dead_code);
+    if (code > 0) {
+        return code;
+    }
+    const unsigned gen = atomic_load(&mca_coll_gpu_dead_gen);
+    cgpu_comm_t *ec = __atomic_load_n(&m->ecomm, __ATOMIC_ACQUIRE);
+    if (NULL != ec && cgpu_comm_dead_peer(ec, NULL) >= 0) {
+        return peer_dead_code(what, comm);
+    }
+    if (NULL != ec && CGPU_RAS_FAILED == cgpu_comm_ras(ec, CGPU_RAS_STATE)) {
+        /* a collective timed out or hit a device error (across nodes: whatever failed once
+         * data moved): the engine refuses its calls, and so does every other path */
+        cgpu_log(CGPU_LOG_INFO,
+                 "%s on %s refused: the communicator failed earlier (free it and create a "
+                 "new one)",
+                 what, comm->c_name);
+        return mca_coll_gpu_status_to_mpi(CGPU_ERR_PEER);
+    }
+    const int n = atomic_load(&dead_count);
+    for (int r = 0; n > 0 && r < ompi_comm_size(comm); ++r) {
+        const ompi_proc_t *p = ompi_comm_peer_lookup(comm, r);
+        for (int i = 0; NULL != p && i < n; ++i) {
+            if (dead_procs[i].name.jobid == p->super.proc_name.jobid &&
+                dead_procs[i].name.vpid == p->super.proc_name.vpid) {
+                return dead_code_of(m, what, comm, r, dead_procs[i].pid);
+            }
+        }
+    }
+    atomic_store(&m->dead_gen_seen, gen); /* nothing here: the next death looks again */
+    return MPI_SUCCESS;
 }
 
 /* The class of what two ranks' calls differ in. */
@@ -153,6 +250,7 @@ int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_commu
         return mismatch_code(what, comm);
     }
     if (CGPU_OK != st) {
+        atomic_fetch_add(&mca_coll_gpu_dead_gen, 1); /* the communicator may have failed */
         cgpu_log(CGPU_LOG_WARN, "%s on %s failed in the engine: %s", what, comm->c_name,
                  cgpu_status_string(st));
     }

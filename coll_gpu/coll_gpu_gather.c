@@ -91,6 +91,10 @@ int mca_coll_gpu_allgather(const void *sbuf, int scount, struct ompi_datatype_t 
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Allgather", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     const bool in_place = MPI_IN_PLACE == sbuf;
     if (mca_coll_gpu_nested() ||
         CGPU_ALLREDUCE_FALLBACK == mca_coll_gpu_component.allgather_algorithm || rcount <= 0 ||
@@ -139,6 +143,10 @@ int mca_coll_gpu_allgatherv(const void *sbuf, int scount, struct ompi_datatype_t
                             struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Allgatherv", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     const int n = ompi_comm_size(comm);
     const bool in_place = MPI_IN_PLACE == sbuf;
     size_t rsize, maxb, total;
@@ -254,6 +262,10 @@ int mca_coll_gpu_gather(const void *sbuf, int scount, struct ompi_datatype_t *sd
                         int rcount, struct ompi_datatype_t *rdt, int root,
                         struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
+    const int refused = mca_coll_gpu_refused((mca_coll_gpu_module_t *) module, "MPI_Gather", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     int rc = rooted(true, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm,
                     (mca_coll_gpu_module_t *) module);
     return OMPI_ERR_NOT_AVAILABLE != rc
@@ -266,6 +278,10 @@ int mca_coll_gpu_scatter(const void *sbuf, int scount, struct ompi_datatype_t *s
                          int rcount, struct ompi_datatype_t *rdt, int root,
                          struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
+    const int refused = mca_coll_gpu_refused((mca_coll_gpu_module_t *) module, "MPI_Scatter", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     int rc = rooted(false, rbuf, rcount, rdt, sbuf, scount, sdt, root, comm,
                     (mca_coll_gpu_module_t *) module);
     return OMPI_ERR_NOT_AVAILABLE != rc
@@ -282,6 +298,10 @@ int mca_coll_gpu_iallgather(const void *sbuf, int scount, struct ompi_datatype_t
                             mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Iallgather", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     bool create;
     const bool in_place = MPI_IN_PLACE == sbuf;
     const int n = ompi_comm_size(comm);
@@ -469,6 +489,10 @@ int mca_coll_gpu_iallgatherv(const void *sbuf, int scount, struct ompi_datatype_
                              mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Iallgatherv", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     int prc;
     if (allgatherv_post(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm, m, request, &prc)) {
         return prc;
@@ -500,6 +524,10 @@ int mca_coll_gpu_igather(const void *sbuf, int scount, struct ompi_datatype_t *s
                          mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Igather", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     const bool is_root = ompi_comm_rank(comm) == root;
     int prc;
     if (rooted_post(true, sbuf, scount, sdt, rbuf, rcount, rdt, root, comm, m, request, &prc)) {
@@ -532,6 +560,10 @@ int mca_coll_gpu_iscatter(const void *sbuf, int scount, struct ompi_datatype_t *
                           mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Iscatter", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     const bool is_root = ompi_comm_rank(comm) == root;
     int prc;
     if (rooted_post(false, rbuf, rcount, rdt, sbuf, scount, sdt, root, comm, m, request, &prc)) {

@@ -34,6 +34,7 @@ static void gpu_module_construct(mca_coll_gpu_module_t *m)
     atomic_init(&m->engine_calls, 0);
     atomic_init(&m->fallback_calls, 0);
     atomic_init(&m->dead_code, 0);
+    atomic_init(&m->dead_gen_seen, 0);
     m->mismatch_code = 0;
     m->mismatch_msg[0] = '\0';
     m->mismatch_told = false;
@@ -43,7 +44,8 @@ static void gpu_module_construct(mca_coll_gpu_module_t *m)
  * of the previous modules): each is emptied where no previous module provides it. */
 // clang-format off
 #define CGPU_OPTIONAL_SLOTS(X)                                                             \
-    X(allgatherv) X(alltoallv) X(alltoallw) X(bcast) X(exscan) X(gather) X(gatherv)       \
+    X(ibarrier) X(allgatherv) X(alltoallv) X(alltoallw) X(bcast) X(exscan) X(gather)     \
+    X(gatherv)                                                                            \
     X(reduce) X(reduce_scatter) X(reduce_scatter_block) X(scan) X(scatter) X(scatterv)    \
     X(iallreduce) X(ialltoall) X(iallgather) X(iallgatherv) X(ialltoallv) X(ialltoallw)   \
     X(ibcast) X(iexscan) X(igather) X(igatherv) X(ireduce) X(ireduce_scatter)             \
@@ -214,13 +216,14 @@ static int gpu_module_disable(mca_coll_base_module_t *module, struct ompi_commun
 
 /* An intracommunicator of two ranks or more: every collective with a buffer, blocking and
  * non-blocking (each entry point takes the engine or the staged previous module), the
- * neighborhood collectives (staged), and the barrier (the previous module's, unless a peer
- * died). */
+ * barriers, and the neighborhood collectives (staged). */
 static void gpu_module_install(mca_coll_gpu_module_t *m)
 {
     mca_coll_base_module_t *s = &m->super;
-    s->coll_allreduce = mca_coll_gpu_allreduce;
+    /* no data: the previous module's, refused once the communicator lost a process */
     s->coll_barrier = mca_coll_gpu_barrier;
+    s->coll_ibarrier = mca_coll_gpu_ibarrier;
+    s->coll_allreduce = mca_coll_gpu_allreduce;
     s->coll_alltoall = mca_coll_gpu_alltoall;
     s->coll_bcast = mca_coll_gpu_bcast;
     s->coll_reduce = mca_coll_gpu_reduce;

@@ -18,6 +18,10 @@ int mca_coll_gpu_reduce(const void *sbuf, void *rbuf, int count, struct ompi_dat
                         mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Reduce", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     cgpu_dtype_t dt;
     cgpu_op_t eop;
     if (mca_coll_gpu_nested() ||
@@ -42,6 +46,10 @@ int mca_coll_gpu_reduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                       mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Reduce_scatter_block", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     cgpu_dtype_t dt;
     cgpu_op_t eop;
     if (mca_coll_gpu_nested() ||
@@ -78,6 +86,10 @@ int mca_coll_gpu_reduce_scatter(const void *sbuf, void *rbuf, const int *rcounts
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Reduce_scatter", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     const int n = ompi_comm_size(comm);
     size_t total = 0;
     for (int p = 0; p < n; ++p) {
@@ -147,6 +159,10 @@ int mca_coll_gpu_scan(const void *sbuf, void *rbuf, int count, struct ompi_datat
                       struct ompi_op_t *op, struct ompi_communicator_t *comm,
                       mca_coll_base_module_t *module)
 {
+    const int refused = mca_coll_gpu_refused((mca_coll_gpu_module_t *) module, "MPI_Scan", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     return scan_like(false, sbuf, rbuf, count, dt, op, comm, module);
 }
 
@@ -154,6 +170,10 @@ int mca_coll_gpu_exscan(const void *sbuf, void *rbuf, int count, struct ompi_dat
                         struct ompi_op_t *op, struct ompi_communicator_t *comm,
                         mca_coll_base_module_t *module)
 {
+    const int refused = mca_coll_gpu_refused((mca_coll_gpu_module_t *) module, "MPI_Exscan", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     return scan_like(true, sbuf, rbuf, count, dt, op, comm, module);
 }
 
@@ -164,6 +184,10 @@ int mca_coll_gpu_ireduce(const void *sbuf, void *rbuf, int count, struct ompi_da
                          ompi_request_t **request, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Ireduce", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     bool create;
     const bool is_root = ompi_comm_rank(comm) == root;
     cgpu_dtype_t dt;
@@ -211,6 +235,10 @@ int mca_coll_gpu_ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount,
                                        mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Ireduce_scatter_block", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     bool create;
     cgpu_dtype_t dt;
     cgpu_op_t eop;
@@ -246,6 +274,10 @@ int mca_coll_gpu_ireduce_scatter(const void *sbuf, void *rbuf, const int *rcount
                                  mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Ireduce_scatter", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     size_t total = 0;
     for (int i = 0; i < ompi_comm_size(comm); ++i) {
         total += (size_t) rcounts[i];
@@ -317,6 +349,10 @@ int mca_coll_gpu_iscan(const void *sbuf, void *rbuf, int count, struct ompi_data
                        struct ompi_op_t *op, struct ompi_communicator_t *comm,
                        ompi_request_t **request, mca_coll_base_module_t *module)
 {
+    const int refused = mca_coll_gpu_refused((mca_coll_gpu_module_t *) module, "MPI_Iscan", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     return iscan_like(false, sbuf, rbuf, count, dtype, op, comm, request, module);
 }
 
@@ -324,6 +360,10 @@ int mca_coll_gpu_iexscan(const void *sbuf, void *rbuf, int count, struct ompi_da
                          struct ompi_op_t *op, struct ompi_communicator_t *comm,
                          ompi_request_t **request, mca_coll_base_module_t *module)
 {
+    const int refused = mca_coll_gpu_refused((mca_coll_gpu_module_t *) module, "MPI_Iexscan", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     return iscan_like(true, sbuf, rbuf, count, dtype, op, comm, request, module);
 }
 

@@ -190,6 +190,10 @@ int mca_coll_gpu_gatherv(const void *sbuf, int scount, struct ompi_datatype_t *s
                          const int *rcounts, const int *displs, struct ompi_datatype_t *rdt,
                          int root, struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
+    const int refused = mca_coll_gpu_refused((mca_coll_gpu_module_t *) module, "MPI_Gatherv", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     int rc = v_rooted(true, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm,
                       (mca_coll_gpu_module_t *) module);
     return OMPI_ERR_NOT_AVAILABLE != rc
@@ -203,6 +207,11 @@ int mca_coll_gpu_scatterv(const void *sbuf, const int *scounts, const int *displ
                           struct ompi_datatype_t *rdt, int root, struct ompi_communicator_t *comm,
                           mca_coll_base_module_t *module)
 {
+    const int refused =
+        mca_coll_gpu_refused((mca_coll_gpu_module_t *) module, "MPI_Scatterv", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     int rc = v_rooted(false, rbuf, rcount, rdt, sbuf, scounts, displs, sdt, root, comm,
                       (mca_coll_gpu_module_t *) module);
     return OMPI_ERR_NOT_AVAILABLE != rc
@@ -248,6 +257,11 @@ int mca_coll_gpu_alltoallv(const void *sbuf, const int *scounts, const int *sdis
                            const int *rdispls, struct ompi_datatype_t *rdt,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
+    const int refused =
+        mca_coll_gpu_refused((mca_coll_gpu_module_t *) module, "MPI_Alltoallv", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     const a2a_side_t s = {sbuf, scounts, sdispls, sdt, NULL};
     const a2a_side_t r = {rbuf, rcounts, rdispls, rdt, NULL};
     const int rc = alltoall_any((mca_coll_gpu_module_t *) module, comm, &s, &r, "MPI_Alltoallv");
@@ -262,6 +276,11 @@ int mca_coll_gpu_alltoallw(const void *sbuf, const int *scounts, const int *sdis
                            const int *rdispls, struct ompi_datatype_t *const *rdts,
                            struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
 {
+    const int refused =
+        mca_coll_gpu_refused((mca_coll_gpu_module_t *) module, "MPI_Alltoallw", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     const a2a_side_t s = {sbuf, scounts, sdispls, NULL, sdts};
     const a2a_side_t r = {rbuf, rcounts, rdispls, NULL, rdts};
     const int rc = alltoall_any((mca_coll_gpu_module_t *) module, comm, &s, &r, "MPI_Alltoallw");
@@ -449,6 +468,10 @@ int mca_coll_gpu_igatherv(const void *sbuf, int scount, struct ompi_datatype_t *
                           mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Igatherv", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     const bool is_root = ompi_comm_rank(comm) == root;
     int prc;
     if (v_rooted_post(true, sbuf, scount, sdt, rbuf, rcounts, displs, rdt, root, comm, m, request,
@@ -482,6 +505,10 @@ int mca_coll_gpu_iscatterv(const void *sbuf, const int *scounts, const int *disp
                            ompi_request_t **request, mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Iscatterv", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     const bool is_root = ompi_comm_rank(comm) == root;
     int prc;
     if (v_rooted_post(false, rbuf, rcount, rdt, sbuf, scounts, displs, sdt, root, comm, m, request,
@@ -520,6 +547,10 @@ int mca_coll_gpu_ialltoallv(const void *sbuf, const int *scounts, const int *sdi
                             mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Ialltoallv", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     const int n = ompi_comm_size(comm);
     int prc;
     const a2a_side_t sv = {sbuf, scounts, sdispls, sdt, NULL};
@@ -557,6 +588,10 @@ int mca_coll_gpu_ialltoallw(const void *sbuf, const int *scounts, const int *sdi
                             mca_coll_base_module_t *module)
 {
     mca_coll_gpu_module_t *m = (mca_coll_gpu_module_t *) module;
+    const int refused = mca_coll_gpu_refused(m, "MPI_Ialltoallw", comm);
+    if (MPI_SUCCESS != refused) {
+        return refused;
+    }
     int prc;
     const a2a_side_t sv = {sbuf, scounts, sdispls, NULL, sdts};
     const a2a_side_t rv = {rbuf, rcounts, rdispls, NULL, rdts};

@@ -489,46 +489,21 @@ else
             "${NODES[@]}" --mca coll_gpu_fake_nodes 2 -np 4 "$BIN/mpi/test_nb" threads
     fi
     # ---- a rank killed mid-allreduce: every survivor returns an error within a bound, the
-    # failed communicator refuses the next call with the same class, nothing left in /dev/shm.
+    # failed communicator refuses the next call with the same class, and so does MPI_Barrier
+    # on it (which coll/gpu leaves to the previous module, whose barrier would wait for the
+    # dead rank for ever), nothing left in /dev/shm. On one node the barrier on
+    # MPI_COMM_WORLD and on a dup made before the death fail too, naming the dead rank.
     # Across fake nodes (the proxy path) the bound is coll_gpu_ras_timeout (3 s) plus a quarter
     # of it (the watchdog's period, the proxy's cancel grace) plus scheduling slack: 5 s. On one
     # node (the shm path) every wait looks at its peers' processes every 5 ms: 2 s, plus 1 s
     # of slack on a loaded box, and the error string names the dead rank ----
     if [ -x "$BIN/mpi/test_fault" ]; then
-        # fault_kill NAME BOUND_S NAMES_RANK MPIRUN_ARGS... : runs test_fault kill 1 at np 4
-        fault_kill() {
-            local name=$1 bound=$2 names=$3
-            shift 3
-            run_test "$name" bash -c '
-                exe=$1 bound=$2 names=$3; shift 3
-                dir=$(mktemp -d)
-                "$@" --enable-recovery -np 4 "$exe" kill 1 "$dir" > "$dir/mpirun.log" 2>&1
-                echo "mpirun exit status $? (the killed rank makes it non-zero)"
-                bad=0
-                for r in 0 2 3; do
-                    f="$dir/survivor.$r"
-                    if [ ! -s "$f" ]; then echo "rank $r wrote no result"; bad=1; continue; fi
-                    cat "$f"
-                    # fields: rank R calls C failed F took T again_failed A again_took T2
-                    # same_class S barrier_same_class B barrier_took T3 error ...
-                    awk -v b="$bound" "{ exit !(\$6 == 1 && \$8 < b && \$10 == 1 && \$14 == 1 && \$16 == 1 && \$18 < b) }" "$f" ||
-                        { echo "rank $r: no error, or later than $bound s, or the failed communicator took a call or a barrier, or changed the class"; bad=1; }
-                    if [ "$names" = 1 ] && ! grep -q "error coll/gpu: rank 1 (MPI_COMM_WORLD rank 1," "$f"; then
-                        echo "rank $r: the error string does not name rank 1"; bad=1
-                    fi
-                done
-                grep -h "coll/gpu" "$dir/mpirun.log" | head -8
-                # the proxy names the rank it waited for, the watchdog the ranks that did not
-                # arrive, the liveness look the rank that died
-                grep -Eq "rank 1\b|not arrived: ([0-9]+, )*1\b" "$dir/mpirun.log" ||
-                    { echo "no message names rank 1"; bad=1; }
-                rm -rf "$dir"
-                exit $bad
-            ' _ "$BIN/mpi/test_fault" "$bound" "$names" "$@"
-        }
-        fault_kill "test_fault.kill_rank1.np4" 5 0 "${MPIRUN[@]}" --mca coll_gpu_ofi_provider tcp \
+        # test/mpi/fault_kill.sh checks every survivor's result (its header says what)
+        run_test "test_fault.kill_rank1.np4" bash "$REPO/test/mpi/fault_kill.sh" \
+            "$BIN/mpi/test_fault" 5 0 comm "${MPIRUN[@]}" --mca coll_gpu_ofi_provider tcp \
             --mca coll_gpu_fake_nodes 2 --mca coll_gpu_ras_timeout 3
-        fault_kill "test_fault.kill_rank1.shm.np4" 3 1 "${MPIRUN[@]}"
+        run_test "test_fault.kill_rank1.shm.np4" bash "$REPO/test/mpi/fault_kill.sh" \
+            "$BIN/mpi/test_fault" 3 1 world "${MPIRUN[@]}"
         # ---- a rank stopped (SIGSTOP) before a bcast for 2.5 s: every other rank's watchdog
         # names that bcast by its number and the stopped rank as the one not arrived; the
         # call then completes with the root's data (test_fault.c checks, per rank) ----
@@ -582,8 +557,10 @@ else
     fi
 
     # ---- mismatched calls (sizes, roots, ops, types, kinds): every rank gets the error of
-    # what differs, naming both values, and no hang (the run's timeout). Across fake nodes the
-    # differences every node sees; coll_gpu_ras_timeout bounds a wait that would hang ----
+    # what differs, naming both values, no hang (the run's timeout), and the next matching call
+    # on the communicator gives the host-computed result. Across fake nodes: differences every
+    # node sees, and differences between nodes whose ranks agree (2 x 2, and 2 + 2 + 1 with the
+    # lone rank's node differing); coll_gpu_ras_timeout bounds a wait that would hang ----
     if [ -x "$BIN/mpi/test_mismatch" ]; then
         for np in 2 4; do
             run_test "test_mismatch.np$np" "${MPIRUN[@]}" -np "$np" "$BIN/mpi/test_mismatch"
@@ -591,6 +568,12 @@ else
         run_test "test_mismatch.nodes2x2.np4" "${MPIRUN[@]}" --mca coll_gpu_ofi_provider tcp \
             --mca coll_gpu_fake_nodes 2 --mca coll_gpu_ras_timeout 20 -np 4 \
             "$BIN/mpi/test_mismatch" nodes
+        run_test "test_mismatch.xnodes2x2.np4" "${MPIRUN[@]}" --mca coll_gpu_ofi_provider tcp \
+            --mca coll_gpu_fake_nodes 2 --mca coll_gpu_ras_timeout 20 -np 4 \
+            "$BIN/mpi/test_mismatch" xnodes 2
+        run_test "test_mismatch.xnodes2+2+1.np5" "${MPIRUN[@]}" --mca coll_gpu_ofi_provider tcp \
+            --mca coll_gpu_fake_nodes 3 --mca coll_gpu_ras_timeout 20 -np 5 \
+            "$BIN/mpi/test_mismatch" xnodes 3
     fi
 
     # ---- RAS watchdog: a rank enters 2.5-3 s late with a 1 s timeout ----
@@ -721,11 +704,17 @@ else
 
     # ---- GPU tests (cuda backend, coll_gpu_backend=auto): skipped where no GPU ----
     for t in "$BIN"/gpu/test_*; do
-        case "$t" in *.c | *.o | *"*"*) continue ;; esac
+        case "$t" in *.c | *.o | *"*"* | */test_cuda_fault) continue ;; esac # fault: below
         [ -x "$t" ] || continue
         run_test "gpu.$(basename "$t").np2" "${MPIRUN_GPU[@]}" -np 2 "$t"
         run_test "gpu.$(basename "$t").np4" "${MPIRUN_GPU[@]}" -np 4 "$t" quick
     done
+    # a rank killed mid-allreduce on device buffers, as test_fault.kill_rank1.shm.np4 on host
+    # ones; a kernel waiting for the dead rank ends at coll_gpu_cuda_timeout (3 s), then names
+    # it (bench/gpu_run.sh's fault_kill_np4 is the same run)
+    [ -x "$BIN/gpu/test_cuda_fault" ] && run_test "gpu.test_cuda_fault.kill_rank1.np4" \
+        bash "$REPO/test/mpi/fault_kill.sh" "$BIN/gpu/test_cuda_fault" 6 1 world \
+        "${MPIRUN_GPU[@]}" --mca coll_gpu_cuda_timeout 3
     # mpi4py on device arrays, the interpreter chosen as above
     for t in "gpu.test_torch_cupy.np2:$REPO/test/gpu/test_torch_cupy.py" \
         "python.gpu_suite.cupy.np2:$PYSUITE --arrays cupy" \

@@ -75,10 +75,8 @@ static void say_bytes(char *buf, size_t n, const cgpu_sig_t *g)
     }
 }
 
-/* The first field in which @p b's call differs from @p a's (CGPU_MISMATCH_NONE: none), its
- * two values, and both sides in words. */
-static cgpu_mismatch_field_t compare(const cgpu_sig_t *a, const cgpu_sig_t *b, int ra, int rb,
-                                     cgpu_mismatch_t *m)
+cgpu_mismatch_field_t cgpu_call_compare(const cgpu_sig_t *a, const cgpu_sig_t *b, int ra, int rb,
+                                        cgpu_mismatch_t *m)
 {
     char sa[64], sb[64];
     m->rank_a = ra;
@@ -151,7 +149,7 @@ cgpu_status_t cgpu_call_check(cgpu_comm_t *comm, uint64_t s)
         all_host = all_host && g.host;
         cgpu_mismatch_t m;
         if (CGPU_MISMATCH_NONE !=
-            compare(&ref, &g, report_rank(comm, 0), report_rank(comm, p), &m)) {
+            cgpu_call_compare(&ref, &g, report_rank(comm, 0), report_rank(comm, p), &m)) {
             comm->mismatch = m;
             cgpu_log(CGPU_LOG_INFO, "engine: call %llu on communicator %s does not match: %s",
                      (unsigned long long) s, comm->ras.name, m.text);
@@ -176,10 +174,7 @@ bool cgpu_comm_mismatch(const cgpu_comm_t *comm, cgpu_mismatch_t *out)
         return false;
     }
     const cgpu_comm_t *c = comm;
-    if (CGPU_MISMATCH_NONE == c->mismatch.field && NULL != c->net) {
-        c = cgpu_net_local(c); /* found by the node-local communicator, in reported ranks */
-    }
-    if (NULL == c || CGPU_MISMATCH_NONE == c->mismatch.field) {
+    if (CGPU_MISMATCH_NONE == c->mismatch.field) {
         return false;
     }
     if (NULL != out) {

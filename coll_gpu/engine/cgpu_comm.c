@@ -398,6 +398,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     }
     CGPU_CHECK_GOTO(agree_on_table(all, bs->size), st, out_release);
     CGPU_CHECK_GOTO(agree_on_backend(all, bs->size, &comm->backend), st, out_release);
+    comm->check_calls = agree_on_check(all, bs->size, bs->rank);
     if (bs->size > 1) {
         comm->resources_freed = false; /* from here on, whatever is made is freed with them */
         int *node_of = malloc(sizeof(int) * (size_t) bs->size);
@@ -447,8 +448,6 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
             comm->backend = CGPU_BACKEND_HOST;
         }
     }
-
-    comm->check_calls = agree_on_check(all, bs->size, bs->rank);
 
     /* Step 2: every rank's segment, made, exchanged and mapped by every peer. */
     if (bs->size > 1) {
@@ -576,7 +575,7 @@ cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, con
     if (CGPU_OK != refused) {
         cgpu_log(CGPU_LOG_WARN,
                  "engine: %s on communicator %s, which failed earlier (a collective timed out, "
-                 "hit a device error or, across nodes, did not match); free it and create a "
+                 "hit a device error or, across nodes, failed midway); free it and create a "
                  "new one",
                  what, comm->ras.name);
         return CGPU_ERR_PEER;
@@ -599,6 +598,15 @@ cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, con
     if (NULL != comm->net) {
         /* the node-local steps of this call compare this call's signature, not theirs */
         cgpu_net_call_sig(comm, sig);
+        if (!comm->check_calls || NULL == sig) {
+            return CGPU_OK;
+        }
+        /* every node's ranks, then the nodes, compare their calls (net_check.c) */
+        const cgpu_status_t st = cgpu_net_call_check(comm, sig);
+        if (CGPU_OK != st) {
+            cgpu_comm_leave(comm, st, 0); /* the same call fails on every rank */
+        }
+        return st;
     }
     if (comm->size < 2 || NULL == comm->peer_segs) {
         return CGPU_OK;

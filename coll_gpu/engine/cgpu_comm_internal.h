@@ -282,8 +282,6 @@ bool cgpu_liveness_look(cgpu_comm_t *comm);
 cgpu_status_t cgpu_comm_wait_failed(const cgpu_comm_t *comm);
 /* Across nodes: the dead peer the node-local communicator found, as a rank of @p comm. */
 int cgpu_net_dead_peer(const cgpu_comm_t *comm, long *pid);
-/* Across nodes: this node's communicator (NULL: this rank is alone on its node). */
-const cgpu_comm_t *cgpu_net_local(const cgpu_comm_t *comm);
 /* Across nodes: the signature the node-local steps of the call now entered publish (NULL at
  * leave); it lives on the entry point's stack for the call. */
 void cgpu_net_call_sig(cgpu_comm_t *comm, const cgpu_sig_t *sig);
@@ -294,6 +292,18 @@ void cgpu_net_call_sig(cgpu_comm_t *comm, const cgpu_sig_t *sig);
  * what), or what a wait that gave up returns. */
 void cgpu_call_publish(cgpu_comm_t *comm, uint64_t s, const cgpu_sig_t *sig);
 cgpu_status_t cgpu_call_check(cgpu_comm_t *comm, uint64_t s);
+/* The first field in which @p b's call (rank @p rb's) differs from @p a's (rank @p ra's), in
+ * the order the check looks at them: into @p m with both values and both sides in words;
+ * CGPU_MISMATCH_NONE when the calls match. */
+cgpu_mismatch_field_t cgpu_call_compare(const cgpu_sig_t *a, const cgpu_sig_t *b, int ra, int rb,
+                                        cgpu_mismatch_t *m);
+/* Across nodes (net_check.c): the call check of a communicator that spans nodes, inside its
+ * cgpu_comm_enter. Each node's ranks compare their calls on the node-local communicator,
+ * then every rank exchanges its call and its node's verdict with a few ranks of every other
+ * node over the proxy; every rank reaches the same verdict (comm->mismatch names the first
+ * node's difference) and the call's phase numbers stay in step whatever it is. A status
+ * other than OK and CGPU_ERR_MISMATCH fails the communicator. */
+cgpu_status_t cgpu_net_call_check(cgpu_comm_t *comm, const cgpu_sig_t *sig);
 
 /* The watchdog's scan (cgpu_health.c): report every communicator stalled past the timeout. */
 void cgpu_health_scan(uint64_t now_ns, void *arg);

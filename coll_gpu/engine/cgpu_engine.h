@@ -111,7 +111,11 @@ cgpu_backend_t cgpu_comm_backend(const cgpu_comm_t *comm);
 bool cgpu_comm_shares_device(const cgpu_comm_t *comm);
 
 /** Memory kinds as the engine sees them (per call, per rank). */
-typedef enum cgpu_buf_kind { CGPU_BUF_HOST = 0, CGPU_BUF_DEVICE = 1, CGPU_BUF_MANAGED = 2 } cgpu_buf_kind_t;
+typedef enum cgpu_buf_kind {
+    CGPU_BUF_HOST = 0,
+    CGPU_BUF_DEVICE = 1,
+    CGPU_BUF_MANAGED = 2
+} cgpu_buf_kind_t;
 
 /** Kind of memory @p ptr points into; HOST when CUDA is not built or not usable. */
 cgpu_buf_kind_t cgpu_buf_kind(const void *ptr, int *device);
@@ -179,8 +183,9 @@ typedef enum cgpu_mismatch_field {
 /** A call whose ranks disagreed (every rank finds the same one). */
 typedef struct cgpu_mismatch {
     cgpu_mismatch_field_t field;
-    int rank_a, rank_b; /* rank 0 (as the communicator's reports name it), and the first that
-                         * differs from it */
+    int rank_a, rank_b; /* rank 0 (as the communicator's reports name it; across nodes, of
+                         * the first node whose ranks differ, else of node 0), and the first
+                         * that differs from it */
     uint64_t a, b;      /* their values of the field (bytes, root, cgpu_op_t, ...) */
     char text[192];     /* both sides in words: "rank 0 passes 8388608 bytes (1048576 x
                          * float64), rank 1 passes 4194304 bytes (524288 x float64)" */
@@ -190,9 +195,9 @@ typedef struct cgpu_mismatch {
  * Why the last collective of @p comm that returned CGPU_ERR_MISMATCH failed: before any data
  * moved, every rank compared its call's signature (kind, bytes, element type and op of
  * reductions, root) with every peer's, and found the same difference. The communicator stays
- * usable: nothing was exchanged, so a later call that matches runs as usual. Across nodes,
- * the node-local communicators compare their ranks' calls (what crosses nodes is checked by
- * the proxy's message sizes). Ask on the thread that made the call, right after it.
+ * usable: nothing was exchanged, so a later call that matches runs as usual. Across nodes
+ * too: each node's ranks compare their calls, then the nodes compare theirs, before any data
+ * crosses a node. Ask on the thread that made the call, right after it.
  *
  * @return false when no call failed so (@p out untouched)
  */

@@ -1,19 +1,24 @@
 /*
  * Faults of one peer process, and what every other rank must see.
  *
- *   test_fault kill <victim rank> <result dir>
+ *   test_fault kill <victim rank> <result dir> [comm|world]
  * A peer dies in the middle of a loop of large allreduces (a thread of the victim kills its
  * process with SIGKILL 300 ms after the loop started): every survivor must get an MPI error
- * back (no hang) in bounded time, and the failed communicator must keep refusing calls,
- * its barrier too, with an error of the same class. Each survivor writes
- * <result dir>/survivor.<rank>:
+ * back (no hang) in bounded time, and the failed communicator must keep refusing calls with
+ * an error of the same class, MPI_Barrier included (a collective coll/gpu carries no data
+ * for: the previous module's barrier would wait for the dead process for ever). With
+ * "world", MPI_Barrier on MPI_COMM_WORLD and on a dup of it made before the death (never
+ * used by the engine since) must fail the same way, their strings naming the dead rank.
+ * Each survivor writes <result dir>/survivor.<rank>:
  *   rank R calls C failed F took T again_failed A again_took T2 same_class S
- *   barrier_same_class B barrier_took T3 error <string>
- * (the failing call's duration, the next call's, the barrier's, and MPI_Error_string of the
- * first error),
- * then leaves with _exit (MPI_Finalize would wait for the dead process). The driver
- * (test/run_all.sh) bounds T and checks that the string names the dead rank. Run under
- * mpirun --enable-recovery, so that the launcher does not kill the survivors first.
+ *   barrier_comm F T S N [barrier_world F T S N barrier_dup F T S N] error <string>
+ * (the failing call's duration, the next call's; each barrier's failed, duration, same class
+ * as the first error, and whether its string names the dead rank; MPI_Error_string of the
+ * first error), then leaves with _exit (MPI_Finalize would wait for the dead process). A
+ * barrier that has not returned after 60 s makes the survivor write "rank R barrier on X
+ * hung" instead and leave. The driver (test/run_all.sh) bounds T and the barriers' times and
+ * checks that the string names the dead rank. Run under mpirun --enable-recovery, so that
+ * the launcher does not kill the survivors first.
  *
  *   test_fault stall <victim rank> <result dir>
  * A peer stops (SIGSTOP) just before a large MPI_Bcast (root 0; the victim must not be 0)
@@ -30,9 +35,15 @@
  * to <result dir>/pid.<rank> first, and each survivor <result dir>/entered.<rank> just
  * before the collective; the victim dies once all have entered and a moment has passed. The
  * driver checks that no process of the job left a segment name in /dev/shm.
+ *
+ * Built with -DCGPU_TEST_CUDA (test/gpu/test_cuda_fault), the kill and stall cases' buffers
+ * are device memory (mt_twin.h: filled and checked on the host, device twins handed to MPI);
+ * without a GPU it prints "skipped: no GPU" and exits 77. The set-up case's one int stays
+ * on the host: what it tests happens before any buffer is read.
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +53,7 @@
 #include <mpi.h>
 
 #include "../proc_state.h"
+#include "mt_twin.h"
 
 static double now(void)
 {
@@ -103,18 +115,69 @@ static void *killer(void *arg)
     return NULL;
 }
 
-static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir)
+/* A barrier of the kill case that never returns: the survivor says so and leaves. */
+static const char *_Atomic barrier_on;
+static int hang_fd = -1;
+
+static void *hang_guard(void *arg)
+{
+    (void) arg;
+    const char *seen = NULL;
+    for (int waited = 0;; ++waited) {
+        const char *now_on = barrier_on;
+        if (now_on != seen) {
+            seen = now_on;
+            waited = 0;
+        }
+        if (NULL != seen && waited >= 600) { /* 60 s in one barrier */
+            dprintf(hang_fd, "barrier on %s hung\n", seen);
+            _exit(5);
+        }
+        usleep(100 * 1000);
+    }
+    return NULL;
+}
+
+/* MPI_Barrier on @p c after the death: " barrier_<name> failed took same_class names" */
+static void barrier_after(MPI_Comm c, const char *name, int cls0, int victim, char *out, size_t n)
+{
+    barrier_on = name;
+    const double t0 = now();
+    const int rc = MPI_Barrier(c);
+    const double took = now() - t0;
+    barrier_on = NULL;
+    char err[MPI_MAX_ERROR_STRING] = "", want[64];
+    int len = 0, cls = -1;
+    if (MPI_SUCCESS != rc) {
+        MPI_Error_class(rc, &cls);
+        MPI_Error_string(rc, err, &len);
+    }
+    snprintf(want, sizeof(want), "rank %d (MPI_COMM_WORLD rank %d,", victim, victim);
+    const size_t used = strlen(out);
+    snprintf(out + used, n - used, " barrier_%s %d %.3f %d %d", name, MPI_SUCCESS != rc, took,
+             cls == cls0, NULL != strstr(err, want));
+}
+
+static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir, bool world)
 {
     enum { N = 1 << 20 }; /* 4 MiB of ints per call */
-    int *a = malloc(sizeof(int) * N);
+    int *a = mt_twin_alloc(sizeof(int) * N);
     for (int i = 0; i < N; ++i) {
         a[i] = rank + i;
     }
+    mt_push(a);
     /* one good call first: the communicator is set up on every rank */
-    int rc = MPI_Allreduce(MPI_IN_PLACE, a, N, MPI_INT, MPI_SUM, comm);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, MT_D(a), N, MPI_INT, MPI_SUM, comm);
     if (MPI_SUCCESS != rc) {
         fprintf(stderr, "test_fault: rank %d: the first allreduce failed\n", rank);
         _exit(3);
+    }
+    /* the dup whose barrier comes after the death; MPI_COMM_WORLD's errors come back too */
+    MPI_Comm dup = MPI_COMM_NULL;
+    if (world) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+        MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == victim) {
@@ -126,7 +189,7 @@ static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir)
     char err[MPI_MAX_ERROR_STRING] = "";
     while (now() - t0 < 120) {
         const double c0 = now();
-        rc = MPI_Allreduce(MPI_IN_PLACE, a, N, MPI_INT, MPI_SUM, comm);
+        rc = MPI_Allreduce(MPI_IN_PLACE, MT_D(a), N, MPI_INT, MPI_SUM, comm);
         took = now() - c0;
         ++calls;
         if (MPI_SUCCESS != rc) {
@@ -137,32 +200,35 @@ static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir)
     }
     /* the failed communicator keeps refusing, at once, with an error of the same class */
     const double c1 = now();
-    int rc2 = MPI_Allreduce(MPI_IN_PLACE, a, 16, MPI_INT, MPI_SUM, comm);
+    int rc2 = MPI_Allreduce(MPI_IN_PLACE, MT_D(a), 16, MPI_INT, MPI_SUM, comm);
     const double again = now() - c1;
-    /* and so does its barrier, which moves no data (the previous module's would wait for
-     * the dead process for ever) */
-    const double c2 = now();
-    int rc3 = MPI_Barrier(comm);
-    const double barrier_took = now() - c2;
-    int cls = -1, cls2 = -2, cls3 = -3;
+    int cls = -1, cls2 = -2;
     if (MPI_SUCCESS != rc && MPI_SUCCESS != rc2) {
         MPI_Error_class(rc, &cls);
         MPI_Error_class(rc2, &cls2);
     }
-    if (MPI_SUCCESS != rc3) {
-        MPI_Error_class(rc3, &cls3);
-    }
     char path[4096];
     snprintf(path, sizeof(path), "%s/survivor.%d", dir, rank);
     FILE *f = fopen(path, "w");
-    if (NULL != f) {
-        fprintf(f,
-                "rank %d calls %ld failed %d took %.3f again_failed %d again_took %.3f "
-                "same_class %d barrier_same_class %d barrier_took %.3f error %s\n",
-                rank, calls, MPI_SUCCESS != rc, took, MPI_SUCCESS != rc2, again, cls == cls2,
-                cls == cls3, barrier_took, err);
-        fclose(f);
+    if (NULL == f) {
+        _exit(3);
     }
+    /* the barriers, watched: a hang is written where the result would be */
+    hang_fd = fileno(f);
+    dprintf(hang_fd, "rank %d ", rank);
+    pthread_t guard;
+    pthread_create(&guard, NULL, hang_guard, NULL);
+    char barriers[256] = "";
+    barrier_after(comm, "comm", cls, victim, barriers, sizeof(barriers));
+    if (world) {
+        barrier_after(MPI_COMM_WORLD, "world", cls, victim, barriers, sizeof(barriers));
+        barrier_after(dup, "dup", cls, victim, barriers, sizeof(barriers));
+    }
+    fprintf(f,
+            "calls %ld failed %d took %.3f again_failed %d again_took %.3f same_class %d%s "
+            "error %s\n",
+            calls, MPI_SUCCESS != rc, took, MPI_SUCCESS != rc2, again, cls == cls2, barriers, err);
+    fclose(f);
     fflush(stdout);
     fflush(stderr);
     _exit(0);
@@ -190,7 +256,7 @@ static unsigned char pattern(size_t i, int call)
 
 static int run_stall(MPI_Comm comm, int rank, int size, int victim, const char *dir)
 {
-    unsigned char *buf = malloc(STALL_BYTES);
+    unsigned char *buf = mt_twin_alloc(STALL_BYTES);
     char path[4096], why[512] = "";
     int ok = 1;
     /* the pids, so that rank 0 can let the victim go on */
@@ -201,7 +267,8 @@ static int run_stall(MPI_Comm comm, int rank, int size, int victim, const char *
         for (size_t i = 0; i < STALL_BYTES; ++i) {
             buf[i] = 0 == rank ? pattern(i, call) : 0;
         }
-        if (MPI_SUCCESS != MPI_Bcast(buf, STALL_BYTES, MPI_BYTE, 0, comm)) {
+        mt_push(buf);
+        if (MPI_SUCCESS != MPI_Bcast(MT_D(buf), STALL_BYTES, MPI_BYTE, 0, comm)) {
             fprintf(stderr, "test_fault: rank %d: warm-up bcast %d failed\n", rank, call);
             _exit(3);
         }
@@ -219,6 +286,7 @@ static int run_stall(MPI_Comm comm, int rank, int size, int victim, const char *
     for (size_t i = 0; i < STALL_BYTES; ++i) {
         buf[i] = 0 == rank ? pattern(i, call) : 0;
     }
+    mt_push(buf);
     MPI_Barrier(MPI_COMM_WORLD);
     pthread_t t;
     if (0 == rank) {
@@ -228,8 +296,9 @@ static int run_stall(MPI_Comm comm, int rank, int size, int victim, const char *
         raise(SIGSTOP);
     }
     const double c0 = now();
-    const int rc = MPI_Bcast(buf, STALL_BYTES, MPI_BYTE, 0, comm);
+    const int rc = MPI_Bcast(MT_D(buf), STALL_BYTES, MPI_BYTE, 0, comm);
     const double took = now() - c0;
+    mt_pull(buf);
     if (0 == rank) {
         pthread_join(t, NULL);
     }
@@ -282,7 +351,7 @@ static int run_stall(MPI_Comm comm, int rank, int size, int victim, const char *
         fclose(f);
     }
     free(pids);
-    free(buf);
+    mt_twin_free(buf);
     return ok ? 0 : 1;
 }
 
@@ -292,11 +361,15 @@ int main(int argc, char **argv)
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    mt_twin_init(); /* the device build: this rank's GPU, or "skipped: no GPU" and exit 77 */
     const int stall = argc >= 4 && 0 == strcmp(argv[1], "stall");
     const int setup = argc >= 4 && 0 == strcmp(argv[1], "setup");
-    if (argc < 4 || (!stall && !setup && 0 != strcmp(argv[1], "kill"))) {
+    const bool world = argc >= 5 && 0 == strcmp(argv[4], "world");
+    if (argc < 4 || (!stall && !setup && 0 != strcmp(argv[1], "kill")) ||
+        (argc >= 5 && !world && 0 != strcmp(argv[4], "comm"))) {
         if (0 == rank) {
-            fprintf(stderr, "usage: test_fault kill|stall|setup <victim rank> <result dir>\n");
+            fprintf(stderr, "usage: test_fault kill|stall|setup <victim rank> <result dir> "
+                            "[comm|world]\n");
         }
         MPI_Finalize();
         return 2;
@@ -318,7 +391,7 @@ int main(int argc, char **argv)
         return run_setup(comm, rank, size, victim, dir);
     }
     if (!stall) {
-        return run_kill(comm, rank, victim, dir);
+        return run_kill(comm, rank, victim, dir, world);
     }
     const int bad = run_stall(comm, rank, size, victim, dir);
     MPI_Comm_free(&comm);

@@ -87,6 +87,7 @@ static void net_free(cgpu_net_t *net)
     free(net->node_ranks);
     free(net->rail);
     free(net->firsts);
+    cgpu_net_check_free(net);
     free(net);
 }
 
@@ -137,7 +138,7 @@ static cgpu_status_t fill_tables(cgpu_net_t *net, const int *node_of, int nnodes
         net->rail[k] = net->ppn > 1 ? cgpu_net_node_rank(net, k, net->local_index) : -1;
         net->firsts[k] = cgpu_net_node_rank(net, k, 0);
     }
-    return CGPU_OK;
+    return cgpu_net_check_setup(net);
 }
 
 cgpu_status_t cgpu_net_create(cgpu_comm_t *comm, const int *node_of, int nnodes)
@@ -264,11 +265,6 @@ int cgpu_net_dead_peer(const cgpu_comm_t *comm, long *pid)
     return NULL != comm->net && NULL != comm->net->local
                ? cgpu_comm_dead_peer(comm->net->local, pid)
                : -1;
-}
-
-const cgpu_comm_t *cgpu_net_local(const cgpu_comm_t *comm)
-{
-    return NULL != comm->net ? comm->net->local : NULL;
 }
 
 void cgpu_net_call_sig(cgpu_comm_t *comm, const cgpu_sig_t *sig)

@@ -11,6 +11,7 @@
  *   net_bootstrap.c  the node-local communicator's bootstrap, over the proxy
  *   net_steps.c      the steps between nodes: ring allreduce, tree broadcast, waits
  *   net_coll.c       the collectives, each a plan of node-local and inter-node steps
+ *   net_check.c      the call check between nodes, before any of a call's data moves
  *
  * Tags: the top bit set (bit 31 when every rank's proxy takes 32-bit tags, bit 23 when
  * some takes only 24) is this communicator's node-local bootstrap (a round counter);
@@ -35,6 +36,8 @@
 #include "cgpu_comm_internal.h"
 #include "cgpu_proxy.h"
 
+typedef struct cgpu_net_call_rec cgpu_net_call_rec_t;
+
 struct cgpu_net {
     cgpu_proxy_group_t *group;
     bool proxy_held;
@@ -52,6 +55,13 @@ struct cgpu_net {
     uint32_t phase;
     void *order_ev; /* device buffers handed to the proxy wait for the default stream */
     bool wide;      /* every rank's proxy takes 32-bit tags (directed receive): 19-bit phases */
+    /* the call check between nodes (net_check.c): the ranks this one exchanges its calls
+     * with, and room for one call's records, requests and the record standing for each node */
+    int *partners;
+    int npartners;
+    cgpu_net_call_rec_t *check_recs; /* [npartners + 1]: the partners', then this rank's */
+    cgpu_proxy_req_t *check_reqs;    /* [2 * npartners] */
+    const cgpu_net_call_rec_t **check_of_node; /* [nnodes] */
 };
 
 /* Tag of phase number @p n: bits 12-22 (24-bit tags) or 12-30 (32-bit tags). */
@@ -83,6 +93,12 @@ cgpu_status_t cgpu_net_local_allgather(void *ctx, const void *sbuf, void *rbuf, 
 
 /** Barrier among this node's ranks. */
 cgpu_status_t cgpu_net_local_barrier(void *ctx);
+
+/* ---- net_check.c ---- */
+
+/** The call check's partners and buffers, from the node tables (set-up; freed by _free). */
+cgpu_status_t cgpu_net_check_setup(cgpu_net_t *net);
+void cgpu_net_check_free(cgpu_net_t *net);
 
 /* ---- net_steps.c ---- */
 
