@@ -448,6 +448,49 @@ int cgpu_cuda_tree_allreduce(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt, cg
 int cgpu_cuda_oneshot_launch(const cgpu_cuda_oneshot_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
                              int threads, void *stream);
 
+/*
+ * Where the kernels live. The device code and the CUDA runtime that registers it are a
+ * shared object of their own, libcgpu_cuda_kernels.so, installed next to the plugin and
+ * opened (cgpu_cuda_loader.c) when the cuda backend first sets a communicator up: loading
+ * and registering several MB of kernels in every process's MPI_Init would tax jobs that
+ * never touch a device buffer. Its one exported symbol, CGPU_CUDA_KERNELS_SYMBOL, is this
+ * table; the launchers above are, in the plugin, calls through it. The args structs' sizes
+ * travel with it, so an object built from other headers is refused, not called.
+ */
+#define CGPU_CUDA_KERNELS_LIB "libcgpu_cuda_kernels.so"
+#define CGPU_CUDA_KERNELS_SYMBOL "mca_coll_gpu_cuda_kernels"
+#define CGPU_CUDA_KERNELS_ABI 1
+typedef struct cgpu_cuda_kernel_ops {
+    int abi;      /* CGPU_CUDA_KERNELS_ABI */
+    size_t sizes[9]; /* sizeof this table and of the args structs, in the order of
+                        CGPU_CUDA_KERNELS_SIZES */
+    int (*resident_launch)(const cgpu_cuda_resident_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                           int blocks, int threads, void *stream);
+    int (*resident_cluster)(void);
+    int (*preload)(void);
+    int (*ring_reduce_launch)(const cgpu_cuda_ring_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                              int threads, void *stream);
+    int (*ring_copy_launch)(const cgpu_cuda_ring_args_t *a, int threads, void *stream);
+    int (*a2a_launch)(const cgpu_cuda_a2a_args_t *a, int threads, void *stream);
+    int (*release_signal)(const cgpu_cuda_release_args_t *a, void *stream);
+    int (*ce_sync)(const cgpu_cuda_ce_sync_args_t *a, void *stream);
+    int (*ce_reduce)(const cgpu_cuda_ce_reduce_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                     int blocks, int threads, void *stream);
+    int (*tree_allreduce)(const cgpu_cuda_tree_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                          int threads, void *stream);
+    int (*oneshot_launch)(const cgpu_cuda_oneshot_args_t *a, cgpu_dtype_t dt, cgpu_op_t op,
+                          int threads, void *stream);
+} cgpu_cuda_kernel_ops_t;
+/** Plugin side: the path the kernels were loaded from (loading them now if not yet), or
+ * NULL where they cannot be (the reason is logged once). */
+const char *cgpu_cuda_kernels_where(void);
+#define CGPU_CUDA_KERNELS_SIZES                                                          \
+    {sizeof(cgpu_cuda_kernel_ops_t),    sizeof(cgpu_cuda_resident_args_t),               \
+     sizeof(cgpu_cuda_ring_args_t),     sizeof(cgpu_cuda_a2a_args_t),                    \
+     sizeof(cgpu_cuda_release_args_t),  sizeof(cgpu_cuda_ce_sync_args_t),                \
+     sizeof(cgpu_cuda_ce_reduce_args_t), sizeof(cgpu_cuda_tree_args_t),                  \
+     sizeof(cgpu_cuda_oneshot_args_t)}
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,13 +1,7 @@
 /*
- * coll/gpu kernels: what concerns every family at once: which (type, op) the device
- * kernels implement, and the preload of every family's kernels before the first launch.
+ * coll/gpu kernels: the preload of every family's kernels before the first launch.
  */
 #include "cgpu_cuda_launch.cuh"
-
-extern "C" int cgpu_cuda_reduce_supported(cgpu_dtype_t dt, cgpu_op_t op)
-{
-    return cgpu_dtype_on_device(dt) && cgpu_reduce_supported(dt, op);
-}
 
 extern "C" int cgpu_cuda_kernels_preload(void)
 {

@@ -40,7 +40,7 @@ AC_DEFUN([CGPU_CHECK_CUDA], [
                CUDA_CPPFLAGS="-I$cgpu_cuda_dir/include"
                cgpu_cuda_libdir="$cgpu_cuda_dir/lib64"
                AS_IF([test ! -d "$cgpu_cuda_libdir"], [cgpu_cuda_libdir="$cgpu_cuda_dir/lib"])
-               CUDA_LIBS="-L$cgpu_cuda_libdir -lcudart_static -lstdc++ -lrt -ldl"
+               CUDA_LIBS="-L$cgpu_cuda_libdir -lcudart_static -lrt -ldl -lpthread"
                cgpu_cuda_ver=`$NVCC --version 2>/dev/null | sed -n 's/.*release \([[0-9.]]*\).*/\1/p'`
                AC_MSG_RESULT([yes, nvcc $cgpu_cuda_ver])],
               [AC_MSG_RESULT([no])

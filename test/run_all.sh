@@ -204,6 +204,26 @@ for t in "$BIN"/unit/test_*; do
     run_test "unit.$(basename "$t")" "$t"
 done
 
+# ---- the plugin itself carries no device code and no C++ runtime: those are the kernels'
+# object, opened at the first cuda set-up (each costs every job's MPI_Init milliseconds) ----
+run_test "plugin.kernels_apart" bash -c '
+    dir=$1
+    if [ ! -e "$dir/libcgpu_cuda_kernels.so" ]; then
+        echo "skipped: host-only build (no kernels object)"; exit 77
+    fi
+    bad=0
+    if readelf -SW "$dir/mca_coll_gpu.so" | grep -q "\.nv_fatbin"; then
+        echo "mca_coll_gpu.so holds device code (.nv_fatbin)"; bad=1
+    fi
+    if readelf -dW "$dir/mca_coll_gpu.so" | grep -q "NEEDED.*libstdc++"; then
+        echo "mca_coll_gpu.so needs libstdc++"; bad=1
+    fi
+    readelf -SW "$dir/libcgpu_cuda_kernels.so" | grep -q "\.nv_fatbin" ||
+        { echo "libcgpu_cuda_kernels.so holds no device code"; bad=1; }
+    ls -l "$dir/mca_coll_gpu.so" "$dir/libcgpu_cuda_kernels.so"
+    exit $bad
+' _ "$PLUGIN_DIR"
+
 # ---- memory checking of the engine: ASan/LSan/UBSan build and valgrind memcheck ----
 # (valgrind runs each program 20-50 times slower: one test each, under a longer limit)
 TIMEOUT=$SANITIZE_TIMEOUT run_test "sanitize.asan_unit_tests" bash "$REPO/test/sanitize.sh" asan
