@@ -255,9 +255,13 @@ mca_coll_base_module_t *mca_coll_gpu_comm_query(struct ompi_communicator_t *comm
                  c->priority < 0 ? "coll_gpu_priority < 0" : "engine not started");
         return NULL;
     }
-    if (CGPU_BACKEND_HOST != c->backend && !cgpu_engine_cuda_usable()) {
-        /* auto/cuda without a usable GPU here: leave every call to the other components.
-         * (GPU presence must be the same on every rank of a job in auto mode.) */
+    if (CGPU_BACKEND_HOST != c->backend && !cgpu_engine_gpu_present()) {
+        /* auto/cuda without a GPU here: leave every call to the other components. (GPU
+         * presence must be the same on every rank of a job in auto mode.) Asked without
+         * initializing CUDA where the driver's files answer: that costs tens of ms a process
+         * in MPI_Init, and the application initializes it anyway before its first device
+         * buffer; the communicator's set-up at its first collective asks the runtime, and
+         * takes the host backend where a rank has none after all. */
         cgpu_log(10,
                  "comm %s: declined (backend %s: no usable GPU or CUDA not "
                  "built; coll_gpu_backend=host serves host buffers)",

@@ -86,7 +86,10 @@ void cgpu_cuda_setup_end(bool held)
 
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <dirent.h>
 #include <dlfcn.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -112,6 +115,33 @@ bool cgpu_cuda_available(void)
 {
     pthread_once(&cuda_once, cuda_probe);
     return cuda_ok;
+}
+
+/* The driver's files for its devices: /dev/nvidia0, 1, ... (what a container is given) or,
+ * on the host, /proc/driver/nvidia/gpus/<bus id>. */
+static bool nvidia_device_files(void)
+{
+    char path[32];
+    for (int i = 0; i < 64; ++i) {
+        snprintf(path, sizeof(path), "/dev/nvidia%d", i);
+        if (0 == access(path, F_OK)) {
+            return true;
+        }
+    }
+    DIR *d = opendir("/proc/driver/nvidia/gpus");
+    bool any = false;
+    for (struct dirent *e = NULL == d ? NULL : readdir(d); NULL != e && !any; e = readdir(d)) {
+        any = '.' != e->d_name[0];
+    }
+    if (NULL != d) {
+        closedir(d);
+    }
+    return any;
+}
+
+bool cgpu_cuda_present(void)
+{
+    return nvidia_device_files() || cgpu_cuda_available();
 }
 
 cgpu_status_t cgpu_cuda_check(int err, const char *what)
@@ -734,6 +764,11 @@ cgpu_status_t cgpu_cuda_pci_bus_id(int device, char *buf, int len)
 #else /* !CGPU_HAVE_CUDA: a build without the toolkit sees no device */
 
 bool cgpu_cuda_available(void)
+{
+    return false;
+}
+
+bool cgpu_cuda_present(void)
 {
     return false;
 }

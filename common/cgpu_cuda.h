@@ -23,8 +23,16 @@ typedef enum cgpu_mem_kind {
     CGPU_MEM_MANAGED = 2, /* cudaMallocManaged */
 } cgpu_mem_kind_t;
 
-/** True when the CUDA runtime works here and sees at least one device. Cached. */
+/** True when the CUDA runtime works here and sees at least one device. Cached. The first
+ * call initializes the driver (tens of ms, more with several processes on a GPU) unless the
+ * application has already. */
 bool cgpu_cuda_available(void);
+
+/** Whether this node may have a GPU for us, without initializing CUDA where the NVIDIA
+ * driver's device files show one: the question MPI_Init asks (cgpu_cuda_available then
+ * answers at the first collective, after the application has set its device up). Where
+ * there are no such files it is cgpu_cuda_available. */
+bool cgpu_cuda_present(void);
 
 /**
  * What kind of memory @p ptr points into (any address inside an allocation works).

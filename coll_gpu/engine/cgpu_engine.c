@@ -257,6 +257,11 @@ bool cgpu_engine_cuda_usable(void)
     return cgpu_cuda_available();
 }
 
+bool cgpu_engine_gpu_present(void)
+{
+    return cgpu_cuda_present();
+}
+
 cgpu_status_t cgpu_engine_copy(void *dst, const void *src, size_t bytes)
 {
     const cgpu_copy_t c = {.dst = dst, .src = src, .bytes = bytes};

@@ -123,6 +123,11 @@ cgpu_buf_kind_t cgpu_buf_kind(const void *ptr, int *device);
 /** True when this process can use the cuda backend (runtime works, a device is seen). */
 bool cgpu_engine_cuda_usable(void);
 
+/** Whether this node may have a GPU for the cuda backend, without initializing CUDA where the
+ * driver's device files answer (cgpu_cuda_present): what communicator selection in MPI_Init
+ * asks; the set-up at the first collective then asks cgpu_engine_cuda_usable. */
+bool cgpu_engine_gpu_present(void);
+
 /** Synchronous copy between any two addresses (host or device). */
 cgpu_status_t cgpu_engine_copy(void *dst, const void *src, size_t bytes);
 
