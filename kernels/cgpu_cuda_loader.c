@@ -74,16 +74,18 @@ static void load(void)
     }
     const char *dirs[] = {here, CGPU_KERNELS_BUILD_DIR};
     char why[2][PATH_MAX + 256] = {"", ""};
-    for (int i = 0; i < 2 && NULL == ops; ++i) {
+    /* the build tree's folder only where it is another one */
+    const int ndirs = 0 == strcmp(here, CGPU_KERNELS_BUILD_DIR) ? 1 : 2;
+    for (int i = 0; i < ndirs && NULL == ops; ++i) {
         snprintf(ops_path, sizeof(ops_path), "%s/%s", dirs[i], CGPU_CUDA_KERNELS_LIB);
         ops = open_table(ops_path, why[i], sizeof(why[i]));
     }
     if (NULL == ops) {
         cgpu_log(CGPU_LOG_WARN,
-                 "cuda: cannot load the collective kernels (%s; %s): device-buffer "
+                 "cuda: cannot load the collective kernels (%s%s%s): device-buffer "
                  "collectives are staged through host memory; reinstall coll/gpu so that %s "
                  "lies next to mca_coll_gpu.so",
-                 why[0], why[1], CGPU_CUDA_KERNELS_LIB);
+                 why[0], 2 == ndirs ? "; " : "", why[1], CGPU_CUDA_KERNELS_LIB);
     } else {
         cgpu_log(CGPU_LOG_INFO, "cuda: collective kernels loaded from %s", ops_path);
     }
