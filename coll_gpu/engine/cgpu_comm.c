@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cgpu_clock.h"
 #include "cgpu_comm_internal.h"
 #include "cgpu_path.h"
 #include "cgpu_proc.h"
@@ -373,6 +374,8 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         }
     }
 
+    /* where a creation's time goes (verbose 50: split/dup cycles cost milliseconds) */
+    uint64_t t_phase[4] = {cgpu_now_ns(), 0, 0, 0};
     /* Step 1: everyone learns everyone's node, layout and status. */
     read_node_identity(&me, bs->rank);
     me.pid = (int32_t) getpid();
@@ -450,12 +453,14 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     }
 
     /* Step 2: every rank's segment, made, exchanged and mapped by every peer. */
+    t_phase[1] = cgpu_now_ns();
     if (bs->size > 1) {
         set_up_liveness(comm, all);
         CGPU_CHECK_GOTO(map_node_segments(comm, bs, segs, verdicts), st, out_release);
     }
 
     /* Step 3 (cuda): every rank's inbox, exported and mapped by every peer. */
+    t_phase[2] = cgpu_now_ns();
     if (CGPU_BACKEND_CUDA == comm->backend) {
         char *handles = calloc((size_t) bs->size, sizeof(cgpu_cuda_inbox_rec_t));
         cgpu_cuda_inbox_rec_t mine;
@@ -481,9 +486,17 @@ out_ready:
     atomic_store(&comm->ras.waiting_on, -1);
     snprintf(comm->ras.name, sizeof(comm->ras.name), "(rank %d of %d)", comm->rank, comm->size);
     cgpu_ras_watchdog_start(cgpu_engine_config()->ras_timeout_s, cgpu_health_scan, NULL);
+    t_phase[3] = cgpu_now_ns();
+    if (0 == t_phase[1]) { /* across nodes: steps 2 and 3 are the net layer's */
+        t_phase[1] = t_phase[2] = t_phase[3];
+    }
     cgpu_log(CGPU_LOG_DEBUG,
-             "engine: communicator ready (rank %d of %d, backend %s, %zu-byte segment)", comm->rank,
-             comm->size, CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host", comm->seg_bytes);
+             "engine: communicator ready (rank %d of %d, backend %s, %zu-byte segment) in %.0f "
+             "us: tables %.0f, segments %.0f, cuda %.0f",
+             comm->rank, comm->size, CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host",
+             comm->seg_bytes, (double) (t_phase[3] - t_phase[0]) / 1e3,
+             (double) (t_phase[1] - t_phase[0]) / 1e3, (double) (t_phase[2] - t_phase[1]) / 1e3,
+             (double) (t_phase[3] - t_phase[2]) / 1e3);
     *out = comm;
     free(all);
     free(segs);
@@ -538,9 +551,14 @@ cgpu_status_t cgpu_comm_release(cgpu_comm_t **commp)
         comm->peer_segs[comm->rank].base = NULL; /* alias of self_seg */
     }
     cgpu_engine_unregister_comm(comm);
+    const uint64_t t0 = cgpu_now_ns();
     cgpu_comm_free_resources(comm);
+    const uint64_t t1 = cgpu_now_ns();
     cgpu_cuda_comm_destroy(comm); /* single-rank communicators have no shm resources */
     cgpu_liveness_fini(comm);
+    cgpu_log(CGPU_LOG_DEBUG, "engine: communicator (rank %d of %d) released: %.0f us, cuda %.0f",
+             comm->rank, comm->size, (double) (cgpu_now_ns() - t0) / 1e3,
+             (double) (cgpu_now_ns() - t1) / 1e3);
     free(comm);
     *commp = NULL;
     return CGPU_OK;

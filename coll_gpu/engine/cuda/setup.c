@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cgpu_config.h"
+#include "cgpu_clock.h"
 #include "cuda_internal.h"
 
 #ifdef CGPU_HAVE_CUDA
@@ -52,8 +53,8 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     }
     const cgpu_config_t *cfg = cgpu_engine_config();
     if (comm->size > CGPU_CUDA_MAX_RANKS) {
-        cgpu_log(CGPU_LOG_INFO, "cuda: %d ranks exceed the %d the cuda backend handles",
-                 comm->size, CGPU_CUDA_MAX_RANKS);
+        cgpu_log(CGPU_LOG_INFO, "cuda: %d ranks exceed the %d the cuda backend handles", comm->size,
+                 CGPU_CUDA_MAX_RANKS);
         return CGPU_ERR_NOT_SUPPORTED;
     }
     cgpu_cuda_comm_t *cc = calloc(1, sizeof(*cc));
@@ -73,14 +74,14 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
      * near 4 MiB whatever the size); the same on every rank */
     cc->ll_classes = cgpu_ll_classes(cfg->cuda_ll_bytes, comm->size);
     cc->ll_off = (CGPU_CUDA_FLAG_BYTES + 255) & ~(size_t) 255;
-    cc->ring_off = (cc->ll_off + CGPU_CUDA_LL_CLASS_OFF(comm->size, cc->ll_classes) + 4095) &
-                   ~(size_t) 4095;
+    cc->ring_off =
+        (cc->ll_off + CGPU_CUDA_LL_CLASS_OFF(comm->size, cc->ll_classes) + 4095) & ~(size_t) 4095;
     cc->oneshot_off = cc->ring_off + (size_t) cc->nch_max * cc->nslots * cc->slot_bytes;
     cc->tree_off = cc->oneshot_off + 2 * (size_t) comm->size * cc->oneshot_slice;
     cc->tree_nch = cfg->cuda_tree_channels;
     cc->tree_max_bytes = cfg->cuda_tree_max_bytes;
-    cc->a2a_off = cc->tree_off +
-                  (size_t) cc->tree_nch * CGPU_CUDA_TREE_PORTS * cc->nslots * cc->slot_bytes;
+    cc->a2a_off =
+        cc->tree_off + (size_t) cc->tree_nch * CGPU_CUDA_TREE_PORTS * cc->nslots * cc->slot_bytes;
     cc->inbox_bytes = cc->a2a_off + (size_t) cfg->cuda_a2a_channels * cc->nslots * cc->slot_bytes;
 
     cc->timeout_ns = (unsigned long long) (cfg->cuda_timeout_s * 1e9);
@@ -90,6 +91,8 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
      * blocking streams); the copy-engine paths and resident calls wait for order_ev on the
      * host */
     cc->blocking = CGPU_ORDER_BLOCKING_STREAM == cfg->cuda_stream_order;
+    uint64_t t[6]; /* where the set-up's time goes (verbose 50) */
+    t[0] = cgpu_now_ns();
     cgpu_status_t st = cgpu_cuda_stream_create(&cc->stream, cc->blocking);
     if (CGPU_OK == st && CGPU_ORDER_NONE != cfg->cuda_stream_order) {
         st = cgpu_cuda_event_create(&cc->order_ev);
@@ -114,19 +117,21 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
         return st;
     }
     void *eh = NULL, *ed = NULL;
+    t[1] = cgpu_now_ns();
     st = cgpu_cuda_host_alloc_mapped(&eh, &ed, 64);
     if (CGPU_OK != st) {
         return st;
     }
     cc->err_host = eh;
     cc->err_dev = ed;
+    t[2] = cgpu_now_ns();
     st = cgpu_cuda_rk_setup(comm, cc);
     if (CGPU_OK != st) {
         return st;
     }
     /* the flags and the LL area start from zero (cgpu_cuda_kernels.h) */
-    st = cgpu_inbox_get(cc->inbox_bytes, cc->ring_off, comm->size - 1, cc->stream,
-                        &cc->ib);
+    t[3] = cgpu_now_ns();
+    st = cgpu_inbox_get(cc->inbox_bytes, cc->ring_off, comm->size - 1, cc->stream, &cc->ib);
     if (CGPU_OK != st) {
         return st;
     }
@@ -138,6 +143,7 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     cc->peer_inbox[comm->rank] = cc->ib.ptr;
     /* staging buffers for messages up to 1 MiB now, while no collective is in flight:
      * a larger one grows them later, in the call (see cgpu_cuda_comm_setup below) */
+    t[4] = cgpu_now_ns();
     st = cgpu_cuda_ensure_scratch(cc, 1u << 20);
     if (CGPU_OK == st) {
         st = cgpu_cuda_ensure_pinned(cc, 1u << 20);
@@ -145,6 +151,13 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     if (CGPU_OK != st) {
         return st;
     }
+    t[5] = cgpu_now_ns();
+    cgpu_log(CGPU_LOG_DEBUG,
+             "cuda: set-up of rank %d of %d: streams %.0f us, error word %.0f, resident %.0f, "
+             "inbox %.0f, staging %.0f",
+             comm->rank, comm->size, (double) (t[1] - t[0]) / 1e3, (double) (t[2] - t[1]) / 1e3,
+             (double) (t[3] - t[2]) / 1e3, (double) (t[4] - t[3]) / 1e3,
+             (double) (t[5] - t[4]) / 1e3);
     cgpu_cuda_inbox_rec_t *rec = handle_out;
     memcpy(rec->handle, cc->ib.handle, sizeof(rec->handle));
     rec->release_off = cc->ib.bytes;
@@ -175,9 +188,10 @@ static cgpu_status_t comm_connect(cgpu_comm_t *comm, const char *handles)
          * that share it share the channels */
         channel_caps(cc, comm->size, share);
         if (0 == comm->rank) {
-            cgpu_log(CGPU_LOG_INFO, "cuda: up to %d ranks share a device: at most %d ring "
-                     "channels and %d alltoall channels per peer a call", share, cc->nch_max,
-                     cc->a2a_cpd_max);
+            cgpu_log(CGPU_LOG_INFO,
+                     "cuda: up to %d ranks share a device: at most %d ring "
+                     "channels and %d alltoall channels per peer a call",
+                     share, cc->nch_max, cc->a2a_cpd_max);
         }
     }
     for (int i = 0; i < comm->size; ++i) {
@@ -261,6 +275,7 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
         free(cc->peer_inbox);
     }
     free(cc->peer_release);
+    const uint64_t t_frees = cgpu_now_ns();
     /* pooled only when every peer mapped it (so every peer will release it) */
     if (all_mapped) {
         cgpu_inbox_put(&cc->ib);
@@ -281,6 +296,8 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     cgpu_cuda_event_destroy(cc->ev3);
     cgpu_cuda_stream_destroy(cc->stream3);
     cgpu_cuda_stream_destroy(cc->stream);
+    cgpu_log(CGPU_LOG_DEBUG, "cuda: release of rank %d of %d: frees %.0f us", comm->rank,
+             comm->size, (double) (cgpu_now_ns() - t_frees) / 1e3);
     if (prev >= 0 && prev != cc->device) {
         (void) cgpu_cuda_set_device(prev);
     }
