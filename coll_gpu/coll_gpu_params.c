@@ -360,7 +360,8 @@ static const param_t params[] = {
     {P_INT("cuda_inbox_pool", cuda_inbox_pool, 6), AT_LEAST(0),
      .help = "cuda backend: inboxes of released communicators kept for the next ones (each is "
              "reused once every peer of its last communicator has released it; split/dup "
-             "loops then allocate and map nothing new). 0 frees each at release"},
+             "loops then allocate and map nothing new), and as many sets of their staging "
+             "buffers (device and pinned, up to 4 MiB each). 0 frees each at release"},
     {P_INT("cuda_ipc_cache_size", cuda_ipc_cache_size, 6), AT_LEAST(0),
      .help = "cuda backend: peers' inbox mappings no communicator uses that stay open for reuse "
              "(least recently used closed first); mappings in use are never closed"},

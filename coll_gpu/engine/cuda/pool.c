@@ -1,5 +1,5 @@
 /*
- * coll/gpu engine, cuda backend: the inbox pool and the IPC mapping cache
+ * coll/gpu engine, cuda backend: the inbox pool, the staging pool and the IPC mapping cache
  * (cgpu_cuda_pool.h says how each works).
  *
  * Process-wide device resources that outlive a communicator: a released inbox waits here
@@ -64,6 +64,9 @@ static uint64_t ipc_clock;
 
 static cgpu_inbox_t *pool;
 static size_t npool;
+
+static cgpu_stage_bufs_t *spares; /* staging sets, at most coll_gpu_cuda_inbox_pool */
+static size_t nspares;
 
 /* Close unreferenced mappings beyond the cap, least recently used first. */
 static void ipc_trim(size_t keep)
@@ -161,8 +164,10 @@ void cgpu_ipc_cache_put(void *ptr)
     }
     pthread_mutex_unlock(&pool_lock);
     if (!found) {
-        cgpu_log(CGPU_LOG_WARN, "cuda: release of a peer mapping %p the cache does not hold "
-                 "(ignored)", ptr);
+        cgpu_log(CGPU_LOG_WARN,
+                 "cuda: release of a peer mapping %p the cache does not hold "
+                 "(ignored)",
+                 ptr);
     }
 }
 
@@ -252,8 +257,8 @@ void cgpu_inbox_put(cgpu_inbox_t *ib)
     ib->ptr = NULL;
 }
 
-cgpu_status_t cgpu_inbox_signal_release(char *const *peer_inbox, const size_t *release_off,
-                                        int n, void *stream)
+cgpu_status_t cgpu_inbox_signal_release(char *const *peer_inbox, const size_t *release_off, int n,
+                                        void *stream)
 {
     cgpu_cuda_release_args_t a;
     memset(&a, 0, sizeof(a));
@@ -272,6 +277,53 @@ cgpu_status_t cgpu_inbox_signal_release(char *const *peer_inbox, const size_t *r
     return CGPU_OK == st ? cgpu_cuda_stream_sync(stream) : st;
 }
 
+bool cgpu_stage_bufs_get(int device, cgpu_stage_bufs_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    pthread_mutex_lock(&pool_lock);
+    for (size_t i = 0; i < nspares; ++i) {
+        if (spares[i].device == device) {
+            *out = spares[i];
+            spares[i] = spares[--nspares];
+            pthread_mutex_unlock(&pool_lock);
+            return true;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return false;
+}
+
+static void stage_bufs_free(cgpu_stage_bufs_t *b)
+{
+    cgpu_cuda_free(b->scratch);
+    cgpu_cuda_host_free(b->pinned);
+    memset(b, 0, sizeof(*b));
+}
+
+void cgpu_stage_bufs_put(cgpu_stage_bufs_t *b)
+{
+    if (NULL == b->scratch && NULL == b->pinned) {
+        return;
+    }
+    const size_t cap = (size_t) cgpu_engine_config()->cuda_inbox_pool;
+    if (b->scratch_bytes <= CGPU_STAGE_POOL_MAX_BYTES &&
+        b->pinned_bytes <= CGPU_STAGE_POOL_MAX_BYTES) {
+        pthread_mutex_lock(&pool_lock);
+        if (nspares < cap) {
+            cgpu_stage_bufs_t *grown = realloc(spares, (nspares + 1) * sizeof(*grown));
+            if (NULL != grown) {
+                spares = grown;
+                spares[nspares++] = *b;
+                pthread_mutex_unlock(&pool_lock);
+                memset(b, 0, sizeof(*b));
+                return;
+            }
+        }
+        pthread_mutex_unlock(&pool_lock);
+    }
+    stage_bufs_free(b);
+}
+
 void cgpu_cuda_pool_fini(void)
 {
     pthread_mutex_lock(&pool_lock);
@@ -287,6 +339,12 @@ void cgpu_cuda_pool_fini(void)
     free(pool);
     pool = NULL;
     npool = 0;
+    for (size_t i = 0; i < nspares; ++i) {
+        stage_bufs_free(&spares[i]);
+    }
+    free(spares);
+    spares = NULL;
+    nspares = 0;
     pthread_mutex_unlock(&pool_lock);
 }
 

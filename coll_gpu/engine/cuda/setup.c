@@ -144,6 +144,13 @@ static cgpu_status_t comm_setup(cgpu_comm_t *comm, void *handle_out)
     /* staging buffers for messages up to 1 MiB now, while no collective is in flight:
      * a larger one grows them later, in the call (see cgpu_cuda_comm_setup below) */
     t[4] = cgpu_now_ns();
+    cgpu_stage_bufs_t spare;
+    if (cgpu_stage_bufs_get(cc->device, &spare)) { /* a released communicator's */
+        cc->scratch = spare.scratch;
+        cc->scratch_bytes = spare.scratch_bytes;
+        cc->pinned = spare.pinned;
+        cc->pinned_bytes = spare.pinned_bytes;
+    }
     st = cgpu_cuda_ensure_scratch(cc, 1u << 20);
     if (CGPU_OK == st) {
         st = cgpu_cuda_ensure_pinned(cc, 1u << 20);
@@ -282,9 +289,14 @@ void cgpu_cuda_comm_destroy(cgpu_comm_t *comm)
     } else {
         cgpu_cuda_free(cc->ib.ptr);
     }
-    cgpu_cuda_free(cc->scratch);
+    /* for the next communicator on this device (its stream is synchronized above) */
+    cgpu_stage_bufs_t spare = {.scratch = cc->scratch,
+                               .scratch_bytes = cc->scratch_bytes,
+                               .pinned = cc->pinned,
+                               .pinned_bytes = cc->pinned_bytes,
+                               .device = cc->device};
+    cgpu_stage_bufs_put(&spare);
     cgpu_cuda_free(cc->zeros);
-    cgpu_cuda_host_free(cc->pinned);
     cgpu_cuda_host_free((void *) cc->err_host);
     cgpu_cuda_free(cc->rk_state);
     cgpu_cuda_host_free(cc->rk_ctl);

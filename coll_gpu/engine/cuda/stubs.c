@@ -156,6 +156,18 @@ void cgpu_ipc_cache_put(void *ptr)
     (void) ptr;
 }
 
+bool cgpu_stage_bufs_get(int device, cgpu_stage_bufs_t *out)
+{
+    (void) device;
+    memset(out, 0, sizeof(*out));
+    return false;
+}
+
+void cgpu_stage_bufs_put(cgpu_stage_bufs_t *b)
+{
+    (void) b;
+}
+
 void cgpu_cuda_pool_fini(void)
 {
 }
