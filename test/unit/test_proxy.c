@@ -256,6 +256,31 @@ static void child_main(area_t *area, int rank, const scenario_t *sc, const char 
 /* In the parent                                                                         */
 /* ------------------------------------------------------------------------------------ */
 
+/* Before a hung rank is killed: every thread's stack, where gdb is installed (CI installs
+ * it), so that a hang that shows once in many runs leaves its cause in the log. */
+static void print_stacks(const pid_t *pids, const bool *done, int n)
+{
+    if (0 != access("/usr/bin/gdb", X_OK)) {
+        fprintf(stderr, "    (no /usr/bin/gdb: no stacks of the hung ranks)\n");
+        return;
+    }
+    for (int r = 0; r < n; ++r) {
+        if (done[r]) {
+            continue;
+        }
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd),
+                 "timeout 60 /usr/bin/gdb -q -batch -p %d -ex 'thread apply all bt' 2>&1 | "
+                 "grep -E '^(Thread|#)' | head -120 >&2",
+                 (int) pids[r]);
+        fprintf(stderr, "    ---- rank %d (pid %d), every thread's stack ----\n", r, (int) pids[r]);
+        fflush(stderr);
+        if (0 != system(cmd)) {
+            fprintf(stderr, "    (gdb could not attach)\n");
+        }
+    }
+}
+
 static void kill_rest(const pid_t *pids, bool *done, int *status, int n)
 {
     for (int r = 0; r < n; ++r) {
@@ -324,6 +349,9 @@ static bool run_ranks(const scenario_t *sc, const char *provider)
         if (now_ms() >= deadline || (give_up >= 0 && now_ms() >= give_up)) {
             fprintf(stderr, "\n    %s over %s: %s; killing the ranks left\n", sc->name, provider,
                     give_up >= 0 ? "a rank failed" : "deadline passed (hang?)");
+            if (give_up < 0) {
+                print_stacks(pids, done, size);
+            }
             killed_by_us = true;
             kill_rest(pids, done, status, size);
             break;
