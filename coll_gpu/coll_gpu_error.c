@@ -98,23 +98,16 @@ static long world_rank_of(struct ompi_communicator_t *comm, int rank)
     return NULL != p ? (long) p->super.proc_name.vpid : -1;
 }
 
-/* The code of @p m's communicator, whose rank @p dead (process @p pid) died. */
-static int dead_code_of(mca_coll_gpu_module_t *m, const char *what,
-                        struct ompi_communicator_t *comm, int dead, long pid)
+/* @p m's communicator's failure code, of class @p cls with string @p msg, made once (its
+ * later calls return the same); @p cls alone where no code can be made. */
+static int failure_code(mca_coll_gpu_module_t *m, int cls, const char *msg)
 {
-    const int cls = MCA_COLL_GPU_ERR_PEER_DEAD_CLASS;
     int code = atomic_load(&m->dead_code);
     if (code > 0) {
         return code;
     }
-    char msg[MPI_MAX_ERROR_STRING];
-    snprintf(msg, sizeof(msg),
-             "coll/gpu: rank %d (MPI_COMM_WORLD rank %ld, process %ld) of communicator %s died; "
-             "%s and every later collective on it fail",
-             dead, world_rank_of(comm, dead), pid, comm->c_name, what);
-    cgpu_log(CGPU_LOG_INFO, "%s", msg); /* the engine warned already, without world ranks */
     int expected = 0;
-    if (dead < 0 || !cgpu_thread_may_call_mpi() ||
+    if (!cgpu_thread_may_call_mpi() ||
         !atomic_compare_exchange_strong(&m->dead_code, &expected, -1)) {
         return cls; /* no MPI from here, or another thread is making the code */
     }
@@ -126,6 +119,59 @@ static int dead_code_of(mca_coll_gpu_module_t *m, const char *what,
     }
     atomic_store(&m->dead_code, code);
     return code;
+}
+
+/* The code of @p m's communicator, whose rank @p dead (process @p pid) died. */
+static int dead_code_of(mca_coll_gpu_module_t *m, const char *what,
+                        struct ompi_communicator_t *comm, int dead, long pid)
+{
+    const int code = atomic_load(&m->dead_code);
+    if (code > 0) {
+        return code;
+    }
+    char msg[MPI_MAX_ERROR_STRING];
+    snprintf(msg, sizeof(msg),
+             "coll/gpu: rank %d (MPI_COMM_WORLD rank %ld, process %ld) of communicator %s died; "
+             "%s and every later collective on it fail",
+             dead, world_rank_of(comm, dead), pid, comm->c_name, what);
+    cgpu_log(CGPU_LOG_INFO, "%s", msg); /* the engine warned already, without world ranks */
+    return dead < 0 ? MCA_COLL_GPU_ERR_PEER_DEAD_CLASS
+                    : failure_code(m, MCA_COLL_GPU_ERR_PEER_DEAD_CLASS, msg);
+}
+
+/* The code of a call that gave up waiting (@p st: a timeout, or a failed communicator): its
+ * string says so and names the rank waited for where the engine knows it. */
+static int stalled_code(cgpu_status_t st, const char *what, struct ompi_communicator_t *comm)
+{
+    const int cls = mca_coll_gpu_status_to_mpi(st);
+    mca_coll_gpu_module_t *m = mca_coll_gpu_module_of(comm);
+    if (NULL == m) {
+        return cls;
+    }
+    const int code = atomic_load(&m->dead_code);
+    if (code > 0) {
+        return code;
+    }
+    const int r = cgpu_comm_stalled_peer(__atomic_load_n(&m->ecomm, __ATOMIC_ACQUIRE));
+    char msg[MPI_MAX_ERROR_STRING];
+    int len;
+    if (r >= 0) {
+        len = snprintf(msg, sizeof(msg),
+                       "coll/gpu: %s on %s gave up after %.1f s waiting for rank %d "
+                       "(MPI_COMM_WORLD rank %ld) or a rank it waits for: unreachable, stopped "
+                       "or dead; later collectives on it fail",
+                       what, comm->c_name, mca_coll_gpu_component.ras_timeout, r,
+                       world_rank_of(comm, r));
+    } else {
+        len = snprintf(msg, sizeof(msg),
+                       "coll/gpu: %s on %s gave up waiting for another rank (%s); later "
+                       "collectives on it fail",
+                       what, comm->c_name, cgpu_status_string(st));
+    }
+    if (len >= (int) sizeof(msg)) {
+        cgpu_log(CGPU_LOG_INFO, "%s (error string cut at %zu bytes)", msg, sizeof(msg) - 1);
+    }
+    return failure_code(m, cls, msg);
 }
 
 static int peer_dead_code(const char *what, struct ompi_communicator_t *comm)
@@ -253,6 +299,9 @@ int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_commu
         atomic_fetch_add(&mca_coll_gpu_dead_gen, 1); /* the communicator may have failed */
         cgpu_log(CGPU_LOG_WARN, "%s on %s failed in the engine: %s", what, comm->c_name,
                  cgpu_status_string(st));
+    }
+    if (CGPU_ERR_TIMEOUT == st || CGPU_ERR_PEER == st) {
+        return stalled_code(st, what, comm);
     }
     return mca_coll_gpu_status_to_mpi(st);
 }

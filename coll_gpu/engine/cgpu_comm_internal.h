@@ -179,6 +179,10 @@ struct cgpu_comm {
     cgpu_peer_proc_t *procs;
     unsigned live_looks;
     atomic_int dead_rank;
+    /* the peer whose data or room the wait that failed this communicator was for (a proxy
+     * send or receive past coll_gpu_ras_timeout, a wait the watchdog aborted; -1: none
+     * known; set once): what the error names when no peer was found dead */
+    atomic_int stall_rank;
 
     cgpu_prof_comm_t prof; /* profiler context of this communicator (by value) */
     cgpu_ras_t ras;        /* health, for pvars and the watchdog */
@@ -282,6 +286,8 @@ bool cgpu_liveness_look(cgpu_comm_t *comm);
 cgpu_status_t cgpu_comm_wait_failed(const cgpu_comm_t *comm);
 /* Across nodes: the dead peer the node-local communicator found, as a rank of @p comm. */
 int cgpu_net_dead_peer(const cgpu_comm_t *comm, long *pid);
+/* Across nodes: the node-local communicator's stalled peer, as a rank of @p comm. */
+int cgpu_net_stalled_peer(const cgpu_comm_t *comm);
 /* Across nodes: the signature the node-local steps of the call now entered publish (NULL at
  * leave); it lives on the entry point's stack for the call. */
 void cgpu_net_call_sig(cgpu_comm_t *comm, const cgpu_sig_t *sig);

@@ -14,6 +14,8 @@ bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value, int 
     bool ok = true;
     while (atomic_load_explicit(ctr, memory_order_acquire) < value) {
         if (0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed)) {
+            int none = -1; /* the error names the peer this rank was waiting for */
+            atomic_compare_exchange_strong(&comm->stall_rank, &none, peer);
             ok = false;
             break;
         }

@@ -170,6 +170,12 @@ int cgpu_engine_shm_segments(void);
  */
 int cgpu_comm_dead_peer(const cgpu_comm_t *comm, long *pid);
 
+/** The rank of @p comm the wait that failed it was for, where none was found dead: a proxy
+ * send or receive that passed coll_gpu_ras_timeout (across nodes), or a wait the watchdog
+ * aborted (that rank may itself be waiting for the one at fault); -1 when none is known.
+ * Set once; an atomic load. */
+int cgpu_comm_stalled_peer(const cgpu_comm_t *comm);
+
 /** What a communicator that failed answers every later call with, at once: CGPU_ERR_PEER_DEAD
  * once a peer died, CGPU_ERR_PEER once a collective timed out, hit a device error or, across
  * nodes, did not match; CGPU_OK while it is usable (or NULL). Atomics only. */

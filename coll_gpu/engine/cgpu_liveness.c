@@ -120,6 +120,18 @@ bool cgpu_liveness_due(uint64_t *next_ns)
     return true;
 }
 
+int cgpu_comm_stalled_peer(const cgpu_comm_t *comm)
+{
+    if (NULL == comm) {
+        return -1;
+    }
+    const int p = atomic_load(&((cgpu_comm_t *) comm)->stall_rank); /* atomics only */
+    if (p >= 0) {
+        return NULL != comm->report_ranks ? comm->report_ranks[p] : p;
+    }
+    return NULL != comm->net ? cgpu_net_stalled_peer(comm) : -1;
+}
+
 int cgpu_comm_dead_peer(const cgpu_comm_t *comm, long *pid)
 {
     if (NULL == comm) {

@@ -7,8 +7,10 @@
 # survivors go on) and checks each survivor's result line (test/mpi/test_fault.c): the
 # allreduce failed within BOUND_S seconds, the next call on the failed communicator failed
 # with the same class, MPI_Barrier on it (and with BARRIERS "world" on MPI_COMM_WORLD and on
-# a dup made before the death) failed within BOUND_S with that class, and with NAMES_RANK 1
-# the error strings name rank 1 (MPI_COMM_WORLD's and the dup's always do). Exit status 0
+# a dup made before the death) failed within BOUND_S with that class, every error string is
+# coll/gpu's and names a rank, and with NAMES_RANK 1 they name rank 1 (MPI_COMM_WORLD's and
+# the dup's always do; across nodes a rank of the other node names the rank it waited for,
+# which may be a node-mate itself waiting for rank 1). Exit status 0
 # when all hold, 1 otherwise, 77 when the program printed "skipped: <reason>" (no GPU).
 # test/run_all.sh runs it on host buffers, bench/gpu_run.sh on device buffers.
 set -u
@@ -49,6 +51,12 @@ for r in 0 2 3; do
             bad=1
         }
     done
+    # every survivor's error says what happened, in coll/gpu's words (not "known error not
+    # in list"); with NAMES_RANK 1 it names the dead rank itself
+    if ! grep -q " error coll/gpu: .*rank [0-9]" "$f"; then
+        echo "rank $r: the error string is not coll/gpu's or names no rank"
+        bad=1
+    fi
     if [ "$names" = 1 ] && ! grep -q "error coll/gpu: rank 1 (MPI_COMM_WORLD rank 1," "$f"; then
         echo "rank $r: the error string does not name rank 1"
         bad=1

@@ -267,6 +267,12 @@ int cgpu_net_dead_peer(const cgpu_comm_t *comm, long *pid)
                : -1;
 }
 
+int cgpu_net_stalled_peer(const cgpu_comm_t *comm)
+{
+    return NULL != comm->net && NULL != comm->net->local ? cgpu_comm_stalled_peer(comm->net->local)
+                                                         : -1;
+}
+
 void cgpu_net_call_sig(cgpu_comm_t *comm, const cgpu_sig_t *sig)
 {
     if (NULL != comm->net && NULL != comm->net->local) {

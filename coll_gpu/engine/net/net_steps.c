@@ -27,6 +27,15 @@ cgpu_status_t cgpu_net_wait(cgpu_comm_t *comm, cgpu_proxy_req_t *reqs, int n)
     }
     cgpu_status_t st = cgpu_proxy_waitall(reqs, n, wait_limit(), &comm->ras.abort);
     cgpu_ras_progress(comm);
+    for (int i = 0; CGPU_OK != st && i < n; ++i) {
+        /* every request has ended: the first that did not complete names the peer (its
+         * rank in the group is its rank here) */
+        if (CGPU_OK != atomic_load(&reqs[i].state)) {
+            int none = -1;
+            atomic_compare_exchange_strong(&comm->stall_rank, &none, reqs[i].peer);
+            break;
+        }
+    }
     return st;
 }
 
