@@ -17,7 +17,8 @@
  * Staging pool: a released communicator's staging buffers (device scratch and pinned host
  * memory, 1 MiB each at set-up) go to the next communicator on the same device, up to
  * coll_gpu_cuda_inbox_pool sets of at most CGPU_STAGE_POOL_MAX_BYTES each: allocating and
- * freeing them (cudaMalloc, cudaHostAlloc, their frees) was most of a split/dup cycle.
+ * freeing them (cudaMalloc, cudaHostAlloc, their frees: about 1 ms) would be most of a
+ * split/dup cycle.
  *
  * The code is in cuda/pool.c; builds without CUDA get the entries of cuda/stubs.c.
  */
