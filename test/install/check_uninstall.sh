@@ -5,8 +5,9 @@
 # Installs the build tree with DESTDIR (a new temporary directory), so the configured
 # directories (quickstart's --prefix=$HOME/.local --with-plugin-dir=$HOME/.openmpi/components,
 # or any other) are used as they are and nothing outside DESTDIR is touched. Checks:
-#   - the installed files are exactly mca_coll_gpu.{so,la} in the plugin directory and
-#     libcgpu_prof_trace.{so,la}, libcgpu_monitor.{so,la} in $libdir/coll-gpu, no other;
+#   - the installed files are exactly mca_coll_gpu.{so,la} (and, built with CUDA,
+#     libcgpu_cuda_kernels.{so,la}) in the plugin directory and libcgpu_prof_trace.{so,la},
+#     libcgpu_monitor.{so,la} in $libdir/coll-gpu, no other;
 #   - the plugin exports mca_coll_gpu_component, and ompi_info, given the installed plugin
 #     directory, lists coll/gpu's parameters from it;
 #   - after `make uninstall DESTDIR=...` no file is left; the only directories left are
@@ -30,7 +31,7 @@ fail() {
 
 # the configured directories, as make expands them
 # shellcheck disable=SC2016 # $(...) is make's, expanded by make
-read -r _ plugindir profdir < <(printf 'print-dirs:\n\t@echo "dirs: $(ompiplugindir) $(profplugindir)"\n' |
+read -r _ plugindir profdir plugins < <(printf 'print-dirs:\n\t@echo "dirs: $(ompiplugindir) $(profplugindir) $(ompiplugin_LTLIBRARIES)"\n' |
     make -s -C "$B" -f Makefile -f - print-dirs 2>/dev/null | grep '^dirs: ')
 if [ -z "${plugindir:-}" ] || [ -z "${profdir:-}" ]; then
     echo "FAIL cannot read ompiplugindir and profplugindir from $B/Makefile"
@@ -43,7 +44,14 @@ if ! make -C "$B" install DESTDIR="$dest" >"$tmp/install.log" 2>&1; then
     tail -n 30 "$tmp/install.log"
     exit 1
 fi
-want=$(printf '%s\n' "$plugindir"/mca_coll_gpu.{la,so} "$profdir"/libcgpu_{monitor,prof_trace}.{la,so} | sort)
+# a build with CUDA also installs the kernels' object next to the plugin (the Makefile's
+# CGPU_HAVE_CUDA conditional)
+kernels=()
+if [[ " ${plugins:-} " == *" libcgpu_cuda_kernels.la "* ]]; then
+    kernels=("$plugindir"/libcgpu_cuda_kernels.{la,so})
+fi
+want=$(printf '%s\n' "$plugindir"/mca_coll_gpu.{la,so} "${kernels[@]}" \
+    "$profdir"/libcgpu_{monitor,prof_trace}.{la,so} | sort)
 got=$(cd "$dest" && find . \( -type f -o -type l \) | sed 's|^\.||' | sort)
 if [ "$got" = "$want" ]; then
     echo "ok make install installed the $(wc -l <<<"$want") files, and no other"

@@ -184,8 +184,10 @@ fi
 # coll_gpu_module.c expands into slot assignments) against the help
 checks=$((checks + 1))
 slots=""
+# (MPI_Ibarrier is installed by name: it moves no data and is not an engine operation)
 if grep -q 'MCA_COLL_GPU_NB_ENGINE_OPS(NB_INSTALL)' "$REPO/coll_gpu/coll_gpu_module.c" &&
-    ! grep -q 's->coll_i[a-z_]* = mca_coll_gpu_' "$REPO/coll_gpu/coll_gpu_module.c"; then
+    ! grep 's->coll_i[a-z_]* = mca_coll_gpu_' "$REPO/coll_gpu/coll_gpu_module.c" |
+    grep -qv 's->coll_ibarrier = '; then
     slots=$(sed -n '/^#define MCA_COLL_GPU_NB_ENGINE_OPS/,/^\/\//p' "$REPO/coll_gpu/coll_gpu_params.h" |
         grep -o 'X(i[a-z_]*' | sed 's/X(//' | sort -u)
 fi
