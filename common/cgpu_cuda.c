@@ -139,9 +139,19 @@ static bool nvidia_device_files(void)
     return any;
 }
 
+static pthread_once_t files_once = PTHREAD_ONCE_INIT;
+static bool files_seen;
+
+static void look_for_files(void)
+{
+    files_seen = nvidia_device_files();
+}
+
 bool cgpu_cuda_present(void)
 {
-    return nvidia_device_files() || cgpu_cuda_available();
+    /* asked by every communicator's selection: the files are looked for once a process */
+    pthread_once(&files_once, look_for_files);
+    return files_seen || cgpu_cuda_available();
 }
 
 cgpu_status_t cgpu_cuda_check(int err, const char *what)
