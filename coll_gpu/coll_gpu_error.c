@@ -98,23 +98,16 @@ static long world_rank_of(struct ompi_communicator_t *comm, int rank)
     return NULL != p ? (long) p->super.proc_name.vpid : -1;
 }
 
-/* The code of @p m's communicator, whose rank @p dead (process @p pid) died. */
-static int dead_code_of(mca_coll_gpu_module_t *m, const char *what,
-                        struct ompi_communicator_t *comm, int dead, long pid)
+/* The code of @p m's communicator, class @p cls, whose string is @p msg: made once, by the
+ * first failed call that may call MPI; every later call on the communicator returns it. */
+static int failed_code(mca_coll_gpu_module_t *m, int cls, const char *msg)
 {
-    const int cls = MCA_COLL_GPU_ERR_PEER_DEAD_CLASS;
     int code = atomic_load(&m->dead_code);
     if (code > 0) {
         return code;
     }
-    char msg[MPI_MAX_ERROR_STRING];
-    snprintf(msg, sizeof(msg),
-             "coll/gpu: rank %d (MPI_COMM_WORLD rank %ld, process %ld) of communicator %s died; "
-             "%s and every later collective on it fail",
-             dead, world_rank_of(comm, dead), pid, comm->c_name, what);
-    cgpu_log(CGPU_LOG_INFO, "%s", msg); /* the engine warned already, without world ranks */
     int expected = 0;
-    if (dead < 0 || !cgpu_thread_may_call_mpi() ||
+    if (!cgpu_thread_may_call_mpi() ||
         !atomic_compare_exchange_strong(&m->dead_code, &expected, -1)) {
         return cls; /* no MPI from here, or another thread is making the code */
     }
@@ -126,6 +119,55 @@ static int dead_code_of(mca_coll_gpu_module_t *m, const char *what,
     }
     atomic_store(&m->dead_code, code);
     return code;
+}
+
+/* The code of @p m's communicator, whose rank @p dead (process @p pid) died. */
+static int dead_code_of(mca_coll_gpu_module_t *m, const char *what,
+                        struct ompi_communicator_t *comm, int dead, long pid)
+{
+    const int cls = MCA_COLL_GPU_ERR_PEER_DEAD_CLASS;
+    const int code = atomic_load(&m->dead_code);
+    if (code > 0) {
+        return code;
+    }
+    char msg[MPI_MAX_ERROR_STRING];
+    snprintf(msg, sizeof(msg),
+             "coll/gpu: rank %d (MPI_COMM_WORLD rank %ld, process %ld) of communicator %s died; "
+             "%s and every later collective on it fail",
+             dead, world_rank_of(comm, dead), pid, comm->c_name, what);
+    cgpu_log(CGPU_LOG_INFO, "%s", msg); /* the engine warned already, without world ranks */
+    return dead < 0 ? cls : failed_code(m, cls, msg);
+}
+
+/* The code of a communicator whose collective gave up waiting (coll_gpu_ras_timeout, or the
+ * watchdog's stop): nobody saw a process die (across nodes only the dead rank's node-mates
+ * can), but the wait knows whom it waited for; its string names that rank (-1: none known,
+ * then the call that timed out). The class is what a timeout maps to: the peer may be alive
+ * and only unreachable. */
+static int unanswered_code(mca_coll_gpu_module_t *m, const char *what,
+                           struct ompi_communicator_t *comm, int peer)
+{
+    const int cls = mca_coll_gpu_status_to_mpi(CGPU_ERR_TIMEOUT);
+    const int code = atomic_load(&m->dead_code);
+    if (code > 0) {
+        return code;
+    }
+    const double t = mca_coll_gpu_component.ras_timeout;
+    char msg[MPI_MAX_ERROR_STRING];
+    if (peer >= 0 && peer < ompi_comm_size(comm)) {
+        snprintf(msg, sizeof(msg),
+                 "coll/gpu: rank %d (MPI_COMM_WORLD rank %ld, unreachable or dead) of "
+                 "communicator %s did not answer within %.1f s; %s and every later collective "
+                 "on it fail",
+                 peer, world_rank_of(comm, peer), comm->c_name, t, what);
+    } else {
+        snprintf(msg, sizeof(msg),
+                 "coll/gpu: %s on communicator %s made no progress for %.1f s (a peer "
+                 "unreachable, dead or stopped); it and every later collective on it fail",
+                 what, comm->c_name, t);
+    }
+    cgpu_log(CGPU_LOG_WARN, "%s", msg + strlen("coll/gpu: "));
+    return failed_code(m, cls, msg);
 }
 
 static int peer_dead_code(const char *what, struct ompi_communicator_t *comm)
@@ -159,7 +201,13 @@ int mca_coll_gpu_refused_look(mca_coll_gpu_module_t *m, const char *what,
     }
     if (NULL != ec && CGPU_RAS_FAILED == cgpu_comm_ras(ec, CGPU_RAS_STATE)) {
         /* a collective timed out or hit a device error (across nodes: whatever failed once
-         * data moved): the engine refuses its calls, and so does every other path */
+         * data moved): the engine refuses its calls, and so does every other path; with the
+         * rank a wait gave up on, the code that names it (a non-blocking call's worker could
+         * not make it) */
+        const int peer = cgpu_comm_unanswered(ec);
+        if (peer >= 0) {
+            return unanswered_code(m, what, comm, peer);
+        }
         cgpu_log(CGPU_LOG_INFO,
                  "%s on %s refused: the communicator failed earlier (free it and create a "
                  "new one)",
@@ -248,6 +296,15 @@ int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_commu
     }
     if (CGPU_ERR_MISMATCH == st) {
         return mismatch_code(what, comm);
+    }
+    mca_coll_gpu_module_t *m = mca_coll_gpu_module_of(comm);
+    cgpu_comm_t *ec = NULL != m ? __atomic_load_n(&m->ecomm, __ATOMIC_ACQUIRE) : NULL;
+    const int peer = cgpu_comm_unanswered(ec);
+    if (NULL != ec && (CGPU_ERR_TIMEOUT == st || (CGPU_ERR_PEER == st && peer >= 0)) &&
+        CGPU_RAS_FAILED == cgpu_comm_ras(ec, CGPU_RAS_STATE)) {
+        /* a wait gave up and failed the communicator for good */
+        atomic_fetch_add(&mca_coll_gpu_dead_gen, 1);
+        return unanswered_code(m, what, comm, peer);
     }
     if (CGPU_OK != st) {
         atomic_fetch_add(&mca_coll_gpu_dead_gen, 1); /* the communicator may have failed */

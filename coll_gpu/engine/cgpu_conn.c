@@ -42,6 +42,9 @@ bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value, int 
     if (spins >= 256) {
         atomic_store_explicit(&comm->ras.waiting_on, -1, memory_order_relaxed);
     }
+    if (!ok) {
+        cgpu_liveness_blame(comm, peer); /* whom the error names */
+    }
     return ok;
 }
 

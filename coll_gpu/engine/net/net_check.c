@@ -205,6 +205,7 @@ cgpu_status_t cgpu_net_call_check(cgpu_comm_t *comm, const cgpu_sig_t *sig)
         /* the nodes may not have reached one verdict: the phases that follow cannot be
          * trusted to line up */
         atomic_store(&comm->ras.state, CGPU_RAS_FAILED);
+        cgpu_net_gave_up(comm);
     }
     return st;
 }

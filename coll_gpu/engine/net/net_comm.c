@@ -267,6 +267,26 @@ int cgpu_net_dead_peer(const cgpu_comm_t *comm, long *pid)
                : -1;
 }
 
+int cgpu_net_unanswered(const cgpu_comm_t *comm)
+{
+    /* the node-local communicator names its peers by their ranks here (report_ranks) */
+    return NULL != comm->net && NULL != comm->net->local ? cgpu_comm_unanswered(comm->net->local)
+                                                         : -1;
+}
+
+void cgpu_net_gave_up(cgpu_comm_t *comm)
+{
+    cgpu_comm_t *local = NULL != comm->net ? comm->net->local : NULL;
+    if (NULL == local || NULL == local->peer_segs || local->resources_freed) {
+        return; /* alone on its node: nobody here waits on this rank */
+    }
+    int blamed = cgpu_comm_dead_peer(comm, NULL);
+    blamed = blamed >= 0 ? blamed : cgpu_comm_unanswered(comm);
+    int32_t none = 0;
+    atomic_compare_exchange_strong(&cgpu_ctrl(local, local->rank)->gave_up, &none,
+                                   blamed >= 0 ? blamed + 1 : CGPU_GAVE_UP_NOBODY);
+}
+
 void cgpu_net_call_sig(cgpu_comm_t *comm, const cgpu_sig_t *sig)
 {
     if (NULL != comm->net && NULL != comm->net->local) {

@@ -27,6 +27,14 @@ cgpu_status_t cgpu_net_wait(cgpu_comm_t *comm, cgpu_proxy_req_t *reqs, int n)
     }
     cgpu_status_t st = cgpu_proxy_waitall(reqs, n, wait_limit(), &comm->ras.abort);
     cgpu_ras_progress(comm);
+    for (int i = 0; CGPU_ERR_TIMEOUT == st && i < n; ++i) {
+        if (CGPU_OK != cgpu_proxy_test(&reqs[i])) {
+            /* the first request that did not complete: the peer the error names (group
+             * ranks are this communicator's) */
+            cgpu_comm_note_unanswered(comm, reqs[i].peer);
+            break;
+        }
+    }
     return st;
 }
 
