@@ -280,11 +280,14 @@ void cgpu_net_gave_up(cgpu_comm_t *comm)
     if (NULL == local || NULL == local->peer_segs || local->resources_freed) {
         return; /* alone on its node: nobody here waits on this rank */
     }
-    int blamed = cgpu_comm_dead_peer(comm, NULL);
-    blamed = blamed >= 0 ? blamed : cgpu_comm_unanswered(comm);
+    const int dead = cgpu_comm_dead_peer(comm, NULL);
+    const int blamed = dead >= 0 ? dead : cgpu_comm_unanswered(comm);
     int32_t none = 0;
-    atomic_compare_exchange_strong(&cgpu_ctrl(local, local->rank)->gave_up, &none,
-                                   blamed >= 0 ? blamed + 1 : CGPU_GAVE_UP_NOBODY);
+    if (atomic_compare_exchange_strong(&cgpu_ctrl(local, local->rank)->gave_up, &none,
+                                       blamed >= 0 ? blamed + 1 : CGPU_GAVE_UP_NOBODY) &&
+        dead >= 0) {
+        cgpu_net_notice_send(comm, dead); /* the other nodes cannot see that process */
+    }
 }
 
 void cgpu_net_call_sig(cgpu_comm_t *comm, const cgpu_sig_t *sig)
