@@ -7,9 +7,13 @@
  * call that finds the death makes an error code of its own for that communicator, whose
  * MPI_Error_string names the dead rank (in the communicator and in MPI_COMM_WORLD) and the
  * call; every later call on the communicator returns the same code (the engine refuses
- * them all, cgpu_comm_dead_peer). A call whose ranks disagree (cgpu_call.c: sizes, roots,
- * ops) likewise gets a code of the class of what differs, whose string names both ranks'
- * values: the class alone cannot say which ranks passed what.
+ * them all, cgpu_comm_dead_peer). Across nodes only the dead rank's node sees the death; a
+ * rank elsewhere sees a wait give up (coll_gpu_ras_timeout, the watchdog), and its code's
+ * string names the rank that did not answer (cgpu_comm_unanswered: the wait's peer, or the
+ * rank that peer named when it had given up itself), or with none known the call that made
+ * no progress; the communicator is failed all the same. A call whose ranks disagree
+ * (cgpu_call.c: sizes, roots, ops) likewise gets a code of the class of what differs, whose
+ * string names both ranks' values: the class alone cannot say which ranks passed what.
  *
  * Why MPI_Add_error_code/MPI_Add_error_string, at first failure, on the calling thread:
  * - the class: MPI_ERR_PROC_FAILED exists only in Open MPI builds with ULFM (MPIX_, in
@@ -135,7 +139,8 @@ static int dead_code_of(mca_coll_gpu_module_t *m, const char *what,
              "coll/gpu: rank %d (MPI_COMM_WORLD rank %ld, process %ld) of communicator %s died; "
              "%s and every later collective on it fail",
              dead, world_rank_of(comm, dead), pid, comm->c_name, what);
-    cgpu_log(CGPU_LOG_INFO, "%s", msg); /* the engine warned already, without world ranks */
+    /* the engine warned already, without world ranks */
+    cgpu_log(CGPU_LOG_INFO, "%s", msg + strlen("coll/gpu: "));
     return dead < 0 ? cls : failed_code(m, cls, msg);
 }
 

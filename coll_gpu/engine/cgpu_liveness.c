@@ -9,7 +9,12 @@
  * same process (its /proc start time: ids are reused) and not a zombie that its parent has
  * not reaped yet (kill() still finds those). A peer found dead fails the communicator for
  * good (cgpu_comm_enter refuses every later call), naming the peer; a peer that left after
- * completing the collective in progress is no failure of it (see cgpu_liveness_look).
+ * completing the collective in progress is no failure of it (see cgpu_liveness_look). On the
+ * node-local part of a communicator across nodes, a peer whose call across nodes failed says
+ * so in its segment (gave_up) with the rank it blames: waits on it fail at once and name that
+ * rank, and its process leaving afterwards (its program ending after its own failed call) is
+ * no death to report. A wait that gives up otherwise names the peer it waited for
+ * (cgpu_liveness_blame, cgpu_comm_unanswered).
  *
  * Which peers are watched is settled at creation: a peer whose process id this process
  * does not see with the start time the peer read for itself (another pid namespace: a

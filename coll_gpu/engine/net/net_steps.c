@@ -62,6 +62,12 @@ cgpu_status_t cgpu_net_wait(cgpu_comm_t *comm, cgpu_proxy_req_t *reqs, int n)
             /* the first request that did not complete: the peer the error names (group
              * ranks are this communicator's), or the death it told of */
             const int dead = notice_from(comm, reqs[i].peer);
+            if (dead >= 0) {
+                cgpu_log(CGPU_LOG_INFO,
+                         "net: rank %d of %s, which did not answer, had told that its node's "
+                         "rank %d died",
+                         reqs[i].peer, comm->ras.name, dead);
+            }
             cgpu_comm_note_unanswered(comm, dead >= 0 ? dead : reqs[i].peer);
             break;
         }
