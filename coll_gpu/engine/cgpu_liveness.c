@@ -162,8 +162,9 @@ void cgpu_comm_note_unanswered(cgpu_comm_t *comm, int peer)
 void cgpu_liveness_blame(cgpu_comm_t *comm, int peer)
 {
     if (peer < 0 || peer >= comm->size || peer == comm->rank || NULL == comm->peer_segs ||
-        comm->resources_freed || -1 != atomic_load(&comm->dead_rank)) {
-        return; /* nobody to name, or a death is named already */
+        comm->resources_freed || -1 != atomic_load(&comm->dead_rank) ||
+        0 != atomic_load(&comm->unanswered)) {
+        return; /* nobody to name, or a death or a rank is named already */
     }
     const cgpu_seg_ctrl_t *pc = cgpu_ctrl(comm, peer);
     int32_t g = atomic_load_explicit(&pc->gave_up, memory_order_acquire);
