@@ -61,7 +61,9 @@ cgpu_status_t cgpu_net_wait(cgpu_comm_t *comm, cgpu_proxy_req_t *reqs, int n)
         if (CGPU_OK != cgpu_proxy_test(&reqs[i])) {
             /* the first request that did not complete: the peer the error names (group
              * ranks are this communicator's), or the death it told of */
-            const int dead = notice_from(comm, reqs[i].peer);
+            /* (a death seen on this node names itself: no look) */
+            const int dead =
+                cgpu_comm_dead_peer(comm, NULL) < 0 ? notice_from(comm, reqs[i].peer) : -1;
             if (dead >= 0) {
                 cgpu_log(CGPU_LOG_INFO,
                          "net: rank %d of %s, which did not answer, had told that its node's "
@@ -179,13 +181,17 @@ static cgpu_status_t ring_allreduce_host(cgpu_comm_t *comm, const int *members, 
 }
 
 /* A phase failed in a way that leaves the communicator unusable (a peer did not answer
- * within coll_gpu_ras_timeout, or the watchdog aborted): the other phases are skipped,
- * since their peers fail the same way. Other failures (no memory) still take part. */
+ * within coll_gpu_ras_timeout, the watchdog aborted, or a rank of this node died): the other
+ * phases are skipped, since their peers fail the same way. Other failures (no memory) still
+ * take part. */
 bool cgpu_net_fatal(const cgpu_comm_t *comm, cgpu_status_t st)
 {
-    /* a mismatch: the ranks' plans of the later phases may differ as their arguments do */
+    /* a mismatch: the ranks' plans of the later phases may differ as their arguments do; a
+     * death: what this rank holds lacks the dead rank's part, and handed on it would make a
+     * wrong result that the ranks of other nodes return as a success (their partners tell
+     * them instead: cgpu_net_notice_send) */
     return CGPU_ERR_TIMEOUT == st || CGPU_ERR_PEER == st || CGPU_ERR_STATE == st ||
-           CGPU_ERR_MISMATCH == st ||
+           CGPU_ERR_MISMATCH == st || CGPU_ERR_PEER_DEAD == st ||
            0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed);
 }
 
