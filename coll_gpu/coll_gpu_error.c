@@ -158,12 +158,12 @@ static int unanswered_code(mca_coll_gpu_module_t *m, const char *what,
         return code;
     }
     const double t = mca_coll_gpu_component.ras_timeout;
-    char msg[MPI_MAX_ERROR_STRING];
+    char msg[512];
     if (peer >= 0 && peer < ompi_comm_size(comm)) {
         snprintf(msg, sizeof(msg),
                  "coll/gpu: rank %d (MPI_COMM_WORLD rank %ld, unreachable or dead) of "
-                 "communicator %s did not answer within %.1f s; %s and every later collective "
-                 "on it fail",
+                 "communicator %s did not answer (connection lost, or nothing within %.1f s); "
+                 "%s and every later collective on it fail",
                  peer, world_rank_of(comm, peer), comm->c_name, t, what);
     } else {
         snprintf(msg, sizeof(msg),
@@ -171,6 +171,7 @@ static int unanswered_code(mca_coll_gpu_module_t *m, const char *what,
                  "unreachable, dead or stopped); it and every later collective on it fail",
                  what, comm->c_name, t);
     }
+    msg[MPI_MAX_ERROR_STRING - 1] = '\0'; /* what an error string holds (a long name cuts it) */
     cgpu_log(CGPU_LOG_WARN, "%s", msg + strlen("coll/gpu: "));
     return failed_code(m, cls, msg);
 }

@@ -57,10 +57,12 @@ cgpu_status_t cgpu_net_wait(cgpu_comm_t *comm, cgpu_proxy_req_t *reqs, int n)
     }
     cgpu_status_t st = cgpu_proxy_waitall(reqs, n, wait_limit(), &comm->ras.abort);
     cgpu_ras_progress(comm);
-    for (int i = 0; CGPU_ERR_TIMEOUT == st && 0 == atomic_load(&comm->unanswered) && i < n; ++i) {
+    /* past the timeout, or the connection lost: the peer of the first request that did not
+     * complete is the one the error names (group ranks are this communicator's), or the
+     * death it told of */
+    const bool silent = CGPU_ERR_TIMEOUT == st || CGPU_ERR_PEER == st;
+    for (int i = 0; silent && 0 == atomic_load(&comm->unanswered) && i < n; ++i) {
         if (CGPU_OK != cgpu_proxy_test(&reqs[i])) {
-            /* the first request that did not complete: the peer the error names (group
-             * ranks are this communicator's), or the death it told of */
             /* (a death seen on this node names itself: no look) */
             const int dead =
                 cgpu_comm_dead_peer(comm, NULL) < 0 ? notice_from(comm, reqs[i].peer) : -1;
