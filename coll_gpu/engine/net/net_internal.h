@@ -9,7 +9,8 @@
  * computes the same plan for a call from its arguments alone (DESIGN decision 2).
  *   net_comm.c       set-up and teardown: node tables, the proxy group, the node-local part
  *   net_bootstrap.c  the node-local communicator's bootstrap, over the proxy
- *   net_steps.c      the steps between nodes: ring allreduce, tree broadcast, waits
+ *   net_steps.c      the steps between nodes: ring allreduce, tree broadcast, waits and
+ *                    the failure notices that name a dead rank to the other nodes
  *   net_coll.c       the collectives, each a plan of node-local and inter-node steps
  *   net_check.c      the call check between nodes, before any of a call's data moves
  *

@@ -7,6 +7,12 @@
  * per node, and the waits, bounded by coll_gpu_ras_timeout and the watchdog's abort. A step
  * a rank cannot do properly (no memory) it still takes part in, on zeros, so that no peer
  * waits for it forever.
+ *
+ * A wait that gives up records the peer it waited for (what the error names). That peer may
+ * be alive and only out of the collective because a rank of its node died, which only its
+ * node can see: so a rank that saw a node-mate die sends a failure notice naming it to its
+ * partners on other nodes, and a wait that gives up on a peer looks for that peer's notice
+ * (briefly: one sent is already here) before naming the peer itself.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
