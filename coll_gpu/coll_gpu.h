@@ -145,8 +145,9 @@ typedef struct mca_coll_gpu_module_t {
     _Atomic unsigned long long nb_released; /* posted engine requests destroyed: freed by the
                                              * application after they completed */
 
-    /* the MPI error code made for the peer that died (coll_gpu_error.c): 0 none yet,
-     * -1 being made, else the code every later failed call returns */
+    /* the MPI error code made for the communicator's failure (coll_gpu_error.c: a peer that
+     * died, or one that did not answer): 0 none yet, -1 being made, else the code every
+     * later failed call returns */
     _Atomic int dead_code;
     /* mca_coll_gpu_dead_gen when this communicator was last found to have lost no process */
     _Atomic unsigned dead_gen_seen;

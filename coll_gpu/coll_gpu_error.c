@@ -7,9 +7,13 @@
  * call that finds the death makes an error code of its own for that communicator, whose
  * MPI_Error_string names the dead rank (in the communicator and in MPI_COMM_WORLD) and the
  * call; every later call on the communicator returns the same code (the engine refuses
- * them all, cgpu_comm_dead_peer). A call whose ranks disagree (cgpu_call.c: sizes, roots,
- * ops) likewise gets a code of the class of what differs, whose string names both ranks'
- * values: the class alone cannot say which ranks passed what.
+ * them all, cgpu_comm_dead_peer). Across nodes only the dead rank's node sees the death; a
+ * rank elsewhere sees a wait give up (coll_gpu_ras_timeout, the watchdog), and its code's
+ * string names the rank that did not answer (cgpu_comm_unanswered: the wait's peer, or the
+ * rank that peer named when it had given up itself), or with none known the call that made
+ * no progress; the communicator is failed all the same. A call whose ranks disagree
+ * (cgpu_call.c: sizes, roots, ops) likewise gets a code of the class of what differs, whose
+ * string names both ranks' values: the class alone cannot say which ranks passed what.
  *
  * Why MPI_Add_error_code/MPI_Add_error_string, at first failure, on the calling thread:
  * - the class: MPI_ERR_PROC_FAILED exists only in Open MPI builds with ULFM (MPIX_, in
@@ -98,9 +102,9 @@ static long world_rank_of(struct ompi_communicator_t *comm, int rank)
     return NULL != p ? (long) p->super.proc_name.vpid : -1;
 }
 
-/* @p m's communicator's failure code, of class @p cls with string @p msg, made once (its
- * later calls return the same); @p cls alone where no code can be made. */
-static int failure_code(mca_coll_gpu_module_t *m, int cls, const char *msg)
+/* The code of @p m's communicator, class @p cls, whose string is @p msg: made once, by the
+ * first failed call that may call MPI; every later call on the communicator returns it. */
+static int failed_code(mca_coll_gpu_module_t *m, int cls, const char *msg)
 {
     int code = atomic_load(&m->dead_code);
     if (code > 0) {
@@ -125,6 +129,7 @@ static int failure_code(mca_coll_gpu_module_t *m, int cls, const char *msg)
 static int dead_code_of(mca_coll_gpu_module_t *m, const char *what,
                         struct ompi_communicator_t *comm, int dead, long pid)
 {
+    const int cls = MCA_COLL_GPU_ERR_PEER_DEAD_CLASS;
     const int code = atomic_load(&m->dead_code);
     if (code > 0) {
         return code;
@@ -134,44 +139,41 @@ static int dead_code_of(mca_coll_gpu_module_t *m, const char *what,
              "coll/gpu: rank %d (MPI_COMM_WORLD rank %ld, process %ld) of communicator %s died; "
              "%s and every later collective on it fail",
              dead, world_rank_of(comm, dead), pid, comm->c_name, what);
-    cgpu_log(CGPU_LOG_INFO, "%s", msg); /* the engine warned already, without world ranks */
-    return dead < 0 ? MCA_COLL_GPU_ERR_PEER_DEAD_CLASS
-                    : failure_code(m, MCA_COLL_GPU_ERR_PEER_DEAD_CLASS, msg);
+    /* the engine warned already, without world ranks */
+    cgpu_log(CGPU_LOG_INFO, "%s", msg + strlen("coll/gpu: "));
+    return dead < 0 ? cls : failed_code(m, cls, msg);
 }
 
-/* The code of a call that gave up waiting (@p st: a timeout, or a failed communicator): its
- * string says so and names the rank waited for where the engine knows it. */
-static int stalled_code(cgpu_status_t st, const char *what, struct ompi_communicator_t *comm)
+/* The code of a communicator whose collective gave up waiting (coll_gpu_ras_timeout, or the
+ * watchdog's stop): nobody saw a process die (across nodes only the dead rank's node-mates
+ * can), but the wait knows whom it waited for; its string names that rank (-1: none known,
+ * then the call that timed out). The class is what a timeout maps to: the peer may be alive
+ * and only unreachable. */
+static int unanswered_code(mca_coll_gpu_module_t *m, const char *what,
+                           struct ompi_communicator_t *comm, int peer)
 {
-    const int cls = mca_coll_gpu_status_to_mpi(st);
-    mca_coll_gpu_module_t *m = mca_coll_gpu_module_of(comm);
-    if (NULL == m) {
-        return cls;
-    }
+    const int cls = mca_coll_gpu_status_to_mpi(CGPU_ERR_TIMEOUT);
     const int code = atomic_load(&m->dead_code);
     if (code > 0) {
         return code;
     }
-    const int r = cgpu_comm_stalled_peer(__atomic_load_n(&m->ecomm, __ATOMIC_ACQUIRE));
-    char msg[MPI_MAX_ERROR_STRING];
-    int len;
-    if (r >= 0) {
-        len = snprintf(msg, sizeof(msg),
-                       "coll/gpu: %s on %s gave up after %.1f s waiting for rank %d "
-                       "(MPI_COMM_WORLD rank %ld) or a rank it waits for: unreachable, stopped "
-                       "or dead; later collectives on it fail",
-                       what, comm->c_name, mca_coll_gpu_component.ras_timeout, r,
-                       world_rank_of(comm, r));
+    const double t = mca_coll_gpu_component.ras_timeout;
+    char msg[512];
+    if (peer >= 0 && peer < ompi_comm_size(comm)) {
+        snprintf(msg, sizeof(msg),
+                 "coll/gpu: rank %d (MPI_COMM_WORLD rank %ld, unreachable or dead) of "
+                 "communicator %s did not answer (connection lost, or nothing within %.1f s); "
+                 "%s and every later collective on it fail",
+                 peer, world_rank_of(comm, peer), comm->c_name, t, what);
     } else {
-        len = snprintf(msg, sizeof(msg),
-                       "coll/gpu: %s on %s gave up waiting for another rank (%s); later "
-                       "collectives on it fail",
-                       what, comm->c_name, cgpu_status_string(st));
+        snprintf(msg, sizeof(msg),
+                 "coll/gpu: %s on communicator %s made no progress for %.1f s (a peer "
+                 "unreachable, dead or stopped); it and every later collective on it fail",
+                 what, comm->c_name, t);
     }
-    if (len >= (int) sizeof(msg)) {
-        cgpu_log(CGPU_LOG_INFO, "%s (error string cut at %zu bytes)", msg, sizeof(msg) - 1);
-    }
-    return failure_code(m, cls, msg);
+    msg[MPI_MAX_ERROR_STRING - 1] = '\0'; /* what an error string holds (a long name cuts it) */
+    cgpu_log(CGPU_LOG_WARN, "%s", msg + strlen("coll/gpu: "));
+    return failed_code(m, cls, msg);
 }
 
 static int peer_dead_code(const char *what, struct ompi_communicator_t *comm)
@@ -205,7 +207,13 @@ int mca_coll_gpu_refused_look(mca_coll_gpu_module_t *m, const char *what,
     }
     if (NULL != ec && CGPU_RAS_FAILED == cgpu_comm_ras(ec, CGPU_RAS_STATE)) {
         /* a collective timed out or hit a device error (across nodes: whatever failed once
-         * data moved): the engine refuses its calls, and so does every other path */
+         * data moved): the engine refuses its calls, and so does every other path; with the
+         * rank a wait gave up on, the code that names it (a non-blocking call's worker could
+         * not make it) */
+        const int peer = cgpu_comm_unanswered(ec);
+        if (peer >= 0) {
+            return unanswered_code(m, what, comm, peer);
+        }
         cgpu_log(CGPU_LOG_INFO,
                  "%s on %s refused: the communicator failed earlier (free it and create a "
                  "new one)",
@@ -295,13 +303,19 @@ int mca_coll_gpu_engine_rc(cgpu_status_t st, const char *what, struct ompi_commu
     if (CGPU_ERR_MISMATCH == st) {
         return mismatch_code(what, comm);
     }
+    mca_coll_gpu_module_t *m = mca_coll_gpu_module_of(comm);
+    cgpu_comm_t *ec = NULL != m ? __atomic_load_n(&m->ecomm, __ATOMIC_ACQUIRE) : NULL;
+    const int peer = cgpu_comm_unanswered(ec);
+    if (NULL != ec && (CGPU_ERR_TIMEOUT == st || (CGPU_ERR_PEER == st && peer >= 0)) &&
+        CGPU_RAS_FAILED == cgpu_comm_ras(ec, CGPU_RAS_STATE)) {
+        /* a wait gave up and failed the communicator for good */
+        atomic_fetch_add(&mca_coll_gpu_dead_gen, 1);
+        return unanswered_code(m, what, comm, peer);
+    }
     if (CGPU_OK != st) {
         atomic_fetch_add(&mca_coll_gpu_dead_gen, 1); /* the communicator may have failed */
         cgpu_log(CGPU_LOG_WARN, "%s on %s failed in the engine: %s", what, comm->c_name,
                  cgpu_status_string(st));
-    }
-    if (CGPU_ERR_TIMEOUT == st || CGPU_ERR_PEER == st) {
-        return stalled_code(st, what, comm);
     }
     return mca_coll_gpu_status_to_mpi(st);
 }

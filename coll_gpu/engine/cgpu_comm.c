@@ -348,7 +348,6 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
 
     if (NULL != comm) {
         atomic_store(&comm->dead_rank, -1);
-        atomic_store(&comm->stall_rank, -1);
     }
     if (CGPU_OK == local) {
         comm->magic = CGPU_COMM_DEAD; /* alive only once everything below worked */

@@ -78,7 +78,15 @@ typedef struct cgpu_seg_ctrl {
     cgpu_counter_t seq;           /* writer: owner; last completed collective */
     cgpu_call_line_t call;        /* writer: owner; the collective it entered, and its record */
     uint32_t magic;
+    /* writer: owner, once; on a node-local communicator, that the call across nodes whose
+     * steps it runs failed on the owner for good: 1 + the rank (as report_ranks name it) the
+     * owner's failed wait was for or found dead, CGPU_GAVE_UP_NOBODY when it knows none; 0
+     * while it has not. A peer waiting on the owner then names that rank, not the owner (the
+     * owner is alive, or left after its own failed call, and is no cause) */
+    _Atomic int32_t gave_up;
 } cgpu_seg_ctrl_t;
+
+#define CGPU_GAVE_UP_NOBODY (-1)
 
 _Static_assert(sizeof(cgpu_seg_ctrl_t) <= CGPU_SEG_CTRL_BYTES, "control block too large");
 
@@ -179,10 +187,10 @@ struct cgpu_comm {
     cgpu_peer_proc_t *procs;
     unsigned live_looks;
     atomic_int dead_rank;
-    /* the peer whose data or room the wait that failed this communicator was for (a proxy
-     * send or receive past coll_gpu_ras_timeout, a wait the watchdog aborted; -1: none
-     * known; set once): what the error names when no peer was found dead */
-    atomic_int stall_rank;
+    /* 1 + the peer (as report_ranks name it) that the first wait which gave up was waiting
+     * for (a proxy request past coll_gpu_ras_timeout, a node-local wait the watchdog stopped,
+     * or the peer a node-mate that gave up named); 0: none. Set once, read by any thread */
+    atomic_int unanswered;
 
     cgpu_prof_comm_t prof; /* profiler context of this communicator (by value) */
     cgpu_ras_t ras;        /* health, for pvars and the watchdog */
@@ -286,8 +294,18 @@ bool cgpu_liveness_look(cgpu_comm_t *comm);
 cgpu_status_t cgpu_comm_wait_failed(const cgpu_comm_t *comm);
 /* Across nodes: the dead peer the node-local communicator found, as a rank of @p comm. */
 int cgpu_net_dead_peer(const cgpu_comm_t *comm, long *pid);
-/* Across nodes: the node-local communicator's stalled peer, as a rank of @p comm. */
-int cgpu_net_stalled_peer(const cgpu_comm_t *comm);
+/* A wait of @p comm gave up on @p peer (as report_ranks name it): the first one is kept for
+ * cgpu_comm_unanswered. */
+void cgpu_comm_note_unanswered(cgpu_comm_t *comm, int peer);
+/* A shared-memory wait of @p comm on its rank @p peer (-1: unknown) gave up: notes the rank to
+ * blame, which is the rank @p peer named if it gave up itself (on a node-local communicator,
+ * after waiting a little for it to say so: it gives up on the same timeout), else @p peer. */
+void cgpu_liveness_blame(cgpu_comm_t *comm, int peer);
+/* Across nodes: the peer the node-local communicator's failed wait named, as a rank of
+ * @p comm (-1: none); and, once a call across nodes failed on this rank for good, tell this
+ * node's other ranks whom to blame (the node-local segment's gave_up). */
+int cgpu_net_unanswered(const cgpu_comm_t *comm);
+void cgpu_net_gave_up(cgpu_comm_t *comm);
 /* Across nodes: the signature the node-local steps of the call now entered publish (NULL at
  * leave); it lives on the entry point's stack for the call. */
 void cgpu_net_call_sig(cgpu_comm_t *comm, const cgpu_sig_t *sig);

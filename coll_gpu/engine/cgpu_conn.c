@@ -14,8 +14,6 @@ bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value, int 
     bool ok = true;
     while (atomic_load_explicit(ctr, memory_order_acquire) < value) {
         if (0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed)) {
-            int none = -1; /* the error names the peer this rank was waiting for */
-            atomic_compare_exchange_strong(&comm->stall_rank, &none, peer);
             ok = false;
             break;
         }
@@ -43,6 +41,9 @@ bool cgpu_wait_ge(cgpu_comm_t *comm, _Atomic uint64_t *ctr, uint64_t value, int 
     }
     if (spins >= 256) {
         atomic_store_explicit(&comm->ras.waiting_on, -1, memory_order_relaxed);
+    }
+    if (!ok) {
+        cgpu_liveness_blame(comm, peer); /* whom the error names */
     }
     return ok;
 }

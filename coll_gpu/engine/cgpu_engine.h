@@ -170,11 +170,18 @@ int cgpu_engine_shm_segments(void);
  */
 int cgpu_comm_dead_peer(const cgpu_comm_t *comm, long *pid);
 
-/** The rank of @p comm the wait that failed it was for, where none was found dead: a proxy
- * send or receive that passed coll_gpu_ras_timeout (across nodes), or a wait the watchdog
- * aborted (that rank may itself be waiting for the one at fault); -1 when none is known.
- * Set once; an atomic load. */
-int cgpu_comm_stalled_peer(const cgpu_comm_t *comm);
+/**
+ * The peer a failed collective of @p comm waited for in vain, or -1 when none is known. A
+ * wait that gives up (past coll_gpu_ras_timeout, or stopped by the watchdog) records the
+ * peer it was waiting for; where that peer had itself given up on another (a node-mate
+ * whose wait across nodes failed), the one it named. The peer may be dead or only
+ * unreachable: unlike cgpu_comm_dead_peer nobody saw its process gone. Across nodes the
+ * node-local part's answer counts too. An atomic load: any thread may ask.
+ *
+ * @param comm  the internal communicator (NULL: -1)
+ * @return      its rank in @p comm, or -1
+ */
+int cgpu_comm_unanswered(const cgpu_comm_t *comm);
 
 /** What a communicator that failed answers every later call with, at once: CGPU_ERR_PEER_DEAD
  * once a peer died, CGPU_ERR_PEER once a collective timed out, hit a device error or, across

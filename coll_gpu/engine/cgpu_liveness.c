@@ -9,7 +9,12 @@
  * same process (its /proc start time: ids are reused) and not a zombie that its parent has
  * not reaped yet (kill() still finds those). A peer found dead fails the communicator for
  * good (cgpu_comm_enter refuses every later call), naming the peer; a peer that left after
- * completing the collective in progress is no failure of it (see cgpu_liveness_look).
+ * completing the collective in progress is no failure of it (see cgpu_liveness_look). On the
+ * node-local part of a communicator across nodes, a peer whose call across nodes failed says
+ * so in its segment (gave_up) with the rank it blames: waits on it fail at once and name that
+ * rank, and its process leaving afterwards (its program ending after its own failed call) is
+ * no death to report. A wait that gives up otherwise names the peer it waited for
+ * (cgpu_liveness_blame, cgpu_comm_unanswered).
  *
  * Which peers are watched is settled at creation: a peer whose process id this process
  * does not see with the start time the peer read for itself (another pid namespace: a
@@ -19,6 +24,7 @@
  */
 #define CGPU_LOG_SUBSYS CGPU_SUB_RAS
 #include <stdlib.h>
+#include <time.h>
 
 #include "cgpu_comm_internal.h"
 #include "cgpu_proc.h"
@@ -78,6 +84,28 @@ static void found_dead(cgpu_comm_t *comm, int p)
     atomic_store(&comm->ras.state, CGPU_RAS_FAILED);
 }
 
+/* Rank @p p as this communicator's reports name it. */
+static int shown_rank(const cgpu_comm_t *comm, int p)
+{
+    return NULL != comm->report_ranks ? comm->report_ranks[p] : p;
+}
+
+/* Peer @p p gave up on the collective in progress (its call across nodes failed for good, and
+ * it said so in its segment): it never completes this one, so the wait fails now, and the
+ * rank it named is the one to blame, not @p p. */
+static void found_gave_up(cgpu_comm_t *comm, int p, int32_t g)
+{
+    const int blamed = g > 0 ? (int) g - 1 : shown_rank(comm, p);
+    cgpu_comm_note_unanswered(comm, blamed);
+    cgpu_log(CGPU_LOG_INFO,
+             "RAS: rank %d of communicator %s gave up on %s #%llu (blaming rank %d); so does "
+             "rank %d",
+             shown_rank(comm, p), comm->ras.name, cgpu_ras_kind_name(comm->ras.kind),
+             (unsigned long long) atomic_load(&comm->ras.cur_seq), blamed,
+             shown_rank(comm, comm->rank));
+    atomic_store(&comm->ras.state, CGPU_RAS_FAILED);
+}
+
 bool cgpu_liveness_look(cgpu_comm_t *comm)
 {
     if (-1 != atomic_load_explicit(&comm->dead_rank, memory_order_relaxed)) {
@@ -88,20 +116,89 @@ bool cgpu_liveness_look(cgpu_comm_t *comm)
     }
     const bool full = 0 == ++comm->live_looks % CGPU_LIVE_FULL_EVERY;
     const uint64_t cur = comm->seq + 1; /* the collective this rank is in */
-    for (int p = 0; p < comm->size; ++p) {
+    int gave = -1;
+    int32_t gave_g = 0;
+    for (int p = 0; p < comm->size && NULL != comm->peer_segs; ++p) {
         const cgpu_peer_proc_t *pp = &comm->procs[p];
         /* a peer that completed this collective and then left (its last call done, the
          * program ending) fails nothing: what it sent lies in its receivers' segments, and
          * its own segment stays mapped here. Only one that left before completing it does;
          * a later collective finds it so, since it never completes that one */
-        if (pp->watched && NULL != comm->peer_segs &&
-            atomic_load_explicit(&cgpu_ctrl(comm, p)->seq.v, memory_order_acquire) < cur &&
+        if (p == comm->rank ||
+            atomic_load_explicit(&cgpu_ctrl(comm, p)->seq.v, memory_order_acquire) >= cur) {
+            continue;
+        }
+        /* one that gave up first (its call failed on a peer it names) and may have left since
+         * is no death: the one it names is the cause. A death found is named before it */
+        const int32_t g = atomic_load_explicit(&cgpu_ctrl(comm, p)->gave_up, memory_order_acquire);
+        if (0 != g) {
+            if (gave < 0) {
+                gave = p;
+                gave_g = g;
+            }
+            continue;
+        }
+        if (pp->watched &&
             CGPU_PROC_GONE == cgpu_proc_check((pid_t) pp->pid, pp->start_time, full)) {
             found_dead(comm, p);
             return false;
         }
     }
+    if (gave >= 0) {
+        found_gave_up(comm, gave, gave_g);
+        return false;
+    }
     return true;
+}
+
+void cgpu_comm_note_unanswered(cgpu_comm_t *comm, int peer)
+{
+    int none = 0;
+    if (peer >= 0) {
+        atomic_compare_exchange_strong(&comm->unanswered, &none, peer + 1);
+    }
+}
+
+void cgpu_liveness_blame(cgpu_comm_t *comm, int peer)
+{
+    if (peer < 0 || peer >= comm->size || peer == comm->rank || NULL == comm->peer_segs ||
+        comm->resources_freed || -1 != atomic_load(&comm->dead_rank) ||
+        0 != atomic_load(&comm->unanswered)) {
+        return; /* nobody to name, or a death or a rank is named already */
+    }
+    const cgpu_seg_ctrl_t *pc = cgpu_ctrl(comm, peer);
+    int32_t g = atomic_load_explicit(&pc->gave_up, memory_order_acquire);
+    if (0 == g && NULL != comm->report_ranks && NULL != comm->procs) {
+        /* the node-local part of a communicator across nodes, stopped by the watchdog while
+         * waiting on a node-mate: that one is most likely stuck in a wait across nodes on the
+         * same timeout and says whom it waited for once its own wait gives up (the proxy's
+         * cancel grace, a quarter of the timeout, later). Wait that long for its word, not
+         * longer: a peer that never says is named itself */
+        const double t = cgpu_engine_config()->ras_timeout_s;
+        const uint64_t until = cgpu_now_ns() + (uint64_t) ((t / 4 + 0.25) * 1e9);
+        const cgpu_peer_proc_t *pp = &comm->procs[peer];
+        while (0 == (g = atomic_load_explicit(&pc->gave_up, memory_order_acquire)) &&
+               cgpu_now_ns() < until &&
+               !(pp->watched &&
+                 CGPU_PROC_GONE == cgpu_proc_check((pid_t) pp->pid, pp->start_time, true))) {
+            struct timespec ts = {0, 2 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    cgpu_comm_note_unanswered(comm, g > 0 ? (int) g - 1 : shown_rank(comm, peer));
+}
+
+int cgpu_comm_unanswered(const cgpu_comm_t *comm)
+{
+    if (NULL == comm) {
+        return -1;
+    }
+    const int u = atomic_load(&((cgpu_comm_t *) comm)->unanswered) - 1; /* atomics only */
+    if (u >= 0) {
+        return u;
+    }
+    /* across nodes: a node-local wait that gave up names a rank of this communicator */
+    return NULL != comm->net ? cgpu_net_unanswered(comm) : -1;
 }
 
 bool cgpu_liveness_due(uint64_t *next_ns)
@@ -118,18 +215,6 @@ bool cgpu_liveness_due(uint64_t *next_ns)
     }
     *next_ns = now + CGPU_LIVE_PERIOD_NS;
     return true;
-}
-
-int cgpu_comm_stalled_peer(const cgpu_comm_t *comm)
-{
-    if (NULL == comm) {
-        return -1;
-    }
-    const int p = atomic_load(&((cgpu_comm_t *) comm)->stall_rank); /* atomics only */
-    if (p >= 0) {
-        return NULL != comm->report_ranks ? comm->report_ranks[p] : p;
-    }
-    return NULL != comm->net ? cgpu_net_stalled_peer(comm) : -1;
 }
 
 int cgpu_comm_dead_peer(const cgpu_comm_t *comm, long *pid)

@@ -113,6 +113,12 @@ cgpu_status_t cgpu_proxy_test(cgpu_proxy_req_t *req);
 cgpu_status_t cgpu_proxy_waitall(cgpu_proxy_req_t *reqs, int n, double timeout_s,
                                  const _Atomic int *abort);
 
+/**
+ * cgpu_proxy_waitall without the messages, for a wait whose giving up is an answer too (a
+ * look for a message that may never have been sent); no abort.
+ */
+cgpu_status_t cgpu_proxy_waitall_quiet(cgpu_proxy_req_t *reqs, int n, double timeout_s);
+
 /** Operations submitted and not yet completed, process-wide (an atomic load). */
 uint64_t cgpu_proxy_queue_depth(void);
 

@@ -1,9 +1,11 @@
 /*
  * Faults of one peer process, and what every other rank must see.
  *
- *   test_fault kill <victim rank> <result dir> [comm|world]
- * A peer dies in the middle of a loop of large allreduces (a thread of the victim kills its
- * process with SIGKILL 300 ms after the loop started): every survivor must get an MPI error
+ *   test_fault kill <victim rank> <result dir> [comm|world [count]]
+ * A peer dies in the middle of a loop of large allreduces of count ints (default 1 Mi; a count
+ * the ranks of a node do not divide takes the uneven parts' paths), each call that succeeds
+ * checked against the host's sum (a thread of the victim kills its process with SIGKILL 300 ms
+ * after the loop started): every survivor must get an MPI error
  * back (no hang) in bounded time, and the failed communicator must keep refusing calls with
  * an error of the same class, MPI_Barrier included (a collective coll/gpu carries no data
  * for: the previous module's barrier would wait for the dead process for ever). With
@@ -11,10 +13,12 @@
  * used by the engine since) must fail the same way, their strings naming the dead rank.
  * Each survivor writes <result dir>/survivor.<rank>:
  *   rank R calls C failed F took T again_failed A again_took T2 same_class S
- *   barrier_comm F T S N [barrier_world F T S N barrier_dup F T S N] error <string>
+ *   barrier_comm F T S N [barrier_world F T S N barrier_dup F T S N]
+ *   wrong W first_call C first_element E error <string>
  * (the failing call's duration, the next call's; each barrier's failed, duration, same class
- * as the first error, and whether its string names the dead rank; MPI_Error_string of the
- * first error), then leaves with _exit (MPI_Finalize would wait for the dead process). A
+ * as the first error, and whether its string names the dead rank; the calls that returned
+ * MPI_SUCCESS with a wrong sum, the first of them and its first wrong element;
+ * MPI_Error_string of the first error), then leaves with _exit (MPI_Finalize would wait for the dead process). A
  * barrier that has not returned after 60 s makes the survivor write "rank R barrier on X
  * hung" instead and leave. The driver (test/run_all.sh) bounds T and the barriers' times and
  * checks that the string names the dead rank. Run under mpirun --enable-recovery, so that
@@ -158,16 +162,31 @@ static void barrier_after(MPI_Comm c, const char *name, int cls0, int victim, ch
              cls == cls0, NULL != strstr(err, want));
 }
 
-static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir, bool world)
+/* The elements of the result of run_kill's allreduce that differ from the host's sum; the
+ * first one's index in @p first. */
+static long wrong_elements(const int *r, int n, int size, long *first)
 {
-    enum { N = 1 << 20 }; /* 4 MiB of ints per call */
-    int *a = mt_twin_alloc(sizeof(int) * N);
-    for (int i = 0; i < N; ++i) {
+    long wrong = 0;
+    for (int i = 0; i < n; ++i) {
+        const int want = size * i + size * (size - 1) / 2; /* sum over ranks of rank + i */
+        if (r[i] != want && 0 == wrong++) {
+            *first = i;
+        }
+    }
+    return wrong;
+}
+
+static int run_kill(MPI_Comm comm, int rank, int size, int victim, const char *dir, bool world,
+                    int n)
+{
+    int *a = mt_twin_alloc(sizeof(int) * (size_t) n);
+    int *r = mt_twin_alloc(sizeof(int) * (size_t) n);
+    for (int i = 0; i < n; ++i) {
         a[i] = rank + i;
     }
     mt_push(a);
     /* one good call first: the communicator is set up on every rank */
-    int rc = MPI_Allreduce(MPI_IN_PLACE, MT_D(a), N, MPI_INT, MPI_SUM, comm);
+    int rc = MPI_Allreduce(MT_D(a), MT_D(r), n, MPI_INT, MPI_SUM, comm);
     if (MPI_SUCCESS != rc) {
         fprintf(stderr, "test_fault: rank %d: the first allreduce failed\n", rank);
         _exit(3);
@@ -185,11 +204,11 @@ static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir, bool w
         pthread_create(&t, NULL, killer, NULL);
     }
     double t0 = now(), took = 0;
-    long calls = 0;
+    long calls = 0, wrong_calls = 0, first_call = -1, first_elem = -1;
     char err[MPI_MAX_ERROR_STRING] = "";
     while (now() - t0 < 120) {
         const double c0 = now();
-        rc = MPI_Allreduce(MPI_IN_PLACE, MT_D(a), N, MPI_INT, MPI_SUM, comm);
+        rc = MPI_Allreduce(MT_D(a), MT_D(r), n, MPI_INT, MPI_SUM, comm);
         took = now() - c0;
         ++calls;
         if (MPI_SUCCESS != rc) {
@@ -197,10 +216,18 @@ static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir, bool w
             MPI_Error_string(rc, err, &len);
             break;
         }
+        /* a call that succeeded has the whole sum, even the one the death cut short
+         * elsewhere: a partial result handed on as a success is the worst outcome */
+        mt_pull(r);
+        long first = -1;
+        if (wrong_elements(r, n, size, &first) > 0 && 0 == wrong_calls++) {
+            first_call = calls;
+            first_elem = first;
+        }
     }
     /* the failed communicator keeps refusing, at once, with an error of the same class */
     const double c1 = now();
-    int rc2 = MPI_Allreduce(MPI_IN_PLACE, MT_D(a), 16, MPI_INT, MPI_SUM, comm);
+    int rc2 = MPI_Allreduce(MT_D(a), MT_D(r), 16, MPI_INT, MPI_SUM, comm);
     const double again = now() - c1;
     int cls = -1, cls2 = -2;
     if (MPI_SUCCESS != rc && MPI_SUCCESS != rc2) {
@@ -226,8 +253,9 @@ static int run_kill(MPI_Comm comm, int rank, int victim, const char *dir, bool w
     }
     fprintf(f,
             "calls %ld failed %d took %.3f again_failed %d again_took %.3f same_class %d%s "
-            "error %s\n",
-            calls, MPI_SUCCESS != rc, took, MPI_SUCCESS != rc2, again, cls == cls2, barriers, err);
+            "wrong %ld first_call %ld first_element %ld error %s\n",
+            calls, MPI_SUCCESS != rc, took, MPI_SUCCESS != rc2, again, cls == cls2, barriers,
+            wrong_calls, first_call, first_elem, err);
     fclose(f);
     fflush(stdout);
     fflush(stderr);
@@ -365,11 +393,13 @@ int main(int argc, char **argv)
     const int stall = argc >= 4 && 0 == strcmp(argv[1], "stall");
     const int setup = argc >= 4 && 0 == strcmp(argv[1], "setup");
     const bool world = argc >= 5 && 0 == strcmp(argv[4], "world");
+    const int count = argc >= 6 ? atoi(argv[5]) : 1 << 20; /* 4 MiB of ints per call */
     if (argc < 4 || (!stall && !setup && 0 != strcmp(argv[1], "kill")) ||
-        (argc >= 5 && !world && 0 != strcmp(argv[4], "comm"))) {
+        (argc >= 5 && !world && 0 != strcmp(argv[4], "comm")) || count < 1 ||
+        count > (1 << 26)) {
         if (0 == rank) {
             fprintf(stderr, "usage: test_fault kill|stall|setup <victim rank> <result dir> "
-                            "[comm|world]\n");
+                            "[comm|world [count]]\n");
         }
         MPI_Finalize();
         return 2;
@@ -391,7 +421,7 @@ int main(int argc, char **argv)
         return run_setup(comm, rank, size, victim, dir);
     }
     if (!stall) {
-        return run_kill(comm, rank, victim, dir, world);
+        return run_kill(comm, rank, size, victim, dir, world, count);
     }
     const int bad = run_stall(comm, rank, size, victim, dir);
     MPI_Comm_free(&comm);

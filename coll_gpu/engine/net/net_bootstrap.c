@@ -11,10 +11,11 @@
 
 #include "net_internal.h"
 
-/* Tag of the node-local bootstrap's round @p n: the top bit of the tag width. */
+/* Tag of the node-local bootstrap's round @p n: the top bit of the tag width, and never all
+ * ones (the failure notices' tag, cgpu_net_notice_tag). */
 static uint32_t boot_tag(const cgpu_net_t *net, uint32_t n)
 {
-    return net->wide ? 0x80000000u | (n & 0x7fffffffu) : 0x800000u | (n & 0x7fffffu);
+    return net->wide ? 0x80000000u | (n % 0x7fffffffu) : 0x800000u | (n % 0x7fffffu);
 }
 
 /* Every local peer sends its bytes to every other. */

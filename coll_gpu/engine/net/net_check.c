@@ -33,6 +33,7 @@ struct cgpu_net_call_rec {
     cgpu_sig_t sig;           /* its call (host not set: MPI lets ranks mix memories) */
     int32_t status;           /* its node's comparison: OK, CGPU_ERR_MISMATCH, or a failure */
     int32_t node;             /* its node */
+    int32_t blame;            /* a failure: the rank it names (dead or silent), else -1 */
     cgpu_mismatch_t mismatch; /* status CGPU_ERR_MISMATCH: what its node found */
 };
 
@@ -100,6 +101,11 @@ static void node_check(cgpu_comm_t *comm, const cgpu_sig_t *sig, cgpu_net_call_r
         cgpu_comm_leave(local, st, 0);
     } else if (CGPU_ERR_MISMATCH == st) {
         mine->mismatch = local->mismatch; /* its ranks named as this communicator's */
+    } else {
+        /* the partners on other nodes cannot see this node's processes: they name whom
+         * this rank names */
+        const int dead = cgpu_comm_dead_peer(comm, NULL);
+        mine->blame = dead >= 0 ? dead : cgpu_comm_unanswered(comm);
     }
     mine->status = (int32_t) st;
 }
@@ -141,6 +147,9 @@ static cgpu_status_t verdict(cgpu_comm_t *comm, const cgpu_net_call_rec_t *mine,
             failed = CGPU_ERR_PEER; /* cannot be, unless the partners' tables differ */
         } else if (CGPU_OK != recs[p].status && CGPU_ERR_MISMATCH != recs[p].status) {
             failed = CGPU_ERR_PEER; /* a node lost a rank or timed out: so does the call */
+            if (recs[p].blame >= 0 && recs[p].blame < comm->size) {
+                cgpu_comm_note_unanswered(comm, recs[p].blame); /* what the error names */
+            }
         }
         if (NULL == of[k]) {
             of[k] = &recs[p];
@@ -193,6 +202,7 @@ cgpu_status_t cgpu_net_call_check(cgpu_comm_t *comm, const cgpu_sig_t *sig)
     mine->sig = *sig;
     mine->sig.host = false;
     mine->node = net->node;
+    mine->blame = -1;
     node_check(comm, sig, mine);
     /* a node that failed its comparison still tells its partners, who would wait for it */
     cgpu_status_t st = exchange(comm, mine, recs, tag);
@@ -205,6 +215,7 @@ cgpu_status_t cgpu_net_call_check(cgpu_comm_t *comm, const cgpu_sig_t *sig)
         /* the nodes may not have reached one verdict: the phases that follow cannot be
          * trusted to line up */
         atomic_store(&comm->ras.state, CGPU_RAS_FAILED);
+        cgpu_net_gave_up(comm);
     }
     return st;
 }

@@ -29,6 +29,7 @@ static cgpu_status_t finish(cgpu_comm_t *comm, cgpu_status_t st)
 {
     if (CGPU_OK != st) {
         atomic_store(&comm->ras.state, CGPU_RAS_FAILED);
+        cgpu_net_gave_up(comm); /* this node's ranks waiting on this one name the cause */
     }
     return st;
 }

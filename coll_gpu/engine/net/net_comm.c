@@ -267,10 +267,27 @@ int cgpu_net_dead_peer(const cgpu_comm_t *comm, long *pid)
                : -1;
 }
 
-int cgpu_net_stalled_peer(const cgpu_comm_t *comm)
+int cgpu_net_unanswered(const cgpu_comm_t *comm)
 {
-    return NULL != comm->net && NULL != comm->net->local ? cgpu_comm_stalled_peer(comm->net->local)
+    /* the node-local communicator names its peers by their ranks here (report_ranks) */
+    return NULL != comm->net && NULL != comm->net->local ? cgpu_comm_unanswered(comm->net->local)
                                                          : -1;
+}
+
+void cgpu_net_gave_up(cgpu_comm_t *comm)
+{
+    cgpu_comm_t *local = NULL != comm->net ? comm->net->local : NULL;
+    if (NULL == local || NULL == local->peer_segs || local->resources_freed) {
+        return; /* alone on its node: nobody here waits on this rank */
+    }
+    const int dead = cgpu_comm_dead_peer(comm, NULL);
+    const int blamed = dead >= 0 ? dead : cgpu_comm_unanswered(comm);
+    int32_t none = 0;
+    if (atomic_compare_exchange_strong(&cgpu_ctrl(local, local->rank)->gave_up, &none,
+                                       blamed >= 0 ? blamed + 1 : CGPU_GAVE_UP_NOBODY) &&
+        dead >= 0) {
+        cgpu_net_notice_send(comm, dead); /* the other nodes cannot see that process */
+    }
 }
 
 void cgpu_net_call_sig(cgpu_comm_t *comm, const cgpu_sig_t *sig)

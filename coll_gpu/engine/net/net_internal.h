@@ -9,12 +9,14 @@
  * computes the same plan for a call from its arguments alone (DESIGN decision 2).
  *   net_comm.c       set-up and teardown: node tables, the proxy group, the node-local part
  *   net_bootstrap.c  the node-local communicator's bootstrap, over the proxy
- *   net_steps.c      the steps between nodes: ring allreduce, tree broadcast, waits
+ *   net_steps.c      the steps between nodes: ring allreduce, tree broadcast, waits and
+ *                    the failure notices that name a dead rank to the other nodes
  *   net_coll.c       the collectives, each a plan of node-local and inter-node steps
  *   net_check.c      the call check between nodes, before any of a call's data moves
  *
- * Tags: the top bit set (bit 31 when every rank's proxy takes 32-bit tags, bit 23 when
- * some takes only 24) is this communicator's node-local bootstrap (a round counter);
+ * Tags: every bit of the width set is a failure notice (net_steps.c); otherwise the top bit
+ * set (bit 31 when every rank's proxy takes 32-bit tags, bit 23 when some takes only 24) is
+ * this communicator's node-local bootstrap (a round counter);
  * otherwise bits 12-30 (or 12-22) are a phase number and bits 0-11 a step within it.
  * Every rank draws a phase number at the same points of every collective, whether it
  * takes part in that phase or not, so phase numbers agree on every rank. Phase numbers
@@ -75,6 +77,12 @@ static inline uint32_t cgpu_net_next_phase(cgpu_net_t *net)
     return cgpu_net_phase_tag(net, net->phase++);
 }
 
+/* The tag of failure notices: every bit of the width (the bootstrap's rounds skip it). */
+static inline uint32_t cgpu_net_notice_tag(const cgpu_net_t *net)
+{
+    return net->wide ? 0xffffffffu : 0xffffffu;
+}
+
 /* Rank of node k's i-th rank. */
 static inline int cgpu_net_node_rank(const cgpu_net_t *net, int k, int i)
 {
@@ -107,6 +115,14 @@ void cgpu_net_check_free(cgpu_net_t *net);
  * stops the wait too), then let the RAS see the communicator progress.
  */
 cgpu_status_t cgpu_net_wait(cgpu_comm_t *comm, cgpu_proxy_req_t *reqs, int n);
+
+/**
+ * Failure notices. A rank of @p comm that found rank @p dead of its node dead tells its
+ * partners on other nodes (rings, the call check), who cannot see that process: a partner
+ * whose wait on this rank then gives up names @p dead, not this rank (alive, but out of the
+ * collective). Small sends, waited for briefly; only after a death.
+ */
+void cgpu_net_notice_send(cgpu_comm_t *comm, int dead);
 
 /** True when @p st leaves the communicator unusable: later phases are skipped. */
 bool cgpu_net_fatal(const cgpu_comm_t *comm, cgpu_status_t st);

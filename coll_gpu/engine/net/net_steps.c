@@ -7,6 +7,12 @@
  * per node, and the waits, bounded by coll_gpu_ras_timeout and the watchdog's abort. A step
  * a rank cannot do properly (no memory) it still takes part in, on zeros, so that no peer
  * waits for it forever.
+ *
+ * A wait that gives up records the peer it waited for (what the error names). That peer may
+ * be alive and only out of the collective because a rank of its node died, which only its
+ * node can see: so a rank that saw a node-mate die sends a failure notice naming it to its
+ * partners on other nodes, and a wait that gives up on a peer looks for that peer's notice
+ * (briefly: one sent is already here) before naming the peer itself.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -20,6 +26,36 @@ static double wait_limit(void)
     return cgpu_engine_config()->ras_timeout_s;
 }
 
+/* How long a look for a failure notice waits: one sent lies in this process's provider
+ * already (its sender found the death before this rank's wait on it gave up) */
+#define NOTICE_LOOK_S 0.1
+
+/* The rank that peer @p p's failure notice names, or -1 when it sent none. */
+static int notice_from(cgpu_comm_t *comm, int p)
+{
+    /* on the heap, and left there when the receive does not end cleanly: a receive the
+     * provider could not cancel may still write them */
+    struct {
+        cgpu_proxy_req_t req;
+        int32_t dead;
+    } *look = calloc(1, sizeof(*look));
+    if (NULL == look) {
+        return -1;
+    }
+    look->dead = -1;
+    if (CGPU_OK != cgpu_proxy_irecv(comm->net->group, p, &look->dead, sizeof(look->dead),
+                                    cgpu_net_notice_tag(comm->net), &look->req)) {
+        free(look);
+        return -1;
+    }
+    if (CGPU_OK != cgpu_proxy_waitall_quiet(&look->req, 1, NOTICE_LOOK_S)) {
+        return -1;
+    }
+    const int dead = look->dead;
+    free(look);
+    return dead >= 0 && dead < comm->size ? dead : -1;
+}
+
 cgpu_status_t cgpu_net_wait(cgpu_comm_t *comm, cgpu_proxy_req_t *reqs, int n)
 {
     if (0 == n) {
@@ -27,16 +63,79 @@ cgpu_status_t cgpu_net_wait(cgpu_comm_t *comm, cgpu_proxy_req_t *reqs, int n)
     }
     cgpu_status_t st = cgpu_proxy_waitall(reqs, n, wait_limit(), &comm->ras.abort);
     cgpu_ras_progress(comm);
-    for (int i = 0; CGPU_OK != st && i < n; ++i) {
-        /* every request has ended: the first that did not complete names the peer (its
-         * rank in the group is its rank here) */
-        if (CGPU_OK != atomic_load(&reqs[i].state)) {
-            int none = -1;
-            atomic_compare_exchange_strong(&comm->stall_rank, &none, reqs[i].peer);
+    /* past the timeout, or the connection lost: the peer of the first request that did not
+     * complete is the one the error names (group ranks are this communicator's), or the
+     * death it told of */
+    const bool silent = CGPU_ERR_TIMEOUT == st || CGPU_ERR_PEER == st;
+    for (int i = 0; silent && 0 == atomic_load(&comm->unanswered) && i < n; ++i) {
+        if (CGPU_OK != cgpu_proxy_test(&reqs[i])) {
+            /* (a death seen on this node names itself: no look) */
+            const int dead =
+                cgpu_comm_dead_peer(comm, NULL) < 0 ? notice_from(comm, reqs[i].peer) : -1;
+            if (dead >= 0) {
+                cgpu_log(CGPU_LOG_INFO,
+                         "net: rank %d of %s, which did not answer, had told that its node's "
+                         "rank %d died",
+                         reqs[i].peer, comm->ras.name, dead);
+            }
+            cgpu_comm_note_unanswered(comm, dead >= 0 ? dead : reqs[i].peer);
             break;
         }
     }
     return st;
+}
+
+/* Adds @p r to the @p n ranks of @p to unless there, or this rank, or on this node. */
+static int add_partner(const cgpu_comm_t *comm, int *to, int n, int r)
+{
+    if (r < 0 || r == comm->rank || comm->net->node_of[r] == comm->net->node) {
+        return n;
+    }
+    for (int i = 0; i < n; ++i) {
+        if (to[i] == r) {
+            return n;
+        }
+    }
+    to[n] = r;
+    return n + 1;
+}
+
+void cgpu_net_notice_send(cgpu_comm_t *comm, int dead)
+{
+    cgpu_net_t *net = comm->net;
+    const int most = 2 * net->nnodes + net->npartners;
+    int *to = malloc(sizeof(int) * (size_t) most);
+    /* the message and its requests stay on the heap where a send does not end cleanly (the
+     * provider may still read them) */
+    int32_t *msg = malloc(sizeof(int32_t));
+    cgpu_proxy_req_t *reqs = calloc((size_t) most, sizeof(*reqs));
+    if (NULL == to || NULL == msg || NULL == reqs) {
+        free(to);
+        free(msg);
+        free(reqs);
+        return;
+    }
+    *msg = dead;
+    int n = 0;
+    for (int k = 0; k < net->nnodes; ++k) { /* the rings' partners */
+        n = add_partner(comm, to, n, net->ppn > 1 ? net->rail[k] : -1);
+        n = add_partner(comm, to, n, 0 == net->local_index ? net->firsts[k] : -1);
+    }
+    for (int i = 0; i < net->npartners; ++i) { /* the call check's */
+        n = add_partner(comm, to, n, net->partners[i]);
+    }
+    int posted = 0;
+    for (int i = 0; i < n; ++i) {
+        posted += CGPU_OK == cgpu_proxy_isend(net->group, to[i], msg, sizeof(*msg),
+                                              cgpu_net_notice_tag(net), &reqs[posted]);
+    }
+    cgpu_log(CGPU_LOG_INFO, "net: told %d rank(s) on other nodes that rank %d died", posted, dead);
+    /* a partner that is alive takes it at once (its provider keeps it until asked) */
+    if (CGPU_OK == cgpu_proxy_waitall_quiet(reqs, posted, 0.5)) {
+        free(msg);
+        free(reqs);
+    }
+    free(to);
 }
 
 static bool on_device(const void *p)
@@ -90,13 +189,17 @@ static cgpu_status_t ring_allreduce_host(cgpu_comm_t *comm, const int *members, 
 }
 
 /* A phase failed in a way that leaves the communicator unusable (a peer did not answer
- * within coll_gpu_ras_timeout, or the watchdog aborted): the other phases are skipped,
- * since their peers fail the same way. Other failures (no memory) still take part. */
+ * within coll_gpu_ras_timeout, the watchdog aborted, or a rank of this node died): the other
+ * phases are skipped, since their peers fail the same way. Other failures (no memory) still
+ * take part. */
 bool cgpu_net_fatal(const cgpu_comm_t *comm, cgpu_status_t st)
 {
-    /* a mismatch: the ranks' plans of the later phases may differ as their arguments do */
+    /* a mismatch: the ranks' plans of the later phases may differ as their arguments do; a
+     * death: what this rank holds lacks the dead rank's part, and handed on it would make a
+     * wrong result that the ranks of other nodes return as a success (their partners tell
+     * them instead: cgpu_net_notice_send) */
     return CGPU_ERR_TIMEOUT == st || CGPU_ERR_PEER == st || CGPU_ERR_STATE == st ||
-           CGPU_ERR_MISMATCH == st ||
+           CGPU_ERR_MISMATCH == st || CGPU_ERR_PEER_DEAD == st ||
            0 != atomic_load_explicit(&comm->ras.abort, memory_order_relaxed);
 }
 

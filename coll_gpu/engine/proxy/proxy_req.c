@@ -131,8 +131,9 @@ cgpu_status_t cgpu_proxy_test(cgpu_proxy_req_t *req)
     return (cgpu_status_t) s;
 }
 
-cgpu_status_t cgpu_proxy_waitall(cgpu_proxy_req_t *reqs, int n, double timeout_s,
-                                 const _Atomic int *abort)
+/* waitall, with the messages about requests it stops unless @p quiet */
+static cgpu_status_t wait_all(cgpu_proxy_req_t *reqs, int n, double timeout_s,
+                              const _Atomic int *abort, bool quiet)
 {
     const uint64_t start = cgpu_proxy_now_ns();
     const uint64_t limit = timeout_s > 0 ? (uint64_t) (timeout_s * 1e9) : 0;
@@ -159,7 +160,7 @@ cgpu_status_t cgpu_proxy_waitall(cgpu_proxy_req_t *reqs, int n, double timeout_s
                                                         PROXY_CANCEL_REQUESTED)) {
                         continue;
                     }
-                    if (told++ >= 8) {
+                    if (quiet || told++ >= 8) {
                         ++more;
                         continue;
                     }
@@ -180,7 +181,7 @@ cgpu_status_t cgpu_proxy_waitall(cgpu_proxy_req_t *reqs, int n, double timeout_s
                                  timeout_s);
                     }
                 }
-                if (more > 0) {
+                if (!quiet && more > 0) {
                     cgpu_log(CGPU_LOG_WARN, "proxy: ... and %d more operation(s) of that wait",
                              more);
                 }
@@ -207,4 +208,15 @@ cgpu_status_t cgpu_proxy_waitall(cgpu_proxy_req_t *reqs, int n, double timeout_s
         }
     }
     return CGPU_OK;
+}
+
+cgpu_status_t cgpu_proxy_waitall(cgpu_proxy_req_t *reqs, int n, double timeout_s,
+                                 const _Atomic int *abort)
+{
+    return wait_all(reqs, n, timeout_s, abort, false);
+}
+
+cgpu_status_t cgpu_proxy_waitall_quiet(cgpu_proxy_req_t *reqs, int n, double timeout_s)
+{
+    return wait_all(reqs, n, timeout_s, NULL, true);
 }

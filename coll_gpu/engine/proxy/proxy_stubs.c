@@ -104,6 +104,12 @@ cgpu_status_t cgpu_proxy_waitall(cgpu_proxy_req_t *reqs, int n, double timeout_s
     return CGPU_ERR_NOT_SUPPORTED;
 }
 
+cgpu_status_t cgpu_proxy_waitall_quiet(cgpu_proxy_req_t *reqs, int n, double timeout_s)
+{
+    (void) reqs, (void) n, (void) timeout_s;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
 uint64_t cgpu_proxy_queue_depth(void)
 {
     return 0;
