@@ -68,6 +68,7 @@ typedef struct mca_coll_gpu_component_t {
     int cuda_tree_channels;
     int cuda_a2a_channels;
     int cuda_inbox_pool;
+    int shm_pool;
     int cuda_ipc_cache_size;
     unsigned long cuda_tree_max_bytes;
     unsigned long cuda_channel_min_bytes;

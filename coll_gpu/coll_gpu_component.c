@@ -100,6 +100,7 @@ static int gpu_open(void)
     cfg.cuda_tree_channels = c->cuda_tree_channels;
     cfg.cuda_a2a_channels = c->cuda_a2a_channels;
     cfg.cuda_inbox_pool = c->cuda_inbox_pool;
+    cfg.shm_pool = c->shm_pool;
     cfg.cuda_ipc_cache_size = c->cuda_ipc_cache_size;
     cfg.cuda_tree_max_bytes = c->cuda_tree_max_bytes;
     cfg.cuda_channel_min_bytes = c->cuda_channel_min_bytes;

@@ -303,6 +303,11 @@ static const param_t params[] = {
     {P_ULONG("alltoall_stage_bytes", stage_bytes), AT_LEAST(64), .align = 64,
      .help = "Bytes of each rank's alltoall staging area per communicator (split evenly "
              "among the peers each round)"},
+    {P_INT("shm_pool", shm_pool, 6), AT_LEAST(0),
+     .help = "Shared segments of released communicators each process keeps for the next "
+             "ones of the same processes (a split/dup loop then makes and maps none), and "
+             "eight times as many idle mappings of its peers' segments; each kept segment "
+             "holds its size of /dev/shm, without a name there. 0 unmaps each at release"},
     {P_INT("max_comms", max_comms, 6), AT_LEAST(0),
      .help = "Most internal communicators alive per process (each holds one shared segment); "
              "communicators beyond it use the previous coll module (0: no cap)"},
@@ -592,6 +597,7 @@ static void set_defaults(mca_coll_gpu_component_t *c)
     c->cuda_tree_channels = d.cuda_tree_channels;
     c->cuda_a2a_channels = d.cuda_a2a_channels;
     c->cuda_inbox_pool = d.cuda_inbox_pool;
+    c->shm_pool = d.shm_pool;
     c->cuda_ipc_cache_size = d.cuda_ipc_cache_size;
     c->cuda_channel_min_bytes = (unsigned long) d.cuda_channel_min_bytes;
     c->cuda_chain_chunk_bytes = (unsigned long) d.cuda_chain_chunk_bytes;

@@ -112,6 +112,9 @@ static int read_process(const struct mca_base_pvar_t *pvar, void *value, void *o
     case 9:
         v = (unsigned long long) cgpu_proxy_peers();
         break;
+    case 10:
+        v = cgpu_engine_shm_reuses();
+        break;
     default:
         v = 0;
         break;
@@ -253,6 +256,9 @@ static int register_ras_pvars(const mca_base_component_t *comp)
         {"proxy_peers", MCA_BASE_PVAR_CLASS_LEVEL,
          "Inter-node proxy: peers this process has connected to (at most "
          "coll_gpu_proxy_max_peers; only peers an algorithm used)"},
+        {"shm_reuses", MCA_BASE_PVAR_CLASS_COUNTER,
+         "Communicators that took a released communicator's shared segment from the pool "
+         "(coll_gpu_shm_pool) instead of making and mapping a new one"},
     };
     int rc = 0;
     for (size_t k = 0; rc >= 0 && k < sizeof(procs) / sizeof(procs[0]); ++k) {

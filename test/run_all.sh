@@ -311,7 +311,8 @@ else
             { echo "ompi_info failed"; tail -5 "$2"; exit 1; }
         for v in coll_gpu_backend coll_gpu_cuda_a2a_channels coll_gpu_cuda_inbox_pool \
                  coll_gpu_state coll_gpu_transport coll_gpu_watchdog_firings coll_gpu_ipc_cache_hits \
-                 coll_gpu_inbox_reuses coll_gpu_open_fds coll_gpu_proxy_queue_depth; do
+                 coll_gpu_inbox_reuses coll_gpu_open_fds coll_gpu_proxy_queue_depth \
+                 coll_gpu_shm_pool coll_gpu_shm_reuses; do
             grep -q "\"$v\"" "$2" || { echo "ompi_info does not list $v"; exit 1; }
         done
         echo "ompi_info lists $(grep -c "MCA coll gpu: \(parameter\|performance\)" "$2") coll/gpu variables"

@@ -15,6 +15,7 @@
 #include "cgpu_path.h"
 #include "cgpu_proc.h"
 #include "cgpu_cuda_comm.h"
+#include "cgpu_seg_pool.h"
 
 #define CGPU_HOST_MAX 64
 #define CGPU_BOOT_ID_MAX 40
@@ -39,6 +40,8 @@ typedef struct cgpu_peer_info {
 /* What each rank tells the others once it has tried to create its segment. */
 typedef struct cgpu_seg_msg {
     int32_t status;
+    int32_t pooled; /* the name is of a pooled segment: no longer in /dev/shm, every peer
+                     * maps it already (cgpu_seg_pool.h) */
     char name[CGPU_SHM_NAME_MAX]; /* empty unless status is OK */
 } cgpu_seg_msg_t;
 
@@ -203,26 +206,100 @@ cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine)
 }
 
 /*
- * Remove the names of every peer's segment, for a set-up that failed after the names were
- * exchanged: a peer killed inside the set-up cannot remove its own, and every name in the
- * table was created by a peer of this set-up (a rank publishes only a name it created).
+ * Remove the names of every peer's new segment, for a set-up that failed after the names
+ * were exchanged: a peer killed inside the set-up cannot remove its own, and every such name
+ * in the table was created by a peer of this set-up (a rank publishes only a name it created).
+ * A pooled segment has no name any more.
  */
 static void unlink_peer_names(cgpu_seg_msg_t *segs, int size, int rank)
 {
     for (int i = 0; NULL != segs && i < size; ++i) {
-        if (i != rank && CGPU_OK == segs[i].status) {
+        if (i != rank && CGPU_OK == segs[i].status && !segs[i].pooled) {
             cgpu_shm_unlink_name(segs[i].name);
         }
         segs[i].name[0] = '\0';
     }
 }
 
+/* This rank's segment: one from the pool that every peer maps already, else a new one. */
+static void own_segment(cgpu_comm_t *comm, bool may_reuse, cgpu_seg_msg_t *mine)
+{
+    cgpu_status_t local = CGPU_OK;
+    memset(mine, 0, sizeof(*mine));
+    if (may_reuse && cgpu_seg_pool_take(comm, comm->seg_bytes, &comm->self_seg)) {
+        mine->pooled = 1;
+    } else {
+        local = cgpu_shm_create(&comm->self_seg, comm->seg_bytes);
+        if (CGPU_OK == local) {
+            ((cgpu_seg_ctrl_t *) comm->self_seg.base)->magic = CGPU_SEG_MAGIC;
+        }
+    }
+    if (CGPU_OK == local) {
+        snprintf(mine->name, sizeof(mine->name), "%s", comm->self_seg.name);
+    }
+    mine->status = (int32_t) local;
+}
+
+/* Map the segments of the ranks in @p which (bit r, or every rank with @p which 0) that are
+ * new; a pooled one from the cache, or bit r in @p unheld where this process does not map it
+ * any more. */
+static cgpu_status_t map_peers(cgpu_comm_t *comm, const cgpu_seg_msg_t *segs, uint64_t which,
+                               uint64_t *unheld)
+{
+    cgpu_status_t local = CGPU_OK;
+    for (int i = 0; CGPU_OK == local && i < comm->size; ++i) {
+        if (i == comm->rank || (0 != which && 0 == (which >> i & 1u))) {
+            continue;
+        }
+        if (segs[i].pooled) {
+            if (!cgpu_seg_peer_cached(segs[i].name, comm->seg_bytes, &comm->peer_segs[i])) {
+                *unheld |= (uint64_t) 1 << i;
+                continue;
+            }
+        } else {
+            local = cgpu_seg_peer_attach(segs[i].name, comm->seg_bytes, &comm->peer_segs[i]);
+        }
+        if (CGPU_OK == local &&
+            CGPU_SEG_MAGIC != ((cgpu_seg_ctrl_t *) comm->peer_segs[i].base)->magic) {
+            local = CGPU_ERR_SYSTEM;
+        }
+    }
+    return local;
+}
+
+/* What each rank says once it has mapped its peers' segments. */
+typedef struct cgpu_seg_verdict {
+    int32_t status;
+    int32_t pad;
+    uint64_t unheld; /* bit r: rank r offered a pooled segment this process maps no more */
+} cgpu_seg_verdict_t;
+
+/* Allgather the verdicts: the first failure, or OK with the union of the unheld bits. */
+static cgpu_status_t agree_on_maps(const cgpu_bootstrap_t *bs, cgpu_status_t local,
+                                   uint64_t unheld, cgpu_seg_verdict_t *all, uint64_t *any)
+{
+    cgpu_seg_verdict_t mine = {.status = (int32_t) local, .unheld = unheld};
+    *any = 0;
+    if (CGPU_OK != bs->allgather(bs->ctx, &mine, all, sizeof(mine))) {
+        return CGPU_ERR_BOOTSTRAP;
+    }
+    for (int i = 0; i < bs->size; ++i) {
+        if (CGPU_OK != all[i].status) {
+            return (cgpu_status_t) all[i].status;
+        }
+        *any |= all[i].unheld;
+    }
+    return CGPU_OK;
+}
+
 /*
- * Step 2 of the creation on one node: every rank creates its segment, the names are
- * exchanged, every rank maps every peer's, and all agree that every mapping worked; then
- * each rank removes its name.
+ * Step 2 of the creation on one node: every rank takes its segment (from the pool, where
+ * every peer maps it already: cgpu_seg_pool.h; else a new one), the names are exchanged,
+ * every rank maps every peer's, and all agree that every mapping worked; then each rank
+ * removes its name. Where a peer no longer maps a pooled segment (its cache dropped it), the
+ * owners of such segments retire them and make new ones, and the exchange runs once more.
  *
- * The segment is created only here, after the first exchange showed every rank inside the
+ * A new segment is created only here, after the first exchange showed every rank inside the
  * set-up: a name exists in /dev/shm only while every rank is a few steps from mapping it,
  * never while a rank waits for a peer that may never come (killed before its first
  * collective, or stuck in other work), where a kill of the waiting job would leave it. A
@@ -233,58 +310,71 @@ static void unlink_peer_names(cgpu_seg_msg_t *segs, int size, int rank)
  * the previous module's collective, which gives no control back until it completes.
  */
 static cgpu_status_t map_node_segments(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs,
-                                       cgpu_seg_msg_t *segs, int32_t *verdicts)
+                                       cgpu_seg_msg_t *segs)
 {
     cgpu_seg_msg_t mine;
     cgpu_status_t local, st;
+    uint64_t unheld = 0, redo = 0;
+    /* the same on every rank: the verdicts' masks name at most 64 ranks */
+    const bool may_reuse = bs->size <= 64;
 
-    memset(&mine, 0, sizeof(mine));
-    local = cgpu_shm_create(&comm->self_seg, comm->seg_bytes);
-    if (CGPU_OK == local) {
-        ((cgpu_seg_ctrl_t *) comm->self_seg.base)->magic = CGPU_SEG_MAGIC;
-        snprintf(mine.name, sizeof(mine.name), "%s", comm->self_seg.name);
-    }
-    mine.status = (int32_t) local;
-    if (CGPU_OK != bs->allgather(bs->ctx, &mine, segs, sizeof(mine))) {
-        return CGPU_ERR_BOOTSTRAP; /* the table may be partial: only our own name is known */
-    }
-    for (int i = 0; i < bs->size; ++i) {
-        segs[i].name[CGPU_SHM_NAME_MAX - 1] = '\0';
-        if (CGPU_OK != segs[i].status) {
-            cgpu_log(CGPU_LOG_INFO, "engine: rank %d could not create its segment (%s)", i,
-                     cgpu_status_string((cgpu_status_t) segs[i].status));
-            unlink_peer_names(segs, bs->size, bs->rank);
-            return (cgpu_status_t) segs[i].status;
-        }
-    }
-
-    local = CGPU_OK;
+    cgpu_seg_verdict_t *verdicts = calloc((size_t) bs->size, sizeof(*verdicts));
     comm->peer_segs = calloc((size_t) bs->size, sizeof(*comm->peer_segs));
-    if (NULL == comm->peer_segs) {
-        local = CGPU_ERR_NO_MEMORY;
+    if (NULL != verdicts && NULL != comm->peer_segs) {
+        own_segment(comm, may_reuse, &mine);
+    } else { /* said in the first exchange: every rank fails there */
+        memset(&mine, 0, sizeof(mine));
+        mine.status = CGPU_ERR_NO_MEMORY;
     }
-    for (int i = 0; CGPU_OK == local && i < bs->size; ++i) {
-        if (i == bs->rank) {
-            comm->peer_segs[i] = comm->self_seg;
-            comm->peer_segs[i].owner = false; /* alias: self_seg does the cleanup */
-            continue;
+    for (int round = 0;; ++round) {
+        if (CGPU_OK != bs->allgather(bs->ctx, &mine, segs, sizeof(mine))) {
+            free(verdicts);
+            return CGPU_ERR_BOOTSTRAP; /* the table may be partial: only our own name is known */
         }
-        local = cgpu_shm_attach(&comm->peer_segs[i], segs[i].name, comm->seg_bytes);
-        if (CGPU_OK == local &&
-            CGPU_SEG_MAGIC != ((cgpu_seg_ctrl_t *) comm->peer_segs[i].base)->magic) {
-            local = CGPU_ERR_SYSTEM;
+        for (int i = 0; i < bs->size; ++i) {
+            segs[i].name[CGPU_SHM_NAME_MAX - 1] = '\0';
+            if (CGPU_OK != segs[i].status) {
+                cgpu_log(CGPU_LOG_INFO, "engine: rank %d could not create its segment (%s)", i,
+                         cgpu_status_string((cgpu_status_t) segs[i].status));
+                unlink_peer_names(segs, bs->size, bs->rank);
+                free(verdicts);
+                return (cgpu_status_t) segs[i].status;
+            }
+        }
+        unheld = 0;
+        local = map_peers(comm, segs, redo, &unheld);
+        st = agree_on_maps(bs, local, unheld, verdicts, &redo);
+        if (CGPU_OK != st) {
+            unlink_peer_names(segs, bs->size, bs->rank);
+            free(verdicts);
+            return st;
+        }
+        if (0 == redo || round > 0) {
+            break; /* a second round maps only new segments: nothing can be unheld */
+        }
+        /* some pooled segments are not mapped everywhere: their owners make new ones, and
+         * every rank drops its copy of those it did map */
+        for (int i = 0; i < bs->size; ++i) {
+            if (i != bs->rank && (redo >> i & 1u)) {
+                cgpu_seg_peer_put(&comm->peer_segs[i], false);
+            }
+        }
+        memset(&mine, 0, sizeof(mine));
+        snprintf(mine.name, sizeof(mine.name), "%s", comm->self_seg.name);
+        mine.pooled = 1; /* unchanged: peers map nothing of ours in the second round */
+        if (redo >> bs->rank & 1u) {
+            cgpu_seg_pool_put(comm, &comm->self_seg, false);
+            own_segment(comm, false, &mine);
         }
     }
-    st = agree_status(bs, local, verdicts);
-    if (CGPU_OK != st) {
-        unlink_peer_names(segs, bs->size, bs->rank);
-        return st;
-    }
+    free(verdicts);
     /* Every peer has mapped our segment: the name is no longer needed. */
     cgpu_shm_unlink(&comm->self_seg);
     for (int i = 0; i < bs->size; ++i) {
         segs[i].name[0] = '\0'; /* each owner removed its own */
     }
+    comm->peer_segs[bs->rank] = comm->self_seg;
+    comm->peer_segs[bs->rank].owner = false; /* alias: self_seg does the cleanup */
     return CGPU_OK;
 }
 
@@ -306,16 +396,20 @@ void cgpu_comm_free_resources(cgpu_comm_t *comm)
         cgpu_net_destroy(comm);
     }
     cgpu_cuda_comm_destroy(comm);
+    /* a communicator that worked to the end gives its segment back for the next one of the
+     * same processes, and tells each peer that it is done with theirs */
+    const bool reuse = comm->seg_reusable && atomic_load(&comm->dead_rank) < 0 &&
+                       CGPU_RAS_FAILED != atomic_load(&comm->ras.state);
     if (NULL != comm->peer_segs) {
         for (int i = 0; i < comm->size; ++i) {
             if (i != comm->rank) {
-                cgpu_shm_detach(&comm->peer_segs[i]);
+                cgpu_seg_peer_put(&comm->peer_segs[i], true);
             }
         }
         free(comm->peer_segs);
         comm->peer_segs = NULL;
     }
-    cgpu_shm_detach(&comm->self_seg);
+    cgpu_seg_pool_put(comm, &comm->self_seg, reuse);
 }
 
 cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
@@ -456,7 +550,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     t_phase[1] = cgpu_now_ns();
     if (bs->size > 1) {
         set_up_liveness(comm, all);
-        CGPU_CHECK_GOTO(map_node_segments(comm, bs, segs, verdicts), st, out_release);
+        CGPU_CHECK_GOTO(map_node_segments(comm, bs, segs), st, out_release);
     }
 
     /* Step 3 (cuda): every rank's inbox, exported and mapped by every peer. */
@@ -481,6 +575,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
 
 out_ready:
     comm->magic = CGPU_COMM_ALIVE;
+    comm->seg_reusable = true; /* its segments may serve the next communicator */
     atomic_store(&comm->busy, 0);
     atomic_store(&comm->ras.state, CGPU_RAS_READY);
     atomic_store(&comm->ras.waiting_on, -1);

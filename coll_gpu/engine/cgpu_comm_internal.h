@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 
 #include "cgpu_cuda.h"
 #include "cgpu_shm.h"
@@ -84,7 +85,19 @@ typedef struct cgpu_seg_ctrl {
      * while it has not. A peer waiting on the owner then names that rank, not the owner (the
      * owner is alive, or left after its own failed call, and is no cause) */
     _Atomic int32_t gave_up;
+
+    /* The segment pool's words (cgpu_seg_pool.c): never reset when a pooled segment is
+     * taken again, so they come last. released: writers all peers (fetch_add), one each
+     * time a peer releases a communicator that used the segment; released_expect: writer
+     * the owner, the count that says every peer so far is done; retired: writer the owner,
+     * once, when it will not offer the segment again (the peers' copies go first) */
+    cgpu_counter_t released;
+    uint64_t released_expect;
+    _Atomic uint32_t retired;
 } cgpu_seg_ctrl_t;
+
+/* the part of the control block a pooled segment's next communicator starts from zero */
+#define CGPU_SEG_CTRL_RESET_BYTES offsetof(cgpu_seg_ctrl_t, released)
 
 #define CGPU_GAVE_UP_NOBODY (-1)
 
@@ -137,6 +150,7 @@ struct cgpu_comm {
     cgpu_shm_seg_t self_seg;
     cgpu_shm_seg_t *peer_segs; /* [size]; peer_segs[rank] aliases self_seg's mapping */
     bool resources_freed;
+    bool seg_reusable; /* set up to the end: its segments may go to the pool at release */
     bool registered; /* in the engine's list of live communicators */
 
     /* private progress counters (one thread at a time uses a communicator) */

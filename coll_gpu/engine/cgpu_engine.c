@@ -18,6 +18,7 @@
 #include "cgpu_comm_internal.h"
 #include "cgpu_cuda_kernels.h" /* the LL size classes (plain C) */
 #include "cgpu_cuda_pool.h"
+#include "cgpu_seg_pool.h"
 #include "cgpu_cuda.h"
 #include "cgpu_engine.h"
 #include "cgpu_prof.h"
@@ -58,6 +59,8 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->cuda_tree_channels = 8;
     cfg->cuda_a2a_channels = 32;
     cfg->cuda_inbox_pool = 4;
+    /* two cover a split/dup loop; each is a segment's size of /dev/shm per process */
+    cfg->shm_pool = 2;
     cfg->cuda_ipc_cache_size = 64;
     /* on 4 H200s on one NVSwitch the ring beat the tree at every size (bench/results/
      * 2026-11-28_4xH200.md): auto takes the tree only where a machine shows it winning */
@@ -114,7 +117,7 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
         cfg->cuda_channels < 1 || cfg->cuda_channels > 64 || cfg->cuda_threads < 64 ||
         cfg->cuda_threads > 1024 || cfg->cuda_slot_bytes < 4096 || cfg->cuda_slots < 2 ||
         cfg->cuda_tree_channels < 0 || cfg->cuda_tree_channels > 64 || cfg->cuda_a2a_channels < 0 ||
-        cfg->cuda_a2a_channels > 64 || cfg->cuda_inbox_pool < 0 || cfg->cuda_ipc_cache_size < 0 ||
+        cfg->cuda_a2a_channels > 64 || cfg->cuda_inbox_pool < 0 || cfg->shm_pool < 0 || cfg->cuda_ipc_cache_size < 0 ||
         cfg->cuda_channel_min_bytes < 1 || cfg->cuda_stream_order < CGPU_ORDER_AUTO ||
         cfg->cuda_stream_order > CGPU_ORDER_BLOCKING_STREAM || cfg->proxy_max_peers < 0 ||
         cfg->proxy_max_inflight < 1 || cfg->proxy_bounce_bytes < 4096 ||
@@ -168,6 +171,7 @@ void cgpu_engine_fini(void)
     cgpu_net_shutdown();
     cgpu_stager_pool_drain();
     cgpu_cuda_pool_fini();
+    cgpu_seg_pool_fini();
     cgpu_cuda_release_pending();
     cgpu_prof_unload();
 }

@@ -157,6 +157,8 @@ uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item);
 /** Process-wide health: watchdog reports so far, shared segments mapped. */
 uint64_t cgpu_engine_watchdog_firings(void);
 int cgpu_engine_shm_segments(void);
+/** Communicators whose own segment came from the pool (coll_gpu_shm_pool). */
+uint64_t cgpu_engine_shm_reuses(void);
 
 /**
  * The peer whose process died while this rank waited on it in a collective of @p comm, or

@@ -98,6 +98,8 @@ typedef struct cgpu_config {
     int cuda_tree_channels;    /* tree channels (two blocks each); 0 disables the tree */
     int cuda_a2a_channels;     /* alltoall channels shared by the peers; 0: host-staged alltoall */
     int cuda_inbox_pool;       /* released inboxes kept for reuse (0: free each one) */
+    int shm_pool;              /* released node segments kept for reuse, and 8x as many idle
+                                * peer mappings (0: unmap each one) */
     int cuda_ipc_cache_size;   /* unreferenced peer mappings kept (0: close each one) */
     const char *profiler;      /* path of a profiler plugin (NULL/"" = none) */
     double ras_timeout_s;      /* watchdog: report a collective stuck this long (0: off) */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "cgpu_comm_internal.h"
+#include "cgpu_seg_pool.h"
 
 static void check_comm(cgpu_comm_t *c, void *arg)
 {
@@ -78,4 +79,9 @@ uint64_t cgpu_engine_watchdog_firings(void)
 int cgpu_engine_shm_segments(void)
 {
     return cgpu_shm_mapped_count();
+}
+
+uint64_t cgpu_engine_shm_reuses(void)
+{
+    return cgpu_seg_pool_reuses();
 }

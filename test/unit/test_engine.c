@@ -200,6 +200,9 @@ static void child_config(cgpu_config_t *cfg)
     cfg->slot_bytes = TEST_SLOT_BYTES;
     cfg->nslots = TEST_NSLOTS;
     cfg->stage_bytes = TEST_STAGE_BYTES;
+    /* segments unmapped at each release, as the scenarios' counts expect; the pool's own
+     * scenarios turn it on */
+    cfg->shm_pool = 0;
     cfg->log = test_log;
 }
 
@@ -1471,6 +1474,92 @@ static void scenario_mapped_count_returns_to_zero(test_rank_t *t)
     CHILD_CHECK(0 == cgpu_engine_live_comms());
 }
 
+/* The segment pool (coll_gpu_shm_pool 2): a communicator made after another of the same
+ * ranks was released takes its segment back on every rank (no name in /dev/shm at any point,
+ * results right), two alive at once each get one, what stays mapped is bounded by the
+ * pool's size, and fini unmaps it all. */
+static void scenario_pool_reuses_segments(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *a = NULL, *b = NULL;
+    cgpu_status_t st;
+
+    child_config(&cfg);
+    cfg.shm_pool = 2;
+    if (!child_start(t, &cfg, &a)) {
+        return;
+    }
+    check_allreduce(a, CGPU_DT_INT32, CGPU_OP_SUM, 3000, false, 1);
+    check_alltoall(a, 700, false, 2);
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&a));
+    /* kept: its own segment and every peer's */
+    CHILD_CHECKF(t->size == cgpu_shm_mapped_count(), "%d mapped after the release, not %d",
+                 cgpu_shm_mapped_count(), t->size);
+    for (int cycle = 0; cycle < 5; ++cycle) {
+        const uint64_t before = cgpu_engine_shm_reuses();
+        st = cgpu_comm_create(&t->bs, &a);
+        CHILD_CHECKF(CGPU_OK == st, "create %d: %s", cycle, cgpu_status_string(st));
+        CHILD_CHECKF(before + 1 == cgpu_engine_shm_reuses(),
+                     "create %d took %llu segments from the pool, not 1", cycle,
+                     (unsigned long long) (cgpu_engine_shm_reuses() - before));
+        CHILD_CHECKF(t->size == cgpu_shm_mapped_count(), "%d mapped in cycle %d, not %d",
+                     cgpu_shm_mapped_count(), cycle, t->size);
+        check_no_shm_names(t, "with a communicator on a pooled segment");
+        /* what the last one left in the segment is not read as this one's */
+        check_allreduce(a, CGPU_DT_FLOAT64, CGPU_OP_SUM, 5000 + cycle, true, 3 + cycle);
+        check_alltoall(a, 900, true, 9 + cycle);
+        CHILD_CHECK(CGPU_OK == cgpu_comm_release(&a));
+    }
+    /* two at once: one from the pool, one new */
+    st = cgpu_comm_create(&t->bs, &a);
+    CHILD_CHECKF(CGPU_OK == st, "first of two: %s", cgpu_status_string(st));
+    st = cgpu_comm_create(&t->bs, &b);
+    CHILD_CHECKF(CGPU_OK == st, "second of two: %s", cgpu_status_string(st));
+    check_allreduce(a, CGPU_DT_INT64, CGPU_OP_MAX, 1000, false, 21);
+    check_allreduce(b, CGPU_DT_INT64, CGPU_OP_MIN, 1000, false, 22);
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&a));
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&b));
+    CHILD_CHECKF(2 * t->size == cgpu_shm_mapped_count(), "%d mapped with two pooled, not %d",
+                 cgpu_shm_mapped_count(), 2 * t->size);
+    check_no_shm_names(t, "after the releases");
+    CHILD_CHECK(CGPU_OK == t->bs.barrier(t->bs.ctx)); /* nobody finis while others create */
+    cgpu_engine_fini();
+    CHILD_CHECKF(0 == cgpu_shm_mapped_count(), "%d mapped after fini", cgpu_shm_mapped_count());
+}
+
+/* A peer that no longer maps a pooled segment (here the last rank, which runs without a
+ * pool: it unmaps every peer's segment at release): the owners retire what they offered and
+ * make new segments in a second exchange, on every rank alike, and the results are right. */
+static void scenario_pool_offer_refused(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *a = NULL;
+    cgpu_status_t st;
+
+    child_config(&cfg);
+    cfg.shm_pool = t->rank == t->size - 1 ? 0 : 2;
+    if (!child_start(t, &cfg, &a)) {
+        return;
+    }
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&a));
+    for (int cycle = 0; cycle < 3; ++cycle) {
+        st = cgpu_comm_create(&t->bs, &a);
+        CHILD_CHECKF(CGPU_OK == st, "create %d: %s", cycle, cgpu_status_string(st));
+        check_same_status(t, st, "create after a refused offer");
+        check_no_shm_names(t, "after a refused offer");
+        check_allreduce(a, CGPU_DT_UINT32, CGPU_OP_BXOR, 4000, false, 30 + cycle);
+        check_alltoall(a, 500, false, 40 + cycle);
+        CHILD_CHECK(CGPU_OK == cgpu_comm_release(&a));
+    }
+    /* the refused ones went for good: at most the pool's two own and its peers' copies */
+    CHILD_CHECKF(cgpu_shm_mapped_count() <= (t->rank == t->size - 1 ? 0 : 2 * t->size),
+                 "%d mapped after the cycles", cgpu_shm_mapped_count());
+    CHILD_CHECK(CGPU_OK == t->bs.barrier(t->bs.ctx));
+    cgpu_engine_fini();
+    CHILD_CHECKF(0 == cgpu_shm_mapped_count(), "%d mapped after fini", cgpu_shm_mapped_count());
+    check_no_shm_names(t, "after fini");
+}
+
 /* max_comms = 2: the third create fails on every rank, and works once one is released. */
 static void scenario_max_comms_caps_live_communicators(test_rank_t *t)
 {
@@ -2141,6 +2230,16 @@ static void test_mapped_segment_count_returns_to_zero(void)
     run_for_each_size("mapped count", scenario_mapped_count_returns_to_zero, NULL);
 }
 
+static void test_pool_reuses_segments(void)
+{
+    run_for_each_size("shm pool", scenario_pool_reuses_segments, NULL);
+}
+
+static void test_pool_offer_refused(void)
+{
+    run_for_each_size("shm pool, offer refused", scenario_pool_offer_refused, NULL);
+}
+
 static void test_max_comms_caps_live_communicators(void)
 {
     run_for_each_size("max_comms", scenario_max_comms_caps_live_communicators, NULL);
@@ -2683,6 +2782,9 @@ static const cgpu_unit_case_t test_cases[] = {
      test_rank_lost_in_setup_leaves_no_name},
     {"mapped segment count returns to zero after release",
      test_mapped_segment_count_returns_to_zero},
+    {"the shm pool gives a released segment to the next communicator",
+     test_pool_reuses_segments},
+    {"a pooled segment a peer no longer maps is replaced on every rank", test_pool_offer_refused},
     {"max_comms caps live communicators", test_max_comms_caps_live_communicators},
     {"many consecutive collectives stay in lockstep", test_many_collectives_stay_in_lockstep},
     {"single-rank communicator copies", test_single_rank_communicator_copies},

@@ -1,0 +1,337 @@
+/*
+ * coll/gpu engine: node segments reused across communicators (cgpu_seg_pool.h says how).
+ *
+ * Both tables are small (coll_gpu_shm_pool own segments, eight times as many idle peer
+ * mappings, plus those live communicators use) and touched only at communicator set-up and
+ * release: linear scans under one mutex.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cgpu_config.h"
+#include "cgpu_seg_pool.h"
+
+/* An own segment no communicator uses, and the processes that mapped it. */
+typedef struct own_entry {
+    cgpu_shm_seg_t seg;
+    int npids;
+    int32_t pids[CGPU_SEG_POOL_PIDS];
+    uint64_t starts[CGPU_SEG_POOL_PIDS];
+    uint64_t last_use;
+} own_entry_t;
+
+/* A peer's segment this process maps; refs: communicators using it now. */
+typedef struct peer_entry {
+    cgpu_shm_seg_t seg;
+    int refs;
+    uint64_t last_use;
+} peer_entry_t;
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static own_entry_t *own;
+static size_t nown;
+static peer_entry_t *peers;
+static size_t npeers, peers_cap;
+static uint64_t tick;
+static atomic_ullong reuses;
+
+uint64_t cgpu_seg_pool_reuses(void)
+{
+    return atomic_load_explicit(&reuses, memory_order_relaxed);
+}
+
+static size_t own_cap(void)
+{
+    const int n = cgpu_engine_config()->shm_pool;
+    return n > 0 ? (size_t) n : 0;
+}
+
+static cgpu_seg_ctrl_t *ctrl_of(const cgpu_shm_seg_t *seg)
+{
+    return (cgpu_seg_ctrl_t *) seg->base;
+}
+
+/* Unmap an own segment for good, its copies marked to go first. */
+static void retire(cgpu_shm_seg_t *seg)
+{
+    if (NULL != seg->base) {
+        atomic_store_explicit(&ctrl_of(seg)->retired, 1, memory_order_release);
+    }
+    cgpu_shm_detach(seg);
+    memset(seg, 0, sizeof(*seg));
+}
+
+/* Whether every peer of @p comm is one of @p e's processes (same pid and start time). */
+static bool mapped_by_all(const own_entry_t *e, const cgpu_comm_t *comm)
+{
+    for (int p = 0; p < comm->size; ++p) {
+        if (p == comm->rank) {
+            continue;
+        }
+        const cgpu_peer_proc_t *pp = &comm->procs[p];
+        bool found = false;
+        for (int i = 0; i < e->npids && !found; ++i) {
+            found = e->pids[i] == pp->pid && e->starts[i] == pp->start_time;
+        }
+        if (!found) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Peers with a pid and a start time this process can tell apart, at most the table's size. */
+static bool peers_known(const cgpu_comm_t *comm)
+{
+    if (NULL == comm->procs || comm->size - 1 > CGPU_SEG_POOL_PIDS) {
+        return false;
+    }
+    for (int p = 0; p < comm->size; ++p) {
+        if (p != comm->rank && 0 == comm->procs[p].start_time) {
+            return false; /* another pid namespace may reuse the pid */
+        }
+    }
+    return true;
+}
+
+bool cgpu_seg_pool_take(const cgpu_comm_t *comm, size_t bytes, cgpu_shm_seg_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!peers_known(comm)) {
+        return false;
+    }
+    pthread_mutex_lock(&pool_lock);
+    for (size_t i = 0; i < nown; ++i) {
+        own_entry_t *e = &own[i];
+        cgpu_seg_ctrl_t *c = ctrl_of(&e->seg);
+        if (e->seg.size != bytes || !mapped_by_all(e, comm) ||
+            atomic_load_explicit(&c->released.v, memory_order_acquire) < c->released_expect) {
+            continue; /* another size, a stranger among the peers, or a peer still on it */
+        }
+        *out = e->seg;
+        own[i] = own[--nown];
+        pthread_mutex_unlock(&pool_lock);
+        /* every peer is done with it: nobody else touches it until the set-up exchange */
+        memset(c, 0, CGPU_SEG_CTRL_RESET_BYTES);
+        c->magic = CGPU_SEG_MAGIC;
+        atomic_fetch_add_explicit(&reuses, 1, memory_order_relaxed);
+        return true;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return false;
+}
+
+void cgpu_seg_pool_put(const cgpu_comm_t *comm, cgpu_shm_seg_t *seg, bool reuse)
+{
+    if (NULL == seg->base) {
+        return;
+    }
+    cgpu_shm_unlink(seg); /* a set-up that failed before the peers mapped it */
+    if (!reuse || 0 == own_cap() || !peers_known(comm)) {
+        retire(seg);
+        return;
+    }
+    own_entry_t e;
+    memset(&e, 0, sizeof(e));
+    e.seg = *seg;
+    for (int p = 0; p < comm->size; ++p) {
+        if (p != comm->rank) {
+            e.pids[e.npids] = comm->procs[p].pid;
+            e.starts[e.npids++] = comm->procs[p].start_time;
+        }
+    }
+    /* the owner's word: its count of releases to wait for grows by this communicator's peers */
+    ctrl_of(seg)->released_expect += (uint64_t) e.npids;
+    memset(seg, 0, sizeof(*seg));
+
+    cgpu_shm_seg_t drop;
+    memset(&drop, 0, sizeof(drop));
+    pthread_mutex_lock(&pool_lock);
+    e.last_use = ++tick;
+    if (nown >= own_cap()) { /* full: the one unused longest makes room */
+        size_t oldest = 0;
+        for (size_t i = 1; i < nown; ++i) {
+            oldest = own[i].last_use < own[oldest].last_use ? i : oldest;
+        }
+        drop = own[oldest].seg;
+        own[oldest] = e;
+    } else {
+        own_entry_t *grown = realloc(own, (nown + 1) * sizeof(*own));
+        if (NULL != grown) {
+            own = grown;
+            own[nown++] = e;
+        } else {
+            drop = e.seg;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    retire(&drop);
+}
+
+/* Unmap idle peer mappings until at most @p keep idle ones are left: retired ones first,
+ * then the ones unused longest. Called with the lock held; the unmapped ones are copied to
+ * @p gone (at most @p ngone) for the caller to unmap after unlocking. */
+static size_t trim_peers(size_t keep, cgpu_shm_seg_t *gone, size_t ngone)
+{
+    size_t n = 0, idle = 0;
+    for (size_t i = 0; i < npeers; ++i) {
+        idle += 0 == peers[i].refs;
+    }
+    while (idle > keep && n < ngone) {
+        size_t pick = npeers;
+        for (size_t i = 0; i < npeers; ++i) {
+            if (0 != peers[i].refs) {
+                continue;
+            }
+            const bool r = 0 != atomic_load_explicit(&ctrl_of(&peers[i].seg)->retired,
+                                                     memory_order_acquire);
+            if (r) {
+                pick = i;
+                break;
+            }
+            if (npeers == pick || peers[i].last_use < peers[pick].last_use) {
+                pick = i;
+            }
+        }
+        gone[n++] = peers[pick].seg;
+        peers[pick] = peers[--npeers];
+        --idle;
+    }
+    return n;
+}
+
+/* Drop retired idle copies, then the longest unused past the cache's size. */
+static void trim_and_unmap(void)
+{
+    enum { BATCH = 16 };
+    cgpu_shm_seg_t gone[BATCH];
+    size_t n;
+    do {
+        pthread_mutex_lock(&pool_lock);
+        size_t retired_idle = 0;
+        for (size_t i = 0; i < npeers; ++i) {
+            retired_idle += 0 == peers[i].refs &&
+                            0 != atomic_load_explicit(&ctrl_of(&peers[i].seg)->retired,
+                                                      memory_order_acquire);
+        }
+        size_t idle = 0;
+        for (size_t i = 0; i < npeers; ++i) {
+            idle += 0 == peers[i].refs;
+        }
+        /* keep the live idle ones up to the cache's size, never a retired one */
+        size_t keep = idle - retired_idle;
+        keep = keep < 8 * own_cap() ? keep : 8 * own_cap();
+        n = trim_peers(keep, gone, BATCH);
+        pthread_mutex_unlock(&pool_lock);
+        for (size_t i = 0; i < n; ++i) {
+            cgpu_shm_detach(&gone[i]);
+        }
+    } while (BATCH == n);
+}
+
+bool cgpu_seg_peer_cached(const char *name, size_t bytes, cgpu_shm_seg_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    bool found = false;
+    pthread_mutex_lock(&pool_lock);
+    for (size_t i = 0; i < npeers && !found; ++i) {
+        peer_entry_t *e = &peers[i];
+        if (e->seg.size == bytes && 0 == strcmp(e->seg.name, name) &&
+            0 == atomic_load_explicit(&ctrl_of(&e->seg)->retired, memory_order_acquire)) {
+            ++e->refs;
+            e->last_use = ++tick;
+            *out = e->seg;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return found;
+}
+
+cgpu_status_t cgpu_seg_peer_attach(const char *name, size_t bytes, cgpu_shm_seg_t *out)
+{
+    cgpu_status_t st = cgpu_shm_attach(out, name, bytes);
+    if (CGPU_OK != st) {
+        return st;
+    }
+    pthread_mutex_lock(&pool_lock);
+    if (npeers == peers_cap) {
+        const size_t cap = 0 == peers_cap ? 8 : 2 * peers_cap;
+        peer_entry_t *grown = realloc(peers, cap * sizeof(*peers));
+        if (NULL != grown) {
+            peers = grown;
+            peers_cap = cap;
+        }
+    }
+    if (npeers < peers_cap) {
+        peers[npeers].seg = *out;
+        peers[npeers].refs = 1;
+        peers[npeers].last_use = ++tick;
+        ++npeers;
+        pthread_mutex_unlock(&pool_lock);
+        return CGPU_OK;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    cgpu_shm_detach(out); /* no room to track it: the set-up fails as without memory */
+    return CGPU_ERR_NO_MEMORY;
+}
+
+void cgpu_seg_peer_put(cgpu_shm_seg_t *seg, bool done)
+{
+    if (NULL == seg->base) {
+        return;
+    }
+    if (done) {
+        atomic_fetch_add_explicit(&ctrl_of(seg)->released.v, 1, memory_order_release);
+    }
+    bool found = false;
+    pthread_mutex_lock(&pool_lock);
+    for (size_t i = 0; i < npeers && !found; ++i) {
+        if (peers[i].seg.base == seg->base && peers[i].refs > 0) {
+            --peers[i].refs;
+            peers[i].last_use = ++tick;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (!found) {
+        cgpu_log(CGPU_LOG_WARN, "engine: release of a peer segment %p the cache does not hold "
+                                "(ignored)",
+                 seg->base);
+    }
+    memset(seg, 0, sizeof(*seg));
+    trim_and_unmap();
+}
+
+void cgpu_seg_pool_fini(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    own_entry_t *o = own;
+    const size_t no = nown;
+    own = NULL;
+    nown = 0;
+    pthread_mutex_unlock(&pool_lock);
+    for (size_t i = 0; i < no; ++i) {
+        retire(&o[i].seg);
+    }
+    free(o);
+
+    enum { BATCH = 16 };
+    cgpu_shm_seg_t gone[BATCH];
+    size_t n;
+    do {
+        pthread_mutex_lock(&pool_lock);
+        n = trim_peers(0, gone, BATCH);
+        if (0 == npeers) {
+            free(peers);
+            peers = NULL;
+            peers_cap = 0;
+        }
+        pthread_mutex_unlock(&pool_lock);
+        for (size_t i = 0; i < n; ++i) {
+            cgpu_shm_detach(&gone[i]);
+        }
+    } while (BATCH == n);
+}
