@@ -115,6 +115,9 @@ static int read_process(const struct mca_base_pvar_t *pvar, void *value, void *o
     case 10:
         v = cgpu_engine_shm_reuses();
         break;
+    case 11:
+        v = (unsigned long long) cgpu_engine_shm_kept();
+        break;
     default:
         v = 0;
         break;
@@ -259,6 +262,10 @@ static int register_ras_pvars(const mca_base_component_t *comp)
         {"shm_reuses", MCA_BASE_PVAR_CLASS_COUNTER,
          "Communicators that took a released communicator's shared segment from the pool "
          "(coll_gpu_shm_pool) instead of making and mapping a new one"},
+        {"shm_kept", MCA_BASE_PVAR_CLASS_LEVEL,
+         "Shared segments mapped for the pool alone (coll_gpu_shm_pool): released "
+         "communicators' own segments kept for the next ones and idle copies of peers'; "
+         "shm_segments minus this is what live communicators map"},
     };
     int rc = 0;
     for (size_t k = 0; rc >= 0 && k < sizeof(procs) / sizeof(procs[0]); ++k) {

@@ -157,8 +157,10 @@ uint64_t cgpu_comm_ras(const cgpu_comm_t *comm, cgpu_ras_item_t item);
 /** Process-wide health: watchdog reports so far, shared segments mapped. */
 uint64_t cgpu_engine_watchdog_firings(void);
 int cgpu_engine_shm_segments(void);
-/** Communicators whose own segment came from the pool (coll_gpu_shm_pool). */
+/** Communicators whose own segment came from the pool (coll_gpu_shm_pool), and the segments
+ * mapped for the pool alone (kept own ones, idle copies of peers'). */
 uint64_t cgpu_engine_shm_reuses(void);
+int cgpu_engine_shm_kept(void);
 
 /**
  * The peer whose process died while this rank waited on it in a collective of @p comm, or

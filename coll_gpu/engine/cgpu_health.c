@@ -85,3 +85,8 @@ uint64_t cgpu_engine_shm_reuses(void)
 {
     return cgpu_seg_pool_reuses();
 }
+
+int cgpu_engine_shm_kept(void)
+{
+    return cgpu_seg_pool_kept();
+}

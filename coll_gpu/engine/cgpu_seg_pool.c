@@ -36,6 +36,22 @@ static peer_entry_t *peers;
 static size_t npeers, peers_cap;
 static uint64_t tick;
 static atomic_ullong reuses;
+static atomic_int kept; /* own segments in the pool and idle peer copies: what pvars read */
+
+/* Recount what the pool keeps; called with the lock held after every change. */
+static void count_kept(void)
+{
+    int n = (int) nown;
+    for (size_t i = 0; i < npeers; ++i) {
+        n += 0 == peers[i].refs;
+    }
+    atomic_store_explicit(&kept, n, memory_order_relaxed);
+}
+
+int cgpu_seg_pool_kept(void)
+{
+    return atomic_load_explicit(&kept, memory_order_relaxed);
+}
 
 uint64_t cgpu_seg_pool_reuses(void)
 {
@@ -112,6 +128,7 @@ bool cgpu_seg_pool_take(const cgpu_comm_t *comm, size_t bytes, cgpu_shm_seg_t *o
         }
         *out = e->seg;
         own[i] = own[--nown];
+        count_kept();
         pthread_mutex_unlock(&pool_lock);
         /* every peer is done with it: nobody else touches it until the set-up exchange */
         memset(c, 0, CGPU_SEG_CTRL_RESET_BYTES);
@@ -166,6 +183,7 @@ void cgpu_seg_pool_put(const cgpu_comm_t *comm, cgpu_shm_seg_t *seg, bool reuse)
             drop = e.seg;
         }
     }
+    count_kept();
     pthread_mutex_unlock(&pool_lock);
     retire(&drop);
 }
@@ -224,6 +242,7 @@ static void trim_and_unmap(void)
         size_t keep = idle - retired_idle;
         keep = keep < 8 * own_cap() ? keep : 8 * own_cap();
         n = trim_peers(keep, gone, BATCH);
+        count_kept();
         pthread_mutex_unlock(&pool_lock);
         for (size_t i = 0; i < n; ++i) {
             cgpu_shm_detach(&gone[i]);
@@ -246,6 +265,7 @@ bool cgpu_seg_peer_cached(const char *name, size_t bytes, cgpu_shm_seg_t *out)
             found = true;
         }
     }
+    count_kept();
     pthread_mutex_unlock(&pool_lock);
     return found;
 }
@@ -295,6 +315,7 @@ void cgpu_seg_peer_put(cgpu_shm_seg_t *seg, bool done)
             found = true;
         }
     }
+    count_kept();
     pthread_mutex_unlock(&pool_lock);
     if (!found) {
         cgpu_log(CGPU_LOG_WARN, "engine: release of a peer segment %p the cache does not hold "
@@ -312,6 +333,7 @@ void cgpu_seg_pool_fini(void)
     const size_t no = nown;
     own = NULL;
     nown = 0;
+    count_kept();
     pthread_mutex_unlock(&pool_lock);
     for (size_t i = 0; i < no; ++i) {
         retire(&o[i].seg);
@@ -329,6 +351,7 @@ void cgpu_seg_pool_fini(void)
             peers = NULL;
             peers_cap = 0;
         }
+        count_kept();
         pthread_mutex_unlock(&pool_lock);
         for (size_t i = 0; i < n; ++i) {
             cgpu_shm_detach(&gone[i]);

@@ -68,4 +68,8 @@ void cgpu_seg_pool_fini(void);
 /** Own segments taken from the pool since the process started (pvar, tests). */
 uint64_t cgpu_seg_pool_reuses(void);
 
+/** Segments mapped for the pool alone: own ones kept and peers' copies no communicator uses
+ * (an atomic load: pvars read it). */
+int cgpu_seg_pool_kept(void);
+
 #endif /* CGPU_SEG_POOL_H */

@@ -55,7 +55,7 @@ static void reader_open(reader_t *r, MPI_Comm comm)
                                   "coll_gpu_engine_calls", "coll_gpu_fallback_calls"};
     /* the process-wide ones too (no object): the poller reads them as often */
     static const char *procs[] = {"coll_gpu_live_comms", "coll_gpu_shm_segments",
-                                  "coll_gpu_watchdog_firings", "coll_gpu_open_fds",
+                                  "coll_gpu_shm_kept", "coll_gpu_watchdog_firings", "coll_gpu_open_fds",
                                   "coll_gpu_proxy_queue_depth", "coll_gpu_ipc_cache_hits",
                                   "coll_gpu_ipc_cache_misses", "coll_gpu_ipc_cache_evictions",
                                   "coll_gpu_inbox_reuses"};
@@ -277,9 +277,11 @@ static void run_stress(void)
          * proxy; on the host backend nothing went through the cuda pool or IPC cache */
         const unsigned long long live = reader_get(&rd, "coll_gpu_live_comms");
         MT_CHECK(2 == live, "live_comms %llu with world and one dup alive", live);
-        MT_CHECK(reader_get(&rd, "coll_gpu_shm_segments") == live * (unsigned long long) size,
-                 "shm_segments %llu, expected %llu", reader_get(&rd, "coll_gpu_shm_segments"),
-                 live * (unsigned long long) size);
+        /* and the pool's (coll_gpu_shm_pool): what released communicators left for the next */
+        const unsigned long long kept = reader_get(&rd, "coll_gpu_shm_kept");
+        MT_CHECK(reader_get(&rd, "coll_gpu_shm_segments") == live * (unsigned long long) size + kept,
+                 "shm_segments %llu, expected %llu (live) + %llu (kept)",
+                 reader_get(&rd, "coll_gpu_shm_segments"), live * (unsigned long long) size, kept);
         MT_CHECK(0 == reader_get(&rd, "coll_gpu_open_fds"), "open_fds %llu after set-up",
                  reader_get(&rd, "coll_gpu_open_fds"));
         MT_CHECK(0 == reader_get(&rd, "coll_gpu_proxy_queue_depth"), "proxy queue not empty");
