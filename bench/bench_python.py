@@ -77,8 +77,10 @@ def gpu_setup(want_nccl=True):
     if 0 == ndev:
         return None, None, "skipped: no GPU"
     cupy.cuda.Device(rank % ndev).use()
-    if not want_nccl:  # (NCCL takes one rank per GPU)
+    if not want_nccl:
         return cupy, None, ""
+    if nranks > ndev:  # NCCL takes one rank per GPU
+        return cupy, None, f"NCCL column skipped: {nranks} ranks share {ndev} GPU(s)"
     try:
         from cupy.cuda import nccl
         if not getattr(nccl, "available", True):
