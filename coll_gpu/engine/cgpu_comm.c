@@ -359,9 +359,7 @@ static cgpu_status_t map_node_segments(cgpu_comm_t *comm, const cgpu_bootstrap_t
                 cgpu_seg_peer_put(&comm->peer_segs[i], false);
             }
         }
-        memset(&mine, 0, sizeof(mine));
-        snprintf(mine.name, sizeof(mine.name), "%s", comm->self_seg.name);
-        mine.pooled = 1; /* unchanged: peers map nothing of ours in the second round */
+        /* the others send what they sent: the second round maps none of theirs */
         if (redo >> bs->rank & 1u) {
             cgpu_seg_pool_put(comm, &comm->self_seg, false);
             own_segment(comm, false, &mine);
