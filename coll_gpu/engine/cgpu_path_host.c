@@ -38,13 +38,20 @@ static void *stage_buf(cgpu_comm_t *comm, host_stage_t *hs, size_t bytes, int ha
     return malloc(bytes);
 }
 
+/* Whether @p p is device memory: not where the call check found every rank's buffers of this
+ * call on the host (a pointer query costs 0.1-0.2 us, a small host call about 1 us). */
+static bool on_device(const cgpu_comm_t *comm, const void *p)
+{
+    int dev;
+    return !comm->call_all_host && CGPU_BUF_HOST != cgpu_buf_kind(p, &dev);
+}
+
 static cgpu_status_t stage_in(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes,
                               host_stage_t *hs, const void **in, void **out)
 {
-    int dev;
     const bool in_place = (sbuf == rbuf);
-    bool s_dev = CGPU_BUF_HOST != cgpu_buf_kind(sbuf, &dev);
-    bool r_dev = in_place ? s_dev : CGPU_BUF_HOST != cgpu_buf_kind(rbuf, &dev);
+    bool s_dev = on_device(comm, sbuf);
+    bool r_dev = in_place ? s_dev : on_device(comm, rbuf);
     memset(hs, 0, sizeof(*hs));
     *in = sbuf;
     *out = rbuf;
@@ -211,12 +218,11 @@ static cgpu_status_t host_path_allgather(cgpu_comm_t *comm, const void *sbuf, vo
     if (1 == comm->size) {
         return src != mine ? cgpu_engine_copy(mine, src, bytes) : CGPU_OK;
     }
-    int dev;
     host_stage_t hs;
     memset(&hs, 0, sizeof(hs));
     char *out = rbuf;
     cgpu_status_t st = CGPU_OK;
-    if (CGPU_BUF_HOST != cgpu_buf_kind(rbuf, &dev)) {
+    if (on_device(comm, rbuf)) {
         hs.pinned = stage_pinned(comm, total);
         hs.out_copy = stage_buf(comm, &hs, total, 1);
         out = hs.out_copy;
