@@ -108,6 +108,8 @@ static void part_a_split_loop(void)
         MPI_Comm_free(&c);
     }
     long fds0 = count_fds(), maps0 = count_cgpu_maps(), rss0 = rss_kb();
+    mt_proc_pvar_t reuses;
+    mt_proc_pvar_open(&reuses, "coll_gpu_shm_reuses");
     /* RSS every tenth of the loop: the growth of the largest step (the one-time jump above,
      * should it come after the warm-up, as it can in CI) is told apart
      * from the growth of the others, which per-split leaks spread over every step */
@@ -123,10 +125,17 @@ static void part_a_split_loop(void)
         MT_CHECK_MPI(MPI_Allreduce(&x, &y, 1, MPI_INT, MPI_SUM, c));
         MT_CHECK(y == cn * (cn + 1) / 2, "split %ld: allreduce gave %d", i, y);
         /* the measure sees a live communicator's segments (one node: with fake nodes the
-         * proxy carries what crosses them, and no segment is shared) */
+         * proxy carries what crosses them, and no segment is shared): its own and every
+         * peer's, all of them what the warm-up's communicators of the same ranks released
+         * (coll_gpu_shm_pool): nothing new mapped, its segment counted as a reuse */
         if (0 == i && cn > 1 && NULL == getenv("OMPI_MCA_coll_gpu_fake_nodes")) {
-            long live = count_cgpu_maps() - maps0;
-            MT_CHECK(live == cn, "a live %d-rank communicator maps %ld segments", cn, live);
+            const long now = count_cgpu_maps();
+            MT_CHECK(now >= cn, "a live %d-rank communicator, %ld coll/gpu segments mapped", cn,
+                     now);
+            MT_CHECK(now == maps0, "a live %d-rank communicator mapped %ld new segments (the "
+                     "pool's were not reused)", cn, now - maps0);
+            MT_CHECK(1 == mt_proc_pvar_read(&reuses), "%llu segments taken from the pool by "
+                     "one new communicator", mt_proc_pvar_read(&reuses));
         }
         MPI_Comm_free(&c);
         if (0 == (i + 1) % step) {
@@ -136,6 +145,7 @@ static void part_a_split_loop(void)
         }
     }
     double per = (MPI_Wtime() - t0) / (double) n;
+    mt_proc_pvar_close(&reuses);
     long fds1 = count_fds(), maps1 = count_cgpu_maps(), rss1 = rss_kb();
     MT_CHECK(fds1 == fds0, "file descriptors %ld before, %ld after %ld splits", fds0, fds1, n);
     MT_CHECK(maps1 == maps0, "coll/gpu mappings %ld before, %ld after %ld splits", maps0, maps1, n);
