@@ -3,6 +3,8 @@
  *  A. split + first collective + free, CGPU_TEST_SPLITS times (default 1000): results
  *     right, and file descriptors, coll/gpu shared-memory mappings and names in /dev/shm
  *     back to where they were; time per iteration and memory growth printed;
+ *  A2. splits whose groups change every cycle, CGPU_TEST_GROUP_SPLITS times (default 300):
+ *     results right, mappings bounded by the pool;
  *  B. every way to make a communicator (dup, split_type, create_group, cart, graph) is
  *     served by the engine and correct;
  *  C. the known NCCL failure's sequence, from a thread that did not create the parent,
@@ -164,6 +166,32 @@ static void part_a_split_loop(void)
     }
 }
 
+/* A2: splits whose groups change every cycle (three colours, a different rank to colour
+ * mapping each time): the segment pool (coll_gpu_shm_pool) offers a released segment only
+ * to peers that mapped it, or replaces one a peer dropped; every result right, and what
+ * stays mapped bounded by the pool, not by the cycles or the groups seen: 2 own segments
+ * and 16 idle copies of peers' by default, plus copies whose owners retired them since this
+ * process last released a communicator (dropped at its next release; one per peer at most) */
+static void part_a2_changing_groups(void)
+{
+    const long cycles =
+        getenv("CGPU_TEST_GROUP_SPLITS") ? atol(getenv("CGPU_TEST_GROUP_SPLITS")) : 300;
+    for (long i = 0; i < cycles; ++i) {
+        MPI_Comm c;
+        MPI_Comm_split(MPI_COMM_WORLD, (int) ((rank * (i % 5 + 1) + i) % 3), rank, &c);
+        check_allreduce(c, "split of changing groups");
+        MPI_Comm_free(&c);
+    }
+    const long maps = count_cgpu_maps(), bound = 2 + 16 + (size - 1);
+    /* live at this point: none of this part's; what earlier parts keep is within the bound */
+    MT_CHECK(maps <= bound, "%ld coll/gpu mappings after %ld splits of changing groups, over "
+             "what the pool keeps (%ld)", maps, cycles, bound);
+    if (0 == rank) {
+        printf("changing groups: %ld splits checked; rank 0 maps %ld coll/gpu segments after\n",
+               cycles, maps);
+    }
+}
+
 static void part_b_kinds(void)
 {
     MPI_Comm c;
@@ -296,6 +324,7 @@ int main(int argc, char **argv)
     rank = mt_world_rank();
     size = mt_world_size();
     part_a_split_loop();
+    part_a2_changing_groups();
     part_b_kinds();
     part_c_known_sequence();
     /* D: never freed; MPI_Finalize must release them (the driver also checks /dev/shm) */
