@@ -532,6 +532,9 @@ else
             --mca coll_gpu_fake_nodes 2 --mca coll_gpu_ras_timeout 3
         run_test "test_fault.kill_rank1.shm.np4" bash "$REPO/test/mpi/fault_kill.sh" \
             "$BIN/mpi/test_fault" 3 1 world "${MPIRUN[@]}"
+        # 100 ints: the one-shot allreduce, whose only wait is the call check's
+        run_test "test_fault.kill_rank1.small.np4" env FAULT_COUNT=100 \
+            bash "$REPO/test/mpi/fault_kill.sh" "$BIN/mpi/test_fault" 3 1 comm "${MPIRUN[@]}"
         # ---- a rank stopped (SIGSTOP) before a bcast for 2.5 s: every other rank's watchdog
         # names that bcast by its number and the stopped rank as the one not arrived; the
         # call then completes with the root's data (test_fault.c checks, per rank) ----

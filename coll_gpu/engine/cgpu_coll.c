@@ -22,11 +22,12 @@ static cgpu_sig_t bytes_sig(cgpu_call_kind_t kind, size_t bytes, int root)
 
 /* Whether this rank's buffers of a call (NULL: none) are all host memory, where that can
  * change the call's path: on a cuda communicator whose ranks check their calls (the check
- * tells every rank whether all of them pass host memory; cgpu_call_path). Elsewhere false,
- * without asking the driver. */
-static bool host_bufs(const cgpu_comm_t *comm, const void *a, const void *b)
+ * tells every rank whether all of them pass host memory; cgpu_call_path), and for a call
+ * small enough for the one-shot allreduce (@p small) on any communicator that checks.
+ * Elsewhere false, without asking the driver. */
+static bool host_bufs(const cgpu_comm_t *comm, const void *a, const void *b, bool small)
 {
-    if (&cgpu_path_cuda != cgpu_path_of(comm) || !comm->check_calls) {
+    if (!comm->check_calls || (&cgpu_path_cuda != cgpu_path_of(comm) && !small)) {
         return false;
     }
     int dev;
@@ -54,13 +55,22 @@ static cgpu_status_t allreduce_run(cgpu_comm_t *comm, const void *sbuf, void *rb
         return CGPU_ERR_INVALID_ARG;
     }
     const size_t bytes = count * cgpu_dtype_size(dt);
+    /* up to 1 KiB of host memory on every rank: each writes its input where its peers read
+     * it before it publishes the call, so the call check's one wait is the whole exchange
+     * (the same on every rank: the bytes are compared, the rest is the communicator's) */
+    const bool small = NULL == po && count > 0 && bytes <= CGPU_SEG_EARLY_BYTES &&
+                       comm->size > 1 && NULL == comm->net;
     cgpu_sig_t sig = reduction_sig(CGPU_CALL_ALLREDUCE, bytes, dt, op, -1);
-    sig.host = NULL == po && host_bufs(comm, sbuf, rbuf);
-    cgpu_status_t st = cgpu_comm_enter(comm, "allreduce", CGPU_KIND_ALLREDUCE, &sig);
+    sig.host = NULL == po && host_bufs(comm, sbuf, rbuf, small);
+    cgpu_status_t st =
+        cgpu_comm_enter_early(comm, "allreduce", CGPU_KIND_ALLREDUCE, &sig,
+                              small && sig.host ? sbuf : NULL, small && sig.host ? bytes : 0);
     if (CGPU_OK != st) {
         return st;
     }
-    if (count > 0) {
+    if (comm->early_written && comm->call_all_host) {
+        st = cgpu_host_oneshot_allreduce(comm, rbuf, count, dt, op);
+    } else if (count > 0) {
         st = cgpu_call_path(comm)->allreduce(comm, sbuf, rbuf, count, dt, op, alg, host, po);
         if (CGPU_DECLINED == st) {
             st = cgpu_path_host.allreduce(comm, sbuf, rbuf, count, dt, op, alg, host, NULL);
@@ -290,7 +300,7 @@ cgpu_status_t cgpu_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, siz
         return CGPU_ERR_INVALID_ARG;
     }
     cgpu_sig_t sig = bytes_sig(CGPU_CALL_ALLTOALL, bytes, -1);
-    sig.host = host_bufs(comm, sbuf, rbuf);
+    sig.host = host_bufs(comm, sbuf, rbuf, false);
     cgpu_status_t st = cgpu_comm_enter(comm, "alltoall", CGPU_KIND_ALLTOALL, &sig);
     if (CGPU_OK != st) {
         return st;
@@ -316,7 +326,7 @@ static cgpu_status_t bcast_keeping(cgpu_comm_t *comm, void *buf, size_t bytes, i
         return CGPU_ERR_INVALID_ARG;
     }
     cgpu_sig_t sig = bytes_sig(CGPU_CALL_BCAST, bytes, root);
-    sig.host = host_bufs(comm, buf, 0 != part_bytes ? part : NULL);
+    sig.host = host_bufs(comm, buf, 0 != part_bytes ? part : NULL, false);
     cgpu_status_t st = cgpu_comm_enter(comm, "bcast", CGPU_KIND_BCAST, &sig);
     if (CGPU_OK != st) {
         return st;
@@ -353,7 +363,7 @@ cgpu_status_t cgpu_allgather(cgpu_comm_t *comm, const void *sbuf, void *rbuf, si
         return CGPU_ERR_INVALID_ARG;
     }
     cgpu_sig_t sig = bytes_sig(CGPU_CALL_ALLGATHER, bytes, -1);
-    sig.host = host_bufs(comm, sbuf, rbuf);
+    sig.host = host_bufs(comm, sbuf, rbuf, false);
     cgpu_status_t st = cgpu_comm_enter(comm, "allgather", CGPU_KIND_ALLGATHER, &sig);
     if (CGPU_OK != st) {
         return st;
@@ -388,7 +398,7 @@ cgpu_status_t cgpu_reduce_scatter_block(cgpu_comm_t *comm, const void *sbuf, voi
     }
     const size_t es = cgpu_dtype_size(dt), total = count * es * (size_t) comm->size;
     cgpu_sig_t sig = reduction_sig(CGPU_CALL_REDUCE_SCATTER, count * es, dt, op, -1);
-    sig.host = host_bufs(comm, sbuf, rbuf);
+    sig.host = host_bufs(comm, sbuf, rbuf, false);
     cgpu_status_t st =
         cgpu_comm_enter(comm, "reduce_scatter_block", CGPU_KIND_REDUCE_SCATTER, &sig);
     if (CGPU_OK != st || 0 == count) {
@@ -828,7 +838,7 @@ static cgpu_status_t reduce_run(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
     const size_t bytes = count * cgpu_dtype_size(dt);
     cgpu_sig_t sig = reduction_sig(CGPU_CALL_REDUCE, bytes, dt, op, root);
     sig.host = host_bufs(comm, comm->rank == root && NULL == sbuf ? rbuf : sbuf,
-                         comm->rank == root ? rbuf : NULL);
+                         comm->rank == root ? rbuf : NULL, false);
     cgpu_status_t st = cgpu_comm_enter(comm, "reduce", CGPU_KIND_REDUCE, &sig);
     if (CGPU_OK != st || 0 == count) {
         if (CGPU_OK == st) {

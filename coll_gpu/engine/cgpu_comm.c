@@ -12,6 +12,7 @@
 
 #include "cgpu_clock.h"
 #include "cgpu_comm_internal.h"
+#include "cgpu_conn.h"
 #include "cgpu_path.h"
 #include "cgpu_proc.h"
 #include "cgpu_cuda_comm.h"
@@ -671,6 +672,12 @@ cgpu_status_t cgpu_comm_refusal(const cgpu_comm_t *comm)
 
 cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, const cgpu_sig_t *sig)
 {
+    return cgpu_comm_enter_early(comm, what, kind, sig, NULL, 0);
+}
+
+cgpu_status_t cgpu_comm_enter_early(cgpu_comm_t *comm, const char *what, int kind,
+                                    const cgpu_sig_t *sig, const void *early, size_t early_bytes)
+{
     if (NULL == comm || CGPU_COMM_ALIVE != comm->magic ||
         (comm->size > 1 && comm->resources_freed)) {
         cgpu_log(CGPU_LOG_WARN, "engine: %s on a released internal communicator", what);
@@ -706,6 +713,7 @@ cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, con
     atomic_store_explicit(&r->cur_seq, comm->seq + 1, memory_order_release);
     comm->mismatch.field = CGPU_MISMATCH_NONE;
     comm->call_all_host = false; /* until this call's check finds otherwise */
+    comm->early_written = false;
     if (NULL != comm->net) {
         /* the node-local steps of this call compare this call's signature, not theirs */
         cgpu_net_call_sig(comm, sig);
@@ -730,6 +738,23 @@ cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, con
         atomic_store_explicit(&cgpu_ctrl(comm, comm->rank)->call.entered, comm->seq + 1,
                               memory_order_release);
         return CGPU_OK;
+    }
+    /* a small allreduce's input, where the peers can read it once the call is published: no
+     * peer still reads this area, which served call seq - 1 (every peer has entered the call
+     * after it: one load each where they keep in step) */
+    if (NULL != early && NULL == comm->outer_sig && early_bytes <= CGPU_SEG_EARLY_BYTES) {
+        const uint64_t s = comm->seq + 1;
+        bool ok = true;
+        for (int p = 0; ok && p < comm->size && s > 1; ++p) {
+            ok = p == comm->rank || cgpu_wait_ge(comm, &cgpu_ctrl(comm, p)->call.entered, s - 1, p);
+        }
+        if (!ok) {
+            const cgpu_status_t st = cgpu_comm_wait_failed(comm);
+            cgpu_comm_leave(comm, st, 0);
+            return st;
+        }
+        memcpy(cgpu_seg_early(comm, comm->rank, s), early, early_bytes);
+        comm->early_written = true;
     }
     /* every rank checks every call or none (agreed at create): a rank that skipped the check
      * here would leave its peers waiting for its record */

@@ -99,6 +99,15 @@ typedef struct cgpu_seg_ctrl {
 /* the part of the control block a pooled segment's next communicator starts from zero */
 #define CGPU_SEG_CTRL_RESET_BYTES offsetof(cgpu_seg_ctrl_t, released)
 
+/* The small allreduce's inputs (cgpu_allreduce_oneshot.c), in the control block's room past
+ * the struct: two areas, by the call number's parity, each written by the owner alone
+ * before it publishes the call, so that the call check's wait is also the wait for the data */
+#define CGPU_SEG_EARLY_OFF 2048
+#define CGPU_SEG_EARLY_BYTES 1024
+_Static_assert(sizeof(cgpu_seg_ctrl_t) <= CGPU_SEG_EARLY_OFF, "control block too large");
+_Static_assert(CGPU_SEG_EARLY_OFF + 2 * CGPU_SEG_EARLY_BYTES <= CGPU_SEG_CTRL_BYTES,
+               "the early areas must lie in the control block's page");
+
 #define CGPU_GAVE_UP_NOBODY (-1)
 
 _Static_assert(sizeof(cgpu_seg_ctrl_t) <= CGPU_SEG_CTRL_BYTES, "control block too large");
@@ -167,6 +176,7 @@ struct cgpu_comm {
      * are compared), NULL when none */
     bool check_calls;
     bool call_all_host; /* the call checked last: every rank's buffers in host memory */
+    bool early_written; /* this call's input is in its early area (cgpu_comm_enter_early) */
     cgpu_mismatch_t mismatch;
     const cgpu_sig_t *outer_sig;
     const int *report_ranks; /* node-local communicator: its ranks in the one across nodes
@@ -284,6 +294,11 @@ cgpu_status_t cgpu_host_ring_reduce(cgpu_comm_t *comm, const void *sbuf, void *r
  * compares it with every peer's before the call moves any data: a mismatch leaves the
  * communicator again and returns CGPU_ERR_MISMATCH on every rank, as does a peer's. */
 cgpu_status_t cgpu_comm_enter(cgpu_comm_t *comm, const char *what, int kind, const cgpu_sig_t *sig);
+/* The same, and, on a one-node communicator that checks its calls, @p early_bytes (at most
+ * CGPU_SEG_EARLY_BYTES) of @p early written to this rank's early area before the call is
+ * published (early_written says whether they were): the small allreduce's input. */
+cgpu_status_t cgpu_comm_enter_early(cgpu_comm_t *comm, const char *what, int kind,
+                                    const cgpu_sig_t *sig, const void *early, size_t early_bytes);
 void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes);
 
 /* Note progress (a step completed) for the watchdog. */
@@ -350,5 +365,18 @@ static inline cgpu_seg_ctrl_t *cgpu_ctrl(cgpu_comm_t *comm, int rank)
 {
     return (cgpu_seg_ctrl_t *) comm->peer_segs[rank].base;
 }
+
+/* Rank @p rank's early area for call @p s (CGPU_SEG_EARLY_OFF). */
+static inline char *cgpu_seg_early(cgpu_comm_t *comm, int rank, uint64_t s)
+{
+    return (char *) comm->peer_segs[rank].base + CGPU_SEG_EARLY_OFF +
+           (size_t) (s & 1) * CGPU_SEG_EARLY_BYTES;
+}
+
+/* The small allreduce (cgpu_allreduce_oneshot.c): every rank's input, written before the
+ * call was published (early_written on every rank, as call_all_host says), reduced in rank
+ * order into @p rbuf. */
+cgpu_status_t cgpu_host_oneshot_allreduce(cgpu_comm_t *comm, void *rbuf, size_t count,
+                                          cgpu_dtype_t dt, cgpu_op_t op);
 
 #endif /* CGPU_COMM_INTERNAL_H */

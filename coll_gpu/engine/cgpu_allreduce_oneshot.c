@@ -1,0 +1,28 @@
+/*
+ * coll/gpu engine: the one-shot allreduce of small host inputs.
+ *
+ * Up to CGPU_SEG_EARLY_BYTES of host memory on every rank of a one-node communicator that
+ * checks its calls: each rank wrote its input to its early area before it published the
+ * call (cgpu_comm_enter_early), so once the call check has seen every peer's record, every
+ * peer's input is there to read too. The ring would move the data in two more rounds of
+ * waiting; here there are none. Every rank reduces the inputs in rank order, so all get the
+ * same bits. An early area is written again two calls later, once every peer has entered
+ * the call in between (cgpu_comm_enter_early waits for that), so nobody reads it then.
+ */
+#include "cgpu_comm_internal.h"
+#include "cgpu_reduce.h"
+
+cgpu_status_t cgpu_host_oneshot_allreduce(cgpu_comm_t *comm, void *rbuf, size_t count,
+                                          cgpu_dtype_t dt, cgpu_op_t op)
+{
+    const uint64_t s = comm->seq + 1; /* the call now entered */
+    atomic_store_explicit(&comm->ras.alg, CGPU_RAS_ALG_ONESHOT, memory_order_relaxed);
+    if (0 != cgpu_reduce_host(dt, op, rbuf, cgpu_seg_early(comm, 0, s),
+                              cgpu_seg_early(comm, 1, s), count)) {
+        return CGPU_ERR_INVALID_ARG; /* checked by the caller: cgpu_reduce_supported */
+    }
+    for (int p = 2; p < comm->size; ++p) {
+        cgpu_reduce_host(dt, op, rbuf, rbuf, cgpu_seg_early(comm, p, s), count);
+    }
+    return CGPU_OK;
+}
