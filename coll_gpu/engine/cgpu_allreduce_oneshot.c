@@ -17,12 +17,16 @@ cgpu_status_t cgpu_host_oneshot_allreduce(cgpu_comm_t *comm, void *rbuf, size_t 
 {
     const uint64_t s = comm->seq + 1; /* the call now entered */
     atomic_store_explicit(&comm->ras.alg, CGPU_RAS_ALG_ONESHOT, memory_order_relaxed);
+    cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
+                         count * cgpu_dtype_size(dt), "oneshot");
+    cgpu_status_t st = CGPU_OK;
     if (0 != cgpu_reduce_host(dt, op, rbuf, cgpu_seg_early(comm, 0, s),
                               cgpu_seg_early(comm, 1, s), count)) {
-        return CGPU_ERR_INVALID_ARG; /* checked by the caller: cgpu_reduce_supported */
+        st = CGPU_ERR_INVALID_ARG; /* checked by the caller: cgpu_reduce_supported */
     }
-    for (int p = 2; p < comm->size; ++p) {
+    for (int p = 2; CGPU_OK == st && p < comm->size; ++p) {
         cgpu_reduce_host(dt, op, rbuf, rbuf, cgpu_seg_early(comm, p, s), count);
     }
-    return CGPU_OK;
+    cgpu_coll_prof_end(comm);
+    return st;
 }
