@@ -8,6 +8,10 @@
  * waiting; here there are none. Every rank reduces the inputs in rank order, so all get the
  * same bits. An early area is written again two calls later, once every peer has entered
  * the call in between (cgpu_comm_enter_early waits for that), so nobody reads it then.
+ *
+ * No rank waits for another after the check, so a rank that arrives after its peers gave the
+ * call up (the watchdog's abort) would find their inputs and succeed where they failed: it
+ * looks at their failed_seq words once it has reduced, and fails the call as they did.
  */
 #include "cgpu_comm_internal.h"
 #include "cgpu_reduce.h"
@@ -26,6 +30,16 @@ cgpu_status_t cgpu_host_oneshot_allreduce(cgpu_comm_t *comm, void *rbuf, size_t 
     }
     for (int p = 2; CGPU_OK == st && p < comm->size; ++p) {
         cgpu_reduce_host(dt, op, rbuf, rbuf, cgpu_seg_early(comm, p, s), count);
+    }
+    for (int p = 0; CGPU_OK == st && p < comm->size; ++p) {
+        if (p != comm->rank &&
+            s == atomic_load_explicit(&cgpu_ctrl(comm, p)->failed_seq, memory_order_acquire)) {
+            cgpu_log(CGPU_LOG_INFO,
+                     "engine: allreduce #%llu on communicator %s failed on rank %d before this "
+                     "rank arrived; it fails here too",
+                     (unsigned long long) s, comm->ras.name, p);
+            st = CGPU_ERR_TIMEOUT;
+        }
     }
     cgpu_coll_prof_end(comm);
     return st;

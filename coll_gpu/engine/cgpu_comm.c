@@ -771,6 +771,10 @@ void cgpu_comm_leave(cgpu_comm_t *comm, cgpu_status_t st, size_t bytes)
     cgpu_ras_t *r = &comm->ras;
     comm->seq++;
     if (comm->size > 1 && NULL != comm->peer_segs) {
+        if (CGPU_OK != st && CGPU_ERR_MISMATCH != st) {
+            atomic_store_explicit(&cgpu_ctrl(comm, comm->rank)->failed_seq, comm->seq,
+                                  memory_order_release);
+        }
         atomic_store_explicit(&cgpu_ctrl(comm, comm->rank)->seq.v, comm->seq, memory_order_release);
     }
     if (CGPU_OK == st) {

@@ -85,6 +85,10 @@ typedef struct cgpu_seg_ctrl {
      * while it has not. A peer waiting on the owner then names that rank, not the owner (the
      * owner is alive, or left after its own failed call, and is no cause) */
     _Atomic int32_t gave_up;
+    /* writer: owner; the number of the last call that failed on it other than by a mismatch
+     * (a timeout, the watchdog's abort, a dead peer, a device error): a peer that finished
+     * that call without waiting for anyone (the one-shot allreduce) fails it too */
+    _Atomic uint64_t failed_seq;
 
     /* The segment pool's words (cgpu_seg_pool.c): never reset when a pooled segment is
      * taken again, so they come last. released: writers all peers (fetch_add), one each
