@@ -188,60 +188,45 @@ void cgpu_seg_pool_put(const cgpu_comm_t *comm, cgpu_shm_seg_t *seg, bool reuse)
     retire(&drop);
 }
 
-/* Unmap idle peer mappings until at most @p keep idle ones are left: retired ones first,
- * then the ones unused longest. Called with the lock held; the unmapped ones are copied to
- * @p gone (at most @p ngone) for the caller to unmap after unlocking. */
-static size_t trim_peers(size_t keep, cgpu_shm_seg_t *gone, size_t ngone)
+/* The next idle peer copy to unmap: one its owner retired, else the longest unused while
+ * more than @p keep live idle ones are mapped; npeers when none. Called with the lock held. */
+static size_t idle_victim(size_t keep)
 {
-    size_t n = 0, idle = 0;
+    size_t live_idle = 0, oldest = npeers;
     for (size_t i = 0; i < npeers; ++i) {
-        idle += 0 == peers[i].refs;
-    }
-    while (idle > keep && n < ngone) {
-        size_t pick = npeers;
-        for (size_t i = 0; i < npeers; ++i) {
-            if (0 != peers[i].refs) {
-                continue;
-            }
-            const bool r = 0 != atomic_load_explicit(&ctrl_of(&peers[i].seg)->retired,
-                                                     memory_order_acquire);
-            if (r) {
-                pick = i;
-                break;
-            }
-            if (npeers == pick || peers[i].last_use < peers[pick].last_use) {
-                pick = i;
-            }
+        if (0 != peers[i].refs) {
+            continue;
         }
-        gone[n++] = peers[pick].seg;
-        peers[pick] = peers[--npeers];
-        --idle;
+        if (0 != atomic_load_explicit(&ctrl_of(&peers[i].seg)->retired, memory_order_acquire)) {
+            return i;
+        }
+        ++live_idle;
+        if (npeers == oldest || peers[i].last_use < peers[oldest].last_use) {
+            oldest = i;
+        }
     }
-    return n;
+    return live_idle > keep ? oldest : npeers;
 }
 
-/* Drop retired idle copies, then the longest unused past the cache's size. */
-static void trim_and_unmap(void)
+/* Unmap the idle peer copies that are retired or past @p keep live ones (a few at a time,
+ * the unmapping outside the lock). */
+static void unmap_idle_peers(size_t keep)
 {
     enum { BATCH = 16 };
     cgpu_shm_seg_t gone[BATCH];
     size_t n;
     do {
+        n = 0;
         pthread_mutex_lock(&pool_lock);
-        size_t retired_idle = 0;
-        for (size_t i = 0; i < npeers; ++i) {
-            retired_idle += 0 == peers[i].refs &&
-                            0 != atomic_load_explicit(&ctrl_of(&peers[i].seg)->retired,
-                                                      memory_order_acquire);
+        for (size_t v; n < BATCH && npeers != (v = idle_victim(keep));) {
+            gone[n++] = peers[v].seg;
+            peers[v] = peers[--npeers];
         }
-        size_t idle = 0;
-        for (size_t i = 0; i < npeers; ++i) {
-            idle += 0 == peers[i].refs;
+        if (0 == npeers) {
+            free(peers);
+            peers = NULL;
+            peers_cap = 0;
         }
-        /* keep the live idle ones up to the cache's size, never a retired one */
-        size_t keep = idle - retired_idle;
-        keep = keep < 8 * own_cap() ? keep : 8 * own_cap();
-        n = trim_peers(keep, gone, BATCH);
         count_kept();
         pthread_mutex_unlock(&pool_lock);
         for (size_t i = 0; i < n; ++i) {
@@ -323,7 +308,7 @@ void cgpu_seg_peer_put(cgpu_shm_seg_t *seg, bool done)
                  seg->base);
     }
     memset(seg, 0, sizeof(*seg));
-    trim_and_unmap();
+    unmap_idle_peers(8 * own_cap());
 }
 
 void cgpu_seg_pool_fini(void)
@@ -339,22 +324,5 @@ void cgpu_seg_pool_fini(void)
         retire(&o[i].seg);
     }
     free(o);
-
-    enum { BATCH = 16 };
-    cgpu_shm_seg_t gone[BATCH];
-    size_t n;
-    do {
-        pthread_mutex_lock(&pool_lock);
-        n = trim_peers(0, gone, BATCH);
-        if (0 == npeers) {
-            free(peers);
-            peers = NULL;
-            peers_cap = 0;
-        }
-        count_kept();
-        pthread_mutex_unlock(&pool_lock);
-        for (size_t i = 0; i < n; ++i) {
-            cgpu_shm_detach(&gone[i]);
-        }
-    } while (BATCH == n);
+    unmap_idle_peers(0);
 }
