@@ -255,8 +255,6 @@ int mca_coll_gpu_mirror_in(mca_coll_gpu_mirror_t *m, const void *buf, size_t cou
 int mca_coll_gpu_mirror_out(mca_coll_gpu_mirror_t *m, int rc);
 /* gives a mirror's host memory back without copying (NULL mem: nothing) */
 void mca_coll_gpu_mirror_drop(mca_coll_gpu_mirror_t *m);
-/* frees the pooled pinned memory of the mirrors (component close, before the engine's fini) */
-void mca_coll_gpu_mirror_pool_drain(void);
 
 /*
  * Calls into the previous module, counted per thread: a previous module may build one

@@ -126,6 +126,7 @@ static int gpu_open(void)
     cfg.profiler = c->profiler;
     cfg.ofi_provider = c->ofi_provider;
     cfg.stage_host_buffers = c->stage_host_buffers;
+    cfg.stage_pinned_bytes = c->stage_pinned_bytes;
     cfg.proxy_max_peers = c->proxy_max_peers;
     cfg.proxy_max_inflight = c->proxy_max_inflight;
     cfg.proxy_bounce_bytes = c->proxy_bounce_bytes;
@@ -167,7 +168,6 @@ static int gpu_close(void)
 {
     mca_coll_gpu_component_t *c = &mca_coll_gpu_component;
     mca_coll_gpu_nb_close();
-    mca_coll_gpu_mirror_pool_drain();
     if (c->engine_up) {
         cgpu_engine_fini();
         c->engine_up = false;

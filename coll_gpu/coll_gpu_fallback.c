@@ -6,11 +6,10 @@
  * too, so gaps of a derived type keep their bytes), the previous module runs on the host
  * copies, and the receive span is copied back.
  */
-#include <pthread.h>
-#include <stdint.h>
 #include <stdlib.h>
 
 #include "coll_gpu.h"
+#include "cgpu_host_pool.h"
 
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/op/op.h"
@@ -59,95 +58,10 @@ bool mca_coll_gpu_on_device_at(const void *buf, size_t count, struct ompi_dataty
     return mca_coll_gpu_on_device(mca_coll_gpu_first_byte(buf, count, dtype));
 }
 
-/*
- * The mirrors' host memory: pinned blocks kept between calls (cudaHostAlloc costs
- * milliseconds, and the GPU copies from pageable memory at a fraction of the link's speed),
- * at most MIRROR_BLOCKS of them and coll_gpu_stage_pinned_bytes in all, each a power of two
- * of at least 64 KiB. A mirror that finds no free block large enough and no room for a new
- * one gets malloc'd memory. The lock is never held across a call into MPI.
- */
-enum { MIRROR_BLOCKS = 8, MIRROR_MIN_BLOCK = 65536, MIRROR_GUARD = 64 };
-typedef struct mirror_block {
-    char *base; /* as allocated; mem is MIRROR_GUARD bytes in, so that a pooled block handed
-                 * to free() by mistake aborts at once instead of being reused after it */
-    char *mem;
-    size_t bytes;
-    bool pinned;
-    bool busy;
-} mirror_block_t;
-static mirror_block_t mirror_blocks[MIRROR_BLOCKS];
-static size_t mirror_kept; /* bytes in mirror_blocks */
-static pthread_mutex_t mirror_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static char *mirror_mem_get(size_t bytes)
-{
-    size_t size = MIRROR_MIN_BLOCK;
-    while (size < bytes && size <= SIZE_MAX / 2) {
-        size *= 2;
-    }
-    pthread_mutex_lock(&mirror_lock);
-    int best = -1, empty = -1;
-    for (int i = 0; i < MIRROR_BLOCKS; ++i) {
-        mirror_block_t *b = &mirror_blocks[i];
-        if (NULL == b->mem) {
-            empty = empty < 0 ? i : empty;
-        } else if (!b->busy && b->bytes >= bytes &&
-                   (best < 0 || b->bytes < mirror_blocks[best].bytes)) {
-            best = i;
-        }
-    }
-    char *mem = NULL;
-    if (best >= 0) {
-        mirror_blocks[best].busy = true;
-        mem = mirror_blocks[best].mem;
-    } else if (empty >= 0 && size >= bytes &&
-               mirror_kept + size <= mca_coll_gpu_component.stage_pinned_bytes) {
-        mirror_block_t *b = &mirror_blocks[empty];
-        void *p = NULL;
-        if (CGPU_OK == cgpu_engine_host_alloc(size + MIRROR_GUARD, &p, &b->pinned)) {
-            b->base = p;
-            b->mem = mem = b->base + MIRROR_GUARD;
-            b->bytes = size;
-            b->busy = true;
-            mirror_kept += size;
-        }
-    }
-    pthread_mutex_unlock(&mirror_lock);
-    return NULL != mem ? mem : malloc(bytes > 0 ? bytes : 1);
-}
-
-static void mirror_mem_put(char *mem)
-{
-    pthread_mutex_lock(&mirror_lock);
-    for (int i = 0; i < MIRROR_BLOCKS; ++i) {
-        if (mirror_blocks[i].mem == mem && NULL != mem) {
-            mirror_blocks[i].busy = false;
-            pthread_mutex_unlock(&mirror_lock);
-            return;
-        }
-    }
-    pthread_mutex_unlock(&mirror_lock);
-    free(mem);
-}
-
-void mca_coll_gpu_mirror_pool_drain(void)
-{
-    pthread_mutex_lock(&mirror_lock);
-    for (int i = 0; i < MIRROR_BLOCKS; ++i) {
-        mirror_block_t *b = &mirror_blocks[i];
-        if (NULL != b->mem && !b->busy) { /* a busy one belongs to a call still running */
-            cgpu_engine_host_free(b->base, b->pinned);
-            mirror_kept -= b->bytes;
-            *b = (mirror_block_t){0};
-        }
-    }
-    pthread_mutex_unlock(&mirror_lock);
-}
-
 void mca_coll_gpu_mirror_drop(mca_coll_gpu_mirror_t *m)
 {
     if (NULL != m->mem) {
-        mirror_mem_put(m->mem);
+        cgpu_host_pool_put(m->mem);
         m->mem = NULL;
     }
 }
@@ -157,7 +71,7 @@ int mca_coll_gpu_mirror_in(mca_coll_gpu_mirror_t *m, const void *buf, size_t cou
 {
     m->dev = (void *) buf;
     m->span = span_of(count, dtype, &m->first);
-    m->mem = mirror_mem_get(m->span);
+    m->mem = cgpu_host_pool_get(m->span);
     if (NULL == m->mem) {
         return MPI_ERR_NO_MEM;
     }

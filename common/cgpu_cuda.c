@@ -577,22 +577,22 @@ static void find_batch_mem_op(void)
     }
 }
 
-cgpu_status_t cgpu_cuda_write_small(void *dst, const void *src, size_t bytes)
+/* A write of at most CGPU_CUDA_WRITE_OPS_MAX bytes as stream memory operations on the legacy
+ * stream (8- or 4-byte words; the front end runs them, about 7 us for one word and 1.2 more a
+ * word). cudaErrorNotSupported, nothing queued, where @p dst or @p bytes is not 4-byte
+ * aligned or the driver lacks the call. */
+static cudaError_t enqueue_write_ops(void *dst, const void *src, size_t bytes)
 {
     const uintptr_t d = (uintptr_t) dst;
     const size_t w = 0 == ((d | bytes) & 7) ? 8 : 4;
-    if (0 == bytes || bytes > CGPU_CUDA_WRITE_SMALL_MAX || 0 != ((d | bytes) & 3)) {
-        return CGPU_ERR_NOT_SUPPORTED;
+    if (0 == bytes || bytes > CGPU_CUDA_WRITE_OPS_MAX || 0 != ((d | bytes) & 3)) {
+        return cudaErrorNotSupported;
     }
     pthread_once(&batch_mem_op_once, find_batch_mem_op);
     if (NULL == batch_mem_op) {
-        return CGPU_ERR_NOT_SUPPORTED;
+        return cudaErrorNotSupported;
     }
-    /* at most 256 words of 4 bytes, handed to the driver 128 at a time (an H200's driver
-     * refused 256 operations in one batch; 1 KiB of 8-byte words, 128, took about 1.2 us a
-     * word like 64 did) */
-    enum { MAX_OPS = CGPU_CUDA_WRITE_SMALL_MAX / 4 };
-    CUstreamBatchMemOpParams ops[MAX_OPS];
+    CUstreamBatchMemOpParams ops[CGPU_CUDA_WRITE_OPS_MAX / 4];
     const unsigned n = (unsigned) (bytes / w);
     for (unsigned i = 0; i < n; ++i) {
         memset(&ops[i], 0, sizeof(ops[i]));
@@ -605,14 +605,46 @@ cgpu_status_t cgpu_cuda_write_small(void *dst, const void *src, size_t bytes)
             memcpy(&ops[i].writeValue.value, (const char *) src + (size_t) i * w, 4);
         }
     }
+    return CUDA_SUCCESS == batch_mem_op(CU_STREAM_LEGACY, n, ops, 0) ? cudaSuccess
+                                                                      : cudaErrorUnknown;
+}
+
+/* One host-to-device copy in a form a copy engine takes (see cgpu_cuda_copy_to_device):
+ * a run under CGPU_CUDA_SLICED_ROWS_MAX goes as two rows of half of it, and an odd last byte
+ * with the one before it as two rows of one byte (that byte is written twice, with the same
+ * value, in stream order). */
+static cudaError_t enqueue_to_device(const cgpu_copy_t *c)
+{
+    if (c->rows > 1 || c->bytes < 2 || c->bytes > CGPU_CUDA_SLICED_ROWS_MAX) {
+        return c->bytes > 0 ? copy_rows(c, cudaStreamLegacy) : cudaSuccess;
+    }
+    if (cudaSuccess == enqueue_write_ops(c->dst, c->src, c->bytes)) {
+        return cudaSuccess;
+    }
+    const size_t half = c->bytes / 2;
+    cudaError_t e = cudaMemcpy2DAsync(c->dst, half, c->src, half, half, 2, cudaMemcpyDefault,
+                                      cudaStreamLegacy);
+    if (cudaSuccess == e && 0 != (c->bytes & 1)) {
+        e = cudaMemcpy2DAsync((char *) c->dst + c->bytes - 2, 1, (const char *) c->src + c->bytes - 2,
+                              1, 1, 2, cudaMemcpyDefault, cudaStreamLegacy);
+    }
+    return e;
+}
+
+cgpu_status_t cgpu_cuda_copy_to_device(const cgpu_copy_t *c, int n)
+{
     cudaError_t e = cudaSuccess;
-    for (unsigned first = 0; first < n && cudaSuccess == e; first += 128) {
-        const unsigned k = n - first < 128 ? n - first : 128;
-        if (CUDA_SUCCESS != batch_mem_op(CU_STREAM_LEGACY, k, ops + first, 0)) {
-            e = cudaErrorUnknown;
+    int queued = 0;
+    for (int i = 0; i < n && cudaSuccess == e; ++i) {
+        if (c[i].bytes > 0) {
+            e = enqueue_to_device(&c[i]);
+            ++queued;
         }
     }
-    return cgpu_cuda_check((int) legacy_wait(e), "cuStreamBatchMemOp");
+    if (0 == queued) {
+        return CGPU_OK;
+    }
+    return cgpu_cuda_check((int) legacy_wait(e), "cudaMemcpy2DAsync");
 }
 
 cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
@@ -920,9 +952,9 @@ bool cgpu_cuda_time_sliced(void)
     return false;
 }
 
-cgpu_status_t cgpu_cuda_write_small(void *dst, const void *src, size_t bytes)
+cgpu_status_t cgpu_cuda_copy_to_device(const cgpu_copy_t *c, int n)
 {
-    (void) dst, (void) src, (void) bytes;
+    (void) c, (void) n;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

@@ -129,20 +129,24 @@ typedef struct cgpu_copy {
 cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n);
 /** This process runs on a GPU that another process uses too, without MPS (a communicator's
  * set-up found so): the GPU then switches between the processes' contexts a time slice
- * at a time (about 270 us on an H200) for any work that needs its engines of compute,
- * which include host-to-device copies under 32 KiB and device-to-device copies; copy-engine
- * work (device-to-host copies, larger host-to-device ones) and stream memory operations
- * switch at no cost. */
+ * at a time (about 270 us on an H200, twice that with four processes) for any work that
+ * needs its engines of compute, which include kernels, device-to-device copies and a
+ * host-to-device copy of one run under 32 KiB from pinned memory or 64 KiB from pageable
+ * memory (the driver writes those through the command stream); copy-engine work
+ * (device-to-host copies into pinned memory, host-to-device copies of two rows or more at any
+ * size, larger runs from pinned memory) and stream memory operations switch at no cost. */
 void cgpu_cuda_set_time_sliced(void);
 bool cgpu_cuda_time_sliced(void);
-/** Largest write of cgpu_cuda_write_small (one batch of stream memory operations). */
-#define CGPU_CUDA_WRITE_SMALL_MAX 1024
-/** Host bytes @p src written to device memory @p dst as stream memory operations (8- or
- * 4-byte writes on the legacy stream, then waited for like cgpu_cuda_copy): no time slice
- * on a time-sliced GPU (about 7 us for 8 bytes, 1.1 us a word more, against 270 for a small
- * copy). CGPU_ERR_NOT_SUPPORTED (nothing done) where @p dst or @p bytes is not 4-byte
- * aligned, @p bytes is over CGPU_CUDA_WRITE_SMALL_MAX, or the driver lacks the call. */
-cgpu_status_t cgpu_cuda_write_small(void *dst, const void *src, size_t bytes);
+/** Host-to-device writes up to this size go as stream memory operations. */
+#define CGPU_CUDA_WRITE_OPS_MAX 8
+/** Host-to-device runs from 2 bytes up to this size go as two rows. */
+#define CGPU_CUDA_SLICED_ROWS_MAX ((size_t) 256 << 10)
+/** The host-to-device copies @p c in forms that need no time slice on a time-sliced GPU,
+ * waited for like cgpu_cuda_copy_many: up to CGPU_CUDA_WRITE_OPS_MAX aligned bytes as stream
+ * memory operations (about 7 us on an H200 shared by two processes), other runs up to
+ * CGPU_CUDA_SLICED_ROWS_MAX as two rows for a copy engine (9-14 us to 24 KiB, two to four
+ * processes), against 270-540 us for the plain copy. */
+cgpu_status_t cgpu_cuda_copy_to_device(const cgpu_copy_t *c, int n);
 /** The copy @p c (rows and pitch included), enqueued on @p stream. */
 cgpu_status_t cgpu_cuda_copy_rows_async(const cgpu_copy_t *c, void *stream);
 

@@ -18,6 +18,7 @@
 #include "cgpu_comm_internal.h"
 #include "cgpu_cuda_kernels.h" /* the LL size classes (plain C) */
 #include "cgpu_cuda_pool.h"
+#include "cgpu_host_pool.h"
 #include "cgpu_seg_pool.h"
 #include "cgpu_cuda.h"
 #include "cgpu_engine.h"
@@ -101,6 +102,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->proxy_max_inflight = 64;
     cfg->proxy_bounce_bytes = 4u << 20;
     cfg->fake_node = -1;
+    cfg->stage_pinned_bytes = (size_t) 128 << 20;
 }
 
 cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
@@ -137,6 +139,7 @@ cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)
     engine_cfg.slot_bytes &= ~(size_t) 63;
     engine_cfg.stage_bytes &= ~(size_t) 63;
     cgpu_prof_load(cfg->profiler);
+    cgpu_host_pool_set_cap(cfg->stage_pinned_bytes);
     atomic_store(&engine_up, 1);
     cgpu_progress_setup(cfg->progress, true);
     return CGPU_OK;
@@ -170,6 +173,7 @@ void cgpu_engine_fini(void)
     pthread_mutex_unlock(&engine_list_lock);
     cgpu_net_shutdown();
     cgpu_stager_pool_drain();
+    cgpu_host_pool_drain();
     cgpu_cuda_pool_fini();
     cgpu_seg_pool_fini();
     cgpu_cuda_release_pending();
@@ -284,11 +288,9 @@ cgpu_status_t cgpu_engine_copy_many(const cgpu_copy_t *c, int n)
     const bool src_host = i >= n || CGPU_BUF_HOST == cgpu_buf_kind(c[i].src, &d);
     if (CGPU_BUF_HOST != dst || !src_host) {
         /* on a GPU time-sliced with another process, a small host-to-device copy waits for
-         * a time slice; written as stream memory operations it does not */
-        if (CGPU_BUF_DEVICE == dst && src_host && i == n - 1 && c[i].rows <= 1 &&
-            cgpu_cuda_time_sliced() &&
-            CGPU_OK == cgpu_cuda_write_small(c[i].dst, c[i].src, c[i].bytes)) {
-            return CGPU_OK;
+         * the other's time slice unless it takes a form a copy engine runs */
+        if (CGPU_BUF_DEVICE == dst && src_host && cgpu_cuda_time_sliced()) {
+            return cgpu_cuda_copy_to_device(c + i, n - i);
         }
         return cgpu_cuda_copy_many(c, n);
     }

@@ -148,6 +148,8 @@ typedef struct cgpu_config {
     int proxy_max_inflight;    /* operations the proxy keeps posted at once (>= 1) */
     size_t proxy_bounce_bytes; /* pinned bounce buffer per device-memory chunk (x2 per op) */
     int fake_node;             /* >= 0: this process claims node "fake-node-<n>" (tests) */
+    size_t stage_pinned_bytes; /* pinned host memory kept for the host copies of device
+                                * buffers, at most (cgpu_host_pool.h) */
     bool stage_host_buffers;   /* tests: stage host memory like device memory where the
                                 * engine stages (inter-node reductions) */
 } cgpu_config_t;

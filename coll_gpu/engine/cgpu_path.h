@@ -74,8 +74,8 @@ cgpu_status_t cgpu_path_no_scan(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                 cgpu_dtype_t dt, cgpu_op_t op, bool exclusive);
 
 /* Host copies of what lives on a device, for the host algorithms that read @p bytes at @p p
- * (copied in when @p copy_in) or write there: *view is what to use, *own what to free (and,
- * for an output, copy back). */
+ * (copied in when @p copy_in) or write there: *view is what to use, *own what to give back
+ * to the host pool, cgpu_host_pool_put (and, for an output, copy back). */
 cgpu_status_t cgpu_host_view(const void *p, size_t bytes, bool copy_in, void **view, void **own);
 
 #endif /* CGPU_PATH_H */

@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cgpu_host_pool.h"
 #include "cgpu_path.h"
 
-/* Host copies of buffers that live on a device, for the host algorithms: malloc'd, or the
- * communicator's pinned halves (pinned set) for a small call on a time-sliced GPU, where a
- * host-to-device copy from pageable memory waits for a time slice up to 64 KiB. */
+/* Host copies of buffers that live on a device, for the host algorithms: the communicator's
+ * pinned halves (pinned set) for a small call on a time-sliced GPU, else blocks of the
+ * engine's host pool (cgpu_host_pool.h). */
 typedef struct host_stage {
     void *in_copy;
     void *out_copy;
@@ -35,7 +36,7 @@ static void *stage_buf(cgpu_comm_t *comm, host_stage_t *hs, size_t bytes, int ha
     if (hs->pinned) {
         return (char *) comm->stage_pinned + (size_t) half * CGPU_STAGE_PINNED_BYTES;
     }
-    return malloc(bytes);
+    return cgpu_host_pool_get(bytes);
 }
 
 /* Whether @p p is device memory: not where the call check found every rank's buffers of this
@@ -84,9 +85,9 @@ static cgpu_status_t stage_out(void *rbuf, size_t bytes, host_stage_t *hs, cgpu_
     }
     if (!hs->pinned) {
         if (hs->out_copy != hs->in_copy) {
-            free(hs->out_copy);
+            cgpu_host_pool_put(hs->out_copy);
         }
-        free(hs->in_copy);
+        cgpu_host_pool_put(hs->in_copy);
     }
     return st;
 }
@@ -153,7 +154,7 @@ cgpu_status_t cgpu_host_view(const void *p, size_t bytes, bool copy_in, void **v
     if (NULL == p || 0 == bytes || CGPU_BUF_HOST == cgpu_buf_kind(p, &dev)) {
         return CGPU_OK;
     }
-    *own = malloc(bytes);
+    *own = cgpu_host_pool_get(bytes);
     if (NULL == *own) {
         return CGPU_ERR_NO_MEMORY;
     }
@@ -297,8 +298,8 @@ static cgpu_status_t host_path_reduce_scatter_block(cgpu_comm_t *comm, const voi
     }
     free(tmp);
     free(scratch);
-    free(in_own);
-    free(out_own);
+    cgpu_host_pool_put(in_own);
+    cgpu_host_pool_put(out_own);
     return st;
 }
 
@@ -336,8 +337,8 @@ static cgpu_status_t host_path_reduce(cgpu_comm_t *comm, const void *sbuf, void 
         st = cgpu_engine_copy(rbuf, out_own, bytes);
     }
     free(scratch);
-    free(in_own);
-    free(out_own);
+    cgpu_host_pool_put(in_own);
+    cgpu_host_pool_put(out_own);
     return st;
 }
 

@@ -36,6 +36,7 @@
 #include "../proc_state.h"
 #include "child_check.h"
 #include "cunit_run.h"
+#include "cgpu_host_pool.h"
 #include "cgpu_proxy.h"
 
 #include <dirent.h>
@@ -2583,6 +2584,49 @@ static void test_stager_pool_reuses_the_size_in_use(void)
     cgpu_stager_pool_drain();
 }
 
+/* The host pool: a block given back is handed out again, a busy one never twice, the cap
+ * holds (beyond it malloc'd memory, which a put frees), and a block in use at the drain is
+ * freed at its put. */
+static void test_host_pool_reuses_and_caps(void)
+{
+    cgpu_host_pool_drain();
+    cgpu_host_pool_set_cap((size_t) 256 << 10);
+    CU_ASSERT_EQUAL(0, cgpu_host_pool_blocks());
+    char *a = cgpu_host_pool_get(100000); /* a block of 128 KiB */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    memset(a, 0x5a, 131072);
+    CU_ASSERT_EQUAL(1, cgpu_host_pool_blocks());
+    cgpu_host_pool_put(a);
+    char *b = cgpu_host_pool_get(70000);
+    CU_ASSERT_PTR_EQUAL(a, b);
+    char *c = cgpu_host_pool_get(70000); /* a busy, so a second block */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_EQUAL(b, c);
+    CU_ASSERT_EQUAL(2, cgpu_host_pool_blocks());
+    char *d = cgpu_host_pool_get(1000); /* the cap is reached: malloc'd */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    CU_ASSERT_EQUAL(2, cgpu_host_pool_blocks());
+    memset(d, 1, 1000);
+    cgpu_host_pool_put(d);
+    char *big = cgpu_host_pool_get((size_t) 1 << 20); /* over the cap: malloc'd */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+    memset(big, 2, (size_t) 1 << 20);
+    cgpu_host_pool_put(big);
+    CU_ASSERT_EQUAL(2, cgpu_host_pool_blocks());
+    cgpu_host_pool_put(b);
+    cgpu_host_pool_drain(); /* frees b's block; c's is still in use */
+    CU_ASSERT_EQUAL(1, cgpu_host_pool_blocks());
+    cgpu_host_pool_put(c);
+    CU_ASSERT_EQUAL(0, cgpu_host_pool_blocks());
+    cgpu_host_pool_put(NULL);
+    cgpu_host_pool_set_cap(0); /* no pinned memory kept: every request malloc'd */
+    char *e = cgpu_host_pool_get(4096);
+    CU_ASSERT_PTR_NOT_NULL(e);
+    CU_ASSERT_EQUAL(0, cgpu_host_pool_blocks());
+    cgpu_host_pool_put(e);
+    cgpu_host_pool_set_cap((size_t) 128 << 20);
+}
+
 /* ------------------------------------------------------------------------------------- */
 /* A peer process that dies, a peer process that stops                                   */
 /* ------------------------------------------------------------------------------------- */
@@ -2799,6 +2843,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_waits_run_progress},
     {"the stager pool reuses the size in use and stays bounded",
      test_stager_pool_reuses_the_size_in_use},
+    {"host pool: a block given back is reused, the cap holds, a drain spares blocks in use",
+     test_host_pool_reuses_and_caps},
     {"allreduce_host: MAX and SUM of host words, in place, zero words, a bad op refused",
      test_allreduce_host_words},
     {"scatter auto: a reduce-scatter up to 4 MiB blocks, a broadcast above; explicit kept",
