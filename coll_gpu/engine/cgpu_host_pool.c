@@ -53,6 +53,41 @@ void *cgpu_host_pool_get(size_t bytes)
         }
     }
     char *mem = NULL;
+    host_block_t gone[CGPU_HOST_POOL_BLOCKS];
+    int ngone = 0;
+    size_t spare = 0; /* bytes of free blocks smaller than the new size */
+    int nspare = 0;
+    for (int i = 0; i < CGPU_HOST_POOL_BLOCKS; ++i) {
+        if (NULL != blocks[i].mem && !blocks[i].busy && blocks[i].bytes < size) {
+            spare += blocks[i].bytes;
+            ++nspare;
+        }
+    }
+    /* none freed unless freeing them all would make room */
+    if (best < 0 && !draining && size >= bytes && kept - spare + size <= cap &&
+        (empty >= 0 || nspare > 0)) {
+        /* room for the new size: free blocks smaller than it go, smallest first (they
+         * cannot serve this request, and the larger block serves theirs), so calls of
+         * growing sizes end with large blocks instead of a table full of small ones that
+         * sends every larger call to malloc */
+        while (empty < 0 || kept + size > cap) {
+            int victim = -1;
+            for (int i = 0; i < CGPU_HOST_POOL_BLOCKS; ++i) {
+                const host_block_t *b = &blocks[i];
+                if (NULL != b->mem && !b->busy && b->bytes < size &&
+                    (victim < 0 || b->bytes < blocks[victim].bytes)) {
+                    victim = i;
+                }
+            }
+            if (victim < 0) {
+                break;
+            }
+            gone[ngone++] = blocks[victim];
+            kept -= blocks[victim].bytes;
+            blocks[victim] = (host_block_t){0};
+            empty = empty < 0 ? victim : empty;
+        }
+    }
     if (best >= 0) {
         blocks[best].busy = true;
         mem = blocks[best].mem;
@@ -63,6 +98,10 @@ void *cgpu_host_pool_get(size_t bytes)
         b->bytes = size;
         kept += size;
         pthread_mutex_unlock(&lock);
+        for (int i = 0; i < ngone; ++i) {
+            cgpu_engine_host_free(gone[i].base, gone[i].pinned);
+        }
+        ngone = 0;
         void *p = NULL;
         bool pinned = false;
         const bool ok = CGPU_OK == cgpu_engine_host_alloc(size + GUARD, &p, &pinned);
@@ -77,6 +116,9 @@ void *cgpu_host_pool_get(size_t bytes)
         }
     }
     pthread_mutex_unlock(&lock);
+    for (int i = 0; i < ngone; ++i) {
+        cgpu_engine_host_free(gone[i].base, gone[i].pinned);
+    }
     return NULL != mem ? mem : malloc(bytes > 0 ? bytes : 1);
 }
 
@@ -133,6 +175,14 @@ int cgpu_host_pool_blocks(void)
     for (int i = 0; i < CGPU_HOST_POOL_BLOCKS; ++i) {
         n += NULL != blocks[i].mem;
     }
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+size_t cgpu_host_pool_kept(void)
+{
+    pthread_mutex_lock(&lock);
+    const size_t n = kept;
     pthread_mutex_unlock(&lock);
     return n;
 }

@@ -8,8 +8,9 @@
  * slices (270 us each on an H200). Pinning costs milliseconds, so pinned blocks are kept
  * between calls: at most CGPU_HOST_POOL_BLOCKS of them and the cap in all
  * (coll_gpu_stage_pinned_bytes), each a power of two of at least 64 KiB. A request that finds
- * no free block large enough and no room for a new one gets malloc'd memory, so the pool
- * never fails a call that malloc would serve. One mutex guards the table; it is never held
+ * no free block large enough frees smaller free blocks until a new one fits; one that still
+ * finds no room (the blocks in use fill the table or the cap) gets malloc'd memory, so the
+ * pool never fails a call that malloc would serve. One mutex guards the table; it is never held
  * across a copy, a call into MPI or a wait for a peer.
  */
 #ifndef CGPU_HOST_POOL_H
@@ -32,8 +33,9 @@ void *cgpu_host_pool_get(size_t bytes);
 void cgpu_host_pool_put(void *mem);
 /** Frees every block not in use (engine end; blocks in use are freed at their put). */
 void cgpu_host_pool_drain(void);
-/** Pooled blocks now (tests). */
+/** Pooled blocks now, and their bytes (tests). */
 int cgpu_host_pool_blocks(void);
+size_t cgpu_host_pool_kept(void);
 
 #ifdef __cplusplus
 }

@@ -2624,6 +2624,32 @@ static void test_host_pool_reuses_and_caps(void)
     CU_ASSERT_PTR_NOT_NULL(e);
     CU_ASSERT_EQUAL(0, cgpu_host_pool_blocks());
     cgpu_host_pool_put(e);
+    /* growing sizes, one call at a time: past the table's eight entries the smallest free
+     * block makes room, so the largest sizes are still pooled, not malloc'd */
+    cgpu_host_pool_set_cap((size_t) 64 << 20);
+    size_t sum = 0;
+    for (int k = 0; k <= CGPU_HOST_POOL_BLOCKS; ++k) {
+        const size_t sz = (size_t) 65536 << k;
+        char *p = cgpu_host_pool_get(sz);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        memset(p, k, sz);
+        cgpu_host_pool_put(p);
+        sum += sz;
+    }
+    CU_ASSERT_EQUAL(CGPU_HOST_POOL_BLOCKS, cgpu_host_pool_blocks());
+    CU_ASSERT_EQUAL(sum - 65536, cgpu_host_pool_kept()); /* the 64 KiB block went */
+    /* a size no eviction can make room for (over the cap) evicts nothing */
+    char *huge = cgpu_host_pool_get((size_t) 65 << 20);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(huge);
+    cgpu_host_pool_put(huge);
+    CU_ASSERT_EQUAL(sum - 65536, cgpu_host_pool_kept());
+    /* smaller requests are served by the large blocks: nothing new is made */
+    char *s1 = cgpu_host_pool_get(1000), *s2 = cgpu_host_pool_get(70000);
+    CU_ASSERT_EQUAL(sum - 65536, cgpu_host_pool_kept());
+    cgpu_host_pool_put(s1);
+    cgpu_host_pool_put(s2);
+    cgpu_host_pool_drain();
+    CU_ASSERT_EQUAL(0, cgpu_host_pool_kept());
     cgpu_host_pool_set_cap((size_t) 128 << 20);
 }
 
