@@ -46,7 +46,9 @@
 #           BENCH_PROGS colls, and any of scan (bench_scan, ours and then
 #                       coll_gpu_scan_algorithm=fallback), ras_poll (bench_ras_poll on device
 #                       buffers), proxy (bench_proxy over tcp and shm), ceiling (bench_ceiling:
-#                       the node's copy ceilings, one process on every GPU) (default colls)
+#                       the node's copy ceilings, one process on every GPU), sliced
+#                       (bench_sliced_copies: which copies wait for a time slice where 2
+#                       and 4 processes share GPU 0 without MPS) (default colls)
 #   osu:    OSU_PROGS   programs (default: osu_allreduce osu_reduce osu_bcast osu_allgather
 #                       osu_alltoall osu_reduce_scatter_block osu_iallreduce osu_ialltoall)
 #           OSU_NP      ranks (default 2)
@@ -256,7 +258,13 @@ if has bench; then
                     # no MPI: one process drives every GPU, so VARIANTS do not apply
                     timeout -k 5 300 bench/bench_ceiling 2>&1 | tee "$log/bench_ceiling_$sfx.txt"
                     ;;
-                *) echo "bench: unknown program '$p' (colls scan ras_poll proxy ceiling)" ;;
+                sliced)
+                    # no MPI: 2 and 4 processes forked on device 0, without MPS
+                    for np in 2 4; do
+                        timeout -k 5 120 bench/bench_sliced_copies $np
+                    done 2>&1 | tee "$log/bench_sliced_copies_$sfx.txt"
+                    ;;
+                *) echo "bench: unknown program '$p' (colls scan ras_poll proxy ceiling sliced)" ;;
                 esac
             done
         done
