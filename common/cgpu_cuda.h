@@ -133,8 +133,9 @@ cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n);
  * needs its engines of compute, which include kernels, device-to-device copies and a
  * host-to-device copy of one run under 32 KiB from pinned memory or 64 KiB from pageable
  * memory (the driver writes those through the command stream); copy-engine work
- * (device-to-host copies into pinned memory, host-to-device copies of two rows or more at any
- * size, larger runs from pinned memory) and stream memory operations switch at no cost. */
+ * (device-to-host copies, host-to-device copies of two rows or more at any size, larger runs
+ * from pinned memory) and stream memory operations switch at no cost
+ * (bench/bench_sliced_copies). */
 void cgpu_cuda_set_time_sliced(void);
 bool cgpu_cuda_time_sliced(void);
 /** Host-to-device writes up to this size go as stream memory operations. */
