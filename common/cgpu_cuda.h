@@ -131,8 +131,8 @@ cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n);
  * set-up found so): the GPU then switches between the processes' contexts a time slice
  * at a time (about 270 us on an H200, twice that with four processes) for any work that
  * needs its engines of compute, which include kernels, device-to-device copies and a
- * host-to-device copy of one run under 32 KiB from pinned memory or 64 KiB from pageable
- * memory (the driver writes those through the command stream); copy-engine work
+ * host-to-device copy of one run under 32 KiB from pinned memory or up to at least 64 KiB
+ * from pageable memory (the driver writes those through the command stream); copy-engine work
  * (device-to-host copies, host-to-device copies of two rows or more at any size, larger runs
  * from pinned memory) and stream memory operations switch at no cost
  * (bench/bench_sliced_copies). */
