@@ -148,8 +148,6 @@ bool cgpu_cuda_time_sliced(void);
  * CGPU_CUDA_SLICED_ROWS_MAX as two rows for a copy engine (9-14 us to 24 KiB, two to four
  * processes), against 270-540 us for the plain copy. */
 cgpu_status_t cgpu_cuda_copy_to_device(const cgpu_copy_t *c, int n);
-/** One host-to-device copy in the forms of cgpu_cuda_copy_to_device, enqueued on @p stream. */
-cgpu_status_t cgpu_cuda_copy_to_device_async(void *dst, const void *src, size_t bytes, void *stream);
 /** The copy @p c (rows and pitch included), enqueued on @p stream. */
 cgpu_status_t cgpu_cuda_copy_rows_async(const cgpu_copy_t *c, void *stream);
 

@@ -365,9 +365,8 @@ else
                 "$BIN/mpi/$p" staged
         fi
     done
-    # the host path's staging of device buffers, on host buffers staged as if they were
-    # (large allreduces round by round: a copy stream overlapping the host ring), every
-    # type, op, count and in place
+    # the host path's staging of device buffers, on host buffers staged as if they were:
+    # every type, op, count and in place
     [ -x "$BIN/mpi/test_allreduce" ] && run_test "test_allreduce.staged.np3" "${MPIRUN[@]}" \
         --mca coll_gpu_stage_host_buffers 1 -np 3 "$BIN/mpi/test_allreduce"
     # every datatype with host buffers staged: the staged reductions' mirrors (long double

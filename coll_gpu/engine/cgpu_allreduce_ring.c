@@ -128,37 +128,13 @@ out_abort:
     return false;
 }
 
-/* elements in the round at @p off: n chunks of at most a slot each */
-static size_t round_elems(size_t count, size_t off, size_t n, size_t slot_elems)
-{
-    if (off >= count) {
-        return 0;
-    }
-    const size_t rem = count - off;
-    const size_t per_chunk = (rem + n - 1) / n < slot_elems ? (rem + n - 1) / n : slot_elems;
-    return n * per_chunk < rem ? n * per_chunk : rem;
-}
-
 cgpu_status_t cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                        size_t count, cgpu_dtype_t dt, cgpu_op_t op)
 {
-    return cgpu_host_ring_allreduce_hooked(comm, sbuf, rbuf, count, dt, op, NULL);
-}
-
-cgpu_status_t cgpu_host_ring_allreduce_hooked(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
-                                              size_t count, cgpu_dtype_t dt, cgpu_op_t op,
-                                              const cgpu_ring_hooks_t *hooks)
-{
     const size_t esize = cgpu_dtype_size(dt);
     if (1 == comm->size) {
-        if (NULL != hooks) {
-            hooks->before(hooks->ctx, 0, count, 0, 0);
-        }
         if (sbuf != rbuf) {
             memcpy(rbuf, sbuf, count * esize);
-        }
-        if (NULL != hooks) {
-            hooks->after(hooks->ctx, 0, count);
         }
         return CGPU_OK;
     }
@@ -172,16 +148,8 @@ cgpu_status_t cgpu_host_ring_allreduce_hooked(cgpu_comm_t *comm, const void *sbu
         if (per_chunk > slot_elems) {
             per_chunk = slot_elems;
         }
-        if (NULL != hooks) {
-            const size_t next = off + n * slot_elems;
-            hooks->before(hooks->ctx, off, round_elems(count, off, n, slot_elems), next,
-                          round_elems(count, next, n, slot_elems));
-        }
         if (!ring_loop(comm, &a, off, per_chunk)) {
             return cgpu_comm_wait_failed(comm);
-        }
-        if (NULL != hooks) {
-            hooks->after(hooks->ctx, off, round_elems(count, off, n, slot_elems));
         }
     }
     return CGPU_OK;

@@ -267,20 +267,6 @@ cgpu_status_t cgpu_net_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
 /* Host ring allreduce on host memory (cgpu_allreduce_ring.c). */
 cgpu_status_t cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                        size_t count, cgpu_dtype_t dt, cgpu_op_t op);
-/* The ring works in rounds, each over one range of elements of both buffers; these hooks
- * run on this rank only, around each round, so a caller can move the ranges in and out of
- * the host buffers while the ring works on others (the schedule is the same with or without
- * them). before(first, n, next_first, next_n): round [first, first + n) is next, and
- * [next_first, next_first + next_n) after it (next_n 0: none); after(first, n): round
- * [first, first + n) is done. */
-typedef struct cgpu_ring_hooks {
-    void (*before)(void *ctx, size_t first, size_t n, size_t next_first, size_t next_n);
-    void (*after)(void *ctx, size_t first, size_t n);
-    void *ctx;
-} cgpu_ring_hooks_t;
-cgpu_status_t cgpu_host_ring_allreduce_hooked(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
-                                              size_t count, cgpu_dtype_t dt, cgpu_op_t op,
-                                              const cgpu_ring_hooks_t *hooks);
 
 /* Host direct alltoall on host memory (cgpu_alltoall_direct.c). */
 cgpu_status_t cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);

@@ -11,7 +11,6 @@
 
 #include "cgpu_host_pool.h"
 #include "cgpu_path.h"
-#include "cgpu_stager.h"
 
 /* Host copies of buffers that live on a device, for the host algorithms: the communicator's
  * pinned halves (pinned set) for a small call on a time-sliced GPU, else blocks of the
@@ -166,102 +165,6 @@ cgpu_status_t cgpu_host_view(const void *p, size_t bytes, bool copy_in, void **v
     return copy_in ? cgpu_engine_copy(*own, p, bytes) : CGPU_OK;
 }
 
-/*
- * A large allreduce of device buffers, staged round by round: the host ring works in rounds
- * over ranges of the buffers (cgpu_host_ring_allreduce_hooked), so while it reduces one
- * range a copy stream brings the next one in and takes the previous result out, instead of
- * a whole copy in before the ring and a whole copy out after it. The ring's schedule is the
- * same as unstaged, so each rank decides for itself (its own buffers' kinds).
- */
-enum { STAGE_ROUNDS_MIN_BYTES = 512 << 10 };
-
-typedef struct round_stage {
-    cgpu_stager_t *stg;
-    const char *sdev; /* device input (NULL: the input is on the host already) */
-    char *rdev;       /* device output (NULL: the output is on the host already) */
-    char *in, *out;   /* the host buffers the ring works on */
-    size_t esize;
-    int ins;          /* copies in queued, each marked (marks 0 and 1 by parity) */
-    cgpu_status_t st; /* the first failure: the ring goes on (its peers wait for this
-                       * rank), the call returns it */
-} round_stage_t;
-
-static void round_copy_in(round_stage_t *rs, size_t first, size_t n)
-{
-    const size_t off = first * rs->esize;
-    if (CGPU_OK == rs->st) {
-        rs->st = cgpu_stager_copy(rs->stg, rs->in + off, rs->sdev + off, n * rs->esize);
-    }
-    if (CGPU_OK == rs->st) {
-        rs->st = cgpu_stager_mark(rs->stg, rs->ins & 1);
-    }
-    rs->ins++;
-}
-
-static void round_before(void *ctx, size_t first, size_t n, size_t next_first, size_t next_n)
-{
-    round_stage_t *rs = ctx;
-    if (NULL == rs->sdev) {
-        return;
-    }
-    if (0 == rs->ins) { /* the first round's input: nothing overlaps it */
-        round_copy_in(rs, first, n);
-    }
-    const int mine = (rs->ins - 1) & 1; /* this round's copy, the last one queued */
-    if (next_n > 0) {
-        round_copy_in(rs, next_first, next_n);
-    }
-    if (CGPU_OK == rs->st) {
-        rs->st = cgpu_stager_wait(rs->stg, mine);
-    }
-}
-
-static void round_after(void *ctx, size_t first, size_t n)
-{
-    round_stage_t *rs = ctx;
-    const size_t off = first * rs->esize;
-    if (NULL != rs->rdev && CGPU_OK == rs->st) {
-        rs->st = cgpu_stager_copy_to_device(rs->stg, rs->rdev + off, rs->out + off, n * rs->esize);
-    }
-}
-
-/* CGPU_DECLINED: not a call for rounds (this rank has no device buffer, or no stager) */
-static cgpu_status_t staged_rounds_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
-                                             size_t count, cgpu_dtype_t dt, cgpu_op_t op)
-{
-    const size_t esize = cgpu_dtype_size(dt), bytes = count * esize;
-    const bool in_place = sbuf == rbuf;
-    const bool s_dev = on_device(comm, sbuf), r_dev = in_place ? s_dev : on_device(comm, rbuf);
-    round_stage_t rs = {.esize = esize};
-    if (bytes < STAGE_ROUNDS_MIN_BYTES || (!s_dev && !r_dev) ||
-        CGPU_OK != cgpu_stager_get(64, 2, &rs.stg)) {
-        return CGPU_DECLINED;
-    }
-    char *in_own = s_dev ? cgpu_host_pool_get(bytes) : NULL;
-    char *out_own = r_dev && !in_place ? cgpu_host_pool_get(bytes) : NULL;
-    rs.sdev = s_dev ? sbuf : NULL;
-    rs.rdev = r_dev ? rbuf : NULL;
-    rs.in = s_dev ? in_own : (char *) sbuf;
-    rs.out = !r_dev ? (char *) rbuf : in_place ? in_own : out_own;
-    char *scratch = NULL;
-    if (NULL == rs.in || NULL == rs.out) { /* take part on zeroed scratch: no peer waits */
-        rs.st = CGPU_ERR_NO_MEMORY;
-        rs.sdev = rs.rdev = NULL;
-        rs.in = rs.out = scratch = calloc(1, bytes);
-    }
-    const cgpu_ring_hooks_t hooks = {.before = round_before, .after = round_after, .ctx = &rs};
-    cgpu_status_t st =
-        NULL != rs.in ? cgpu_host_ring_allreduce_hooked(comm, rs.in, rs.out, count, dt, op, &hooks)
-                      : CGPU_ERR_NO_MEMORY;
-    const cgpu_status_t fin = cgpu_stager_finish(rs.stg);
-    cgpu_stager_put(&rs.stg);
-    free(scratch);
-    cgpu_host_pool_put(in_own);
-    cgpu_host_pool_put(out_own);
-    st = CGPU_OK != st ? st : rs.st;
-    return CGPU_OK != st ? st : fin;
-}
-
 static cgpu_status_t host_path_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                          size_t count, cgpu_dtype_t dt, cgpu_op_t op,
                                          cgpu_allreduce_alg_t alg, bool host,
@@ -274,11 +177,9 @@ static cgpu_status_t host_path_allreduce(cgpu_comm_t *comm, const void *sbuf, vo
     allreduce_args_t a = {.count = count, .dt = dt, .op = op};
     cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
                          count * cgpu_dtype_size(dt), "ring");
-    cgpu_status_t st = host ? cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op)
-                            : staged_rounds_allreduce(comm, sbuf, rbuf, count, dt, op);
-    if (CGPU_DECLINED == st) {
-        st = run_host_staged(comm, sbuf, rbuf, count * cgpu_dtype_size(dt), host_allreduce, &a);
-    }
+    cgpu_status_t st =
+        host ? cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op)
+             : run_host_staged(comm, sbuf, rbuf, count * cgpu_dtype_size(dt), host_allreduce, &a);
     cgpu_coll_prof_end(comm);
     return st;
 }

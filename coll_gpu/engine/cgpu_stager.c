@@ -198,19 +198,6 @@ cgpu_status_t cgpu_stager_copy(cgpu_stager_t *s, void *dst, const void *src, siz
     return cgpu_cuda_copy_async(dst, src, bytes, s->stream);
 }
 
-cgpu_status_t cgpu_stager_copy_to_device(cgpu_stager_t *s, void *dst, const void *src, size_t bytes)
-{
-    if (0 == bytes) {
-        return CGPU_OK;
-    }
-    if (!s->cuda) {
-        memcpy(dst, src, bytes);
-        return CGPU_OK;
-    }
-    return cgpu_cuda_time_sliced() ? cgpu_cuda_copy_to_device_async(dst, src, bytes, s->stream)
-                                   : cgpu_cuda_copy_async(dst, src, bytes, s->stream);
-}
-
 cgpu_status_t cgpu_stager_mark(cgpu_stager_t *s, int i)
 {
     return s->cuda ? cgpu_cuda_event_record(s->ev[i], s->stream) : CGPU_OK;

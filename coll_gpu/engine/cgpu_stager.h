@@ -29,9 +29,6 @@ void *cgpu_stager_slot(const cgpu_stager_t *s, int i);
  * the stager while it is pooled; a larger request replaces it once the queue is drained. */
 cgpu_status_t cgpu_stager_scratch(cgpu_stager_t *s, size_t bytes, void **out);
 cgpu_status_t cgpu_stager_copy(cgpu_stager_t *s, void *dst, const void *src, size_t bytes);
-/* a copy from host memory to device memory: on a time-sliced GPU in a form a copy engine
- * takes (cgpu_cuda_copy_to_device) */
-cgpu_status_t cgpu_stager_copy_to_device(cgpu_stager_t *s, void *dst, const void *src, size_t bytes);
 cgpu_status_t cgpu_stager_mark(cgpu_stager_t *s, int i);
 cgpu_status_t cgpu_stager_wait(cgpu_stager_t *s, int i);
 cgpu_status_t cgpu_stager_finish(cgpu_stager_t *s);
