@@ -114,8 +114,6 @@ _Static_assert(CGPU_SEG_EARLY_OFF + 2 * CGPU_SEG_EARLY_BYTES <= CGPU_SEG_CTRL_BY
 
 #define CGPU_GAVE_UP_NOBODY (-1)
 
-_Static_assert(sizeof(cgpu_seg_ctrl_t) <= CGPU_SEG_CTRL_BYTES, "control block too large");
-
 enum { CGPU_COMM_ALIVE = 0x414c4956, CGPU_COMM_DEAD = 0x44454144 };
 
 struct cgpu_cuda_comm;
