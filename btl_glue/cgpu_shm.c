@@ -4,9 +4,11 @@
 #define CGPU_LOG_SUBSYS CGPU_SUB_SHM
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "cgpu_shm.h"
+#include "cgpu_cuda.h"
 #include "cgpu_log.h"
 
 static atomic_int shm_mapped;
@@ -219,10 +222,77 @@ void cgpu_shm_unlink_name(const char *name)
     }
 }
 
+/* The mappings pinned for the GPU (cgpu_shm_pin), by base address: a segment's copies share
+ * the base, so the table, not the copy, knows. At most one entry per mapping; pinning and
+ * unmapping are rare (a communicator's first staged call, its release), so a list under a
+ * mutex will do. */
+static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
+static void **pinned;
+static int npinned, pinned_cap;
+
+cgpu_status_t cgpu_shm_pin(const cgpu_shm_seg_t *seg)
+{
+    if (NULL == seg->base) {
+        return CGPU_ERR_INVALID_ARG;
+    }
+    cgpu_status_t st = CGPU_OK;
+    pthread_mutex_lock(&pin_lock);
+    for (int i = 0; i < npinned; ++i) {
+        if (pinned[i] == seg->base) {
+            goto out;
+        }
+    }
+    if (npinned == pinned_cap) {
+        const int cap = pinned_cap > 0 ? 2 * pinned_cap : 16;
+        void **grown = realloc(pinned, sizeof(*pinned) * (size_t) cap);
+        if (NULL == grown) {
+            st = CGPU_ERR_NO_MEMORY;
+            goto out;
+        }
+        pinned = grown;
+        pinned_cap = cap;
+    }
+    st = cgpu_cuda_host_register(seg->base, seg->size);
+    if (CGPU_OK == st) {
+        pinned[npinned++] = seg->base;
+    }
+out:
+    pthread_mutex_unlock(&pin_lock);
+    return st;
+}
+
+int cgpu_shm_pinned_count(void)
+{
+    pthread_mutex_lock(&pin_lock);
+    const int n = npinned;
+    pthread_mutex_unlock(&pin_lock);
+    return n;
+}
+
+/* Unpin @p base if it was pinned: the registration must go before the mapping does. */
+static void unpin(void *base)
+{
+    pthread_mutex_lock(&pin_lock);
+    for (int i = 0; i < npinned; ++i) {
+        if (pinned[i] == base) {
+            cgpu_cuda_host_unregister(base);
+            pinned[i] = pinned[--npinned];
+            break;
+        }
+    }
+    if (0 == npinned) {
+        free(pinned);
+        pinned = NULL;
+        pinned_cap = 0;
+    }
+    pthread_mutex_unlock(&pin_lock);
+}
+
 void cgpu_shm_detach(cgpu_shm_seg_t *seg)
 {
     cgpu_shm_unlink(seg);
     if (NULL != seg->base) {
+        unpin(seg->base);
         munmap(seg->base, seg->size);
         seg->base = NULL;
         atomic_fetch_sub(&shm_mapped, 1);

@@ -53,8 +53,19 @@ void cgpu_shm_unlink(cgpu_shm_seg_t *seg);
  */
 void cgpu_shm_unlink_name(const char *name);
 
-/** Unmap (and unlink if still linked and owned). Idempotent. */
+/** Unmap (and unlink if still linked and owned; unpinned first if pinned). Idempotent. */
 void cgpu_shm_detach(cgpu_shm_seg_t *seg);
+
+/**
+ * Pin the mapping of @p seg for the GPU's copy engines (cudaHostRegister), so that copies
+ * between it and device memory run as DMA; once per mapping in this process, whichever copy
+ * of @p seg asks (a peer's segment is mapped once and shared by communicators), until
+ * cgpu_shm_detach unmaps it. An error where no GPU takes it: copies still work, slower.
+ */
+cgpu_status_t cgpu_shm_pin(const cgpu_shm_seg_t *seg);
+
+/** Mappings pinned now (tests). */
+int cgpu_shm_pinned_count(void);
 
 /** Number of segments this process has mapped right now (for RAS and tests). */
 int cgpu_shm_mapped_count(void);

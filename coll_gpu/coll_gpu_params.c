@@ -517,6 +517,13 @@ static const param_t params[] = {
              "module: pinned host memory kept between calls, at most this many bytes per "
              "process (a copy that finds none free gets unpinned memory, which the GPU copies "
              "at a fraction of the speed); 0: never pinned"},
+    {P_ULONG("stage_direct_min_bytes", stage_direct_min_bytes),
+     .help = "MPI_Allreduce of device buffers staged through host memory (ranks that share a "
+             "GPU without MPS): messages of at least this many bytes reduce in the ranks' "
+             "shared stage areas, each rank's input copied there and the result back by the "
+             "GPU's copy engines, in rounds of half a stage (coll_gpu_alltoall_stage_bytes); "
+             "smaller ones run the host ring on host copies. 0: always the ring. Rank 0's "
+             "value counts"},
     {P_ULONG("stage_pipeline_min_bytes", stage_pipeline_min_bytes),
      .help = "Staged allreduce: contiguous messages of at least this many bytes go through "
              "the pipeline (host buffers too: reduced chunk by chunk, with no copy), smaller "

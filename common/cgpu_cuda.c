@@ -534,22 +534,6 @@ static cudaError_t legacy_wait(cudaError_t e)
     return e;
 }
 
-cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n)
-{
-    cudaError_t e = cudaSuccess;
-    int queued = 0;
-    for (int i = 0; i < n && cudaSuccess == e; ++i) {
-        if (c[i].bytes > 0) {
-            e = copy_rows(&c[i], cudaStreamLegacy);
-            ++queued;
-        }
-    }
-    if (0 == queued) {
-        return CGPU_OK;
-    }
-    return cgpu_cuda_check((int) legacy_wait(e), "cudaMemcpy");
-}
-
 static atomic_bool time_sliced;
 
 void cgpu_cuda_set_time_sliced(void)
@@ -577,11 +561,11 @@ static void find_batch_mem_op(void)
     }
 }
 
-/* A write of at most CGPU_CUDA_WRITE_OPS_MAX bytes as stream memory operations on the legacy
- * stream (8- or 4-byte words; the front end runs them, about 7 us for one word and 1.2 more a
+/* A write of at most CGPU_CUDA_WRITE_OPS_MAX bytes as stream memory operations on @p stream
+ * (8- or 4-byte words; the front end runs them, about 7 us for one word and 1.2 more a
  * word). cudaErrorNotSupported, nothing queued, where @p dst or @p bytes is not 4-byte
  * aligned or the driver lacks the call. */
-static cudaError_t enqueue_write_ops(void *dst, const void *src, size_t bytes)
+static cudaError_t enqueue_write_ops(void *dst, const void *src, size_t bytes, cudaStream_t stream)
 {
     const uintptr_t d = (uintptr_t) dst;
     const size_t w = 0 == ((d | bytes) & 7) ? 8 : 4;
@@ -605,46 +589,68 @@ static cudaError_t enqueue_write_ops(void *dst, const void *src, size_t bytes)
             memcpy(&ops[i].writeValue.value, (const char *) src + (size_t) i * w, 4);
         }
     }
-    return CUDA_SUCCESS == batch_mem_op(CU_STREAM_LEGACY, n, ops, 0) ? cudaSuccess
+    return CUDA_SUCCESS == batch_mem_op((CUstream) stream, n, ops, 0) ? cudaSuccess
                                                                       : cudaErrorUnknown;
 }
 
-/* One host-to-device copy in a form a copy engine takes (see cgpu_cuda_copy_to_device):
- * a run under CGPU_CUDA_SLICED_ROWS_MAX goes as two rows of half of it, and an odd last byte
- * with the one before it as two rows of one byte (that byte is written twice, with the same
- * value, in stream order). */
-static cudaError_t enqueue_to_device(const cgpu_copy_t *c)
+/* One host-to-device copy in a form a copy engine takes (see cgpu_cuda_copy_to_device),
+ * on @p stream: up to CGPU_CUDA_WRITE_OPS_MAX aligned bytes as stream writes where @p ops
+ * (the destination is device memory), a run under CGPU_CUDA_SLICED_ROWS_MAX as two rows of
+ * half of it, and an odd last byte with the one before it as two rows of one byte (that
+ * byte is written twice, with the same value, in stream order). */
+static cudaError_t enqueue_to_device(const cgpu_copy_t *c, bool ops, cudaStream_t stream)
 {
     if (c->rows > 1 || c->bytes < 2 || c->bytes > CGPU_CUDA_SLICED_ROWS_MAX) {
-        return c->bytes > 0 ? copy_rows(c, cudaStreamLegacy) : cudaSuccess;
+        return c->bytes > 0 ? copy_rows(c, stream) : cudaSuccess;
     }
-    if (cudaSuccess == enqueue_write_ops(c->dst, c->src, c->bytes)) {
+    if (ops && cudaSuccess == enqueue_write_ops(c->dst, c->src, c->bytes, stream)) {
         return cudaSuccess;
     }
     const size_t half = c->bytes / 2;
-    cudaError_t e = cudaMemcpy2DAsync(c->dst, half, c->src, half, half, 2, cudaMemcpyDefault,
-                                      cudaStreamLegacy);
+    cudaError_t e =
+        cudaMemcpy2DAsync(c->dst, half, c->src, half, half, 2, cudaMemcpyDefault, stream);
     if (cudaSuccess == e && 0 != (c->bytes & 1)) {
         e = cudaMemcpy2DAsync((char *) c->dst + c->bytes - 2, 1, (const char *) c->src + c->bytes - 2,
-                              1, 1, 2, cudaMemcpyDefault, cudaStreamLegacy);
+                              1, 1, 2, cudaMemcpyDefault, stream);
     }
     return e;
 }
 
-cgpu_status_t cgpu_cuda_copy_to_device(const cgpu_copy_t *c, int n)
+/* The @p n copies of @p c queued on the legacy stream, in the copy-engine forms where
+ * @p to_device, then one wait for all of them. */
+static cgpu_status_t queue_and_wait(const cgpu_copy_t *c, int n, bool to_device)
 {
     cudaError_t e = cudaSuccess;
     int queued = 0;
     for (int i = 0; i < n && cudaSuccess == e; ++i) {
         if (c[i].bytes > 0) {
-            e = enqueue_to_device(&c[i]);
+            e = to_device ? enqueue_to_device(&c[i], true, cudaStreamLegacy)
+                          : copy_rows(&c[i], cudaStreamLegacy);
             ++queued;
         }
     }
     if (0 == queued) {
         return CGPU_OK;
     }
-    return cgpu_cuda_check((int) legacy_wait(e), "cudaMemcpy2DAsync");
+    return cgpu_cuda_check((int) legacy_wait(e), to_device ? "cudaMemcpy2DAsync" : "cudaMemcpy");
+}
+
+cgpu_status_t cgpu_cuda_copy_many(const cgpu_copy_t *c, int n)
+{
+    return queue_and_wait(c, n, false);
+}
+
+cgpu_status_t cgpu_cuda_copy_to_device(const cgpu_copy_t *c, int n)
+{
+    return queue_and_wait(c, n, true);
+}
+
+cgpu_status_t cgpu_cuda_copy_engine_async(void *dst, const void *src, size_t bytes,
+                                             void *stream)
+{
+    const cgpu_copy_t c = {.dst = dst, .src = src, .bytes = bytes};
+    return cgpu_cuda_check((int) enqueue_to_device(&c, false, (cudaStream_t) stream),
+                           "cudaMemcpy2DAsync");
 }
 
 cgpu_status_t cgpu_cuda_copy(void *dst, const void *src, size_t bytes)
@@ -955,6 +961,13 @@ bool cgpu_cuda_time_sliced(void)
 cgpu_status_t cgpu_cuda_copy_to_device(const cgpu_copy_t *c, int n)
 {
     (void) c, (void) n;
+    return CGPU_ERR_NOT_SUPPORTED;
+}
+
+cgpu_status_t cgpu_cuda_copy_engine_async(void *dst, const void *src, size_t bytes,
+                                             void *stream)
+{
+    (void) dst, (void) src, (void) bytes, (void) stream;
     return CGPU_ERR_NOT_SUPPORTED;
 }
 

@@ -35,7 +35,7 @@ cgpu_status_t cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
         piece = bytes;
     }
     cgpu_seg_ctrl_t *mine = cgpu_ctrl(comm, me);
-    char *my_stage = (char *) mine + CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes;
+    char *my_stage = cgpu_stage_area(comm, me);
 
     for (size_t off = 0; off < bytes; off += piece) {
         size_t len = bytes - off < piece ? bytes - off : piece;
@@ -60,8 +60,7 @@ cgpu_status_t cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf
                 return cgpu_comm_wait_failed(comm);
             }
             cgpu_prof_state(&ev, CGPU_PROF_STATE_DATA_V1);
-            const char *pstage =
-                (const char *) pc + CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes;
+            const char *pstage = cgpu_stage_area(comm, p);
             memcpy(out + (size_t) p * bytes + off, pstage + (size_t) me * piece, len);
             atomic_fetch_add_explicit(&pc->a2a_readers.v, 1, memory_order_acq_rel);
             cgpu_ras_progress(comm);

@@ -33,6 +33,7 @@ typedef struct cgpu_peer_info {
     uint64_t slot_bytes;
     uint64_t nslots;
     uint64_t stage_bytes;
+    uint64_t direct_min; /* coll_gpu_stage_direct_min_bytes (rank 0's counts) */
     uint64_t start_time; /* of this process, as /proc says (liveness; 0: unknown) */
     int32_t check_calls; /* coll_gpu_check_calls on this rank */
     int32_t pad;
@@ -384,10 +385,6 @@ void cgpu_comm_free_resources(cgpu_comm_t *comm)
     }
     comm->resources_freed = true;
     cgpu_comm_scratch_release(comm);
-    if (NULL != comm->stage_pinned) {
-        cgpu_cuda_host_free(comm->stage_pinned);
-        comm->stage_pinned = NULL;
-    }
     free(comm->zeros);
     comm->zeros = NULL;
     comm->zeros_bytes = 0;
@@ -477,6 +474,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     me.slot_bytes = cfg->slot_bytes; /* as the engine rounded them */
     me.nslots = (uint64_t) cfg->nslots;
     me.stage_bytes = cfg->stage_bytes;
+    me.direct_min = cfg->stage_direct_min;
     me.check_calls = cfg->check_calls ? 1 : 0;
     me.cuda_ok = (CGPU_BACKEND_HOST != cfg->backend && cgpu_cuda_available()) ? 1 : 0;
     me.device = cgpu_cuda_current_device();
@@ -495,6 +493,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     CGPU_CHECK_GOTO(agree_on_table(all, bs->size), st, out_release);
     CGPU_CHECK_GOTO(agree_on_backend(all, bs->size, &comm->backend), st, out_release);
     comm->check_calls = agree_on_check(all, bs->size, bs->rank);
+    comm->direct_min = (size_t) all[0].direct_min; /* one algorithm choice on every rank */
     if (bs->size > 1) {
         comm->resources_freed = false; /* from here on, whatever is made is freed with them */
         int *node_of = malloc(sizeof(int) * (size_t) bs->size);

@@ -77,6 +77,8 @@ typedef struct cgpu_seg_ctrl {
     cgpu_counter_t a2a_posted;    /* writer: owner; alltoall rounds staged in my segment */
     cgpu_counter_t a2a_readers;   /* writers: all peers (fetch_add); reads of my stage */
     cgpu_counter_t seq;           /* writer: owner; last completed collective */
+    cgpu_counter_t ar_reduced;    /* writer: owner; direct allreduce rounds whose owner's part
+                                   * is reduced in its stage (a2a_round's numbering) */
     cgpu_call_line_t call;        /* writer: owner; the collective it entered, and its record */
     uint32_t magic;
     /* writer: owner, once; on a node-local communicator, that the call across nodes whose
@@ -130,8 +132,6 @@ typedef struct cgpu_peer_proc {
  * copies a communicator keeps are at most twice that */
 #define CGPU_PAIRS_ROUND_BYTES ((size_t) 16 << 20)
 
-/* bytes a half of cgpu_comm_t's stage_pinned */
-#define CGPU_STAGE_PINNED_BYTES ((size_t) 64 << 10)
 
 /* memory a communicator keeps for the collectives built on others: one call's at a time, grown
  * to the largest call, on the device (device) or the host */
@@ -157,6 +157,9 @@ struct cgpu_comm {
     int nslots;
     size_t stage_bytes;
     size_t seg_bytes;
+    size_t direct_min;  /* staged allreduces of at least this many bytes run in the stage
+                         * areas (cgpu_allreduce_direct.c; 0: never); rank 0's value */
+    bool stages_pinned; /* every rank's segment pinned here (tried once) */
 
     cgpu_shm_seg_t self_seg;
     cgpu_shm_seg_t *peer_segs; /* [size]; peer_segs[rank] aliases self_seg's mapping */
@@ -196,12 +199,6 @@ struct cgpu_comm {
     /* the copies through which the padded pairs reduce (their input and result, by rounds
      * of at most CGPU_PAIRS_ROUND_BYTES each), the same way */
     cgpu_scratch_t pairs;
-    /* pinned host memory through which the host path stages device buffers of up to
-     * CGPU_STAGE_PINNED_BYTES on a time-sliced GPU (an input half and an output half; a
-     * host-to-device copy from pinned memory of more than a few KiB takes the copy engine,
-     * from pageable memory only past 64 KiB: cgpu_cuda_set_time_sliced), made at the first
-     * such call, freed with the communicator's resources */
-    void *stage_pinned;
     /* host memory that stays zero: the input of the ranks other than the root to a scatter
      * run as a reduce-scatter (the cuda backend keeps its own on the device), grown to the
      * largest such call, freed with the communicator's resources */
@@ -265,6 +262,13 @@ cgpu_status_t cgpu_net_reduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
 /* Host ring allreduce on host memory (cgpu_allreduce_ring.c). */
 cgpu_status_t cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                        size_t count, cgpu_dtype_t dt, cgpu_op_t op);
+
+/* Allreduce in the ranks' stage areas (cgpu_allreduce_direct.c): @p sbuf and @p rbuf of
+ * any memory, copied straight into and out of the shared stages (a GPU's copy engines for
+ * device memory, while the host reduces); the same choice on every rank of a call. */
+cgpu_status_t cgpu_host_direct_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
+                                         size_t count, cgpu_dtype_t dt, cgpu_op_t op,
+                                         bool in_dev, bool out_dev);
 
 /* Host direct alltoall on host memory (cgpu_alltoall_direct.c). */
 cgpu_status_t cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);
@@ -366,6 +370,13 @@ void cgpu_health_scan(uint64_t now_ns, void *arg);
 static inline cgpu_seg_ctrl_t *cgpu_ctrl(cgpu_comm_t *comm, int rank)
 {
     return (cgpu_seg_ctrl_t *) comm->peer_segs[rank].base;
+}
+
+/* Rank @p rank's stage area (after the control block and the ring slots). */
+static inline char *cgpu_stage_area(cgpu_comm_t *comm, int rank)
+{
+    return (char *) comm->peer_segs[rank].base + CGPU_SEG_CTRL_BYTES +
+           (size_t) comm->nslots * comm->slot_bytes;
 }
 
 /* Rank @p rank's early area for call @p s (CGPU_SEG_EARLY_OFF). */

@@ -152,6 +152,8 @@ typedef struct cgpu_config {
                                 * buffers, at most (cgpu_host_pool.h) */
     bool stage_host_buffers;   /* tests: stage host memory like device memory where the
                                 * engine stages (inter-node reductions) */
+    size_t stage_direct_min;   /* staged allreduce through the stage areas from this many
+                                * bytes (cgpu_allreduce_direct.c; 0: never); rank 0's counts */
 } cgpu_config_t;
 
 /** How a device-buffer call is ordered after the work the caller queued on the default

@@ -12,32 +12,12 @@
 #include "cgpu_host_pool.h"
 #include "cgpu_path.h"
 
-/* Host copies of buffers that live on a device, for the host algorithms: the communicator's
- * pinned halves (pinned set) for a small call on a time-sliced GPU, else blocks of the
- * engine's host pool (cgpu_host_pool.h). */
+/* Host copies of buffers that live on a device, for the host algorithms: blocks of the
+ * engine's host pool (cgpu_host_pool.h), pinned where a GPU is usable. */
 typedef struct host_stage {
     void *in_copy;
     void *out_copy;
-    bool pinned;
 } host_stage_t;
-
-/* whether a call of @p bytes stages through the communicator's pinned halves (made here) */
-static bool stage_pinned(cgpu_comm_t *comm, size_t bytes)
-{
-    void *dptr;
-    return bytes <= CGPU_STAGE_PINNED_BYTES && cgpu_cuda_time_sliced() &&
-           (NULL != comm->stage_pinned ||
-            CGPU_OK == cgpu_cuda_host_alloc_mapped(&comm->stage_pinned, &dptr,
-                                                   2 * CGPU_STAGE_PINNED_BYTES));
-}
-
-static void *stage_buf(cgpu_comm_t *comm, host_stage_t *hs, size_t bytes, int half)
-{
-    if (hs->pinned) {
-        return (char *) comm->stage_pinned + (size_t) half * CGPU_STAGE_PINNED_BYTES;
-    }
-    return cgpu_host_pool_get(bytes);
-}
 
 /* Whether @p p is device memory: not where the call check found every rank's buffers of this
  * call on the host (a pointer query costs 0.1-0.2 us, a small host call about 1 us). The test
@@ -59,9 +39,8 @@ static cgpu_status_t stage_in(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
     memset(hs, 0, sizeof(*hs));
     *in = sbuf;
     *out = rbuf;
-    hs->pinned = (s_dev || r_dev) && stage_pinned(comm, bytes);
     if (s_dev) {
-        hs->in_copy = stage_buf(comm, hs, bytes, 0);
+        hs->in_copy = cgpu_host_pool_get(bytes);
         if (NULL == hs->in_copy) {
             return CGPU_ERR_NO_MEMORY;
         }
@@ -72,7 +51,7 @@ static cgpu_status_t stage_in(cgpu_comm_t *comm, const void *sbuf, void *rbuf, s
         *in = hs->in_copy;
     }
     if (r_dev) {
-        hs->out_copy = in_place ? hs->in_copy : stage_buf(comm, hs, bytes, 1);
+        hs->out_copy = in_place ? hs->in_copy : cgpu_host_pool_get(bytes);
         if (NULL == hs->out_copy) {
             return CGPU_ERR_NO_MEMORY;
         }
@@ -86,12 +65,10 @@ static cgpu_status_t stage_out(void *rbuf, size_t bytes, host_stage_t *hs, cgpu_
     if (CGPU_OK == st && NULL != hs->out_copy) {
         st = cgpu_engine_copy(rbuf, hs->out_copy, bytes);
     }
-    if (!hs->pinned) {
-        if (hs->out_copy != hs->in_copy) {
-            cgpu_host_pool_put(hs->out_copy);
-        }
-        cgpu_host_pool_put(hs->in_copy);
+    if (hs->out_copy != hs->in_copy) {
+        cgpu_host_pool_put(hs->out_copy);
     }
+    cgpu_host_pool_put(hs->in_copy);
     return st;
 }
 
@@ -165,6 +142,18 @@ cgpu_status_t cgpu_host_view(const void *p, size_t bytes, bool copy_in, void **v
     return copy_in ? cgpu_engine_copy(*own, p, bytes) : CGPU_OK;
 }
 
+/* Whether an allreduce of @p bytes runs in the stage areas (cgpu_allreduce_direct.c): a
+ * staged size on a one-node communicator whose ranks share a GPU (the host backend taken for
+ * time slicing: device buffers are staged), or under the test switch that stages host
+ * buffers. Only the communicator's agreed state and the call's size count, so every rank of
+ * the call chooses alike, whatever memory its own buffers are in. */
+static bool direct_allreduce(const cgpu_comm_t *comm, size_t bytes)
+{
+    return comm->size > 1 && NULL == comm->net && comm->direct_min > 0 &&
+           bytes >= comm->direct_min && !comm->call_all_host &&
+           (comm->dev_share > 1 || cgpu_engine_config()->stage_host_buffers);
+}
+
 static cgpu_status_t host_path_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
                                          size_t count, cgpu_dtype_t dt, cgpu_op_t op,
                                          cgpu_allreduce_alg_t alg, bool host,
@@ -175,11 +164,20 @@ static cgpu_status_t host_path_allreduce(cgpu_comm_t *comm, const void *sbuf, vo
     /* a type the kernels lack (long double) runs here on every rank: the cuda path declined
      * it from (dt, op) alone */
     allreduce_args_t a = {.count = count, .dt = dt, .op = op};
-    cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
-                         count * cgpu_dtype_size(dt), "ring");
-    cgpu_status_t st =
-        host ? cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op)
-             : run_host_staged(comm, sbuf, rbuf, count * cgpu_dtype_size(dt), host_allreduce, &a);
+    const size_t bytes = count * cgpu_dtype_size(dt);
+    cgpu_status_t st;
+    if (direct_allreduce(comm, bytes)) {
+        cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
+                             bytes, "direct");
+        st = cgpu_host_direct_allreduce(comm, sbuf, rbuf, count, dt, op,
+                                        !host && on_device(comm, sbuf),
+                                        !host && on_device(comm, rbuf));
+    } else {
+        cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
+                             bytes, "ring");
+        st = host ? cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op)
+                  : run_host_staged(comm, sbuf, rbuf, bytes, host_allreduce, &a);
+    }
     cgpu_coll_prof_end(comm);
     return st;
 }
@@ -227,8 +225,7 @@ static cgpu_status_t host_path_allgather(cgpu_comm_t *comm, const void *sbuf, vo
     char *out = rbuf;
     cgpu_status_t st = CGPU_OK;
     if (on_device(comm, rbuf)) {
-        hs.pinned = stage_pinned(comm, total);
-        hs.out_copy = stage_buf(comm, &hs, total, 1);
+        hs.out_copy = cgpu_host_pool_get(total);
         out = hs.out_copy;
         st = NULL == out ? CGPU_ERR_NO_MEMORY : CGPU_OK;
     }

@@ -195,7 +195,9 @@ cgpu_status_t cgpu_stager_copy(cgpu_stager_t *s, void *dst, const void *src, siz
         memcpy(dst, src, bytes);
         return CGPU_OK;
     }
-    return cgpu_cuda_copy_async(dst, src, bytes, s->stream);
+    /* on a time-sliced GPU a small host-to-device run would wait for a time slice */
+    return cgpu_cuda_time_sliced() ? cgpu_cuda_copy_engine_async(dst, src, bytes, s->stream)
+                                   : cgpu_cuda_copy_async(dst, src, bytes, s->stream);
 }
 
 cgpu_status_t cgpu_stager_mark(cgpu_stager_t *s, int i)
