@@ -21,13 +21,16 @@ static cgpu_sig_t bytes_sig(cgpu_call_kind_t kind, size_t bytes, int root)
 }
 
 /* Whether this rank's buffers of a call (NULL: none) are all host memory, where that can
- * change the call's path: on a cuda communicator whose ranks check their calls (the check
- * tells every rank whether all of them pass host memory; cgpu_call_path), and for a call
- * small enough for the one-shot allreduce (@p small) on any communicator that checks.
- * Elsewhere false, without asking the driver. */
+ * change the call's path or algorithm: on a cuda communicator whose ranks check their calls
+ * (the check tells every rank whether all of them pass host memory; cgpu_call_path), on one
+ * whose ranks share a GPU (its host path stages device buffers, and a large allreduce of
+ * them runs in the stage areas, which host buffers do not gain from), and for a call small
+ * enough for the one-shot allreduce (@p small) on any communicator that checks. Elsewhere
+ * false, without asking the driver. */
 static bool host_bufs(const cgpu_comm_t *comm, const void *a, const void *b, bool small)
 {
-    if (!comm->check_calls || (&cgpu_path_cuda != cgpu_path_of(comm) && !small)) {
+    if (!comm->check_calls ||
+        (&cgpu_path_cuda != cgpu_path_of(comm) && comm->dev_share <= 1 && !small)) {
         return false;
     }
     int dev;
