@@ -53,14 +53,18 @@ enum form {
     D2D,                /* cudaMemcpyAsync device to device */
     D2H_PINNED,         /* cudaMemcpyAsync into pinned memory */
     D2H_PAGEABLE,       /* cudaMemcpyAsync into malloc'd memory */
+    UP_AND_DOWN,        /* a device-to-host and a host-to-device copy (pinned, one run each)
+                         * on two streams at once: what a staged allreduce moves */
     NFORMS
 };
 const char *form_name[NFORMS] = {"h2d_run_pinned",    "h2d_run_pageable", "h2d_2rows_pinned",
                                  "h2d_2rows_pageable", "h2d_write_ops",    "memset",
-                                 "d2d",                "d2h_pinned",       "d2h_pageable"};
+                                 "d2d",                "d2h_pinned",       "d2h_pageable",
+                                 "up_and_down"};
 
-char *dev, *dev2, *pinned, *pageable;
+char *dev, *dev2, *pinned, *pinned2, *pageable;
 const cudaStream_t L = cudaStreamLegacy;
+cudaStream_t up, down;
 
 cudaError_t two_rows(char *dst, const char *src, size_t n)
 {
@@ -76,7 +80,8 @@ cudaError_t two_rows(char *dst, const char *src, size_t n)
 bool applies(int f, size_t n)
 {
     return !((f == H2D_ROWS_PINNED || f == H2D_ROWS_PAGEABLE) && n < 2) &&
-           !(f == H2D_WRITE_OPS && (n % 8 || n > 1024)) && !(f == MEMSET && n > 1);
+           !(f == H2D_WRITE_OPS && (n % 8 || n > 1024)) && !(f == MEMSET && n > 1) &&
+           !(f == UP_AND_DOWN && n < 65536);
 }
 
 cudaError_t run(int f, size_t n)
@@ -104,6 +109,15 @@ cudaError_t run(int f, size_t n)
     case D2D: e = cudaMemcpyAsync(dev, dev2, n, cudaMemcpyDeviceToDevice, L); break;
     case D2H_PINNED: e = cudaMemcpyAsync(pinned, dev, n, cudaMemcpyDeviceToHost, L); break;
     case D2H_PAGEABLE: e = cudaMemcpyAsync(pageable, dev, n, cudaMemcpyDeviceToHost, L); break;
+    case UP_AND_DOWN:
+        e = cudaMemcpyAsync(pinned2, dev2, n, cudaMemcpyDeviceToHost, up);
+        if (cudaSuccess == e) {
+            e = cudaMemcpyAsync(dev, pinned, n, cudaMemcpyHostToDevice, down);
+        }
+        if (cudaSuccess == e) {
+            e = cudaStreamSynchronize(up);
+        }
+        return cudaSuccess == e ? cudaStreamSynchronize(down) : e;
     }
     return cudaSuccess == e ? cudaStreamSynchronize(L) : e;
 }
@@ -111,7 +125,7 @@ cudaError_t run(int f, size_t n)
 /* the bytes that form f should have left where it wrote */
 bool landed(int f, size_t n, const char *expect)
 {
-    static char back[4 << 20];
+    static char back[8 << 20];
     const char *got = back;
     if (f == D2H_PINNED) {
         got = pinned;
@@ -119,6 +133,10 @@ bool landed(int f, size_t n, const char *expect)
         got = pageable;
     } else if (cudaSuccess != cudaMemcpy(back, dev, n, cudaMemcpyDeviceToHost)) {
         return false;
+    }
+    if (f == UP_AND_DOWN && (cudaSuccess != cudaMemcpy(back + n, dev2, n, cudaMemcpyDeviceToHost) ||
+                             0 != memcmp(pinned2, back + n, n))) {
+        return false; /* the device-to-host half */
     }
     return 0 == memcmp(got, expect, n);
 }
@@ -145,7 +163,10 @@ int main(int argc, char **argv)
     const size_t max = 4 << 20;
     static char expect[4 << 20], devside[4 << 20];
     if (cudaSuccess != cudaSetDevice(0) || cudaSuccess != cudaMalloc(&dev, max) ||
-        cudaSuccess != cudaMalloc(&dev2, max) || cudaSuccess != cudaMallocHost(&pinned, max)) {
+        cudaSuccess != cudaMalloc(&dev2, max) || cudaSuccess != cudaMallocHost(&pinned, max) ||
+        cudaSuccess != cudaMallocHost(&pinned2, max) ||
+        cudaSuccess != cudaStreamCreateWithFlags(&up, cudaStreamNonBlocking) ||
+        cudaSuccess != cudaStreamCreateWithFlags(&down, cudaStreamNonBlocking)) {
         printf("bench_sliced_copies: skipped: no GPU\n");
         return 77;
     }
@@ -168,8 +189,11 @@ int main(int argc, char **argv)
             }
             /* the source the form reads, and what must land */
             const bool d2h = f == D2H_PINNED || f == D2H_PAGEABLE;
-            if (d2h || f == D2D) {
+            if (d2h || f == D2D || f == UP_AND_DOWN) {
                 cudaMemcpy(d2h ? dev : dev2, devside, n, cudaMemcpyHostToDevice);
+            }
+            if (f == UP_AND_DOWN) {
+                memset(pinned2, 0, n);
             }
             memcpy(expect, d2h || f == D2D ? devside : pinned, n);
             cudaError_t e = run(f, n);

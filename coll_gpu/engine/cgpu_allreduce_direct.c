@@ -195,9 +195,6 @@ static bool run_round(direct_t *d, uint64_t round, size_t off, size_t len, size_
     reduce_part(d, round, len);
     atomic_store_explicit(&mine->ar_reduced.v, round, memory_order_release);
     cgpu_prof_stop(&ev);
-    if (!first) {
-        done_reading(d, round - 1); /* its copies ran while this round reduced */
-    }
 
     for (int k = 0; k < n; ++k) {
         const int p = (me + k) % n;
@@ -214,6 +211,11 @@ static bool run_round(direct_t *d, uint64_t round, size_t off, size_t len, size_
     }
     if (NULL != d->down) {
         note(d, cgpu_stager_mark(d->down, slot_of(round)));
+    }
+    if (!first) {
+        /* the last round's copies ran while this one reduced; this one's are queued behind
+         * them, so the copy engine does not idle while the host waits */
+        done_reading(d, round - 1);
     }
     cgpu_ras_progress(comm);
     return true;
@@ -274,6 +276,13 @@ cgpu_status_t cgpu_host_direct_allreduce(cgpu_comm_t *comm, const void *sbuf, vo
         pin_stages(comm);
     }
 
+    /* the rounds even: a last round of a few elements would cost a whole round's waits */
+    const size_t rounds = (count + d.per - 1) / d.per, line = 64 / d.esize;
+    size_t even = (count + rounds - 1) / rounds;
+    if (0 == 64 % d.esize) { /* whole cache lines, as the third is */
+        even = (even + line - 1) / line * line;
+    }
+    d.per = even < d.per ? even : d.per;
     const uint64_t n1 = (uint64_t) (comm->size - 1);
     size_t len = count < d.per ? count : d.per;
     uint64_t round = comm->a2a_round + 1;
