@@ -369,6 +369,14 @@ else
     # every type, op, count and in place
     [ -x "$BIN/mpi/test_allreduce" ] && run_test "test_allreduce.staged.np3" "${MPIRUN[@]}" \
         --mca coll_gpu_stage_host_buffers 1 -np 3 "$BIN/mpi/test_allreduce"
+    # the allreduce in the stage areas (cgpu_allreduce_direct.c) at every size, in rounds of
+    # a third of a 4 KiB stage (hundreds of rounds, parts of a few elements, empty ones), and
+    # beside the other collectives on the same communicators (the alltoall shares the stage)
+    for p in test_allreduce test_comms; do
+        [ -x "$BIN/mpi/$p" ] && run_test "$p.direct.np3" "${MPIRUN[@]}" \
+            --mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_stage_direct_min_bytes 1 \
+            --mca coll_gpu_alltoall_stage_bytes 4096 -np 3 "$BIN/mpi/$p"
+    done
     # every datatype with host buffers staged: the staged reductions' mirrors (long double
     # complex) come from the pool
     [ -x "$BIN/mpi/test_types" ] && run_test "test_types.staged.np2" "${MPIRUN[@]}" \

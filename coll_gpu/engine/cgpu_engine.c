@@ -103,7 +103,7 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->proxy_bounce_bytes = 4u << 20;
     cfg->fake_node = -1;
     cfg->stage_pinned_bytes = (size_t) 128 << 20;
-    cfg->stage_direct_min = (size_t) 256 << 10;
+    cfg->stage_direct_min = (size_t) 128 << 10;
 }
 
 cgpu_status_t cgpu_engine_init(const cgpu_config_t *cfg)

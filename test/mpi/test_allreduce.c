@@ -656,6 +656,56 @@ static void run_suite(MPI_Comm comm, const char *label, uint64_t salt, int large
     mt_pvars_close(&c.pv);
 }
 
+/* Alltoalls between allreduces on one communicator, each checked against what the ranks'
+ * inputs say it must be: the alltoall and the allreduce in the stage areas share each rank's
+ * stage, so neither may overwrite what a peer still reads of the other's. */
+static void test_beside_alltoall(MPI_Comm comm, const char *label)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    const size_t block = 3001, count = 100003;
+    unsigned char *a_in = mt_xmalloc(block * (size_t) size);
+    unsigned char *a_out = mt_xmalloc(block * (size_t) size);
+    int *r_in = mt_xmalloc(count * sizeof(int)), *r_out = mt_xmalloc(count * sizeof(int));
+    for (int it = 0; it < 6; ++it) {
+        for (int p = 0; p < size; ++p) {
+            for (size_t j = 0; j < block; ++j) {
+                a_in[(size_t) p * block + j] = (unsigned char) (rank * 31 + p * 7 + (int) j + it);
+            }
+        }
+        for (size_t i = 0; i < count; ++i) {
+            r_in[i] = rank + (int) (i % 1000) + it;
+        }
+        int rc = MPI_Alltoall(a_in, (int) block, MPI_BYTE, a_out, (int) block, MPI_BYTE, comm);
+        MT_CHECK(MPI_SUCCESS == rc, "comm %s: MPI_Alltoall returned %d", label, rc);
+        rc = MPI_Allreduce(r_in, r_out, (int) count, MPI_INT, MPI_SUM, comm);
+        MT_CHECK(MPI_SUCCESS == rc, "comm %s: MPI_Allreduce returned %d", label, rc);
+        long bad_a = -1, bad_r = -1;
+        for (int p = 0; p < size && bad_a < 0; ++p) {
+            for (size_t j = 0; j < block && bad_a < 0; ++j) {
+                if (a_out[(size_t) p * block + j] !=
+                    (unsigned char) (p * 31 + rank * 7 + (int) j + it)) {
+                    bad_a = (long) ((size_t) p * block + j);
+                }
+            }
+        }
+        for (size_t i = 0; i < count && bad_r < 0; ++i) {
+            if (r_out[i] != size * ((int) (i % 1000) + it) + size * (size - 1) / 2) {
+                bad_r = (long) i;
+            }
+        }
+        MT_CHECK(bad_a < 0, "comm %s: alltoall %d beside allreduces: byte %ld wrong", label, it,
+                 bad_a);
+        MT_CHECK(bad_r < 0, "comm %s: allreduce %d beside alltoalls: element %ld wrong", label,
+                 it, bad_r);
+    }
+    free(a_in);
+    free(a_out);
+    free(r_in);
+    free(r_out);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Comm dup, half;
@@ -667,6 +717,7 @@ int main(int argc, char **argv)
     size = mt_world_size();
 
     run_suite(MPI_COMM_WORLD, "world", 1, 1);
+    test_beside_alltoall(MPI_COMM_WORLD, "world");
 
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
     run_suite(dup, "dup(world)", 2, 0);
