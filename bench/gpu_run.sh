@@ -145,10 +145,15 @@ if has test; then
             tail -25 "$log/$name.log"
         fi
     }
-    ran_test() { # name timeout np args...: mpirun at np ranks
+    ran_test() { # name timeout np args...: mpirun at np ranks (the *_shared_* rows without
+        # coll_gpu_cuda_time_sliced: ranks sharing a GPU then take the staged path)
         local name=$1 t=$2 np=$3
         shift 3
-        ran_cmd "$name" "$t" "${T[@]}" -np "$np" "$@"
+        if [[ $name == *_shared_* ]]; then
+            ran_cmd "$name" "$t" "${MPIRUN[@]}" -np "$np" "$@"
+        else
+            ran_cmd "$name" "$t" "${T[@]}" -np "$np" "$@"
+        fi
     }
     # name                timeout ranks  mpirun arguments and program
     while read -r name t np args; do
@@ -198,6 +203,8 @@ torch_cupy_np1          120 1 --mca coll_gpu_verbose 100 python3 test/gpu/test_t
 torch_cupy_np2          120 2 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
 colls_shared_np2        150 2 -x CUDA_VISIBLE_DEVICES=0 test/gpu/test_cuda_colls shared
 colls_shared_np4        200 4 -x CUDA_VISIBLE_DEVICES=0,1 test/gpu/test_cuda_colls shared
+allreduce_shared_np2    150 2 -x CUDA_VISIBLE_DEVICES=0 test/gpu/test_cuda_allreduce quick
+allreduce_shared_np3    150 3 -x CUDA_VISIBLE_DEVICES=0 --mca coll_gpu_stage_direct_min_bytes 1 test/gpu/test_cuda_allreduce quick
 host_allreduce_np4      100 4 --mca coll_gpu_backend host --mca coll_gpu_host_rule engine test/mpi/test_allreduce
 host_alltoall_np4       60  4 --mca coll_gpu_backend host --mca coll_gpu_host_rule engine test/mpi/test_alltoall
 mismatch_np2            120 2 --mca coll_gpu_cuda_timeout 10 test/gpu/test_cuda_mismatch
