@@ -2584,6 +2584,33 @@ static void test_stager_pool_reuses_the_size_in_use(void)
     cgpu_stager_pool_drain();
 }
 
+/* A segment pinned for the GPU: once per mapping, whichever copy of the segment asks, and
+ * unpinned when it is unmapped; where no GPU is usable the pin fails, nothing is kept, and
+ * the segment still maps and unmaps as before (the staged allreduce then copies from
+ * pageable memory). */
+static void test_shm_pin_once_per_mapping(void)
+{
+    cgpu_shm_seg_t seg;
+    CU_ASSERT_EQUAL_FATAL(CGPU_OK, cgpu_shm_create(&seg, 1 << 20));
+    const cgpu_shm_seg_t copy = seg;
+    const int before = cgpu_shm_pinned_count();
+    const cgpu_status_t st = cgpu_shm_pin(&seg);
+    if (cgpu_cuda_available()) {
+        CU_ASSERT_EQUAL(CGPU_OK, st);
+        CU_ASSERT_EQUAL(CGPU_OK, cgpu_shm_pin(&copy)); /* the same mapping: no second pin */
+        CU_ASSERT_EQUAL(before + 1, cgpu_shm_pinned_count());
+    } else {
+        CU_ASSERT_NOT_EQUAL(CGPU_OK, st);
+        CU_ASSERT_EQUAL(before, cgpu_shm_pinned_count());
+    }
+    ((volatile char *) seg.base)[12345] = 7; /* still mapped and writable */
+    cgpu_shm_detach(&seg);
+    CU_ASSERT_EQUAL(before, cgpu_shm_pinned_count());
+    CU_ASSERT_PTR_NULL(seg.base);
+    const cgpu_shm_seg_t none = {0};
+    CU_ASSERT_NOT_EQUAL(CGPU_OK, cgpu_shm_pin(&none)); /* nothing mapped: refused */
+}
+
 /* The host pool: a block given back is handed out again, a busy one never twice, the cap
  * holds (beyond it malloc'd memory, which a put frees), and a block in use at the drain is
  * freed at its put. */
@@ -2871,6 +2898,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_stager_pool_reuses_the_size_in_use},
     {"host pool: a block given back is reused, the cap holds, a drain spares blocks in use",
      test_host_pool_reuses_and_caps},
+    {"shm pin: once per mapping, undone at the unmap; refused without a GPU or a mapping",
+     test_shm_pin_once_per_mapping},
     {"allreduce_host: MAX and SUM of host words, in place, zero words, a bad op refused",
      test_allreduce_host_words},
     {"scatter auto: a reduce-scatter up to 4 MiB blocks, a broadcast above; explicit kept",
