@@ -610,8 +610,9 @@ static cudaError_t enqueue_to_device(const cgpu_copy_t *c, bool ops, cudaStream_
     cudaError_t e =
         cudaMemcpy2DAsync(c->dst, half, c->src, half, half, 2, cudaMemcpyDefault, stream);
     if (cudaSuccess == e && 0 != (c->bytes & 1)) {
-        e = cudaMemcpy2DAsync((char *) c->dst + c->bytes - 2, 1, (const char *) c->src + c->bytes - 2,
-                              1, 1, 2, cudaMemcpyDefault, stream);
+        e = cudaMemcpy2DAsync((char *) c->dst + c->bytes - 2, 1,
+                              (const char *) c->src + c->bytes - 2, 1, 1, 2, cudaMemcpyDefault,
+                              stream);
     }
     return e;
 }
@@ -645,8 +646,7 @@ cgpu_status_t cgpu_cuda_copy_to_device(const cgpu_copy_t *c, int n)
     return queue_and_wait(c, n, true);
 }
 
-cgpu_status_t cgpu_cuda_copy_engine_async(void *dst, const void *src, size_t bytes,
-                                             void *stream)
+cgpu_status_t cgpu_cuda_copy_engine_async(void *dst, const void *src, size_t bytes, void *stream)
 {
     const cgpu_copy_t c = {.dst = dst, .src = src, .bytes = bytes};
     return cgpu_cuda_check((int) enqueue_to_device(&c, false, (cudaStream_t) stream),
@@ -964,8 +964,7 @@ cgpu_status_t cgpu_cuda_copy_to_device(const cgpu_copy_t *c, int n)
     return CGPU_ERR_NOT_SUPPORTED;
 }
 
-cgpu_status_t cgpu_cuda_copy_engine_async(void *dst, const void *src, size_t bytes,
-                                             void *stream)
+cgpu_status_t cgpu_cuda_copy_engine_async(void *dst, const void *src, size_t bytes, void *stream)
 {
     (void) dst, (void) src, (void) bytes, (void) stream;
     return CGPU_ERR_NOT_SUPPORTED;

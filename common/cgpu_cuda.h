@@ -152,8 +152,7 @@ cgpu_status_t cgpu_cuda_copy_to_device(const cgpu_copy_t *c, int n);
  * two-row form of cgpu_cuda_copy_to_device where it is a run of 2 bytes to
  * CGPU_CUDA_SLICED_ROWS_MAX, else as one run: on a time-sliced GPU a host-to-device copy so
  * needs no time slice, and the other directions lose nothing by it. */
-cgpu_status_t cgpu_cuda_copy_engine_async(void *dst, const void *src, size_t bytes,
-                                             void *stream);
+cgpu_status_t cgpu_cuda_copy_engine_async(void *dst, const void *src, size_t bytes, void *stream);
 /** The copy @p c (rows and pitch included), enqueued on @p stream. */
 cgpu_status_t cgpu_cuda_copy_rows_async(const cgpu_copy_t *c, void *stream);
 

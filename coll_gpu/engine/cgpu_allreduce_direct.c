@@ -157,8 +157,8 @@ static void done_reading(direct_t *d, uint64_t round)
         cgpu_prof_stop(&ev);
     }
     for (int k = 1; k < comm->size; ++k) {
-        atomic_fetch_add_explicit(&cgpu_ctrl(comm, (comm->rank + k) % comm->size)->a2a_readers.v,
-                                  1, memory_order_acq_rel);
+        atomic_fetch_add_explicit(&cgpu_ctrl(comm, (comm->rank + k) % comm->size)->a2a_readers.v, 1,
+                                  memory_order_acq_rel);
     }
 }
 
@@ -247,8 +247,8 @@ static void pin_stages(cgpu_comm_t *comm)
 }
 
 cgpu_status_t cgpu_host_direct_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
-                                         size_t count, cgpu_dtype_t dt, cgpu_op_t op,
-                                         bool in_dev, bool out_dev)
+                                         size_t count, cgpu_dtype_t dt, cgpu_op_t op, bool in_dev,
+                                         bool out_dev)
 {
     direct_t d = {.comm = comm,
                   .in = sbuf,

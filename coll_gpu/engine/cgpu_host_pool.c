@@ -14,8 +14,8 @@
 enum { MIN_BLOCK = 65536, GUARD = 64 };
 
 typedef struct host_block {
-    char *base; /* as allocated */
-    char *mem;  /* NULL while being allocated */
+    char *base;   /* as allocated */
+    char *mem;    /* NULL while being allocated */
     size_t bytes; /* 0: a free entry */
     bool pinned;
     bool busy;
@@ -42,27 +42,24 @@ void *cgpu_host_pool_get(size_t bytes)
         size *= 2;
     }
     pthread_mutex_lock(&lock);
-    int best = -1, empty = -1;
+    int best = -1, empty = -1, nspare = 0;
+    size_t spare = 0; /* bytes of free blocks smaller than the new size */
     for (int i = 0; i < CGPU_HOST_POOL_BLOCKS; ++i) {
         const host_block_t *b = &blocks[i];
+        const bool free_block = !b->busy && NULL != b->mem;
         if (0 == b->bytes) {
             empty = empty < 0 ? i : empty;
-        } else if (!b->busy && NULL != b->mem && b->bytes >= bytes &&
-                   (best < 0 || b->bytes < blocks[best].bytes)) {
+        } else if (free_block && b->bytes >= bytes && (best < 0 || b->bytes < blocks[best].bytes)) {
             best = i;
+        }
+        if (free_block && b->bytes < size) {
+            spare += b->bytes;
+            ++nspare;
         }
     }
     char *mem = NULL;
     host_block_t gone[CGPU_HOST_POOL_BLOCKS];
     int ngone = 0;
-    size_t spare = 0; /* bytes of free blocks smaller than the new size */
-    int nspare = 0;
-    for (int i = 0; i < CGPU_HOST_POOL_BLOCKS; ++i) {
-        if (NULL != blocks[i].mem && !blocks[i].busy && blocks[i].bytes < size) {
-            spare += blocks[i].bytes;
-            ++nspare;
-        }
-    }
     /* none freed unless freeing them all would make room */
     if (best < 0 && !draining && size >= bytes && kept - spare + size <= cap &&
         (empty >= 0 || nspare > 0)) {

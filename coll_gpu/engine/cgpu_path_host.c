@@ -165,16 +165,15 @@ static cgpu_status_t host_path_allreduce(cgpu_comm_t *comm, const void *sbuf, vo
      * it from (dt, op) alone */
     allreduce_args_t a = {.count = count, .dt = dt, .op = op};
     const size_t bytes = count * cgpu_dtype_size(dt);
+    const bool direct = direct_allreduce(comm, bytes);
+    cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op), bytes,
+                         direct ? "direct" : "ring");
     cgpu_status_t st;
-    if (direct_allreduce(comm, bytes)) {
-        cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
-                             bytes, "direct");
+    if (direct) {
         st = cgpu_host_direct_allreduce(comm, sbuf, rbuf, count, dt, op,
                                         !host && on_device(comm, sbuf),
                                         !host && on_device(comm, rbuf));
     } else {
-        cgpu_coll_prof_begin(comm, "allreduce", count, cgpu_dtype_name(dt), cgpu_op_name(op),
-                             bytes, "ring");
         st = host ? cgpu_host_ring_allreduce(comm, sbuf, rbuf, count, dt, op)
                   : run_host_staged(comm, sbuf, rbuf, bytes, host_allreduce, &a);
     }
