@@ -229,6 +229,7 @@ void cgpu_shm_unlink_name(const char *name)
 static pthread_mutex_t pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static void **pinned;
 static int npinned, pinned_cap;
+static atomic_int pinned_now; /* npinned, for readers that take no lock */
 
 cgpu_status_t cgpu_shm_pin(const cgpu_shm_seg_t *seg)
 {
@@ -255,6 +256,7 @@ cgpu_status_t cgpu_shm_pin(const cgpu_shm_seg_t *seg)
     st = cgpu_cuda_host_register(seg->base, seg->size);
     if (CGPU_OK == st) {
         pinned[npinned++] = seg->base;
+        atomic_store_explicit(&pinned_now, npinned, memory_order_relaxed);
     }
 out:
     pthread_mutex_unlock(&pin_lock);
@@ -263,10 +265,7 @@ out:
 
 int cgpu_shm_pinned_count(void)
 {
-    pthread_mutex_lock(&pin_lock);
-    const int n = npinned;
-    pthread_mutex_unlock(&pin_lock);
-    return n;
+    return atomic_load_explicit(&pinned_now, memory_order_relaxed);
 }
 
 /* Unpin @p base if it was pinned: the registration must go before the mapping does. */
@@ -277,6 +276,7 @@ static void unpin(void *base)
         if (pinned[i] == base) {
             cgpu_cuda_host_unregister(base);
             pinned[i] = pinned[--npinned];
+            atomic_store_explicit(&pinned_now, npinned, memory_order_relaxed);
             break;
         }
     }
