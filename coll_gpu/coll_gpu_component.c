@@ -41,6 +41,7 @@ mca_coll_gpu_component_t mca_coll_gpu_component = {
     .stage_pipeline_min_bytes = 524288,
     .stage_pinned_bytes = 134217728,
     .stage_direct_min_bytes = 131072,
+    .stage_reduce_helper = true,
     .gather_scratch_bytes = 268435456,
     .stage_allreduce_engine = true,
     .verbose = 0,
@@ -87,6 +88,7 @@ static int gpu_open(void)
     cfg.slot_bytes = c->slot_bytes;
     cfg.nslots = c->slots;
     cfg.stage_bytes = c->stage_bytes;
+    cfg.shared_stage_bytes = c->shared_stage_bytes;
     cfg.max_comms = c->max_comms;
     cfg.cuda_channels = c->cuda_channels;
     cfg.cuda_threads = c->cuda_threads;
@@ -129,6 +131,7 @@ static int gpu_open(void)
     cfg.stage_host_buffers = c->stage_host_buffers;
     cfg.stage_pinned_bytes = c->stage_pinned_bytes;
     cfg.stage_direct_min = c->stage_direct_min_bytes;
+    cfg.stage_reduce_helper = c->stage_reduce_helper;
     cfg.proxy_max_peers = c->proxy_max_peers;
     cfg.proxy_max_inflight = c->proxy_max_inflight;
     cfg.proxy_bounce_bytes = c->proxy_bounce_bytes;

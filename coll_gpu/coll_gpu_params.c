@@ -303,6 +303,13 @@ static const param_t params[] = {
     {P_ULONG("alltoall_stage_bytes", stage_bytes), AT_LEAST(64), .align = 64,
      .help = "Bytes of each rank's alltoall staging area per communicator (split evenly "
              "among the peers each round)"},
+    {P_ULONG("shared_stage_bytes", shared_stage_bytes), .align = 64,
+     .help = "Communicators whose ranks share a GPU without MPS (device buffers staged through "
+             "host memory): each rank's staging area is at least this large, since a large "
+             "allreduce goes through it in rounds of a third of it and every round costs the "
+             "CUDA calls that queue and wait for its copies. Memory per rank and such "
+             "communicator in /dev/shm; 0: coll_gpu_alltoall_stage_bytes. Rank 0's value "
+             "counts"},
     {P_INT("shm_pool", shm_pool, 6), AT_LEAST(0),
      .help = "Shared segments of released communicators each process keeps for the next "
              "ones of the same processes (a split/dup loop then makes and maps none), and "
@@ -521,9 +528,14 @@ static const param_t params[] = {
      .help = "MPI_Allreduce of device buffers staged through host memory (ranks that share a "
              "GPU without MPS): messages of at least this many bytes reduce in the ranks' "
              "shared stage areas, each rank's input copied there and the result back by the "
-             "GPU's copy engines, in rounds of half a stage (coll_gpu_alltoall_stage_bytes); "
+             "GPU's copy engines, in rounds of a third of a stage (coll_gpu_shared_stage_bytes); "
              "smaller ones run the host ring on host copies. 0: always the ring. Rank 0's "
              "value counts"},
+    {P_BOOL("stage_reduce_helper", stage_reduce_helper, 5),
+     .help = "The allreduce in the stage areas (coll_gpu_stage_direct_min_bytes): each rank's "
+             "host reduction is shared with one helper thread per process, made at the first "
+             "such call (it sleeps when idle). A rank whose helper is busy with another "
+             "thread's call reduces alone. false: no helper thread"},
     {P_ULONG("stage_pipeline_min_bytes", stage_pipeline_min_bytes),
      .help = "Staged allreduce: contiguous messages of at least this many bytes go through "
              "the pipeline (host buffers too: reduced chunk by chunk, with no copy), smaller "
@@ -590,6 +602,7 @@ static void set_defaults(mca_coll_gpu_component_t *c)
     c->slot_bytes = (unsigned long) d.slot_bytes;
     c->slots = d.nslots;
     c->stage_bytes = (unsigned long) d.stage_bytes;
+    c->shared_stage_bytes = (unsigned long) d.shared_stage_bytes;
     c->max_comms = d.max_comms;
     c->cuda_channels = d.cuda_channels;
     c->cuda_threads = d.cuda_threads;

@@ -375,7 +375,8 @@ else
     for p in test_allreduce test_comms; do
         [ -x "$BIN/mpi/$p" ] && run_test "$p.direct.np3" "${MPIRUN[@]}" \
             --mca coll_gpu_stage_host_buffers 1 --mca coll_gpu_stage_direct_min_bytes 1 \
-            --mca coll_gpu_alltoall_stage_bytes 4096 -np 3 "$BIN/mpi/$p"
+            --mca coll_gpu_alltoall_stage_bytes 4096 --mca coll_gpu_shared_stage_bytes 0 \
+            -np 3 "$BIN/mpi/$p"
     done
     # every datatype with host buffers staged: the staged reductions' mirrors (long double
     # complex) come from the pool

@@ -11,9 +11,12 @@
  * the stage that holds it straight into the output. So every element is reduced once, by one
  * rank, and every rank gets the same bits.
  *
- * The message goes in rounds of a third of a stage each, the thirds taken in turn by round
- * number, so that while the host reduces a round, the next round's input is on its way up
- * and the last round's result on its way down (two copy streams, one per direction).
+ * The message goes in rounds of a third of a stage each (such communicators have larger
+ * stages, coll_gpu_shared_stage_bytes: each round costs some 25 us of CUDA calls), the thirds
+ * taken in turn by round number, so that while the host reduces a round, the next round's
+ * input is on its way up and the last round's result on its way down (two copy streams, one
+ * per direction). The process's helper thread reduces half of this rank's part of a round
+ * where it is free (cgpu_helper.h).
  *
  * The counters (cgpu_seg_ctrl_t), with the alltoall's round numbers (a2a_round), so that the
  * two share the stage: a2a_posted, the owner's input of a round is in its stage; ar_reduced,
@@ -29,6 +32,7 @@
 #include <string.h>
 
 #include "cgpu_conn.h"
+#include "cgpu_helper.h"
 #include "cgpu_reduce.h"
 #include "cgpu_stager.h"
 
@@ -47,10 +51,13 @@ typedef struct direct {
     cgpu_status_t st; /* the first failure on this rank */
 } direct_t;
 
-enum { DIRECT_BUFS = 3 };
+enum {
+    DIRECT_BUFS = 3,
+    HELPER_MIN_BYTES = 32 * 1024 /* a smaller part is not worth a hand-over (a few us) */
+};
 
 /* where round @p round lives in rank @p p's stage */
-static char *buf_of(direct_t *d, int p, uint64_t round)
+static char *buf_of(const direct_t *d, int p, uint64_t round)
 {
     return cgpu_stage_area(d->comm, p) + (size_t) (round % DIRECT_BUFS) * d->per * d->esize;
 }
@@ -120,15 +127,13 @@ static void input_wait(direct_t *d, uint64_t round, size_t len)
     }
 }
 
-/* This rank's part of a round: every rank's input reduced in rank order, into its stage.
- * Rank 0's and 1's own input is the first or second operand, which the result may replace;
- * another rank's would be lost before its turn, so it reduces piece by piece through a
- * buffer that stays in cache. */
-static void reduce_part(direct_t *d, uint64_t round, size_t len)
+/* Elements [first, first + cnt) of a round: every rank's input reduced in rank order, into
+ * this rank's stage. Rank 0's and 1's own input is the first or second operand, which the
+ * result may replace; another rank's would be lost before its turn, so it reduces piece by
+ * piece through a buffer that stays in cache. */
+static void reduce_range(const direct_t *d, uint64_t round, size_t first, size_t cnt)
 {
     cgpu_comm_t *comm = d->comm;
-    size_t first, cnt;
-    part_of(len, comm->size, comm->rank, &first, &cnt);
     const size_t at = first * d->esize;
     char *mine = buf_of(d, comm->rank, round) + at;
     _Alignas(64) char tmp[8192];
@@ -143,6 +148,34 @@ static void reduce_part(direct_t *d, uint64_t round, size_t len)
         if (acc == tmp) {
             memcpy(mine + i * d->esize, tmp, k * d->esize);
         }
+    }
+}
+
+typedef struct half {
+    const direct_t *d;
+    uint64_t round;
+    size_t first, cnt;
+} half_t;
+
+static void reduce_half(void *arg)
+{
+    const half_t *h = arg;
+    reduce_range(h->d, h->round, h->first, h->cnt);
+}
+
+/* This rank's part of a round, the second half of it on the helper thread where it is free
+ * (host memory only: the halves touch disjoint ranges, each a whole number of lines). */
+static void reduce_part(direct_t *d, uint64_t round, size_t len)
+{
+    size_t first, cnt;
+    part_of(len, d->comm->size, d->comm->rank, &first, &cnt);
+    const size_t line = 0 == 64 % d->esize ? 64 / d->esize : 1;
+    const size_t lo = cnt * d->esize >= HELPER_MIN_BYTES ? cnt / 2 / line * line : cnt;
+    half_t h = {.d = d, .round = round, .first = first + lo, .cnt = cnt - lo};
+    const bool helped = lo < cnt && cgpu_helper_start(reduce_half, &h);
+    reduce_range(d, round, first, helped ? lo : cnt);
+    if (helped) {
+        cgpu_helper_join();
     }
 }
 

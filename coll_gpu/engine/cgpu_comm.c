@@ -33,7 +33,8 @@ typedef struct cgpu_peer_info {
     uint64_t slot_bytes;
     uint64_t nslots;
     uint64_t stage_bytes;
-    uint64_t direct_min; /* coll_gpu_stage_direct_min_bytes (rank 0's counts) */
+    uint64_t direct_min;   /* coll_gpu_stage_direct_min_bytes (rank 0's counts) */
+    uint64_t shared_stage; /* coll_gpu_shared_stage_bytes (rank 0's counts) */
     uint64_t start_time; /* of this process, as /proc says (liveness; 0: unknown) */
     int32_t check_calls; /* coll_gpu_check_calls on this rank */
     int32_t pad;
@@ -475,6 +476,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     me.nslots = (uint64_t) cfg->nslots;
     me.stage_bytes = cfg->stage_bytes;
     me.direct_min = cfg->stage_direct_min;
+    me.shared_stage = cfg->shared_stage_bytes;
     me.check_calls = cfg->check_calls ? 1 : 0;
     me.cuda_ok = (CGPU_BACKEND_HOST != cfg->backend && cgpu_cuda_available()) ? 1 : 0;
     me.device = cgpu_cuda_current_device();
@@ -542,6 +544,17 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
             }
             comm->backend = CGPU_BACKEND_HOST;
         }
+    }
+
+    /* Ranks that stage device buffers because they share a GPU: a large allreduce goes
+     * through the stage areas in rounds of a third of one, and each round costs some 25 us
+     * of CUDA calls that queue and wait for its copies, so these stages are larger (fewer,
+     * larger rounds). The test switch that stages host buffers takes the same size. */
+    if (CGPU_BACKEND_HOST == comm->backend && (comm->dev_share > 1 || cfg->stage_host_buffers) &&
+        (all[0].shared_stage & ~(uint64_t) 63) > comm->stage_bytes) {
+        comm->stage_bytes = (size_t) (all[0].shared_stage & ~(uint64_t) 63);
+        comm->seg_bytes = CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes +
+                          comm->stage_bytes;
     }
 
     /* Step 2: every rank's segment, made, exchanged and mapped by every peer. */

@@ -75,6 +75,8 @@ typedef struct cgpu_config {
     size_t slot_bytes;           /* ring pipeline chunk: one slot of a peer's receive queue */
     int nslots;                  /* ring queue depth per connection (>= 1) */
     size_t stage_bytes;          /* alltoall staging area per rank and communicator */
+    size_t shared_stage_bytes;   /* ... at least this large where device buffers are staged
+                                  * because ranks share a GPU (the allreduce's rounds there) */
     int max_comms;               /* cap on live internal communicators (0 = no cap) */
     int verbose;                 /* messages with level <= verbose are printed */
     cgpu_log_fn_t log;           /* may be NULL: messages go to stderr */
@@ -154,6 +156,7 @@ typedef struct cgpu_config {
                                 * engine stages (inter-node reductions) */
     size_t stage_direct_min;   /* staged allreduce through the stage areas from this many
                                 * bytes (cgpu_allreduce_direct.c; 0: never); rank 0's counts */
+    bool stage_reduce_helper;  /* ... its reduction shared with a helper thread (cgpu_helper.h) */
 } cgpu_config_t;
 
 /** How a device-buffer call is ordered after the work the caller queued on the default

@@ -36,6 +36,7 @@
 #include "../proc_state.h"
 #include "child_check.h"
 #include "cunit_run.h"
+#include "cgpu_helper.h"
 #include "cgpu_host_pool.h"
 #include "cgpu_proxy.h"
 
@@ -2611,6 +2612,66 @@ static void test_shm_pin_once_per_mapping(void)
     CU_ASSERT_NOT_EQUAL(CGPU_OK, cgpu_shm_pin(&none)); /* nothing mapped: refused */
 }
 
+/* A helper task: the sum of the first n odd numbers, counted one by one. */
+typedef struct {
+    unsigned long n, sum;
+} helper_task_t;
+
+static void helper_sum(void *arg)
+{
+    helper_task_t *h = arg;
+    h->sum = 0;
+    for (unsigned long i = 0; i < h->n; ++i) {
+        h->sum += 2 * i + 1;
+    }
+}
+
+/* The helper thread: a task runs there and its result is there at the join; while one is
+ * held the next caller is refused (and does its own work); it wakes from its sleep, starts
+ * again after a fini, and is refused when switched off. */
+static void scenario_helper(test_rank_t *t)
+{
+    (void) t;
+    cgpu_config_t cfg;
+    child_config(&cfg);
+    if (!CHILD_CHECK(CGPU_OK == cgpu_engine_init(&cfg))) {
+        return;
+    }
+    const unsigned long before = cgpu_helper_tasks();
+    for (unsigned long k = 1; k <= 2000; ++k) {
+        helper_task_t h = {.n = k % 97 + 1, .sum = 0};
+        if (!CHILD_CHECK(cgpu_helper_start(helper_sum, &h))) {
+            return;
+        }
+        if (1 == k) {
+            helper_task_t other = {.n = 3, .sum = 0};
+            CHILD_CHECK(!cgpu_helper_start(helper_sum, &other)); /* held: refused */
+        }
+        cgpu_helper_join();
+        CHILD_CHECKF(h.sum == h.n * h.n, "task %lu: %lu, want %lu", k, h.sum, h.n * h.n);
+        if (0 == k % 500) {
+            usleep(3000); /* past its spin: the next task must wake it */
+        }
+    }
+    CHILD_CHECK(before + 2000 == cgpu_helper_tasks());
+    cgpu_helper_fini();
+    helper_task_t h = {.n = 1000, .sum = 0};
+    CHILD_CHECK(cgpu_helper_start(helper_sum, &h)); /* a new thread */
+    cgpu_helper_join();
+    CHILD_CHECK(1000000 == h.sum);
+    cgpu_engine_fini();
+    cfg.stage_reduce_helper = false;
+    if (CHILD_CHECK(CGPU_OK == cgpu_engine_init(&cfg))) {
+        CHILD_CHECK(!cgpu_helper_start(helper_sum, &h));
+        cgpu_engine_fini();
+    }
+}
+
+static void test_helper_runs_one_task_at_a_time(void)
+{
+    CU_ASSERT_TRUE(run_ranks("helper", 1, scenario_helper, NULL));
+}
+
 /* The host pool: a block given back is handed out again, a busy one never twice, the cap
  * holds (beyond it malloc'd memory, which a put frees), and a block in use at the drain is
  * freed at its put. */
@@ -2900,6 +2961,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_host_pool_reuses_and_caps},
     {"shm pin: once per mapping, undone at the unmap; refused without a GPU or a mapping",
      test_shm_pin_once_per_mapping},
+    {"helper: a task's result at the join, one caller at a time, wakes, restarts, switched off",
+     test_helper_runs_one_task_at_a_time},
     {"allreduce_host: MAX and SUM of host words, in place, zero words, a bad op refused",
      test_allreduce_host_words},
     {"scatter auto: a reduce-scatter up to 4 MiB blocks, a broadcast above; explicit kept",
