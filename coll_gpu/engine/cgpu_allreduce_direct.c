@@ -41,7 +41,12 @@ typedef struct direct {
     const char *in;
     char *out;
     size_t esize;
-    size_t per; /* elements a round holds: a third of a stage */
+    size_t pitch;  /* elements a third of a stage holds: the most a round takes */
+    size_t count;  /* elements in all */
+    size_t rounds; /* of this call */
+    size_t even;   /* elements a round, but the last, without the ramp */
+    size_t line;   /* elements a cache line, where an element divides one, else 1 */
+    bool ramp;     /* first and last rounds half as long as the others */
     cgpu_dtype_t dt;
     cgpu_op_t op;
     bool in_dev, out_dev;
@@ -53,13 +58,31 @@ typedef struct direct {
 
 enum {
     DIRECT_BUFS = 3,
-    HELPER_MIN_BYTES = 32 * 1024 /* a smaller part is not worth a hand-over (a few us) */
+    HELPER_MIN_BYTES = 32 * 1024, /* a smaller part is not worth a hand-over (a few us) */
+    RAMP_MIN_BYTES = 512 * 1024   /* from here half rounds at both ends pay for a round's calls */
 };
 
 /* where round @p round lives in rank @p p's stage */
 static char *buf_of(const direct_t *d, int p, uint64_t round)
 {
-    return cgpu_stage_area(d->comm, p) + (size_t) (round % DIRECT_BUFS) * d->per * d->esize;
+    return cgpu_stage_area(d->comm, p) + (size_t) (round % DIRECT_BUFS) * d->pitch * d->esize;
+}
+
+/* Where round @p i of the call starts, in elements (from i = rounds: the count). With the
+ * ramp the first and last rounds are half as long as the others, since nothing overlaps the
+ * first round's input going up nor the last one's result coming down. Whole cache lines,
+ * and the same on every rank. */
+static size_t round_start(const direct_t *d, size_t i)
+{
+    if (i >= d->rounds) {
+        return d->count;
+    }
+    size_t s =
+        d->ramp
+            ? (size_t) ((unsigned __int128) d->count * (2 * i - (0 < i)) / (2 * (d->rounds - 1)))
+            : i * d->even;
+    s = s / d->line * d->line;
+    return s < d->count ? s : d->count;
 }
 
 static int slot_of(uint64_t round)
@@ -295,7 +318,9 @@ cgpu_status_t cgpu_host_direct_allreduce(cgpu_comm_t *comm, const void *sbuf, vo
     /* a third of the stage, cache-line aligned where that leaves room for an element */
     size_t third = comm->stage_bytes / DIRECT_BUFS;
     third = third >= 64 ? third & ~(size_t) 63 : third;
-    d.per = third / d.esize;
+    d.pitch = third / d.esize;
+    d.count = count;
+    d.line = 0 == 64 % d.esize ? 64 / d.esize : 1;
     atomic_store_explicit(&comm->ras.alg, CGPU_RAS_ALG_DIRECT, memory_order_relaxed);
     /* a stager's stream starts after the work queued on the default stream; without one,
      * the copies run at once (cgpu_engine_copy) */
@@ -309,27 +334,32 @@ cgpu_status_t cgpu_host_direct_allreduce(cgpu_comm_t *comm, const void *sbuf, vo
         pin_stages(comm);
     }
 
-    /* the rounds even: a last round of a few elements would cost a whole round's waits */
-    const size_t rounds = (count + d.per - 1) / d.per, line = 64 / d.esize;
-    size_t even = (count + rounds - 1) / rounds;
-    if (0 == 64 % d.esize) { /* whole cache lines, as the third is */
-        even = (even + line - 1) / line * line;
+    /* The rounds: a large call ramps (full rounds of at most a third less a line, which
+     * the rounding to lines may add back); else even ones, since a last round of a few
+     * elements would cost a whole round's waits. */
+    d.ramp = count * d.esize >= RAMP_MIN_BYTES && d.pitch >= 4 * d.line;
+    if (d.ramp) {
+        const size_t full = d.pitch - d.line;
+        d.rounds = (count + full - 1) / full + 1;
+    } else {
+        const size_t n = (count + d.pitch - 1) / d.pitch;
+        d.even = (count + n - 1) / n;
+        d.even = (d.even + d.line - 1) / d.line * d.line; /* whole lines, as the third is */
+        d.even = d.even < d.pitch ? d.even : d.pitch;
+        d.rounds = (count + d.even - 1) / d.even;
     }
-    d.per = even < d.per ? even : d.per;
     const uint64_t n1 = (uint64_t) (comm->size - 1);
-    size_t len = count < d.per ? count : d.per;
     uint64_t round = comm->a2a_round + 1;
     /* the whole stage is free once every peer is done with the last round (an alltoall's
      * fills all of it) */
     bool ok = cgpu_wait_ge(comm, &cgpu_ctrl(comm, comm->rank)->a2a_readers.v, (round - 1) * n1, -1);
     if (ok) {
-        input_up(&d, round, 0, len);
+        input_up(&d, round, 0, round_start(&d, 1));
     }
-    for (size_t off = 0; ok && off < count; off += len) {
+    for (size_t i = 0; ok && i < d.rounds; ++i) {
         round = ++comm->a2a_round;
-        len = count - off < d.per ? count - off : d.per;
-        const size_t rest = count - off - len;
-        ok = run_round(&d, round, off, len, rest < d.per ? rest : d.per, 0 == off);
+        const size_t off = round_start(&d, i), end = round_start(&d, i + 1);
+        ok = run_round(&d, round, off, end - off, round_start(&d, i + 2) - end, 0 == i);
     }
     if (ok) {
         done_reading(&d, round);
