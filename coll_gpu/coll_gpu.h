@@ -105,7 +105,6 @@ typedef struct mca_coll_gpu_component_t {
     bool stage_allreduce_engine_shared;     /* ... also where ranks share a GPU (MPS) */
     unsigned long stage_pinned_bytes;       /* host mirrors: pinned memory kept, at most */
     unsigned long stage_direct_min_bytes;   /* staged allreduce in the stage areas from */
-    bool stage_reduce_helper;               /* ... its reduction shared with a helper thread */
     double ras_timeout;
     bool ras_abort_on_timeout;
     bool check_calls; /* the ranks' calls compared before data moves (cgpu_call.c) */

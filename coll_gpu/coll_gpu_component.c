@@ -41,7 +41,6 @@ mca_coll_gpu_component_t mca_coll_gpu_component = {
     .stage_pipeline_min_bytes = 524288,
     .stage_pinned_bytes = 134217728,
     .stage_direct_min_bytes = 131072,
-    .stage_reduce_helper = true,
     .gather_scratch_bytes = 268435456,
     .stage_allreduce_engine = true,
     .verbose = 0,
@@ -131,7 +130,6 @@ static int gpu_open(void)
     cfg.stage_host_buffers = c->stage_host_buffers;
     cfg.stage_pinned_bytes = c->stage_pinned_bytes;
     cfg.stage_direct_min = c->stage_direct_min_bytes;
-    cfg.stage_reduce_helper = c->stage_reduce_helper;
     cfg.proxy_max_peers = c->proxy_max_peers;
     cfg.proxy_max_inflight = c->proxy_max_inflight;
     cfg.proxy_bounce_bytes = c->proxy_bounce_bytes;

@@ -531,11 +531,6 @@ static const param_t params[] = {
              "GPU's copy engines, in rounds of a third of a stage (coll_gpu_shared_stage_bytes); "
              "smaller ones run the host ring on host copies. 0: always the ring. Rank 0's "
              "value counts"},
-    {P_BOOL("stage_reduce_helper", stage_reduce_helper, 5),
-     .help = "The allreduce in the stage areas (coll_gpu_stage_direct_min_bytes): each rank's "
-             "host reduction is shared with one helper thread per process, made at the first "
-             "such call (it sleeps when idle). A rank whose helper is busy with another "
-             "thread's call reduces alone. false: no helper thread"},
     {P_ULONG("stage_pipeline_min_bytes", stage_pipeline_min_bytes),
      .help = "Staged allreduce: contiguous messages of at least this many bytes go through "
              "the pipeline (host buffers too: reduced chunk by chunk, with no copy), smaller "

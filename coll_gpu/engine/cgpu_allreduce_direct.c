@@ -12,11 +12,10 @@
  * rank, and every rank gets the same bits.
  *
  * The message goes in rounds of a third of a stage each (such communicators have larger
- * stages, coll_gpu_shared_stage_bytes: each round costs some 25 us of CUDA calls), the thirds
- * taken in turn by round number, so that while the host reduces a round, the next round's
- * input is on its way up and the last round's result on its way down (two copy streams, one
- * per direction). The process's helper thread reduces half of this rank's part of a round
- * where it is free (cgpu_helper.h).
+ * stages, coll_gpu_shared_stage_bytes, since each round costs some 25 us of CUDA calls that
+ * queue and wait for its copies), the thirds taken in turn by round number, so that while
+ * the host reduces a round, the next round's input is on its way up and the last round's
+ * result on its way down (two copy streams, one per direction).
  *
  * The counters (cgpu_seg_ctrl_t), with the alltoall's round numbers (a2a_round), so that the
  * two share the stage: a2a_posted, the owner's input of a round is in its stage; ar_reduced,
@@ -32,7 +31,6 @@
 #include <string.h>
 
 #include "cgpu_conn.h"
-#include "cgpu_helper.h"
 #include "cgpu_reduce.h"
 #include "cgpu_stager.h"
 
@@ -41,12 +39,7 @@ typedef struct direct {
     const char *in;
     char *out;
     size_t esize;
-    size_t pitch;  /* elements a third of a stage holds: the most a round takes */
-    size_t count;  /* elements in all */
-    size_t rounds; /* of this call */
-    size_t even;   /* elements a round, but the last, without the ramp */
-    size_t line;   /* elements a cache line, where an element divides one, else 1 */
-    bool ramp;     /* first and last rounds half as long as the others */
+    size_t per; /* elements a round holds: a third of a stage */
     cgpu_dtype_t dt;
     cgpu_op_t op;
     bool in_dev, out_dev;
@@ -56,33 +49,12 @@ typedef struct direct {
     cgpu_status_t st; /* the first failure on this rank */
 } direct_t;
 
-enum {
-    DIRECT_BUFS = 3,
-    HELPER_MIN_BYTES = 32 * 1024, /* a smaller part is not worth a hand-over (a few us) */
-    RAMP_MIN_BYTES = 512 * 1024   /* from here half rounds at both ends pay for a round's calls */
-};
+enum { DIRECT_BUFS = 3 };
 
 /* where round @p round lives in rank @p p's stage */
-static char *buf_of(const direct_t *d, int p, uint64_t round)
+static char *buf_of(direct_t *d, int p, uint64_t round)
 {
-    return cgpu_stage_area(d->comm, p) + (size_t) (round % DIRECT_BUFS) * d->pitch * d->esize;
-}
-
-/* Where round @p i of the call starts, in elements (from i = rounds: the count). With the
- * ramp the first and last rounds are half as long as the others, since nothing overlaps the
- * first round's input going up nor the last one's result coming down. Whole cache lines,
- * and the same on every rank. */
-static size_t round_start(const direct_t *d, size_t i)
-{
-    if (i >= d->rounds) {
-        return d->count;
-    }
-    size_t s =
-        d->ramp
-            ? (size_t) ((unsigned __int128) d->count * (2 * i - (0 < i)) / (2 * (d->rounds - 1)))
-            : i * d->even;
-    s = s / d->line * d->line;
-    return s < d->count ? s : d->count;
+    return cgpu_stage_area(d->comm, p) + (size_t) (round % DIRECT_BUFS) * d->per * d->esize;
 }
 
 static int slot_of(uint64_t round)
@@ -150,13 +122,15 @@ static void input_wait(direct_t *d, uint64_t round, size_t len)
     }
 }
 
-/* Elements [first, first + cnt) of a round: every rank's input reduced in rank order, into
- * this rank's stage. Rank 0's and 1's own input is the first or second operand, which the
- * result may replace; another rank's would be lost before its turn, so it reduces piece by
- * piece through a buffer that stays in cache. */
-static void reduce_range(const direct_t *d, uint64_t round, size_t first, size_t cnt)
+/* This rank's part of a round: every rank's input reduced in rank order, into its stage.
+ * Rank 0's and 1's own input is the first or second operand, which the result may replace;
+ * another rank's would be lost before its turn, so it reduces piece by piece through a
+ * buffer that stays in cache. */
+static void reduce_part(direct_t *d, uint64_t round, size_t len)
 {
     cgpu_comm_t *comm = d->comm;
+    size_t first, cnt;
+    part_of(len, comm->size, comm->rank, &first, &cnt);
     const size_t at = first * d->esize;
     char *mine = buf_of(d, comm->rank, round) + at;
     _Alignas(64) char tmp[8192];
@@ -171,34 +145,6 @@ static void reduce_range(const direct_t *d, uint64_t round, size_t first, size_t
         if (acc == tmp) {
             memcpy(mine + i * d->esize, tmp, k * d->esize);
         }
-    }
-}
-
-typedef struct half {
-    const direct_t *d;
-    uint64_t round;
-    size_t first, cnt;
-} half_t;
-
-static void reduce_half(void *arg)
-{
-    const half_t *h = arg;
-    reduce_range(h->d, h->round, h->first, h->cnt);
-}
-
-/* This rank's part of a round, the second half of it on the helper thread where it is free
- * (host memory only: the halves touch disjoint ranges, each a whole number of lines). */
-static void reduce_part(direct_t *d, uint64_t round, size_t len)
-{
-    size_t first, cnt;
-    part_of(len, d->comm->size, d->comm->rank, &first, &cnt);
-    const size_t line = 0 == 64 % d->esize ? 64 / d->esize : 1;
-    const size_t lo = cnt * d->esize >= HELPER_MIN_BYTES ? cnt / 2 / line * line : cnt;
-    half_t h = {.d = d, .round = round, .first = first + lo, .cnt = cnt - lo};
-    const bool helped = lo < cnt && cgpu_helper_start(reduce_half, &h);
-    reduce_range(d, round, first, helped ? lo : cnt);
-    if (helped) {
-        cgpu_helper_join();
     }
 }
 
@@ -318,9 +264,7 @@ cgpu_status_t cgpu_host_direct_allreduce(cgpu_comm_t *comm, const void *sbuf, vo
     /* a third of the stage, cache-line aligned where that leaves room for an element */
     size_t third = comm->stage_bytes / DIRECT_BUFS;
     third = third >= 64 ? third & ~(size_t) 63 : third;
-    d.pitch = third / d.esize;
-    d.count = count;
-    d.line = 0 == 64 % d.esize ? 64 / d.esize : 1;
+    d.per = third / d.esize;
     atomic_store_explicit(&comm->ras.alg, CGPU_RAS_ALG_DIRECT, memory_order_relaxed);
     /* a stager's stream starts after the work queued on the default stream; without one,
      * the copies run at once (cgpu_engine_copy) */
@@ -334,32 +278,27 @@ cgpu_status_t cgpu_host_direct_allreduce(cgpu_comm_t *comm, const void *sbuf, vo
         pin_stages(comm);
     }
 
-    /* The rounds: a large call ramps (full rounds of at most a third less a line, which
-     * the rounding to lines may add back); else even ones, since a last round of a few
-     * elements would cost a whole round's waits. */
-    d.ramp = count * d.esize >= RAMP_MIN_BYTES && d.pitch >= 4 * d.line;
-    if (d.ramp) {
-        const size_t full = d.pitch - d.line;
-        d.rounds = (count + full - 1) / full + 1;
-    } else {
-        const size_t n = (count + d.pitch - 1) / d.pitch;
-        d.even = (count + n - 1) / n;
-        d.even = (d.even + d.line - 1) / d.line * d.line; /* whole lines, as the third is */
-        d.even = d.even < d.pitch ? d.even : d.pitch;
-        d.rounds = (count + d.even - 1) / d.even;
+    /* the rounds even: a last round of a few elements would cost a whole round's waits */
+    const size_t rounds = (count + d.per - 1) / d.per, line = 64 / d.esize;
+    size_t even = (count + rounds - 1) / rounds;
+    if (0 == 64 % d.esize) { /* whole cache lines, as the third is */
+        even = (even + line - 1) / line * line;
     }
+    d.per = even < d.per ? even : d.per;
     const uint64_t n1 = (uint64_t) (comm->size - 1);
+    size_t len = count < d.per ? count : d.per;
     uint64_t round = comm->a2a_round + 1;
     /* the whole stage is free once every peer is done with the last round (an alltoall's
      * fills all of it) */
     bool ok = cgpu_wait_ge(comm, &cgpu_ctrl(comm, comm->rank)->a2a_readers.v, (round - 1) * n1, -1);
     if (ok) {
-        input_up(&d, round, 0, round_start(&d, 1));
+        input_up(&d, round, 0, len);
     }
-    for (size_t i = 0; ok && i < d.rounds; ++i) {
+    for (size_t off = 0; ok && off < count; off += len) {
         round = ++comm->a2a_round;
-        const size_t off = round_start(&d, i), end = round_start(&d, i + 1);
-        ok = run_round(&d, round, off, end - off, round_start(&d, i + 2) - end, 0 == i);
+        len = count - off < d.per ? count - off : d.per;
+        const size_t rest = count - off - len;
+        ok = run_round(&d, round, off, len, rest < d.per ? rest : d.per, 0 == off);
     }
     if (ok) {
         done_reading(&d, round);

@@ -35,8 +35,8 @@ typedef struct cgpu_peer_info {
     uint64_t stage_bytes;
     uint64_t direct_min;   /* coll_gpu_stage_direct_min_bytes (rank 0's counts) */
     uint64_t shared_stage; /* coll_gpu_shared_stage_bytes (rank 0's counts) */
-    uint64_t start_time; /* of this process, as /proc says (liveness; 0: unknown) */
-    int32_t check_calls; /* coll_gpu_check_calls on this rank */
+    uint64_t start_time;   /* of this process, as /proc says (liveness; 0: unknown) */
+    int32_t check_calls;   /* coll_gpu_check_calls on this rank */
     int32_t pad;
 } cgpu_peer_info_t;
 
@@ -278,8 +278,8 @@ typedef struct cgpu_seg_verdict {
 } cgpu_seg_verdict_t;
 
 /* Allgather the verdicts: the first failure, or OK with the union of the unheld bits. */
-static cgpu_status_t agree_on_maps(const cgpu_bootstrap_t *bs, cgpu_status_t local,
-                                   uint64_t unheld, cgpu_seg_verdict_t *all, uint64_t *any)
+static cgpu_status_t agree_on_maps(const cgpu_bootstrap_t *bs, cgpu_status_t local, uint64_t unheld,
+                                   cgpu_seg_verdict_t *all, uint64_t *any)
 {
     cgpu_seg_verdict_t mine = {.status = (int32_t) local, .unheld = unheld};
     *any = 0;
@@ -553,8 +553,8 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     if (CGPU_BACKEND_HOST == comm->backend && (comm->dev_share > 1 || cfg->stage_host_buffers) &&
         (all[0].shared_stage & ~(uint64_t) 63) > comm->stage_bytes) {
         comm->stage_bytes = (size_t) (all[0].shared_stage & ~(uint64_t) 63);
-        comm->seg_bytes = CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes +
-                          comm->stage_bytes;
+        comm->seg_bytes =
+            CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes + comm->stage_bytes;
     }
 
     /* Step 2: every rank's segment, made, exchanged and mapped by every peer. */

@@ -18,7 +18,6 @@
 #include "cgpu_comm_internal.h"
 #include "cgpu_cuda_kernels.h" /* the LL size classes (plain C) */
 #include "cgpu_cuda_pool.h"
-#include "cgpu_helper.h"
 #include "cgpu_host_pool.h"
 #include "cgpu_seg_pool.h"
 #include "cgpu_cuda.h"
@@ -39,7 +38,6 @@ void cgpu_config_default(cgpu_config_t *cfg)
     cfg->nslots = 4;
     cfg->stage_bytes = 1024 * 1024;
     cfg->shared_stage_bytes = 3 * 1024 * 1024;
-    cfg->stage_reduce_helper = true;
     cfg->max_comms = 1024;
     cfg->verbose = 0;
     cfg->log = NULL;
@@ -176,7 +174,6 @@ void cgpu_engine_fini(void)
     }
     pthread_mutex_unlock(&engine_list_lock);
     cgpu_net_shutdown();
-    cgpu_helper_fini();
     cgpu_stager_pool_drain();
     cgpu_host_pool_drain();
     cgpu_cuda_pool_fini();

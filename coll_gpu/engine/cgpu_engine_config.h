@@ -156,7 +156,6 @@ typedef struct cgpu_config {
                                 * engine stages (inter-node reductions) */
     size_t stage_direct_min;   /* staged allreduce through the stage areas from this many
                                 * bytes (cgpu_allreduce_direct.c; 0: never); rank 0's counts */
-    bool stage_reduce_helper;  /* ... its reduction shared with a helper thread (cgpu_helper.h) */
 } cgpu_config_t;
 
 /** How a device-buffer call is ordered after the work the caller queued on the default

@@ -36,7 +36,6 @@
 #include "../proc_state.h"
 #include "child_check.h"
 #include "cunit_run.h"
-#include "cgpu_helper.h"
 #include "cgpu_host_pool.h"
 #include "cgpu_proxy.h"
 
@@ -2612,64 +2611,60 @@ static void test_shm_pin_once_per_mapping(void)
     CU_ASSERT_NOT_EQUAL(CGPU_OK, cgpu_shm_pin(&none)); /* nothing mapped: refused */
 }
 
-/* A helper task: the sum of the first n odd numbers, counted one by one. */
-typedef struct {
-    unsigned long n, sum;
-} helper_task_t;
-
-static void helper_sum(void *arg)
+/* Bytes of this process's mappings of coll/gpu segments (/proc/self/maps). */
+static size_t segment_mapped_bytes(void)
 {
-    helper_task_t *h = arg;
-    h->sum = 0;
-    for (unsigned long i = 0; i < h->n; ++i) {
-        h->sum += 2 * i + 1;
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    size_t sum = 0;
+    while (NULL != f && NULL != fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (NULL != strstr(line, "/cgpu-") && 2 == sscanf(line, "%lx-%lx", &lo, &hi)) {
+            sum += hi - lo;
+        }
     }
+    if (NULL != f) {
+        fclose(f);
+    }
+    return sum;
 }
 
-/* The helper thread: a task runs there and its result is there at the join; while one is
- * held the next caller is refused (and does its own work); it wakes from its sleep, starts
- * again after a fini, and is refused when switched off. */
-static void scenario_helper(test_rank_t *t)
+/* coll_gpu_shared_stage_bytes: a communicator that stages device buffers (here through the
+ * test switch that stages host ones) has stages of that size, every rank's segment larger
+ * by the difference; without staging, or at 0, the alltoall's. Allreduces in the larger
+ * stage are checked. */
+static void scenario_shared_stage_size(test_rank_t *t)
 {
-    (void) t;
+    enum { MORE = 64 * 1024 };
+    const size_t segs = (size_t) t->size; /* its own and each peer's */
     cgpu_config_t cfg;
-    child_config(&cfg);
-    if (!CHILD_CHECK(CGPU_OK == cgpu_engine_init(&cfg))) {
-        return;
-    }
-    const unsigned long before = cgpu_helper_tasks();
-    for (unsigned long k = 1; k <= 2000; ++k) {
-        helper_task_t h = {.n = k % 97 + 1, .sum = 0};
-        if (!CHILD_CHECK(cgpu_helper_start(helper_sum, &h))) {
+    cgpu_comm_t *comm = NULL;
+    size_t got[3] = {0, 0, 0};
+    for (int k = 0; k < 3; ++k) {
+        child_config(&cfg);
+        cfg.shared_stage_bytes = 0 == k   ? TEST_STAGE_BYTES + MORE
+                                 : 1 == k ? TEST_STAGE_BYTES + MORE
+                                          : 0;
+        cfg.stage_host_buffers = k > 0;
+        if (!child_start(t, &cfg, &comm)) {
             return;
         }
-        if (1 == k) {
-            helper_task_t other = {.n = 3, .sum = 0};
-            CHILD_CHECK(!cgpu_helper_start(helper_sum, &other)); /* held: refused */
-        }
-        cgpu_helper_join();
-        CHILD_CHECKF(h.sum == h.n * h.n, "task %lu: %lu, want %lu", k, h.sum, h.n * h.n);
-        if (0 == k % 500) {
-            usleep(3000); /* past its spin: the next task must wake it */
-        }
-    }
-    CHILD_CHECK(before + 2000 == cgpu_helper_tasks());
-    cgpu_helper_fini();
-    helper_task_t h = {.n = 1000, .sum = 0};
-    CHILD_CHECK(cgpu_helper_start(helper_sum, &h)); /* a new thread */
-    cgpu_helper_join();
-    CHILD_CHECK(1000000 == h.sum);
-    cgpu_engine_fini();
-    cfg.stage_reduce_helper = false;
-    if (CHILD_CHECK(CGPU_OK == cgpu_engine_init(&cfg))) {
-        CHILD_CHECK(!cgpu_helper_start(helper_sum, &h));
+        got[k] = segment_mapped_bytes();
+        check_allreduce(comm, CGPU_DT_FLOAT32, CGPU_OP_SUM, 40000, false, (uint64_t) k);
+        check_allreduce(comm, CGPU_DT_INT32, CGPU_OP_MAX, 40000, true, (uint64_t) k + 10);
+        check_alltoall(comm, 30000, false, (uint64_t) k);
+        CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
         cgpu_engine_fini();
     }
+    CHILD_CHECKF(got[0] > 0 && got[1] == got[0] + segs * MORE,
+                 "mapped %zu bytes staged, %zu not, want %zu more", got[1], got[0], segs * MORE);
+    CHILD_CHECKF(got[2] == got[0], "mapped %zu bytes at 0, want %zu", got[2], got[0]);
 }
 
-static void test_helper_runs_one_task_at_a_time(void)
+static void test_shared_stage_size(void)
 {
-    CU_ASSERT_TRUE(run_ranks("helper", 1, scenario_helper, NULL));
+    CU_ASSERT_TRUE(run_ranks("shared stage size", 2, scenario_shared_stage_size, NULL));
+    CU_ASSERT_TRUE(run_ranks("shared stage size", 3, scenario_shared_stage_size, NULL));
 }
 
 /* The host pool: a block given back is handed out again, a busy one never twice, the cap
@@ -2940,8 +2935,7 @@ static const cgpu_unit_case_t test_cases[] = {
      test_rank_lost_in_setup_leaves_no_name},
     {"mapped segment count returns to zero after release",
      test_mapped_segment_count_returns_to_zero},
-    {"the shm pool gives a released segment to the next communicator",
-     test_pool_reuses_segments},
+    {"the shm pool gives a released segment to the next communicator", test_pool_reuses_segments},
     {"a pooled segment a peer no longer maps is replaced on every rank", test_pool_offer_refused},
     {"max_comms caps live communicators", test_max_comms_caps_live_communicators},
     {"many consecutive collectives stay in lockstep", test_many_collectives_stay_in_lockstep},
@@ -2961,8 +2955,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_host_pool_reuses_and_caps},
     {"shm pin: once per mapping, undone at the unmap; refused without a GPU or a mapping",
      test_shm_pin_once_per_mapping},
-    {"helper: a task's result at the join, one caller at a time, wakes, restarts, switched off",
-     test_helper_runs_one_task_at_a_time},
+    {"shared stage: staged communicators have stages of coll_gpu_shared_stage_bytes",
+     test_shared_stage_size},
     {"allreduce_host: MAX and SUM of host words, in place, zero words, a bad op refused",
      test_allreduce_host_words},
     {"scatter auto: a reduce-scatter up to 4 MiB blocks, a broadcast above; explicit kept",
