@@ -141,7 +141,8 @@ cgpu_status_t cgpu_shm_create(cgpu_shm_seg_t *seg, size_t size)
     if (0 != rc) {
         cgpu_log(CGPU_LOG_WARN,
                  "shm: /dev/shm has no room for %zu bytes (%s); lower coll_gpu_slot_bytes / "
-                 "coll_gpu_alltoall_stage_bytes or enlarge /dev/shm",
+                 "coll_gpu_alltoall_stage_bytes (coll_gpu_shared_stage_bytes where ranks share "
+                 "a GPU) or enlarge /dev/shm",
                  size, strerror(rc));
         fd_close(fd);
         shm_unlink(seg->name);
