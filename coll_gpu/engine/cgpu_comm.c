@@ -379,6 +379,22 @@ static cgpu_status_t map_node_segments(cgpu_comm_t *comm, const cgpu_bootstrap_t
     return CGPU_OK;
 }
 
+/* The segments of a set-up that failed: every peer's mapping and this rank's segment, none
+ * kept for reuse. */
+static void drop_segments(cgpu_comm_t *comm)
+{
+    if (NULL != comm->peer_segs) {
+        for (int i = 0; i < comm->size; ++i) {
+            if (i != comm->rank) {
+                cgpu_seg_peer_put(&comm->peer_segs[i], false);
+            }
+        }
+        free(comm->peer_segs);
+        comm->peer_segs = NULL;
+    }
+    cgpu_seg_pool_put(comm, &comm->self_seg, false);
+}
+
 void cgpu_comm_free_resources(cgpu_comm_t *comm)
 {
     if (comm->resources_freed) {
@@ -561,7 +577,23 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     t_phase[1] = cgpu_now_ns();
     if (bs->size > 1) {
         set_up_liveness(comm, all);
-        CGPU_CHECK_GOTO(map_node_segments(comm, bs, segs), st, out_release);
+        st = map_node_segments(comm, bs, segs);
+        if (CGPU_OK != st && CGPU_ERR_BOOTSTRAP != st && comm->stage_bytes > cfg->stage_bytes) {
+            /* Some rank could not make or map the larger segments (a container's small
+             * /dev/shm): every rank saw the same agreed failure, so all drop what they made
+             * and try once more with the alltoall's stage, slower but served. */
+            cgpu_log(0 == bs->rank ? CGPU_LOG_WARN : CGPU_LOG_INFO,
+                     "engine: the %zu-byte stages of ranks sharing a GPU could not be set up "
+                     "(%s); this communicator takes %zu-byte ones (lower "
+                     "coll_gpu_shared_stage_bytes or enlarge /dev/shm)",
+                     comm->stage_bytes, cgpu_status_string(st), cfg->stage_bytes);
+            drop_segments(comm);
+            comm->stage_bytes = cfg->stage_bytes;
+            comm->seg_bytes =
+                CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes + comm->stage_bytes;
+            st = map_node_segments(comm, bs, segs);
+        }
+        CGPU_CHECK_GOTO(st, st, out_release);
     }
 
     /* Step 3 (cuda): every rank's inbox, exported and mapped by every peer. */

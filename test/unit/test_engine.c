@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -2631,24 +2632,37 @@ static size_t segment_mapped_bytes(void)
 
 /* coll_gpu_shared_stage_bytes: a communicator that stages device buffers (here through the
  * test switch that stages host ones) has stages of that size, every rank's segment larger
- * by the difference; without staging, or at 0, the alltoall's. Allreduces in the larger
- * stage are checked. */
+ * by the difference; without staging, or at 0, the alltoall's. Where the last rank cannot
+ * make a segment that large (a file size limit, as a small /dev/shm would), every rank
+ * falls back to the alltoall's size. Allreduces in each are checked. */
 static void scenario_shared_stage_size(test_rank_t *t)
 {
-    enum { MORE = 64 * 1024 };
+    enum { MORE = 64 * 1024, CASES = 4 };
     const size_t segs = (size_t) t->size; /* its own and each peer's */
     cgpu_config_t cfg;
     cgpu_comm_t *comm = NULL;
-    size_t got[3] = {0, 0, 0};
-    for (int k = 0; k < 3; ++k) {
+    size_t got[CASES] = {0};
+    for (int k = 0; k < CASES; ++k) {
         child_config(&cfg);
-        cfg.shared_stage_bytes = 0 == k   ? TEST_STAGE_BYTES + MORE
-                                 : 1 == k ? TEST_STAGE_BYTES + MORE
-                                          : 0;
+        cfg.shared_stage_bytes = 2 == k   ? 0
+                                 : 3 == k ? TEST_STAGE_BYTES + 16 * MORE
+                                          : TEST_STAGE_BYTES + MORE;
         cfg.stage_host_buffers = k > 0;
+        if (3 == k && t->rank == t->size - 1) {
+            /* larger than the alltoall's segment, smaller than the shared one */
+            const struct rlimit lim = {.rlim_cur = 8 * MORE, .rlim_max = RLIM_INFINITY};
+            signal(SIGXFSZ, SIG_IGN);
+            CHILD_CHECK(0 == setrlimit(RLIMIT_FSIZE, &lim));
+        }
+        const int warned = child_warnings;
+        CHILD_CHECKF(3 != k || 0 == warned, "%d engine warning(s) before the fallback case: \"%s\"",
+                     warned, child_last_warning);
+        child_warnings_expected = 3 == k; /* the fallback is a warning, the failed size too */
         if (!child_start(t, &cfg, &comm)) {
             return;
         }
+        CHILD_CHECKF(3 != k || 0 != t->rank || child_warnings > warned,
+                     "rank 0 did not warn of the fallback");
         got[k] = segment_mapped_bytes();
         check_allreduce(comm, CGPU_DT_FLOAT32, CGPU_OP_SUM, 40000, false, (uint64_t) k);
         check_allreduce(comm, CGPU_DT_INT32, CGPU_OP_MAX, 40000, true, (uint64_t) k + 10);
@@ -2659,6 +2673,7 @@ static void scenario_shared_stage_size(test_rank_t *t)
     CHILD_CHECKF(got[0] > 0 && got[1] == got[0] + segs * MORE,
                  "mapped %zu bytes staged, %zu not, want %zu more", got[1], got[0], segs * MORE);
     CHILD_CHECKF(got[2] == got[0], "mapped %zu bytes at 0, want %zu", got[2], got[0]);
+    CHILD_CHECKF(got[3] == got[0], "mapped %zu bytes after the fallback, want %zu", got[3], got[0]);
 }
 
 static void test_shared_stage_size(void)
@@ -2955,7 +2970,8 @@ static const cgpu_unit_case_t test_cases[] = {
      test_host_pool_reuses_and_caps},
     {"shm pin: once per mapping, undone at the unmap; refused without a GPU or a mapping",
      test_shm_pin_once_per_mapping},
-    {"shared stage: staged communicators have stages of coll_gpu_shared_stage_bytes",
+    {"shared stage: staged communicators have stages of coll_gpu_shared_stage_bytes, else the "
+     "alltoall's",
      test_shared_stage_size},
     {"allreduce_host: MAX and SUM of host words, in place, zero words, a bad op refused",
      test_allreduce_host_words},
