@@ -379,20 +379,20 @@ static cgpu_status_t map_node_segments(cgpu_comm_t *comm, const cgpu_bootstrap_t
     return CGPU_OK;
 }
 
-/* The segments of a set-up that failed: every peer's mapping and this rank's segment, none
- * kept for reuse. */
-static void drop_segments(cgpu_comm_t *comm)
+/* Every peer's mapping given back (@p done: each owner told, cgpu_seg_peer_put) and this
+ * rank's segment, kept for the next communicator where @p reuse. */
+static void release_segments(cgpu_comm_t *comm, bool done, bool reuse)
 {
     if (NULL != comm->peer_segs) {
         for (int i = 0; i < comm->size; ++i) {
             if (i != comm->rank) {
-                cgpu_seg_peer_put(&comm->peer_segs[i], false);
+                cgpu_seg_peer_put(&comm->peer_segs[i], done);
             }
         }
         free(comm->peer_segs);
         comm->peer_segs = NULL;
     }
-    cgpu_seg_pool_put(comm, &comm->self_seg, false);
+    cgpu_seg_pool_put(comm, &comm->self_seg, reuse);
 }
 
 void cgpu_comm_free_resources(cgpu_comm_t *comm)
@@ -411,18 +411,9 @@ void cgpu_comm_free_resources(cgpu_comm_t *comm)
     cgpu_cuda_comm_destroy(comm);
     /* a communicator that worked to the end gives its segment back for the next one of the
      * same processes, and tells each peer that it is done with theirs */
-    const bool reuse = comm->seg_reusable && atomic_load(&comm->dead_rank) < 0 &&
-                       CGPU_RAS_FAILED != atomic_load(&comm->ras.state);
-    if (NULL != comm->peer_segs) {
-        for (int i = 0; i < comm->size; ++i) {
-            if (i != comm->rank) {
-                cgpu_seg_peer_put(&comm->peer_segs[i], true);
-            }
-        }
-        free(comm->peer_segs);
-        comm->peer_segs = NULL;
-    }
-    cgpu_seg_pool_put(comm, &comm->self_seg, reuse);
+    release_segments(comm, true,
+                     comm->seg_reusable && atomic_load(&comm->dead_rank) < 0 &&
+                         CGPU_RAS_FAILED != atomic_load(&comm->ras.state));
 }
 
 cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
@@ -587,7 +578,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
                      "(%s); this communicator takes %zu-byte ones (lower "
                      "coll_gpu_shared_stage_bytes or enlarge /dev/shm)",
                      comm->stage_bytes, cgpu_status_string(st), cfg->stage_bytes);
-            drop_segments(comm);
+            release_segments(comm, false, false); /* a failed set-up: nothing kept */
             comm->stage_bytes = cfg->stage_bytes;
             comm->seg_bytes =
                 CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes + comm->stage_bytes;
