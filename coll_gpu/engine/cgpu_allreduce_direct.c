@@ -30,6 +30,7 @@
 #define CGPU_LOG_SUBSYS CGPU_SUB_SHM
 #include <string.h>
 
+#include "cgpu_blocks.h"
 #include "cgpu_conn.h"
 #include "cgpu_reduce.h"
 #include "cgpu_stager.h"
@@ -65,7 +66,7 @@ static int slot_of(uint64_t round)
 /* Part @p p of a round of @p len elements: [*first, *first + *cnt). */
 static void part_of(size_t len, int n, int p, size_t *first, size_t *cnt)
 {
-    const size_t per = (len + (size_t) n - 1) / (size_t) n;
+    const size_t per = cgpu_div_up(len, (size_t) n);
     size_t a = (size_t) p * per, b = a + per;
     a = a < len ? a : len;
     b = b < len ? b : len;
@@ -279,10 +280,9 @@ cgpu_status_t cgpu_host_direct_allreduce(cgpu_comm_t *comm, const void *sbuf, vo
     }
 
     /* the rounds even: a last round of a few elements would cost a whole round's waits */
-    const size_t rounds = (count + d.per - 1) / d.per, line = 64 / d.esize;
-    size_t even = (count + rounds - 1) / rounds;
+    size_t even = cgpu_div_up(count, cgpu_div_up(count, d.per));
     if (0 == 64 % d.esize) { /* whole cache lines, as the third is */
-        even = (even + line - 1) / line * line;
+        even = cgpu_round_up(even, 64 / d.esize);
     }
     d.per = even < d.per ? even : d.per;
     const uint64_t n1 = (uint64_t) (comm->size - 1);

@@ -379,6 +379,13 @@ static cgpu_status_t map_node_segments(cgpu_comm_t *comm, const cgpu_bootstrap_t
     return CGPU_OK;
 }
 
+/* The stage area's size, and with it the segment's (control block, ring slots, stage). */
+static void set_stage_bytes(cgpu_comm_t *comm, size_t bytes)
+{
+    comm->stage_bytes = bytes;
+    comm->seg_bytes = CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes + bytes;
+}
+
 /* Every peer's mapping given back (@p done: each owner told, cgpu_seg_peer_put) and this
  * rank's segment, kept for the next communicator where @p reuse. */
 static void release_segments(cgpu_comm_t *comm, bool done, bool reuse)
@@ -454,9 +461,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         comm->bs = *bs;
         comm->slot_bytes = cfg->slot_bytes;
         comm->nslots = cfg->nslots;
-        comm->stage_bytes = cfg->stage_bytes;
-        comm->seg_bytes =
-            CGPU_SEG_CTRL_BYTES + (size_t) cfg->nslots * cfg->slot_bytes + cfg->stage_bytes;
+        set_stage_bytes(comm, cfg->stage_bytes);
         comm->resources_freed = true; /* nothing to free yet */
         local = cgpu_engine_register_comm(comm);
         comm->registered = (CGPU_OK == local);
@@ -557,11 +562,10 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
      * through the stage areas in rounds of a third of one, and each round costs some 25 us
      * of CUDA calls that queue and wait for its copies, so these stages are larger (fewer,
      * larger rounds). The test switch that stages host buffers takes the same size. */
+    const size_t shared_stage = (size_t) (all[0].shared_stage & ~(uint64_t) 63);
     if (CGPU_BACKEND_HOST == comm->backend && (comm->dev_share > 1 || cfg->stage_host_buffers) &&
-        (all[0].shared_stage & ~(uint64_t) 63) > comm->stage_bytes) {
-        comm->stage_bytes = (size_t) (all[0].shared_stage & ~(uint64_t) 63);
-        comm->seg_bytes =
-            CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes + comm->stage_bytes;
+        shared_stage > comm->stage_bytes) {
+        set_stage_bytes(comm, shared_stage);
     }
 
     /* Step 2: every rank's segment, made, exchanged and mapped by every peer. */
@@ -579,9 +583,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
                      "coll_gpu_shared_stage_bytes or enlarge /dev/shm)",
                      comm->stage_bytes, cgpu_status_string(st), cfg->stage_bytes);
             release_segments(comm, false, false); /* a failed set-up: nothing kept */
-            comm->stage_bytes = cfg->stage_bytes;
-            comm->seg_bytes =
-                CGPU_SEG_CTRL_BYTES + (size_t) comm->nslots * comm->slot_bytes + comm->stage_bytes;
+            set_stage_bytes(comm, cfg->stage_bytes);
             st = map_node_segments(comm, bs, segs);
         }
         CGPU_CHECK_GOTO(st, st, out_release);
