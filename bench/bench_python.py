@@ -6,7 +6,10 @@ kernels), the same device memory handed to mpi4py as buffers made once from its 
 (`ptr_us`: the call without CuPy's __cuda_array_interface__ export, so cupy_us - ptr_us is
 the export's share), the export alone (`cai_us`: reading the attribute of both arrays), and
 the same arrays through CuPy's own NCCL binding (cupy.cuda.nccl.NcclCommunicator
-.allReduce, then the stream synchronized), in the same processes. Each figure is the mean
+.allReduce, then the stream synchronized), in the same processes. Then, where present, the
+same call on PyTorch tensors (`torch_us`) and Numba device arrays (`numba_us`), and mpi4py's
+acquisition of the two CuPy arrays' buffers alone (`mpibuf_us`: MPI.buffer(array), which
+reads the export the way a call does). Each figure is the mean
 of `iters` calls back to back after a warm-up, the slowest rank's; every size's result is
 checked (exit status 1 on a wrong one).
 
@@ -91,8 +94,32 @@ def gpu_setup(want_nccl=True):
     return cupy, nccl.NcclCommunicator(nranks, uid, rank), ""
 
 
+def other_arrays():
+    """{name: (make a float32 device array filled with a value, synchronize)} for PyTorch and
+    Numba, where installed and usable; each on the device CuPy uses."""
+    out = {}
+    try:
+        import torch
+        if torch.cuda.is_available():
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+            out["torch"] = (lambda n, v: torch.full((n,), float(v), dtype=torch.float32,
+                                                    device="cuda"), torch.cuda.synchronize)
+    except ImportError:
+        pass
+    try:
+        from numba import cuda
+        if cuda.is_available():
+            cuda.select_device(rank % len(cuda.gpus))
+            out["numba"] = (lambda n, v: cuda.to_device(np.full(n, v, np.float32)),
+                            cuda.synchronize)
+    except ImportError:
+        pass
+    return out
+
+
 def main():
     cupy, nc, why = gpu_setup()
+    others = other_arrays() if cupy is not None else {}
     level = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
              MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
     if 0 == rank:
@@ -108,6 +135,7 @@ def main():
         cols = ["bytes", "numpy_us"]
         if cupy is not None:
             cols += ["cupy_us", "ptr_us", "cai_us"] + (["nccl_us", "cupy/nccl"] if nc is not None else [])
+            cols += [f"{k}_us" for k in others] + ["mpibuf_us"]
         print(" ".join(f"{c:>10}" for c in cols), flush=True)
     bad = 0
     nbytes = 8
@@ -147,6 +175,18 @@ def main():
                 row.append(timed(nccl_step, null.synchronize, args.iters))
                 bad += int(not bool(cupy.all(dy == expected)))
                 row.append(row[1] / row[4])
+            for make, sync in others.values():
+                ox, oy = make(n, rank + 1), make(n, 0)
+                sync()
+                row.append(timed(lambda: comm.Allreduce([ox, MPI.FLOAT], [oy, MPI.FLOAT],
+                                                        op=MPI.SUM), sync, args.iters))
+                got = np.asarray(oy.cpu() if hasattr(oy, "cpu") else oy.copy_to_host())
+                bad += int(not np.all(got == expected))
+            try:
+                mem(dx)
+                row.append(timed(lambda: (mem(dx), mem(dy)), lambda: None, args.iters))
+            except (TypeError, ValueError, BufferError):  # an mpi4py without device buffers
+                row.append(float("nan"))
         if 0 == rank:
             print(f"{nbytes:>10} " + " ".join(f"{v:>10.2f}" for v in row), flush=True)
         nbytes *= 2
