@@ -17,7 +17,16 @@ Run under mpirun (see bench/README.md): once with coll/gpu in the coll list and 
 the stock list gives ours against stock on host arrays.
 
 Usage: bench_python.py [--iters N] [--max-bytes B] [--thread multiple|single|funneled]
-                       [--host-only] [--cycles N]
+                       [--host-only] [--cycles N] [--colls]
+
+--colls: instead, the six collectives bench/bench_colls times (allreduce, alltoall,
+allgather, reduce_scatter as MPI_Reduce_scatter_block, bcast, reduce; float32, root 0, its
+sizes: the whole buffer of each), 8 B to max-bytes, on numpy arrays and on every device array
+library present (CuPy, PyTorch, Numba): the call
+on the arrays (`<lib>_us`), on buffers made once from them with MPI.buffer (`<lib>_buf_us`;
+mpi4py then takes no export at each call) and mpi4py's acquisition of the two buffers alone
+(`<lib>_acq_us`). Set against bench_colls' `ours_us` of the same run, that says what Python
+adds to the C call and which part of it the array library's export is. Every result checked.
 
 --cycles N: instead, N cycles of a new communicator (MPI_Comm_split into pairs of ranks, then
 MPI_Comm_dup of the world), its first MPI_Allreduce of 8 bytes (a CuPy array where CuPy and
@@ -38,6 +47,7 @@ ap.add_argument("--max-bytes", type=int, default=65536)
 ap.add_argument("--thread", default="multiple", choices=("multiple", "single", "funneled"))
 ap.add_argument("--host-only", action="store_true")
 ap.add_argument("--cycles", type=int, default=0)
+ap.add_argument("--colls", action="store_true")
 args = ap.parse_args()
 
 import numpy as np  # noqa: E402
@@ -196,6 +206,79 @@ def main():
     return 1 if bad else 0
 
 
+def coll_cases(nbytes):
+    """{name: (send floats, recv floats, call(comm, send, recv), expected recv or None for
+    a root-only result on other ranks)} with bench_colls' size conventions."""
+    n, c = nbytes // 4, max(1, nbytes // 4 // nranks)
+    fl = MPI.FLOAT
+    ranks = np.arange(nranks, dtype=np.float32)
+    return {
+        "allreduce": (n, n, lambda s, r: comm.Allreduce([s, fl], [r, fl], op=MPI.SUM),
+                      np.full(n, expected, np.float32)),
+        "alltoall": (c * nranks, c * nranks, lambda s, r: comm.Alltoall([s, fl], [r, fl]),
+                     np.repeat(ranks + 1, c)),
+        "allgather": (c, c * nranks, lambda s, r: comm.Allgather([s, fl], [r, fl]),
+                      np.repeat(ranks + 1, c)),
+        "reduce_scatter": (c * nranks, c, lambda s, r: comm.Reduce_scatter_block(
+            [s, fl], [r, fl], op=MPI.SUM), np.full(c, expected, np.float32)),
+        "bcast": (n, n, lambda s, r: comm.Bcast([r, fl], root=0), np.full(n, 1, np.float32)),
+        "reduce": (n, n, lambda s, r: comm.Reduce([s, fl], [r, fl], op=MPI.SUM, root=0),
+                   np.full(n, expected, np.float32) if 0 == rank else None),
+    }
+
+
+def colls():
+    """Six collectives on every device array library present: arrays, buffers made once,
+    the acquisition alone."""
+    cupy, _, why = gpu_setup(want_nccl=False)
+    libs = {"numpy": (np.array, np.asarray, lambda: None)}
+    if cupy is not None:
+        libs["cupy"] = (lambda a: cupy.asarray(a), lambda d: cupy.asnumpy(d),
+                        cupy.cuda.Device().synchronize)
+        for name, (make, sync) in other_arrays().items():
+            if "torch" == name:
+                import torch
+                libs[name] = (lambda a: torch.from_numpy(a).cuda(), lambda d: d.cpu().numpy(),
+                              sync)
+            else:
+                from numba import cuda
+                libs[name] = (cuda.to_device, lambda d: d.copy_to_host(), sync)
+    if 0 == rank:
+        print(f"# bench_python --colls: np={nranks} thread={MPI.Query_thread()} "
+              f"coll={os.environ.get('OMPI_MCA_coll', '(default)')} mpi4py {mpi4py.__version__}"
+              f"{'' if cupy is not None else ' (device arrays ' + why + ')'}")
+        print("# us a call (mean, slowest rank); float32, bench_colls' sizes")
+        cols = ["coll", "bytes"] + [f"{lib}_{k}" for lib in libs for k in ("us", "buf_us", "acq_us")]
+        print(" ".join(f"{c:>14}" for c in cols), flush=True)
+    bad = 0
+    mem = getattr(MPI, "buffer", None) or MPI.memory
+    for name in coll_cases(8):
+        nbytes = 8
+        while nbytes <= args.max_bytes:
+            ns, nr, call, want = coll_cases(nbytes)[name]
+            host_in = np.full(ns, rank + 1, np.float32)
+            row = []
+            # bcast's buffer holds each rank's own value before the call: the root's is
+            # the expected one, the others' are not
+            init = np.full(nr, rank + 1, np.float32) if "bcast" == name else np.zeros(nr, np.float32)
+            for put, get, sync in libs.values():
+                for made_once in (False, True):
+                    s, r = put(host_in), put(init)
+                    bs, br = (mem(s), mem(r)) if made_once else (s, r)
+                    sync()
+                    row.append(timed(lambda: call(bs, br), sync, args.iters))
+                    bad += int(want is not None and not np.array_equal(get(r), want))
+                row.append(timed(lambda: (mem(s), mem(r)), lambda: None, args.iters))
+            if 0 == rank:
+                print(f"{name:>14} {nbytes:>14} " + " ".join(f"{v:>14.2f}" for v in row),
+                      flush=True)
+            nbytes *= 2
+    bad = comm.allreduce(bad, op=MPI.SUM)
+    if 0 == rank and bad:
+        print(f"# {bad} wrong results", flush=True)
+    return 1 if bad else 0
+
+
 def cycles():
     """Communicator cycles: create (split or dup), first allreduce, free."""
     cupy, _, why = gpu_setup(want_nccl=False)
@@ -233,4 +316,4 @@ def cycles():
 
 
 if __name__ == "__main__":
-    sys.exit(cycles() if args.cycles > 0 else main())
+    sys.exit(cycles() if args.cycles > 0 else colls() if args.colls else main())
