@@ -31,7 +31,9 @@ adds to the C call and which part of it the array library's export is. Every res
 --cycles N: instead, N cycles of a new communicator (MPI_Comm_split into pairs of ranks, then
 MPI_Comm_dup of the world), its first MPI_Allreduce of 8 bytes (a CuPy array where CuPy and
 a GPU are present, else numpy) and MPI_Comm_free: the mean milliseconds a cycle, the
-slowest rank's.
+slowest rank's. With --world-first, one MPI_Allreduce on the world communicator on those
+arrays before the cycles, as an application's first step would be (where ranks share GPUs,
+that is where each process learns that its GPU is shared).
 
 --host-only: the numpy column alone (a run without coll/gpu, whose collectives must never
 see a device pointer, or one that must not touch the GPU).
@@ -48,6 +50,7 @@ ap.add_argument("--thread", default="multiple", choices=("multiple", "single", "
 ap.add_argument("--host-only", action="store_true")
 ap.add_argument("--cycles", type=int, default=0)
 ap.add_argument("--colls", action="store_true")
+ap.add_argument("--world-first", action="store_true")
 args = ap.parse_args()
 
 import numpy as np  # noqa: E402
@@ -284,6 +287,11 @@ def cycles():
     cupy, _, why = gpu_setup(want_nccl=False)
     xp = cupy if cupy is not None else np
     bad = 0
+    if args.world_first:
+        x = xp.full(2, rank + 1, xp.float32)
+        y = xp.empty_like(x)
+        comm.Allreduce([x, MPI.FLOAT], [y, MPI.FLOAT], op=MPI.SUM)
+        bad += int(not bool((y == expected).all()))
     for name, make in (("split", lambda: comm.Split(rank // 2, rank)),
                        ("dup", lambda: comm.Dup())):
         x = xp.full(2, rank + 1, xp.float32)
@@ -308,6 +316,7 @@ def cycles():
         if 0 == rank:
             print(f"# {name} + first allreduce ({'cupy' if cupy is not None else 'numpy'}, "
                   f"8 B) + free: {ms:.3f} ms a cycle, {args.cycles} cycles, np={nranks}"
+                  f"{', after a world allreduce' if args.world_first else ''}"
                   f"{' (' + why + ')' if why and cupy is None else ''}", flush=True)
     bad = comm.allreduce(bad, op=MPI.SUM)
     if 0 == rank and bad:

@@ -536,22 +536,24 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
      * copies), unless coll_gpu_cuda_time_sliced */
     comm->dev_share = 1;
     if (CGPU_BACKEND_CUDA == comm->backend) {
-        bool sliced;
-        const int share = cgpu_cuda_share_plan(&all[0].dev, sizeof(all[0]), bs->size, &sliced);
+        bool sliced, mine;
+        const int share = cgpu_cuda_share_plan(&all[0].dev, sizeof(all[0]), bs->size, &sliced,
+                                               bs->rank, &mine);
         comm->dev_share = share;
-        if (sliced) {
-            cgpu_cuda_set_time_sliced();
+        if (mine) {
+            cgpu_cuda_set_time_sliced(); /* this process's later communicators say so */
         }
         if (sliced && CGPU_BACKEND_AUTO == cfg->backend && !cfg->cuda_time_sliced) {
             static atomic_bool told;
             if (0 == bs->rank) {
                 cgpu_log(atomic_exchange(&told, true) ? CGPU_LOG_INFO : CGPU_LOG_WARN,
-                         "engine: up to %d ranks of a communicator share a GPU and not all are "
-                         "MPS clients: the GPU would run their kernels in turn, a time slice "
-                         "each (milliseconds a call), so this communicator runs the host "
-                         "backend, device buffers staged through host copies (start an MPS "
-                         "daemon for our kernels, or set coll_gpu_cuda_time_sliced to run them "
-                         "anyway)",
+                         "engine: a GPU of this communicator would run its ranks' kernels in "
+                         "turn with another process's, a time slice each (milliseconds a "
+                         "call): up to %d of its ranks share one and not all are MPS clients, "
+                         "or a rank's GPU is shared with a rank of another communicator. So "
+                         "this communicator runs the host backend, device buffers staged "
+                         "through host copies (start an MPS daemon for our kernels, or set "
+                         "coll_gpu_cuda_time_sliced to run them anyway)",
                          share);
             }
             comm->backend = CGPU_BACKEND_HOST;

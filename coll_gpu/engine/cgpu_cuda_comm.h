@@ -26,7 +26,11 @@
 typedef struct cgpu_cuda_dev_rec {
     char bus[32];
     int32_t mps;
-    int32_t unused;
+    /* 1: this process's GPU is already known to run another process's kernels in turn with
+     * its own (an earlier communicator's ranks shared it without MPS). The GPU does that for
+     * every communicator of the process, also one whose ranks each have a GPU of their own:
+     * two pairs of ranks on GPUs 0 and 1, say, from np 4 on 2 GPUs. */
+    int32_t sliced;
 } cgpu_cuda_dev_rec_t;
 
 /** Fill @p rec for @p device (the current one), @p rank naming an unknown bus. */
@@ -41,29 +45,38 @@ typedef struct cgpu_cuda_inbox_rec {
 
 /** From n ranks' device records, `stride` bytes apart (the same table on every rank, so
  * every rank answers the same): the most ranks on one device, and in *time_sliced whether
- * some device is shared by ranks that are not all MPS clients there (the GPU then runs their
- * kernels in turn, a time slice each, and kernels that wait for each other take
- * milliseconds a call). */
+ * some rank's device runs its kernels in turn with another process's, a time slice each
+ * (kernels that wait for each other then take milliseconds a call): a device shared by
+ * ranks that are not all MPS clients there, or one a rank already knows to be (its
+ * `sliced`). Where @p me_sliced is not NULL, it says the same of rank @p me's device alone. */
 static inline int cgpu_cuda_share_plan(const cgpu_cuda_dev_rec_t *first, size_t stride, int n,
-                                       bool *time_sliced)
+                                       bool *time_sliced, int me, bool *me_sliced)
 {
     const char *base = (const char *) first;
     int share = 1;
     *time_sliced = false;
+    if (NULL != me_sliced) {
+        *me_sliced = false;
+    }
     for (int i = 0; i < n; ++i) {
         const cgpu_cuda_dev_rec_t *a = (const cgpu_cuda_dev_rec_t *) (base + (size_t) i * stride);
         int on_i = 0;
-        bool all_mps = true;
+        bool all_mps = true, known = false;
         for (int j = 0; j < n; ++j) {
             const cgpu_cuda_dev_rec_t *b =
                 (const cgpu_cuda_dev_rec_t *) (base + (size_t) j * stride);
             if (0 == strncmp(a->bus, b->bus, sizeof(a->bus))) {
                 on_i++;
                 all_mps = all_mps && 1 == b->mps;
+                known = known || 0 != b->sliced;
             }
         }
+        const bool sliced_i = (on_i > 1 && !all_mps) || known;
         share = on_i > share ? on_i : share;
-        *time_sliced = *time_sliced || (on_i > 1 && !all_mps);
+        *time_sliced = *time_sliced || sliced_i;
+        if (i == me && NULL != me_sliced) {
+            *me_sliced = sliced_i;
+        }
     }
     return share;
 }

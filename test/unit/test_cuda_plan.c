@@ -171,29 +171,46 @@ static void test_resident_packing(void)
                         CGPU_CUDA_RESIDENT_EXIT);
 }
 
-/* n ranks: rank i on device dev[i] (a bus id per device), MPS client or not per mps[i] */
-static void fill_recs(cgpu_cuda_dev_rec_t *r, int n, const int *dev, const int *mps)
+/* n ranks: rank i on device dev[i] (a bus id per device), MPS client or not per mps[i],
+ * its device known to be time-sliced per known[i] (NULL: none) */
+static void fill_recs_known(cgpu_cuda_dev_rec_t *r, int n, const int *dev, const int *mps,
+                            const int *known)
 {
     memset(r, 0, sizeof(*r) * (size_t) n);
     for (int i = 0; i < n; ++i) {
         snprintf(r[i].bus, sizeof(r[i].bus), "0000:%02x:00.0", 0x10 + dev[i]);
         r[i].mps = mps[i];
+        r[i].sliced = NULL == known ? 0 : known[i];
     }
 }
 
-/* the reference: per device, its ranks counted and their MPS answers all 1 */
-static int share_reference(const int *dev, const int *mps, int n, bool *sliced)
+static void fill_recs(cgpu_cuda_dev_rec_t *r, int n, const int *dev, const int *mps)
+{
+    fill_recs_known(r, n, dev, mps, NULL);
+}
+
+/* the reference: per device, its ranks counted, and it is sliced where their MPS answers
+ * are not all 1 or some rank on it knows it is; rank i's answer in mine[i] */
+static int share_reference(const int *dev, const int *mps, const int *known, int n,
+                           bool *sliced, bool *mine)
 {
     int most = 1;
     *sliced = false;
     for (int d = 0; d < 16; ++d) {
-        int on = 0, clients = 0;
+        int on = 0, clients = 0, knew = 0;
         for (int i = 0; i < n; ++i) {
             on += dev[i] == d;
             clients += dev[i] == d && 1 == mps[i];
+            knew += dev[i] == d && known[i];
         }
         most = on > most ? on : most;
-        *sliced = *sliced || (on > 1 && clients < on);
+        const bool sliced_d = (on > 1 && clients < on) || knew > 0;
+        *sliced = *sliced || sliced_d;
+        for (int i = 0; i < n; ++i) {
+            if (dev[i] == d) {
+                mine[i] = sliced_d;
+            }
+        }
     }
     return most;
 }
@@ -206,32 +223,32 @@ static void test_share_plan(void)
     bool sliced;
     const int one_each[4] = {0, 1, 2, 3}, no_mps[4] = {0, 0, 0, 0};
     fill_recs(r, 4, one_each, no_mps);
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced), 1); /* a GPU each: no MPS needed */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL), 1); /* a GPU each: no MPS needed */
     CU_ASSERT_FALSE(sliced);
     const int two_two[4] = {0, 0, 1, 1}, all_mps[4] = {1, 1, 1, 1};
     fill_recs(r, 4, two_two, no_mps);
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced), 2); /* 4 ranks, 2 GPUs, no MPS */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL), 2); /* 4 ranks, 2 GPUs, no MPS */
     CU_ASSERT_TRUE(sliced);
     fill_recs(r, 4, two_two, all_mps);
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced), 2); /* the same under MPS */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL), 2); /* the same under MPS */
     CU_ASSERT_FALSE(sliced);
     const int one_unknown[4] = {1, -1, 1, 1}, one_gpu_no_mps[4] = {1, 1, 0, 1};
     fill_recs(r, 4, two_two, one_unknown);
-    (void) cgpu_cuda_share_plan(r, st, 4, &sliced); /* unknown counts as no MPS */
+    (void) cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL); /* unknown counts as no MPS */
     CU_ASSERT_TRUE(sliced);
     fill_recs(r, 4, two_two, one_gpu_no_mps);
-    (void) cgpu_cuda_share_plan(r, st, 4, &sliced); /* one shared GPU without it is enough */
+    (void) cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL); /* one shared GPU without it is enough */
     CU_ASSERT_TRUE(sliced);
     const int alone_no_mps[4] = {0, 0, 1, 2}, mixed[4] = {1, 1, 0, 0};
     fill_recs(r, 4, alone_no_mps, mixed);
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced), 2); /* the ranks alone need no MPS */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL), 2); /* the ranks alone need no MPS */
     CU_ASSERT_FALSE(sliced);
     /* unknown bus ids ("?rank", cgpu_cuda_comm_setup) share nothing */
     memset(r, 0, sizeof(r));
     for (int i = 0; i < 3; ++i) {
         snprintf(r[i].bus, sizeof(r[i].bus), "?%d", i);
     }
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 3, &sliced), 1);
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 3, &sliced, -1, NULL), 1);
     CU_ASSERT_FALSE(sliced);
     /* records inside larger ones (each rank's entry of the first exchange), read with its
      * stride */
@@ -245,22 +262,44 @@ static void test_share_plan(void)
     for (int i = 0; i < 4; ++i) {
         in[i].dev = r[i];
     }
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(&in[0].dev, sizeof(in[0]), 4, &sliced), 2);
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(&in[0].dev, sizeof(in[0]), 4, &sliced, -1, NULL), 2);
     CU_ASSERT_TRUE(sliced);
-    /* random layouts against the reference */
+    /* np 4 on 2 GPUs split into pairs on GPUs 0 and 1: each pair's ranks have a GPU each,
+     * yet each GPU also runs the other pair's rank; the ranks that learnt it from the world
+     * communicator say so, and the pair takes the staged path */
+    const int pair[2] = {0, 1}, pair_mps[2] = {0, 0}, knew[2] = {1, 1}, knew_one[2] = {0, 1};
+    bool mine;
+    fill_recs(r, 2, pair, pair_mps);
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 2, &sliced, 0, &mine), 1); /* not known yet */
+    CU_ASSERT_FALSE(sliced);
+    CU_ASSERT_FALSE(mine);
+    fill_recs_known(r, 2, pair, pair_mps, knew);
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 2, &sliced, 1, &mine), 1);
+    CU_ASSERT_TRUE(sliced);
+    CU_ASSERT_TRUE(mine);
+    fill_recs_known(r, 2, pair, pair_mps, knew_one); /* one rank knowing is enough for all */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 2, &sliced, 0, &mine), 1);
+    CU_ASSERT_TRUE(sliced);
+    CU_ASSERT_FALSE(mine); /* rank 0's own GPU is not known to be shared */
+    /* random layouts against the reference, each rank's own answer too */
     unsigned seed = 12345;
-    for (int t = 0; t < 2000; ++t) {
+    for (int t = 0; t < 4000; ++t) {
         const int n = 1 + (int) ((seed = seed * 1103515245u + 12345u) >> 16) % 8;
-        int dev[8], mps[8];
+        int dev[8], mps[8], known[8] = {0};
         for (int i = 0; i < n; ++i) {
             dev[i] = (int) ((seed = seed * 1103515245u + 12345u) >> 16) % 4;
             mps[i] = (int) ((seed = seed * 1103515245u + 12345u) >> 16) % 3 - 1;
+            if (t >= 2000) { /* the second half: some ranks already know */
+                known[i] = 0 == ((seed = seed * 1103515245u + 12345u) >> 16) % 5;
+            }
         }
-        bool want;
-        const int most = share_reference(dev, mps, n, &want);
-        fill_recs(r, n, dev, mps);
-        CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, n, &sliced), most);
+        bool want, want_mine[8];
+        const int most = share_reference(dev, mps, known, n, &want, want_mine);
+        fill_recs_known(r, n, dev, mps, known);
+        const int me = t % n;
+        CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, n, &sliced, me, &mine), most);
         CU_ASSERT_EQUAL(sliced, want);
+        CU_ASSERT_EQUAL(mine, want_mine[me]);
     }
 }
 

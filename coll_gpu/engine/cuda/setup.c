@@ -332,4 +332,5 @@ void cgpu_cuda_dev_rec(cgpu_cuda_dev_rec_t *rec, int device, int rank)
         snprintf(rec->bus, sizeof(rec->bus), "?%d", rank); /* unknown: shares nothing */
     }
     rec->mps = device < 0 ? -1 : cgpu_cuda_mps_enabled(device);
+    rec->sliced = device >= 0 && cgpu_cuda_time_sliced();
 }
