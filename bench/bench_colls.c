@@ -22,6 +22,7 @@
  *   mpirun -np 2 --mca coll gpu,tuned,libnbc,basic,self bench/bench_colls \
  *       [all|allreduce|alltoall|allgather|reduce_scatter|bcast|reduce|allreduce_char|
  *        reduce_char|iallreduce|allreduce_maxloc|allreduce_dint|reduce_dint] [maxbytes [minbytes]]
+ * With CGPU_BENCH_THREAD=multiple, MPI_Init_thread at MPI_THREAD_MULTIPLE.
  * With CGPU_BENCH_OSU=1 each call is timed alone between two MPI_Barriers and the mean over
  * ranks is reported, as the OSU benchmarks time it (default: back to back, slowest rank).
  * With CGPU_BENCH_STALL_LOG=prefix as well, each rank writes prefix.<rank>: one line per call
@@ -432,10 +433,22 @@ static int listed(const char *list, const char *name)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* CGPU_BENCH_THREAD=multiple: MPI_THREAD_MULTIPLE, the level mpi4py asks for by
+     * default, for the C figure that Python is set against */
+    const char *th = getenv("CGPU_BENCH_THREAD");
+    int provided = MPI_THREAD_SINGLE;
+    if (NULL != th && 0 == strcmp(th, "multiple")) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     int ndev;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
+    if (0 == rank && NULL != th) {
+        printf("# MPI_THREAD_%s (provided %d)\n",
+               MPI_THREAD_MULTIPLE == provided ? "MULTIPLE" : "SINGLE", provided);
+    }
     osu_mode = NULL != getenv("CGPU_BENCH_OSU") && 0 != atoi(getenv("CGPU_BENCH_OSU"));
     const char *slog = getenv("CGPU_BENCH_STALL_LOG");
     if (osu_mode && NULL != slog && '\0' != slog[0]) {

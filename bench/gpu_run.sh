@@ -279,7 +279,8 @@ if has bench; then
 fi
 
 if has python; then
-    for a in "cupy multiple" "cupy single" "numba multiple" "torch multiple"; do
+    for a in "cupy multiple" "cupy single" "numba multiple" "numba single" "torch multiple" \
+        "torch single"; do
         set -- $a
         echo "## test_mpi4py --arrays $1 --thread $2"
         timeout -k 5 300 "${MPIRUN[@]}" -np 2 python3 test/python/test_mpi4py.py --arrays "$1" \
