@@ -64,6 +64,10 @@ rank, nranks = comm.Get_rank(), comm.Get_size()
 expected = nranks * (nranks + 1) / 2  # each rank contributes rank + 1
 
 
+LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
+          MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
+
+
 def timed(step, sync, iters):
     """The slowest rank's mean latency of step(), in microseconds."""
     for _ in range(max(10, iters // 10)):
@@ -133,8 +137,7 @@ def other_arrays():
 def main():
     cupy, nc, why = gpu_setup()
     others = other_arrays() if cupy is not None else {}
-    level = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
-             MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
+    level = LEVELS
     if 0 == rank:
         # mpirun hands its --mca arguments to the processes as OMPI_MCA_* variables
         coll = os.environ.get("OMPI_MCA_coll", "(default)")
@@ -247,7 +250,7 @@ def colls():
                 from numba import cuda
                 libs[name] = (cuda.to_device, lambda d: d.copy_to_host(), sync)
     if 0 == rank:
-        print(f"# bench_python --colls: np={nranks} thread={MPI.Query_thread()} "
+        print(f"# bench_python --colls: np={nranks} thread={LEVELS[MPI.Query_thread()]} "
               f"coll={os.environ.get('OMPI_MCA_coll', '(default)')} mpi4py {mpi4py.__version__}"
               f"{'' if cupy is not None else ' (device arrays ' + why + ')'}")
         print("# us a call (mean, slowest rank); float32, bench_colls' sizes")
