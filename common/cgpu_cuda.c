@@ -163,12 +163,16 @@ cgpu_status_t cgpu_cuda_check(int err, const char *what)
     return CGPU_ERR_DEVICE;
 }
 
+static pthread_once_t first_query_once = PTHREAD_ONCE_INIT;
+static void note_first_query(void);
+
 cgpu_mem_kind_t cgpu_cuda_mem_kind(const void *ptr, int *device)
 {
     *device = -1;
     if (NULL == ptr || !cgpu_cuda_available()) {
         return CGPU_MEM_HOST;
     }
+    pthread_once(&first_query_once, note_first_query); /* before it can make a context */
     struct cudaPointerAttributes at;
     cudaError_t e = cudaPointerGetAttributes(&at, ptr);
     if (cudaSuccess != e) {
@@ -561,6 +565,64 @@ static void find_batch_mem_op(void)
     }
 }
 
+/* cuDeviceGet and cuDevicePrimaryCtxGetState from the libcuda the runtime has loaded: the
+ * runtime cannot tell whether a device's primary context is active without making it so */
+typedef CUresult (*device_get_fn)(CUdevice *, int);
+typedef CUresult (*ctx_state_fn)(CUdevice, unsigned int *, int *);
+static device_get_fn device_get;
+static ctx_state_fn ctx_state;
+static pthread_once_t ctx_state_once = PTHREAD_ONCE_INIT;
+
+static void find_ctx_state(void)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (NULL != lib) {
+        device_get = (device_get_fn) dlsym(lib, "cuDeviceGet");
+        ctx_state = (ctx_state_fn) dlsym(lib, "cuDevicePrimaryCtxGetState");
+    }
+}
+
+/* 1: the primary context of @p device is active; 0: not; -1: unknown */
+static int ctx_active(int device)
+{
+    pthread_once(&ctx_state_once, find_ctx_state);
+    CUdevice d;
+    unsigned int flags = 0;
+    int active = 0;
+    if (device < 0 || NULL == device_get || NULL == ctx_state ||
+        CUDA_SUCCESS != device_get(&d, device) || CUDA_SUCCESS != ctx_state(d, &flags, &active)) {
+        return -1;
+    }
+    return active ? 1 : 0;
+}
+
+/* The device whose primary context our first pointer query made (the runtime makes the
+ * current device's when none is active: device 0 where the application has not chosen
+ * yet), or -1: noted once, before that query. */
+static int ours_made = -1;
+
+static void note_first_query(void)
+{
+    int d = -1;
+    if (cudaSuccess != cudaGetDevice(&d)) {
+        (void) cudaGetLastError();
+        return;
+    }
+    if (0 == ctx_active(d)) {
+        ours_made = d;
+    }
+}
+
+int cgpu_cuda_device_in_use(int device)
+{
+    if (device < 0 || !cgpu_cuda_available()) {
+        return -1;
+    }
+    pthread_once(&first_query_once, note_first_query); /* no query yet: nothing is ours */
+    const int active = ctx_active(device);
+    return active <= 0 ? active : device == ours_made ? 0 : 1;
+}
+
 /* A write of at most CGPU_CUDA_WRITE_OPS_MAX bytes as stream memory operations on @p stream
  * (8- or 4-byte words; the front end runs them, about 7 us for one word and 1.2 more a
  * word). cudaErrorNotSupported, nothing queued, where @p dst or @p bytes is not 4-byte
@@ -834,6 +896,12 @@ int cgpu_cuda_current_device(void)
 }
 
 int cgpu_cuda_mps_enabled(int device)
+{
+    (void) device;
+    return -1;
+}
+
+int cgpu_cuda_device_in_use(int device)
 {
     (void) device;
     return -1;

@@ -31,6 +31,12 @@ typedef struct cgpu_cuda_dev_rec {
      * every communicator of the process, also one whose ranks each have a GPU of their own:
      * two pairs of ranks on GPUs 0 and 1, say, from np 4 on 2 GPUs. */
     int32_t sliced;
+    /* 1: the process already works on this device (cgpu_cuda_device_in_use), so it is the
+     * one the application chose. A set-up on host buffers before the application chose
+     * (Open MPI's own allgather inside MPI_Comm_split_type, say) names device 0 on every
+     * rank; a process learns `sliced` only from records that are chosen. */
+    int32_t chosen;
+    int32_t reserved;
 } cgpu_cuda_dev_rec_t;
 
 /** Fill @p rec for @p device (the current one), @p rank naming an unknown bus. */
@@ -48,7 +54,8 @@ typedef struct cgpu_cuda_inbox_rec {
  * some rank's device runs its kernels in turn with another process's, a time slice each
  * (kernels that wait for each other then take milliseconds a call): a device shared by
  * ranks that are not all MPS clients there, or one a rank already knows to be (its
- * `sliced`). Where @p me_sliced is not NULL, it says the same of rank @p me's device alone. */
+ * `sliced`). Where @p me_sliced is not NULL, it says whether rank @p me may learn that of
+ * its own device: the same rule over the `chosen` records alone, its own one of them. */
 static inline int cgpu_cuda_share_plan(const cgpu_cuda_dev_rec_t *first, size_t stride, int n,
                                        bool *time_sliced, int me, bool *me_sliced)
 {
@@ -60,8 +67,8 @@ static inline int cgpu_cuda_share_plan(const cgpu_cuda_dev_rec_t *first, size_t 
     }
     for (int i = 0; i < n; ++i) {
         const cgpu_cuda_dev_rec_t *a = (const cgpu_cuda_dev_rec_t *) (base + (size_t) i * stride);
-        int on_i = 0;
-        bool all_mps = true, known = false;
+        int on_i = 0, chosen_on_i = 0;
+        bool all_mps = true, known = false, chosen_mps = true;
         for (int j = 0; j < n; ++j) {
             const cgpu_cuda_dev_rec_t *b =
                 (const cgpu_cuda_dev_rec_t *) (base + (size_t) j * stride);
@@ -69,13 +76,17 @@ static inline int cgpu_cuda_share_plan(const cgpu_cuda_dev_rec_t *first, size_t 
                 on_i++;
                 all_mps = all_mps && 1 == b->mps;
                 known = known || 0 != b->sliced;
+                if (0 != b->chosen) {
+                    chosen_on_i++;
+                    chosen_mps = chosen_mps && 1 == b->mps;
+                }
             }
         }
-        const bool sliced_i = (on_i > 1 && !all_mps) || known;
         share = on_i > share ? on_i : share;
-        *time_sliced = *time_sliced || sliced_i;
+        *time_sliced = *time_sliced || (on_i > 1 && !all_mps) || known;
         if (i == me && NULL != me_sliced) {
-            *me_sliced = sliced_i;
+            /* `sliced` is only ever set on chosen records (cgpu_cuda_dev_rec) */
+            *me_sliced = 0 != a->chosen && ((chosen_on_i > 1 && !chosen_mps) || known);
         }
     }
     return share;

@@ -172,43 +172,47 @@ static void test_resident_packing(void)
 }
 
 /* n ranks: rank i on device dev[i] (a bus id per device), MPS client or not per mps[i],
- * its device known to be time-sliced per known[i] (NULL: none) */
+ * its device known to be time-sliced per known[i] and the application's per chosen[i]
+ * (NULL: none known, every device chosen) */
 static void fill_recs_known(cgpu_cuda_dev_rec_t *r, int n, const int *dev, const int *mps,
-                            const int *known)
+                            const int *known, const int *chosen)
 {
     memset(r, 0, sizeof(*r) * (size_t) n);
     for (int i = 0; i < n; ++i) {
         snprintf(r[i].bus, sizeof(r[i].bus), "0000:%02x:00.0", 0x10 + dev[i]);
         r[i].mps = mps[i];
         r[i].sliced = NULL == known ? 0 : known[i];
+        r[i].chosen = NULL == chosen ? 1 : chosen[i];
     }
 }
 
 static void fill_recs(cgpu_cuda_dev_rec_t *r, int n, const int *dev, const int *mps)
 {
-    fill_recs_known(r, n, dev, mps, NULL);
+    fill_recs_known(r, n, dev, mps, NULL, NULL);
 }
 
 /* the reference: per device, its ranks counted, and it is sliced where their MPS answers
- * are not all 1 or some rank on it knows it is; rank i's answer in mine[i] */
-static int share_reference(const int *dev, const int *mps, const int *known, int n,
-                           bool *sliced, bool *mine)
+ * are not all 1 or some rank on it knows it is; rank i may learn it (mine[i]) where its
+ * device is chosen and the same holds among the chosen ranks on it */
+static int share_reference(const int *dev, const int *mps, const int *known, const int *chosen,
+                           int n, bool *sliced, bool *mine)
 {
     int most = 1;
     *sliced = false;
     for (int d = 0; d < 16; ++d) {
-        int on = 0, clients = 0, knew = 0;
+        int on = 0, clients = 0, knew = 0, c_on = 0, c_clients = 0;
         for (int i = 0; i < n; ++i) {
             on += dev[i] == d;
             clients += dev[i] == d && 1 == mps[i];
             knew += dev[i] == d && known[i];
+            c_on += dev[i] == d && chosen[i];
+            c_clients += dev[i] == d && chosen[i] && 1 == mps[i];
         }
         most = on > most ? on : most;
-        const bool sliced_d = (on > 1 && clients < on) || knew > 0;
-        *sliced = *sliced || sliced_d;
+        *sliced = *sliced || (on > 1 && clients < on) || knew > 0;
         for (int i = 0; i < n; ++i) {
             if (dev[i] == d) {
-                mine[i] = sliced_d;
+                mine[i] = chosen[i] && ((c_on > 1 && c_clients < c_on) || knew > 0);
             }
         }
     }
@@ -273,29 +277,46 @@ static void test_share_plan(void)
     CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 2, &sliced, 0, &mine), 1); /* not known yet */
     CU_ASSERT_FALSE(sliced);
     CU_ASSERT_FALSE(mine);
-    fill_recs_known(r, 2, pair, pair_mps, knew);
+    fill_recs_known(r, 2, pair, pair_mps, knew, NULL);
     CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 2, &sliced, 1, &mine), 1);
     CU_ASSERT_TRUE(sliced);
     CU_ASSERT_TRUE(mine);
-    fill_recs_known(r, 2, pair, pair_mps, knew_one); /* one rank knowing is enough for all */
+    fill_recs_known(r, 2, pair, pair_mps, knew_one, NULL); /* one rank knowing is enough */
     CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 2, &sliced, 0, &mine), 1);
     CU_ASSERT_TRUE(sliced);
     CU_ASSERT_FALSE(mine); /* rank 0's own GPU is not known to be shared */
+    /* a set-up on host buffers before the application chose its devices (Open MPI's
+     * allgather inside MPI_Comm_split_type): every rank names device 0 and none is chosen.
+     * That communicator stages (as before), but no rank learns that its GPU is shared:
+     * later communicators, once each rank has its own GPU, keep the kernels */
+    const int all_dev0[4] = {0, 0, 0, 0}, none[4] = {0, 0, 0, 0};
+    fill_recs_known(r, 4, all_dev0, no_mps, NULL, none);
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, 2, &mine), 4);
+    CU_ASSERT_TRUE(sliced);
+    CU_ASSERT_FALSE(mine);
+    const int half[4] = {1, 0, 1, 0}; /* ranks 0 and 2 chose device 0 */
+    fill_recs_known(r, 4, all_dev0, no_mps, NULL, half);
+    (void) cgpu_cuda_share_plan(r, st, 4, &sliced, 0, &mine);
+    CU_ASSERT_TRUE(mine);
+    (void) cgpu_cuda_share_plan(r, st, 4, &sliced, 1, &mine); /* rank 1 did not choose */
+    CU_ASSERT_FALSE(mine);
     /* random layouts against the reference, each rank's own answer too */
     unsigned seed = 12345;
     for (int t = 0; t < 4000; ++t) {
         const int n = 1 + (int) ((seed = seed * 1103515245u + 12345u) >> 16) % 8;
-        int dev[8], mps[8], known[8] = {0};
+        int dev[8], mps[8], known[8] = {0}, chosen[8];
         for (int i = 0; i < n; ++i) {
             dev[i] = (int) ((seed = seed * 1103515245u + 12345u) >> 16) % 4;
             mps[i] = (int) ((seed = seed * 1103515245u + 12345u) >> 16) % 3 - 1;
-            if (t >= 2000) { /* the second half: some ranks already know */
+            chosen[i] = t < 1000 || 0 != ((seed = seed * 1103515245u + 12345u) >> 16) % 4;
+            if (t >= 2000 && chosen[i]) { /* the second half: some ranks already know (only
+                                           * a chosen record ever says so) */
                 known[i] = 0 == ((seed = seed * 1103515245u + 12345u) >> 16) % 5;
             }
         }
         bool want, want_mine[8];
-        const int most = share_reference(dev, mps, known, n, &want, want_mine);
-        fill_recs_known(r, n, dev, mps, known);
+        const int most = share_reference(dev, mps, known, chosen, n, &want, want_mine);
+        fill_recs_known(r, n, dev, mps, known, chosen);
         const int me = t % n;
         CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, n, &sliced, me, &mine), most);
         CU_ASSERT_EQUAL(sliced, want);

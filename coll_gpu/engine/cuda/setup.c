@@ -327,10 +327,12 @@ bool cgpu_cuda_comm_shares_device(const cgpu_comm_t *comm)
 void cgpu_cuda_dev_rec(cgpu_cuda_dev_rec_t *rec, int device, int rank)
 {
     memset(rec, 0, sizeof(*rec));
+    /* asked first: the queries below must not be what makes the context active */
+    rec->chosen = 1 == cgpu_cuda_device_in_use(device);
     if (device < 0 ||
         CGPU_OK != cgpu_cuda_pci_bus_id(device, rec->bus, (int) sizeof(rec->bus) - 1)) {
         snprintf(rec->bus, sizeof(rec->bus), "?%d", rank); /* unknown: shares nothing */
     }
     rec->mps = device < 0 ? -1 : cgpu_cuda_mps_enabled(device);
-    rec->sliced = device >= 0 && cgpu_cuda_time_sliced();
+    rec->sliced = rec->chosen && cgpu_cuda_time_sliced();
 }
