@@ -557,12 +557,16 @@ typedef CUresult (*batch_mem_op_fn)(CUstream, unsigned int, CUstreamBatchMemOpPa
 static batch_mem_op_fn batch_mem_op;
 static pthread_once_t batch_mem_op_once = PTHREAD_ONCE_INIT;
 
-static void find_batch_mem_op(void)
+/* A driver entry point from the libcuda the runtime has loaded, or NULL */
+static void *driver_sym(const char *name)
 {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (NULL != lib) {
-        batch_mem_op = (batch_mem_op_fn) dlsym(lib, "cuStreamBatchMemOp_v2");
-    }
+    return NULL == lib ? NULL : dlsym(lib, name);
+}
+
+static void find_batch_mem_op(void)
+{
+    batch_mem_op = (batch_mem_op_fn) driver_sym("cuStreamBatchMemOp_v2");
 }
 
 /* cuDeviceGet and cuDevicePrimaryCtxGetState from the libcuda the runtime has loaded: the
@@ -575,11 +579,8 @@ static pthread_once_t ctx_state_once = PTHREAD_ONCE_INIT;
 
 static void find_ctx_state(void)
 {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (NULL != lib) {
-        device_get = (device_get_fn) dlsym(lib, "cuDeviceGet");
-        ctx_state = (ctx_state_fn) dlsym(lib, "cuDevicePrimaryCtxGetState");
-    }
+    device_get = (device_get_fn) driver_sym("cuDeviceGet");
+    ctx_state = (ctx_state_fn) driver_sym("cuDevicePrimaryCtxGetState");
 }
 
 /* 1: the primary context of @p device is active; 0: not; -1: unknown */
@@ -763,10 +764,7 @@ enum { CGPU_CU_ATTR_BUFFER_ID = 7, CGPU_CU_ATTR_RANGE_START = 11 }; /* CUpointer
 
 static void find_ptr_attr(void)
 {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (NULL != lib) {
-        ptr_attr = (ptr_attr_fn) dlsym(lib, "cuPointerGetAttribute");
-    }
+    ptr_attr = (ptr_attr_fn) driver_sym("cuPointerGetAttribute");
 }
 
 cgpu_status_t cgpu_cuda_ipc_export_range(const void *p, void *handle, size_t *offset, uint64_t *id)

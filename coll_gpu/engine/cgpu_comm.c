@@ -537,8 +537,8 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     comm->dev_share = 1;
     if (CGPU_BACKEND_CUDA == comm->backend) {
         bool sliced, mine;
-        const int share = cgpu_cuda_share_plan(&all[0].dev, sizeof(all[0]), bs->size, &sliced,
-                                               bs->rank, &mine);
+        const int share =
+            cgpu_cuda_share_plan(&all[0].dev, sizeof(all[0]), bs->size, &sliced, bs->rank, &mine);
         comm->dev_share = share;
         if (mine) {
             cgpu_cuda_set_time_sliced(); /* this process's later communicators say so */

@@ -227,11 +227,13 @@ static void test_share_plan(void)
     bool sliced;
     const int one_each[4] = {0, 1, 2, 3}, no_mps[4] = {0, 0, 0, 0};
     fill_recs(r, 4, one_each, no_mps);
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL), 1); /* a GPU each: no MPS needed */
+    /* a GPU each: no MPS needed */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL), 1);
     CU_ASSERT_FALSE(sliced);
     const int two_two[4] = {0, 0, 1, 1}, all_mps[4] = {1, 1, 1, 1};
     fill_recs(r, 4, two_two, no_mps);
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL), 2); /* 4 ranks, 2 GPUs, no MPS */
+    /* 4 ranks, 2 GPUs, no MPS */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL), 2);
     CU_ASSERT_TRUE(sliced);
     fill_recs(r, 4, two_two, all_mps);
     CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL), 2); /* the same under MPS */
@@ -241,11 +243,13 @@ static void test_share_plan(void)
     (void) cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL); /* unknown counts as no MPS */
     CU_ASSERT_TRUE(sliced);
     fill_recs(r, 4, two_two, one_gpu_no_mps);
-    (void) cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL); /* one shared GPU without it is enough */
+    /* one shared GPU without it is enough */
+    (void) cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL);
     CU_ASSERT_TRUE(sliced);
     const int alone_no_mps[4] = {0, 0, 1, 2}, mixed[4] = {1, 1, 0, 0};
     fill_recs(r, 4, alone_no_mps, mixed);
-    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL), 2); /* the ranks alone need no MPS */
+    /* the ranks alone need no MPS */
+    CU_ASSERT_EQUAL(cgpu_cuda_share_plan(r, st, 4, &sliced, -1, NULL), 2);
     CU_ASSERT_FALSE(sliced);
     /* unknown bus ids ("?rank", cgpu_cuda_comm_setup) share nothing */
     memset(r, 0, sizeof(r));
