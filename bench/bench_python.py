@@ -112,23 +112,22 @@ def gpu_setup(want_nccl=True):
 
 
 def other_arrays():
-    """{name: (make a float32 device array filled with a value, synchronize)} for PyTorch and
-    Numba, where installed and usable; each on the device CuPy uses."""
+    """{name: (put a numpy array on the device, get one back as numpy, synchronize)} for
+    PyTorch and Numba, where installed and usable; each on the device CuPy uses."""
     out = {}
     try:
         import torch
         if torch.cuda.is_available():
             torch.cuda.set_device(rank % torch.cuda.device_count())
-            out["torch"] = (lambda n, v: torch.full((n,), float(v), dtype=torch.float32,
-                                                    device="cuda"), torch.cuda.synchronize)
+            out["torch"] = (lambda a: torch.from_numpy(a).cuda(), lambda d: d.cpu().numpy(),
+                            torch.cuda.synchronize)
     except ImportError:
         pass
     try:
         from numba import cuda
         if cuda.is_available():
             cuda.select_device(rank % len(cuda.gpus))
-            out["numba"] = (lambda n, v: cuda.to_device(np.full(n, v, np.float32)),
-                            cuda.synchronize)
+            out["numba"] = (cuda.to_device, lambda d: d.copy_to_host(), cuda.synchronize)
     except ImportError:
         pass
     return out
@@ -191,13 +190,12 @@ def main():
                 row.append(timed(nccl_step, null.synchronize, args.iters))
                 bad += int(not bool(cupy.all(dy == expected)))
                 row.append(row[1] / row[4])
-            for make, sync in others.values():
-                ox, oy = make(n, rank + 1), make(n, 0)
+            for put, get, sync in others.values():
+                ox, oy = put(np.full(n, rank + 1, np.float32)), put(np.zeros(n, np.float32))
                 sync()
                 row.append(timed(lambda: comm.Allreduce([ox, MPI.FLOAT], [oy, MPI.FLOAT],
                                                         op=MPI.SUM), sync, args.iters))
-                got = np.asarray(oy.cpu() if hasattr(oy, "cpu") else oy.copy_to_host())
-                bad += int(not np.all(got == expected))
+                bad += int(not np.all(get(oy) == expected))
             try:
                 mem(dx)
                 row.append(timed(lambda: (mem(dx), mem(dy)), lambda: None, args.iters))
@@ -239,16 +237,8 @@ def colls():
     cupy, _, why = gpu_setup(want_nccl=False)
     libs = {"numpy": (np.array, np.asarray, lambda: None)}
     if cupy is not None:
-        libs["cupy"] = (lambda a: cupy.asarray(a), lambda d: cupy.asnumpy(d),
-                        cupy.cuda.Device().synchronize)
-        for name, (make, sync) in other_arrays().items():
-            if "torch" == name:
-                import torch
-                libs[name] = (lambda a: torch.from_numpy(a).cuda(), lambda d: d.cpu().numpy(),
-                              sync)
-            else:
-                from numba import cuda
-                libs[name] = (cuda.to_device, lambda d: d.copy_to_host(), sync)
+        libs["cupy"] = (cupy.asarray, cupy.asnumpy, cupy.cuda.Device().synchronize)
+        libs.update(other_arrays())
     if 0 == rank:
         print(f"# bench_python --colls: np={nranks} thread={LEVELS[MPI.Query_thread()]} "
               f"coll={os.environ.get('OMPI_MCA_coll', '(default)')} mpi4py {mpi4py.__version__}"

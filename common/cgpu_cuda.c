@@ -100,6 +100,9 @@ _Static_assert(sizeof(cudaIpcMemHandle_t) == CGPU_CUDA_IPC_HANDLE_BYTES, "IPC ha
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static bool cuda_ok;
 
+static void note_ours_made(void);
+
+/* Our first CUDA use (under coll_gpu_backend auto, the first collective's pointer query) */
 static void cuda_probe(void)
 {
     int n = 0;
@@ -108,6 +111,9 @@ static void cuda_probe(void)
     if (cudaSuccess != e) {
         cgpu_log(CGPU_LOG_INFO, "cuda: no usable CUDA runtime/driver (%s)", cudaGetErrorString(e));
         (void) cudaGetLastError();
+    }
+    if (cuda_ok) {
+        note_ours_made(); /* before any call of ours can make a context */
     }
 }
 
@@ -163,16 +169,12 @@ cgpu_status_t cgpu_cuda_check(int err, const char *what)
     return CGPU_ERR_DEVICE;
 }
 
-static pthread_once_t first_query_once = PTHREAD_ONCE_INIT;
-static void note_first_query(void);
-
 cgpu_mem_kind_t cgpu_cuda_mem_kind(const void *ptr, int *device)
 {
     *device = -1;
     if (NULL == ptr || !cgpu_cuda_available()) {
         return CGPU_MEM_HOST;
     }
-    pthread_once(&first_query_once, note_first_query); /* before it can make a context */
     struct cudaPointerAttributes at;
     cudaError_t e = cudaPointerGetAttributes(&at, ptr);
     if (cudaSuccess != e) {
@@ -597,12 +599,12 @@ static int ctx_active(int device)
     return active ? 1 : 0;
 }
 
-/* The device whose primary context our first pointer query made (the runtime makes the
- * current device's when none is active: device 0 where the application has not chosen
- * yet), or -1: noted once, before that query. */
+/* The device whose primary context our own calls made, or -1: the current device where its
+ * context was not active at our first CUDA use (the runtime's pointer query makes it then:
+ * device 0 where the application has not chosen yet). Noted once, in cuda_probe. */
 static int ours_made = -1;
 
-static void note_first_query(void)
+static void note_ours_made(void)
 {
     int d = -1;
     if (cudaSuccess != cudaGetDevice(&d)) {
@@ -619,7 +621,6 @@ int cgpu_cuda_device_in_use(int device)
     if (device < 0 || !cgpu_cuda_available()) {
         return -1;
     }
-    pthread_once(&first_query_once, note_first_query); /* no query yet: nothing is ours */
     const int active = ctx_active(device);
     return active <= 0 ? active : device == ours_made ? 0 : 1;
 }
