@@ -17,7 +17,7 @@ Run under mpirun (see bench/README.md): once with coll/gpu in the coll list and 
 the stock list gives ours against stock on host arrays.
 
 Usage: bench_python.py [--iters N] [--max-bytes B] [--thread multiple|single|funneled]
-                       [--host-only] [--cycles N] [--colls]
+                       [--host-only] [--cycles N] [--colls [--libs numpy,cupy,...]]
 
 --colls: instead, the six collectives bench/bench_colls times (allreduce, alltoall,
 allgather, reduce_scatter as MPI_Reduce_scatter_block, bcast, reduce; float32, root 0, its
@@ -51,6 +51,7 @@ ap.add_argument("--host-only", action="store_true")
 ap.add_argument("--cycles", type=int, default=0)
 ap.add_argument("--colls", action="store_true")
 ap.add_argument("--world-first", action="store_true")
+ap.add_argument("--libs", default="", help="--colls: only these libraries (comma-separated)")
 args = ap.parse_args()
 
 import numpy as np  # noqa: E402
@@ -239,6 +240,8 @@ def colls():
     if cupy is not None:
         libs["cupy"] = (cupy.asarray, cupy.asnumpy, cupy.cuda.Device().synchronize)
         libs.update(other_arrays())
+    if args.libs:
+        libs = {k: v for k, v in libs.items() if k in args.libs.split(",")}
     if 0 == rank:
         print(f"# bench_python --colls: np={nranks} thread={LEVELS[MPI.Query_thread()]} "
               f"coll={os.environ.get('OMPI_MCA_coll', '(default)')} mpi4py {mpi4py.__version__}"

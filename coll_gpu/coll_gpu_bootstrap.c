@@ -71,23 +71,34 @@ bool mca_coll_gpu_one_node(struct ompi_communicator_t *comm)
     return true;
 }
 
+/* The engine sets up on the current device: make it the device of the call's first buffer
+ * when that is device memory (4 ranks on 2 GPUs each pick theirs); returns the device to
+ * restore afterwards, or -1. */
+static int enter_buf_device(const void *buf)
+{
+    int dev = -1, prev = cgpu_engine_current_device();
+    if (CGPU_BUF_HOST == cgpu_buf_kind(buf, &dev) || dev == prev || prev < 0) {
+        return -1;
+    }
+    (void) cgpu_engine_set_device(dev);
+    return prev;
+}
+
+static void leave_buf_device(int prev)
+{
+    if (prev >= 0) {
+        (void) cgpu_engine_set_device(prev);
+    }
+}
+
 void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs)
 {
-    /* The engine works on the current device: make it the device of the first buffer
-     * when that is device memory (4 ranks on 2 GPUs each pick theirs), then restore. */
-    int dev = -1, prev = cgpu_engine_current_device();
-    if (CGPU_BUF_HOST == cgpu_buf_kind(buf, &dev) || dev == prev) {
-        dev = -1;
-    } else {
-        (void) cgpu_engine_set_device(dev);
-    }
+    const int prev = enter_buf_device(buf);
     /* Collective: every rank of the communicator is in this same call (the path
      * decision before it depends only on arguments MPI requires to match). */
     cgpu_comm_t *ec = NULL;
     cgpu_status_t st = cgpu_comm_create(bs, &ec);
-    if (dev >= 0 && prev >= 0) {
-        (void) cgpu_engine_set_device(prev);
-    }
+    leave_buf_device(prev);
     if (CGPU_OK == st) {
         cgpu_comm_describe(ec, m->comm->c_name, (uint64_t) m->comm->c_contextid);
         cgpu_comm_set_bootstrap(ec, &m->bootstrap); /* later rounds: the application's */
@@ -101,5 +112,22 @@ void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_b
                  "comm %s: engine set-up failed on some rank (%s); every "
                  "call on it uses the previous coll module",
                  m->comm->c_name, cgpu_status_string(st));
+    }
+}
+
+void mca_coll_gpu_settle(mca_coll_gpu_module_t *m, const void *buf)
+{
+    const int prev = enter_buf_device(buf);
+    /* collective, like the set-up: every rank is in this same blocking call */
+    const cgpu_status_t st = cgpu_comm_settle(m->ecomm);
+    leave_buf_device(prev);
+    if (CGPU_OK != st) {
+        /* the exchange itself failed (the previous module's allgather): the call that
+         * follows reports the communicator's state; nothing was changed */
+        cgpu_log(CGPU_LOG_INFO, "comm %s: asking whether the ranks chose GPUs failed (%s)",
+                 m->comm->c_name, cgpu_status_string(st));
+    } else if (!cgpu_comm_unsettled(m->ecomm)) {
+        cgpu_log(10, "comm %s: every rank has chosen its GPU: backend %s", m->comm->c_name,
+                 CGPU_BACKEND_CUDA == cgpu_comm_backend(m->ecomm) ? "cuda" : "host");
     }
 }

@@ -390,8 +390,11 @@ int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
 {
     /* a blocking engine call runs after the non-blocking ones posted before it */
     nb_drain(m);
-    if (CGPU_MODULE_UNINIT == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE)) {
+    const int state = __atomic_load_n(&m->state, __ATOMIC_ACQUIRE);
+    if (CGPU_MODULE_UNINIT == state) {
         mca_coll_gpu_create(m, buf, &m->bootstrap);
+    } else if (CGPU_MODULE_READY == state && cgpu_comm_unsettled(m->ecomm)) {
+        mca_coll_gpu_settle(m, buf);
     }
     return OMPI_SUCCESS;
 }

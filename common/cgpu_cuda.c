@@ -101,6 +101,14 @@ static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static bool cuda_ok;
 
 static void note_ours_made(void);
+static void *driver_sym(const char *name);
+
+/* The driver's pointer query: unlike the runtime's, it makes no context. A process whose
+ * first collective runs on host buffers before it chose its GPU (Open MPI's allgather inside
+ * MPI_Comm_split_type, the usual way to find the node-local rank) must not get a context
+ * on device 0 from us: it would hold GPU memory there for the process's life. */
+typedef CUresult (*ptr_attrs_fn)(unsigned int, CUpointer_attribute *, void **, CUdeviceptr);
+static ptr_attrs_fn ptr_attrs;
 
 /* Our first CUDA use (under coll_gpu_backend auto, the first collective's pointer query) */
 static void cuda_probe(void)
@@ -113,7 +121,10 @@ static void cuda_probe(void)
         (void) cudaGetLastError();
     }
     if (cuda_ok) {
-        note_ours_made(); /* before any call of ours can make a context */
+        ptr_attrs = (ptr_attrs_fn) driver_sym("cuPointerGetAttributes");
+        if (NULL == ptr_attrs) {
+            note_ours_made(); /* the runtime's query will make one: before it can */
+        }
     }
 }
 
@@ -174,6 +185,27 @@ cgpu_mem_kind_t cgpu_cuda_mem_kind(const void *ptr, int *device)
     *device = -1;
     if (NULL == ptr || !cgpu_cuda_available()) {
         return CGPU_MEM_HOST;
+    }
+    if (NULL != ptr_attrs) {
+        CUpointer_attribute what[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                       CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+        unsigned int type = 0, managed = 0;
+        int ordinal = -1;
+        void *data[3] = {&type, &managed, &ordinal};
+        /* memory CUDA does not know answers CUDA_SUCCESS with the values left at zero */
+        if (CUDA_SUCCESS != ptr_attrs(3, what, data, (CUdeviceptr) (uintptr_t) ptr)) {
+            return CGPU_MEM_HOST;
+        }
+        if (0 != managed) {
+            *device = ordinal;
+            return CGPU_MEM_MANAGED;
+        }
+        if (CU_MEMORYTYPE_DEVICE == type) {
+            *device = ordinal;
+            return CGPU_MEM_DEVICE;
+        }
+        return CGPU_MEM_HOST; /* pinned or registered host memory too, as the runtime says */
     }
     struct cudaPointerAttributes at;
     cudaError_t e = cudaPointerGetAttributes(&at, ptr);

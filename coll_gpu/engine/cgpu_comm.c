@@ -197,6 +197,67 @@ static cgpu_status_t agree_status(const cgpu_bootstrap_t *bs, cgpu_status_t mine
     return CGPU_OK;
 }
 
+/* Whether every rank's device record says its GPU is chosen (the process works on it). */
+static bool all_chosen(const cgpu_cuda_dev_rec_t *first, size_t stride, int n)
+{
+    for (int i = 0; i < n; ++i) {
+        if (0 == ((const cgpu_cuda_dev_rec_t *) ((const char *) first + (size_t) i * stride))->chosen) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void cgpu_comm_plan_devices(cgpu_comm_t *comm, const cgpu_cuda_dev_rec_t *first, size_t stride)
+{
+    /* How many ranks share a device, from the same table on every rank. Ranks sharing a
+     * GPU without MPS would run their kernels in turn, a time slice each (milliseconds a
+     * call), so where auto chose the cuda backend the communicator takes the host backend
+     * instead (device buffers staged through host copies), unless
+     * coll_gpu_cuda_time_sliced */
+    const cgpu_config_t *cfg = cgpu_engine_config();
+    bool sliced, mine;
+    comm->dev_share = cgpu_cuda_share_plan(first, stride, comm->size, &sliced, comm->rank, &mine);
+    if (mine) {
+        cgpu_cuda_set_time_sliced(); /* this process's later communicators say so */
+    }
+    if (sliced && CGPU_BACKEND_AUTO == cfg->backend && !cfg->cuda_time_sliced) {
+        static atomic_bool told;
+        if (0 == comm->rank) {
+            cgpu_log(atomic_exchange(&told, true) ? CGPU_LOG_INFO : CGPU_LOG_WARN,
+                     "engine: a GPU of this communicator would run its ranks' kernels in "
+                     "turn with another process's, a time slice each (milliseconds a "
+                     "call): up to %d of its ranks share one and not all are MPS clients, "
+                     "or a rank's GPU is shared with a rank of another communicator. So "
+                     "this communicator runs the host backend, device buffers staged "
+                     "through host copies (start an MPS daemon for our kernels, or set "
+                     "coll_gpu_cuda_time_sliced to run them anyway)",
+                     comm->dev_share);
+        }
+        comm->backend = CGPU_BACKEND_HOST;
+    }
+}
+
+cgpu_status_t cgpu_comm_connect_cuda(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs,
+                                     int32_t *verdicts)
+{
+    /* every rank's inbox, exported and mapped by every peer */
+    char *handles = calloc((size_t) bs->size, sizeof(cgpu_cuda_inbox_rec_t));
+    cgpu_cuda_inbox_rec_t mine;
+    memset(&mine, 0, sizeof(mine));
+    cgpu_status_t local =
+        (NULL == handles) ? CGPU_ERR_NO_MEMORY : cgpu_cuda_comm_setup(comm, &mine);
+    cgpu_status_t st = agree_status(bs, local, verdicts);
+    if (CGPU_OK == st && CGPU_OK != bs->allgather(bs->ctx, &mine, handles, sizeof(mine))) {
+        st = CGPU_ERR_BOOTSTRAP;
+    }
+    if (CGPU_OK == st) {
+        st = agree_status(bs, cgpu_cuda_comm_connect(comm, handles), verdicts);
+    }
+    free(handles);
+    return st;
+}
+
 cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine)
 {
     int32_t *tmp = calloc((size_t) bs->size, sizeof(*tmp));
@@ -529,35 +590,20 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         }
     }
 
-    /* One node, the cuda backend: how many ranks share a device, from the same table on
-     * every rank. Ranks sharing a GPU without MPS would run their kernels in turn, a time
-     * slice each (milliseconds a call), so where auto chose the cuda backend the
-     * communicator takes the host backend instead (device buffers staged through host
-     * copies), unless coll_gpu_cuda_time_sliced */
+    /* One node, the cuda backend: where a rank has not chosen its GPU yet, the devices in
+     * the table say nothing (cudaGetDevice names device 0 on every such rank), so the
+     * communicator starts on the host backend and takes the cuda backend once every rank
+     * has chosen (cgpu_comm_settle); else how many ranks share a device decides now. */
     comm->dev_share = 1;
-    if (CGPU_BACKEND_CUDA == comm->backend) {
-        bool sliced, mine;
-        const int share =
-            cgpu_cuda_share_plan(&all[0].dev, sizeof(all[0]), bs->size, &sliced, bs->rank, &mine);
-        comm->dev_share = share;
-        if (mine) {
-            cgpu_cuda_set_time_sliced(); /* this process's later communicators say so */
-        }
-        if (sliced && CGPU_BACKEND_AUTO == cfg->backend && !cfg->cuda_time_sliced) {
-            static atomic_bool told;
-            if (0 == bs->rank) {
-                cgpu_log(atomic_exchange(&told, true) ? CGPU_LOG_INFO : CGPU_LOG_WARN,
-                         "engine: a GPU of this communicator would run its ranks' kernels in "
-                         "turn with another process's, a time slice each (milliseconds a "
-                         "call): up to %d of its ranks share one and not all are MPS clients, "
-                         "or a rank's GPU is shared with a rank of another communicator. So "
-                         "this communicator runs the host backend, device buffers staged "
-                         "through host copies (start an MPS daemon for our kernels, or set "
-                         "coll_gpu_cuda_time_sliced to run them anyway)",
-                         share);
-            }
-            comm->backend = CGPU_BACKEND_HOST;
-        }
+    if (CGPU_BACKEND_CUDA == comm->backend && CGPU_BACKEND_AUTO == cfg->backend &&
+        !all_chosen(&all[0].dev, sizeof(all[0]), bs->size)) {
+        comm->backend = CGPU_BACKEND_HOST;
+        comm->unsettled = true;
+        cgpu_log(CGPU_LOG_DEBUG,
+                 "engine: a rank has not chosen its GPU yet (no CUDA context there): this "
+                 "communicator runs the host backend until every rank has");
+    } else if (CGPU_BACKEND_CUDA == comm->backend) {
+        cgpu_comm_plan_devices(comm, &all[0].dev, sizeof(all[0]));
     }
 
     /* Ranks that stage device buffers because they share a GPU: a large allreduce goes
@@ -594,21 +640,7 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
     /* Step 3 (cuda): every rank's inbox, exported and mapped by every peer. */
     t_phase[2] = cgpu_now_ns();
     if (CGPU_BACKEND_CUDA == comm->backend) {
-        char *handles = calloc((size_t) bs->size, sizeof(cgpu_cuda_inbox_rec_t));
-        cgpu_cuda_inbox_rec_t mine;
-        memset(&mine, 0, sizeof(mine));
-        local = (NULL == handles) ? CGPU_ERR_NO_MEMORY : cgpu_cuda_comm_setup(comm, &mine);
-        st = agree_status(bs, local, verdicts);
-        if (CGPU_OK == st && CGPU_OK != bs->allgather(bs->ctx, &mine, handles, sizeof(mine))) {
-            st = CGPU_ERR_BOOTSTRAP;
-        }
-        if (CGPU_OK == st) {
-            st = agree_status(bs, cgpu_cuda_comm_connect(comm, handles), verdicts);
-        }
-        free(handles);
-        if (CGPU_OK != st) {
-            goto out_release;
-        }
+        CGPU_CHECK_GOTO(cgpu_comm_connect_cuda(comm, bs, verdicts), st, out_release);
     }
 
 out_ready:

@@ -146,6 +146,9 @@ struct cgpu_comm {
     cgpu_backend_t backend;      /* HOST or CUDA, agreed at create */
     int dev_share;               /* most ranks on one device (cuda, one node), from the
                                   * first exchange: the same on every rank */
+    bool unsettled;              /* HOST only because a rank had not chosen its GPU at
+                                  * set-up: cgpu_comm_settle asks again */
+    uint64_t settle_calls;       /* calls that reached cgpu_comm_settle (unsettled) */
     struct cgpu_cuda_comm *cuda; /* cuda backend state (NULL for HOST) */
     cgpu_net_t *net;             /* ranks on several nodes (cgpu_net.c); else NULL */
     int rank;
@@ -240,6 +243,17 @@ cgpu_status_t cgpu_engine_copy_many(const cgpu_copy_t *c, int n);
 
 /* Every rank's status through the bootstrap: all return the first failure, or OK. */
 cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine);
+
+/* A one-node cuda communicator's devices, from every rank's record (@p stride bytes apart,
+ * the same table on every rank): dev_share, the process's time-sliced flag, and the host
+ * backend instead where the ranks' kernels would run in turn (cgpu_comm.c). */
+struct cgpu_cuda_dev_rec;
+void cgpu_comm_plan_devices(cgpu_comm_t *comm, const struct cgpu_cuda_dev_rec *first,
+                            size_t stride);
+/* The cuda backend's inboxes, made, exchanged and mapped by every rank (collective over
+ * @p bs; @p verdicts holds a status per rank): the same status on every rank. */
+cgpu_status_t cgpu_comm_connect_cuda(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs,
+                                     int32_t *verdicts);
 
 /* Communicators over several nodes (cgpu_net.c). cgpu_net_create is collective over
  * comm->bs (node_of: every rank's node, numbered 0..nnodes-1 alike on every rank); on

@@ -1,0 +1,77 @@
+/*
+ * coll/gpu engine: a communicator set up before its ranks chose their GPUs takes the cuda
+ * backend once they have.
+ *
+ * The commonest start-up of a GPU code finds each rank's GPU from its node-local rank
+ * (MPI_Comm_split_type, whose allgather reaches this component on MPI_COMM_WORLD) and only
+ * then calls cudaSetDevice. A set-up at that first call sees device 0 on every rank, which
+ * says nothing, so cgpu_comm_create starts such a communicator on the host backend
+ * (`unsettled`), and this asks again at later blocking calls: rarely (calls 1, 2, 4, 8...),
+ * since a process that never uses a GPU keeps paying for the question. The calls are the
+ * same on every rank (a blocking call's engine path depends on arguments MPI requires to
+ * match), so every rank asks at the same call, and the answer, an allgather, is the same
+ * table everywhere: one decision (decision 2).
+ */
+#include <stdlib.h>
+
+#include "cgpu_comm_internal.h"
+#include "cgpu_cuda_comm.h"
+
+bool cgpu_comm_unsettled(const cgpu_comm_t *comm)
+{
+    return comm->unsettled;
+}
+
+cgpu_status_t cgpu_comm_settle(cgpu_comm_t *comm)
+{
+    if (!comm->unsettled) {
+        return CGPU_OK;
+    }
+    const uint64_t n = ++comm->settle_calls;
+    if (0 != (n & (n - 1))) {
+        return CGPU_OK; /* asked at powers of two only */
+    }
+    const cgpu_bootstrap_t *bs = &comm->bs;
+    cgpu_cuda_dev_rec_t me, *all = calloc((size_t) comm->size, sizeof(*all));
+    int32_t *verdicts = calloc((size_t) comm->size, sizeof(*verdicts));
+    cgpu_status_t st = CGPU_OK;
+    if (NULL == all || NULL == verdicts) {
+        /* a few bytes per rank could not be had: the process is about to die anyway, and
+         * without the table it cannot take part in the exchange (as at set-up) */
+        cgpu_log(CGPU_LOG_WARN, "engine: out of memory asking whether the ranks chose GPUs");
+        st = CGPU_ERR_NO_MEMORY;
+        goto out;
+    }
+    cgpu_cuda_dev_rec(&me, cgpu_cuda_current_device(), comm->rank);
+    if (CGPU_OK != bs->allgather(bs->ctx, &me, all, sizeof(me))) {
+        st = CGPU_ERR_BOOTSTRAP;
+        goto out;
+    }
+    for (int i = 0; i < comm->size; ++i) {
+        if (0 == all[i].chosen) {
+            goto out; /* asked again later */
+        }
+    }
+    comm->unsettled = false;
+    comm->backend = CGPU_BACKEND_CUDA;
+    cgpu_comm_plan_devices(comm, all, sizeof(*all));
+    if (CGPU_BACKEND_CUDA == comm->backend) {
+        st = cgpu_comm_connect_cuda(comm, bs, verdicts);
+        if (CGPU_OK != st) {
+            /* every rank saw the same failure: the host backend goes on serving */
+            cgpu_cuda_comm_destroy(comm);
+            comm->backend = CGPU_BACKEND_HOST;
+            cgpu_log(0 == comm->rank ? CGPU_LOG_WARN : CGPU_LOG_INFO,
+                     "engine: the cuda backend could not be set up once every rank had chosen "
+                     "its GPU (%s); this communicator stays on the host backend",
+                     cgpu_status_string(st));
+            st = CGPU_OK;
+        }
+    }
+    cgpu_log(CGPU_LOG_DEBUG, "engine: every rank has chosen its GPU (call %llu): backend %s",
+             (unsigned long long) n, CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host");
+out:
+    free(all);
+    free(verdicts);
+    return st;
+}
