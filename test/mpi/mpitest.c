@@ -563,6 +563,27 @@ int mt_pvar_index(const char *name, int *is_int)
     return -1;
 }
 
+int mt_comm_int_pvar(MPI_Comm comm, const char *name)
+{
+    int is_int = 0, idx = mt_pvar_index(name, &is_int), count = 0, v = -1;
+    if (idx < 0 || !is_int) {
+        return -1;
+    }
+    MPI_T_pvar_session s;
+    MPI_T_pvar_handle h;
+    if (MPI_SUCCESS != MPI_T_pvar_session_create(&s)) {
+        return -1;
+    }
+    if (MPI_SUCCESS == MPI_T_pvar_handle_alloc(s, idx, &comm, &h, &count)) {
+        if (MPI_SUCCESS != MPI_T_pvar_read(s, h, &v)) {
+            v = -1;
+        }
+        MPI_T_pvar_handle_free(s, &h);
+    }
+    MPI_T_pvar_session_free(&s);
+    return v;
+}
+
 static void pvar_open(mt_proc_pvar_t *p, const char *name, MPI_Comm *comm)
 {
     int is_int = 0, count = 0, idx = mt_pvar_index(name, &is_int);

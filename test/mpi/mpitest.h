@@ -147,6 +147,10 @@ void mt_run_world_dup_split(void (*suite)(MPI_Comm comm, const char *label, uint
 /** mt_pvar_index - index of the MPI_T pvar named @name, or -1; *is_int: its type is MPI_INT. */
 int mt_pvar_index(const char *name, int *is_int);
 
+/** mt_comm_int_pvar - the MPI_INT pvar @name bound to @comm, read once; -1 where it is missing
+ * or unreadable (MPI_T must be initialized). */
+int mt_comm_int_pvar(MPI_Comm comm, const char *name);
+
 /** A process-wide (unbound) counter pvar. Open MPI reports a counter as what it grew since
  * its handle was allocated, so one reader spans what it measures. */
 typedef struct mt_proc_pvar {

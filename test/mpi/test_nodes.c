@@ -69,28 +69,6 @@ static unsigned char vb(uint64_t salt, int r, long i)
     return (unsigned char) mt_hash(salt, (uint64_t) r, (uint64_t) i, 3);
 }
 
-/* read one int-typed pvar bound to comm (-1 if it cannot be read) */
-static int comm_int_pvar(MPI_Comm comm, const char *name)
-{
-    int is_int = 0, idx = mt_pvar_index(name, &is_int), count = 0, v = -1;
-    if (idx < 0 || !is_int) {
-        return -1;
-    }
-    MPI_T_pvar_session s;
-    MPI_T_pvar_handle h;
-    if (MPI_SUCCESS != MPI_T_pvar_session_create(&s)) {
-        return -1;
-    }
-    if (MPI_SUCCESS == MPI_T_pvar_handle_alloc(s, idx, &comm, &h, &count)) {
-        if (MPI_SUCCESS != MPI_T_pvar_read(s, h, &v)) {
-            v = -1;
-        }
-        MPI_T_pvar_handle_free(s, &h);
-    }
-    MPI_T_pvar_session_free(&s);
-    return v;
-}
-
 static int spanned_any; /* some communicator of 2+ ranks spanned nodes */
 
 static void suite(MPI_Comm comm, const char *label, uint64_t salt)
@@ -251,7 +229,7 @@ static void suite(MPI_Comm comm, const char *label, uint64_t salt)
     mt_pvars_close(&pv);
 
     if (n > 1) {
-        const int t = comm_int_pvar(comm, "coll_gpu_transport");
+        const int t = mt_comm_int_pvar(comm, "coll_gpu_transport");
         /* 0 shm, 1 cuda_ipc, 2 proxy+shm, 3 proxy+cuda_ipc, 4 proxy */
         const int want = nn < 2 ? (MT_ON_DEVICE ? 1 : 0)
                                 : here < 2 ? 4 : (MT_ON_DEVICE ? 3 : 2);
