@@ -17,8 +17,8 @@
 #include <time.h>
 
 enum { P_ALLREDUCE, P_ALLTOALL, P_ALLGATHER, P_REDUCE_SCATTER, P_BCAST, P_REDUCE, P_N };
-static const char *const names[P_N] = {"allreduce", "alltoall", "allgather",
-                                       "reduce_scatter", "bcast", "reduce"};
+static const char *const names[P_N] = {"allreduce",      "alltoall", "allgather",
+                                       "reduce_scatter", "bcast",    "reduce"};
 enum { MAX_LOG2 = 40 };
 static double sum_ns[P_N][MAX_LOG2];
 static long calls[P_N][MAX_LOG2];
@@ -78,8 +78,7 @@ int MPI_Allgather(const void *s, int sn, MPI_Datatype sd, void *r, int rn, MPI_D
     return rc;
 }
 
-int MPI_Reduce_scatter_block(const void *s, void *r, int n, MPI_Datatype dt, MPI_Op op,
-                             MPI_Comm c)
+int MPI_Reduce_scatter_block(const void *s, void *r, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm c)
 {
     const double t0 = now_ns();
     const int rc = PMPI_Reduce_scatter_block(s, r, n, dt, op, c);

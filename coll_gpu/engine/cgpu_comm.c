@@ -201,7 +201,8 @@ static cgpu_status_t agree_status(const cgpu_bootstrap_t *bs, cgpu_status_t mine
 static bool all_chosen(const cgpu_cuda_dev_rec_t *first, size_t stride, int n)
 {
     for (int i = 0; i < n; ++i) {
-        if (0 == ((const cgpu_cuda_dev_rec_t *) ((const char *) first + (size_t) i * stride))->chosen) {
+        if (0 ==
+            ((const cgpu_cuda_dev_rec_t *) ((const char *) first + (size_t) i * stride))->chosen) {
             return false;
         }
     }

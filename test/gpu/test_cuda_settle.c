@@ -27,14 +27,14 @@
 
 static long failures;
 
-#define CHECK(cond, ...)                                                                          \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            ++failures;                                                                           \
-            printf("[rank %d] FAIL %s:%d: ", rank, __FILE__, __LINE__);                           \
-            printf(__VA_ARGS__);                                                                  \
-            printf("\n");                                                                         \
-        }                                                                                         \
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            ++failures;                                                                            \
+            printf("[rank %d] FAIL %s:%d: ", rank, __FILE__, __LINE__);                            \
+            printf(__VA_ARGS__);                                                                   \
+            printf("\n");                                                                          \
+        }                                                                                          \
     } while (0)
 
 /* 1: device 0's primary context is active; 0: not; -1: the driver cannot say */
@@ -133,14 +133,15 @@ int main(int argc, char **argv)
             long bad = 0, first = -1;
             for (size_t i = 0; i < n; ++i) {
                 /* sum over ranks r of (r + 1) * k: small integers, exact in float */
-                const float expect = (float) (size * (size + 1) / 2 * (int) ((i + (size_t) round) % 7));
+                const float expect =
+                    (float) (size * (size + 1) / 2 * (int) ((i + (size_t) round) % 7));
                 if (h[i] != expect) {
                     first = first < 0 ? (long) i : first;
                     ++bad;
                 }
             }
-            CHECK(0 == bad, "round %d, %zu floats: %ld wrong elements, the first at %ld", round,
-                  n, bad, first);
+            CHECK(0 == bad, "round %d, %zu floats: %ld wrong elements, the first at %ld", round, n,
+                  bad, first);
         }
     }
     free(h);

@@ -55,7 +55,8 @@ int *mt_world_ranks(MPI_Comm comm)
     MPI_Group g, wg;
     MPI_Comm_group(comm, &g);
     MPI_Comm_group(MPI_COMM_WORLD, &wg);
-    int *ranks = mt_xmalloc(sizeof(int) * (size_t) size), *wr = mt_xmalloc(sizeof(int) * (size_t) size);
+    int *ranks = mt_xmalloc(sizeof(int) * (size_t) size),
+        *wr = mt_xmalloc(sizeof(int) * (size_t) size);
     for (int i = 0; i < size; ++i) {
         ranks[i] = i;
     }
@@ -531,7 +532,8 @@ void mt_expect_path(mt_pvars_t *p, long ncalls, mt_path_t path, const char *file
         /* the GPU tests mix device and host buffers: each call counted once at most */
         mt_check(eng + fb <= (unsigned long long) ncalls, file, line,
                  "comm %s (size 1): %s: %ld calls, but engine_calls grew by %llu and "
-                 "fallback_calls by %llu", p->label, what, ncalls, eng, fb);
+                 "fallback_calls by %llu",
+                 p->label, what, ncalls, eng, fb);
 #else
         const char *st = getenv("OMPI_MCA_coll_gpu_stage_host_buffers");
         const int staged = NULL != st && 0 != atoi(st);
@@ -588,7 +590,8 @@ static void pvar_open(mt_proc_pvar_t *p, const char *name, MPI_Comm *comm)
 {
     int is_int = 0, count = 0, idx = mt_pvar_index(name, &is_int);
     p->ok = idx >= 0 && MPI_SUCCESS == MPI_T_pvar_session_create(&p->session);
-    if (p->ok && MPI_SUCCESS != MPI_T_pvar_handle_alloc(p->session, idx, comm, &p->handle, &count)) {
+    if (p->ok &&
+        MPI_SUCCESS != MPI_T_pvar_handle_alloc(p->session, idx, comm, &p->handle, &count)) {
         MPI_T_pvar_session_free(&p->session);
         p->ok = 0;
     }

@@ -86,7 +86,8 @@ static void suite(MPI_Comm comm, const char *label, uint64_t salt)
     /* allreduce: counts divisible by every ranks-per-node value in these runs and not */
     const long counts[] = {1, 7, 12, 1000, 1001, 98304, 1048577};
     const long maxc = 1048577;
-    int *a = mt_twin_alloc(sizeof(int) * (size_t) maxc), *b = mt_twin_alloc(sizeof(int) * (size_t) maxc);
+    int *a = mt_twin_alloc(sizeof(int) * (size_t) maxc),
+        *b = mt_twin_alloc(sizeof(int) * (size_t) maxc);
     double *d = mt_twin_alloc(sizeof(double) * 4096);
     for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); ++k) {
         const long c = counts[k];
@@ -189,7 +190,8 @@ static void suite(MPI_Comm comm, const char *label, uint64_t salt)
 
     /* allgather (and in place), alltoall (and in place) */
     const long blk = 4099;
-    unsigned char *s = mt_twin_alloc((size_t) blk * (size_t) n), *r = mt_twin_alloc((size_t) blk * (size_t) n);
+    unsigned char *s = mt_twin_alloc((size_t) blk * (size_t) n),
+                  *r = mt_twin_alloc((size_t) blk * (size_t) n);
     for (int inplace = 0; inplace < 2; ++inplace) {
         for (long i = 0; i < blk * n; ++i) {
             s[i] = vb(salt + 400, me, i);
@@ -231,10 +233,11 @@ static void suite(MPI_Comm comm, const char *label, uint64_t salt)
     if (n > 1) {
         const int t = mt_comm_int_pvar(comm, "coll_gpu_transport");
         /* 0 shm, 1 cuda_ipc, 2 proxy+shm, 3 proxy+cuda_ipc, 4 proxy */
-        const int want = nn < 2 ? (MT_ON_DEVICE ? 1 : 0)
-                                : here < 2 ? 4 : (MT_ON_DEVICE ? 3 : 2);
-        MT_CHECK(t == want, "%s (%d ranks over %d node(s), %d here): coll_gpu_transport is %d, "
-                 "expected %d", label, n, nn, here, t, want);
+        const int want = nn < 2 ? (MT_ON_DEVICE ? 1 : 0) : here < 2 ? 4 : (MT_ON_DEVICE ? 3 : 2);
+        MT_CHECK(t == want,
+                 "%s (%d ranks over %d node(s), %d here): coll_gpu_transport is %d, "
+                 "expected %d",
+                 label, n, nn, here, t, want);
     }
     mt_twin_free(a), mt_twin_free(b), mt_twin_free(d), mt_twin_free(x);
     mt_twin_free(s), mt_twin_free(r);
@@ -251,11 +254,15 @@ int main(int argc, char **argv)
     mt_run_world_dup_split(suite, 9000);
     const unsigned long long done = mt_proc_pvar_read(&ops);
     if (spanned_any) {
-        MT_CHECK(done > 0, "communicators spanned %d fake nodes but the proxy completed no "
-                 "operation", fake_nodes);
+        MT_CHECK(done > 0,
+                 "communicators spanned %d fake nodes but the proxy completed no "
+                 "operation",
+                 fake_nodes);
     } else {
-        MT_CHECK(0 == done, "no communicator spanned nodes, yet the proxy completed %llu "
-                 "operations", done);
+        MT_CHECK(0 == done,
+                 "no communicator spanned nodes, yet the proxy completed %llu "
+                 "operations",
+                 done);
     }
     int depth_idx, is_int;
     depth_idx = mt_pvar_index("coll_gpu_proxy_queue_depth", &is_int);

@@ -36,6 +36,7 @@
 #include "../proc_state.h"
 #include "child_check.h"
 #include "cunit_run.h"
+#include "cgpu_comm_internal.h"
 #include "cgpu_host_pool.h"
 #include "cgpu_proxy.h"
 
@@ -1377,6 +1378,63 @@ static void scenario_different_nodes_over_proxy(test_rank_t *t)
 }
 
 /* Release and fini may be repeated; fini releases what the owner forgot; init works again. */
+/* A communicator whose set-up found a rank that had not chosen its GPU (marked so by hand:
+ * this build has no GPU to choose): cgpu_comm_settle asks the ranks at its 1st, 2nd, 4th,
+ * 8th and 16th call only, each time one allgather through the communicator's bootstrap,
+ * and while no rank can answer "chosen" (no CUDA here) the communicator stays unsettled on
+ * the host backend, its collectives correct between the questions. */
+typedef struct counted_boot {
+    cgpu_bootstrap_t inner;
+    int allgathers;
+} counted_boot_t;
+
+static cgpu_status_t counted_allgather(void *ctx, const void *sbuf, void *rbuf, size_t bytes)
+{
+    counted_boot_t *cb = ctx;
+    cb->allgathers++;
+    return cb->inner.allgather(cb->inner.ctx, sbuf, rbuf, bytes);
+}
+
+static void scenario_settle_asks_rarely(test_rank_t *t)
+{
+    cgpu_config_t cfg;
+    cgpu_comm_t *comm = NULL;
+    child_config(&cfg);
+    if (!child_start(t, &cfg, &comm)) {
+        return;
+    }
+    counted_boot_t cb = {.inner = comm->bs, .allgathers = 0};
+    comm->bs.ctx = &cb;
+    comm->bs.allgather = counted_allgather;
+    comm->unsettled = true;
+    int asked_at[8], nasked = 0;
+    for (int call = 1; call <= 20; ++call) {
+        const int before = cb.allgathers;
+        cgpu_status_t st = cgpu_comm_settle(comm);
+        CHILD_CHECKF(CGPU_OK == st, "settle at call %d: %s", call, cgpu_status_string(st));
+        if (cb.allgathers != before && nasked < 8) {
+            asked_at[nasked++] = call;
+        }
+        int64_t x = t->rank + call, y = -1;
+        const int64_t want = (int64_t) t->size * (t->size - 1) / 2 + (int64_t) t->size * call;
+        st = cgpu_allreduce(comm, &x, &y, 1, CGPU_DT_INT64, CGPU_OP_SUM, CGPU_ALLREDUCE_AUTO);
+        CHILD_CHECKF(CGPU_OK == st && y == want, "allreduce after settle call %d: %s, %lld "
+                     "(expected %lld)", call, cgpu_status_string(st), (long long) y,
+                     (long long) want);
+    }
+    const int expect[] = {1, 2, 4, 8, 16};
+    CHILD_CHECKF(5 == nasked, "settle asked %d times in 20 calls, expected 5", nasked);
+    for (int i = 0; i < nasked && i < 5; ++i) {
+        CHILD_CHECKF(expect[i] == asked_at[i], "settle's question %d came at call %d, "
+                     "expected %d", i + 1, asked_at[i], expect[i]);
+    }
+    CHILD_CHECK(cgpu_comm_unsettled(comm));
+    CHILD_CHECK(CGPU_BACKEND_HOST == cgpu_comm_backend(comm));
+    comm->bs = cb.inner;
+    CHILD_CHECK(CGPU_OK == cgpu_comm_release(&comm));
+    cgpu_engine_fini();
+}
+
 static void scenario_release_is_idempotent(test_rank_t *t)
 {
     cgpu_config_t cfg;
@@ -2189,6 +2247,11 @@ static void test_different_nodes_over_proxy(void)
                       scenario_fini_with_live_comm_across_nodes, NULL);
 }
 
+static void test_settle_asks_rarely(void)
+{
+    run_for_each_size("settle", scenario_settle_asks_rarely, NULL);
+}
+
 static void test_release_is_idempotent(void)
 {
     run_for_each_size("release idempotent", scenario_release_is_idempotent, NULL);
@@ -2940,6 +3003,8 @@ static const cgpu_unit_case_t test_cases[] = {
     {"create agrees on failure when one rank cannot take part", test_create_agrees_on_failure},
     {"different nodes are refused uniformly", test_different_nodes_are_refused_uniformly},
     {"different nodes work over the proxy", test_different_nodes_over_proxy},
+    {"a communicator set up before its ranks chose GPUs asks at calls 1, 2, 4, 8, 16 and "
+     "stays on the host backend while they have not", test_settle_asks_rarely},
     {"release is idempotent and fini releases what was forgotten", test_release_is_idempotent},
     {"no segment name is left in /dev/shm after create", test_no_segment_name_is_left_after_create},
     {"segment names carry uid, pid and a random part, 0600; a taken name is left alone",
