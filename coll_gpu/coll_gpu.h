@@ -209,9 +209,9 @@ int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf);
  * that is device memory): state READY or FALLBACK afterwards, the same on every rank
  * (coll_gpu_bootstrap.c) */
 void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs);
-/* a communicator set up before its ranks chose GPUs: ask again, maybe take the cuda backend
- * (collective, at a blocking engine call: cgpu_comm_settle) */
-void mca_coll_gpu_settle(mca_coll_gpu_module_t *m, const void *buf);
+/* a communicator set up before its ranks chose GPUs: ask again through @p bs, maybe take the
+ * cuda backend (collective: at every engine call in call order, cgpu_comm_settle) */
+void mca_coll_gpu_settle(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs);
 
 /* bootstrap over the previous module (coll_gpu_bootstrap.c) */
 void mca_coll_gpu_bootstrap_setup(mca_coll_gpu_module_t *m);

@@ -115,11 +115,11 @@ void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_b
     }
 }
 
-void mca_coll_gpu_settle(mca_coll_gpu_module_t *m, const void *buf)
+void mca_coll_gpu_settle(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs)
 {
     const int prev = enter_buf_device(buf);
-    /* collective, like the set-up: every rank is in this same blocking call */
-    const cgpu_status_t st = cgpu_comm_settle(m->ecomm);
+    /* collective, like the set-up: every rank is in this same call */
+    const cgpu_status_t st = cgpu_comm_settle(m->ecomm, bs);
     leave_buf_device(prev);
     if (CGPU_OK != st) {
         /* the exchange itself failed (the previous module's allgather): the call that

@@ -173,13 +173,15 @@ static cgpu_status_t run_engine(mca_coll_gpu_request_t *r)
 static void run_one(mca_coll_gpu_request_t *r, const cgpu_bootstrap_t *bs)
 {
     mca_coll_gpu_module_t *m = r->m;
+    /* on the device the posting thread had (the blocking path's choice), unless the buffer
+     * is device memory, whose device the set-up takes */
+    if (r->post_device >= 0 && r->post_device != cgpu_engine_current_device()) {
+        (void) cgpu_engine_set_device(r->post_device);
+    }
     if (r->create) {
-        /* on the device the posting thread had (the blocking path's choice), unless the
-         * buffer is device memory, whose device mca_coll_gpu_create takes */
-        if (r->post_device >= 0 && r->post_device != cgpu_engine_current_device()) {
-            (void) cgpu_engine_set_device(r->post_device);
-        }
         mca_coll_gpu_create(m, r->create_buf, bs);
+    } else if (r->settle) {
+        mca_coll_gpu_settle(m, r->create_buf, bs); /* in call order, as the blocking path */
     }
     if (CGPU_MODULE_READY == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE)) {
         r->st = run_engine(r);
@@ -394,7 +396,7 @@ int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
     if (CGPU_MODULE_UNINIT == state) {
         mca_coll_gpu_create(m, buf, &m->bootstrap);
     } else if (CGPU_MODULE_READY == state && cgpu_comm_unsettled(m->ecomm)) {
-        mca_coll_gpu_settle(m, buf);
+        mca_coll_gpu_settle(m, buf, &m->bootstrap);
     }
     return OMPI_SUCCESS;
 }
@@ -412,7 +414,11 @@ mca_coll_gpu_request_t *mca_coll_gpu_nb_engine_request(mca_coll_gpu_module_t *m,
     }
     r->create = create;
     r->create_buf = buf;
-    r->post_device = create ? cgpu_engine_current_device() : -1;
+    /* a communicator set up before its ranks chose GPUs asks again at calls in order, the
+     * non-blocking ones on the worker (whose own current device says nothing) */
+    r->settle = !create && CGPU_MODULE_READY == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE) &&
+                cgpu_comm_unsettled(m->ecomm);
+    r->post_device = create || r->settle ? cgpu_engine_current_device() : -1;
     return r;
 }
 

@@ -6,11 +6,13 @@
  * (MPI_Comm_split_type, whose allgather reaches this component on MPI_COMM_WORLD) and only
  * then calls cudaSetDevice. A set-up at that first call sees device 0 on every rank, which
  * says nothing, so cgpu_comm_create starts such a communicator on the host backend
- * (`unsettled`), and this asks again at later blocking calls: rarely (calls 1, 2, 4, 8...),
- * since a process that never uses a GPU keeps paying for the question. The calls are the
- * same on every rank (a blocking call's engine path depends on arguments MPI requires to
- * match), so every rank asks at the same call, and the answer, an allgather, is the same
- * table everywhere: one decision (decision 2).
+ * (`unsettled`), and this asks again at later calls: rarely (calls 1, 2, 4, 8...),
+ * since a process that never uses a GPU keeps paying for the question. The calls that ask
+ * are the same on every rank: a call's engine path depends on arguments MPI requires to
+ * match, the calls of a communicator come in one order on every rank, and the non-blocking
+ * ones run on the worker in that order, a blocking call waiting for them first. So every
+ * rank asks at the same call, and the answer, an allgather, is the same table everywhere:
+ * one decision (decision 2).
  */
 #include <stdlib.h>
 
@@ -19,19 +21,18 @@
 
 bool cgpu_comm_unsettled(const cgpu_comm_t *comm)
 {
-    return comm->unsettled;
+    return __atomic_load_n(&comm->unsettled, __ATOMIC_ACQUIRE);
 }
 
-cgpu_status_t cgpu_comm_settle(cgpu_comm_t *comm)
+cgpu_status_t cgpu_comm_settle(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs)
 {
-    if (!comm->unsettled) {
+    if (!cgpu_comm_unsettled(comm)) {
         return CGPU_OK;
     }
     const uint64_t n = ++comm->settle_calls;
     if (0 != (n & (n - 1))) {
         return CGPU_OK; /* asked at powers of two only */
     }
-    const cgpu_bootstrap_t *bs = &comm->bs;
     cgpu_cuda_dev_rec_t me, *all = calloc((size_t) comm->size, sizeof(*all));
     int32_t *verdicts = calloc((size_t) comm->size, sizeof(*verdicts));
     cgpu_status_t st = CGPU_OK;
@@ -52,7 +53,6 @@ cgpu_status_t cgpu_comm_settle(cgpu_comm_t *comm)
             goto out; /* asked again later */
         }
     }
-    comm->unsettled = false;
     comm->backend = CGPU_BACKEND_CUDA;
     cgpu_comm_plan_devices(comm, all, sizeof(*all));
     if (CGPU_BACKEND_CUDA == comm->backend) {
@@ -68,6 +68,7 @@ cgpu_status_t cgpu_comm_settle(cgpu_comm_t *comm)
             st = CGPU_OK;
         }
     }
+    __atomic_store_n(&comm->unsettled, false, __ATOMIC_RELEASE); /* published last */
     cgpu_log(CGPU_LOG_DEBUG, "engine: every rank has chosen its GPU (call %llu): backend %s",
              (unsigned long long) n, CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host");
 out:

@@ -9,7 +9,9 @@
  *   - the host-buffer calls made no CUDA context: device 0's primary context (the driver's
  *     answer) is inactive after them where it was before;
  *   - every device allreduce (several sizes, float sum) equals the sum computed on the host;
- *   - afterwards the world communicator runs our kernels (coll_gpu_transport 1, CUDA IPC)
+ *   - the same on a dup of the world that only ever sees MPI_Iallreduce (its set-up and
+ *     its questions run on the worker thread);
+ *   - afterwards both communicators run our kernels (coll_gpu_transport 1, CUDA IPC)
  *     where the ranks' GPUs allow them, else shared memory (0): expected "cuda" or "host" as
  *     the first argument says, otherwise from the layout the test sees itself (every rank on
  *     a GPU of its own, or every rank an MPS client: cuda; else host).
@@ -68,6 +70,14 @@ int main(int argc, char **argv)
     int one = 1, sum = 0;
     MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     CHECK(sum == size, "host allreduce before the GPU is chosen: %d, expected %d", sum, size);
+    /* a communicator that only ever sees non-blocking calls: set up by its first one */
+    MPI_Comm dup;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    MPI_Request req;
+    sum = 0;
+    MPI_Iallreduce(&one, &sum, 1, MPI_INT, MPI_SUM, dup, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+    CHECK(sum == size, "host iallreduce before the GPU is chosen: %d, expected %d", sum, size);
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
     int local = 0;
@@ -86,6 +96,7 @@ int main(int argc, char **argv)
         if (0 == rank) {
             printf("test_cuda_settle: skipped: no GPU\n");
         }
+        MPI_Comm_free(&dup);
         MPI_Comm_free(&node);
         MPI_Finalize();
         return 77;
@@ -123,25 +134,33 @@ int main(int argc, char **argv)
     cudaMalloc((void **) &d_out, max * sizeof(float));
     for (int round = 0; round < 6; ++round) {
         for (size_t n = 1; n <= max; n *= 16) {
-            for (size_t i = 0; i < n; ++i) {
-                h[i] = (float) ((rank + 1) * ((i + (size_t) round) % 7));
-            }
-            cudaMemcpy(d_in, h, n * sizeof(float), cudaMemcpyHostToDevice);
-            cudaMemset(d_out, 0xff, n * sizeof(float));
-            MPI_Allreduce(d_in, d_out, (int) n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-            cudaMemcpy(h, d_out, n * sizeof(float), cudaMemcpyDeviceToHost);
-            long bad = 0, first = -1;
-            for (size_t i = 0; i < n; ++i) {
-                /* sum over ranks r of (r + 1) * k: small integers, exact in float */
-                const float expect =
-                    (float) (size * (size + 1) / 2 * (int) ((i + (size_t) round) % 7));
-                if (h[i] != expect) {
-                    first = first < 0 ? (long) i : first;
-                    ++bad;
+            for (int c = 0; c < 2; ++c) { /* on the world, blocking; on dup, non-blocking */
+                for (size_t i = 0; i < n; ++i) {
+                    h[i] = (float) ((rank + 1) * ((i + (size_t) round) % 7));
                 }
+                cudaMemcpy(d_in, h, n * sizeof(float), cudaMemcpyHostToDevice);
+                cudaMemset(d_out, 0xff, n * sizeof(float));
+                if (0 == c) {
+                    MPI_Allreduce(d_in, d_out, (int) n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                } else {
+                    MPI_Iallreduce(d_in, d_out, (int) n, MPI_FLOAT, MPI_SUM, dup, &req);
+                    MPI_Wait(&req, MPI_STATUS_IGNORE);
+                }
+                cudaMemcpy(h, d_out, n * sizeof(float), cudaMemcpyDeviceToHost);
+                long bad = 0, first = -1;
+                for (size_t i = 0; i < n; ++i) {
+                    /* sum over ranks r of (r + 1) * k: small integers, exact in float */
+                    const float expect =
+                        (float) (size * (size + 1) / 2 * (int) ((i + (size_t) round) % 7));
+                    if (h[i] != expect) {
+                        first = first < 0 ? (long) i : first;
+                        ++bad;
+                    }
+                }
+                CHECK(0 == bad, "%s, round %d, %zu floats: %ld wrong elements, the first at %ld",
+                      0 == c ? "MPI_Allreduce on the world" : "MPI_Iallreduce on a dup", round, n,
+                      bad, first);
             }
-            CHECK(0 == bad, "round %d, %zu floats: %ld wrong elements, the first at %ld", round, n,
-                  bad, first);
         }
     }
     free(h);
@@ -151,12 +170,17 @@ int main(int argc, char **argv)
     int provided;
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     const int transport = mt_comm_int_pvar(MPI_COMM_WORLD, "coll_gpu_transport");
+    const int dup_transport = mt_comm_int_pvar(dup, "coll_gpu_transport");
     MPI_T_finalize();
     if (size > 1) {
         CHECK(transport == want,
               "MPI_COMM_WORLD runs coll_gpu_transport %d after the ranks chose their GPUs, "
               "expected %d (%s)",
               transport, want, want ? "our kernels over CUDA IPC" : "shared memory");
+        CHECK(dup_transport == want,
+              "a dup that saw only non-blocking calls runs coll_gpu_transport %d after the "
+              "ranks chose their GPUs, expected %d",
+              dup_transport, want);
     }
 
     long total = 0;
@@ -165,6 +189,7 @@ int main(int argc, char **argv)
         printf("test_cuda_settle: np=%d transport %d (expected %d): %ld failures: %s\n", size,
                transport, want, total, 0 == total ? "PASSED" : "FAILED");
     }
+    MPI_Comm_free(&dup);
     MPI_Comm_free(&node);
     MPI_Finalize();
     return 0 == total ? 0 : 1;

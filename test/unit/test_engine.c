@@ -1410,7 +1410,7 @@ static void scenario_settle_asks_rarely(test_rank_t *t)
     int asked_at[8], nasked = 0;
     for (int call = 1; call <= 20; ++call) {
         const int before = cb.allgathers;
-        cgpu_status_t st = cgpu_comm_settle(comm);
+        cgpu_status_t st = cgpu_comm_settle(comm, &comm->bs);
         CHILD_CHECKF(CGPU_OK == st, "settle at call %d: %s", call, cgpu_status_string(st));
         if (cb.allgathers != before && nasked < 8) {
             asked_at[nasked++] = call;
