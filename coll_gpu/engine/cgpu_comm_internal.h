@@ -132,7 +132,6 @@ typedef struct cgpu_peer_proc {
  * copies a communicator keeps are at most twice that */
 #define CGPU_PAIRS_ROUND_BYTES ((size_t) 16 << 20)
 
-
 /* memory a communicator keeps for the collectives built on others: one call's at a time, grown
  * to the largest call, on the device (device) or the host */
 typedef struct cgpu_scratch {
@@ -168,7 +167,7 @@ struct cgpu_comm {
     cgpu_shm_seg_t *peer_segs; /* [size]; peer_segs[rank] aliases self_seg's mapping */
     bool resources_freed;
     bool seg_reusable; /* set up to the end: its segments may go to the pool at release */
-    bool registered; /* in the engine's list of live communicators */
+    bool registered;   /* in the engine's list of live communicators */
 
     /* private progress counters (one thread at a time uses a communicator) */
     uint64_t ring_sent;
@@ -262,6 +261,8 @@ cgpu_status_t cgpu_net_create(cgpu_comm_t *comm, const int *node_of, int nnodes)
 void cgpu_net_destroy(cgpu_comm_t *comm);
 void cgpu_net_shutdown(void); /* engine fini: drop the engine's reference on the proxy */
 void cgpu_net_describe(cgpu_comm_t *comm); /* names the node-local communicator after it */
+/* the node-local communicator of one across nodes and its bootstrap (NULL: none) */
+cgpu_comm_t *cgpu_net_local(const cgpu_comm_t *comm, const cgpu_bootstrap_t **bs);
 int cgpu_net_transport(const cgpu_comm_t *comm);
 cgpu_status_t cgpu_net_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t count,
                                  cgpu_dtype_t dt, cgpu_op_t op);
@@ -281,8 +282,8 @@ cgpu_status_t cgpu_host_ring_allreduce(cgpu_comm_t *comm, const void *sbuf, void
  * any memory, copied straight into and out of the shared stages (a GPU's copy engines for
  * device memory, while the host reduces); the same choice on every rank of a call. */
 cgpu_status_t cgpu_host_direct_allreduce(cgpu_comm_t *comm, const void *sbuf, void *rbuf,
-                                         size_t count, cgpu_dtype_t dt, cgpu_op_t op,
-                                         bool in_dev, bool out_dev);
+                                         size_t count, cgpu_dtype_t dt, cgpu_op_t op, bool in_dev,
+                                         bool out_dev);
 
 /* Host direct alltoall on host memory (cgpu_alltoall_direct.c). */
 cgpu_status_t cgpu_host_alltoall(cgpu_comm_t *comm, const void *sbuf, void *rbuf, size_t bytes);

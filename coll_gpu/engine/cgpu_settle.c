@@ -19,14 +19,30 @@
 #include "cgpu_comm_internal.h"
 #include "cgpu_cuda_comm.h"
 
-bool cgpu_comm_unsettled(const cgpu_comm_t *comm)
+/* Across nodes the node-local communicator is the one whose devices count: it asks, over
+ * its own bootstrap (the proxy), at the calls of the communicator it serves. */
+static cgpu_comm_t *the_one_that_asks(const cgpu_comm_t *comm, const cgpu_bootstrap_t **bs)
 {
-    return __atomic_load_n(&comm->unsettled, __ATOMIC_ACQUIRE);
+    const cgpu_bootstrap_t *local_bs;
+    cgpu_comm_t *local = cgpu_net_local(comm, &local_bs);
+    if (NULL != local) {
+        *bs = local_bs;
+        return local;
+    }
+    return (cgpu_comm_t *) comm;
 }
 
-cgpu_status_t cgpu_comm_settle(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs)
+bool cgpu_comm_unsettled(const cgpu_comm_t *comm)
 {
-    if (!cgpu_comm_unsettled(comm)) {
+    const cgpu_bootstrap_t *bs = NULL;
+    return __atomic_load_n(&the_one_that_asks(comm, &bs)->unsettled, __ATOMIC_ACQUIRE);
+}
+
+cgpu_status_t cgpu_comm_settle(cgpu_comm_t *top, const cgpu_bootstrap_t *top_bs)
+{
+    const cgpu_bootstrap_t *bs = top_bs;
+    cgpu_comm_t *comm = the_one_that_asks(top, &bs);
+    if (!__atomic_load_n(&comm->unsettled, __ATOMIC_ACQUIRE)) {
         return CGPU_OK;
     }
     const uint64_t n = ++comm->settle_calls;

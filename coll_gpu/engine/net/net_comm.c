@@ -240,6 +240,13 @@ void cgpu_net_destroy(cgpu_comm_t *comm)
     net_free(net);
 }
 
+cgpu_comm_t *cgpu_net_local(const cgpu_comm_t *comm, const cgpu_bootstrap_t **bs)
+{
+    cgpu_net_t *net = comm->net;
+    *bs = NULL == net ? NULL : &net->local_bs;
+    return NULL == net ? NULL : net->local;
+}
+
 void cgpu_net_describe(cgpu_comm_t *comm)
 {
     cgpu_net_t *net = comm->net;
