@@ -56,35 +56,32 @@ int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype dt, MPI_Op op, MPI
     return rc;
 }
 
-int MPI_Alltoall(const void *s, int sn, MPI_Datatype sd, void *r, int rn, MPI_Datatype rd,
-                 MPI_Comm c)
+/* the receive buffer's bytes over the communicator */
+static long whole(int count, MPI_Datatype dt, MPI_Comm c)
 {
-    const double t0 = now_ns();
-    const int rc = PMPI_Alltoall(s, sn, sd, r, rn, rd, c);
     int p = 1;
     PMPI_Comm_size(c, &p);
-    note(P_ALLTOALL, bytes_of(rn, rd) * p, t0);
-    return rc;
+    return bytes_of(count, dt) * p;
 }
 
-int MPI_Allgather(const void *s, int sn, MPI_Datatype sd, void *r, int rn, MPI_Datatype rd,
-                  MPI_Comm c)
-{
-    const double t0 = now_ns();
-    const int rc = PMPI_Allgather(s, sn, sd, r, rn, rd, c);
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    note(P_ALLGATHER, bytes_of(rn, rd) * p, t0);
-    return rc;
-}
+/* alltoall and allgather take the same arguments */
+#define BLOCKS_WRAPPER(NAME, WHICH)                                                                \
+    int MPI_##NAME(const void *s, int sn, MPI_Datatype sd, void *r, int rn, MPI_Datatype rd,       \
+                   MPI_Comm c)                                                                     \
+    {                                                                                              \
+        const double t0 = now_ns();                                                                \
+        const int rc = PMPI_##NAME(s, sn, sd, r, rn, rd, c);                                       \
+        note(WHICH, whole(rn, rd, c), t0);                                                         \
+        return rc;                                                                                 \
+    }
+BLOCKS_WRAPPER(Alltoall, P_ALLTOALL)
+BLOCKS_WRAPPER(Allgather, P_ALLGATHER)
 
 int MPI_Reduce_scatter_block(const void *s, void *r, int n, MPI_Datatype dt, MPI_Op op, MPI_Comm c)
 {
     const double t0 = now_ns();
     const int rc = PMPI_Reduce_scatter_block(s, r, n, dt, op, c);
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    note(P_REDUCE_SCATTER, bytes_of(n, dt) * p, t0);
+    note(P_REDUCE_SCATTER, whole(n, dt, c), t0);
     return rc;
 }
 
