@@ -607,14 +607,31 @@ static void find_batch_mem_op(void)
  * runtime cannot tell whether a device's primary context is active without making it so */
 typedef CUresult (*device_get_fn)(CUdevice *, int);
 typedef CUresult (*ctx_state_fn)(CUdevice, unsigned int *, int *);
+typedef CUresult (*ctx_current_fn)(CUcontext *);
+typedef CUresult (*ctx_device_fn)(CUdevice *);
 static device_get_fn device_get;
 static ctx_state_fn ctx_state;
+static ctx_current_fn ctx_current;
+static ctx_device_fn ctx_device;
 static pthread_once_t ctx_state_once = PTHREAD_ONCE_INIT;
 
 static void find_ctx_state(void)
 {
     device_get = (device_get_fn) driver_sym("cuDeviceGet");
     ctx_state = (ctx_state_fn) driver_sym("cuDevicePrimaryCtxGetState");
+    ctx_current = (ctx_current_fn) driver_sym("cuCtxGetCurrent");
+    ctx_device = (ctx_device_fn) driver_sym("cuCtxGetDevice");
+}
+
+/* Whether the calling thread has a context of its own current on @p device: one the
+ * application made with the driver API (cuCtxCreate) is no primary context */
+static bool current_ctx_on(int device)
+{
+    CUcontext c = NULL;
+    CUdevice d, mine;
+    return NULL != ctx_current && NULL != ctx_device && CUDA_SUCCESS == ctx_current(&c) &&
+           NULL != c && CUDA_SUCCESS == ctx_device(&mine) &&
+           CUDA_SUCCESS == device_get(&d, device) && d == mine;
 }
 
 /* 1: the primary context of @p device is active; 0: not; -1: unknown */
@@ -631,9 +648,10 @@ static int ctx_active(int device)
     return active ? 1 : 0;
 }
 
-/* The device whose primary context our own calls made, or -1: the current device where its
- * context was not active at our first CUDA use (the runtime's pointer query makes it then:
- * device 0 where the application has not chosen yet). Noted once, in cuda_probe. */
+/* The device whose primary context our own calls made, or -1: where the driver lacks
+ * cuPointerGetAttributes, the current device if its context was not active at our first
+ * CUDA use (the runtime's pointer query makes it then: device 0 where the application has
+ * not chosen yet). Noted once, in cuda_probe. */
 static int ours_made = -1;
 
 static void note_ours_made(void)
@@ -654,6 +672,9 @@ int cgpu_cuda_device_in_use(int device)
         return -1;
     }
     const int active = ctx_active(device);
+    if (0 == active && current_ctx_on(device)) {
+        return 1;
+    }
     return active <= 0 ? active : device == ours_made ? 0 : 1;
 }
 

@@ -46,12 +46,14 @@ int cgpu_cuda_current_device(void);
  *  without the attribute, or no device). */
 int cgpu_cuda_mps_enabled(int device);
 /** Whether the application works on @p device: 1 when its primary context is active and
- *  was not made by our own calls (it was not active at our first CUDA use); 0 when not
- *  (cudaGetDevice names device 0 before the application chooses one, and the runtime's
- *  pointer query then makes that device's context: Open MPI's own collectives on host
- *  memory inside MPI_Comm_split_type reach ours so); -1 unknown (no driver call for it, no
- *  device). The application may still work on a device whose context we made: then 0, on
- *  the safe side. */
+ *  was not made by our own calls (it was not active at our first CUDA use), or when the
+ *  calling thread has a context of its own current there (cuCtxCreate); 0 when not
+ *  (cudaGetDevice names device 0 before the application chooses one: Open MPI's own
+ *  collectives on host memory inside MPI_Comm_split_type reach ours so; where the driver
+ *  lacks cuPointerGetAttributes, the runtime's pointer query then makes that device's
+ *  context, which is told apart as ours); -1 unknown (no driver call for it, no device).
+ *  The application may still work on a device whose context we made: then 0, on the safe
+ *  side. */
 int cgpu_cuda_device_in_use(int device);
 /** The multiprocessors of @p device, or 0 (no device). */
 int cgpu_cuda_device_sms(int device);
