@@ -1418,15 +1418,18 @@ static void scenario_settle_asks_rarely(test_rank_t *t)
         int64_t x = t->rank + call, y = -1;
         const int64_t want = (int64_t) t->size * (t->size - 1) / 2 + (int64_t) t->size * call;
         st = cgpu_allreduce(comm, &x, &y, 1, CGPU_DT_INT64, CGPU_OP_SUM, CGPU_ALLREDUCE_AUTO);
-        CHILD_CHECKF(CGPU_OK == st && y == want, "allreduce after settle call %d: %s, %lld "
-                     "(expected %lld)", call, cgpu_status_string(st), (long long) y,
-                     (long long) want);
+        CHILD_CHECKF(CGPU_OK == st && y == want,
+                     "allreduce after settle call %d: %s, %lld "
+                     "(expected %lld)",
+                     call, cgpu_status_string(st), (long long) y, (long long) want);
     }
     const int expect[] = {1, 2, 4, 8, 16};
     CHILD_CHECKF(5 == nasked, "settle asked %d times in 20 calls, expected 5", nasked);
     for (int i = 0; i < nasked && i < 5; ++i) {
-        CHILD_CHECKF(expect[i] == asked_at[i], "settle's question %d came at call %d, "
-                     "expected %d", i + 1, asked_at[i], expect[i]);
+        CHILD_CHECKF(expect[i] == asked_at[i],
+                     "settle's question %d came at call %d, "
+                     "expected %d",
+                     i + 1, asked_at[i], expect[i]);
     }
     CHILD_CHECK(cgpu_comm_unsettled(comm));
     CHILD_CHECK(CGPU_BACKEND_HOST == cgpu_comm_backend(comm));
@@ -3004,7 +3007,8 @@ static const cgpu_unit_case_t test_cases[] = {
     {"different nodes are refused uniformly", test_different_nodes_are_refused_uniformly},
     {"different nodes work over the proxy", test_different_nodes_over_proxy},
     {"a communicator set up before its ranks chose GPUs asks at calls 1, 2, 4, 8, 16 and "
-     "stays on the host backend while they have not", test_settle_asks_rarely},
+     "stays on the host backend while they have not",
+     test_settle_asks_rarely},
     {"release is idempotent and fini releases what was forgotten", test_release_is_idempotent},
     {"no segment name is left in /dev/shm after create", test_no_segment_name_is_left_after_create},
     {"segment names carry uid, pid and a random part, 0600; a taken name is left alone",
