@@ -128,7 +128,6 @@ typedef struct mca_coll_gpu_request_t {
     bool create;            /* the worker creates the engine communicator first */
     const void *create_buf; /* ... on this buffer's device */
     int post_device;        /* the posting thread's current device (-1: none) */
-    bool settle;            /* ask whether the ranks chose GPUs first (cgpu_comm_settle) */
     mca_coll_gpu_nb_view_t v[2];
     char *scratch;
     _Atomic int done;

@@ -180,8 +180,11 @@ static void run_one(mca_coll_gpu_request_t *r, const cgpu_bootstrap_t *bs)
     }
     if (r->create) {
         mca_coll_gpu_create(m, r->create_buf, bs);
-    } else if (r->settle) {
-        mca_coll_gpu_settle(m, r->create_buf, bs); /* in call order, as the blocking path */
+    } else if (CGPU_MODULE_READY == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE) &&
+               cgpu_comm_unsettled(m->ecomm)) {
+        /* in call order, as the blocking path; asked here, not at the post, where a rank
+         * whose worker has not finished the set-up yet would answer otherwise */
+        mca_coll_gpu_settle(m, r->create_buf, bs);
     }
     if (CGPU_MODULE_READY == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE)) {
         r->st = run_engine(r);
@@ -414,11 +417,12 @@ mca_coll_gpu_request_t *mca_coll_gpu_nb_engine_request(mca_coll_gpu_module_t *m,
     }
     r->create = create;
     r->create_buf = buf;
-    /* a communicator set up before its ranks chose GPUs asks again at calls in order, the
-     * non-blocking ones on the worker (whose own current device says nothing) */
-    r->settle = !create && CGPU_MODULE_READY == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE) &&
-                cgpu_comm_unsettled(m->ecomm);
-    r->post_device = create || r->settle ? cgpu_engine_current_device() : -1;
+    /* the posting thread's device, where the worker may set the communicator up or ask
+     * whether the ranks chose GPUs (cgpu_comm_settle): its own current device says nothing.
+     * A communicator found set up and settled stays so. */
+    const bool settled = CGPU_MODULE_READY == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE) &&
+                         !cgpu_comm_unsettled(m->ecomm);
+    r->post_device = create || !settled ? cgpu_engine_current_device() : -1;
     return r;
 }
 
