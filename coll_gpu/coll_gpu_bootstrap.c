@@ -117,6 +117,9 @@ void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_b
 
 void mca_coll_gpu_settle(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs)
 {
+    if (!cgpu_comm_settle_due(m->ecomm)) {
+        return; /* asked before the device is looked up: most calls do not ask */
+    }
     const int prev = enter_buf_device(buf);
     /* collective, like the set-up: every rank is in this same call */
     const cgpu_status_t st = cgpu_comm_settle(m->ecomm, bs);

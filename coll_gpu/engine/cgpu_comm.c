@@ -209,14 +209,23 @@ static bool all_chosen(const cgpu_cuda_dev_rec_t *first, size_t stride, int n)
     return true;
 }
 
-void cgpu_comm_plan_devices(cgpu_comm_t *comm, const cgpu_cuda_dev_rec_t *first, size_t stride)
+cgpu_backend_t cgpu_comm_plan_devices(cgpu_comm_t *comm, const cgpu_cuda_dev_rec_t *first,
+                                      size_t stride)
 {
+    /* Where a rank has not chosen its GPU yet, the devices in the table say nothing
+     * (cudaGetDevice names device 0 on every such rank): the host backend until every rank
+     * has (cgpu_comm_settle asks again) */
+    const cgpu_config_t *cfg = cgpu_engine_config();
+    if (CGPU_BACKEND_AUTO == cfg->backend && !all_chosen(first, stride, comm->size)) {
+        __atomic_store_n(&comm->unsettled, true, __ATOMIC_RELEASE);
+        return CGPU_BACKEND_HOST;
+    }
+    __atomic_store_n(&comm->unsettled, false, __ATOMIC_RELEASE);
     /* How many ranks share a device, from the same table on every rank. Ranks sharing a
      * GPU without MPS would run their kernels in turn, a time slice each (milliseconds a
      * call), so where auto chose the cuda backend the communicator takes the host backend
      * instead (device buffers staged through host copies), unless
      * coll_gpu_cuda_time_sliced */
-    const cgpu_config_t *cfg = cgpu_engine_config();
     bool sliced, mine;
     comm->dev_share = cgpu_cuda_share_plan(first, stride, comm->size, &sliced, comm->rank, &mine);
     if (mine) {
@@ -235,8 +244,9 @@ void cgpu_comm_plan_devices(cgpu_comm_t *comm, const cgpu_cuda_dev_rec_t *first,
                      "coll_gpu_cuda_time_sliced to run them anyway)",
                      comm->dev_share);
         }
-        comm->backend = CGPU_BACKEND_HOST;
+        return CGPU_BACKEND_HOST;
     }
+    return CGPU_BACKEND_CUDA;
 }
 
 cgpu_status_t cgpu_comm_connect_cuda(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs,
@@ -591,20 +601,10 @@ cgpu_status_t cgpu_comm_create(const cgpu_bootstrap_t *bs, cgpu_comm_t **out)
         }
     }
 
-    /* One node, the cuda backend: where a rank has not chosen its GPU yet, the devices in
-     * the table say nothing (cudaGetDevice names device 0 on every such rank), so the
-     * communicator starts on the host backend and takes the cuda backend once every rank
-     * has chosen (cgpu_comm_settle); else how many ranks share a device decides now. */
+    /* One node, the cuda backend: what the ranks' devices allow */
     comm->dev_share = 1;
-    if (CGPU_BACKEND_CUDA == comm->backend && CGPU_BACKEND_AUTO == cfg->backend &&
-        !all_chosen(&all[0].dev, sizeof(all[0]), bs->size)) {
-        comm->backend = CGPU_BACKEND_HOST;
-        comm->unsettled = true;
-        cgpu_log(CGPU_LOG_DEBUG,
-                 "engine: a rank has not chosen its GPU yet (no CUDA context there): this "
-                 "communicator runs the host backend until every rank has");
-    } else if (CGPU_BACKEND_CUDA == comm->backend) {
-        cgpu_comm_plan_devices(comm, &all[0].dev, sizeof(all[0]));
+    if (CGPU_BACKEND_CUDA == comm->backend) {
+        comm->backend = cgpu_comm_plan_devices(comm, &all[0].dev, sizeof(all[0]));
     }
 
     /* Ranks that stage device buffers because they share a GPU: a large allreduce goes

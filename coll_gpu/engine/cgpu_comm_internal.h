@@ -243,12 +243,13 @@ cgpu_status_t cgpu_engine_copy_many(const cgpu_copy_t *c, int n);
 /* Every rank's status through the bootstrap: all return the first failure, or OK. */
 cgpu_status_t cgpu_comm_agree(const cgpu_bootstrap_t *bs, cgpu_status_t mine);
 
-/* A one-node cuda communicator's devices, from every rank's record (@p stride bytes apart,
- * the same table on every rank): dev_share, the process's time-sliced flag, and the host
- * backend instead where the ranks' kernels would run in turn (cgpu_comm.c). */
+/* The backend a one-node communicator agreed on cuda can run, from every rank's device
+ * record (@p stride bytes apart, the same table on every rank): host and `unsettled` where
+ * a rank has not chosen its GPU (under auto), host where the ranks' kernels would run in
+ * turn; else cuda. Sets dev_share and the process's time-sliced flag (cgpu_comm.c). */
 struct cgpu_cuda_dev_rec;
-void cgpu_comm_plan_devices(cgpu_comm_t *comm, const struct cgpu_cuda_dev_rec *first,
-                            size_t stride);
+cgpu_backend_t cgpu_comm_plan_devices(cgpu_comm_t *comm, const struct cgpu_cuda_dev_rec *first,
+                                      size_t stride);
 /* The cuda backend's inboxes, made, exchanged and mapped by every rank (collective over
  * @p bs; @p verdicts holds a status per rank): the same status on every rank. */
 cgpu_status_t cgpu_comm_connect_cuda(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs,

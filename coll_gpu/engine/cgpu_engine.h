@@ -113,13 +113,15 @@ bool cgpu_comm_shares_device(const cgpu_comm_t *comm);
 /**
  * A one-node communicator set up before some rank chose its GPU (its first call came
  * first: Open MPI's own allgather inside MPI_Comm_split_type, say) runs the host backend.
- * Collective over @p bs: every rank calls this at the same call, before running it (blocking
- * calls on the application's thread, non-blocking ones on the worker, in call order). Now and
- * then (the 1st, 2nd, 4th, 8th... call after set-up) the ranks tell each other whether they
- * have chosen; once all have, the devices are planned as at set-up and the communicator
- * takes the cuda backend where that plan allows. A no-op once settled. A failure to set
- * the cuda backend up leaves it on the host backend, settled: every rank returns OK.
+ * Every rank asks cgpu_comm_settle_due at the same calls, before running them (blocking
+ * calls on the application's thread, non-blocking ones on the worker, in call order): true
+ * at the 1st, 2nd, 4th, 8th... call after set-up while unsettled. Where it is, every rank
+ * then calls cgpu_comm_settle (collective over @p bs): the ranks tell each other whether
+ * they have chosen; once all have, the devices are planned as at set-up and the
+ * communicator takes the cuda backend where that plan allows. A failure to set the cuda
+ * backend up leaves it on the host backend, settled: every rank returns OK.
  */
+bool cgpu_comm_settle_due(cgpu_comm_t *comm);
 cgpu_status_t cgpu_comm_settle(cgpu_comm_t *comm, const cgpu_bootstrap_t *bs);
 
 /** Whether cgpu_comm_settle has anything to ask (an atomic load: a post may ask while the

@@ -38,16 +38,23 @@ bool cgpu_comm_unsettled(const cgpu_comm_t *comm)
     return __atomic_load_n(&the_one_that_asks(comm, &bs)->unsettled, __ATOMIC_ACQUIRE);
 }
 
+bool cgpu_comm_settle_due(cgpu_comm_t *top)
+{
+    const cgpu_bootstrap_t *bs = NULL;
+    cgpu_comm_t *comm = the_one_that_asks(top, &bs);
+    if (!__atomic_load_n(&comm->unsettled, __ATOMIC_ACQUIRE)) {
+        return false;
+    }
+    const uint64_t n = ++comm->settle_calls;
+    return 0 == (n & (n - 1)); /* asked at powers of two only */
+}
+
 cgpu_status_t cgpu_comm_settle(cgpu_comm_t *top, const cgpu_bootstrap_t *top_bs)
 {
     const cgpu_bootstrap_t *bs = top_bs;
     cgpu_comm_t *comm = the_one_that_asks(top, &bs);
     if (!__atomic_load_n(&comm->unsettled, __ATOMIC_ACQUIRE)) {
         return CGPU_OK;
-    }
-    const uint64_t n = ++comm->settle_calls;
-    if (0 != (n & (n - 1))) {
-        return CGPU_OK; /* asked at powers of two only */
     }
     cgpu_cuda_dev_rec_t me, *all = calloc((size_t) comm->size, sizeof(*all));
     int32_t *verdicts = calloc((size_t) comm->size, sizeof(*verdicts));
@@ -64,19 +71,14 @@ cgpu_status_t cgpu_comm_settle(cgpu_comm_t *top, const cgpu_bootstrap_t *top_bs)
         st = CGPU_ERR_BOOTSTRAP;
         goto out;
     }
-    for (int i = 0; i < comm->size; ++i) {
-        if (0 == all[i].chosen) {
-            goto out; /* asked again later */
-        }
-    }
-    comm->backend = CGPU_BACKEND_CUDA;
-    cgpu_comm_plan_devices(comm, all, sizeof(*all));
-    if (CGPU_BACKEND_CUDA == comm->backend) {
+    /* the backend is set only once the inboxes are connected: pvar readers load it */
+    if (CGPU_BACKEND_CUDA == cgpu_comm_plan_devices(comm, all, sizeof(*all))) {
         st = cgpu_comm_connect_cuda(comm, bs, verdicts);
-        if (CGPU_OK != st) {
+        if (CGPU_OK == st) {
+            comm->backend = CGPU_BACKEND_CUDA;
+        } else {
             /* every rank saw the same failure: the host backend goes on serving */
             cgpu_cuda_comm_destroy(comm);
-            comm->backend = CGPU_BACKEND_HOST;
             cgpu_log(0 == comm->rank ? CGPU_LOG_WARN : CGPU_LOG_INFO,
                      "engine: the cuda backend could not be set up once every rank had chosen "
                      "its GPU (%s); this communicator stays on the host backend",
@@ -84,9 +86,6 @@ cgpu_status_t cgpu_comm_settle(cgpu_comm_t *top, const cgpu_bootstrap_t *top_bs)
             st = CGPU_OK;
         }
     }
-    __atomic_store_n(&comm->unsettled, false, __ATOMIC_RELEASE); /* published last */
-    cgpu_log(CGPU_LOG_DEBUG, "engine: every rank has chosen its GPU (call %llu): backend %s",
-             (unsigned long long) n, CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host");
 out:
     free(all);
     free(verdicts);
