@@ -27,6 +27,8 @@ on the arrays (`<lib>_us`), on buffers made once from them with MPI.buffer (`<li
 mpi4py then takes no export at each call) and mpi4py's acquisition of the two buffers alone
 (`<lib>_acq_us`). Set against bench_colls' `ours_us` of the same run, that says what Python
 adds to the C call and which part of it the array library's export is. Every result checked.
+Under bench/pmpi_probe.so only the `<lib>_buf_us` loops are counted (MPI_Pcontrol), as only
+bench_colls' timed loops are: bench/probe_split.py sets the two runs' files side by side.
 
 --cycles N: instead, N cycles of a new communicator (MPI_Comm_split into pairs of ranks, then
 MPI_Comm_dup of the world), its first MPI_Allreduce of 8 bytes (a CuPy array where CuPy and
@@ -62,6 +64,7 @@ from mpi4py import MPI  # noqa: E402 (after the thread level is set)
 
 comm = MPI.COMM_WORLD
 rank, nranks = comm.Get_rank(), comm.Get_size()
+MPI.Pcontrol(0)  # a profiling tool counts the loops timed(probe=True) brackets alone
 expected = nranks * (nranks + 1) / 2  # each rank contributes rank + 1
 
 
@@ -69,17 +72,20 @@ LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
           MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
 
 
-def timed(step, sync, iters):
-    """The slowest rank's mean latency of step(), in microseconds."""
+def timed(step, sync, iters, probe=False):
+    """The slowest rank's mean latency of step(), in microseconds. With probe, a profiling
+    tool (bench/pmpi_probe.so) counts the timed calls."""
     for _ in range(max(10, iters // 10)):
         step()
     sync()
     comm.Barrier()
+    MPI.Pcontrol(int(probe))
     t0 = time.perf_counter()
     for _ in range(iters):
         step()
     sync()
     us = (time.perf_counter() - t0) / iters * 1e6
+    MPI.Pcontrol(0)
     return comm.allreduce(us, op=MPI.MAX)
 
 
@@ -265,7 +271,7 @@ def colls():
                     s, r = put(host_in), put(init)
                     bs, br = (mem(s), mem(r)) if made_once else (s, r)
                     sync()
-                    row.append(timed(lambda: call(bs, br), sync, args.iters))
+                    row.append(timed(lambda: call(bs, br), sync, args.iters, made_once))
                     bad += int(want is not None and not np.array_equal(get(r), want))
                 row.append(timed(lambda: (mem(s), mem(r)), lambda: None, args.iters))
             if 0 == rank:

@@ -19,6 +19,10 @@
 #          MULTIPLE and SINGLE; a missing package skips with its reason), then
 #          bench/bench_python.py at both levels and, without coll/gpu, --host-only (stock's
 #          figure for the numpy column)
+#   probe  where Python's microseconds go: at each level (single, multiple), bench_colls and
+#          bench_python.py --colls --libs cupy (8 B-64 KiB, 2 ranks) under bench/pmpi_probe.so,
+#          then bench/probe_split.py: per collective and size the C and Python figures, their
+#          time inside MPI and the difference (REPEAT rounds)
 #   osu    OSU micro-benchmarks 7.4, -d cuda with their own defaults, with coll/gpu and
 #          without it (Open MPI's own collectives, no NCCL anywhere); built on first use from
 #          the OSU source tree carried in OSU_DIR (the GPU machine has no network)
@@ -82,7 +86,7 @@ fail=0
 
 has() { case " $steps " in *" $1 "*) return 0 ;; esac; return 1; }
 for s in $steps; do
-    case $s in build | test | bench | python | osu) ;; *) echo "gpu_run.sh: unknown step '$s' (build test bench python osu)"; exit 2 ;; esac
+    case $s in build | test | bench | python | probe | osu) ;; *) echo "gpu_run.sh: unknown step '$s' (build test bench python probe osu)"; exit 2 ;; esac
 done
 
 # what ran, where: the header every result file quotes
@@ -298,6 +302,23 @@ if has python; then
     timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe --mca coll tuned,libnbc,basic,self \
         "${extra[@]}" -np 2 python3 bench/bench_python.py --host-only < /dev/null 2>&1 |
         tee -a "$log/bench_python.txt"
+fi
+
+if has probe; then
+    make bench/pmpi_probe.so > "$log/probe_build.log" 2>&1 || echo "probe: make bench/pmpi_probe.so failed"
+    P=(-x LD_PRELOAD="$PWD/bench/pmpi_probe.so" -x CGPU_PROBE_OUT)
+    for r in $(seq "${REPEAT:-1}"); do
+        for th in single multiple; do
+            f=$log/probe_${th}_r$r
+            echo "## probe: bench_colls, then bench_python.py --colls --libs cupy, MPI_THREAD_$th, round $r"
+            CGPU_PROBE_OUT=$f.c CGPU_BENCH_THREAD=$th timeout -k 5 300 "${MPIRUN[@]}" -np 2 \
+                -x CGPU_BENCH_THREAD "${P[@]}" bench/bench_colls \
+                allreduce,alltoall,allgather,reduce_scatter,bcast,reduce 65536 8 > "$f.c.txt" 2>&1
+            CGPU_PROBE_OUT=$f.py timeout -k 5 300 "${MPIRUN[@]}" -np 2 "${P[@]}" python3 \
+                bench/bench_python.py --colls --libs cupy --thread $th < /dev/null > "$f.py.txt" 2>&1
+            python3 bench/probe_split.py "$f.c.txt" "$f.c" "$f.py.txt" "$f.py" || echo "probe: no split ($f.*)"
+        done
+    done 2>&1 | tee "$log/probe.txt"
 fi
 
 osu_build() { # OSU's collective programs, from the tree carried in OSU_DIR

@@ -5,10 +5,17 @@
  *   mpirun ... -x LD_PRELOAD=$PWD/bench/pmpi_probe.so -x CGPU_PROBE_OUT=/path/prefix PROGRAM
  *
  * At MPI_Finalize each rank writes PREFIX.<rank>: one line per (collective, bytes) with the
- * calls and their mean microseconds inside MPI (warm-up calls included, the same for every
- * caller). Set against the caller's own per-call figure, the difference is what the caller
- * adds around MPI: for mpi4py, its argument handling and the interpreter; set against a C
- * program's inside time, whether the calls themselves ran slower.
+ * calls and their mean microseconds inside MPI. Set against the caller's own per-call figure,
+ * the difference is what the caller adds around MPI: for mpi4py, its argument handling and
+ * the interpreter; set against a C program's inside time, whether the calls themselves ran
+ * slower.
+ *
+ * Only the calls the caller times should count: its warm-up runs the first call's set-up,
+ * and its own bookkeeping (a result's maximum over ranks, a check) is made of the same
+ * collectives on host buffers. So the probe follows MPI_Pcontrol, the standard's switch for
+ * profiling tools: level 0 stops the counting, any other level resumes it. A program that
+ * never calls it has every call counted; bench_colls and bench_python call MPI_Pcontrol(0)
+ * after MPI_Init and bracket each timed loop with MPI_Pcontrol(1) and MPI_Pcontrol(0).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -22,6 +29,7 @@ static const char *const names[P_N] = {"allreduce",      "alltoall", "allgather"
 enum { MAX_LOG2 = 40 };
 static double sum_ns[P_N][MAX_LOG2];
 static long calls[P_N][MAX_LOG2];
+static int counting = 1; /* MPI_Pcontrol's level is not 0 */
 
 static double now_ns(void)
 {
@@ -33,6 +41,9 @@ static double now_ns(void)
 static void note(int which, long bytes, double t0)
 {
     const double dt = now_ns() - t0;
+    if (!counting) {
+        return;
+    }
     int b = 0;
     while (b + 1 < MAX_LOG2 && (1L << (b + 1)) <= bytes) {
         ++b;
@@ -101,6 +112,12 @@ int MPI_Reduce(const void *s, void *r, int n, MPI_Datatype dt, MPI_Op op, int ro
     return rc;
 }
 
+int MPI_Pcontrol(const int level, ...)
+{
+    counting = 0 != level;
+    return PMPI_Pcontrol(level);
+}
+
 int MPI_Finalize(void)
 {
     const char *prefix = getenv("CGPU_PROBE_OUT");
@@ -111,7 +128,7 @@ int MPI_Finalize(void)
         snprintf(path, sizeof(path), "%s.%d", prefix, rank);
         FILE *f = fopen(path, "w");
         if (NULL != f) {
-            fprintf(f, "# coll bytes calls inside_us (mean, warm-up included)\n");
+            fprintf(f, "# coll bytes calls inside_us (mean of the calls counted)\n");
             for (int w = 0; w < P_N; ++w) {
                 for (int b = 0; b < MAX_LOG2; ++b) {
                     if (calls[w][b] > 0) {
