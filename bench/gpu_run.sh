@@ -31,10 +31,13 @@
 #   LOG_DIR      logs, one file a run (default: $OUT if set, else ./gpu-logs)
 #   MPIRUN_ARGS  more mpirun arguments for every run: MCA settings, binding
 #                (e.g. "--mca coll_gpu_cuda_ll_bytes 65536 --bind-to none")
+#   MPS          1: an MPS daemon started for the run and stopped at its end, every rank its
+#                client (one GPU: the 2-rank rows then run our kernels, not the staging of
+#                ranks time-sliced on a GPU; the tests that expect a transport know MPS)
 #   VARIANTS     bench, osu: settings compared in one job, "name=ARGS" with % for each space
 #                in ARGS, a bare name for none: "base ll64=--mca%coll_gpu_cuda_ll_bytes%65536"
 #                (default "default": no extra arguments)
-#   REPEAT       bench, osu: rounds over VARIANTS, which alternate within a round;
+#   REPEAT       bench, osu: rounds over VARIANTS, which alternate within a round; probe: rounds;
 #                test: runs of each test (default 1)
 #   build:  CUDA_ARCH   nvcc arch flags (default "-gencode arch=compute_90,code=sm_90", H100/H200)
 #           MAKE_JOBS   (default: the machine's cores)
@@ -70,6 +73,7 @@
 #   BENCH_COLLS=allreduce,alltoall BENCH_MAX=65536 BENCH_OSU=1 REPEAT=3 bash bench/gpu_run.sh bench
 #   VARIANTS="base ll64=--mca%coll_gpu_cuda_ll_bytes%65536" OSU_SIZES=1:65536 \
 #       OSU_ITERS=20000 REPEAT=2 bash bench/gpu_run.sh osu
+#   MPS=1 TEST_ONLY='(_np[12]$|demo|^host_|settle)' bash bench/gpu_run.sh build test probe
 set -uo pipefail
 
 log=${LOG_DIR:-${OUT:-$PWD/gpu-logs}}
@@ -77,6 +81,14 @@ mkdir -p "$log"
 steps=${*:-build test bench}
 pkglib=$(ompi_info --path pkglibdir --parsable | cut -d: -f3)
 read -r -a extra <<< "${MPIRUN_ARGS:-}"
+# MPS=1: an MPS daemon for this run, its pipe directory passed to every rank, stopped at the end
+if [ "${MPS:-0}" = 1 ]; then
+    export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/cgpu-mps}
+    export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/cgpu-mps-log}
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    nvidia-cuda-mps-control -d && trap 'echo quit | nvidia-cuda-mps-control' EXIT
+    extra+=(-x CUDA_MPS_PIPE_DIRECTORY)
+fi
 # every run loads this tree's plugin; the previous coll modules serve what we decline
 # shellcheck disable=SC2054 # the commas are in an MCA value
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --mca mca_base_component_path "$PWD/.libs:$pkglib"
@@ -97,7 +109,7 @@ done
     else
         echo "commit: unknown (no git here)"
     fi
-    echo "command: $(for v in LOG_DIR MPIRUN_ARGS VARIANTS REPEAT CUDA_ARCH TEST_ONLY BENCH_NP BENCH_COLLS BENCH_MIN \
+    echo "command: $(for v in LOG_DIR MPIRUN_ARGS MPS VARIANTS REPEAT CUDA_ARCH TEST_ONLY BENCH_NP BENCH_COLLS BENCH_MIN \
         BENCH_MAX BENCH_OSU BENCH_PROGS OSU_PROGS OSU_NP OSU_SIZES OSU_ITERS OSU_BASE OSU_DIR; do
             [ -n "${!v:-}" ] && printf '%s=%q ' "$v" "${!v}"; done)bash bench/gpu_run.sh $steps"
     nvidia-smi -L
