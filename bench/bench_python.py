@@ -29,6 +29,9 @@ mpi4py then takes no export at each call) and mpi4py's acquisition of the two bu
 adds to the C call and which part of it the array library's export is. Every result checked.
 Under bench/pmpi_probe.so only the `<lib>_buf_us` loops are counted (MPI_Pcontrol), as only
 bench_colls' timed loops are: bench/probe_split.py sets the two runs' files side by side.
+With --c-loop bench/c_loop.so (make bench/c_loop.so), also `<lib>_cloop_us`: the same calls
+on the same buffers in a loop written in C, called once from this process (ctypes), so that
+what the interpreter adds at each call and what a Python process costs come apart.
 
 --cycles N: instead, N cycles of a new communicator (MPI_Comm_split into pairs of ranks, then
 MPI_Comm_dup of the world), its first MPI_Allreduce of 8 bytes (a CuPy array where CuPy and
@@ -54,6 +57,7 @@ ap.add_argument("--cycles", type=int, default=0)
 ap.add_argument("--colls", action="store_true")
 ap.add_argument("--world-first", action="store_true")
 ap.add_argument("--libs", default="", help="--colls: only these libraries (comma-separated)")
+ap.add_argument("--c-loop", default="", help="--colls: bench/c_loop.so, the loop in C as well")
 args = ap.parse_args()
 
 import numpy as np  # noqa: E402
@@ -238,9 +242,33 @@ def coll_cases(nbytes):
     }
 
 
+def c_loop_timer(path):
+    """timed() for the loop of bench/c_loop.so: (which, send, recv, nsend, nrecv, sync) -> us."""
+    import ctypes
+    f = ctypes.CDLL(path).cgpu_c_loop
+    f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 4
+    f.restype = ctypes.c_int
+    fcomm = comm.py2f()
+
+    def run(which, s, r, ns, nr, iters):
+        rc = f(which, s.address, r.address, ns, nr, fcomm, iters)
+        if rc != MPI.SUCCESS:
+            raise RuntimeError(f"c_loop: MPI error {rc}")
+
+    def timer(which, s, r, ns, nr, sync):
+        run(which, s, r, ns, nr, max(10, args.iters // 10))  # the warm-up timed() has
+        sync()
+        comm.Barrier()
+        t0 = time.perf_counter()
+        run(which, s, r, ns, nr, args.iters)
+        sync()
+        return comm.allreduce((time.perf_counter() - t0) / args.iters * 1e6, op=MPI.MAX)
+    return timer
+
+
 def colls():
     """Six collectives on every device array library present: arrays, buffers made once,
-    the acquisition alone."""
+    the acquisition alone (and the loop in C)."""
     cupy, _, why = gpu_setup(want_nccl=False)
     libs = {"numpy": (np.array, np.asarray, lambda: None)}
     if cupy is not None:
@@ -253,11 +281,13 @@ def colls():
               f"coll={os.environ.get('OMPI_MCA_coll', '(default)')} mpi4py {mpi4py.__version__}"
               f"{'' if cupy is not None else ' (device arrays ' + why + ')'}")
         print("# us a call (mean, slowest rank); float32, bench_colls' sizes")
-        cols = ["coll", "bytes"] + [f"{lib}_{k}" for lib in libs for k in ("us", "buf_us", "acq_us")]
+        kinds = ("us", "buf_us", "acq_us") + (("cloop_us",) if args.c_loop else ())
+        cols = ["coll", "bytes"] + [f"{lib}_{k}" for lib in libs for k in kinds]
         print(" ".join(f"{c:>14}" for c in cols), flush=True)
     bad = 0
     mem = getattr(MPI, "buffer", None) or MPI.memory
-    for name in coll_cases(8):
+    c_loop = c_loop_timer(args.c_loop) if args.c_loop else None
+    for which, name in enumerate(coll_cases(8)):
         nbytes = 8
         while nbytes <= args.max_bytes:
             ns, nr, call, want = coll_cases(nbytes)[name]
@@ -274,6 +304,9 @@ def colls():
                     row.append(timed(lambda: call(bs, br), sync, args.iters, made_once))
                     bad += int(want is not None and not np.array_equal(get(r), want))
                 row.append(timed(lambda: (mem(s), mem(r)), lambda: None, args.iters))
+                if c_loop is not None:
+                    row.append(c_loop(which, mem(s), mem(r), ns, nr, sync))
+                    bad += int(want is not None and not np.array_equal(get(r), want))
             if 0 == rank:
                 print(f"{name:>14} {nbytes:>14} " + " ".join(f"{v:>14.2f}" for v in row),
                       flush=True)

@@ -22,7 +22,8 @@
 #   probe  where Python's microseconds go: at each level (single, multiple), bench_colls and
 #          bench_python.py --colls --libs cupy (8 B-64 KiB, 2 ranks) under bench/pmpi_probe.so,
 #          then bench/probe_split.py: per collective and size the C and Python figures, their
-#          time inside MPI and the difference (REPEAT rounds)
+#          time inside MPI, the difference, and bench_colls' loop run from C inside the Python
+#          process (bench/c_loop.so) (REPEAT rounds)
 #   osu    OSU micro-benchmarks 7.4, -d cuda with their own defaults, with coll/gpu and
 #          without it (Open MPI's own collectives, no NCCL anywhere); built on first use from
 #          the OSU source tree carried in OSU_DIR (the GPU machine has no network)
@@ -317,7 +318,7 @@ if has python; then
 fi
 
 if has probe; then
-    make bench/pmpi_probe.so > "$log/probe_build.log" 2>&1 || echo "probe: make bench/pmpi_probe.so failed"
+    make bench/pmpi_probe.so bench/c_loop.so > "$log/probe_build.log" 2>&1 || echo "probe: make failed"
     P=(-x LD_PRELOAD="$PWD/bench/pmpi_probe.so" -x CGPU_PROBE_OUT)
     for r in $(seq "${REPEAT:-1}"); do
         for th in single multiple; do
@@ -327,7 +328,8 @@ if has probe; then
                 -x CGPU_BENCH_THREAD "${P[@]}" bench/bench_colls \
                 allreduce,alltoall,allgather,reduce_scatter,bcast,reduce 65536 8 > "$f.c.txt" 2>&1
             CGPU_PROBE_OUT=$f.py timeout -k 5 300 "${MPIRUN[@]}" -np 2 "${P[@]}" python3 \
-                bench/bench_python.py --colls --libs cupy --thread $th < /dev/null > "$f.py.txt" 2>&1
+                bench/bench_python.py --colls --libs cupy --c-loop bench/c_loop.so --thread $th \
+                < /dev/null > "$f.py.txt" 2>&1
             python3 bench/probe_split.py "$f.c.txt" "$f.c" "$f.py.txt" "$f.py" || echo "probe: no split ($f.*)"
         done
     done 2>&1 | tee "$log/probe.txt"

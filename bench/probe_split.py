@@ -11,7 +11,10 @@ count their timed loops alone (MPI_Pcontrol), bench_python its `<lib>_buf_us` lo
 Columns, us a call: c_us (bench_colls' ours_us), c_in (inside MPI, the slowest rank's mean),
 py_us (`<lib>_buf_us`), py_in, around (py_us - py_in: mpi4py and the interpreter), gap
 (py_us - c_us: what the issue's bound is on) and gap_in (py_in - c_in: the calls themselves
-running slower when a Python process makes them). Then the median of each over the cells.
+running slower when a Python process makes them). Where bench_python ran with --c-loop, also
+cloop (`<lib>_cloop_us`: the loop in C inside the Python process) and gap_proc (cloop - c_us:
+what being a Python process costs, with no interpreter work between the calls). Then the
+median of each over the cells.
 Exit status 1 when a file is missing or no cell is in all four.
 """
 import argparse
@@ -37,13 +40,13 @@ def c_figures(path):
     return out
 
 
-def py_figures(path, lib):
-    """{(coll, bytes): <lib>_buf_us} from bench_python.py --colls' output."""
+def py_figures(path, lib, kind):
+    """{(coll, bytes): <lib>_<kind>} from bench_python.py --colls' output."""
     out, col = {}, None
     for line in open(path):
         f = line.split()
         if f[:2] == ["coll", "bytes"]:
-            col = f.index(f"{lib}_buf_us") if f"{lib}_buf_us" in f else None
+            col = f.index(f"{lib}_{kind}") if f"{lib}_{kind}" in f else None
         elif col is not None and len(f) > col and f[1].isdigit():
             out[(f[0], bucket(int(f[1])))] = float(f[col])
     return out
@@ -70,14 +73,17 @@ def main():
         ap.add_argument(a)
     ap.add_argument("--lib", default="cupy")
     a = ap.parse_args()
-    c, py = c_figures(a.c_out), py_figures(a.py_out, a.lib)
+    c, py = c_figures(a.c_out), py_figures(a.py_out, a.lib, "buf_us")
+    cloop = py_figures(a.py_out, a.lib, "cloop_us")
     cin, pin = probe(a.c_probe), probe(a.py_probe)
     cols = ("c_us", "c_in", "py_us", "py_in", "around", "gap", "gap_in")
+    cols += ("cloop", "gap_proc") if cloop else ()
     print(f"{'coll':>14} {'bytes':>8} " + " ".join(f"{k:>8}" for k in cols))
     rows = []
-    for key in sorted(set(c) & set(py) & set(cin) & set(pin)):
+    for key in sorted(set(c) & set(py) & set(cin) & set(pin) & (set(cloop) or set(c))):
         v = (c[key], cin[key], py[key], pin[key])
         row = v + (v[2] - v[3], v[2] - v[0], v[3] - v[1])
+        row += (cloop[key], cloop[key] - v[0]) if cloop else ()
         rows.append(row)
         print(f"{key[0]:>14} {key[1]:>8} " + " ".join(f"{x:>8.2f}" for x in row))
     if not rows:
