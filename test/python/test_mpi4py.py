@@ -25,6 +25,9 @@ non-blocking forms, for a fast look; --only: these collectives only (comma-separ
 allreduce, iscatterv...; inter_scatter, inter_ibcast..., or inter for all of the
 intercommunicator section).
 
+Device arrays: each rank chooses its GPU from its node-local rank, found with
+MPI_Comm_split_type before any GPU is chosen, as most codes start.
+
 Prints one summary line (rank 0) and the failing cases (collective, dtype, op, count,
 in place, rank, what differed), exit status 1 on any failure. Device arrays where there is no
 GPU, or no CuPy/Numba/PyTorch: "skipped: <reason>", exit status 77.
@@ -61,6 +64,17 @@ def skip(reason):
     sys.exit(77)
 
 
+def local_rank():
+    """This rank's place on its node, found the way most GPU codes find it before choosing
+    their GPU: MPI_Comm_split_type, whose allgather is the world communicator's first
+    collective. coll/gpu sets the world up there, before any GPU is chosen, and must still
+    take its GPU path for the device calls that follow."""
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=rank)
+    r = node.Get_rank()
+    node.Free()
+    return r
+
+
 # ---- array kinds: where the buffers handed to MPI live ----
 
 class HostArrays:
@@ -94,7 +108,7 @@ class CupyArrays:
             skip(f"no GPU ({e})")
         if 0 == ndev:
             skip("no GPU")
-        cupy.cuda.Device(rank % ndev).use()
+        cupy.cuda.Device(local_rank() % ndev).use()
         self.cp = cupy
 
     def put(self, a):
@@ -120,7 +134,7 @@ class NumbaArrays:
             skip(f"no numba ({e})")
         if not cuda.is_available():
             skip("no GPU")
-        cuda.select_device(rank % len(cuda.gpus))
+        cuda.select_device(local_rank() % len(cuda.gpus))
         self.cuda = cuda
 
     def put(self, a):
@@ -146,7 +160,7 @@ class TorchArrays:
             skip(f"no torch ({e})")
         if not torch.cuda.is_available():
             skip("no GPU")
-        torch.cuda.set_device(rank % torch.cuda.device_count())
+        torch.cuda.set_device(local_rank() % torch.cuda.device_count())
         self.torch = torch
 
     def put(self, a):
