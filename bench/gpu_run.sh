@@ -219,6 +219,7 @@ inter_args_np5          150 5 test/gpu/test_cuda_inter_args 2
 torch_cupy_np1          120 1 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
 torch_cupy_np2          120 2 --mca coll_gpu_verbose 100 python3 test/gpu/test_torch_cupy.py
 settle_np2              60  2 test/gpu/test_cuda_settle cuda
+settle_threads_np2      90  2 test/gpu/test_cuda_settle threads
 settle_shared_np2       60  2 -x CUDA_VISIBLE_DEVICES=0 test/gpu/test_cuda_settle
 settle_shared_np4       60  4 -x CUDA_VISIBLE_DEVICES=0,1 test/gpu/test_cuda_settle
 colls_shared_np2        150 2 -x CUDA_VISIBLE_DEVICES=0 test/gpu/test_cuda_colls shared

@@ -11,28 +11,36 @@
  *   - every device allreduce (several sizes, float sum) equals the sum computed on the host;
  *   - the same on a dup of the world that only ever sees MPI_Iallreduce (its set-up and
  *     its questions run on the worker thread);
- *   - afterwards both communicators run our kernels (coll_gpu_transport 1, CUDA IPC)
+ *   - with the argument "threads" (MPI_THREAD_MULTIPLE), also 4 more dups, each set up by a
+ *     host-buffer call before the GPU is chosen, then served by a thread of its own at once
+ *     (two blocking, two non-blocking): the questions of 4 communicators asked concurrently;
+ *   - afterwards every communicator runs our kernels (coll_gpu_transport 1, CUDA IPC)
  *     where the ranks' GPUs allow them, else shared memory (0): expected "cuda" or "host" as
- *     the first argument says, otherwise from the layout the test sees itself (every rank on
- *     a GPU of its own, or every rank an MPS client: cuda; else host).
+ *     an argument says, otherwise from the layout the test sees itself (every rank on a GPU
+ *     of its own, or every rank an MPS client: cuda; else host).
+ *
+ *   test_cuda_settle [cuda|host] [threads]
  *
  * Without a GPU it prints "skipped: no GPU" and exits 77.
  */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mpitest.h"
 
+enum { NTHREADS = 4 };
 static long failures;
+static int rank = 0, size = 1, dev = 0;
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            ++failures;                                                                            \
+            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);                                    \
             printf("[rank %d] FAIL %s:%d: ", rank, __FILE__, __LINE__);                            \
             printf(__VA_ARGS__);                                                                   \
             printf("\n");                                                                          \
@@ -59,25 +67,108 @@ static int primary_ctx_active(void)
     return active ? 1 : 0;
 }
 
+/* An int sum on host memory: sets @p comm up (blocking or not) before the GPU is chosen. */
+static void host_call(MPI_Comm comm, int nonblocking)
+{
+    int one = 1, sum = 0;
+    MPI_Request req;
+    if (nonblocking) {
+        MPI_Iallreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm, &req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm);
+    }
+    CHECK(sum == size, "host %s before the GPU is chosen: %d, expected %d",
+          nonblocking ? "iallreduce" : "allreduce", sum, size);
+}
+
+/* Device allreduces of 1 float to 1 Mi floats on @p comm, 6 rounds, each result against the
+ * sum computed on the host. */
+static void device_rounds(MPI_Comm comm, int nonblocking, const char *what)
+{
+    const size_t max = 1 << 20;
+    float *h = malloc(max * sizeof(float)), *d_in = NULL, *d_out = NULL;
+    cudaMalloc((void **) &d_in, max * sizeof(float));
+    cudaMalloc((void **) &d_out, max * sizeof(float));
+    for (int round = 0; round < 6; ++round) {
+        for (size_t n = 1; n <= max; n *= 16) {
+            for (size_t i = 0; i < n; ++i) {
+                h[i] = (float) ((rank + 1) * ((i + (size_t) round) % 7));
+            }
+            cudaMemcpy(d_in, h, n * sizeof(float), cudaMemcpyHostToDevice);
+            cudaMemset(d_out, 0xff, n * sizeof(float));
+            if (nonblocking) {
+                MPI_Request req;
+                MPI_Iallreduce(d_in, d_out, (int) n, MPI_FLOAT, MPI_SUM, comm, &req);
+                MPI_Wait(&req, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Allreduce(d_in, d_out, (int) n, MPI_FLOAT, MPI_SUM, comm);
+            }
+            cudaMemcpy(h, d_out, n * sizeof(float), cudaMemcpyDeviceToHost);
+            long bad = 0, first = -1;
+            for (size_t i = 0; i < n; ++i) {
+                /* sum over ranks r of (r + 1) * k: small integers, exact in float */
+                const float expect =
+                    (float) (size * (size + 1) / 2 * (int) ((i + (size_t) round) % 7));
+                if (h[i] != expect) {
+                    first = first < 0 ? (long) i : first;
+                    ++bad;
+                }
+            }
+            CHECK(0 == bad, "%s, round %d, %zu floats: %ld wrong elements, the first at %ld", what,
+                  round, n, bad, first);
+        }
+    }
+    free(h);
+    cudaFree(d_in);
+    cudaFree(d_out);
+}
+
+typedef struct {
+    MPI_Comm comm;
+    int index;
+} thread_arg_t;
+
+static void *thread_main(void *p)
+{
+    const thread_arg_t *a = p;
+    cudaSetDevice(dev); /* a new thread's current device is 0 */
+    char what[64];
+    snprintf(what, sizeof(what), "thread %d's dup (%s)", a->index,
+             a->index % 2 ? "MPI_Iallreduce" : "MPI_Allreduce");
+    device_rounds(a->comm, a->index % 2, what);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
-    int rank = 0, size = 1;
-    MPI_Init(&argc, &argv);
+    int threads = 0, want_arg = -1;
+    for (int i = 1; i < argc; ++i) {
+        threads = threads || 0 == strcmp(argv[i], "threads");
+        want_arg = 0 == strcmp(argv[i], "cuda") ? 1 : 0 == strcmp(argv[i], "host") ? 0 : want_arg;
+    }
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(&argc, &argv, threads ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (threads && MPI_THREAD_MULTIPLE != provided) {
+        if (0 == rank) {
+            printf("test_cuda_settle: FAIL: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
+        }
+        MPI_Finalize();
+        return 1;
+    }
 
     const int before = primary_ctx_active();
-    int one = 1, sum = 0;
-    MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    CHECK(sum == size, "host allreduce before the GPU is chosen: %d, expected %d", sum, size);
+    host_call(MPI_COMM_WORLD, 0);
     /* a communicator that only ever sees non-blocking calls: set up by its first one */
-    MPI_Comm dup;
+    MPI_Comm dup, tdup[NTHREADS];
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    MPI_Request req;
-    sum = 0;
-    MPI_Iallreduce(&one, &sum, 1, MPI_INT, MPI_SUM, dup, &req);
-    MPI_Wait(&req, MPI_STATUS_IGNORE);
-    CHECK(sum == size, "host iallreduce before the GPU is chosen: %d, expected %d", sum, size);
+    host_call(dup, 1);
+    for (int t = 0; threads && t < NTHREADS; ++t) {
+        MPI_Comm_dup(MPI_COMM_WORLD, &tdup[t]);
+        host_call(tdup[t], t % 2);
+    }
     MPI_Comm node;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
     int local = 0;
@@ -96,12 +187,10 @@ int main(int argc, char **argv)
         if (0 == rank) {
             printf("test_cuda_settle: skipped: no GPU\n");
         }
-        MPI_Comm_free(&dup);
-        MPI_Comm_free(&node);
         MPI_Finalize();
         return 77;
     }
-    const int dev = local % ndev;
+    dev = local % ndev;
     cudaSetDevice(dev);
 
     /* what the layout allows: a GPU each, or MPS everywhere (the test's own look) */
@@ -121,56 +210,31 @@ int main(int argc, char **argv)
         }
     }
     free(buses);
-    int want = distinct || all_mps;
-    if (argc > 1 && 0 == strcmp(argv[1], "cuda")) {
-        want = 1;
-    } else if (argc > 1 && 0 == strcmp(argv[1], "host")) {
-        want = 0;
+    const int want = want_arg >= 0 ? want_arg : distinct || all_mps;
+
+    /* the threads' dups all at once, their questions concurrent; the world and the
+     * non-blocking dup meanwhile on this thread */
+    pthread_t tid[NTHREADS];
+    thread_arg_t targ[NTHREADS];
+    int started = 0;
+    for (int t = 0; threads && t < NTHREADS; ++t) {
+        targ[t] = (thread_arg_t){tdup[t], t};
+        started += 0 == pthread_create(&tid[t], NULL, thread_main, &targ[t]);
+    }
+    CHECK(started == (threads ? NTHREADS : 0), "%d of %d threads started", started, NTHREADS);
+    device_rounds(MPI_COMM_WORLD, 0, "MPI_Allreduce on the world");
+    device_rounds(dup, 1, "MPI_Iallreduce on a dup");
+    for (int t = 0; t < started; ++t) {
+        pthread_join(tid[t], NULL);
     }
 
-    const size_t max = 1 << 20;
-    float *h = malloc(max * sizeof(float)), *d_in = NULL, *d_out = NULL;
-    cudaMalloc((void **) &d_in, max * sizeof(float));
-    cudaMalloc((void **) &d_out, max * sizeof(float));
-    for (int round = 0; round < 6; ++round) {
-        for (size_t n = 1; n <= max; n *= 16) {
-            for (int c = 0; c < 2; ++c) { /* on the world, blocking; on dup, non-blocking */
-                for (size_t i = 0; i < n; ++i) {
-                    h[i] = (float) ((rank + 1) * ((i + (size_t) round) % 7));
-                }
-                cudaMemcpy(d_in, h, n * sizeof(float), cudaMemcpyHostToDevice);
-                cudaMemset(d_out, 0xff, n * sizeof(float));
-                if (0 == c) {
-                    MPI_Allreduce(d_in, d_out, (int) n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-                } else {
-                    MPI_Iallreduce(d_in, d_out, (int) n, MPI_FLOAT, MPI_SUM, dup, &req);
-                    MPI_Wait(&req, MPI_STATUS_IGNORE);
-                }
-                cudaMemcpy(h, d_out, n * sizeof(float), cudaMemcpyDeviceToHost);
-                long bad = 0, first = -1;
-                for (size_t i = 0; i < n; ++i) {
-                    /* sum over ranks r of (r + 1) * k: small integers, exact in float */
-                    const float expect =
-                        (float) (size * (size + 1) / 2 * (int) ((i + (size_t) round) % 7));
-                    if (h[i] != expect) {
-                        first = first < 0 ? (long) i : first;
-                        ++bad;
-                    }
-                }
-                CHECK(0 == bad, "%s, round %d, %zu floats: %ld wrong elements, the first at %ld",
-                      0 == c ? "MPI_Allreduce on the world" : "MPI_Iallreduce on a dup", round, n,
-                      bad, first);
-            }
-        }
-    }
-    free(h);
-    cudaFree(d_in);
-    cudaFree(d_out);
-
-    int provided;
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
     const int transport = mt_comm_int_pvar(MPI_COMM_WORLD, "coll_gpu_transport");
     const int dup_transport = mt_comm_int_pvar(dup, "coll_gpu_transport");
+    int tdup_transport[NTHREADS];
+    for (int t = 0; threads && t < NTHREADS; ++t) {
+        tdup_transport[t] = mt_comm_int_pvar(tdup[t], "coll_gpu_transport");
+    }
     MPI_T_finalize();
     if (size > 1) {
         CHECK(transport == want,
@@ -181,13 +245,22 @@ int main(int argc, char **argv)
               "a dup that saw only non-blocking calls runs coll_gpu_transport %d after the "
               "ranks chose their GPUs, expected %d",
               dup_transport, want);
+        for (int t = 0; threads && t < NTHREADS; ++t) {
+            CHECK(tdup_transport[t] == want,
+                  "thread %d's dup runs coll_gpu_transport %d after the ranks chose their GPUs, "
+                  "expected %d",
+                  t, tdup_transport[t], want);
+        }
     }
 
     long total = 0;
     MPI_Reduce(&failures, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (0 == rank) {
-        printf("test_cuda_settle: np=%d transport %d (expected %d): %ld failures: %s\n", size,
-               transport, want, total, 0 == total ? "PASSED" : "FAILED");
+        printf("test_cuda_settle: np=%d%s transport %d (expected %d): %ld failures: %s\n", size,
+               threads ? " threads" : "", transport, want, total, 0 == total ? "PASSED" : "FAILED");
+    }
+    for (int t = 0; threads && t < NTHREADS; ++t) {
+        MPI_Comm_free(&tdup[t]);
     }
     MPI_Comm_free(&dup);
     MPI_Comm_free(&node);
