@@ -61,8 +61,8 @@ static cgpu_status_t allreduce_run(cgpu_comm_t *comm, const void *sbuf, void *rb
     /* up to 1 KiB of host memory on every rank: each writes its input where its peers read
      * it before it publishes the call, so the call check's one wait is the whole exchange
      * (the same on every rank: the bytes are compared, the rest is the communicator's) */
-    const bool small = NULL == po && count > 0 && bytes <= CGPU_SEG_EARLY_BYTES &&
-                       comm->size > 1 && NULL == comm->net;
+    const bool small = NULL == po && count > 0 && bytes <= CGPU_SEG_EARLY_BYTES && comm->size > 1 &&
+                       NULL == comm->net;
     cgpu_sig_t sig = reduction_sig(CGPU_CALL_ALLREDUCE, bytes, dt, op, -1);
     sig.host = NULL == po && host_bufs(comm, sbuf, rbuf, small);
     cgpu_status_t st =
@@ -134,7 +134,7 @@ static cgpu_status_t comm_scratch(cgpu_comm_t *comm, bool device, size_t bytes, 
 static bool scratch_on_device(const cgpu_comm_t *comm, const void *like)
 {
     int dev;
-    return CGPU_BACKEND_CUDA == comm->backend && NULL != like &&
+    return CGPU_BACKEND_CUDA == cgpu_comm_backend(comm) && NULL != like &&
            CGPU_BUF_HOST != cgpu_buf_kind(like, &dev);
 }
 

@@ -974,7 +974,7 @@ void cgpu_comm_describe(cgpu_comm_t *comm, const char *name, uint64_t id)
         .size = comm->size,
         .rank = comm->rank,
         .pid = (int64_t) getpid(),
-        .backend = CGPU_BACKEND_CUDA == comm->backend ? "cuda" : "host",
+        .backend = CGPU_BACKEND_CUDA == cgpu_comm_backend(comm) ? "cuda" : "host",
     };
     cgpu_prof_comm_init(&comm->prof, &info);
 }
@@ -1034,13 +1034,13 @@ bool cgpu_comm_busy(const cgpu_comm_t *comm)
 
 cgpu_backend_t cgpu_comm_backend(const cgpu_comm_t *comm)
 {
-    return comm->backend;
+    return __atomic_load_n(&comm->backend, __ATOMIC_ACQUIRE);
 }
 
 bool cgpu_comm_shares_device(const cgpu_comm_t *comm)
 {
     /* across nodes each node's ranks know only their own devices: no answer all agree on */
-    return CGPU_BACKEND_CUDA == comm->backend && NULL == comm->net &&
+    return CGPU_BACKEND_CUDA == cgpu_comm_backend(comm) && NULL == comm->net &&
            cgpu_cuda_comm_shares_device(comm);
 }
 

@@ -142,7 +142,10 @@ typedef struct cgpu_scratch {
 
 struct cgpu_comm {
     int magic;                   /* CGPU_COMM_ALIVE while usable */
-    cgpu_backend_t backend;      /* HOST or CUDA, agreed at create */
+    cgpu_backend_t backend;      /* HOST or CUDA, agreed at create; a settling communicator
+                                  * turns HOST into CUDA once, after its inboxes are made
+                                  * (release store, cgpu_settle.c), so readers that may run
+                                  * beside it (pvars) load it acquire: cgpu_comm_backend */
     int dev_share;               /* most ranks on one device (cuda, one node), from the
                                   * first exchange: the same on every rank */
     bool unsettled;              /* HOST only because a rank had not chosen its GPU at

@@ -71,11 +71,12 @@ cgpu_status_t cgpu_comm_settle(cgpu_comm_t *top, const cgpu_bootstrap_t *top_bs)
         st = CGPU_ERR_BOOTSTRAP;
         goto out;
     }
-    /* the backend is set only once the inboxes are connected: pvar readers load it */
+    /* the backend is set only once the inboxes are connected, with release: a pvar reader
+     * on another thread that loads CUDA (acquire, cgpu_comm_backend) sees them made */
     if (CGPU_BACKEND_CUDA == cgpu_comm_plan_devices(comm, all, sizeof(*all))) {
         st = cgpu_comm_connect_cuda(comm, bs, verdicts);
         if (CGPU_OK == st) {
-            comm->backend = CGPU_BACKEND_CUDA;
+            __atomic_store_n(&comm->backend, CGPU_BACKEND_CUDA, __ATOMIC_RELEASE);
         } else {
             /* every rank saw the same failure: the host backend goes on serving */
             cgpu_cuda_comm_destroy(comm);
