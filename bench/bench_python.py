@@ -31,7 +31,9 @@ Under bench/pmpi_probe.so only the `<lib>_buf_us` loops are counted (MPI_Pcontro
 bench_colls' timed loops are: bench/probe_split.py sets the two runs' files side by side.
 With --c-loop bench/c_loop.so (make bench/c_loop.so), also `<lib>_cloop_us`: the same calls
 on the same buffers in a loop written in C, called once from this process (ctypes), so that
-what the interpreter adds at each call and what a Python process costs come apart.
+what the interpreter adds at each call and what a Python process costs come apart;
+--c-loop-touch B: that loop writes B bytes of its own between two calls (caches evicted as
+an interpreter's work would), and the column is its time less that of the writes alone.
 
 --cycles N: instead, N cycles of a new communicator (MPI_Comm_split into pairs of ranks, then
 MPI_Comm_dup of the world), its first MPI_Allreduce of 8 bytes (a CuPy array where CuPy and
@@ -58,6 +60,8 @@ ap.add_argument("--colls", action="store_true")
 ap.add_argument("--world-first", action="store_true")
 ap.add_argument("--libs", default="", help="--colls: only these libraries (comma-separated)")
 ap.add_argument("--c-loop", default="", help="--colls: bench/c_loop.so, the loop in C as well")
+ap.add_argument("--c-loop-touch", type=int, default=0,
+                help="--c-loop: bytes the C loop writes between two calls (0: none)")
 args = ap.parse_args()
 
 import numpy as np  # noqa: E402
@@ -246,16 +250,17 @@ def c_loop_timer(path):
     """timed() for the loop of bench/c_loop.so: (which, send, recv, nsend, nrecv, sync) -> us."""
     import ctypes
     f = ctypes.CDLL(path).cgpu_c_loop
-    f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 4
+    f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 4 + \
+        [ctypes.c_long]
     f.restype = ctypes.c_int
     fcomm = comm.py2f()
 
     def run(which, s, r, ns, nr, iters):
-        rc = f(which, s.address, r.address, ns, nr, fcomm, iters)
+        rc = f(which, s.address, r.address, ns, nr, fcomm, iters, args.c_loop_touch)
         if rc != MPI.SUCCESS:
             raise RuntimeError(f"c_loop: MPI error {rc}")
 
-    def timer(which, s, r, ns, nr, sync):
+    def loop_us(which, s, r, ns, nr, sync):
         run(which, s, r, ns, nr, max(10, args.iters // 10))  # the warm-up timed() has
         sync()
         comm.Barrier()
@@ -263,6 +268,11 @@ def c_loop_timer(path):
         run(which, s, r, ns, nr, args.iters)
         sync()
         return comm.allreduce((time.perf_counter() - t0) / args.iters * 1e6, op=MPI.MAX)
+
+    def timer(which, s, r, ns, nr, sync):
+        # with writes between the calls, less their own time (which -1: the writes alone)
+        alone = loop_us(-1, s, r, ns, nr, sync) if args.c_loop_touch > 0 else 0.0
+        return loop_us(which, s, r, ns, nr, sync) - alone
     return timer
 
 
