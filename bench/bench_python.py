@@ -80,21 +80,28 @@ LEVELS = {MPI.THREAD_SINGLE: "single", MPI.THREAD_FUNNELED: "funneled",
           MPI.THREAD_SERIALIZED: "serialized", MPI.THREAD_MULTIPLE: "multiple"}
 
 
-def timed(step, sync, iters, probe=False):
-    """The slowest rank's mean latency of step(), in microseconds. With probe, a profiling
-    tool (bench/pmpi_probe.so) counts the timed calls."""
-    for _ in range(max(10, iters // 10)):
-        step()
+def timed_runs(run, sync, iters, probe=False):
+    """The slowest rank's mean latency of a call, in microseconds, where run(n) makes n calls
+    (a warm-up of iters / 10, at least 10, then iters timed). With probe, a profiling tool
+    (bench/pmpi_probe.so) counts the timed calls."""
+    run(max(10, iters // 10))
     sync()
     comm.Barrier()
     MPI.Pcontrol(int(probe))
     t0 = time.perf_counter()
-    for _ in range(iters):
-        step()
+    run(iters)
     sync()
     us = (time.perf_counter() - t0) / iters * 1e6
     MPI.Pcontrol(0)
     return comm.allreduce(us, op=MPI.MAX)
+
+
+def timed(step, sync, iters, probe=False):
+    """timed_runs of step(), called from Python."""
+    def run(n):
+        for _ in range(n):
+            step()
+    return timed_runs(run, sync, iters, probe)
 
 
 def gpu_setup(want_nccl=True):
@@ -247,7 +254,7 @@ def coll_cases(nbytes):
 
 
 def c_loop_timer(path):
-    """timed() for the loop of bench/c_loop.so: (which, send, recv, nsend, nrecv, sync) -> us."""
+    """timed_runs for the loop of bench/c_loop.so: (which, send, recv, nsend, nrecv, sync) -> us."""
     import ctypes
     f = ctypes.CDLL(path).cgpu_c_loop
     f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 4 + \
@@ -261,13 +268,7 @@ def c_loop_timer(path):
             raise RuntimeError(f"c_loop: MPI error {rc}")
 
     def loop_us(which, s, r, ns, nr, sync):
-        run(which, s, r, ns, nr, max(10, args.iters // 10))  # the warm-up timed() has
-        sync()
-        comm.Barrier()
-        t0 = time.perf_counter()
-        run(which, s, r, ns, nr, args.iters)
-        sync()
-        return comm.allreduce((time.perf_counter() - t0) / args.iters * 1e6, op=MPI.MAX)
+        return timed_runs(lambda n: run(which, s, r, ns, nr, n), sync, args.iters)
 
     def timer(which, s, r, ns, nr, sync):
         # with writes between the calls, less their own time (which -1: the writes alone)

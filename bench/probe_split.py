@@ -80,7 +80,10 @@ def main():
     cols += ("cloop", "gap_proc") if cloop else ()
     print(f"{'coll':>14} {'bytes':>8} " + " ".join(f"{k:>8}" for k in cols))
     rows = []
-    for key in sorted(set(c) & set(py) & set(cin) & set(pin) & (set(cloop) or set(c))):
+    keys = set(c) & set(py) & set(cin) & set(pin)
+    if cloop:
+        keys &= set(cloop)
+    for key in sorted(keys):
         v = (c[key], cin[key], py[key], pin[key])
         row = v + (v[2] - v[3], v[2] - v[0], v[3] - v[1])
         row += (cloop[key], cloop[key] - v[0]) if cloop else ()

@@ -210,7 +210,8 @@ int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf);
  * (coll_gpu_bootstrap.c) */
 void mca_coll_gpu_create(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs);
 /* a communicator set up before its ranks chose GPUs: ask again through @p bs, maybe take the
- * cuda backend (collective: at every engine call in call order, cgpu_comm_settle) */
+ * cuda backend (collective: called at every engine call of a ready module, in call order;
+ * returns at once once the communicator is settled; cgpu_comm_settle) */
 void mca_coll_gpu_settle(mca_coll_gpu_module_t *m, const void *buf, const cgpu_bootstrap_t *bs);
 
 /* bootstrap over the previous module (coll_gpu_bootstrap.c) */

@@ -180,8 +180,7 @@ static void run_one(mca_coll_gpu_request_t *r, const cgpu_bootstrap_t *bs)
     }
     if (r->create) {
         mca_coll_gpu_create(m, r->create_buf, bs);
-    } else if (CGPU_MODULE_READY == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE) &&
-               cgpu_comm_unsettled(m->ecomm)) {
+    } else if (CGPU_MODULE_READY == __atomic_load_n(&m->state, __ATOMIC_ACQUIRE)) {
         /* in call order, as the blocking path; asked here, not at the post, where a rank
          * whose worker has not finished the set-up yet would answer otherwise */
         mca_coll_gpu_settle(m, r->create_buf, bs);
@@ -398,8 +397,8 @@ int mca_coll_gpu_lazy_init(mca_coll_gpu_module_t *m, const void *buf)
     const int state = __atomic_load_n(&m->state, __ATOMIC_ACQUIRE);
     if (CGPU_MODULE_UNINIT == state) {
         mca_coll_gpu_create(m, buf, &m->bootstrap);
-    } else if (CGPU_MODULE_READY == state && cgpu_comm_unsettled(m->ecomm)) {
-        mca_coll_gpu_settle(m, buf, &m->bootstrap);
+    } else if (CGPU_MODULE_READY == state) {
+        mca_coll_gpu_settle(m, buf, &m->bootstrap); /* a load and back, once settled */
     }
     return OMPI_SUCCESS;
 }
