@@ -40,6 +40,8 @@
 #                (default "default": no extra arguments)
 #   REPEAT       bench, osu: rounds over VARIANTS, which alternate within a round; probe: rounds;
 #                test: runs of each test (default 1)
+#   PROBE_ARGS   probe: more bench_python.py arguments (e.g. "--c-loop-touch 1048576")
+#   PROBE_LEVELS probe: the thread levels (default "single multiple")
 #   build:  CUDA_ARCH   nvcc arch flags (default "-gencode arch=compute_90,code=sm_90", H100/H200)
 #           MAKE_JOBS   (default: the machine's cores)
 #   test:   TEST_ONLY   an extended regex of the test names to run (default: all; the names
@@ -56,7 +58,9 @@
 #                       buffers), proxy (bench_proxy over tcp and shm), ceiling (bench_ceiling:
 #                       the node's copy ceilings, one process on every GPU), sliced
 #                       (bench_sliced_copies: which copies wait for a time slice where 2
-#                       and 4 processes share GPU 0 without MPS) (default colls)
+#                       and 4 processes share GPU 0 without MPS), order (bench_order:
+#                       the host's cost of ordering a call after the default stream)
+#                       (default colls)
 #   osu:    OSU_PROGS   programs (default: osu_allreduce osu_reduce osu_bcast osu_allgather
 #                       osu_alltoall osu_reduce_scatter_block osu_iallreduce osu_ialltoall)
 #           OSU_NP      ranks (default 2)
@@ -292,7 +296,10 @@ if has bench; then
                         timeout -k 5 120 bench/bench_sliced_copies $np
                     done 2>&1 | tee "$log/bench_sliced_copies_$sfx.txt"
                     ;;
-                *) echo "bench: unknown program '$p' (colls scan ras_poll proxy ceiling sliced)" ;;
+                order)
+                    timeout -k 5 120 bench/bench_order 2>&1 | tee "$log/bench_order_$sfx.txt"
+                    ;;
+                *) echo "bench: unknown program '$p' (colls scan ras_poll proxy ceiling sliced order)" ;;
                 esac
             done
         done
@@ -322,15 +329,16 @@ if has probe; then
     make bench/pmpi_probe.so bench/c_loop.so > "$log/probe_build.log" 2>&1 || echo "probe: make failed"
     P=(-x LD_PRELOAD="$PWD/bench/pmpi_probe.so" -x CGPU_PROBE_OUT)
     for r in $(seq "${REPEAT:-1}"); do
-        for th in single multiple; do
+        for th in ${PROBE_LEVELS:-single multiple}; do
             f=$log/probe_${th}_r$r
             echo "## probe: bench_colls, then bench_python.py --colls --libs cupy, MPI_THREAD_$th, round $r"
             CGPU_PROBE_OUT=$f.c CGPU_BENCH_THREAD=$th timeout -k 5 300 "${MPIRUN[@]}" -np 2 \
                 -x CGPU_BENCH_THREAD "${P[@]}" bench/bench_colls \
                 allreduce,alltoall,allgather,reduce_scatter,bcast,reduce 65536 8 > "$f.c.txt" 2>&1
+            # shellcheck disable=SC2086 # PROBE_ARGS: one word an argument
             CGPU_PROBE_OUT=$f.py timeout -k 5 300 "${MPIRUN[@]}" -np 2 "${P[@]}" python3 \
                 bench/bench_python.py --colls --libs cupy --c-loop bench/c_loop.so --thread $th \
-                < /dev/null > "$f.py.txt" 2>&1
+                ${PROBE_ARGS:-} < /dev/null > "$f.py.txt" 2>&1
             python3 bench/probe_split.py "$f.c.txt" "$f.c" "$f.py.txt" "$f.py" || echo "probe: no split ($f.*)"
         done
     done 2>&1 | tee "$log/probe.txt"
