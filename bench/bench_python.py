@@ -33,7 +33,9 @@ With --c-loop bench/c_loop.so (make bench/c_loop.so), also `<lib>_cloop_us`: the
 on the same buffers in a loop written in C, called once from this process (ctypes), so that
 what the interpreter adds at each call and what a Python process costs come apart;
 --c-loop-touch B: that loop writes B bytes of its own between two calls (caches evicted as
-an interpreter's work would), and the column is its time less that of the writes alone.
+an interpreter's work would), and the column is its time less that of the writes alone;
+--c-loop-wait NS:SPREAD: that loop spins NS +- SPREAD ns between two calls (uneven gaps, as an
+interpreter's are), the column again less the spins' own time.
 
 --cycles N: instead, N cycles of a new communicator (MPI_Comm_split into pairs of ranks, then
 MPI_Comm_dup of the world), its first MPI_Allreduce of 8 bytes (a CuPy array where CuPy and
@@ -62,6 +64,9 @@ ap.add_argument("--libs", default="", help="--colls: only these libraries (comma
 ap.add_argument("--c-loop", default="", help="--colls: bench/c_loop.so, the loop in C as well")
 ap.add_argument("--c-loop-touch", type=int, default=0,
                 help="--c-loop: bytes the C loop writes between two calls (0: none)")
+ap.add_argument("--c-loop-wait", default="0",
+                help="--c-loop: NS[:SPREAD], the C loop spins between two calls for NS +- SPREAD "
+                     "ns, drawn evenly at each call (0: none)")
 args = ap.parse_args()
 
 import numpy as np  # noqa: E402
@@ -258,12 +263,13 @@ def c_loop_timer(path):
     import ctypes
     f = ctypes.CDLL(path).cgpu_c_loop
     f.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int] * 4 + \
-        [ctypes.c_long]
+        [ctypes.c_long] * 3
     f.restype = ctypes.c_int
     fcomm = comm.py2f()
+    wait, spread = (int(x or 0) for x in (args.c_loop_wait.split(":") + ["0"])[:2])
 
     def run(which, s, r, ns, nr, iters):
-        rc = f(which, s.address, r.address, ns, nr, fcomm, iters, args.c_loop_touch)
+        rc = f(which, s.address, r.address, ns, nr, fcomm, iters, args.c_loop_touch, wait, spread)
         if rc != MPI.SUCCESS:
             raise RuntimeError(f"c_loop: MPI error {rc}")
 
@@ -271,8 +277,8 @@ def c_loop_timer(path):
         return timed_runs(lambda n: run(which, s, r, ns, nr, n), sync, args.iters)
 
     def timer(which, s, r, ns, nr, sync):
-        # with writes between the calls, less their own time (which -1: the writes alone)
-        alone = loop_us(-1, s, r, ns, nr, sync) if args.c_loop_touch > 0 else 0.0
+        # with writes or waits between the calls, less their own time (which -1: those alone)
+        alone = loop_us(-1, s, r, ns, nr, sync) if args.c_loop_touch > 0 or wait > 0 else 0.0
         return loop_us(which, s, r, ns, nr, sync) - alone
     return timer
 

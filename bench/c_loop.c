@@ -11,13 +11,20 @@
  * With touch_bytes > 0 the loop also writes that many bytes of its own between two calls, a
  * cache line apart, as an interpreter's work between calls would evict what the call left
  * in the caches: whether that alone makes the calls as slow as mpi4py's loop.
+ *
+ * With wait_ns > 0 it also spins between two calls for a time drawn evenly from
+ * wait_ns +- spread_ns (the same draws at every call of the function), as an interpreter's
+ * time between calls varies from call to call: a rank that comes late makes the other
+ * wait inside the collective, so uneven gaps alone lengthen every rank's calls.
  */
 #include <mpi.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* The collectives in bench_python's order; float32, sum, root 0, counts as it passes them:
- * nsend and nrecv are the two buffers' floats. L_NONE: no call, the writes alone (their
- * own time, to subtract). */
+ * nsend and nrecv are the two buffers' floats. L_NONE: no call, the writes and waits alone
+ * (their own time, to subtract). */
 enum { L_NONE = -1, L_ALLREDUCE, L_ALLTOALL, L_ALLGATHER, L_REDUCE_SCATTER, L_BCAST, L_REDUCE };
 
 /* Writes @p bytes of a buffer kept for the process, a cache line apart. */
@@ -35,16 +42,39 @@ static void touch(size_t bytes)
     }
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t) t.tv_sec * 1000000000u + (uint64_t) t.tv_nsec;
+}
+
+/* Spins for a time drawn evenly from [wait - spread, wait + spread] ns (@p seed: the draws) */
+static void spin(long wait, long spread, uint64_t *seed)
+{
+    *seed = *seed * 6364136223846793005u + 1442695040888963407u;
+    const long span = 2 * spread + 1;
+    const long ns = wait - spread + (spread > 0 ? (long) ((*seed >> 33) % (uint64_t) span) : 0);
+    const uint64_t end = now_ns() + (uint64_t) (ns > 0 ? ns : 0);
+    while (now_ns() < end) {
+    }
+}
+
 int cgpu_c_loop(int which, const void *s, void *r, int nsend, int nrecv, MPI_Fint fcomm, int iters,
-                long touch_bytes)
+                long touch_bytes, long wait_ns, long spread_ns)
 {
     const MPI_Comm comm = MPI_Comm_f2c(fcomm);
-    int size = 1;
+    int size = 1, rank = 0;
     MPI_Comm_size(comm, &size);
+    MPI_Comm_rank(comm, &rank);
+    uint64_t seed = 0x9e3779b97f4a7c15u * (uint64_t) (rank + 1); /* each rank its own draws */
     int rc = MPI_SUCCESS;
     for (int i = 0; i < iters && MPI_SUCCESS == rc; ++i) {
         if (touch_bytes > 0) {
             touch((size_t) touch_bytes);
+        }
+        if (wait_ns > 0) {
+            spin(wait_ns, spread_ns, &seed);
         }
         switch (which) {
         case L_ALLREDUCE:
