@@ -8,10 +8,13 @@
 //             coll_gpu_cuda_stream_order event does before a small call)
 //   poll      cudaEventRecord on the legacy stream, then cudaEventQuery until it is done
 //   query     cudaStreamQuery(cudaStreamLegacy) alone
+//   pointer   cuPointerGetAttributes of a device pointer (memory type, managed, ordinal), as
+//             coll/gpu asks for each buffer
 // each with the GPU idle and with a kernel spinning on a non-blocking stream (as the
 // resident kernel does between calls). Then what the query answers while a kernel runs
 // on the legacy stream, on a blocking stream and on a non-blocking stream: whether it
 // covers the work the legacy stream is ordered after (every blocking stream's).
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -42,8 +45,24 @@ static double now_us()
         .count();
 }
 
-enum { EVENT, POLL, QUERY, NKINDS };
-static const char *const kind_name[NKINDS] = {"event", "poll", "query"};
+enum { EVENT, POLL, QUERY, POINTER, NKINDS };
+static const char *const kind_name[NKINDS] = {"event", "poll", "query", "pointer"};
+
+static void *dev_buf;
+
+static void pointer_attrs()
+{
+    CUpointer_attribute what[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+    unsigned int type = 0, managed = 0;
+    int ordinal = -1;
+    void *data[3] = {&type, &managed, &ordinal};
+    if (CUDA_SUCCESS != cuPointerGetAttributes(3, what, data, (CUdeviceptr) dev_buf) ||
+        CU_MEMORYTYPE_DEVICE != type) {
+        std::fprintf(stderr, "bench_order: cuPointerGetAttributes failed\n");
+        std::exit(1);
+    }
+}
 
 static double per_call_us(int kind, cudaEvent_t ev, int calls)
 {
@@ -51,6 +70,10 @@ static double per_call_us(int kind, cudaEvent_t ev, int calls)
     for (int i = -calls / 10; i < calls; ++i) {  // a tenth of warm-up calls
         if (0 == i) {
             t0 = now_us();
+        }
+        if (POINTER == kind) {
+            pointer_attrs();
+            continue;
         }
         if (QUERY == kind) {
             cudaError_t e = cudaStreamQuery(cudaStreamLegacy);
@@ -112,6 +135,7 @@ int main(int argc, char **argv)
     cudaStream_t nb, bl;
     CHECK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
     CHECK(cudaStreamCreateWithFlags(&bl, cudaStreamDefault));
+    CHECK(cudaMalloc(&dev_buf, 1 << 20));
     int *stop_h = nullptr;
     CHECK(cudaHostAlloc((void **) &stop_h, sizeof(int), cudaHostAllocMapped));
     volatile int *stop = stop_h;
@@ -141,6 +165,7 @@ int main(int argc, char **argv)
                     o.name, answer);
     }
     CHECK(cudaFreeHost(stop_h));
+    CHECK(cudaFree(dev_buf));
     CHECK(cudaStreamDestroy(nb));
     CHECK(cudaStreamDestroy(bl));
     CHECK(cudaEventDestroy(ev));
