@@ -82,29 +82,57 @@ static void host_call(MPI_Comm comm, int nonblocking)
           nonblocking ? "iallreduce" : "allreduce", sum, size);
 }
 
+enum { MAX_FLOATS = 1 << 20 };
+
+/* What one caller of device_rounds works on, made before any thread starts and freed after
+ * all have ended: with threads, no cudaMalloc, cudaFree or synchronous legacy-stream copy
+ * may run while a collective is in flight on another thread (README, Limits: such a call
+ * waits for our kernels, which wait for a peer that may be held the same way). Copies go on
+ * a non-blocking stream of the caller's own, from pinned memory, synchronized on that
+ * stream alone before each collective. */
+typedef struct {
+    cudaStream_t stream;
+    float *h, *d_in, *d_out;
+} rounds_mem_t;
+
+static int rounds_mem_make(rounds_mem_t *m)
+{
+    return cudaSuccess == cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) &&
+           cudaSuccess == cudaMallocHost((void **) &m->h, MAX_FLOATS * sizeof(float)) &&
+           cudaSuccess == cudaMalloc((void **) &m->d_in, MAX_FLOATS * sizeof(float)) &&
+           cudaSuccess == cudaMalloc((void **) &m->d_out, MAX_FLOATS * sizeof(float));
+}
+
+static void rounds_mem_free(rounds_mem_t *m)
+{
+    cudaFreeHost(m->h);
+    cudaFree(m->d_in);
+    cudaFree(m->d_out);
+    cudaStreamDestroy(m->stream);
+}
+
 /* Device allreduces of 1 float to 1 Mi floats on @p comm, 6 rounds, each result against the
  * sum computed on the host. */
-static void device_rounds(MPI_Comm comm, int nonblocking, const char *what)
+static void device_rounds(MPI_Comm comm, int nonblocking, const char *what, const rounds_mem_t *m)
 {
-    const size_t max = 1 << 20;
-    float *h = malloc(max * sizeof(float)), *d_in = NULL, *d_out = NULL;
-    cudaMalloc((void **) &d_in, max * sizeof(float));
-    cudaMalloc((void **) &d_out, max * sizeof(float));
+    float *h = m->h;
     for (int round = 0; round < 6; ++round) {
-        for (size_t n = 1; n <= max; n *= 16) {
+        for (size_t n = 1; n <= MAX_FLOATS; n *= 16) {
             for (size_t i = 0; i < n; ++i) {
                 h[i] = (float) ((rank + 1) * ((i + (size_t) round) % 7));
             }
-            cudaMemcpy(d_in, h, n * sizeof(float), cudaMemcpyHostToDevice);
-            cudaMemset(d_out, 0xff, n * sizeof(float));
+            cudaMemcpyAsync(m->d_in, h, n * sizeof(float), cudaMemcpyHostToDevice, m->stream);
+            cudaMemsetAsync(m->d_out, 0xff, n * sizeof(float), m->stream);
+            cudaStreamSynchronize(m->stream);
             if (nonblocking) {
                 MPI_Request req;
-                MPI_Iallreduce(d_in, d_out, (int) n, MPI_FLOAT, MPI_SUM, comm, &req);
+                MPI_Iallreduce(m->d_in, m->d_out, (int) n, MPI_FLOAT, MPI_SUM, comm, &req);
                 MPI_Wait(&req, MPI_STATUS_IGNORE);
             } else {
-                MPI_Allreduce(d_in, d_out, (int) n, MPI_FLOAT, MPI_SUM, comm);
+                MPI_Allreduce(m->d_in, m->d_out, (int) n, MPI_FLOAT, MPI_SUM, comm);
             }
-            cudaMemcpy(h, d_out, n * sizeof(float), cudaMemcpyDeviceToHost);
+            cudaMemcpyAsync(h, m->d_out, n * sizeof(float), cudaMemcpyDeviceToHost, m->stream);
+            cudaStreamSynchronize(m->stream);
             long bad = 0, first = -1;
             for (size_t i = 0; i < n; ++i) {
                 /* sum over ranks r of (r + 1) * k: small integers, exact in float */
@@ -119,14 +147,12 @@ static void device_rounds(MPI_Comm comm, int nonblocking, const char *what)
                   round, n, bad, first);
         }
     }
-    free(h);
-    cudaFree(d_in);
-    cudaFree(d_out);
 }
 
 typedef struct {
     MPI_Comm comm;
     int index;
+    const rounds_mem_t *mem;
 } thread_arg_t;
 
 static void *thread_main(void *p)
@@ -136,7 +162,7 @@ static void *thread_main(void *p)
     char what[64];
     snprintf(what, sizeof(what), "thread %d's dup (%s)", a->index,
              a->index % 2 ? "MPI_Iallreduce" : "MPI_Allreduce");
-    device_rounds(a->comm, a->index % 2, what);
+    device_rounds(a->comm, a->index % 2, what, a->mem);
     return NULL;
 }
 
@@ -214,18 +240,31 @@ int main(int argc, char **argv)
 
     /* the threads' dups all at once, their questions concurrent; the world and the
      * non-blocking dup meanwhile on this thread */
+    rounds_mem_t mem[NTHREADS + 1];
+    const int nmem = threads ? NTHREADS + 1 : 1;
+    int made = 0;
+    for (int i = 0; i < nmem; ++i) {
+        made += rounds_mem_make(&mem[i]);
+    }
+    CHECK(made == nmem, "device memory for %d callers: %d made", nmem, made);
+    if (made != nmem) {
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     pthread_t tid[NTHREADS];
     thread_arg_t targ[NTHREADS];
     int started = 0;
     for (int t = 0; threads && t < NTHREADS; ++t) {
-        targ[t] = (thread_arg_t){tdup[t], t};
+        targ[t] = (thread_arg_t){tdup[t], t, &mem[1 + t]};
         started += 0 == pthread_create(&tid[t], NULL, thread_main, &targ[t]);
     }
     CHECK(started == (threads ? NTHREADS : 0), "%d of %d threads started", started, NTHREADS);
-    device_rounds(MPI_COMM_WORLD, 0, "MPI_Allreduce on the world");
-    device_rounds(dup, 1, "MPI_Iallreduce on a dup");
+    device_rounds(MPI_COMM_WORLD, 0, "MPI_Allreduce on the world", &mem[0]);
+    device_rounds(dup, 1, "MPI_Iallreduce on a dup", &mem[0]);
     for (int t = 0; t < started; ++t) {
         pthread_join(tid[t], NULL);
+    }
+    for (int i = 0; i < nmem; ++i) {
+        rounds_mem_free(&mem[i]);
     }
 
     MPI_T_init_thread(MPI_THREAD_SINGLE, &provided);
