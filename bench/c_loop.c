@@ -20,7 +20,6 @@
 #include <mpi.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
 
 /* The collectives in bench_python's order; float32, sum, root 0, counts as it passes them:
  * nsend and nrecv are the two buffers' floats. L_NONE: no call, the writes and waits alone
@@ -42,21 +41,14 @@ static void touch(size_t bytes)
     }
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t) t.tv_sec * 1000000000u + (uint64_t) t.tv_nsec;
-}
-
 /* Spins for a time drawn evenly from [wait - spread, wait + spread] ns (@p seed: the draws) */
 static void spin(long wait, long spread, uint64_t *seed)
 {
     *seed = *seed * 6364136223846793005u + 1442695040888963407u;
     const long span = 2 * spread + 1;
     const long ns = wait - spread + (spread > 0 ? (long) ((*seed >> 33) % (uint64_t) span) : 0);
-    const uint64_t end = now_ns() + (uint64_t) (ns > 0 ? ns : 0);
-    while (now_ns() < end) {
+    const double end = MPI_Wtime() + (ns > 0 ? (double) ns * 1e-9 : 0.0);
+    while (MPI_Wtime() < end) {
     }
 }
 

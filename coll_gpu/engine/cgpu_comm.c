@@ -1034,7 +1034,7 @@ bool cgpu_comm_busy(const cgpu_comm_t *comm)
 
 cgpu_backend_t cgpu_comm_backend(const cgpu_comm_t *comm)
 {
-    return __atomic_load_n(&comm->backend, __ATOMIC_ACQUIRE);
+    return cgpu_backend_now(comm);
 }
 
 bool cgpu_comm_shares_device(const cgpu_comm_t *comm)

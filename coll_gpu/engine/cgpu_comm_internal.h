@@ -145,7 +145,7 @@ struct cgpu_comm {
     cgpu_backend_t backend;      /* HOST or CUDA, agreed at create; a settling communicator
                                   * turns HOST into CUDA once, after its inboxes are made
                                   * (release store, cgpu_settle.c), so readers that may run
-                                  * beside it (pvars) load it acquire: cgpu_comm_backend */
+                                  * beside it (pvars) load it acquire: cgpu_backend_now */
     int dev_share;               /* most ranks on one device (cuda, one node), from the
                                   * first exchange: the same on every rank */
     bool unsettled;              /* HOST only because a rank had not chosen its GPU at
@@ -410,5 +410,12 @@ static inline char *cgpu_seg_early(cgpu_comm_t *comm, int rank, uint64_t s)
  * order into @p rbuf. */
 cgpu_status_t cgpu_host_oneshot_allreduce(cgpu_comm_t *comm, void *rbuf, size_t count,
                                           cgpu_dtype_t dt, cgpu_op_t op);
+
+/* The communicator's backend, loaded acquire (it may turn HOST into CUDA beside the reader,
+ * see `backend`); inline for the path choice every call makes (cgpu_path_of) */
+static inline cgpu_backend_t cgpu_backend_now(const cgpu_comm_t *comm)
+{
+    return __atomic_load_n(&comm->backend, __ATOMIC_ACQUIRE);
+}
 
 #endif /* CGPU_COMM_INTERNAL_H */

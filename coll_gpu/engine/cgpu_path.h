@@ -57,9 +57,7 @@ static inline const cgpu_path_ops_t *cgpu_path_of(const cgpu_comm_t *comm)
     if (NULL != comm->net) {
         return &cgpu_path_net;
     }
-    /* as cgpu_comm_backend, inline: every call asks */
-    return CGPU_BACKEND_CUDA == __atomic_load_n(&comm->backend, __ATOMIC_ACQUIRE) ? &cgpu_path_cuda
-                                                                                  : &cgpu_path_host;
+    return CGPU_BACKEND_CUDA == cgpu_backend_now(comm) ? &cgpu_path_cuda : &cgpu_path_host;
 }
 
 /** The path of the call @p comm runs now: the host path where the call check found host
