@@ -26,15 +26,7 @@
 #define UNROLL 4 /* 16-byte loads in flight per thread before its stores: hides link latency */
 #define WARMUP 2
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (cudaSuccess != e_) {                                                                   \
-            fprintf(stderr, "bench_ceiling: %s:%d %s: %s\n", __FILE__, __LINE__, #call,            \
-                    cudaGetErrorString(e_));                                                       \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "bench_cuda_check.h"
 
 /* The word k of GPU g's source. An odd multiplier of g: two GPUs' patterns, and a pattern and its
  * poison (+1), differ at every word, so a copy from the wrong source, or shifted, is caught

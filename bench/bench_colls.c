@@ -41,15 +41,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#define CK(call)                                                                          \
-    do {                                                                                  \
-        cudaError_t e_ = (call);                                                          \
-        if (cudaSuccess != e_) {                                                          \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,                  \
-                    cudaGetErrorString(e_));                                              \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                 \
-        }                                                                                 \
-    } while (0)
+#define BENCH_CK_ABORT() MPI_Abort(MPI_COMM_WORLD, 1)
+#include "bench_cuda_check.h"
 #define NK(call)                                                                          \
     do {                                                                                  \
         ncclResult_t r_ = (call);                                                         \

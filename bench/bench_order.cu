@@ -21,14 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHECK(x)                                                                           \
-    do {                                                                                   \
-        cudaError_t e_ = (x);                                                              \
-        if (cudaSuccess != e_) {                                                           \
-            std::fprintf(stderr, "bench_order: %s: %s\n", #x, cudaGetErrorString(e_));     \
-            std::exit(1);                                                                  \
-        }                                                                                  \
-    } while (0)
+#include "bench_cuda_check.h"
 
 // spins until the host writes a nonzero stop word (mapped host memory)
 __global__ void spin(volatile int *stop)
@@ -52,7 +45,8 @@ static void *dev_buf;
 
 static void pointer_attrs()
 {
-    CUpointer_attribute what[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+    CUpointer_attribute what[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                   CU_POINTER_ATTRIBUTE_IS_MANAGED,
                                    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
     unsigned int type = 0, managed = 0;
     int ordinal = -1;
@@ -67,7 +61,7 @@ static void pointer_attrs()
 static double per_call_us(int kind, cudaEvent_t ev, int calls)
 {
     double t0 = 0;
-    for (int i = -calls / 10; i < calls; ++i) {  // a tenth of warm-up calls
+    for (int i = -calls / 10; i < calls; ++i) { // a tenth of warm-up calls
         if (0 == i) {
             t0 = now_us();
         }
@@ -78,18 +72,18 @@ static double per_call_us(int kind, cudaEvent_t ev, int calls)
         if (QUERY == kind) {
             cudaError_t e = cudaStreamQuery(cudaStreamLegacy);
             if (cudaSuccess != e && cudaErrorNotReady != e) {
-                CHECK(e);
+                CK(e);
             }
             continue;
         }
-        CHECK(cudaEventRecord(ev, cudaStreamLegacy));
+        CK(cudaEventRecord(ev, cudaStreamLegacy));
         if (EVENT == kind) {
-            CHECK(cudaEventSynchronize(ev));
+            CK(cudaEventSynchronize(ev));
         } else {
             cudaError_t e;
             while (cudaErrorNotReady == (e = cudaEventQuery(ev))) {
             }
-            CHECK(e);
+            CK(e);
         }
     }
     return (now_us() - t0) / calls;
@@ -100,9 +94,9 @@ static volatile int *start_spin(cudaStream_t s, volatile int *stop)
 {
     *stop = 0;
     int *d = nullptr;
-    CHECK(cudaHostGetDevicePointer((void **) &d, (void *) stop, 0));
+    CK(cudaHostGetDevicePointer((void **) &d, (void *) stop, 0));
     spin<<<1, 1, 0, s>>>(d);
-    CHECK(cudaGetLastError());
+    CK(cudaGetLastError());
     return stop;
 }
 
@@ -112,7 +106,7 @@ static const char *query_now()
     if (cudaErrorNotReady == e) {
         return "not ready";
     }
-    CHECK(e);
+    CK(e);
     return "done";
 }
 
@@ -129,15 +123,15 @@ int main(int argc, char **argv)
         return 0;
     }
     cudaDeviceProp prop;
-    CHECK(cudaGetDeviceProperties(&prop, 0));
+    CK(cudaGetDeviceProperties(&prop, 0));
     cudaEvent_t ev;
-    CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     cudaStream_t nb, bl;
-    CHECK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
-    CHECK(cudaStreamCreateWithFlags(&bl, cudaStreamDefault));
-    CHECK(cudaMalloc(&dev_buf, 1 << 20));
+    CK(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&bl, cudaStreamDefault));
+    CK(cudaMalloc(&dev_buf, 1 << 20));
     int *stop_h = nullptr;
-    CHECK(cudaHostAlloc((void **) &stop_h, sizeof(int), cudaHostAllocMapped));
+    CK(cudaHostAlloc((void **) &stop_h, sizeof(int), cudaHostAllocMapped));
     volatile int *stop = stop_h;
 
     std::printf("# bench_order: %s, %d calls a figure, us a call (host time)\n", prop.name, calls);
@@ -147,7 +141,7 @@ int main(int argc, char **argv)
         start_spin(nb, stop);
         const double busy = per_call_us(k, ev, calls);
         *stop = 1;
-        CHECK(cudaStreamSynchronize(nb));
+        CK(cudaStreamSynchronize(nb));
         std::printf("%-8s %12.3f %22.3f\n", kind_name[k], idle, busy);
     }
 
@@ -155,19 +149,20 @@ int main(int argc, char **argv)
     const struct {
         const char *name;
         cudaStream_t s;
-    } on[] = {{"legacy stream", cudaStreamLegacy}, {"blocking stream", bl}, {"non-blocking stream", nb}};
+    } on[] = {
+        {"legacy stream", cudaStreamLegacy}, {"blocking stream", bl}, {"non-blocking stream", nb}};
     for (const auto &o : on) {
         start_spin(o.s, stop);
         const char *answer = query_now();
         *stop = 1;
-        CHECK(cudaDeviceSynchronize());
+        CK(cudaDeviceSynchronize());
         std::printf("# cudaStreamQuery(cudaStreamLegacy) with a kernel running on the %s: %s\n",
                     o.name, answer);
     }
-    CHECK(cudaFreeHost(stop_h));
-    CHECK(cudaFree(dev_buf));
-    CHECK(cudaStreamDestroy(nb));
-    CHECK(cudaStreamDestroy(bl));
-    CHECK(cudaEventDestroy(ev));
+    CK(cudaFreeHost(stop_h));
+    CK(cudaFree(dev_buf));
+    CK(cudaStreamDestroy(nb));
+    CK(cudaStreamDestroy(bl));
+    CK(cudaEventDestroy(ev));
     return 0;
 }

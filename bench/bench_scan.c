@@ -16,14 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (cudaSuccess != e_) {                                                                   \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));  \
-            MPI_Abort(MPI_COMM_WORLD, 1);                                                          \
-        }                                                                                          \
-    } while (0)
+#define BENCH_CK_ABORT() MPI_Abort(MPI_COMM_WORLD, 1)
+#include "bench_cuda_check.h"
 
 enum { SCAN, EXSCAN, ISCAN, NFORMS };
 static const char *form_names[NFORMS] = {"scan", "exscan", "iscan"};
